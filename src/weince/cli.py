@@ -1,0 +1,72 @@
+"""The ``weince`` console command.
+
+Each subcommand lives in its own module, which defines ``add_arguments(parser)`` and
+``main(args) -> int``. Modules are imported lazily so that ``weince evt`` does not import
+torch and ``weince --help`` stays fast.
+
+    weince --help
+    weince <command> --help
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import sys
+
+# command name -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "demo": ("weince.losses.demo", "tiny end-to-end demo of the losses on random data"),
+    "bench-loss": ("weince.losses.bench", "benchmark loss forward+backward, WEINCE vs InfoNCE"),
+    "evt": ("weince.evt.cli", "POT/GPD tail fit and link-selection fit on a saved score file"),
+    "collect-scores": ("weince.evt.collect_cli", "collect similarity scores from a frozen encoder"),
+    "pretrain": ("weince.train.simclr_cli", "SimCLR pretraining (resumes automatically)"),
+    "features": ("weince.eval.features_cli", "extract frozen features from a pretrained encoder"),
+    "eval": ("weince.eval.cli", "linear probe and k-NN / recall@k on cached features"),
+    "simcse": ("weince.train.simcse_cli", "unsupervised SimCSE training"),
+    "sts": ("weince.eval.sts_cli", "STS evaluation (Spearman/Pearson) of a sentence encoder"),
+    "timing": ("weince.timing", "overhead timing: WEINCE vs InfoNCE, loss alone and whole step"),
+    "norms": ("weince.norms.cli", "embedding-norm dynamics analysis (N1-N3)"),
+    "report": ("weince.report.cli", "claims registry -> Markdown/LaTeX tables with verdicts"),
+}
+
+
+def _available() -> dict[str, tuple[str, str]]:
+    found = {}
+    for name, (mod, hlp) in COMMANDS.items():
+        if importlib.util.find_spec(mod.rsplit(".", 1)[0]) is None:
+            continue
+        try:
+            if importlib.util.find_spec(mod) is not None:
+                found[name] = (mod, hlp)
+        except ModuleNotFoundError:
+            continue
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    commands = _available()
+    parser = argparse.ArgumentParser(
+        prog="weince",
+        description="WEINCE reproduction artifact: losses, diagnostics, training, reports.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="<command>")
+    # only the chosen command's module is imported
+    chosen = next((a for a in argv if not a.startswith("-")), None)
+    for name, (mod, hlp) in commands.items():
+        p = sub.add_parser(name, help=hlp, description=hlp)
+        if name == chosen:
+            module = importlib.import_module(mod)
+            module.add_arguments(p)
+            p.set_defaults(_module=module)
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    return int(args._module.main(args) or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

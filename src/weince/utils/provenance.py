@@ -1,0 +1,120 @@
+"""Provenance for every result file: git commit, config hash, versions, date, seed.
+
+Every JSON result written by the artifact goes through :func:`write_json`, which adds a
+``provenance`` block, so a number in a table can always be traced to the code and the
+configuration that produced it.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import sys
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+__all__ = ["git_commit", "config_hash", "versions", "provenance", "write_json", "read_json"]
+
+
+@lru_cache(maxsize=1)
+def git_commit() -> str:
+    """The commit of the checkout that holds this package (``+dirty`` if modified), or
+    ``WEINCE_GIT_COMMIT`` from the environment (set in the container), or ``unknown``."""
+    env = os.environ.get("WEINCE_GIT_COMMIT")
+    if env:
+        return env
+    here = Path(__file__).resolve().parent
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5
+        ).stdout.strip()
+        if not commit:
+            return "unknown"
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=here, capture_output=True, text=True, timeout=5,
+        ).stdout.strip()
+        return commit + ("+dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, Path):
+        return str(obj)
+    if hasattr(obj, "item") and callable(obj.item) and getattr(obj, "ndim", 1) == 0:
+        return obj.item()  # numpy / torch scalars
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    if isinstance(obj, float) and obj != obj:
+        return None  # NaN -> null (strict JSON)
+    return obj
+
+
+def config_hash(cfg: Any) -> str:
+    """Short, order-independent SHA-256 of a JSON-able configuration."""
+    blob = json.dumps(_jsonable(cfg), sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:12]
+
+
+@lru_cache(maxsize=1)
+def versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for name in ("weince", "torch", "torchvision", "numpy", "scipy", "transformers", "snakemake"):
+        mod = sys.modules.get(name)
+        if mod is None:
+            continue
+        out[name] = str(getattr(mod, "__version__", "?"))
+    return out
+
+
+def provenance(cfg: Any = None, seed: int | None = None, **extra: Any) -> dict[str, Any]:
+    """A provenance block: commit, config hash, seed, versions, host, UTC date."""
+    block = {
+        "git_commit": git_commit(),
+        "config_hash": config_hash(cfg) if cfg is not None else None,
+        "seed": seed,
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "host": platform.node(),
+        "versions": versions(),
+        "argv": sys.argv,
+    }
+    if cfg is not None:
+        block["config"] = _jsonable(cfg)
+    block.update(_jsonable(extra))
+    return block
+
+
+def write_json(path: str | os.PathLike, data: dict[str, Any], *, cfg: Any = None,
+               seed: int | None = None, add_provenance: bool = True) -> Path:
+    """Write ``data`` (plus a ``provenance`` block) atomically: a crash never leaves a
+    half-written result that a resumed workflow would take for a finished one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = dict(_jsonable(data))
+    if add_provenance and "provenance" not in payload:
+        payload["provenance"] = provenance(cfg, seed)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(payload, indent=2, sort_keys=False) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def read_json(path: str | os.PathLike) -> dict[str, Any]:
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"result file {path} does not exist; run the rule that makes it "
+                                f"(e.g. `snakemake {path}`)")
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path} is not valid JSON ({err}); delete it and re-run its rule") from err
