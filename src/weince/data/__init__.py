@@ -1,0 +1,2 @@
+"""Data sets (vision: ``weince.data.vision``; text: ``weince.data.text``) and SimCLR
+augmentations (``weince.data.augment``)."""

@@ -1,0 +1,1 @@
+"""Frozen-feature evaluation: feature extraction, linear probe, k-NN / recall@k, STS."""
