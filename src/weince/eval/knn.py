@@ -1,0 +1,126 @@
+"""k-NN classification and recall@k on frozen features (SPEC 6, claim C6).
+
+Cosine similarity; the bank is the training set minus a stratified 10% validation split
+(one split per split seed). For a query ``q`` with nearest bank items ``1..k`` (cosine
+``s_1 >= ... >= s_k``):
+
+- ``acc@k``: weighted vote, weight ``exp((s_j - s_1) / T)`` (``T = 0.1``), the class with
+  the largest total weight wins (ties: the smallest class index);
+- ``recall@k``: 1 if any of the ``k`` nearest shares the query's label, else 0.
+
+Both are averaged over the test queries (and, separately, the validation queries) in
+percent, per split seed, then summarised over split seeds.
+
+    from weince.eval.knn import knn_eval
+    res = knn_eval("features.pt")
+    res["acc@50"], res["recall@1"]        # {"mean", "std", "n", "values"} on test
+    res["val"]["acc@50"]                  # the same on the validation queries
+
+Command line: ``weince eval knn --features features.pt --out knn.json``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence
+
+import torch
+import torch.nn.functional as F
+
+from weince.eval.linear import _get, load_features, stratified_split, summarize
+
+__all__ = ["knn_eval", "knn_scores"]
+
+
+@torch.no_grad()
+def knn_scores(query: torch.Tensor, query_labels: torch.Tensor, bank: torch.Tensor,
+               bank_labels: torch.Tensor, *, k: int = 50, temperature: float = 0.1,
+               recall_ks: Sequence[int] = (1, 2, 5, 10, 20, 50), num_classes: int | None = None,
+               chunk: int = 1024) -> dict[str, float]:
+    """``acc@k`` (weighted vote) and ``recall@r`` for every ``r`` in ``recall_ks``, in
+    percent over the queries.
+
+    Args:
+        query: (Q, D) features; query_labels: (Q,) int.
+        bank: (M, D) features; bank_labels: (M,) int. Both are L2-normalised here.
+        chunk: queries per similarity block (memory ``chunk x M``).
+    """
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    kmax = max([k, *recall_ks])
+    if k < 1 or min(recall_ks, default=1) < 1:
+        raise ValueError(f"k and recall_ks must be >= 1, got k={k}, recall_ks={list(recall_ks)}")
+    if kmax > bank.shape[0]:
+        raise ValueError(f"k={kmax} exceeds the bank size {bank.shape[0]}")
+    q = F.normalize(query.float(), dim=1)
+    m = F.normalize(bank.float(), dim=1)
+    qy = query_labels.long().to(q.device)
+    my = bank_labels.long().to(q.device)
+    C = int(num_classes if num_classes is not None else int(max(my.max(), qy.max())) + 1)
+    correct_vote = 0
+    hits = {r: 0 for r in recall_ks}
+    for i in range(0, q.shape[0], chunk):
+        sims = q[i:i + chunk] @ m.T                                  # (c, M)
+        s, idx = sims.topk(kmax, dim=1)                              # sorted, descending
+        nl = my[idx]                                                 # (c, kmax) neighbour labels
+        y = qy[i:i + chunk]
+        w = torch.exp((s[:, :k] - s[:, :1]) / temperature)          # (c, k)
+        votes = torch.zeros(s.shape[0], C, device=q.device, dtype=w.dtype)
+        votes.scatter_add_(1, nl[:, :k], w)
+        correct_vote += int((votes.argmax(1) == y).sum())
+        match = nl == y[:, None]                                     # (c, kmax)
+        for r in recall_ks:
+            hits[r] += int(match[:, :r].any(1).sum())
+    n = q.shape[0]
+    out = {f"acc@{k}": 100.0 * correct_vote / n}
+    out.update({f"recall@{r}": 100.0 * hits[r] / n for r in recall_ks})
+    return out
+
+
+def knn_eval(features: str | os.PathLike | dict, *, k: int = 50, temperature: float = 0.1,
+             recall_ks: Sequence[int] = (1, 2, 5, 10, 20, 50), val_frac: float = 0.1,
+             split_seeds: Sequence[int] = (0, 1, 2, 3, 4), feature: str = "backbone",
+             device: str = "cpu", chunk: int = 1024) -> dict[str, Any]:
+    """k-NN accuracy and recall@k, per split seed, summarised over split seeds.
+
+    Args:
+        features: dict or path written by :func:`weince.eval.features.extract_features`.
+        k, temperature: vote size and temperature (SPEC: 50, 0.1).
+        recall_ks: the ``k`` of recall@k.
+        val_frac: stratified fraction of the training set held out of the bank and used
+            as validation queries (0 keeps the whole training set as bank, no val).
+        split_seeds: one bank/validation split per seed.
+        feature: ``"backbone"`` or ``"head"``.
+
+    Returns:
+        ``{"acc@50": summary, "recall@1": summary, ...}`` on the test queries, the same
+        under ``"val"`` for the validation queries, ``"per_seed"`` records and settings.
+    """
+    feats = load_features(features)
+    x_train, y_train = _get(feats, "train", feature)
+    x_test, y_test = _get(feats, "test", feature)
+    num_classes = int(max(y_train.max(), y_test.max()).item()) + 1
+    dev = torch.device(device)
+    keys = [f"acc@{k}"] + [f"recall@{r}" for r in recall_ks]
+    per_seed = []
+    split_seeds = [int(s) for s in split_seeds] or [0]
+    for seed in split_seeds:
+        tr, va = stratified_split(y_train, val_frac, seed)
+        bank, bank_y = x_train[tr].to(dev), y_train[tr].to(dev)
+        kw = dict(k=k, temperature=temperature, recall_ks=recall_ks, num_classes=num_classes,
+                  chunk=chunk)
+        rec = {"seed": seed, "n_bank": int(len(tr)),
+               "test": knn_scores(x_test.to(dev), y_test.to(dev), bank, bank_y, **kw)}
+        if len(va):
+            rec["val"] = knn_scores(x_train[va].to(dev), y_train[va].to(dev), bank, bank_y, **kw)
+        per_seed.append(rec)
+    out: dict[str, Any] = {key: summarize(r["test"][key] for r in per_seed) for key in keys}
+    if all("val" in r for r in per_seed):
+        out["val"] = {key: summarize(r["val"][key] for r in per_seed) for key in keys}
+    out["per_seed"] = per_seed
+    out["feature"] = feature
+    out["n_test"] = int(x_test.shape[0])
+    out["num_classes"] = num_classes
+    out["settings"] = {"k": k, "temperature": temperature, "recall_ks": list(recall_ks),
+                       "val_frac": val_frac, "split_seeds": split_seeds, "metric": "cosine"}
+    return out

@@ -1,0 +1,225 @@
+"""Linear probe on frozen features (SPEC 6, the protocol behind claims C3-C5).
+
+A multinomial logistic regression (one linear layer) on the frozen backbone features:
+Adam, lr 3e-4, 100 epochs, batch 256, a *stratified* validation split of the training
+set, several probe seeds. For each seed the epoch is chosen by validation accuracy only;
+the test set is scored once, with the weights of that epoch, after training. Test
+labels never influence any choice.
+
+All probe seeds train at once as a batch of independent linear layers (``torch.bmm``
+over a leading seed axis; Adam is element-wise, so the seeds do not interact), which
+keeps a 100-epoch probe on CIFAR-sized feature sets to seconds on a CPU.
+
+    from weince.eval.linear import linear_probe
+    res = linear_probe("features.pt")        # or the dict written by extract_features
+    res["test_acc"]                          # {"mean", "std", "n", "values"} in percent
+
+Command line: ``weince eval linear --features features.pt --out linear.json``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import torch
+import torch.nn.functional as F
+
+__all__ = ["linear_probe", "stratified_split", "summarize", "load_features"]
+
+
+def summarize(values: Iterable[float]) -> dict[str, Any]:
+    """``{"mean", "std", "n", "values"}``; ``std`` is the sample standard deviation
+    (``ddof=1``), 0.0 for a single value."""
+    vals = [float(v) for v in values]
+    n = len(vals)
+    if n == 0:
+        return {"mean": None, "std": None, "n": 0, "values": []}
+    mean = sum(vals) / n
+    std = math.sqrt(sum((v - mean) ** 2 for v in vals) / (n - 1)) if n > 1 else 0.0
+    return {"mean": mean, "std": std, "n": n, "values": vals}
+
+
+def load_features(features: str | os.PathLike | dict) -> dict:
+    """The feature dict written by :func:`weince.eval.features.extract_features`
+    (given as the dict itself or the path of its torch file)."""
+    if isinstance(features, dict):
+        feats = features
+    else:
+        path = Path(features)
+        if not path.exists():
+            raise FileNotFoundError(f"feature file {path} does not exist; make it with "
+                                    f"`weince features --encoder ENCODER.pt --out {path}`")
+        feats = torch.load(path, map_location="cpu", weights_only=False)
+    for split in ("train", "test"):
+        if split not in feats or "labels" not in feats[split]:
+            raise ValueError(f"feature dict lacks '{split}' with 'labels'; expected the file "
+                             f"written by `weince features`")
+    return feats
+
+
+def _get(feats: dict, split: str, feature: str) -> tuple[torch.Tensor, torch.Tensor]:
+    part = feats[split]
+    if feature not in part:
+        valid = sorted(k for k in part if k != "labels")
+        raise ValueError(f"feature {feature!r} not in the feature file; valid: {valid}")
+    x = torch.as_tensor(part[feature]).float()
+    y = torch.as_tensor(part["labels"]).long()
+    if x.ndim != 2 or y.ndim != 1 or x.shape[0] != y.shape[0]:
+        raise ValueError(f"{split}/{feature}: expected features (N, D) and labels (N,), "
+                         f"got {tuple(x.shape)} and {tuple(y.shape)}")
+    return x, y
+
+
+def stratified_split(labels: torch.Tensor, val_frac: float, seed: int
+                     ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Seeded stratified split of indices ``0..N-1`` into ``(train_idx, val_idx)``.
+
+    Each class contributes ``round(val_frac * n_class)`` examples to validation (at least
+    one when ``val_frac > 0`` and the class has two or more), so every seed gives splits
+    of the same sizes. Both index tensors are sorted.
+    """
+    if not 0.0 <= val_frac < 1.0:
+        raise ValueError(f"val_frac must be in [0, 1), got {val_frac}")
+    labels = torch.as_tensor(labels).long()
+    g = torch.Generator().manual_seed(int(seed))
+    val_parts = []
+    for c in torch.unique(labels).tolist():
+        idx = torch.nonzero(labels == c).flatten()
+        n_val = int(round(val_frac * len(idx)))
+        if val_frac > 0 and len(idx) >= 2:
+            n_val = min(max(n_val, 1), len(idx) - 1)
+        perm = idx[torch.randperm(len(idx), generator=g)]
+        val_parts.append(perm[:n_val])
+    val = torch.cat(val_parts).sort().values if val_parts else torch.empty(0, dtype=torch.long)
+    is_val = torch.zeros(len(labels), dtype=torch.bool)
+    is_val[val] = True
+    return torch.nonzero(~is_val).flatten(), val
+
+
+@torch.no_grad()
+def _accuracy(W: torch.Tensor, b: torch.Tensor, X: torch.Tensor, y: torch.Tensor,
+              chunk: int = 8192) -> torch.Tensor:
+    """Accuracy in percent per seed. ``W`` (S, D, C), ``b`` (S, 1, C), ``X`` (S, N, D),
+    ``y`` (N,) or (S, N)."""
+    S, N = X.shape[0], X.shape[1]
+    if N == 0:
+        return torch.full((S,), float("nan"))
+    yy = y.expand(S, N) if y.ndim == 1 else y
+    correct = torch.zeros(S)
+    for i in range(0, N, chunk):
+        pred = (torch.bmm(X[:, i:i + chunk], W) + b).argmax(-1)
+        correct += (pred == yy[:, i:i + chunk]).sum(1).cpu().float()
+    return 100.0 * correct / N
+
+
+def linear_probe(features: str | os.PathLike | dict, *, feature: str = "backbone",
+                 seeds: Sequence[int] = (0, 1, 2, 3, 4), epochs: int = 100, lr: float = 3e-4,
+                 batch_size: int = 256, val_frac: float = 0.1, weight_decay: float = 0.0,
+                 standardize: bool = False, device: str = "cpu",
+                 progress: bool | None = None) -> dict[str, Any]:
+    """Linear probe on frozen features; the epoch is selected on validation only.
+
+    Args:
+        features: dict (or path) with ``train``/``test`` -> ``{feature: (N, D), "labels": (N,)}``.
+        feature: which features to probe, ``"backbone"`` (``h``, the SPEC protocol) or
+            ``"head"`` (``z``).
+        seeds: probe seeds; each fixes the stratified split, the initialisation and the
+            minibatch order.
+        epochs, lr, batch_size, weight_decay: Adam training of the linear layer (the last
+            partial batch of an epoch is kept).
+        val_frac: fraction of each class of the training set held out for validation.
+        standardize: z-score the features with the training-part mean/std (off by
+            default: the SPEC protocol probes raw features).
+        device: where to train (``"cpu"`` or ``"cuda"``).
+
+    Returns:
+        ``{"test_acc", "val_acc", "best_epoch"}`` summaries over seeds (accuracy in
+        percent; ``test_acc`` is scored with the weights of the best validation epoch,
+        first epoch on ties), ``"per_seed"`` records and the settings used.
+    """
+    if epochs < 1 or batch_size < 1 or lr <= 0:
+        raise ValueError(f"need epochs >= 1, batch_size >= 1, lr > 0; got {epochs}, "
+                         f"{batch_size}, {lr}")
+    if not 0.0 < val_frac < 1.0:
+        raise ValueError(f"val_frac must be in (0, 1) to select an epoch, got {val_frac}")
+    seeds = [int(s) for s in seeds]
+    if not seeds:
+        raise ValueError("seeds must name at least one probe seed")
+    feats = load_features(features)
+    x_train, y_train = _get(feats, "train", feature)
+    x_test, y_test = _get(feats, "test", feature)
+    num_classes = int(max(y_train.max(), y_test.max()).item()) + 1
+    dev = torch.device(device)
+    S, D = len(seeds), x_train.shape[1]
+
+    splits = [stratified_split(y_train, val_frac, s) for s in seeds]
+    tr_idx = torch.stack([t for t, _ in splits])           # (S, n_tr): equal sizes by design
+    va_idx = torch.stack([v for _, v in splits])           # (S, n_va)
+    Xtr, Ytr = x_train[tr_idx].to(dev), y_train[tr_idx].to(dev)   # (S, n_tr, D), (S, n_tr)
+    Xva, Yva = x_train[va_idx].to(dev), y_train[va_idx].to(dev)
+    Xte = x_test.to(dev).unsqueeze(0).expand(S, -1, -1)
+    Yte = y_test.to(dev)
+    if standardize:
+        mu = Xtr.mean(1, keepdim=True)
+        sd = Xtr.std(1, keepdim=True).clamp_min(1e-6)
+        Xtr, Xva, Xte = (Xtr - mu) / sd, (Xva - mu) / sd, (Xte - mu) / sd
+
+    # init like nn.Linear, one generator per seed
+    W = torch.empty(S, D, num_classes)
+    b = torch.empty(S, 1, num_classes)
+    bound = 1.0 / math.sqrt(D)
+    gens = []
+    for i, s in enumerate(seeds):
+        g = torch.Generator().manual_seed(10_000 + s)
+        W[i].uniform_(-bound, bound, generator=g)
+        b[i].uniform_(-bound, bound, generator=g)
+        gens.append(g)
+    W = W.to(dev).requires_grad_()
+    b = b.to(dev).requires_grad_()
+    opt = torch.optim.Adam([W, b], lr=lr, weight_decay=weight_decay)
+
+    n_tr = Xtr.shape[1]
+    best_val = torch.full((S,), -1.0)
+    best_epoch = torch.zeros(S, dtype=torch.long)
+    best_W, best_b = W.detach().clone(), b.detach().clone()
+    ar = torch.arange(S, device=dev).unsqueeze(1)
+    from tqdm.auto import tqdm
+    disable = (not os.environ.get("WEINCE_PROGRESS")) if progress is None else not progress
+    for epoch in tqdm(range(1, epochs + 1), desc="linear probe", disable=disable):
+        perm = torch.stack([torch.randperm(n_tr, generator=g) for g in gens]).to(dev)
+        for i in range(0, n_tr, batch_size):
+            j = perm[:, i:i + batch_size]                       # (S, b)
+            logits = torch.bmm(Xtr[ar, j], W) + b               # (S, b, C)
+            # sum over seeds of each seed's mean loss: gradients stay per seed
+            loss = F.cross_entropy(logits.reshape(-1, num_classes), Ytr[ar, j].reshape(-1),
+                                   reduction="sum") / j.shape[1]
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+        val_acc = _accuracy(W.detach(), b.detach(), Xva, Yva)
+        better = val_acc > best_val
+        if better.any():
+            best_val = torch.where(better, val_acc, best_val)
+            best_epoch[better] = epoch
+            m = better.to(dev)
+            best_W[m] = W.detach()[m]
+            best_b[m] = b.detach()[m]
+    # the test set is scored once, with the weights chosen on validation
+    test_acc = _accuracy(best_W, best_b, Xte, Yte)
+    per_seed = [{"seed": s, "best_epoch": int(best_epoch[i]), "val_acc": float(best_val[i]),
+                 "test_acc": float(test_acc[i])} for i, s in enumerate(seeds)]
+    return {
+        "test_acc": summarize(test_acc.tolist()),
+        "val_acc": summarize(best_val.tolist()),
+        "best_epoch": summarize(best_epoch.tolist()),
+        "per_seed": per_seed,
+        "feature": feature,
+        "n_train": int(n_tr), "n_val": int(Xva.shape[1]), "n_test": int(x_test.shape[0]),
+        "num_classes": num_classes, "dim": int(D),
+        "settings": {"epochs": epochs, "lr": lr, "batch_size": batch_size, "val_frac": val_frac,
+                     "weight_decay": weight_decay, "standardize": standardize, "seeds": seeds,
+                     "optimizer": "adam"},
+    }
