@@ -1,0 +1,109 @@
+"""Input checks and the similarity layouts shared by every loss."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+
+Layout = Literal["simclr", "pairs"]
+LAYOUTS = ("simclr", "pairs")
+
+__all__ = ["check_batch", "pair_similarities", "masked_logits", "negative_values", "LAYOUTS"]
+
+
+def check_tau(tau: float) -> None:
+    if not (isinstance(tau, (int, float)) and tau > 0):
+        raise ValueError(f"tau must be a positive number (the softmax temperature), got {tau!r}")
+
+
+def check_batch(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None) -> int:
+    """Validate a generic batch (SPEC section 1) and return ``K``, the number of negatives
+    of every row.
+
+    Raises ``ValueError`` for a non-2-D ``sim``, mismatched shapes, a target outside the
+    columns, a masked-out positive, or rows whose numbers of negatives differ.
+    """
+    if not isinstance(sim, torch.Tensor) or sim.ndim != 2:
+        raise ValueError(f"sim must be a 2-D tensor (rows = anchors, columns = candidates), "
+                         f"got {getattr(sim, 'shape', type(sim))}")
+    B, C = sim.shape
+    if B == 0 or C < 2:
+        raise ValueError(f"sim must have at least one row and two columns, got shape {tuple(sim.shape)}")
+    if not isinstance(targets, torch.Tensor) or targets.shape != (B,):
+        raise ValueError(f"targets must have shape ({B},) (one positive column per row of sim), "
+                         f"got {getattr(targets, 'shape', type(targets))}")
+    if targets.dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.bool):
+        raise ValueError(f"targets must be an integer tensor of column indices, got {targets.dtype}")
+    if bool(((targets < 0) | (targets >= C)).any()):
+        raise ValueError(f"targets must index columns of sim, i.e. lie in [0, {C - 1}]")
+    if mask is None:
+        return C - 1
+    if not isinstance(mask, torch.Tensor) or mask.shape != sim.shape or mask.dtype != torch.bool:
+        raise ValueError(f"mask must be a boolean tensor of the same shape as sim {tuple(sim.shape)}, "
+                         f"got {getattr(mask, 'shape', type(mask))} {getattr(mask, 'dtype', '')}")
+    rows = torch.arange(B, device=sim.device)
+    pos_valid = mask[rows, targets]
+    if not bool(pos_valid.all()):
+        bad = (~pos_valid).nonzero().flatten()[:5].tolist()
+        raise ValueError(f"the positive column is masked out (mask[i, targets[i]] is False) for rows "
+                         f"{bad}; every row's positive must be a valid candidate")
+    counts = mask.sum(dim=1) - 1
+    if not bool((counts == counts[0]).all()):
+        raise ValueError(f"every row must have the same number of negatives (valid columns other than "
+                         f"the positive); counts range from {int(counts.min())} to {int(counts.max())}")
+    K = int(counts[0])
+    if K < 1:
+        raise ValueError("every row needs at least one negative (a valid column other than the positive)")
+    return K
+
+
+def pair_similarities(z1: torch.Tensor, z2: torch.Tensor, layout: Layout = "simclr"):
+    """Cosine similarities of two views in the generic ``(sim, targets, mask)`` form.
+
+    Args:
+        z1, z2: ``(N, d)`` embeddings of the two views (normalised here).
+        layout: ``"simclr"``: ``Z = cat(z1, z2)`` ``(2N, d)``, ``sim = Z Z^T`` ``(2N, 2N)``,
+            the diagonal masked, positive of row ``i`` is ``i + N`` (mod ``2N``), ``K = 2N - 2``
+            (NT-Xent). ``"pairs"``: ``sim = z1 z2^T`` ``(N, N)``, positive on the diagonal,
+            no mask, ``K = N - 1`` (SimCSE, dual encoders).
+
+    Returns:
+        ``(sim, targets, mask)``; ``mask`` is ``None`` for ``"pairs"``.
+    """
+    if z1.ndim != 2 or z1.shape != z2.shape:
+        raise ValueError(f"z1 and z2 must both have shape (N, d), got {tuple(z1.shape)} and {tuple(z2.shape)}")
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    n = z1.shape[0]
+    z1 = F.normalize(z1, dim=1)
+    z2 = F.normalize(z2, dim=1)
+    idx = torch.arange(n, device=z1.device)
+    if layout == "pairs":
+        return z1 @ z2.T, idx, None
+    z = torch.cat([z1, z2], dim=0)
+    sim = z @ z.T
+    targets = torch.cat([idx + n, idx])
+    mask = ~torch.eye(2 * n, dtype=torch.bool, device=z.device)
+    return sim, targets, mask
+
+
+def upcast(x: torch.Tensor) -> torch.Tensor:
+    """float64 stays float64; anything else (bf16/fp16 under autocast) computes in float32."""
+    return x if x.dtype == torch.float64 else x.float()
+
+
+def masked_logits(logits: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Invalid columns -> ``-inf`` so that they drop out of the softmax."""
+    if mask is None:
+        return logits
+    return logits.masked_fill(~mask, float("-inf"))
+
+
+def negative_values(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """``sim`` with the positive and the invalid columns set to ``-inf`` (negatives only)."""
+    rows = torch.arange(sim.shape[0], device=sim.device)
+    neg = sim.clone() if mask is None else sim.masked_fill(~mask, float("-inf"))
+    neg[rows, targets] = float("-inf")
+    return neg

@@ -1,0 +1,181 @@
+"""``nn.Module`` wrappers for two-view batches, and the name -> loss registry.
+
+Every module takes ``z1, z2`` of shape ``(N, d)`` (normalised inside), builds the
+similarities for its ``layout`` (``"simclr"``: ``2N x 2N`` NT-Xent views; ``"pairs"``:
+``N x N`` with the positive on the diagonal, as SimCSE), returns a scalar loss and keeps
+``last_stats``: a dict of detached 0-d tensors for logging (``float(v)`` to read; no
+host synchronisation happens inside the loss). No module has a trainable parameter.
+
+    >>> loss_fn = build_loss("weince", tau=0.5)
+    >>> loss = loss_fn(z1, z2); loss.backward()
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch import nn
+
+from weince.losses._common import LAYOUTS, check_tau, pair_similarities
+from weince.losses.infonce import _info_nce
+from weince.losses.recipe import fit_batch_beta, top_negatives, topm_softmax, topm_weibull
+from weince.losses.weince import _weince, check_weince_args
+
+__all__ = ["InfoNCELoss", "WEINCELoss", "WEINCERecipeLoss", "WEINCERecipeNoWeibLoss",
+           "InfoNCETopMLoss", "LOSSES", "register_loss", "build_loss"]
+
+LOSSES: dict[str, type[nn.Module]] = {}
+
+
+def register_loss(name: str) -> Callable[[type[nn.Module]], type[nn.Module]]:
+    """Class decorator: make a loss module available to :func:`build_loss` by ``name``."""
+    def deco(cls):
+        if name in LOSSES and LOSSES[name] is not cls:
+            raise ValueError(f"loss name {name!r} is already registered to {LOSSES[name].__name__}")
+        LOSSES[name] = cls
+        cls.loss_name = name
+        return cls
+    return deco
+
+
+def build_loss(name: str, **kwargs) -> nn.Module:
+    """Instantiate a registered loss by name (training code picks losses from config)."""
+    if name not in LOSSES:
+        raise ValueError(f"unknown loss {name!r}; valid names: {sorted(LOSSES)}")
+    try:
+        return LOSSES[name](**kwargs)
+    except TypeError as err:
+        raise ValueError(f"bad options for loss {name!r}: {err}") from err
+
+
+def _quantiles(x: torch.Tensor) -> dict[str, torch.Tensor]:
+    qs = torch.quantile(x.float(), torch.tensor([0.1, 0.5, 0.9], device=x.device))
+    return {"lambda_mean": x.mean(), "lambda_q10": qs[0], "lambda_q50": qs[1], "lambda_q90": qs[2]}
+
+
+class _TwoViewLoss(nn.Module):
+    def __init__(self, tau: float = 0.5, layout: str = "simclr"):
+        super().__init__()
+        check_tau(tau)
+        if layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+        self.tau = float(tau)
+        self.layout = layout
+        self.last_stats: dict[str, torch.Tensor] = {}
+
+    def similarities(self, z1: torch.Tensor, z2: torch.Tensor):
+        return pair_similarities(z1, z2, self.layout)
+
+    def extra_repr(self) -> str:
+        return f"tau={self.tau}, layout={self.layout!r}"
+
+
+@register_loss("infonce")
+class InfoNCELoss(_TwoViewLoss):
+    """InfoNCE / NT-Xent on two views (SPEC section 2)."""
+
+    def forward(self, z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor:
+        sim, targets, mask = self.similarities(z1, z2)
+        return _info_nce(sim, targets, mask, self.tau)
+
+
+@register_loss("infonce_topm")
+class InfoNCETopMLoss(_TwoViewLoss):
+    """InfoNCE + ``w_soft * L_soft_topM``: isolates the recipe's softmax top-M term."""
+
+    def __init__(self, tau: float = 0.5, layout: str = "simclr", top_m: int = 50, w_soft: float = 0.5):
+        super().__init__(tau, layout)
+        if top_m < 1:
+            raise ValueError(f"top_m must be >= 1, got {top_m!r}")
+        self.top_m, self.w_soft = int(top_m), float(w_soft)
+
+    def forward(self, z1, z2):
+        sim, targets, mask = self.similarities(z1, z2)
+        base = _info_nce(sim, targets, mask, self.tau)
+        return base + self.w_soft * topm_softmax(sim, targets, mask, self.tau, self.top_m)
+
+
+@register_loss("weince")
+class WEINCELoss(_TwoViewLoss):
+    """WEINCE on two views (SPEC 3.1-3.3); keyword arguments as :func:`weince.losses.weince`."""
+
+    def __init__(self, tau: float = 0.5, layout: str = "simclr", *, q: float = 0.2,
+                 margin: float = 2.0, kappa_rho: float = 10.0, kappa_aic: float = 1.0,
+                 tail_frac: float = 0.10, min_tail: int = 32, eps: float = 1e-6, beta: str = "one",
+                 gate: str = "both", lam: float | None = None, beta_min: float = 0.5,
+                 beta_max: float = 16.0):
+        super().__init__(tau, layout)
+        check_weince_args(tau, q, margin, kappa_rho, kappa_aic, tail_frac, min_tail, eps, beta, gate,
+                          lam, beta_min, beta_max)
+        self.opts = dict(q=q, margin=margin, kappa_rho=kappa_rho, kappa_aic=kappa_aic,
+                         tail_frac=tail_frac, min_tail=min_tail, eps=eps, beta=beta, gate=gate,
+                         lam=lam, beta_min=beta_min, beta_max=beta_max)
+
+    def core(self, z1, z2, topk_extra: int = 0):
+        sim, targets, mask = self.similarities(z1, z2)
+        K = sim.shape[1] - 1 if mask is None else sim.shape[1] - 2
+        loss, stats = _weince(sim, targets, mask, K, self.tau, return_stats=True,
+                              topk_extra=topk_extra, **self.opts)
+        self.last_stats = {**_quantiles(stats["lambda"]), "rho0": stats["rho0"],
+                           "daic_mean": stats["daic"].mean(), "beta_w_mean": stats["beta_w"].mean()}
+        return loss, sim, targets, mask, stats
+
+    def forward(self, z1, z2):
+        return self.core(z1, z2)[0]
+
+    def extra_repr(self) -> str:
+        return super().extra_repr() + ", " + ", ".join(f"{k}={v!r}" for k, v in self.opts.items())
+
+
+@register_loss("weince_recipe")
+class WEINCERecipeLoss(WEINCELoss):
+    """The authors' training recipe (SPEC 3.4): WEINCE ``+ w_weib * L_weib_topM +
+    w_soft * L_soft_topM`` with a batch-level ``beta_t`` kept as an EMA in a buffer (saved in
+    ``state_dict``; updated in training mode only, before it is used for the batch, as the
+    official code does)."""
+
+    def __init__(self, tau: float = 0.5, layout: str = "simclr", *, top_m: int = 50,
+                 w_weib: float = 0.5, w_soft: float = 0.5, beta_t_init: float = 4.0,
+                 momentum: float = 0.9, r2_min: float = 0.85, beta_t_min: float = 0.5,
+                 beta_t_max: float = 16.0, pool_min: int = 1024, pool_frac: float = 0.05, **kwargs):
+        super().__init__(tau, layout, **kwargs)
+        if top_m < 1:
+            raise ValueError(f"top_m must be >= 1, got {top_m!r}")
+        if not 0.0 <= momentum < 1.0:
+            raise ValueError(f"momentum must lie in [0, 1), got {momentum!r}")
+        self.top_m, self.w_weib, self.w_soft = int(top_m), float(w_weib), float(w_soft)
+        self.momentum, self.r2_min = float(momentum), float(r2_min)
+        self.beta_t_min, self.beta_t_max = float(beta_t_min), float(beta_t_max)
+        self.pool_min, self.pool_frac = int(pool_min), float(pool_frac)
+        self.register_buffer("beta_t", torch.tensor(float(beta_t_init)))
+
+    @torch.no_grad()
+    def update_beta_t(self, sim, targets, mask) -> None:
+        slope, r2 = fit_batch_beta(sim, targets, mask, self.opts["eps"], self.pool_min, self.pool_frac)
+        accept = (slope > 0) & (r2 >= self.r2_min)
+        new = self.momentum * self.beta_t + (1 - self.momentum) * slope.clamp(self.beta_t_min, self.beta_t_max)
+        self.beta_t.copy_(torch.where(accept, new.to(self.beta_t.dtype), self.beta_t))
+        self.last_stats.update(beta_hat=slope.float(), beta_r2=r2.float())
+
+    def forward(self, z1, z2):
+        loss, sim, targets, mask, stats = self.core(z1, z2, topk_extra=self.top_m)
+        if self.training:
+            self.update_beta_t(sim, targets, mask)
+        idx = top_negatives(sim, targets, mask, self.top_m, stats["top_idx"])
+        if self.w_weib:
+            loss = loss + self.w_weib * topm_weibull(sim, targets, mask, self.beta_t, self.top_m,
+                                                     self.opts["eps"], idx)
+        if self.w_soft:
+            loss = loss + self.w_soft * topm_softmax(sim, targets, mask, self.tau, self.top_m, idx)
+        self.last_stats["beta_t"] = self.beta_t.detach().clone()
+        return loss
+
+
+@register_loss("weince_recipe_no_weib")
+class WEINCERecipeNoWeibLoss(WEINCERecipeLoss):
+    """Ablation: the recipe without its Weibull top-M term (WEINCE + ``w_soft * L_soft_topM``)."""
+
+    def __init__(self, tau: float = 0.5, layout: str = "simclr", **kwargs):
+        kwargs["w_weib"] = 0.0
+        super().__init__(tau, layout, **kwargs)

@@ -1,0 +1,89 @@
+"""The two top-M terms of the authors' CIFAR-100 training recipe (SPEC section 3.4).
+
+The official WEINCE runs add ``0.5 * L_weib_topM + 0.5 * L_soft_topM`` (M = 50) to the
+WEINCE loss, while their InfoNCE baseline gets neither: a confound that the artifact
+exposes with the ``infonce_topm`` arm. ``beta_t`` is a batch-level Weibull exponent kept as
+an exponential moving average by :class:`weince.losses.WEINCERecipeLoss`.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from weince.losses._common import negative_values, upcast
+
+__all__ = ["top_negatives", "topm_softmax", "topm_weibull", "fit_batch_beta"]
+
+
+def top_negatives(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None, m: int,
+                  top_idx: torch.Tensor | None = None) -> torch.Tensor:
+    """Column indices ``(B, m')`` of the ``m' = min(m, K)`` most similar negatives of each row.
+
+    ``top_idx``: the sorted top negatives from :func:`weince.losses.weince_statistics` called
+    with ``topk_extra=m``; its width is at least ``min(m, K)``, so it is reused as is.
+    """
+    if top_idx is not None:
+        return top_idx[:, : min(int(m), top_idx.shape[1])]
+    K = sim.shape[1] - 1 if mask is None else int(mask[0].sum()) - 1
+    m = max(1, min(int(m), K))
+    neg = negative_values(sim.detach().float(), targets, mask)
+    return torch.topk(neg, m, dim=1, largest=True, sorted=True).indices
+
+
+def _candidates(sim, targets, mask, m, top_idx):
+    idx = top_negatives(sim, targets, mask, m, top_idx)
+    rows = torch.arange(sim.shape[0], device=sim.device)
+    pos = sim[rows, targets].unsqueeze(1)
+    return upcast(torch.cat([pos, sim.gather(1, idx)], dim=1))  # positive first
+
+
+def topm_softmax(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None = None,
+                 tau: float = 0.5, m: int = 50, top_idx: torch.Tensor | None = None) -> torch.Tensor:
+    """``L_soft_topM``: cross-entropy over the positive and the ``m`` most similar negatives,
+    logits ``s / tau``. Shapes as in :func:`weince.losses.info_nce`."""
+    cand = _candidates(sim, targets, mask, m, top_idx)
+    zeros = torch.zeros(sim.shape[0], dtype=torch.long, device=sim.device)
+    return F.cross_entropy(cand / tau, zeros)
+
+
+def topm_weibull(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None = None,
+                 beta_t: torch.Tensor | float = 4.0, m: int = 50, eps: float = 1e-6,
+                 top_idx: torch.Tensor | None = None) -> torch.Tensor:
+    """``L_weib_topM``: the same candidates as :func:`topm_softmax` with logits
+    ``-beta_t * log(1 - min(s, 1 - eps))``."""
+    cand = _candidates(sim, targets, mask, m, top_idx)
+    zeros = torch.zeros(sim.shape[0], dtype=torch.long, device=sim.device)
+    return F.cross_entropy(-beta_t * torch.log1p(-cand.clamp(max=1.0 - eps)), zeros)
+
+
+@torch.no_grad()
+def fit_batch_beta(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None = None,
+                   eps: float = 1e-6, min_points: int = 1024, frac: float = 0.05):
+    """Batch-level Weibull exponent of the pooled negative shortfalls (SPEC 3.4).
+
+    Pools every (row, negative) shortfall ``1 - s``, keeps the smallest
+    ``k = min(count, max(min_points, int(frac * count)))``, drops ``max(1, k // 20)``
+    burn-in points and fits ``log F ~ a + beta log delta`` with ``F_m = m / (k + 1)``.
+
+    Returns:
+        ``(slope, r2)`` as 0-d float64 tensors (``r2`` clamped to ``[0, 1]``); ``(0, 0)``
+        when fewer than 12 shortfalls exist.
+    """
+    neg = negative_values(sim.detach().float(), targets, mask)
+    vals = neg[torch.isfinite(neg)]
+    count = vals.numel()
+    k = min(count, max(int(min_points), int(frac * count)))
+    zero = torch.zeros((), dtype=torch.float64, device=sim.device)
+    b = max(1, k // 20)
+    if k < 10 or k - b < 2:
+        return zero, zero
+    top = torch.topk(vals, k, largest=True, sorted=True).values.double()
+    x = torch.log((1.0 - top[b:]).clamp_min(eps))
+    m = torch.arange(b + 1, k + 1, device=sim.device, dtype=torch.float64)
+    y = torch.log(m / (k + 1))
+    xc, yc = x - x.mean(), y - y.mean()
+    slope = (xc * yc).sum() / (xc * xc).sum().clamp_min(1e-12)
+    ss_res = ((yc - slope * xc) ** 2).sum()
+    r2 = (1.0 - ss_res / (yc * yc).sum().clamp_min(1e-12)).clamp(0.0, 1.0)
+    return slope, r2

@@ -1,0 +1,204 @@
+"""WEINCE: the per-anchor blend of softmax logits and a Weibull endpoint-shortfall logit.
+
+Paper: Erol et al., *When Softmax Fails at the Top: Extreme Value Corrections for InfoNCE*,
+ICML 2026. Definitions follow the authors' official implementation (``shared/SPEC.md``
+section 3): for row ``i`` with blend weight ``lambda_i`` (online batch statistics, no
+gradient, no trainable parameter) the logit of candidate ``j`` is
+
+    l_ij = (1 - lambda_i) * s_ij / tau + lambda_i * (-beta * log(1 - min(s_ij, 1 - eps)))
+
+and the loss is the mean cross-entropy of ``l_i`` with the positive as target.
+``lambda = 0`` is InfoNCE exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+
+from weince.losses._common import check_batch, check_tau, masked_logits, negative_values, upcast
+
+__all__ = ["weince", "tail_size", "weince_statistics", "GATES", "BETAS"]
+
+GATES = ("both", "rho", "aic")
+BETAS = ("one", "anchor")
+
+
+def tail_size(K: int, tail_frac: float = 0.10, min_tail: int = 32) -> int:
+    """SPEC 3.1 step 1: ``k = max(min_tail, round(tail_frac*K))``, then ``min(k, K)``,
+    ``max(10, k)``, ``min(k, K)``."""
+    k = max(int(min_tail), int(round(tail_frac * K)))
+    k = min(k, K)
+    k = max(10, k)
+    return min(k, K)
+
+
+def check_weince_args(tau, q, margin, kappa_rho, kappa_aic, tail_frac, min_tail, eps, beta,
+                      gate, lam, beta_min, beta_max) -> None:
+    check_tau(tau)
+    if not 0.0 <= q <= 1.0:
+        raise ValueError(f"q (quantile of rho that sets the pivot rho0) must lie in [0, 1], got {q!r}")
+    if not tail_frac > 0:
+        raise ValueError(f"tail_frac must be > 0, got {tail_frac!r}")
+    if int(min_tail) < 1:
+        raise ValueError(f"min_tail must be >= 1, got {min_tail!r}")
+    if not 0 < eps < 0.5:
+        raise ValueError(f"eps must lie in (0, 0.5), got {eps!r}")
+    if kappa_rho < 0 or kappa_aic < 0:
+        raise ValueError(f"kappa_rho and kappa_aic must be >= 0, got {kappa_rho!r}, {kappa_aic!r}")
+    if not math.isfinite(margin):
+        raise ValueError(f"margin must be finite, got {margin!r}")
+    if beta not in BETAS:
+        raise ValueError(f"beta must be one of {BETAS} ('one': the official code; 'anchor': the "
+                         f"paper's per-anchor Weibull slope), got {beta!r}")
+    if gate not in GATES:
+        raise ValueError(f"gate must be one of {GATES}, got {gate!r}")
+    if lam is not None and not 0.0 <= float(lam) <= 1.0:
+        raise ValueError(f"lam (forced blend weight) must lie in [0, 1] or be None, got {lam!r}")
+    if not 0 < beta_min <= beta_max:
+        raise ValueError(f"need 0 < beta_min <= beta_max, got {beta_min!r}, {beta_max!r}")
+
+
+@torch.no_grad()
+def weince_statistics(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None, K: int, *,
+                      q: float = 0.2, margin: float = 2.0, kappa_rho: float = 10.0,
+                      kappa_aic: float = 1.0, tail_frac: float = 0.10, min_tail: int = 32,
+                      eps: float = 1e-6, gate: str = "both", topk_extra: int = 0) -> dict:
+    """Per-anchor statistics of SPEC 3.1, vectorised over rows (no gradient).
+
+    Returns a dict with ``(B,)`` tensors ``lambda``, ``rho``, ``daic``, ``beta_w`` (float32),
+    scalars ``rho0`` (tensor), ``k``, ``n`` (ints), and ``top_idx``: the column indices of
+    the ``max(k, topk_extra)`` most similar negatives of each row, most similar first (the
+    recipe's top-M terms reuse them).
+    """
+    s = sim.detach()
+    if s.dtype not in (torch.float32, torch.float64):
+        s = s.float()
+    B = s.shape[0]
+    k = tail_size(K, tail_frac, min_tail)
+    neg = negative_values(s, targets, mask)
+    top_vals, top_idx = torch.topk(neg, max(k, min(topk_extra, K)), dim=1, largest=True, sorted=True)
+    top = top_vals[:, :k].double()  # statistics in float64: (B, k) is small
+    rho = (1.0 - top[:, 0]).clamp_min(eps)
+    kq = int(round(q * (B - 1)))
+    rho0 = torch.sort(rho).values[kq].clamp_min(eps)
+    b = max(1, k // 20)
+    n = k - b
+    if n >= 2:
+        x = torch.log((1.0 - top[:, b:]).clamp_min(eps))  # (B, n), ascending shortfalls
+        m = torch.arange(b + 1, k + 1, device=s.device, dtype=torch.float64)
+        F_m = m / (k + 1)
+        xc = x - x.mean(dim=1, keepdim=True)
+        sxx = (xc * xc).sum(dim=1).clamp_min(1e-12)
+
+        def ols(y: torch.Tensor):
+            yc = y - y.mean()
+            slope = (xc * yc).sum(dim=1) / sxx
+            sse = ((yc - slope[:, None] * xc) ** 2).sum(dim=1).clamp_min(1e-12)
+            return slope, sse
+
+        beta_w, sse_w = ols(torch.log(F_m))
+        g, sse_g = ols(torch.log(-torch.log(F_m)))
+        sse_w = sse_w + 1e6 * (beta_w <= 0)
+        sse_g = sse_g + 1e6 * (g >= 0)
+        aic_w = n * torch.log(sse_w / n) + 4.0
+        aic_g = n * torch.log(sse_g / n) + 4.0
+        daic = aic_g - aic_w
+        lam_rho = torch.sigmoid(kappa_rho * (torch.log(rho0) - torch.log(rho)))
+        lam_aic = torch.sigmoid(kappa_aic * (daic - margin))
+        lam = {"both": lam_rho * lam_aic, "rho": lam_rho, "aic": lam_aic}[gate]
+    else:  # too few negatives for a tail fit: the loss falls back to InfoNCE
+        beta_w = torch.zeros_like(rho)
+        daic = torch.zeros_like(rho)
+        lam = torch.zeros_like(rho)
+    return {
+        "lambda": lam.float(), "rho": rho.float(), "daic": daic.float(), "beta_w": beta_w.float(),
+        "rho0": rho0.float(), "k": k, "n": n, "top_idx": top_idx,
+    }
+
+
+def blended_logits(sim: torch.Tensor, lam: torch.Tensor, tau: float, beta: torch.Tensor | float,
+                   eps: float) -> torch.Tensor:
+    """``(1 - lam_i) s_ij / tau + lam_i (-beta_i log(1 - min(s_ij, 1 - eps)))`` (float32, or
+    float64 for float64 input)."""
+    s = upcast(sim)
+    lam = lam.to(s.dtype)[:, None]
+    if isinstance(beta, torch.Tensor):
+        beta = beta.to(s.dtype)[:, None]
+    weib = -beta * torch.log1p(-s.clamp(max=1.0 - eps))
+    return (1.0 - lam) * (s / tau) + lam * weib
+
+
+def _weince(sim, targets, mask, K, tau, *, q, margin, kappa_rho, kappa_aic, tail_frac, min_tail,
+            eps, beta, gate, lam, return_stats, beta_min=0.5, beta_max=16.0, topk_extra=0):
+    need_stats = lam is None or beta == "anchor" or return_stats
+    stats = None
+    if need_stats:
+        stats = weince_statistics(sim, targets, mask, K, q=q, margin=margin, kappa_rho=kappa_rho,
+                                  kappa_aic=kappa_aic, tail_frac=tail_frac, min_tail=min_tail,
+                                  eps=eps, gate=gate, topk_extra=topk_extra)
+    if lam is None:
+        lam_row = stats["lambda"]
+    else:
+        lam_row = torch.full((sim.shape[0],), float(lam), device=sim.device)
+        if stats is not None:
+            stats["lambda"] = lam_row
+    beta_val = 1.0 if beta == "one" else stats["beta_w"].clamp(beta_min, beta_max)
+    logits = masked_logits(blended_logits(sim, lam_row, tau, beta_val, eps), mask)
+    loss = F.cross_entropy(logits, targets)
+    return loss, stats
+
+
+def weince(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None = None,
+           tau: float = 0.5, *, q: float = 0.2, margin: float = 2.0, kappa_rho: float = 10.0,
+           kappa_aic: float = 1.0, tail_frac: float = 0.10, min_tail: int = 32, eps: float = 1e-6,
+           beta: Literal["one", "anchor"] = "one", gate: Literal["both", "rho", "aic"] = "both",
+           lam: float | None = None, return_stats: bool = False, beta_min: float = 0.5,
+           beta_max: float = 16.0):
+    """WEINCE loss (SPEC section 3).
+
+    Args:
+        sim: ``(B, C)`` cosine similarities (row = anchor, column = candidate); any float
+            dtype (statistics and logits are computed in float32/float64).
+        targets: ``(B,)`` column of each row's positive.
+        mask: optional ``(B, C)`` boolean of valid candidates; every row must keep its
+            positive and the same number ``K`` of negatives.
+        tau: temperature of the softmax part.
+        q: quantile of ``rho`` over rows that sets the pivot ``rho0``.
+        margin, kappa_rho, kappa_aic: gate offsets and slopes.
+        tail_frac, min_tail: tail size ``k`` (SPEC 3.1 step 1).
+        eps: floor of shortfalls and of ``1 - s`` in the Weibull logit.
+        beta: ``"one"`` (official code, ``beta = 1``) or ``"anchor"`` (paper's printed
+            formula: per-anchor Weibull slope clamped to ``[beta_min, beta_max]``).
+        gate: ``"both"`` (product of the two sigmoids), ``"rho"`` or ``"aic"``.
+        lam: force every row's ``lambda`` (ablations); ``lam=0`` equals :func:`info_nce`.
+        return_stats: also return the statistics.
+
+    Returns:
+        The scalar loss, or ``(loss, stats)`` with ``stats`` holding ``(B,)`` tensors
+        ``lambda``, ``rho``, ``daic``, ``beta_w`` and scalars ``rho0``, ``k``, ``n``.
+
+    Raises:
+        ValueError: bad arguments (``tau <= 0``, ``q`` outside ``[0, 1]``, unknown
+            ``beta``/``gate``), mismatched shapes, a masked-out positive, unequal negative
+            counts.
+
+    Example:
+        >>> sim, targets, mask = pair_similarities(z1, z2, "simclr")
+        >>> loss, stats = weince(sim, targets, mask, tau=0.5, return_stats=True)
+        >>> stats["lambda"].mean()
+    """
+    check_weince_args(tau, q, margin, kappa_rho, kappa_aic, tail_frac, min_tail, eps, beta, gate,
+                      lam, beta_min, beta_max)
+    K = check_batch(sim, targets, mask)
+    loss, stats = _weince(sim, targets, mask, K, tau, q=q, margin=margin, kappa_rho=kappa_rho,
+                          kappa_aic=kappa_aic, tail_frac=tail_frac, min_tail=min_tail, eps=eps,
+                          beta=beta, gate=gate, lam=lam, return_stats=return_stats,
+                          beta_min=beta_min, beta_max=beta_max)
+    if not return_stats:
+        return loss
+    stats = {key: val for key, val in stats.items() if key != "top_idx"}
+    return loss, stats
