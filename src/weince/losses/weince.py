@@ -120,16 +120,42 @@ def weince_statistics(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tens
     }
 
 
+class _BlendedLogits(torch.autograd.Function):
+    """Fused ``(1 - lam_i) s_ij / tau - c_i log(1 - min(s_ij, 1 - eps))`` with invalid columns
+    set to ``-inf``, where ``c_i = lam_i * beta_i``. The backward is written out
+    (``d/ds = (1 - lam_i) / tau + c_i / (1 - s_ij)`` below the clamp), which saves the
+    dozen elementwise passes that autograd would record. ``lam_i = 0`` gives ``s / tau``
+    bit for bit, so WEINCE with ``lam = 0`` is InfoNCE exactly."""
+
+    @staticmethod
+    def forward(ctx, s, keep, c, tau, eps, invalid):
+        x = s / tau
+        x.mul_(keep)
+        x.addcmul_(torch.log1p(-s.clamp(max=1.0 - eps)), c, value=-1.0)
+        if invalid is not None:
+            x.masked_fill_(invalid, float("-inf"))
+        ctx.save_for_backward(s, keep, c)
+        ctx.tau, ctx.eps = tau, eps
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):
+        s, keep, c = ctx.saved_tensors
+        below = s < 1.0 - ctx.eps
+        slope = torch.reciprocal(torch.where(below, 1.0 - s, torch.ones_like(s)))
+        slope.mul_(below).mul_(c).add_(keep / ctx.tau)
+        return grad * slope, None, None, None, None, None
+
+
 def blended_logits(sim: torch.Tensor, lam: torch.Tensor, tau: float, beta: torch.Tensor | float,
-                   eps: float) -> torch.Tensor:
+                   eps: float, invalid: torch.Tensor | None = None) -> torch.Tensor:
     """``(1 - lam_i) s_ij / tau + lam_i (-beta_i log(1 - min(s_ij, 1 - eps)))`` (float32, or
-    float64 for float64 input)."""
+    float64 for float64 input), ``-inf`` where ``invalid``. ``lam``: ``(B,)``; ``beta``: a
+    number or ``(B,)``."""
     s = upcast(sim)
     lam = lam.to(s.dtype)[:, None]
-    if isinstance(beta, torch.Tensor):
-        beta = beta.to(s.dtype)[:, None]
-    weib = -beta * torch.log1p(-s.clamp(max=1.0 - eps))
-    return (1.0 - lam) * (s / tau) + lam * weib
+    c = lam * (beta.to(s.dtype)[:, None] if isinstance(beta, torch.Tensor) else float(beta))
+    return _BlendedLogits.apply(s, 1.0 - lam, c, float(tau), float(eps), invalid)
 
 
 def _weince(sim, targets, mask, K, tau, *, q, margin, kappa_rho, kappa_aic, tail_frac, min_tail,
@@ -147,8 +173,8 @@ def _weince(sim, targets, mask, K, tau, *, q, margin, kappa_rho, kappa_aic, tail
         if stats is not None:
             stats["lambda"] = lam_row
     beta_val = 1.0 if beta == "one" else stats["beta_w"].clamp(beta_min, beta_max)
-    logits = masked_logits(blended_logits(sim, lam_row, tau, beta_val, eps), mask)
-    loss = F.cross_entropy(logits, targets)
+    invalid = None if mask is None else ~mask
+    loss = F.cross_entropy(blended_logits(sim, lam_row, tau, beta_val, eps, invalid), targets)
     return loss, stats
 
 

@@ -1,0 +1,43 @@
+# weince: the pinned CUDA container of the artifact.
+#   docker build -t weince:0.1.0 .
+#   docker run --gpus all -v "$PWD/data:/work/data" -v "$PWD/results:/work/results" \
+#       -v "$PWD/reports:/work/reports" weince:0.1.0            # runs the paper profile
+#   apptainer build weince.sif docker-daemon://weince:0.1.0     # for clusters
+# torch 2.14.1's Linux wheels are built against CUDA 13.0 (cu130): the base image matches.
+FROM nvidia/cuda:13.0.2-runtime-ubuntu24.04
+
+ARG PYTHON_VERSION=3.11
+ENV DEBIAN_FRONTEND=noninteractive \
+    PIP_NO_CACHE_DIR=1 \
+    PYTHONUNBUFFERED=1 \
+    HF_HUB_OFFLINE=1 \
+    VIRTUAL_ENV=/opt/venv \
+    PATH=/opt/venv/bin:$PATH
+
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+
+# Python 3.11 (the version the artifact is pinned and tested with) from the deadsnakes PPA.
+# Apt packages are not version-pinned: the PPA drops old builds; the image tag pins the OS.
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends software-properties-common gpg-agent git \
+    && add-apt-repository -y ppa:deadsnakes/ppa \
+    && apt-get update \
+    && apt-get install -y --no-install-recommends "python${PYTHON_VERSION}" "python${PYTHON_VERSION}-venv" \
+    && rm -rf /var/lib/apt/lists/* \
+    && "python${PYTHON_VERSION}" -m venv /opt/venv
+
+WORKDIR /work
+# dependencies first (cached layer), then the code
+COPY pyproject.toml README.md ./
+COPY src ./src
+# every Python dependency is pinned exactly in pyproject.toml (DL3013 cannot see that)
+# hadolint ignore=DL3013
+RUN pip install --upgrade pip==25.3 \
+    && pip install --extra-index-url https://download.pytorch.org/whl/cu130 ".[slurm]"
+COPY Snakefile ./
+COPY config ./config
+COPY workflow ./workflow
+
+# default: the paper profile on the GPUs of this machine
+CMD ["snakemake", "--configfile", "config/paper.yaml", "--cores", "all", "--resources", "gpu=1"]
