@@ -1,0 +1,155 @@
+"""Multi-process (``torchrun`` + DDP) helpers, and the all-gather *with gradient*.
+
+Contrastive losses need the negatives of the whole global batch, so each process gathers
+every process's embeddings. ``torch.distributed.all_gather`` cuts the autograd graph: the
+gathered copies of other ranks' embeddings are constants, and (if each rank then uses
+only its own slice's gradient) a rank's encoder never receives the gradient that the
+other ranks' losses send to its samples. :func:`gather_with_grad` fixes that with a
+custom autograd function:
+
+- forward: ``all_gather`` the local ``(n, d)`` tensors -> ``(W * n, d)`` in rank order;
+- backward: ``all_reduce(SUM)`` of the incoming ``(W * n, d)`` gradient, then return this
+  rank's slice ``[rank * n : (rank + 1) * n]``.
+
+Scaling with DDP's gradient *averaging*. In :mod:`weince.train.simclr` every rank gathers
+``z1`` and ``z2`` and evaluates the *same* global loss ``L`` on the full ``2B`` views (so
+batch statistics such as WEINCE's ``rho0`` and the recipe's ``beta_t`` see the global batch
+and stay identical on every rank). Each rank's incoming gradient is then ``dL/dZ``; the
+all-reduce makes it ``W * dL/dZ``, the slice gives ``W * dL/dz_r``, and DDP's mean over
+ranks of the parameter gradients gives ``(1/W) * sum_r W * dL/dz_r * dz_r/dtheta
+= dL/dtheta``: exactly the single-process gradient of the whole batch. (If instead each
+rank computed a loss ``L_r`` over its own anchors only, the same sum gives
+``d(mean_r L_r)/dtheta``, again the global mean loss.) Taking the local slice *without*
+the all-reduce would be off by a factor ``1/W`` (and miss cross-rank terms in the
+local-anchor form). ``tests/train/test_distributed.py`` checks loss and gradients
+against one process on the whole batch, with the gloo backend on CPU.
+
+    torchrun --nproc_per_node 8 -m weince.cli pretrain --config cfg.yaml --out DIR
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+__all__ = ["DistInfo", "setup_distributed", "cleanup_distributed", "gather_with_grad",
+           "is_distributed", "world_size", "rank", "all_reduce_mean", "barrier"]
+
+
+def is_distributed() -> bool:
+    return dist.is_available() and dist.is_initialized()
+
+
+def world_size() -> int:
+    return dist.get_world_size() if is_distributed() else 1
+
+
+def rank() -> int:
+    return dist.get_rank() if is_distributed() else 0
+
+
+class _GatherWithGrad(torch.autograd.Function):
+    """all_gather forward; all_reduce(sum) + own slice backward (see module docstring)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        ws = dist.get_world_size()
+        ctx.rank, ctx.n = dist.get_rank(), x.shape[0]
+        # every rank must contribute the same number of rows (drop_last batches)
+        sizes = [torch.zeros(1, dtype=torch.long, device=x.device) for _ in range(ws)]
+        dist.all_gather(sizes, torch.tensor([x.shape[0]], device=x.device))
+        if len({int(s) for s in sizes}) != 1:
+            raise ValueError(f"gather_with_grad needs equal local batch sizes on every rank, "
+                             f"got {[int(s) for s in sizes]}; use drop_last batches")
+        x = x.contiguous()
+        out = [torch.empty_like(x) for _ in range(ws)]
+        dist.all_gather(out, x)
+        return torch.cat(out, dim=0)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        grad = grad.contiguous().clone()
+        dist.all_reduce(grad, op=dist.ReduceOp.SUM)
+        return grad[ctx.rank * ctx.n:(ctx.rank + 1) * ctx.n]
+
+
+def gather_with_grad(x: torch.Tensor) -> torch.Tensor:
+    """All-gather ``x`` ``(n, ...)`` from every rank -> ``(world_size * n, ...)`` in rank
+    order, differentiable: the gradient of the gathered tensor (summed over ranks) flows
+    back to each rank's own rows. Identity when not running distributed."""
+    if not is_distributed() or dist.get_world_size() == 1:
+        return x
+    return _GatherWithGrad.apply(x)
+
+
+@dataclass
+class DistInfo:
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    device: torch.device = torch.device("cpu")
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+
+def setup_distributed(device: str = "auto") -> DistInfo:
+    """Initialise the process group when launched by ``torchrun`` (``WORLD_SIZE > 1`` in
+    the environment); otherwise return a single-process :class:`DistInfo`.
+
+    ``device``: ``"auto"`` (CUDA when available, else CPU), ``"cpu"``, ``"cuda"`` or
+    ``"cuda:N"``. Under torchrun each rank uses ``cuda:LOCAL_RANK`` with NCCL, or the CPU
+    with gloo.
+    """
+    ws = int(os.environ.get("WORLD_SIZE", "1"))
+    want_cuda = (device == "auto" and torch.cuda.is_available()) or device.startswith("cuda")
+    if want_cuda and not torch.cuda.is_available():
+        raise ValueError(f"device={device!r} but CUDA is not available; use device: cpu or auto")
+    if ws <= 1:
+        if device == "auto":
+            dev = torch.device("cuda" if want_cuda else "cpu")
+        else:
+            dev = torch.device(device)
+        return DistInfo(device=dev)
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    if want_cuda:
+        dev = torch.device("cuda", local)
+        torch.cuda.set_device(dev)
+        backend = "nccl"
+    else:
+        dev = torch.device("cpu")
+        backend = "gloo"
+    if not is_distributed():
+        dist.init_process_group(backend=backend)
+    return DistInfo(rank=dist.get_rank(), world_size=dist.get_world_size(), local_rank=local,
+                    device=dev)
+
+
+def cleanup_distributed() -> None:
+    if is_distributed():
+        dist.destroy_process_group()
+
+
+def barrier() -> None:
+    if is_distributed():
+        dist.barrier()
+
+
+def all_reduce_mean(x: torch.Tensor | float) -> float:
+    """Mean of a scalar over ranks (the value itself when single-process)."""
+    t = torch.as_tensor(x, dtype=torch.float64)
+    if not is_distributed():
+        return float(t)
+    backend = dist.get_backend()
+    dev = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else "cpu"
+    t = t.to(dev)
+    dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    return float(t) / dist.get_world_size()
