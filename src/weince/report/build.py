@@ -1,0 +1,221 @@
+"""Build a profile's report: every claim's table (Markdown + LaTeX), the summary and the
+figures, from the claims registry and the result files.
+
+    from weince.report import build_report
+    results = build_report(cfg)      # cfg: the workflow config of one profile (a dict)
+
+Writes ``{reports}/{profile}/``: ``summary.md``, ``table_c1.md`` ... ``table_c9.md`` and
+``.tex``, ``tables.tex`` (a standalone document that inputs every table), ``claims.json``
+(the verdicts, machine-readable) and ``figures/``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from pathlib import Path
+from typing import Any
+
+from weince.report import figures as figs
+from weince.report import layout
+from weince.report.registry import load_claims
+from weince.report.tables import (claim_latex, claim_markdown, latex_document,
+                                  summary_markdown)
+from weince.report.verdicts import ClaimResult, Setting, evaluate_claim
+from weince.utils import config_hash, write_json
+from weince.utils.provenance import git_commit
+
+__all__ = ["build_report", "settings_for", "files_for", "scale_line", "report_outputs"]
+
+
+def _results_root(cfg: dict[str, Any]) -> Path:
+    return Path(cfg.get("results", "results"))
+
+
+def settings_for(cfg: dict[str, Any], stage: str) -> tuple[list[Setting], list[str]]:
+    """The settings of ``stage`` the profile runs, and the arms it runs there."""
+    if stage == "vision":
+        return ([Setting("vision", dataset=d, backbone=b) for d, b in layout.vision_pairs(cfg)],
+                list((cfg.get("vision") or {}).get("arms", [])))
+    if stage == "text":
+        t = cfg.get("text") or {}
+        if not t.get("enabled", True):
+            return [], []
+        return ([Setting("text", model=m, corpus=t.get("corpus", "?"))
+                 for m in t.get("models", [])], list(t.get("arms", [])))
+    if stage == "timing":
+        t = cfg.get("timing") or {}
+        return ([Setting("timing")] if t.get("enabled", False) else [],
+                list(t.get("arms", ["infonce", "weince", "weince_recipe"])))
+    if stage == "checks":
+        c = cfg.get("checks") or {}
+        return ([Setting("checks")] if c.get("enabled", True) else [], ["weince"])
+    raise ValueError(f"unknown stage {stage!r}; valid: vision, text, timing, checks")
+
+
+EVT_FILES = ("pot.json", "link.json", "scores.npz")
+
+
+def files_for(cfg: dict[str, Any]):
+    """``(setting, arm, file name) -> [paths]``: one path per encoder seed of the profile
+    (an empty list when the profile does not produce that file for that arm)."""
+    root, profile = _results_root(cfg), cfg["profile"]
+
+    def f(setting: Setting, arm: str, name: str) -> list[Path]:
+        if setting.stage == "vision":
+            v = cfg.get("vision") or {}
+            if arm not in v.get("arms", []):
+                return []
+            if name in EVT_FILES and arm not in (v.get("evt") or {}).get("arms", []):
+                return []
+            return [layout.VisionRun(setting.dataset, setting.backbone, arm, int(s))
+                    .dir(root, profile) / name for s in v.get("seeds", [])]
+        if setting.stage == "text":
+            t = cfg.get("text") or {}
+            if arm not in t.get("arms", []):
+                return []
+            return [layout.TextRun(setting.model, arm, int(s)).dir(root, profile) / name
+                    for s in t.get("seeds", [])]
+        if setting.stage == "timing":
+            return [Path(layout.TIMING.format(results=root, profile=profile)) / name]
+        if setting.stage == "checks":
+            return [Path(layout.CHECKS.format(results=root, profile=profile)) / name]
+        return []
+
+    return f
+
+
+def scale_line(cfg: dict[str, Any], stage: str) -> str:
+    """One line on the scale a stage ran at: profile, data, model, epochs, seeds."""
+    p = cfg["profile"]
+    if stage == "vision":
+        v = cfg.get("vision") or {}
+        pre = v.get("pretrain") or {}
+        g = v.get("grid") or {}
+        grid = (f"; grid of {len(layout.grid_points(g))} point(s) for "
+                f"{', '.join(g.get('arms', []))} chosen on val" if g.get("arms") else "")
+        return (f"profile {p}: {', '.join(v.get('datasets', [])) or 'none'} x "
+                f"{', '.join(v.get('backbones', [])) or 'none'}, "
+                f"{pre.get('epochs', '?')} epoch(s), batch {pre.get('batch_size', '?')}, "
+                f"encoder seeds {', '.join(map(str, v.get('seeds', [])))}{grid}")
+    if stage == "text":
+        t = cfg.get("text") or {}
+        s = t.get("simcse") or {}
+        data = t.get("corpus", "?") + (" (SYNTHETIC sentences and pairs, a pipeline check, "
+                                       "not STS-B)" if t.get("corpus") == "synthetic" else "")
+        return (f"profile {p}: {', '.join(t.get('models', []))} on {data}, "
+                f"{s.get('epochs', '?')} epoch(s), batch {s.get('batch_size', '?')}, "
+                f"encoder seeds {', '.join(map(str, t.get('seeds', [])))}")
+    if stage == "timing":
+        t = cfg.get("timing") or {}
+        return f"profile {p}: timing on {t.get('device', 'the configured device')}, " \
+               f"backbone {t.get('backbone', '?')}"
+    return f"profile {p}"
+
+
+def report_outputs(cfg: dict[str, Any]) -> dict[str, Path]:
+    """The files :func:`build_report` writes (for the Snakemake rule's ``output:``)."""
+    d = Path(layout.REPORT.format(reports=cfg.get("reports", "reports"), profile=cfg["profile"]))
+    out = {"summary": d / "summary.md", "claims_json": d / "claims.json",
+           "tables_tex": d / "tables.tex", "figures": d / "figures"}
+    for i in range(1, 10):
+        out[f"c{i}_md"] = d / f"table_c{i}.md"
+        out[f"c{i}_tex"] = d / f"table_c{i}.tex"
+    return out
+
+
+def _figures(cfg: dict[str, Any], results: dict[str, ClaimResult], fig_dir: Path) -> list[Path]:
+    made: list[Path] = []
+    root, profile = _results_root(cfg), cfg["profile"]
+    v = cfg.get("vision") or {}
+    weince_arms = [a for a in v.get("arms", []) if a.startswith("weince")]
+    for d, b in layout.vision_pairs(cfg):
+        logs = {a: [layout.VisionRun(d, b, a, int(s)).dir(root, profile) / "train_log.jsonl"
+                    for s in v.get("seeds", [])] for a in weince_arms}
+        f = figs.lambda_training_figure(logs, fig_dir / f"lambda_training_{d}_{b}.png",
+                                        f"lambda over training, {d} / {b} (profile {profile})")
+        if f:
+            made.append(f)
+        evt_arms = (v.get("evt") or {}).get("arms", [])
+        if evt_arms and v.get("seeds"):
+            run = layout.VisionRun(d, b, evt_arms[0], int(v["seeds"][0])).dir(root, profile)
+            made += figs.collect_evt_figures(run, fig_dir / "evt", f"{d}_{b}_{evt_arms[0]}")
+    t = cfg.get("text") or {}
+    if t.get("enabled", True):
+        for m in t.get("models", []):
+            logs = {a: [layout.TextRun(m, a, int(s)).dir(root, profile) / "train_log.jsonl"
+                        for s in t.get("seeds", [])]
+                    for a in t.get("arms", []) if a.startswith("weince")}
+            f = figs.lambda_training_figure(logs, fig_dir / f"lambda_training_text_{m}.png",
+                                            f"lambda over training, SimCSE {m} "
+                                            f"(profile {profile})")
+            if f:
+                made.append(f)
+    for cid, ylabel, ref in (("C1", "xi (POT/GPD)", -0.39), ("C2", "lambda_hat (link)",
+                                                                (0.33, 0.50))):
+        res = results.get(cid)
+        if res is None:
+            continue
+        pts = []
+        for row in res.rows:
+            for arm, cell in row.cells.items():
+                for path, val in zip(cell.present, cell.est.values):
+                    seed = path.parent.name
+                    pts.append((f"{row.setting.label()} {arm} {seed}", val, None, None))
+        f = figs.estimates_figure(pts, fig_dir / f"{cid.lower()}_estimates.png", ylabel,
+                                  f"{cid}: one point per encoder (profile {profile})", ref)
+        if f:
+            made.append(f)
+    return made
+
+
+def build_report(cfg: dict[str, Any], *, claims_path: str | Path | None = None,
+                 out_dir: str | Path | None = None, with_figures: bool = True
+                 ) -> list[ClaimResult]:
+    """Evaluate every claim of the registry on the profile's result files and write the
+    tables, summary and figures. Returns the claim results in registry order.
+
+    Raises:
+        FileNotFoundError: the registry is missing.
+        ResultSchemaError (a ValueError): a result file lacks a key a claim needs; the
+            message names the file and the key.
+    """
+    if "profile" not in cfg:
+        raise ValueError("config has no 'profile' key (e.g. profile: default)")
+    reg = load_claims(claims_path or cfg.get("claims", "config/claims.yaml"))
+    alpha = float(reg.get("alpha", 0.05))
+    out = Path(out_dir) if out_dir else report_outputs(cfg)["summary"].parent
+    out.mkdir(parents=True, exist_ok=True)
+    fetch = files_for(cfg)
+    results: list[ClaimResult] = []
+    for claim in reg["claims"]:
+        settings, arms = settings_for(cfg, claim["stage"])
+        results.append(evaluate_claim(claim, settings, arms, fetch, alpha=alpha,
+                                      scale=scale_line(cfg, claim["stage"])))
+    run_info = {
+        "profile": cfg["profile"],
+        "config_hash": config_hash(cfg),
+        "built": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "git_commit": git_commit()[:12] + ("+dirty" if git_commit().endswith("+dirty") else ""),
+    }
+    tex_files = []
+    for res in results:
+        stem = f"table_{res.claim['id'].lower()}"
+        (out / f"{stem}.md").write_text(claim_markdown(res, run_info))
+        (out / f"{stem}.tex").write_text(claim_latex(res, run_info))
+        tex_files.append(f"{stem}.tex")
+    (out / "tables.tex").write_text(latex_document(
+        tex_files, f"WEINCE reproduction: claims at profile {cfg['profile']}"))
+    fig_dir = out / "figures"
+    fig_dir.mkdir(exist_ok=True)
+    made = _figures(cfg, {r.claim["id"]: r for r in results}, fig_dir) if with_figures else []
+    scale = "; ".join(dict.fromkeys(scale_line(cfg, s) for s in ("vision", "text")))
+    (out / "summary.md").write_text(summary_markdown(
+        results, run_info, [str(p.relative_to(out)) for p in made], scale))
+    write_json(out / "claims.json", {
+        "profile": cfg["profile"],
+        "claims": [{"id": r.claim["id"], "title": r.claim["title"], "verdict": r.verdict,
+                    "reason": r.reason, "primary_arm": r.claim["arms"]["primary"],
+                    "arm_verdicts": r.arm_verdicts,
+                    "result_provenance": r.provenance.describe()} for r in results],
+    }, cfg=cfg)
+    return results

@@ -1,0 +1,93 @@
+"""The claims registry (``config/claims.yaml``): loading and schema validation.
+
+The schema (``claims.schema.yaml`` beside this module; ``workflow/schemas/`` links to it)
+documents every field. Validation fills the schema's defaults.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+__all__ = ["SCHEMA_PATH", "load_claims", "validate_with_defaults", "CLAIM_IDS"]
+
+SCHEMA_PATH = Path(__file__).with_name("claims.schema.yaml")
+CLAIM_IDS = tuple(f"C{i}" for i in range(1, 10))
+
+
+def _with_defaults(cls):
+    """A jsonschema validator class that also writes ``default`` values into the instance
+    (the same behaviour as Snakemake's ``validate(..., set_default=True)``)."""
+    validate_props = cls.VALIDATORS["properties"]
+
+    def set_defaults(validator, properties, instance, schema):
+        if isinstance(instance, dict):
+            for name, sub in properties.items():
+                if isinstance(sub, dict) and "default" in sub:
+                    instance.setdefault(name, sub["default"])
+        yield from validate_props(validator, properties, instance, schema)
+
+    return jsonschema.validators.extend(cls, {"properties": set_defaults})
+
+
+def validate_with_defaults(instance: dict[str, Any], schema: dict[str, Any], what: str) -> None:
+    """Validate ``instance`` in place (defaults filled); a ``ValueError`` names the field."""
+    cls = _with_defaults(jsonschema.validators.validator_for(schema))
+    errors = sorted(cls(schema).iter_errors(instance), key=lambda e: list(e.absolute_path))
+    if errors:
+        lines = [f"  at {'/'.join(map(str, e.absolute_path)) or '<top>'}: {e.message}"
+                 for e in errors[:10]]
+        raise ValueError(f"{what} does not follow its schema:\n" + "\n".join(lines))
+
+
+def load_claims(path: str | Path) -> dict[str, Any]:
+    """Read and validate the registry; every claim C1-C9 must appear exactly once."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"claims registry {path} does not exist; it ships with the "
+                                f"repository as config/claims.yaml")
+    reg = yaml.safe_load(path.read_text()) or {}
+    schema = yaml.safe_load(SCHEMA_PATH.read_text())
+    validate_with_defaults(reg, schema, f"claims registry {path}")
+    ids = [c["id"] for c in reg["claims"]]
+    dup = sorted({i for i in ids if ids.count(i) > 1})
+    if dup:
+        raise ValueError(f"claims registry {path}: claim id(s) {dup} appear more than once")
+    missing = [i for i in CLAIM_IDS if i not in ids]
+    if missing:
+        raise ValueError(f"claims registry {path}: claim(s) {missing} missing; the report "
+                         f"lists every claim of SPEC section 6, none may be dropped")
+    for c in reg["claims"]:
+        _check_claim(c, path)
+    return reg
+
+
+def _check_claim(c: dict[str, Any], path: Path) -> None:
+    where = f"claims registry {path}, claim {c['id']}"
+    kind = c["kind"]
+    if kind in ("gain", "noninferior", "overhead") and "baseline" not in c["arms"]:
+        raise ValueError(f"{where}: kind {kind!r} needs arms.baseline")
+    if kind in ("gain", "noninferior", "sign", "overhead", "exact") and "tolerance" not in c:
+        if kind != "sign":
+            raise ValueError(f"{where}: kind {kind!r} needs a tolerance")
+    if kind == "sign" and "expect" not in c:
+        raise ValueError(f"{where}: kind 'sign' needs expect: negative|positive")
+    if kind == "reject" and "p_key" not in c:
+        raise ValueError(f"{where}: kind 'reject' needs p_key (the p-value's key)")
+    if kind == "noninferior" and "grid" not in c:
+        raise ValueError(f"{where}: kind 'noninferior' needs grid (datasets, backbones)")
+    if kind == "gain":
+        if not isinstance(c.get("rows"), list):
+            raise ValueError(f"{where}: kind 'gain' needs a list of rows with the paper figures")
+        for r in c["rows"]:
+            p = r["paper"]
+            if "gain" not in p and not ("baseline" in p and "treatment" in p):
+                raise ValueError(f"{where}: row {r} needs paper.gain or paper.baseline and "
+                                 f"paper.treatment")
+            if "metric" not in r and "metric" not in c:
+                raise ValueError(f"{where}: row {r} has no metric and the claim none either")
+    elif "metric" not in c:
+        raise ValueError(f"{where}: kind {kind!r} needs a metric")

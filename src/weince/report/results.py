@@ -1,0 +1,140 @@
+"""Reading result JSON files for the report, with schema checks that name the problem.
+
+A metric is addressed by a dotted key (``"test_acc"``, ``"test.spearman"``,
+``"step.overhead_pct"``). Its value is a number or a summary ``{"mean", "std", "n",
+"values"}`` over probe/split seeds; a summary counts as one encoder-level value, the mean
+of its ``values`` (SPEC 6: average probe/split seeds within an encoder first).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ResultSchemaError", "load_result", "get_key", "encoder_value", "Provenance",
+           "collect_provenance"]
+
+
+class ResultSchemaError(ValueError):
+    """A result file lacks a key the report needs, or holds the wrong type there."""
+
+
+def load_result(path: str | Path) -> dict[str, Any]:
+    """Parse one result JSON; a file that is not a JSON object is a ``ResultSchemaError``."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ResultSchemaError(f"{path}: not valid JSON ({err}); delete it and re-run the "
+                                f"rule that makes it (`snakemake {path}`)") from err
+    if not isinstance(data, dict):
+        raise ResultSchemaError(f"{path}: expected a JSON object at top level, got "
+                                f"{type(data).__name__}")
+    return data
+
+
+def get_key(data: dict[str, Any], key: str, path: str | Path, *, needed_by: str = "") -> Any:
+    """``data[a][b]...`` for ``key = "a.b..."``, or a ``ResultSchemaError`` naming the file,
+    the missing key and who needs it. A key that itself contains dots (``"acc@50"``) is
+    matched whole first."""
+    if key in data:
+        return data[key]
+    cur: Any = data
+    walked = []
+    for part in key.split("."):
+        if not isinstance(cur, dict) or part not in cur:
+            where = ".".join(walked) or "<top level>"
+            have = sorted(cur) if isinstance(cur, dict) else type(cur).__name__
+            raise ResultSchemaError(
+                f"{path}: missing key {key!r} (no {part!r} under {where}; found {have})"
+                + (f", needed by {needed_by}" if needed_by else "")
+                + f". The file does not follow the result schema of its stage: re-run the "
+                  f"rule that writes it (`snakemake --forcerun {path}`)")
+        walked.append(part)
+        cur = cur[part]
+    return cur
+
+
+def encoder_value(value: Any, path: str | Path, key: str) -> float | None:
+    """One number per encoder: a plain number, or the mean of a summary's values.
+
+    ``None`` (JSON ``null``, e.g. a NaN result) stays ``None``; any other type is a
+    ``ResultSchemaError``."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise ResultSchemaError(f"{path}: key {key!r} is a boolean, expected a number or a "
+                                f"{{'mean', 'std', 'n', 'values'}} summary")
+    if isinstance(value, (int, float)):
+        return float(value) if math.isfinite(float(value)) else None
+    if isinstance(value, dict):
+        if "values" in value and isinstance(value["values"], list):
+            vals = [float(v) for v in value["values"] if v is not None]
+            vals = [v for v in vals if math.isfinite(v)]
+            return sum(vals) / len(vals) if vals else None
+        if "mean" in value:
+            return None if value["mean"] is None else float(value["mean"])
+        raise ResultSchemaError(f"{path}: key {key!r} is a mapping without 'mean' or "
+                                f"'values' (keys: {sorted(value)}); expected a summary "
+                                f"{{'mean', 'std', 'n', 'values'}}")
+    raise ResultSchemaError(f"{path}: key {key!r} has type {type(value).__name__}, expected a "
+                            f"number or a {{'mean', 'std', 'n', 'values'}} summary")
+
+
+@dataclass
+class Provenance:
+    """Commits, config hashes and dates of the result files a table was built from."""
+
+    commits: set[str] = field(default_factory=set)
+    config_hashes: set[str] = field(default_factory=set)
+    dates: list[str] = field(default_factory=list)
+    files: int = 0
+
+    def add(self, data: dict[str, Any], path: str | Path) -> None:
+        prov = data.get("provenance")
+        if not isinstance(prov, dict):
+            raise ResultSchemaError(f"{path}: missing key 'provenance' (every result is "
+                                    f"written by weince.utils.write_json, which adds it); "
+                                    f"re-run the rule that writes it")
+        self.files += 1
+        self.commits.add(str(prov.get("git_commit", "unknown")))
+        if prov.get("config_hash"):
+            self.config_hashes.add(str(prov["config_hash"]))
+        if prov.get("date"):
+            self.dates.append(str(prov["date"]))
+
+    def merge(self, other: "Provenance") -> None:
+        self.commits |= other.commits
+        self.config_hashes |= other.config_hashes
+        self.dates += other.dates
+        self.files += other.files
+
+    def describe(self) -> dict[str, str]:
+        dates = sorted(self.dates)
+        if not dates:
+            span = "none"
+        elif dates[0] == dates[-1]:
+            span = dates[0]
+        else:
+            span = f"{dates[0]} to {dates[-1]}"
+        commits = sorted(c[:12] + ("+dirty" if c.endswith("+dirty") else "")
+                         for c in self.commits)
+        hashes = sorted(self.config_hashes)
+        return {
+            "files": str(self.files),
+            "git_commit": ", ".join(commits) if commits else "none",
+            "config_hashes": (", ".join(hashes[:4]) + (f" (+{len(hashes) - 4} more)"
+                                                        if len(hashes) > 4 else ""))
+            if hashes else "none",
+            "dates": span,
+        }
+
+
+def collect_provenance(paths: list[Path]) -> Provenance:
+    prov = Provenance()
+    for p in paths:
+        prov.add(load_result(p), p)
+    return prov

@@ -1,0 +1,277 @@
+"""Markdown and LaTeX (booktabs) rendering of claim results.
+
+One table per claim, in long format: a line per (setting, metric, arm) with our value,
+its 95% t-interval across encoder seeds and ``n``, the gain over the baseline arm (or the
+kind's detail), the paper's figure and the verdict. Missing results read ``missing``;
+nothing in a table is typed by hand.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from weince.report.stats import Estimate
+from weince.report.verdicts import NOT_RUN, ClaimResult, Row
+
+__all__ = ["claim_lines", "claim_markdown", "claim_latex", "summary_markdown",
+           "latex_document", "latex_escape", "fmt_estimate"]
+
+HEADER = ["Setting", "Metric", "Arm", "Ours: mean [95% CI] (n)", "vs. baseline / detail",
+          "Paper", "Verdict"]
+
+
+def _num(x: float | None, digits: int) -> str:
+    if x is None:
+        return "n/a"
+    if abs(x) != 0 and (abs(x) < 10 ** (-digits) or abs(x) >= 1e6):
+        return f"{x:.2e}"
+    return f"{x:.{digits}f}"
+
+
+def fmt_estimate(e: Estimate, digits: int = 2, missing: int = 0, signed: bool = False) -> str:
+    """``"50.12 [49.31, 50.93] (n=4)"``; ``"missing"`` with no value."""
+    if e.mean is None:
+        return "missing" if missing or e.n == 0 else "n/a"
+    f = (lambda x: f"{x:+.{digits}f}") if signed else (lambda x: _num(x, digits))
+    s = f(e.mean)
+    s += f" [{f(e.lo)}, {f(e.hi)}]" if e.has_interval else ""
+    s += f" (n={e.n}" + (f"; {missing} missing" if missing else "") + ")"
+    return s
+
+
+def _digits(claim: dict[str, Any]) -> int:
+    return {"sign": 3, "reject": 3, "exact": 2}.get(claim["kind"], 2)
+
+
+def _paper_cell(claim: dict[str, Any], row: Row, arm: str, base: str | None) -> str:
+    p = row.paper
+    kind = claim["kind"]
+    if not row.paper_setting or not p:
+        return "(not the paper's setting)" if not row.paper_setting else "-"
+    if kind == "gain":
+        if arm == base:
+            if "baseline" in p:
+                return f"{p['baseline']:.2f}" + (f" +- {p['baseline_sd']:.2f}"
+                                                 if "baseline_sd" in p else "")
+            return "-"
+        if "treatment" in p:
+            return f"{p['treatment']:.2f}" + (f" +- {p['treatment_sd']:.2f}"
+                                              if "treatment_sd" in p else "") + \
+                f" (gain {p['treatment'] - p['baseline']:+.2f})"
+        return f"gain {p['gain']:+.2f}"
+    if kind == "noninferior":
+        return "gain >= 0" if arm != base else "-"
+    if "value" in p:
+        return f"{p['value']:g}"
+    if "low" in p and "high" in p:
+        return f"{p['low']:g}-{p['high']:g}, non-zero"
+    return "-"
+
+
+def _detail(claim: dict[str, Any], row: Row, arm: str, base: str | None) -> str:
+    kind = claim["kind"]
+    cell = row.cells.get(arm)
+    if kind in ("gain", "noninferior"):
+        if arm == base:
+            return "baseline"
+        g = row.gains.get(arm)
+        if g is None or g.mean is None:
+            return "n/a"
+        return f"gain {g.mean:+.2f}" + (f" [{g.lo:+.2f}, {g.hi:+.2f}]" if g.has_interval
+                                        else " (no interval: n < 2)")
+    if cell is None:
+        return "n/a"
+    if kind == "sign":
+        lo, hi = cell.extra.get("lo"), cell.extra.get("hi")
+        src = "fit interval" if cell.extra.get("fit_interval_used") else "t-interval"
+        if lo is None:
+            return "n/a"
+        txt = f"{src} [{lo:.3f}, {hi:.3f}] vs 0"
+        pv, tol = row.paper.get("value"), claim.get("tolerance")
+        if pv is not None and tol is not None and cell.est.mean is not None:
+            near = abs(cell.est.mean - pv) <= tol
+            txt += f"; paper {pv:g} within {tol:g}: {'yes' if near else 'no'}"
+        return txt
+    if kind == "reject":
+        return f"softmax rejected (p < alpha) in {cell.extra.get('rejected', 'n/a')} fits"
+    if kind == "overhead":
+        return f"trainable parameters: {cell.extra.get('params_total', 'n/a')}"
+    if kind == "exact":
+        w = cell.extra.get("worst")
+        return f"max |diff| {w:.1e} (tol {claim.get('tolerance'):.0e})" if w is not None \
+            else "n/a"
+    return ""
+
+
+def claim_lines(res: ClaimResult) -> list[list[str]]:
+    """The table body: one list of strings per (row, arm), in HEADER's column order."""
+    claim = res.claim
+    base = claim["arms"].get("baseline")
+    lines = []
+    for row in res.rows:
+        arms = list(row.cells) or list(row.verdicts) or [claim["arms"]["primary"]]
+        for arm in arms:
+            cell = row.cells.get(arm)
+            ours = (fmt_estimate(cell.est, _digits(claim), len(cell.missing))
+                    if cell else "missing")
+            verdict = row.verdicts.get(arm, "baseline" if arm == base else NOT_RUN)
+            lines.append([row.setting.label(), row.label or row.metric, arm, ours,
+                          _detail(claim, row, arm, base), _paper_cell(claim, row, arm, base),
+                          verdict])
+    return lines
+
+
+def _md_table(header: list[str], lines: list[list[str]]) -> str:
+    esc = [[c.replace("|", "\\|") for c in ln] for ln in lines]
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(ln) + " |" for ln in esc]
+    return "\n".join(out)
+
+
+def _prov_lines(res: ClaimResult, run_info: dict[str, str]) -> list[str]:
+    p = res.provenance.describe()
+    return [
+        f"Results: {p['files']} file(s); git commit {p['git_commit']}; "
+        f"result config hash(es) {p['config_hashes']}; result dates {p['dates']}.",
+        f"Profile {run_info['profile']} (workflow config hash {run_info['config_hash']}); "
+        f"report built {run_info['built']} at commit {run_info['git_commit']}.",
+    ]
+
+
+def claim_markdown(res: ClaimResult, run_info: dict[str, str]) -> str:
+    c = res.claim
+    arms = c["arms"]
+    others = ", ".join(f"{a}: {v}" for a, v in res.arm_verdicts.items()) or "none"
+    parts = [
+        f"## {c['id']}: {c['title']}",
+        "",
+        f"- **Verdict ({arms['primary']}): {res.verdict}** ({res.reason})",
+        f"- Other arms: {others}",
+        f"- Paper: {c['paper_figure']}" + (f" ({c['source']})" if c.get("source") else ""),
+        f"- Scale: {res.scale}",
+        f"- Computed from `{c['file']}` key `{c.get('metric', 'per row')}`"
+        + (f" x {c['scale']:g}" if float(c.get("scale", 1.0)) != 1.0 else "")
+        + (f"; tolerance {c['tolerance']:g}" if "tolerance" in c else "")
+        + (f" {c['unit']}" if c.get("unit") and "tolerance" in c else ""),
+        "",
+        _md_table(HEADER, claim_lines(res)),
+        "",
+    ]
+    notes = [n for r in res.rows for n in r.notes]
+    if notes:
+        parts += ["Notes:", *[f"- {n}" for n in dict.fromkeys(notes)], ""]
+    parts += [f"_{ln}_" for ln in _prov_lines(res, run_info)]
+    return "\n".join(parts) + "\n"
+
+
+_LATEX_MAP = {
+    "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+    "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+    "<": r"\textless{}", ">": r"\textgreater{}", "|": r"\textbar{}",
+}
+
+
+def latex_escape(text: str) -> str:
+    """Escape LaTeX specials; ``+-`` becomes ``\\pm``, ``->`` an arrow, non-ASCII is
+    replaced by ASCII look-alikes (the tables compile with plain pdflatex)."""
+    text = (text.replace("\u00b1", "+-").replace("\u2192", "->").replace("\u2248", "~")
+            .replace("\u2265", ">=").replace("\u2264", "<=").replace("\u00d7", "x")
+            .replace("\u2014", "--").replace("\u2013", "-"))
+    text = text.encode("ascii", "replace").decode("ascii")
+    tokens = re.split(r"(\+-|->|>=|<=)", text)
+    out = []
+    for t in tokens:
+        if t == "+-":
+            out.append(r"$\pm$")
+        elif t == "->":
+            out.append(r"$\rightarrow$")
+        elif t == ">=":
+            out.append(r"$\geq$")
+        elif t == "<=":
+            out.append(r"$\leq$")
+        else:
+            out.append("".join(_LATEX_MAP.get(ch, ch) for ch in t))
+    return "".join(out)
+
+
+def claim_latex(res: ClaimResult, run_info: dict[str, str]) -> str:
+    c = res.claim
+    lines = claim_lines(res)
+    cols = "lllrlll"
+    body = [" & ".join(latex_escape(x) for x in ln) + r" \\" for ln in lines]
+    prov = " ".join(latex_escape(x) for x in _prov_lines(res, run_info))
+    caption = (f"{c['id']}: {c['title']}. Paper: {c['paper_figure']}. "
+               f"Verdict ({c['arms']['primary']}): {res.verdict} ({res.reason}). "
+               f"Scale: {res.scale}.")
+    return "\n".join([
+        f"% generated by `weince report`; do not edit ({c['id']})",
+        r"\begin{table}[htbp]",
+        r"\centering",
+        r"\scriptsize",
+        rf"\caption{{{latex_escape(caption)}}}",
+        rf"\label{{tab:{c['id'].lower()}}}",
+        r"\resizebox{\linewidth}{!}{%",
+        rf"\begin{{tabular}}{{{cols}}}",
+        r"\toprule",
+        " & ".join(latex_escape(h) for h in HEADER) + r" \\",
+        r"\midrule",
+        *body,
+        r"\bottomrule",
+        r"\end{tabular}}",
+        rf"\par\smallskip{{\tiny {prov}}}",
+        r"\end{table}",
+        "",
+    ])
+
+
+def latex_document(table_files: list[str], title: str) -> str:
+    """A standalone document that ``\\input``s every table (compiled by the tests)."""
+    inputs = "\n".join(rf"\input{{{f}}}" for f in table_files)
+    return "\n".join([
+        r"\documentclass{article}",
+        r"\usepackage[margin=1.5cm,landscape]{geometry}",
+        r"\usepackage{booktabs}",
+        r"\usepackage{graphicx}",
+        r"\begin{document}",
+        rf"\section*{{{latex_escape(title)}}}",
+        inputs,
+        r"\end{document}",
+        "",
+    ])
+
+
+def summary_markdown(results: list[ClaimResult], run_info: dict[str, str],
+                     figures: list[str], scale: str) -> str:
+    lines = [
+        f"# WEINCE reproduction: claims at profile `{run_info['profile']}`",
+        "",
+        f"Scale: {scale}",
+        "",
+        "Every verdict below is computed by `weince report` from the result files "
+        "(`config/claims.yaml` fixes the comparison and tolerance of each claim). "
+        "`not run at this profile` means the profile did not run the paper's setting; "
+        "scale-model rows in the per-claim tables show what the profile did run.",
+        "",
+        "| Claim | What | Paper | Verdict | Other arms | Table |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        c = r.claim
+        others = "; ".join(f"{a}: {v}" for a, v in r.arm_verdicts.items()) or "-"
+        lines.append(f"| {c['id']} | {c['title']} | {c['paper_figure']} | "
+                     f"**{r.verdict}** ({c['arms']['primary']}; {r.reason}) | {others} | "
+                     f"[md](table_{c['id'].lower()}.md), [tex](table_{c['id'].lower()}.tex) |")
+    lines += ["", "## Provenance", "",
+              f"- Profile `{run_info['profile']}`, workflow config hash "
+              f"{run_info['config_hash']}",
+              f"- Report built {run_info['built']} at git commit {run_info['git_commit']}"]
+    commits = sorted({x for r in results for x in r.provenance.commits})
+    dates = sorted(d for r in results for d in r.provenance.dates)
+    nfiles = sum(r.provenance.files for r in results)
+    lines.append(f"- Built from {nfiles} result file reads; result commits: "
+                 f"{', '.join(c[:12] + ('+dirty' if c.endswith('+dirty') else '') for c in commits) or 'none'}; "
+                 f"result dates: {(dates[0] + ' to ' + dates[-1]) if dates else 'none'}")
+    if figures:
+        lines += ["", "## Figures", ""] + [f"- [{f}]({f})" for f in figures]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,92 @@
+"""Fabricated result files for the report tests (fixtures only: real tables are computed
+from the result files the workflow writes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from weince.report import layout
+from weince.utils import write_json
+
+REPO = Path(__file__).resolve().parents[2]
+CLAIMS = REPO / "config" / "claims.yaml"
+
+
+def summary(values: list[float]) -> dict[str, Any]:
+    n = len(values)
+    m = sum(values) / n
+    sd = (sum((v - m) ** 2 for v in values) / (n - 1)) ** 0.5 if n > 1 else None
+    return {"mean": m, "std": sd, "n": n, "values": values}
+
+
+# per (dataset, arm): per-encoder linear test accuracy; probe seeds spread +-0.1 around it
+LINEAR = {
+    ("cifar100", "infonce"): [49.8, 50.1, 50.2],
+    ("cifar100", "weince_recipe"): [53.0, 53.3, 53.5],
+    ("cifar100", "weince"): [49.9, 50.0, 50.4],
+    ("digits", "infonce"): [80.0, 81.0, 82.0],
+    ("digits", "weince_recipe"): [84.0, 85.0, 86.0],
+    ("digits", "weince"): [79.0, 80.5, 80.0],
+}
+
+
+def fixture_config(tmp: Path) -> dict[str, Any]:
+    return {
+        "profile": "fx",
+        "results": str(tmp / "results"),
+        "reports": str(tmp / "reports"),
+        "claims": str(CLAIMS),
+        "vision": {"datasets": ["cifar100", "digits"], "backbones": ["resnet18"],
+                   "arms": ["infonce", "weince_recipe", "weince"], "seeds": [7, 21, 63],
+                   "pretrain": {"epochs": 2, "batch_size": 64},
+                   "evt": {"arms": ["infonce"]}},
+        "text": {"models": ["minilm"], "corpus": "synthetic", "arms": ["infonce", "weince"],
+                 "seeds": [7, 21], "simcse": {"epochs": 1, "batch_size": 32}},
+        "timing": {"enabled": True},
+        "checks": {"enabled": True},
+    }
+
+
+def write_fixture_results(cfg: dict[str, Any]) -> None:
+    """One result file of every kind the registry reads, for every run of ``cfg``."""
+    for run in layout.vision_runs(cfg):
+        d = layout.run_dir(cfg, run)
+        i = cfg["vision"]["seeds"].index(run.seed)
+        acc = LINEAR[(run.dataset, run.arm)][i]
+        write_json(d / "linear.json", {"test_acc": summary([acc - 0.1, acc, acc + 0.1]),
+                                       "val_acc": summary([acc + 1, acc + 1.2])}, seed=run.seed)
+        knn = {"acc@50": summary([acc - 10.0, acc - 10.0])}
+        for k in (1, 2, 5, 10, 20, 50):
+            knn[f"recall@{k}"] = summary([acc - 12 + k * 0.5])
+        write_json(d / "knn.json", knn, seed=run.seed)
+        if run.arm in cfg["vision"]["evt"]["arms"]:
+            write_json(d / "pot.json", {"xi": -0.35 - 0.02 * i, "sigma": 0.05,
+                                        "xi_ci": [-0.45, -0.3]}, seed=run.seed)
+            write_json(d / "link.json", {"lam": 0.4 + 0.01 * i, "p_value": 1e-6,
+                                         "lam_ci": [0.3, 0.5]}, seed=run.seed)
+        # lambda over training, for the figure
+        if run.arm.startswith("weince"):
+            d.joinpath("train_log.jsonl").write_text(
+                "".join(f'{{"epoch": {e}, "lambda_mean": {0.1 * e + 0.01 * i}}}\n'
+                        for e in range(3)))
+    for run in layout.text_runs(cfg):
+        d = layout.run_dir(cfg, run)
+        sp = {"infonce": 0.70, "weince": 0.72}[run.arm] + 0.005 * run.seed / 7
+        write_json(d / "sts.json", {"test": {"spearman": sp, "pearson": sp},
+                                    "dev": {"spearman": sp, "pearson": sp}}, seed=run.seed)
+    root, prof = cfg["results"], cfg["profile"]
+    write_json(Path(layout.TIMING.format(results=root, profile=prof)) / "timing.json",
+               {"step": {"weince": {"overhead_pct": 0.9}, "weince_recipe": {"overhead_pct": 3.5}},
+                "trainable_params": {"infonce": 0, "weince": 0, "weince_recipe": 0}})
+    write_json(Path(layout.CHECKS.format(results=root, profile=prof)) / "special_case.json",
+               {"max_abs_diff": 0.0, "cases": []})
+
+
+@pytest.fixture
+def fx(tmp_path):
+    cfg = fixture_config(tmp_path)
+    write_fixture_results(cfg)
+    return cfg

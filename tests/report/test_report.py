@@ -1,0 +1,262 @@
+"""weince.report on fabricated result files: verdicts, missing results, schema errors,
+tables and the LaTeX they compile to."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from scipy import stats
+
+from weince.report import (NOT_REPRODUCED, NOT_RUN, REPRODUCED, ResultSchemaError,
+                           build_report, load_claims)
+from weince.report import layout
+from weince.report.registry import CLAIM_IDS
+from weince.report.stats import diff_estimate, estimate
+from weince.report.tables import latex_escape
+
+from .conftest import CLAIMS, LINEAR
+
+
+def by_id(results):
+    return {r.claim["id"]: r for r in results}
+
+
+def run_dir(cfg, dataset, backbone, arm, seed):
+    return layout.run_dir(cfg, layout.VisionRun(dataset, backbone, arm, seed))
+
+
+# ----------------------------------------------------------------------------- statistics
+def test_t_interval_matches_scipy():
+    vals = [50.1, 49.7, 50.6, 50.0]
+    e = estimate(vals)
+    lo, hi = stats.t.interval(0.95, len(vals) - 1, loc=np.mean(vals), scale=stats.sem(vals))
+    assert e.n == 4 and e.mean == pytest.approx(np.mean(vals))
+    assert (e.lo, e.hi) == (pytest.approx(lo), pytest.approx(hi))
+    one = estimate([3.0])
+    assert one.n == 1 and one.mean == 3.0 and not one.has_interval
+
+
+def test_welch_difference_matches_scipy():
+    a, b = [53.0, 53.3, 53.5, 52.9], [49.8, 50.1, 50.2]
+    d = diff_estimate(estimate(a), estimate(b))
+    ci = stats.ttest_ind(a, b, equal_var=False).confidence_interval(0.95)
+    assert d.mean == pytest.approx(np.mean(a) - np.mean(b))
+    assert (d.lo, d.hi) == (pytest.approx(ci.low), pytest.approx(ci.high))
+
+
+# ----------------------------------------------------------------------------- verdicts
+def test_summary_lists_all_nine_claims_with_verdicts(fx):
+    res = build_report(fx, with_figures=False)
+    assert [r.claim["id"] for r in res] == list(CLAIM_IDS)
+    summary = (Path(fx["reports"]) / "fx" / "summary.md").read_text()
+    for cid in CLAIM_IDS:
+        line = next(ln for ln in summary.splitlines() if ln.startswith(f"| {cid} |"))
+        assert any(v in line for v in (REPRODUCED, NOT_REPRODUCED, NOT_RUN)), line
+    for i in range(1, 10):
+        assert (Path(fx["reports"]) / "fx" / f"table_c{i}.md").exists()
+        assert (Path(fx["reports"]) / "fx" / f"table_c{i}.tex").exists()
+
+
+def test_gain_verdicts_follow_the_files(fx):
+    r = by_id(build_report(fx, with_figures=False))
+    c3 = r["C3"]
+    # recipe: gain 3.23 vs paper 3.27 -> reproduced; plain weince: +0.07 -> not reproduced
+    assert c3.verdict == REPRODUCED
+    assert c3.arm_verdicts["weince"] == NOT_REPRODUCED
+    row = next(x for x in c3.rows if x.paper_setting)
+    g = row.gains["weince_recipe"]
+    assert g.mean == pytest.approx(np.mean(LINEAR[("cifar100", "weince_recipe")])
+                                   - np.mean(LINEAR[("cifar100", "infonce")]))
+    # digits is not the paper's setting: shown with its direction, never a verdict
+    scale_row = next(x for x in c3.rows if not x.paper_setting)
+    assert scale_row.setting.dataset == "digits"
+    assert scale_row.verdicts["weince_recipe"] == "scale model: gain > 0"
+    # C4's settings were not run; C6's k-NN gain (3.2) is far from the paper's (6.65)
+    assert r["C4"].verdict == NOT_RUN
+    assert r["C6"].verdict == NOT_REPRODUCED
+    # C5: the one paper pair run passes; the reason says 14 of 15 were not run
+    assert r["C5"].verdict == REPRODUCED and "14 of the paper's 15" in r["C5"].reason
+    # C7 ran MiniLM on synthetic pairs only -> not run; its row shows a direction
+    assert r["C7"].verdict == NOT_RUN
+    assert any(v.startswith("scale model") for x in r["C7"].rows for v in x.verdicts.values())
+
+
+def test_method_claims_verdicts(fx):
+    r = by_id(build_report(fx, with_figures=False))
+    assert r["C1"].verdict == REPRODUCED  # xi in [-0.39, -0.35], t-interval below 0
+    assert r["C2"].verdict == REPRODUCED  # every fit rejects softmax, lambda > 0
+    assert r["C8"].verdict == REPRODUCED  # 0.9% <= 2% and zero parameters
+    assert r["C8"].arm_verdicts["weince_recipe"] == NOT_REPRODUCED  # 3.5% > 2%
+    assert r["C9"].verdict == REPRODUCED
+
+
+def test_sign_claim_fails_when_interval_crosses_zero(fx):
+    for s in fx["vision"]["seeds"]:
+        for ds in fx["vision"]["datasets"]:
+            p = run_dir(fx, ds, "resnet18", "infonce", s) / "pot.json"
+            d = json.loads(p.read_text())
+            d["xi"] = {7: -0.2, 21: 0.3, 63: 0.1}[s]
+            p.write_text(json.dumps(d))
+    assert by_id(build_report(fx, with_figures=False))["C1"].verdict == NOT_REPRODUCED
+
+
+def test_reject_claim_fails_when_one_fit_keeps_softmax(fx):
+    p = run_dir(fx, "digits", "resnet18", "infonce", 21) / "link.json"
+    d = json.loads(p.read_text())
+    d["p_value"] = 0.4
+    p.write_text(json.dumps(d))
+    r = by_id(build_report(fx, with_figures=False))["C2"]
+    assert r.verdict == NOT_REPRODUCED
+    assert "2/3" in Path(fx["reports"], "fx", "table_c2.md").read_text()
+
+
+def test_profile_without_text_or_timing_says_not_run(fx):
+    fx["text"]["enabled"] = False
+    fx["timing"]["enabled"] = False
+    r = by_id(build_report(fx, with_figures=False))
+    assert r["C7"].verdict == NOT_RUN and r["C8"].verdict == NOT_RUN
+
+
+# ----------------------------------------------------------------------------- missing files
+def test_missing_result_is_shown_as_missing_never_typed(fx):
+    run_dir(fx, "cifar100", "resnet18", "weince_recipe", 63).joinpath("linear.json").unlink()
+    r = by_id(build_report(fx, with_figures=False))["C3"]
+    row = next(x for x in r.rows if x.paper_setting)
+    assert row.cells["weince_recipe"].est.n == 2
+    md = Path(fx["reports"], "fx", "table_c3.md").read_text()
+    assert "(n=2; 1 missing)" in md and "missing (first:" in md
+
+
+def test_all_results_of_an_arm_missing(fx):
+    for s in fx["vision"]["seeds"]:
+        run_dir(fx, "cifar100", "resnet18", "weince_recipe", s).joinpath("linear.json").unlink()
+    r = by_id(build_report(fx, with_figures=False))["C3"]
+    assert r.verdict == NOT_RUN
+    md = Path(fx["reports"], "fx", "table_c3.md").read_text()
+    line = next(ln for ln in md.splitlines() if "| cifar100 / resnet18 |" in ln
+                and "| weince_recipe |" in ln)
+    assert "| missing |" in line
+
+
+# ----------------------------------------------------------------------------- schema errors
+def test_wrong_schema_names_file_and_key(fx):
+    p = run_dir(fx, "cifar100", "resnet18", "infonce", 21) / "linear.json"
+    d = json.loads(p.read_text())
+    d["test_accuracy"] = d.pop("test_acc")
+    p.write_text(json.dumps(d))
+    with pytest.raises(ResultSchemaError) as err:
+        build_report(fx, with_figures=False)
+    msg = str(err.value)
+    assert str(p) in msg and "'test_acc'" in msg and "C3" in msg
+
+
+def test_result_without_provenance_is_an_error(fx):
+    p = run_dir(fx, "digits", "resnet18", "infonce", 7) / "knn.json"
+    d = json.loads(p.read_text())
+    del d["provenance"]
+    p.write_text(json.dumps(d))
+    with pytest.raises(ResultSchemaError, match="provenance"):
+        build_report(fx, with_figures=False)
+
+
+def test_non_numeric_metric_is_an_error(fx):
+    p = run_dir(fx, "digits", "resnet18", "infonce", 7) / "linear.json"
+    d = json.loads(p.read_text())
+    d["test_acc"] = "high"
+    p.write_text(json.dumps(d))
+    with pytest.raises(ResultSchemaError, match="test_acc"):
+        build_report(fx, with_figures=False)
+
+
+# ----------------------------------------------------------------------------- registry
+def test_registry_must_hold_every_claim(tmp_path):
+    reg = yaml.safe_load(CLAIMS.read_text())
+    reg["claims"] = [c for c in reg["claims"] if c["id"] != "C6"]
+    p = tmp_path / "claims.yaml"
+    p.write_text(yaml.safe_dump(reg))
+    with pytest.raises(ValueError, match=r"\['C6'\] missing"):
+        load_claims(p)
+
+
+def test_registry_schema_error_names_the_field(tmp_path):
+    reg = yaml.safe_load(CLAIMS.read_text())
+    reg["claims"][2]["kind"] = "bigger"
+    p = tmp_path / "claims.yaml"
+    p.write_text(yaml.safe_dump(reg))
+    with pytest.raises(ValueError, match="claims/2/kind"):
+        load_claims(p)
+
+
+def test_workflow_schema_link_points_at_the_package_schema():
+    from weince.report.registry import SCHEMA_PATH
+
+    link = CLAIMS.parents[1] / "workflow" / "schemas" / "claims.schema.yaml"
+    assert link.resolve() == SCHEMA_PATH.resolve()
+
+
+# ----------------------------------------------------------------------------- tables/provenance
+def test_tables_carry_provenance(fx):
+    build_report(fx, with_figures=False)
+    md = Path(fx["reports"], "fx", "table_c3.md").read_text()
+    assert "git commit" in md and "config hash" in md and "result dates" in md
+    tex = Path(fx["reports"], "fx", "table_c3.tex").read_text()
+    assert r"\toprule" in tex and r"\bottomrule" in tex and "git commit" in tex
+    claims = json.loads(Path(fx["reports"], "fx", "claims.json").read_text())
+    assert [c["id"] for c in claims["claims"]] == list(CLAIM_IDS)
+    assert "provenance" in claims
+
+
+def test_figures_are_drawn_from_logs_and_fits(fx):
+    build_report(fx)
+    figs = Path(fx["reports"], "fx", "figures")
+    assert (figs / "lambda_training_cifar100_resnet18.png").stat().st_size > 1000
+    assert (figs / "c1_estimates.png").exists() and (figs / "c2_estimates.png").exists()
+
+
+def test_latex_escape():
+    assert latex_escape("a_b 50% & #1 +- 0.2") == r"a\_b 50\% \& \#1 $\pm$ 0.2"
+    assert latex_escape("40.73 -> 47.38, x >= y") == r"40.73 $\rightarrow$ 47.38, x $\geq$ y"
+    assert latex_escape("\u03bb") == "?"
+
+
+def test_cli_writes_the_report(fx, tmp_path):
+    from weince.cli import main
+
+    cfg_file = tmp_path / "profile.yaml"
+    cfg_file.write_text(yaml.safe_dump(fx))
+    assert main(["report", "--config", str(cfg_file), "--profile", "fx", "--no-figures"]) == 0
+    assert Path(fx["reports"], "fx", "summary.md").exists()
+
+
+@pytest.mark.skipif(shutil.which("pdflatex") is None,
+                    reason="pdflatex not installed (apt-get install texlive-latex-recommended)")
+def test_generated_latex_compiles(fx):
+    build_report(fx, with_figures=False)
+    out = Path(fx["reports"], "fx")
+    proc = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error",
+                           "tables.tex"], cwd=out, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert (out / "tables.pdf").stat().st_size > 1000
+
+
+# ----------------------------------------------------------------------------- layout
+def test_grid_point_names_round_trip():
+    grid = {"margin": [0, 2, 6], "kappa_rho": [5, 10, 20], "kappa_aic": [0.5, 1, 2]}
+    pts = layout.grid_points(grid)
+    assert len(pts) == 27 and len(set(pts)) == 27
+    assert "m2_kr10_ka0.5" in pts
+    assert layout.parse_point("m2_kr10_ka0.5") == {"margin": 2.0, "kappa_rho": 10.0,
+                                                   "kappa_aic": 0.5}
+    assert layout.split_arm("weince@m0_kr5_ka2") == ("weince", {"margin": 0.0,
+                                                                "kappa_rho": 5.0,
+                                                                "kappa_aic": 2.0})
+    with pytest.raises(ValueError, match="bad grid point"):
+        layout.parse_point("margin2")
+    assert math.isfinite(len(layout.grid_points(None)))
