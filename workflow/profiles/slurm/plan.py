@@ -1,0 +1,191 @@
+"""Count the jobs and the GPU-hours a profile asks a SLURM cluster for (a dry run).
+
+    python workflow/profiles/slurm/plan.py                              # paper grid
+    python workflow/profiles/slurm/plan.py --configfile config/smoke.yaml
+    python workflow/profiles/slurm/plan.py --markdown > plan.md
+
+It runs ``snakemake --dry-run --forceall`` with the SLURM profile (nothing is submitted,
+nothing needs SLURM installed), reads each job's resources from the dry-run listing and
+prints, per rule: the number of jobs, the GPUs per job, the requested wall time per job
+(``runtime``, minutes) and the totals ``jobs x gpus x runtime`` (GPU-hours) and
+``jobs x cpus x runtime`` (CPU-hours). Wall times are the limits the profile requests
+(``sbatch -t``), so the totals are an upper bound of what the grid costs; the real
+durations are in each run's ``train.json`` (``wall_s``) afterwards.
+
+``--forceall`` counts the whole grid as if nothing had run yet; ``--outstanding`` counts
+only the jobs still to run in this checkout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[2]
+
+__all__ = ["JobInfo", "parse_dry_run", "summarise", "dry_run", "main"]
+
+# placeholders so that a dry run works before the user has set the real values
+_ENV_DEFAULTS = {
+    "WEINCE_SLURM_ACCOUNT": "your_account",
+    "WEINCE_SLURM_PARTITION": "your_cpu_partition",
+    "WEINCE_SLURM_GPU_PARTITION": "your_gpu_partition",
+}
+
+_RULE_RE = re.compile(r"^(local)?rule (\S+):\s*$")
+_KV_RE = re.compile(r"(\w+)=([^,]*)")
+
+
+@dataclass
+class JobInfo:
+    """One job of the dry-run listing: its rule, whether it runs on the submit host
+    (``localrule``), its output files and its resources (strings as printed)."""
+
+    rule: str
+    local: bool
+    output: list[str] = field(default_factory=list)
+    resources: dict[str, str] = field(default_factory=dict)
+
+    def _int(self, key: str, default: int = 0) -> int:
+        try:
+            return int(float(self.resources.get(key, default)))
+        except ValueError:
+            return default
+
+    @property
+    def gpus(self) -> int:
+        """GPUs requested: ``gpu``/``gpus`` resource, else the count in ``gres=gpu[:type]:N``."""
+        n = self._int("gpu") or self._int("gpus")
+        if not n and "gres" in self.resources:
+            m = re.match(r"gpu(?::[\w.]+)?(?::(\d+))?$", self.resources["gres"].strip())
+            if m:
+                n = int(m.group(1) or 1)
+        return n
+
+    @property
+    def cpus(self) -> int:
+        return max(1, self._int("cpus_per_task") or self._int("_cores", 1))
+
+    @property
+    def runtime_min(self) -> int:
+        return self._int("runtime")
+
+
+def parse_dry_run(text: str) -> list[JobInfo]:
+    """Jobs of a ``snakemake --dry-run`` listing (snakemake 9 layout: a ``rule NAME:`` or
+    ``localrule NAME:`` line followed by indented ``output:``/``resources:`` lines)."""
+    jobs: list[JobInfo] = []
+    cur: JobInfo | None = None
+    for line in text.splitlines():
+        m = _RULE_RE.match(line)
+        if m:
+            cur = JobInfo(rule=m.group(2), local=bool(m.group(1)))
+            jobs.append(cur)
+            continue
+        if not line.startswith("    "):
+            if line.strip():
+                cur = None          # a block ends at the next unindented line
+            continue
+        if cur is None:
+            continue
+        body = line.strip()
+        if body.startswith("output:"):
+            cur.output = [s.strip() for s in body[len("output:"):].split(",") if s.strip()]
+        elif body.startswith("resources:"):
+            cur.resources = {k: v.strip() for k, v in _KV_RE.findall(body[len("resources:"):])}
+    return jobs
+
+
+def summarise(jobs: list[JobInfo]) -> list[dict]:
+    """Per-rule rows and a total row, for SLURM jobs only: ``localrule`` jobs and jobs
+    without outputs (aggregation targets such as ``all``) run on the submit host."""
+    rows: "OrderedDict[str, dict]" = OrderedDict()
+    for j in jobs:
+        if j.local or not j.output:
+            continue
+        r = rows.setdefault(j.rule, {"rule": j.rule, "jobs": 0, "gpus_per_job": set(),
+                                     "runtime_min": set(), "partition": set(),
+                                     "gpu_hours": 0.0, "cpu_hours": 0.0})
+        r["jobs"] += 1
+        r["gpus_per_job"].add(j.gpus)
+        r["runtime_min"].add(j.runtime_min)
+        r["partition"].add(j.resources.get("slurm_partition", "-"))
+        r["gpu_hours"] += j.gpus * j.runtime_min / 60.0
+        r["cpu_hours"] += j.cpus * j.runtime_min / 60.0
+
+    def fmt(values: set) -> str:
+        vals = sorted(values, key=str)
+        return str(vals[0]) if len(vals) == 1 else f"{vals[0]}-{vals[-1]}"
+
+    out = []
+    for r in rows.values():
+        out.append({**r, "gpus_per_job": fmt(r["gpus_per_job"]),
+                    "runtime_min": fmt(r["runtime_min"]), "partition": fmt(r["partition"])})
+    out.append({"rule": "total", "jobs": sum(r["jobs"] for r in out), "gpus_per_job": "",
+                "runtime_min": "", "partition": "",
+                "gpu_hours": sum(r["gpu_hours"] for r in out),
+                "cpu_hours": sum(r["cpu_hours"] for r in out)})
+    return out
+
+
+def dry_run(configfiles: list[str], profile: Path, forceall: bool = True,
+            extra: list[str] | None = None) -> str:
+    """Run snakemake's dry run with ``profile`` and return its listing (stdout+stderr)."""
+    env = {**_ENV_DEFAULTS, **os.environ}
+    cmd = [sys.executable, "-m", "snakemake", "--dry-run", "--workflow-profile", str(profile),
+           "--nolock"]
+    if configfiles:
+        cmd += ["--configfile", *configfiles]
+    if forceall:
+        cmd.append("--forceall")
+    cmd += list(extra or [])
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
+    text = proc.stdout + proc.stderr
+    if proc.returncode != 0:
+        raise RuntimeError(f"snakemake dry run failed (exit {proc.returncode}): "
+                           f"{' '.join(cmd)}\n{text[-4000:]}")
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--configfile", nargs="*", default=["config/paper.yaml"],
+                   help="config file(s) of the profile to plan (default: config/paper.yaml)")
+    p.add_argument("--profile", default=str(HERE), help="Snakemake profile folder "
+                   "(default: this folder, the SLURM profile)")
+    p.add_argument("--outstanding", action="store_true",
+                   help="count only jobs still to run here (default: the whole grid)")
+    p.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    args = p.parse_args(argv)
+
+    for cf in args.configfile:
+        if not (REPO / cf).exists() and not Path(cf).exists():
+            p.error(f"config file {cf} not found (relative paths are taken from {REPO})")
+    text = dry_run(args.configfile, Path(args.profile), forceall=not args.outstanding)
+    rows = summarise(parse_dry_run(text))
+    from tabulate import tabulate
+
+    headers = {"rule": "rule", "jobs": "jobs", "gpus_per_job": "GPUs/job",
+               "runtime_min": "walltime/job (min)", "partition": "partition",
+               "gpu_hours": "GPU-hours", "cpu_hours": "CPU-hours"}
+    table = [[r[k] if not isinstance(r[k], float) else round(r[k], 1) for k in headers]
+             for r in rows]
+    fmt = "github" if args.markdown else "simple"
+    print(f"Plan for {', '.join(args.configfile) or 'the default config'} with profile "
+          f"{os.path.relpath(args.profile, REPO)} "
+          f"({'outstanding jobs' if args.outstanding else 'whole grid, --forceall'}):\n")
+    print(tabulate(table, headers=list(headers.values()), tablefmt=fmt))
+    print("\nGPU-/CPU-hours = sum over jobs of GPUs (CPUs) x requested walltime: an upper "
+          "bound.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
