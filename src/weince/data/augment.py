@@ -353,9 +353,15 @@ class SimCLRAugment:
             x = (x - mean) / std
         return x.contiguous()
 
-    def _jitter(self, x: torch.Tensor, p: AugmentParams) -> torch.Tensor:
+    def _jitter(self, x: torch.Tensor, p: AugmentParams, gather: bool | None = None
+                ) -> torch.Tensor:
+        """Colour jitter in each image's op order. ``gather`` (default: on CPU) applies each
+        op to the selected images only; otherwise every op runs on the whole batch with
+        identity factors for the others (no host synchronisation, better on GPUs)."""
         active = [k for k in range(4) if self.jitter[k] > 0]
-        if x.device.type == "cpu":
+        if gather is None:
+            gather = x.device.type == "cpu"
+        if gather:
             # gather the images that use op k at this position: no wasted work on CPU
             x = x.clone()
             for pos in range(4):

