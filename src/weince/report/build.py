@@ -24,7 +24,8 @@ from weince.report.verdicts import ClaimResult, Setting, evaluate_claim
 from weince.utils import config_hash, write_json
 from weince.utils.provenance import git_commit
 
-__all__ = ["build_report", "settings_for", "files_for", "scale_line", "report_outputs"]
+__all__ = ["build_report", "evaluate", "write_tables", "settings_for", "files_for", "scale_line",
+           "report_outputs", "claim_inputs", "figure_inputs"]
 
 
 def _results_root(cfg: dict[str, Any]) -> Path:
@@ -168,41 +169,117 @@ def _figures(cfg: dict[str, Any], results: dict[str, ClaimResult], fig_dir: Path
     return made
 
 
+def claim_inputs(cfg: dict[str, Any], claim: dict[str, Any]) -> list[Path]:
+    """Every result file one claim reads at this profile (the inputs of its table rule)."""
+    settings, arms = settings_for(cfg, claim["stage"])
+    fetch = files_for(cfg)
+    a = claim["arms"]
+    shown = list(dict.fromkeys(x for x in [a.get("baseline"), a["primary"], *a.get("others", [])]
+                               if x))
+    if claim["kind"] == "overhead" and a.get("baseline") in shown:
+        shown.remove(a["baseline"])
+    out: list[Path] = []
+    for s in settings:
+        for arm in shown:
+            if claim["stage"] in ("vision", "text") and arm not in arms:
+                continue
+            out += fetch(s, arm, claim["file"])
+    return list(dict.fromkeys(out))
+
+
+def figure_inputs(cfg: dict[str, Any]) -> list[Path]:
+    """Training logs the summary's lambda-over-training figures read."""
+    root, profile = _results_root(cfg), cfg["profile"]
+    v = cfg.get("vision") or {}
+    out = [layout.VisionRun(d, b, a, int(s)).dir(root, profile) / "train_log.jsonl"
+           for d, b in layout.vision_pairs(cfg) for a in v.get("arms", [])
+           if a.startswith("weince") for s in v.get("seeds", [])]
+    t = cfg.get("text") or {}
+    if t.get("enabled", True):
+        out += [layout.TextRun(m, a, int(s)).dir(root, profile) / "train_log.jsonl"
+                for m in t.get("models", []) for a in t.get("arms", []) if a.startswith("weince")
+                for s in t.get("seeds", [])]
+    return out
+
+
+def evaluate(cfg: dict[str, Any], *, claims_path: str | Path | None = None,
+             only: list[str] | None = None) -> list[ClaimResult]:
+    """Evaluate the registry's claims (or those in ``only``) on the profile's results."""
+    if "profile" not in cfg:
+        raise ValueError("config has no 'profile' key (e.g. profile: default)")
+    reg = load_claims(claims_path or cfg.get("claims", "config/claims.yaml"))
+    alpha = float(reg.get("alpha", 0.05))
+    if only is not None:
+        ids = [c["id"] for c in reg["claims"]]
+        bad = [i for i in only if i not in ids]
+        if bad:
+            raise ValueError(f"unknown claim id(s) {bad}; the registry has {ids}")
+    fetch = files_for(cfg)
+    results: list[ClaimResult] = []
+    for claim in reg["claims"]:
+        if only is not None and claim["id"] not in only:
+            continue
+        settings, arms = settings_for(cfg, claim["stage"])
+        results.append(evaluate_claim(claim, settings, arms, fetch, alpha=alpha,
+                                      scale=scale_line(cfg, claim["stage"])))
+    return results
+
+
+def _run_info(cfg: dict[str, Any]) -> dict[str, str]:
+    commit = git_commit()
+    return {
+        "profile": cfg["profile"],
+        "config_hash": config_hash(cfg),
+        "built": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "git_commit": commit[:12] + ("+dirty" if commit.endswith("+dirty") else ""),
+    }
+
+
+def write_tables(results: list[ClaimResult], cfg: dict[str, Any], out: Path) -> list[Path]:
+    """``table_cN.md`` and ``table_cN.tex`` for each claim result."""
+    out.mkdir(parents=True, exist_ok=True)
+    info = _run_info(cfg)
+    written = []
+    for res in results:
+        stem = f"table_{res.claim['id'].lower()}"
+        (out / f"{stem}.md").write_text(claim_markdown(res, info))
+        (out / f"{stem}.tex").write_text(claim_latex(res, info))
+        written += [out / f"{stem}.md", out / f"{stem}.tex"]
+    return written
+
+
 def build_report(cfg: dict[str, Any], *, claims_path: str | Path | None = None,
-                 out_dir: str | Path | None = None, with_figures: bool = True
+                 out_dir: str | Path | None = None, with_figures: bool = True,
+                 only: list[str] | None = None, tables: bool = True, summary: bool = True
                  ) -> list[ClaimResult]:
-    """Evaluate every claim of the registry on the profile's result files and write the
-    tables, summary and figures. Returns the claim results in registry order.
+    """Evaluate the claims on the profile's result files and write the report.
+
+    Args:
+        cfg: the workflow config of one profile.
+        claims_path: the registry (default ``cfg["claims"]``).
+        out_dir: default ``{reports}/{profile}``.
+        with_figures: draw ``figures/`` (summary only).
+        only: claim ids to evaluate (a per-claim table rule); None = all.
+        tables: write ``table_cN.md/.tex``.
+        summary: write ``summary.md``, ``tables.tex``, ``claims.json`` and figures (needs
+            every claim: ``only`` must be None).
 
     Raises:
         FileNotFoundError: the registry is missing.
         ResultSchemaError (a ValueError): a result file lacks a key a claim needs; the
             message names the file and the key.
     """
-    if "profile" not in cfg:
-        raise ValueError("config has no 'profile' key (e.g. profile: default)")
-    reg = load_claims(claims_path or cfg.get("claims", "config/claims.yaml"))
-    alpha = float(reg.get("alpha", 0.05))
+    if summary and only is not None:
+        raise ValueError("the summary lists every claim: call with only=None")
+    results = evaluate(cfg, claims_path=claims_path, only=only)
     out = Path(out_dir) if out_dir else report_outputs(cfg)["summary"].parent
     out.mkdir(parents=True, exist_ok=True)
-    fetch = files_for(cfg)
-    results: list[ClaimResult] = []
-    for claim in reg["claims"]:
-        settings, arms = settings_for(cfg, claim["stage"])
-        results.append(evaluate_claim(claim, settings, arms, fetch, alpha=alpha,
-                                      scale=scale_line(cfg, claim["stage"])))
-    run_info = {
-        "profile": cfg["profile"],
-        "config_hash": config_hash(cfg),
-        "built": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "git_commit": git_commit()[:12] + ("+dirty" if git_commit().endswith("+dirty") else ""),
-    }
-    tex_files = []
-    for res in results:
-        stem = f"table_{res.claim['id'].lower()}"
-        (out / f"{stem}.md").write_text(claim_markdown(res, run_info))
-        (out / f"{stem}.tex").write_text(claim_latex(res, run_info))
-        tex_files.append(f"{stem}.tex")
+    if tables:
+        write_tables(results, cfg, out)
+    if not summary:
+        return results
+    info = _run_info(cfg)
+    tex_files = [f"table_{r.claim['id'].lower()}.tex" for r in results]
     (out / "tables.tex").write_text(latex_document(
         tex_files, f"WEINCE reproduction: claims at profile {cfg['profile']}"))
     fig_dir = out / "figures"
@@ -210,7 +287,7 @@ def build_report(cfg: dict[str, Any], *, claims_path: str | Path | None = None,
     made = _figures(cfg, {r.claim["id"]: r for r in results}, fig_dir) if with_figures else []
     scale = "; ".join(dict.fromkeys(scale_line(cfg, s) for s in ("vision", "text")))
     (out / "summary.md").write_text(summary_markdown(
-        results, run_info, [str(p.relative_to(out)) for p in made], scale))
+        results, info, [str(p.relative_to(out)) for p in made], scale))
     write_json(out / "claims.json", {
         "profile": cfg["profile"],
         "claims": [{"id": r.claim["id"], "title": r.claim["title"], "verdict": r.verdict,

@@ -1,0 +1,40 @@
+"""WEINCE reproduction workflow: every claim's table, with verdicts, from one command.
+
+    snakemake --cores 2                                  # embedded default -> reports/default/
+    snakemake --cores 2 --configfile config/smoke.yaml   # smallest sizes (tests)
+    snakemake --configfile config/paper.yaml --profile workflow/profiles/slurm   # paper grid
+    snakemake --cores 2 reports/default/table_c3.md      # one table and only what it needs
+
+Containers: add `--sdm apptainer --apptainer-args "--nv"` to run every rule in the pinned
+image (config key `container`).
+"""
+
+from snakemake.utils import min_version, validate
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+validate(config, "workflow/schemas/config.schema.yaml", set_default=True)
+
+
+container: config["container"]
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/pretrain.smk"
+include: "workflow/rules/features.smk"
+include: "workflow/rules/eval.smk"
+include: "workflow/rules/tail.smk"
+include: "workflow/rules/link.smk"
+include: "workflow/rules/timing.smk"
+include: "workflow/rules/simcse.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        all_targets(),

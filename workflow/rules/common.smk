@@ -1,0 +1,117 @@
+# Shared paths, wildcard constraints, resources and the target function of `rule all`.
+# Path templates come from weince.report.layout, so rule outputs and the files the report
+# reads cannot drift apart.
+import re
+
+from weince.report import layout
+from weince.report.build import claim_inputs, figure_inputs, report_outputs
+from weince.report.registry import load_claims
+from weince.report.workflow import grid_arms, pretrain_config, simcse_config
+
+RESULTS = config["results"]
+PROFILE = config["profile"]
+VRUN = layout.VISION_RUN.format(
+    results=RESULTS,
+    profile="{profile}",
+    dataset="{dataset}",
+    backbone="{backbone}",
+    arm="{arm}",
+    seed="{seed}",
+)
+VPAIR = layout.VISION_PAIR.format(
+    results=RESULTS, profile="{profile}", dataset="{dataset}", backbone="{backbone}"
+)
+TRUN = layout.TEXT_RUN.format(
+    results=RESULTS, profile="{profile}", model="{model}", arm="{arm}", seed="{seed}"
+)
+TIMING_DIR = layout.TIMING.format(results=RESULTS, profile="{profile}")
+CHECKS_DIR = layout.CHECKS.format(results=RESULTS, profile="{profile}")
+REPORT_DIR = layout.REPORT.format(reports=config["reports"], profile="{profile}")
+LOGS = f"{RESULTS}/{{profile}}/logs"
+BENCH = f"{RESULTS}/{{profile}}/benchmarks"
+VRUN_TAG = "{dataset}/{backbone}/{arm}/seed{seed}"
+TRUN_TAG = "{model}/{arm}/seed{seed}"
+
+
+wildcard_constraints:
+    profile=re.escape(PROFILE),
+    dataset="[a-z0-9]+",
+    backbone="[a-z0-9_]+",
+    arm=r"[a-z_]+(@[a-z0-9_.\-]+)?",
+    seed="[0-9]+",
+    model=r"[A-Za-z0-9_.\-]+",
+    cid="c[0-9]+",
+
+
+def resources_for(rule_name):
+    """gpu / mem_mb / runtime of a rule: config resources[rule] over resources[default]."""
+    res = config.get("resources", {})
+    out = {"gpu": 0, "mem_mb": 2000, "runtime": 30}
+    out.update({k: v for k, v in res.get("default", {}).items() if k != "threads"})
+    out.update({k: v for k, v in res.get(rule_name, {}).items() if k != "threads"})
+    return out
+
+
+def threads_for(rule_name):
+    res = config.get("resources", {})
+    return res.get(rule_name, {}).get(
+        "threads", res.get("default", {}).get("threads", config["threads"])
+    )
+
+
+def selection_input(wildcards):
+    """A final run of a grid arm needs the point chosen on validation."""
+    base, point = layout.split_arm(wildcards.arm)
+    if point is None and base in grid_arms(config):
+        return f"{VPAIR}/{base}/selection.json".format(
+            profile=wildcards.profile,
+            dataset=wildcards.dataset,
+            backbone=wildcards.backbone,
+        )
+    return []
+
+
+def grid_linear_files(wildcards):
+    g = config["vision"]["grid"]
+    return {
+        point: [
+            f"{VRUN}/linear.json".format(
+                profile=wildcards.profile,
+                dataset=wildcards.dataset,
+                backbone=wildcards.backbone,
+                arm=f"{wildcards.arm}@{point}",
+                seed=seed,
+            )
+            for seed in g["seeds"]
+        ]
+        for point in layout.grid_points(g)
+    }
+
+
+def claims_registry():
+    return load_claims(config["claims"])
+
+
+def claim_by_cid(cid):
+    return next(c for c in claims_registry()["claims"] if c["id"].lower() == cid)
+
+
+def table_inputs(wildcards):
+    return [str(p) for p in claim_inputs(config, claim_by_cid(wildcards.cid))]
+
+
+def report_inputs(wildcards):
+    files = []
+    for c in claims_registry()["claims"]:
+        files += [str(p) for p in claim_inputs(config, c)]
+        cid = c["id"].lower()
+        files += [f"{REPORT_DIR}/table_{cid}.md".format(profile=PROFILE)]
+    files += [str(p) for p in figure_inputs(config)]
+    return list(dict.fromkeys(files))
+
+
+def all_targets():
+    outs = report_outputs(config)
+    return [str(outs["summary"])] + [
+        str(outs[f"c{i}_{ext}"]) for i in range(1, 10) for ext in ("md", "tex")
+    ]

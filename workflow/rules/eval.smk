@@ -1,0 +1,37 @@
+# Linear probe and k-NN / recall@k on cached features (SPEC 6 protocol).
+
+
+rule linear:
+    input:
+        f"{VRUN}/features.pt",
+    output:
+        f"{VRUN}/linear.json",
+    log:
+        f"{LOGS}/linear/{VRUN_TAG}.log",
+    benchmark:
+        f"{BENCH}/linear/{VRUN_TAG}.tsv"
+    threads: threads_for("linear")
+    resources:
+        **resources_for("linear"),
+    params:
+        kwargs=config["vision"]["linear"],
+        device=config["device"],
+    script:
+        "../scripts/linear.py"
+
+
+rule knn:
+    input:
+        f"{VRUN}/features.pt",
+    output:
+        f"{VRUN}/knn.json",
+    log:
+        f"{LOGS}/knn/{VRUN_TAG}.log",
+    threads: threads_for("knn")
+    resources:
+        **resources_for("knn"),
+    params:
+        kwargs=config["vision"]["knn"],
+        device=config["device"],
+    script:
+        "../scripts/knn.py"

@@ -1,0 +1,19 @@
+# Frozen features of a pretrained encoder, cached once for every evaluation.
+
+
+rule features:
+    input:
+        encoder=f"{VRUN}/encoder.pt",
+    output:
+        f"{VRUN}/features.pt",
+    log:
+        f"{LOGS}/features/{VRUN_TAG}.log",
+    threads: threads_for("features")
+    resources:
+        **resources_for("features"),
+    params:
+        kwargs=config["vision"]["features"],
+        device=config["device"],
+        data_root=config["data_root"],
+    script:
+        "../scripts/features.py"

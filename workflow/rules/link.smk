@@ -1,0 +1,17 @@
+# Link selection (SPEC 5): softmax vs Weibull-shortfall link on two-view batches.
+
+
+rule link:
+    input:
+        f"{VRUN}/scores.npz",
+    output:
+        f"{VRUN}/link.json",
+    log:
+        f"{LOGS}/link/{VRUN_TAG}.log",
+    threads: 1
+    resources:
+        **resources_for("link"),
+    params:
+        kwargs=config["vision"]["evt"]["link"],
+    script:
+        "../scripts/link.py"

@@ -1,0 +1,37 @@
+# Unsupervised SimCSE (C7) and its STS evaluation.
+
+
+rule simcse:
+    output:
+        model=directory(f"{TRUN}/model"),
+        summary=f"{TRUN}/train.json",
+        train_log=f"{TRUN}/train_log.jsonl",
+    log:
+        f"{LOGS}/simcse/{TRUN_TAG}.log",
+    benchmark:
+        f"{BENCH}/simcse/{TRUN_TAG}.tsv"
+    threads: threads_for("simcse")
+    resources:
+        **resources_for("simcse"),
+    params:
+        cfg=lambda wc: simcse_config(config, wc.model, wc.arm, wc.seed),
+    script:
+        "../scripts/simcse.py"
+
+
+rule sts:
+    input:
+        model=f"{TRUN}/model",
+    output:
+        f"{TRUN}/sts.json",
+    log:
+        f"{LOGS}/sts/{TRUN_TAG}.log",
+    threads: threads_for("sts")
+    resources:
+        **resources_for("sts"),
+    params:
+        kwargs=config["text"]["sts"],
+        device=config["device"],
+        offline=config["offline"],
+    script:
+        "../scripts/sts.py"

@@ -1,0 +1,35 @@
+# Tail diagnostics (SPEC 4): similarity scores of a frozen encoder, then the POT/GPD fit.
+
+
+rule collect_scores:
+    input:
+        encoder=f"{VRUN}/encoder.pt",
+    output:
+        f"{VRUN}/scores.npz",
+    log:
+        f"{LOGS}/scores/{VRUN_TAG}.log",
+    threads: threads_for("collect_scores")
+    resources:
+        **resources_for("collect_scores"),
+    params:
+        kwargs=config["vision"]["evt"]["collect"],
+        device=config["device"],
+        data_root=config["data_root"],
+    script:
+        "../scripts/collect_scores.py"
+
+
+rule pot:
+    input:
+        f"{VRUN}/scores.npz",
+    output:
+        f"{VRUN}/pot.json",
+    log:
+        f"{LOGS}/pot/{VRUN_TAG}.log",
+    threads: 1
+    resources:
+        **resources_for("pot"),
+    params:
+        kwargs=config["vision"]["evt"]["pot"],
+    script:
+        "../scripts/pot.py"

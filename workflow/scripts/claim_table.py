@@ -1,0 +1,13 @@
+"""Snakemake adapter: one claim's Markdown and LaTeX table (weince.report)."""
+
+from pathlib import Path
+
+from weince.report.workflow import log_to
+
+with log_to(snakemake.log[0]):
+    from weince.report import build_report
+
+    cid = snakemake.wildcards.cid.upper()
+    res = build_report(snakemake.config, only=[cid], summary=False,
+                       out_dir=Path(snakemake.output.md).parent)
+    print(f"{cid}: {res[0].verdict} ({res[0].reason})")

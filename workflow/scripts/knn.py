@@ -1,0 +1,14 @@
+"""Snakemake adapter: k-NN accuracy and recall@k on cached features (weince.eval.knn)."""
+
+from weince.report.workflow import log_to
+
+with log_to(snakemake.log[0]):
+    import torch
+
+    from weince.eval.knn import knn_eval
+    from weince.utils import write_json
+
+    torch.set_num_threads(snakemake.threads)
+    kwargs = {"device": snakemake.params.device, **snakemake.params.kwargs}
+    result = knn_eval(snakemake.input[0], **kwargs)
+    write_json(snakemake.output[0], result, cfg=kwargs)

@@ -1,0 +1,14 @@
+"""Snakemake adapter: linear probe on cached features (weince.eval.linear)."""
+
+from weince.report.workflow import log_to
+
+with log_to(snakemake.log[0]):
+    import torch
+
+    from weince.eval.linear import linear_probe
+    from weince.utils import write_json
+
+    torch.set_num_threads(snakemake.threads)
+    kwargs = {"device": snakemake.params.device, **snakemake.params.kwargs}
+    result = linear_probe(snakemake.input[0], **kwargs)
+    write_json(snakemake.output[0], result, cfg=kwargs)

@@ -1,0 +1,14 @@
+"""Snakemake adapter: pretrain one SimCLR encoder (weince.train.simclr.pretrain)."""
+
+from pathlib import Path
+
+from weince.report.workflow import apply_selection, log_to
+
+with log_to(snakemake.log[0]):
+    from weince.train.simclr import pretrain
+
+    cfg = dict(snakemake.params.cfg, threads=snakemake.threads)
+    if snakemake.input.selection:
+        cfg = apply_selection(cfg, snakemake.input.selection[0])
+    print(f"pretrain config: {cfg}")
+    pretrain(cfg, Path(snakemake.output.encoder).parent)

@@ -1,0 +1,13 @@
+"""Snakemake adapter: the profile's summary, LaTeX document, claims.json and figures."""
+
+from pathlib import Path
+
+from weince.report.workflow import log_to
+
+with log_to(snakemake.log[0]):
+    from weince.report import build_report
+
+    res = build_report(snakemake.config, tables=False,
+                       out_dir=Path(snakemake.output.summary).parent)
+    for r in res:
+        print(f"{r.claim['id']}: {r.verdict} ({r.reason})")

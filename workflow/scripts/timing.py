@@ -1,0 +1,14 @@
+"""Snakemake adapter: overhead timing, WEINCE vs InfoNCE (weince.timing, C8)."""
+
+from weince.report.workflow import log_to
+
+with log_to(snakemake.log[0]):
+    import torch
+
+    from weince.timing import TimingConfig, run_timing
+    from weince.train.config import as_config, to_dict
+    from weince.utils import write_json
+
+    torch.set_num_threads(snakemake.threads)
+    cfg = as_config(TimingConfig, {"device": snakemake.params.device, **snakemake.params.cfg})
+    write_json(snakemake.output[0], run_timing(cfg), cfg=to_dict(cfg))
