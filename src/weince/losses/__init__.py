@@ -7,7 +7,8 @@ Functional API (SPEC 3.5)::
     loss, stats = weince(sim, targets, mask, tau=0.5, return_stats=True)
 
 Modules for two-view batches: ``InfoNCELoss``, ``WEINCELoss``, ``WEINCERecipeLoss``,
-``InfoNCETopMLoss``; ``build_loss(name, **kwargs)`` picks one by name.
+``InfoNCETopMLoss``; hard-negative baselines ``hcl``, ``dcl``, ``dclw``
+(``weince.losses.baselines``); ``build_loss(name, **kwargs)`` picks one by name.
 """
 
 from weince.losses._common import pair_similarities
@@ -23,6 +24,7 @@ from weince.losses.modules import (
     register_loss,
 )
 from weince.losses.recipe import fit_batch_beta, topm_softmax, topm_weibull
+from weince.losses import baselines  # noqa: F401,E402  (registers hcl, dcl, dclw)
 from weince.losses.weince import tail_size, weince, weince_statistics
 
 __all__ = [
