@@ -5,10 +5,17 @@ import math
 import pytest
 import torch
 
+from weince.losses._common import negative_values
+
 from weince.losses import (
     InfoNCETopMLoss, WEINCERecipeLoss, build_loss, fit_batch_beta, info_nce, pair_similarities,
     topm_softmax, topm_weibull, weince,
 )
+
+
+def negatives(sim, t):
+    """(neg, count) as WEINCERecipeLoss.update_beta_t takes them."""
+    return negative_values(sim, t, None), sim.shape[0] * (sim.shape[1] - 1)
 
 
 def power_tail_batch(alpha, B=64, C=200, seed=0):
@@ -35,22 +42,22 @@ def test_beta_t_ema_follows_spec():
     f = WEINCERecipeLoss(tau=0.5, layout="pairs")
     assert float(f.beta_t) == 4.0
     f.train()
-    f.update_beta_t(sim, t, None)
+    f.update_beta_t(*negatives(sim, t))
     expected = 0.9 * 4.0 + 0.1 * min(max(float(slope), 0.5), 16.0)
     assert float(f.beta_t) == pytest.approx(expected, rel=1e-6)
     for _ in range(60):
-        f.update_beta_t(sim, t, None)
+        f.update_beta_t(*negatives(sim, t))
     assert float(f.beta_t) == pytest.approx(float(slope), rel=1e-3)
 
 
 def test_beta_t_rejects_a_poor_fit_and_clamps():
     f = WEINCERecipeLoss(tau=0.5, layout="pairs", r2_min=1.01)  # nothing is accepted
     sim, t = power_tail_batch(3.0)
-    f.update_beta_t(sim, t, None)
+    f.update_beta_t(*negatives(sim, t))
     assert float(f.beta_t) == 4.0
     g = WEINCERecipeLoss(tau=0.5, layout="pairs", beta_t_init=16.0)
     sim, t = power_tail_batch(40.0, C=400)  # slope ~40 -> clamped to 16
-    g.update_beta_t(sim, t, None)
+    g.update_beta_t(*negatives(sim, t))
     assert float(g.beta_t) == pytest.approx(16.0)
 
 

@@ -94,16 +94,34 @@ def upcast(x: torch.Tensor) -> torch.Tensor:
     return x if x.dtype == torch.float64 else x.float()
 
 
-def masked_logits(logits: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+def invert(mask: torch.Tensor | None) -> torch.Tensor | None:
+    """The internal functions take ``invalid = ~mask`` (computed once per call)."""
+    return None if mask is None else ~mask
+
+
+def masked_logits(logits: torch.Tensor, invalid: torch.Tensor | None) -> torch.Tensor:
     """Invalid columns -> ``-inf`` so that they drop out of the softmax."""
-    if mask is None:
+    if invalid is None:
         return logits
-    return logits.masked_fill(~mask, float("-inf"))
+    return logits.masked_fill(invalid, float("-inf"))
 
 
-def negative_values(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+def negative_values(sim: torch.Tensor, targets: torch.Tensor, invalid: torch.Tensor | None) -> torch.Tensor:
     """``sim`` with the positive and the invalid columns set to ``-inf`` (negatives only)."""
     rows = torch.arange(sim.shape[0], device=sim.device)
-    neg = sim.clone() if mask is None else sim.masked_fill(~mask, float("-inf"))
+    neg = sim.clone() if invalid is None else sim.masked_fill(invalid, float("-inf"))
     neg[rows, targets] = float("-inf")
     return neg
+
+
+def two_view_batch(z1: torch.Tensor, z2: torch.Tensor, layout: Layout):
+    """:func:`pair_similarities` for the loss modules: ``(sim, targets, invalid, K)`` with
+    ``invalid`` the complement of the mask (the SimCLR diagonal), built directly."""
+    if layout == "pairs" or z1.ndim != 2 or z1.shape != z2.shape:
+        sim, targets, mask = pair_similarities(z1, z2, layout)
+        return sim, targets, invert(mask), sim.shape[1] - 1
+    n = z1.shape[0]
+    z = F.normalize(torch.cat([z1, z2], dim=0), dim=1)
+    idx = torch.arange(n, device=z.device)
+    invalid = torch.eye(2 * n, dtype=torch.bool, device=z.device)
+    return z @ z.T, torch.cat([idx + n, idx]), invalid, 2 * n - 2

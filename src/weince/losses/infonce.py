@@ -5,13 +5,13 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from weince.losses._common import check_batch, check_tau, masked_logits, upcast
+from weince.losses._common import check_batch, check_tau, invert, masked_logits, upcast
 
 __all__ = ["info_nce"]
 
 
-def _info_nce(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None, tau: float) -> torch.Tensor:
-    logits = masked_logits(upcast(sim) / tau, mask)
+def _info_nce(sim: torch.Tensor, targets: torch.Tensor, invalid: torch.Tensor | None, tau: float) -> torch.Tensor:
+    logits = masked_logits(upcast(sim) / tau, invalid)
     return F.cross_entropy(logits, targets)
 
 
@@ -39,4 +39,4 @@ def info_nce(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None
     """
     check_tau(tau)
     check_batch(sim, targets, mask)
-    return _info_nce(sim, targets, mask, tau)
+    return _info_nce(sim, targets, invert(mask), tau)

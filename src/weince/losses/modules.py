@@ -17,9 +17,9 @@ from typing import Callable
 import torch
 from torch import nn
 
-from weince.losses._common import LAYOUTS, check_tau, pair_similarities
+from weince.losses._common import LAYOUTS, check_tau, negative_values, pair_similarities, two_view_batch
 from weince.losses.infonce import _info_nce
-from weince.losses.recipe import fit_batch_beta, top_negatives, topm_softmax, topm_weibull
+from weince.losses.recipe import batch_beta_from_negatives, top_negatives, topm_softmax, topm_weibull
 from weince.losses.weince import _weince, check_weince_args
 
 __all__ = ["InfoNCELoss", "WEINCELoss", "WEINCERecipeLoss", "WEINCERecipeNoWeibLoss",
@@ -65,7 +65,13 @@ class _TwoViewLoss(nn.Module):
         self.last_stats: dict[str, torch.Tensor] = {}
 
     def similarities(self, z1: torch.Tensor, z2: torch.Tensor):
+        """``(sim, targets, mask)`` of the two views for this module's layout (SPEC section 1)."""
         return pair_similarities(z1, z2, self.layout)
+
+    def batch(self, z1: torch.Tensor, z2: torch.Tensor):
+        """``(sim, targets, invalid, K)``: as :meth:`similarities` with the mask's complement
+        built directly, for the internal loss functions."""
+        return two_view_batch(z1, z2, self.layout)
 
     def extra_repr(self) -> str:
         return f"tau={self.tau}, layout={self.layout!r}"
@@ -76,8 +82,8 @@ class InfoNCELoss(_TwoViewLoss):
     """InfoNCE / NT-Xent on two views (SPEC section 2)."""
 
     def forward(self, z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor:
-        sim, targets, mask = self.similarities(z1, z2)
-        return _info_nce(sim, targets, mask, self.tau)
+        sim, targets, invalid, _ = self.batch(z1, z2)
+        return _info_nce(sim, targets, invalid, self.tau)
 
 
 @register_loss("infonce_topm")
@@ -91,9 +97,12 @@ class InfoNCETopMLoss(_TwoViewLoss):
         self.top_m, self.w_soft = int(top_m), float(w_soft)
 
     def forward(self, z1, z2):
-        sim, targets, mask = self.similarities(z1, z2)
-        base = _info_nce(sim, targets, mask, self.tau)
-        return base + self.w_soft * topm_softmax(sim, targets, mask, self.tau, self.top_m)
+        sim, targets, invalid, K = self.batch(z1, z2)
+        base = _info_nce(sim, targets, invalid, self.tau)
+        with torch.no_grad():
+            neg = negative_values(sim.detach(), targets, invalid)
+            idx = torch.topk(neg, min(self.top_m, K), dim=1, sorted=True).indices
+        return base + self.w_soft * topm_softmax(sim, targets, None, self.tau, self.top_m, idx)
 
 
 @register_loss("weince")
@@ -113,13 +122,12 @@ class WEINCELoss(_TwoViewLoss):
                          lam=lam, beta_min=beta_min, beta_max=beta_max)
 
     def core(self, z1, z2, topk_extra: int = 0):
-        sim, targets, mask = self.similarities(z1, z2)
-        K = sim.shape[1] - 1 if mask is None else sim.shape[1] - 2
-        loss, stats = _weince(sim, targets, mask, K, self.tau, return_stats=True,
+        sim, targets, invalid, K = self.batch(z1, z2)
+        loss, stats = _weince(sim, targets, invalid, K, self.tau, return_stats=True,
                               topk_extra=topk_extra, **self.opts)
         self.last_stats = {**_quantiles(stats["lambda"]), "rho0": stats["rho0"],
                            "daic_mean": stats["daic"].mean(), "beta_w_mean": stats["beta_w"].mean()}
-        return loss, sim, targets, mask, stats
+        return loss, sim, targets, K, stats
 
     def forward(self, z1, z2):
         return self.core(z1, z2)[0]
@@ -151,23 +159,24 @@ class WEINCERecipeLoss(WEINCELoss):
         self.register_buffer("beta_t", torch.tensor(float(beta_t_init)))
 
     @torch.no_grad()
-    def update_beta_t(self, sim, targets, mask) -> None:
-        slope, r2 = fit_batch_beta(sim, targets, mask, self.opts["eps"], self.pool_min, self.pool_frac)
+    def update_beta_t(self, neg: torch.Tensor, count: int) -> None:
+        """One EMA step from ``neg`` (similarities with ``-inf`` off the ``count`` negatives)."""
+        slope, r2 = batch_beta_from_negatives(neg, count, self.opts["eps"], self.pool_min, self.pool_frac)
         accept = (slope > 0) & (r2 >= self.r2_min)
         new = self.momentum * self.beta_t + (1 - self.momentum) * slope.clamp(self.beta_t_min, self.beta_t_max)
         self.beta_t.copy_(torch.where(accept, new.to(self.beta_t.dtype), self.beta_t))
         self.last_stats.update(beta_hat=slope.float(), beta_r2=r2.float())
 
     def forward(self, z1, z2):
-        loss, sim, targets, mask, stats = self.core(z1, z2, topk_extra=self.top_m)
+        loss, sim, targets, K, stats = self.core(z1, z2, topk_extra=self.top_m)
         if self.training:
-            self.update_beta_t(sim, targets, mask)
-        idx = top_negatives(sim, targets, mask, self.top_m, stats["top_idx"])
+            self.update_beta_t(stats["neg"], sim.shape[0] * K)
+        idx = top_negatives(sim, targets, None, self.top_m, stats["top_idx"])
         if self.w_weib:
-            loss = loss + self.w_weib * topm_weibull(sim, targets, mask, self.beta_t, self.top_m,
+            loss = loss + self.w_weib * topm_weibull(sim, targets, None, self.beta_t, self.top_m,
                                                      self.opts["eps"], idx)
         if self.w_soft:
-            loss = loss + self.w_soft * topm_softmax(sim, targets, mask, self.tau, self.top_m, idx)
+            loss = loss + self.w_soft * topm_softmax(sim, targets, None, self.tau, self.top_m, idx)
         self.last_stats["beta_t"] = self.beta_t.detach().clone()
         return loss
 

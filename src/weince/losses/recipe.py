@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from weince.losses._common import negative_values, upcast
+from weince.losses._common import invert, negative_values, upcast
 
 __all__ = ["top_negatives", "topm_softmax", "topm_weibull", "fit_batch_beta"]
 
@@ -27,7 +27,7 @@ def top_negatives(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor |
         return top_idx[:, : min(int(m), top_idx.shape[1])]
     K = sim.shape[1] - 1 if mask is None else int(mask[0].sum()) - 1
     m = max(1, min(int(m), K))
-    neg = negative_values(sim.detach().float(), targets, mask)
+    neg = negative_values(sim.detach().float(), targets, invert(mask))
     return torch.topk(neg, m, dim=1, largest=True, sorted=True).indices
 
 
@@ -70,17 +70,24 @@ def fit_batch_beta(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor 
         ``(slope, r2)`` as 0-d float64 tensors (``r2`` clamped to ``[0, 1]``); ``(0, 0)``
         when fewer than 12 shortfalls exist.
     """
-    neg = negative_values(sim.detach().float(), targets, mask)
-    vals = neg[torch.isfinite(neg)]
-    count = vals.numel()
+    neg = negative_values(sim.detach().float(), targets, invert(mask))
+    count = int(torch.isfinite(neg).sum())
+    return batch_beta_from_negatives(neg, count, eps, min_points, frac)
+
+
+@torch.no_grad()
+def batch_beta_from_negatives(neg: torch.Tensor, count: int, eps: float = 1e-6,
+                              min_points: int = 1024, frac: float = 0.05):
+    """:func:`fit_batch_beta` on ``neg`` (similarities, ``-inf`` off the ``count`` negatives)."""
+    vals = neg.flatten()
     k = min(count, max(int(min_points), int(frac * count)))
-    zero = torch.zeros((), dtype=torch.float64, device=sim.device)
+    zero = torch.zeros((), dtype=torch.float64, device=neg.device)
     b = max(1, k // 20)
     if k < 10 or k - b < 2:
         return zero, zero
     top = torch.topk(vals, k, largest=True, sorted=True).values.double()
     x = torch.log((1.0 - top[b:]).clamp_min(eps))
-    m = torch.arange(b + 1, k + 1, device=sim.device, dtype=torch.float64)
+    m = torch.arange(b + 1, k + 1, device=neg.device, dtype=torch.float64)
     y = torch.log(m / (k + 1))
     xc, yc = x - x.mean(), y - y.mean()
     slope = (xc * yc).sum() / (xc * xc).sum().clamp_min(1e-12)

@@ -19,7 +19,7 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
-from weince.losses._common import check_batch, check_tau, masked_logits, negative_values, upcast
+from weince.losses._common import check_batch, check_tau, invert, negative_values, upcast
 
 __all__ = ["weince", "tail_size", "weince_statistics", "GATES", "BETAS"]
 
@@ -62,24 +62,34 @@ def check_weince_args(tau, q, margin, kappa_rho, kappa_aic, tail_frac, min_tail,
         raise ValueError(f"need 0 < beta_min <= beta_max, got {beta_min!r}, {beta_max!r}")
 
 
-@torch.no_grad()
-def weince_statistics(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None, K: int, *,
+def weince_statistics(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None = None, *,
                       q: float = 0.2, margin: float = 2.0, kappa_rho: float = 10.0,
                       kappa_aic: float = 1.0, tail_frac: float = 0.10, min_tail: int = 32,
-                      eps: float = 1e-6, gate: str = "both", topk_extra: int = 0) -> dict:
-    """Per-anchor statistics of SPEC 3.1, vectorised over rows (no gradient).
+                      eps: float = 1e-6, gate: str = "both") -> dict:
+    """Per-anchor statistics of SPEC 3.1 (no gradient), as ``weince(..., return_stats=True)``
+    returns them: ``(B,)`` tensors ``lambda``, ``rho``, ``daic``, ``beta_w``; ``rho0``, ``k``, ``n``."""
+    check_weince_args(0.5, q, margin, kappa_rho, kappa_aic, tail_frac, min_tail, eps, "one", gate,
+                      None, 0.5, 16.0)
+    K = check_batch(sim, targets, mask)
+    st = _statistics(sim, targets, invert(mask), K, q=q, margin=margin, kappa_rho=kappa_rho,
+                     kappa_aic=kappa_aic, tail_frac=tail_frac, min_tail=min_tail, eps=eps, gate=gate)
+    return {key: val for key, val in st.items() if key not in ("top_idx", "neg")}
 
-    Returns a dict with ``(B,)`` tensors ``lambda``, ``rho``, ``daic``, ``beta_w`` (float32),
-    scalars ``rho0`` (tensor), ``k``, ``n`` (ints), and ``top_idx``: the column indices of
-    the ``max(k, topk_extra)`` most similar negatives of each row, most similar first (the
-    recipe's top-M terms reuse them).
-    """
+
+@torch.no_grad()
+def _statistics(sim: torch.Tensor, targets: torch.Tensor, invalid: torch.Tensor | None, K: int, *,
+                q: float, margin: float, kappa_rho: float, kappa_aic: float, tail_frac: float,
+                min_tail: int, eps: float, gate: str, topk_extra: int = 0) -> dict:
+    """Vectorised SPEC 3.1 over rows. Besides the statistics, returns ``neg`` (the detached
+    similarities with positive and invalid columns at ``-inf``) and ``top_idx``: the columns of
+    the ``max(k, min(topk_extra, K))`` most similar negatives of each row, most similar first
+    (the recipe's top-M terms and ``beta_t`` fit reuse both)."""
     s = sim.detach()
     if s.dtype not in (torch.float32, torch.float64):
         s = s.float()
     B = s.shape[0]
     k = tail_size(K, tail_frac, min_tail)
-    neg = negative_values(s, targets, mask)
+    neg = negative_values(s, targets, invalid)
     top_vals, top_idx = torch.topk(neg, max(k, min(topk_extra, K)), dim=1, largest=True, sorted=True)
     top = top_vals[:, :k].double()  # statistics in float64: (B, k) is small
     rho = (1.0 - top[:, 0]).clamp_min(eps)
@@ -116,7 +126,7 @@ def weince_statistics(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tens
         lam = torch.zeros_like(rho)
     return {
         "lambda": lam.float(), "rho": rho.float(), "daic": daic.float(), "beta_w": beta_w.float(),
-        "rho0": rho0.float(), "k": k, "n": n, "top_idx": top_idx,
+        "rho0": rho0.float(), "k": k, "n": n, "top_idx": top_idx, "neg": neg,
     }
 
 
@@ -158,12 +168,12 @@ def blended_logits(sim: torch.Tensor, lam: torch.Tensor, tau: float, beta: torch
     return _BlendedLogits.apply(s, 1.0 - lam, c, float(tau), float(eps), invalid)
 
 
-def _weince(sim, targets, mask, K, tau, *, q, margin, kappa_rho, kappa_aic, tail_frac, min_tail,
+def _weince(sim, targets, invalid, K, tau, *, q, margin, kappa_rho, kappa_aic, tail_frac, min_tail,
             eps, beta, gate, lam, return_stats, beta_min=0.5, beta_max=16.0, topk_extra=0):
     need_stats = lam is None or beta == "anchor" or return_stats
     stats = None
     if need_stats:
-        stats = weince_statistics(sim, targets, mask, K, q=q, margin=margin, kappa_rho=kappa_rho,
+        stats = _statistics(sim, targets, invalid, K, q=q, margin=margin, kappa_rho=kappa_rho,
                                   kappa_aic=kappa_aic, tail_frac=tail_frac, min_tail=min_tail,
                                   eps=eps, gate=gate, topk_extra=topk_extra)
     if lam is None:
@@ -173,7 +183,6 @@ def _weince(sim, targets, mask, K, tau, *, q, margin, kappa_rho, kappa_aic, tail
         if stats is not None:
             stats["lambda"] = lam_row
     beta_val = 1.0 if beta == "one" else stats["beta_w"].clamp(beta_min, beta_max)
-    invalid = None if mask is None else ~mask
     loss = F.cross_entropy(blended_logits(sim, lam_row, tau, beta_val, eps, invalid), targets)
     return loss, stats
 
@@ -220,11 +229,11 @@ def weince(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None =
     check_weince_args(tau, q, margin, kappa_rho, kappa_aic, tail_frac, min_tail, eps, beta, gate,
                       lam, beta_min, beta_max)
     K = check_batch(sim, targets, mask)
-    loss, stats = _weince(sim, targets, mask, K, tau, q=q, margin=margin, kappa_rho=kappa_rho,
+    loss, stats = _weince(sim, targets, invert(mask), K, tau, q=q, margin=margin, kappa_rho=kappa_rho,
                           kappa_aic=kappa_aic, tail_frac=tail_frac, min_tail=min_tail, eps=eps,
                           beta=beta, gate=gate, lam=lam, return_stats=return_stats,
                           beta_min=beta_min, beta_max=beta_max)
     if not return_stats:
         return loss
-    stats = {key: val for key, val in stats.items() if key != "top_idx"}
+    stats = {key: val for key, val in stats.items() if key not in ("top_idx", "neg")}
     return loss, stats
