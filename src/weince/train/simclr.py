@@ -1,0 +1,469 @@
+"""One SimCLR pretraining loop for every image data set, backbone and loss.
+
+    weince pretrain --config cfg.yaml --out runs/digits-weince --set epochs=2
+    torchrun --nproc_per_node 8 -m weince.cli pretrain --config cfg.yaml --out DIR
+
+    from weince.train.simclr import SimCLRConfig, pretrain
+    summary = pretrain(SimCLRConfig(dataset="digits", loss="weince", epochs=2), "out")
+
+Data path (no DataLoader): the whole uint8 training split is put on the training device
+once; every epoch shuffles the indices with a seeded generator and cuts full batches
+(``drop_last``); each batch gets two SimCLR views on the device with per-image random
+parameters (:class:`weince.data.augment.SimCLRAugment`, ``aug: batch``). ``aug:
+per_image`` is the classic CPU path instead (torchvision ops image by image in a
+``DataLoader`` with ``num_workers`` workers), kept for comparison.
+
+Each step embeds both views in one forward pass (``z = head(backbone(cat(v1, v2)))``),
+evaluates the loss (``weince.losses.build_loss(cfg.loss, tau=cfg.tau, **cfg.loss_kwargs)``)
+in float32, and steps Adam (SPEC 6: lr 3e-4, weight decay 1e-6, constant) or, as an option,
+LARS with a cosine schedule. On CUDA: bf16 autocast (``amp``), ``channels_last`` and
+optional ``torch.compile``.
+
+Files written in ``out_dir``:
+
+- ``checkpoint.pt`` after every epoch: model, optimiser, scheduler, loss module state (the
+  recipe's ``beta_t`` buffer), every random generator, the epoch and the log so far. A
+  call with an existing checkpoint **resumes** from it; on CPU a resumed run ends with
+  exactly the weights of an uninterrupted one (``tests/train/test_simclr.py``).
+- ``train_log.jsonl``: one record per epoch: ``loss``, ``lambda_mean/q10/q50/q90``, ``rho0``,
+  ``daic_mean``, ``beta_t`` (whatever the loss reports in ``last_stats``, averaged over the
+  epoch's steps), ``img_s``, ``lr``, ``epoch_s``.
+- ``encoder.pt`` (:func:`weince.models.save_encoder`) and ``train.json`` (summary with
+  provenance) at the end.
+
+Multi-GPU (``torchrun``): ``batch_size`` is the *global* batch; every rank shuffles with the
+same seed and takes its slice of each global batch, embeddings are all-gathered with
+gradient (:func:`weince.train.distributed.gather_with_grad`) and every rank evaluates the
+same global loss, so the gradient equals the single-process one (see that module).
+BatchNorm layers become ``SyncBatchNorm`` on CUDA (``sync_bn``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+import numpy as np
+import torch
+from torch import nn
+
+from weince.train.config import as_config, to_dict
+from weince.train.logging import JsonlLogger
+
+__all__ = ["SimCLRConfig", "pretrain", "resolve_config", "LARS"]
+
+
+@dataclass
+class SimCLRConfig:
+    """Options of :func:`pretrain` (YAML keys of ``weince pretrain --config``).
+
+    Defaults are SPEC 6's protocol (batch 256, 100 epochs, Adam 3e-4, weight decay 1e-6,
+    tau 0.5, 64-d projection) except the data set and backbone, which default to the
+    offline CPU setting (``digits``, ``smallcnn``).
+    """
+
+    # data
+    dataset: str = "digits"             # a name of weince.data.vision.DATASETS
+    data_root: Optional[str] = None     # None: $WEINCE_DATA or ./data (offline sets ignore it)
+    download: bool = False              # let torchvision download CIFAR / STL-10 if missing
+    train_split: str = "train"          # e.g. "train+unlabeled" for STL-10
+    max_train_images: Optional[int] = None  # seeded subset (seed 0: the same for every run)
+    image_size: Optional[int] = None    # view size; None: the data set's size
+    channels: Optional[int] = None      # None: the data set's channels (must match if given)
+    aug: Literal["batch", "per_image"] = "batch"  # on-device batched views / per-image CPU path
+    aug_kwargs: dict = field(default_factory=dict)  # overrides of weince.data.augment.build_augment
+    num_workers: int = 0                # DataLoader workers (aug: per_image only)
+    # model
+    backbone: str = "smallcnn"          # resnet18 | resnet50 | vit_s | smallcnn
+    proj_dim: int = 64                  # projection output (SPEC 6)
+    proj_hidden: Optional[int] = None   # None: the backbone's feature width (official code)
+    proj_batch_norm: bool = False
+    # loss
+    loss: str = "infonce"               # infonce | weince | weince_recipe | infonce_topm | ...
+    tau: float = 0.5
+    loss_kwargs: dict = field(default_factory=dict)  # e.g. {margin: 2, kappa_rho: 10}
+    # optimisation
+    batch_size: int = 256               # global batch (all ranks together)
+    epochs: int = 100
+    optimizer: Literal["adam", "lars"] = "adam"
+    lr: float = 3e-4
+    weight_decay: float = 1e-6
+    momentum: float = 0.9               # LARS only
+    schedule: Literal["none", "cosine"] = "none"  # per-step cosine decay to 0 after warmup
+    warmup_epochs: int = 0
+    seed: int = 0
+    # hardware
+    device: str = "auto"                # auto | cpu | cuda | cuda:N
+    amp: bool = True                    # bf16 autocast, CUDA only (ignored on CPU)
+    channels_last: Optional[bool] = None  # None: on for CUDA, off for CPU
+    compile: bool = False               # torch.compile the model
+    sync_bn: bool = True                # SyncBatchNorm in multi-GPU runs
+    threads: Optional[int] = None       # torch.set_num_threads on CPU (None: torch default)
+    progress: Optional[bool] = None     # tqdm bar; None: only on a TTY or WEINCE_PROGRESS=1
+
+
+# keys that may differ between a checkpoint and the resuming call
+_RESUME_FREE = {"progress", "num_workers", "threads", "compile", "data_root", "download"}
+
+
+def resolve_config(cfg: SimCLRConfig | dict) -> SimCLRConfig:
+    """Validate a config and fill ``image_size``/``channels`` from the data set registry."""
+    from weince.data.vision import DATASETS
+    from weince.losses import LOSSES
+    from weince.models import BACKBONES
+
+    cfg = as_config(SimCLRConfig, cfg)
+    name = cfg.dataset.lower()
+    if name not in DATASETS:
+        raise ValueError(f"unknown dataset {cfg.dataset!r}; valid: {', '.join(DATASETS)}")
+    if cfg.backbone not in BACKBONES:
+        raise ValueError(f"unknown backbone {cfg.backbone!r}; valid: {', '.join(BACKBONES)}")
+    if cfg.loss not in LOSSES:
+        raise ValueError(f"unknown loss {cfg.loss!r}; valid: {', '.join(sorted(LOSSES))}")
+    spec = DATASETS[name]
+    if cfg.channels is not None and cfg.channels != spec.channels:
+        raise ValueError(f"channels={cfg.channels} but {name} has {spec.channels}; "
+                         f"leave channels unset")
+    for key in ("batch_size", "epochs"):
+        if getattr(cfg, key) < 1:
+            raise ValueError(f"{key} must be >= 1, got {getattr(cfg, key)}")
+    if cfg.batch_size < 2:
+        raise ValueError("batch_size must be >= 2 (a contrastive batch needs negatives)")
+    if cfg.lr <= 0 or cfg.weight_decay < 0 or cfg.tau <= 0:
+        raise ValueError(f"need lr > 0, weight_decay >= 0, tau > 0; got {cfg.lr}, "
+                         f"{cfg.weight_decay}, {cfg.tau}")
+    if cfg.warmup_epochs < 0 or cfg.warmup_epochs >= max(cfg.epochs, 1) and cfg.warmup_epochs:
+        raise ValueError(f"warmup_epochs must be in [0, epochs), got {cfg.warmup_epochs}")
+    if cfg.max_train_images is not None and cfg.max_train_images < cfg.batch_size:
+        raise ValueError(f"max_train_images={cfg.max_train_images} is below batch_size="
+                         f"{cfg.batch_size}: no full batch")
+    cfg.dataset = name
+    cfg.channels = spec.channels
+    if cfg.image_size is None:
+        cfg.image_size = spec.image_size
+    return cfg
+
+
+# ------------------------------------------------------------------------- optimiser
+class LARS(torch.optim.Optimizer):
+    """LARS (You et al. 2017) as used by SimCLR: SGD with momentum where each parameter's
+    update is scaled by the trust ratio ``eta * ||w|| / ||g + wd * w||``. Parameters in a
+    group with ``lars=False`` (biases, norm layers) get plain SGD with momentum and no
+    weight decay."""
+
+    def __init__(self, params, lr: float, momentum: float = 0.9, weight_decay: float = 0.0,
+                 eta: float = 1e-3):
+        super().__init__(params, dict(lr=lr, momentum=momentum, weight_decay=weight_decay,
+                                      eta=eta, lars=True))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = closure() if closure is not None else None
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                g = p.grad
+                if group["lars"]:
+                    g = g.add(p, alpha=group["weight_decay"])
+                    w_norm, g_norm = torch.linalg.vector_norm(p), torch.linalg.vector_norm(g)
+                    trust = torch.where((w_norm > 0) & (g_norm > 0),
+                                        group["eta"] * w_norm / g_norm, torch.ones_like(w_norm))
+                    g = g * trust
+                buf = self.state[p].get("momentum_buffer")
+                if buf is None:
+                    buf = self.state[p]["momentum_buffer"] = g.clone()
+                else:
+                    buf.mul_(group["momentum"]).add_(g)
+                p.add_(buf, alpha=-group["lr"])
+        return loss
+
+
+def _build_optimizer(cfg: SimCLRConfig, model: nn.Module) -> torch.optim.Optimizer:
+    if cfg.optimizer == "adam":
+        return torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    decay, plain = [], []
+    for p in model.parameters():
+        (plain if p.ndim <= 1 else decay).append(p)
+    return LARS([{"params": decay}, {"params": plain, "lars": False, "weight_decay": 0.0}],
+                lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
+
+
+def _build_scheduler(cfg: SimCLRConfig, opt: torch.optim.Optimizer, steps_per_epoch: int):
+    total = cfg.epochs * steps_per_epoch
+    warm = cfg.warmup_epochs * steps_per_epoch
+
+    def factor(step: int) -> float:
+        if warm and step < warm:
+            return (step + 1) / warm
+        if cfg.schedule == "none":
+            return 1.0
+        t = (step - warm) / max(1, total - warm)
+        return 0.5 * (1.0 + math.cos(math.pi * min(1.0, t)))
+
+    return torch.optim.lr_scheduler.LambdaLR(opt, factor)
+
+
+# ------------------------------------------------------------------------- helpers
+def _progress_enabled(flag: Optional[bool]) -> bool:
+    if flag is not None:
+        return bool(flag)
+    return bool(os.environ.get("WEINCE_PROGRESS")) or sys.stderr.isatty()
+
+
+def _unwrap(model: nn.Module) -> nn.Module:
+    model = getattr(model, "_orig_mod", model)
+    model = getattr(model, "module", model)
+    return getattr(model, "_orig_mod", model)
+
+
+def _subset_indices(n: int, m: Optional[int]) -> Optional[torch.Tensor]:
+    if m is None or m >= n:
+        return None
+    g = torch.Generator().manual_seed(0)  # fixed: every seed/arm trains on the same subset
+    return torch.randperm(n, generator=g)[:m].sort().values
+
+
+class _EpochStats:
+    """Per-epoch sums of the loss and ``last_stats`` kept on the device (one host sync
+    per epoch, not per step)."""
+
+    def __init__(self) -> None:
+        self.sums: dict[str, torch.Tensor] = {}
+        self.counts: dict[str, int] = {}
+
+    def update(self, stats: dict[str, Any]) -> None:
+        for k, v in stats.items():
+            if not torch.is_tensor(v):
+                v = torch.tensor(float(v))
+            if v.numel() != 1:
+                continue
+            v = v.detach().float().reshape(())
+            self.sums[k] = self.sums[k] + v if k in self.sums else v.clone()
+            self.counts[k] = self.counts.get(k, 0) + 1
+
+    def means(self) -> dict[str, float]:
+        return {k: float(s) / self.counts[k] for k, s in self.sums.items()}
+
+
+# ------------------------------------------------------------------------- main loop
+def pretrain(cfg: SimCLRConfig | dict, out_dir: str | os.PathLike, *,
+             stop_after: Optional[int] = None) -> dict[str, Any]:
+    """Run (or resume) SimCLR pretraining; write the files listed in the module docstring.
+
+    Args:
+        cfg: a :class:`SimCLRConfig` or a dict of its keys (unknown keys raise ``ValueError``).
+        out_dir: output folder; an existing ``checkpoint.pt`` there is resumed.
+        stop_after: stop once this many epochs are done (as if the run were killed after
+            that epoch's checkpoint); no ``encoder.pt``/``train.json`` is written then.
+
+    Returns:
+        The summary also written to ``train.json`` (``{"stopped_at": epoch}`` when stopped
+        early).
+    """
+    from tqdm.auto import tqdm
+
+    from weince.data.augment import PerImageTwoViews, build_augment
+    from weince.data.vision import load_vision
+    from weince.losses import build_loss
+    from weince.models import build_simclr_model, save_encoder
+    from weince.train import distributed as D
+    from weince.utils import write_json
+    from weince.utils.checkpoint import load_checkpoint, restore_rng, rng_state, save_checkpoint
+
+    cfg = resolve_config(cfg)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if cfg.threads:
+        torch.set_num_threads(int(cfg.threads))
+    info = D.setup_distributed(cfg.device)
+    dev, ws, rank = info.device, info.world_size, info.rank
+    if cfg.batch_size % ws:
+        raise ValueError(f"batch_size={cfg.batch_size} must be divisible by the number of "
+                         f"processes ({ws})")
+    local_bs = cfg.batch_size // ws
+    cuda = dev.type == "cuda"
+    use_amp = bool(cfg.amp and cuda)
+    channels_last = cuda if cfg.channels_last is None else bool(cfg.channels_last)
+    cfg_dict = to_dict(cfg)
+
+    # ---- data
+    train = load_vision(cfg.dataset, cfg.data_root, cfg.train_split, download=cfg.download)
+    sub = _subset_indices(len(train), cfg.max_train_images)
+    if sub is not None:
+        train = train.subset(sub)
+    n_train = len(train)
+    steps_per_epoch = n_train // cfg.batch_size
+    if steps_per_epoch < 1:
+        raise ValueError(f"{cfg.dataset}/{cfg.train_split} has {n_train} images, fewer than "
+                         f"one batch of {cfg.batch_size}; lower batch_size")
+    aug = build_augment(cfg.dataset, **{"image_size": cfg.image_size, **cfg.aug_kwargs})
+    cfg_dict["norm_mean"], cfg_dict["norm_std"] = aug.mean, aug.std
+    images = train.images.to(dev) if cfg.aug == "batch" else train.images
+
+    # ---- model, loss, optimiser (same init on every rank: seeded before building)
+    torch.manual_seed(cfg.seed)
+    random.seed(cfg.seed)
+    np.random.seed(cfg.seed % 2**32)
+    model = build_simclr_model(cfg.backbone, cfg.image_size, cfg.channels,
+                               hidden_dim=cfg.proj_hidden, out_dim=cfg.proj_dim,
+                               batch_norm=cfg.proj_batch_norm).to(dev)
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    loss_fn = build_loss(cfg.loss, tau=cfg.tau, **cfg.loss_kwargs).to(dev)
+    opt = _build_optimizer(cfg, model)
+    sched = _build_scheduler(cfg, opt, steps_per_epoch)
+    shuffle_gen = torch.Generator().manual_seed(cfg.seed)
+    aug_gen = torch.Generator(device=dev).manual_seed(cfg.seed * 1000 + 1 + rank)
+
+    # ---- resume
+    start_epoch, log_records, wall_before = 0, [], 0.0
+    ckpt = load_checkpoint(out / "checkpoint.pt", map_location="cpu")
+    if ckpt is not None:
+        _check_resumable(ckpt.get("cfg", {}), cfg_dict, out)
+        model.load_state_dict(ckpt["model"])
+        opt.load_state_dict(ckpt["optimizer"])
+        sched.load_state_dict(ckpt["scheduler"])
+        loss_fn.load_state_dict(ckpt["loss"])
+        restore_rng(ckpt["rng"])
+        shuffle_gen.set_state(ckpt["shuffle_gen"])
+        states = ckpt.get("aug_gen", [])
+        if len(states) == ws:
+            aug_gen.set_state(states[rank])
+        start_epoch = int(ckpt["epoch"])
+        log_records = list(ckpt.get("log", []))
+        wall_before = float(ckpt.get("wall_s", 0.0))
+    logger = JsonlLogger(out / "train_log.jsonl", log_records) if info.is_main else None
+
+    if info.distributed:
+        if cuda and cfg.sync_bn:
+            model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
+        model = nn.parallel.DistributedDataParallel(
+            model, device_ids=[dev.index] if cuda else None)
+    fwd = torch.compile(model) if cfg.compile else model
+
+    if cfg.aug == "per_image":
+        per_image = PerImageTwoViews(train.images, train.labels, aug)
+
+    show = _progress_enabled(cfg.progress) and info.is_main
+    end_epoch = cfg.epochs if stop_after is None else min(cfg.epochs, int(stop_after))
+    t_run = time.perf_counter()
+    last = {}
+    for epoch in range(start_epoch, end_epoch):
+        model.train()
+        loss_fn.train()
+        stats = _EpochStats()
+        perm = torch.randperm(n_train, generator=shuffle_gen)
+        batches = perm[:steps_per_epoch * cfg.batch_size].view(steps_per_epoch, cfg.batch_size)
+        local = batches[:, rank * local_bs:(rank + 1) * local_bs]
+        if cfg.aug == "per_image":
+            loader_gen = torch.Generator().manual_seed(
+                int(torch.randint(0, 2**62, (1,), generator=shuffle_gen)) + rank)
+            source = torch.utils.data.DataLoader(
+                per_image, batch_sampler=local.tolist(), num_workers=cfg.num_workers,
+                generator=loader_gen, persistent_workers=False,
+                pin_memory=cuda)
+        else:
+            source = local.to(dev) if cuda else local
+        if cuda:
+            torch.cuda.synchronize(dev)
+        t0 = time.perf_counter()
+        bar = tqdm(source, total=steps_per_epoch, desc=f"epoch {epoch + 1}/{cfg.epochs}",
+                   disable=not show, leave=False, dynamic_ncols=True)
+        for step, item in enumerate(bar):
+            if cfg.aug == "per_image":
+                v1, v2 = item[0].to(dev, non_blocking=True), item[1].to(dev, non_blocking=True)
+            else:
+                v1, v2 = aug.two_views(images[item], generator=aug_gen)
+            x = torch.cat([v1, v2])
+            if channels_last:
+                x = x.contiguous(memory_format=torch.channels_last)
+            with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=use_amp):
+                _, z = fwd(x)
+            z1, z2 = z.float().chunk(2)
+            if info.distributed:
+                z1, z2 = D.gather_with_grad(z1), D.gather_with_grad(z2)
+            loss = loss_fn(z1, z2)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            sched.step()
+            stats.update({"loss": loss.detach(), **loss_fn.last_stats})
+            if show and (step % 10 == 0 or step == steps_per_epoch - 1):
+                m = stats.means()
+                el = time.perf_counter() - t0
+                post = {"loss": f"{m['loss']:.4f}",
+                        "img/s": f"{(step + 1) * cfg.batch_size / max(el, 1e-9):.0f}"}
+                if "lambda_mean" in m:
+                    post["lambda"] = f"{m['lambda_mean']:.3f}"
+                bar.set_postfix(post)
+        bar.close()
+        if cuda:
+            torch.cuda.synchronize(dev)
+        epoch_s = time.perf_counter() - t0
+        means = stats.means()
+        rec = {"epoch": epoch + 1, **means,
+               "img_s": steps_per_epoch * cfg.batch_size / max(epoch_s, 1e-9),
+               "lr": opt.param_groups[0]["lr"], "epoch_s": epoch_s}
+        last = rec
+        # every rank's augmentation generator, so a resumed multi-GPU run continues exactly
+        aug_states = [aug_gen.get_state()]
+        if info.distributed:
+            aug_states = [None] * ws
+            torch.distributed.all_gather_object(aug_states, aug_gen.get_state())
+        if info.is_main:
+            logger.append(rec)
+            if show:
+                tqdm.write(f"epoch {epoch + 1}/{cfg.epochs}: loss {means['loss']:.4f} "
+                           f"{rec['img_s']:.0f} img/s", file=sys.stderr)
+            save_checkpoint(out / "checkpoint.pt", model=_unwrap(model).state_dict(),
+                            optimizer=opt.state_dict(), scheduler=sched.state_dict(),
+                            loss=loss_fn.state_dict(), rng=rng_state(),
+                            shuffle_gen=shuffle_gen.get_state(), aug_gen=aug_states,
+                            epoch=epoch + 1, log=logger.records, cfg=cfg_dict,
+                            wall_s=wall_before + time.perf_counter() - t_run)
+        D.barrier()
+
+    wall_s = wall_before + time.perf_counter() - t_run
+    done = end_epoch if end_epoch > start_epoch else start_epoch
+    if done < cfg.epochs:
+        return {"stopped_at": done}
+    summary: dict[str, Any] = {}
+    if info.is_main:
+        records = logger.records
+        save_encoder(out / "encoder.pt", _unwrap(model), cfg_dict)
+        summary = {
+            "dataset": cfg.dataset, "backbone": cfg.backbone, "loss": cfg.loss,
+            "seed": cfg.seed, "epochs": cfg.epochs, "n_train": n_train,
+            "batch_size": cfg.batch_size, "steps_per_epoch": steps_per_epoch,
+            "final": records[-1] if records else last,
+            "img_s_mean": float(np.mean([r["img_s"] for r in records])) if records else None,
+            "wall_s": wall_s,
+            "resumed_from_epoch": start_epoch if ckpt is not None else None,
+            "device": str(dev), "world_size": ws, "amp_bf16": use_amp,
+            "channels_last": channels_last, "compile": cfg.compile,
+            "n_params": sum(p.numel() for p in _unwrap(model).parameters()),
+            "torch_threads": torch.get_num_threads(),
+            "augment": aug.config(),
+        }
+        write_json(out / "train.json", summary, cfg=cfg_dict, seed=cfg.seed)
+    D.barrier()
+    return summary
+
+
+def _check_resumable(saved: dict[str, Any], now: dict[str, Any], out: Path) -> None:
+    diff = sorted(k for k in set(saved) | set(now)
+                  if k not in _RESUME_FREE and saved.get(k) != now.get(k)
+                  and not (k == "epochs" and now.get("schedule") == "none"
+                           and now.get("warmup_epochs", 0) == 0))
+    if diff:
+        details = ", ".join(f"{k}: {saved.get(k)!r} -> {now.get(k)!r}" for k in diff)
+        raise ValueError(f"{out / 'checkpoint.pt'} was written with a different config "
+                         f"({details}); use another --out folder or delete the checkpoint "
+                         f"to start over")
