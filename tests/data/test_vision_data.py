@@ -205,3 +205,25 @@ def test_subset():
     ds = load_vision("digits", split="test")
     sub = ds.subset([0, 2])
     assert torch.equal(sub.images, ds.images[[0, 2]]) and sub.name == "digits"
+
+
+@pytest.mark.parametrize("name, tv_class", [("cifar10", "CIFAR10"), ("cifar100", "CIFAR100"),
+                                             ("stl10", "STL10")])
+def test_download_only_when_asked(tmp_path, monkeypatch, name, tv_class):
+    """``download=False`` never calls torchvision's downloader; ``download=True`` calls it
+    with the root (here a stand-in that writes the fixture) and then reads the files."""
+    import torchvision.datasets
+
+    calls = []
+
+    def fake(root, *args, **kwargs):
+        calls.append((root, kwargs))
+        assert kwargs.get("download") is True
+        (write_stl10 if name == "stl10" else lambda r: write_cifar(r, name))(tmp_path)
+
+    monkeypatch.setattr(torchvision.datasets, tv_class, fake)
+    with pytest.raises(FileNotFoundError):
+        load_vision(name, root=tmp_path, split="test")
+    assert calls == []
+    ds = load_vision(name, root=tmp_path, split="test", download=True)
+    assert len(calls) == 1 and calls[0][0] == str(tmp_path) and len(ds) > 0

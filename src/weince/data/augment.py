@@ -97,58 +97,40 @@ def _gray(x: torch.Tensor) -> torch.Tensor:
     """Luma ``(B, 1, H, W)`` of ``(B, C, H, W)`` float images (C = 1 returns x)."""
     if x.shape[1] == 1:
         return x
-    r, g, b = x.unbind(1)
-    return (_LUMA[0] * r + _LUMA[1] * g + _LUMA[2] * b).unsqueeze(1)
+    w = torch.tensor(_LUMA, device=x.device, dtype=x.dtype).view(1, 3, 1, 1)
+    return (x * w).sum(dim=1, keepdim=True)
 
 
-def _blend(x: torch.Tensor, other: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
-    f = f.view(-1, 1, 1, 1)
-    return (f * x + (1.0 - f) * other).clamp_(0.0, 1.0)
-
-
-def _brightness(x: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
-    return (x * f.view(-1, 1, 1, 1)).clamp_(0.0, 1.0)
-
-
-def _contrast(x: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
-    return _blend(x, _gray(x).mean(dim=(1, 2, 3), keepdim=True), f)
-
-
-def _saturation(x: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
-    return _blend(x, _gray(x), f)
+def _blend_ops(x: torch.Tensor, op: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
+    """Brightness (op 0), contrast (1) or saturation (2), chosen per image, in one pass:
+    each is ``clamp(f * x + (1 - f) * other)`` with ``other`` = black, the mean luma, or
+    the luma image (torchvision's definitions). ``f = 1`` leaves an image exactly as is."""
+    g = _gray(x)
+    m = g.mean(dim=(1, 2, 3), keepdim=True)
+    opv = op.view(-1, 1, 1, 1)
+    other = torch.where(opv == 2, g, torch.where(opv == 1, m, torch.zeros_like(m)))
+    return torch.lerp(other, x, f.view(-1, 1, 1, 1).to(x.dtype)).clamp_(0.0, 1.0)
 
 
 def _hue(x: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
-    """Rotate the hue of RGB images in [0, 1] by ``shift`` (fraction of a turn)."""
+    """Rotate the HSV hue of RGB images in [0, 1] by ``shift`` (fraction of a turn), as
+    torchvision's ``adjust_hue``. Uses the closed form of HSV -> RGB,
+    ``c_n = V - C * clamp(min(k_n, 4 - k_n), 0, 1)`` with chroma ``C = V - min``,
+    ``k_n = (n + 6 H) mod 6`` and ``n = 5, 3, 1`` for R, G, B (no sector gather)."""
     r, g, b = x.unbind(1)
-    maxc, _ = x.max(dim=1)
-    minc, _ = x.min(dim=1)
-    delta = maxc - minc
-    safe_max = torch.where(maxc > 0, maxc, torch.ones_like(maxc))
-    s = delta / safe_max
-    safe_delta = torch.where(delta > 0, delta, torch.ones_like(delta))
-    rc, gc, bc = (maxc - r) / safe_delta, (maxc - g) / safe_delta, (maxc - b) / safe_delta
-    h = torch.where(maxc == r, bc - gc, torch.where(maxc == g, 2.0 + rc - bc, 4.0 + gc - rc))
-    h = torch.where(delta > 0, h / 6.0, torch.zeros_like(h))
-    h = torch.remainder(h + shift.view(-1, 1, 1), 1.0)
-    v = maxc
-    h6 = h * 6.0
-    i = torch.floor(h6)
-    f = h6 - i
-    i = i.to(torch.int64) % 6
-    p = v * (1.0 - s)
-    q = v * (1.0 - s * f)
-    t = v * (1.0 - s * (1.0 - f))
-    # (r, g, b) for sector i = 0..5
-    rr = torch.stack([v, q, p, p, t, v], dim=1)
-    gg = torch.stack([t, v, v, q, p, p], dim=1)
-    bb = torch.stack([p, p, t, v, v, q], dim=1)
-    idx = i.unsqueeze(1)
-    return torch.cat([rr.gather(1, idx), gg.gather(1, idx), bb.gather(1, idx)], dim=1)
+    maxc = x.amax(dim=1)
+    chroma = maxc - x.amin(dim=1)
+    div = torch.where(chroma > 0, chroma, torch.ones_like(chroma))
+    h6 = torch.where(maxc == r, (g - b) / div,
+                     torch.where(maxc == g, 2.0 + (b - r) / div, 4.0 + (r - g) / div))
+    h6 = torch.where(chroma > 0, h6, torch.zeros_like(h6))
+    h6 = torch.remainder(h6 + 6.0 * shift.view(-1, 1, 1), 6.0)  # hue in sextants, [0, 6)
+    n = torch.tensor([5.0, 3.0, 1.0], device=x.device, dtype=x.dtype).view(1, 3, 1, 1)
+    k = torch.remainder(n + h6.unsqueeze(1), 6.0)
+    w = torch.minimum(k, 4.0 - k).clamp_(0.0, 1.0)
+    return maxc.unsqueeze(1) - chroma.unsqueeze(1) * w
 
 
-_OPS = (_brightness, _contrast, _saturation, _hue)
-_IDENTITY = (1.0, 1.0, 1.0, 0.0)
 
 
 def _resize_matrix(start: torch.Tensor, length: torch.Tensor, in_size: int, out_size: int,
@@ -169,6 +151,17 @@ def _resize_matrix(start: torch.Tensor, length: torch.Tensor, in_size: int, out_
     m.scatter_add_(2, (x0 + off).long().unsqueeze(2), (1.0 - lam).unsqueeze(2))
     m.scatter_add_(2, (x1 + off).long().unsqueeze(2), lam.unsqueeze(2))
     return m
+
+
+def _separable(x: torch.Tensor, my: torch.Tensor, mx: torch.Tensor) -> torch.Tensor:
+    """``my @ x[b, c] @ mx^T`` for every image and channel: ``x`` ``(B, C, H, W)``,
+    ``my`` ``(B, S, H)``, ``mx`` ``(B, T, W)`` -> ``(B, C, S, T)``, as two plain ``bmm``
+    (no broadcast copies of the matrices over channels)."""
+    bsz, c, h, w = x.shape
+    s, t = my.shape[1], mx.shape[1]
+    y = torch.bmm(my, x.transpose(1, 2).reshape(bsz, h, c * w))  # (B, S, C*W)
+    y = torch.bmm(y.view(bsz, s * c, w), mx.transpose(1, 2))  # (B, S*C, T)
+    return y.view(bsz, s, c, t).transpose(1, 2).contiguous()
 
 
 def _blur_matrix(sigma: torch.Tensor, enabled: torch.Tensor, size: int, ksize: int
@@ -338,7 +331,7 @@ class SimCLRAugment:
         ry = _resize_matrix(p.top, p.height, height, s)
         rx = _resize_matrix(p.left, p.width, width, s)
         rx = torch.where(p.flip.view(-1, 1, 1), rx.flip(1), rx)
-        x = torch.matmul(torch.matmul(ry.unsqueeze(1), x), rx.transpose(1, 2).unsqueeze(1))
+        x = _separable(x, ry, rx)
         x = x.clamp_(0.0, 1.0)  # bilinear weights are convex; clamp only float round-off
         if any(j > 0 for j in self.jitter) and self.jitter_p > 0:
             x = self._jitter(x, p)
@@ -346,7 +339,7 @@ class SimCLRAugment:
             x = torch.where(p.gray.view(-1, 1, 1, 1), _gray(x).expand(-1, 3, -1, -1), x)
         if self.blur:
             g = _blur_matrix(p.sigma, p.blur, s, self.blur_kernel)
-            x = torch.matmul(torch.matmul(g.unsqueeze(1), x), g.transpose(1, 2).unsqueeze(1))
+            x = _separable(x, g, g)
         if self.mean is not None:
             mean = torch.tensor(self.mean, device=x.device).view(1, -1, 1, 1)
             std = torch.tensor(self.std, device=x.device).view(1, -1, 1, 1)
@@ -355,29 +348,31 @@ class SimCLRAugment:
 
     def _jitter(self, x: torch.Tensor, p: AugmentParams, gather: bool | None = None
                 ) -> torch.Tensor:
-        """Colour jitter in each image's op order. ``gather`` (default: on CPU) applies each
-        op to the selected images only; otherwise every op runs on the whole batch with
-        identity factors for the others (no host synchronisation, better on GPUs)."""
-        active = [k for k in range(4) if self.jitter[k] > 0]
+        """Colour jitter in each image's own op order (torchvision ``ColorJitter``). At
+        each of the 4 positions, the blend ops (brightness / contrast / saturation) run in
+        one pass over the batch with factor 1 for images not using one there; the hue
+        rotation runs on the images that use it: gathered (``gather=True``, default on CPU:
+        no wasted work) or on the whole batch and selected (no host synchronisation:
+        better on accelerators)."""
         if gather is None:
             gather = x.device.type == "cpu"
-        if gather:
-            # gather the images that use op k at this position: no wasted work on CPU
-            x = x.clone()
-            for pos in range(4):
-                for k in active:
-                    idx = torch.nonzero(p.jitter & (p.order[:, pos] == k)).squeeze(1)
-                    if idx.numel():
-                        x[idx] = _OPS[k](x[idx], p.factors[idx, k])
-            return x
-        # accelerators: whole-batch ops with identity factors elsewhere, no host syncs
+        strength = torch.tensor(self.jitter, device=x.device)
+        use_hue = self.jitter[3] > 0
         for pos in range(4):
-            for k in active:
-                sel = p.jitter & (p.order[:, pos] == k)
-                f = torch.where(sel, p.factors[:, k], torch.full_like(p.factors[:, k],
-                                                                      _IDENTITY[k]))
-                y = _OPS[k](x, f)
-                x = torch.where(sel.view(-1, 1, 1, 1), y, x) if k == 3 else y
+            op = p.order[:, pos]
+            blend = p.jitter & (op < 3) & (strength[op.clamp(max=2)] > 0)
+            f = torch.where(blend, p.factors.gather(1, op.clamp(max=2).unsqueeze(1)).squeeze(1),
+                            torch.ones_like(p.factors[:, 0]))
+            x = _blend_ops(x, op, f)
+            if not use_hue:
+                continue
+            hue = p.jitter & (op == 3)
+            if gather:
+                idx = torch.nonzero(hue).squeeze(1)
+                if idx.numel():
+                    x[idx] = _hue(x[idx], p.factors[idx, 3])
+            else:
+                x = torch.where(hue.view(-1, 1, 1, 1), _hue(x, p.factors[:, 3]), x)
         return x
 
     def __call__(self, x: torch.Tensor, generator: torch.Generator | None = None
