@@ -1,0 +1,161 @@
+"""Figures of the tail and link diagnostics (matplotlib, Agg canvas; PNG and PDF).
+
+Each function takes a fit result and an output stem (``DIR/name``, no suffix), writes
+``stem.png`` and ``stem.pdf``, and returns the two paths. pyplot is not used, so nothing
+here touches a display or the global backend.
+
+- :func:`plot_exceedance_density` — histogram of the exceedances with the GPD fit and the
+  ``xi = 0`` (exponential, Gumbel-domain) fit.
+- :func:`plot_qq` — exceedance quantiles against the fitted GPD (and exponential).
+- :func:`plot_threshold_stability` — ``xi`` with its profile interval against the threshold.
+- :func:`plot_mean_excess` — mean excess ``e(u)`` with a 95% band.
+- :func:`plot_lambda_profile` — profile deviance of ``lambda`` with the interval.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+from scipy import stats
+
+from weince.evt.gpd import GPDFit
+from weince.evt.link import LinkFit
+
+__all__ = ["save_figure", "plot_exceedance_density", "plot_qq", "plot_threshold_stability",
+           "plot_mean_excess", "plot_lambda_profile"]
+
+PAPER_XI = -0.39
+
+
+def _figure(width: float = 4.8, height: float = 3.4):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    # fixed margins (constrained layout and mathtext cost seconds on a busy CPU)
+    fig = Figure(figsize=(width, height))
+    FigureCanvasAgg(fig)
+    fig.subplots_adjust(left=0.16, right=0.97, bottom=0.15, top=0.9)
+    return fig, fig.add_subplot()
+
+
+def save_figure(fig, stem) -> list[Path]:
+    """Write ``stem.png`` (150 dpi) and ``stem.pdf``; returns the paths."""
+    stem = Path(stem)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    paths = [stem.with_name(stem.name + ".png"), stem.with_name(stem.name + ".pdf")]
+    fig.savefig(paths[0], dpi=150)
+    fig.savefig(paths[1])
+    return paths
+
+
+def _exceedances(fit: GPDFit) -> np.ndarray:
+    if fit.exceedances is None:
+        raise ValueError("this GPDFit carries no exceedances (loaded from JSON?); refit with "
+                         "fit_gpd_pot to plot it")
+    return np.sort(fit.exceedances)
+
+
+def plot_exceedance_density(fit: GPDFit, stem, *, bins: int = 60) -> list[Path]:
+    """Histogram (density) of ``s - u`` with the GPD(xi, sigma) and exponential(sigma0) pdfs."""
+    y = _exceedances(fit)
+    fig, ax = _figure()
+    ax.hist(y, bins=bins, density=True, color="0.8", edgecolor="0.6", label="exceedances")
+    top = y.max() if fit.endpoint is None else max(y.max(), fit.endpoint - fit.threshold)
+    grid = np.linspace(0, top, 400)
+    ax.plot(grid, stats.genpareto.pdf(grid, fit.xi, scale=fit.sigma), color="C3",
+            label=f"GPD  ξ̂ = {fit.xi:.3f} [{fit.xi_ci[0]:.3f}, {fit.xi_ci[1]:.3f}]")
+    ax.plot(grid, stats.expon.pdf(grid, scale=fit.sigma0), color="C0", ls="--",
+            label=f"ξ = 0 (exponential), LR = {fit.lr_stat_exp:.1f}")
+    if fit.endpoint is not None:
+        ax.axvline(fit.endpoint - fit.threshold, color="C3", ls=":", lw=1,
+                   label=f"endpoint s={fit.endpoint:.4f}")
+    ax.set_xlabel(f"exceedance s - u  (u = {fit.threshold:.4f}, q = {fit.q})")
+    ax.set_ylabel("density")
+    ax.set_title(f"POT tail, {fit.n_exceed} exceedances")
+    ax.legend(fontsize=7)
+    return save_figure(fig, stem)
+
+
+def plot_qq(fit: GPDFit, stem) -> list[Path]:
+    """Empirical exceedance quantiles against the fitted GPD and exponential quantiles."""
+    y = _exceedances(fit)
+    n = y.size
+    p = (np.arange(1, n + 1) - 0.5) / n
+    if n > 4000:                       # thin the middle, keep every point of the tails
+        keep = np.unique(np.r_[np.arange(0, n, n // 2000), np.arange(n - 200, n)])
+        y, p = y[keep], p[keep]
+    fig, ax = _figure(4.2, 4.0)
+    ax.plot(stats.genpareto.ppf(p, fit.xi, scale=fit.sigma), y, ".", ms=2, color="C3",
+            label="GPD fit")
+    ax.plot(stats.expon.ppf(p, scale=fit.sigma0), y, ".", ms=2, color="C0", alpha=0.5,
+            label="ξ = 0 fit")
+    lim = [0, float(y.max())]
+    ax.plot(lim, lim, color="k", lw=0.8)
+    ax.set_xlabel("model quantile")
+    ax.set_ylabel("empirical quantile of s - u")
+    ax.set_title("QQ plot of exceedances")
+    ax.legend(fontsize=7)
+    return save_figure(fig, stem)
+
+
+def plot_threshold_stability(rows: Sequence[dict[str, Any]], stem, *,
+                             reference: float | None = PAPER_XI) -> list[Path]:
+    """``xi`` with its interval against the threshold quantile (rows of
+    :func:`weince.evt.threshold_stability`); a dashed line marks ``reference`` (the paper)."""
+    ok = [r for r in rows if "xi" in r]
+    fig, ax = _figure()
+    if ok:
+        q = np.array([r["q"] for r in ok])
+        xi = np.array([r["xi"] for r in ok])
+        lo = np.array([r["xi_ci"][0] for r in ok])
+        hi = np.array([r["xi_ci"][1] for r in ok])
+        ax.errorbar(q, xi, yerr=[xi - lo, hi - xi], fmt="o-", capsize=3, color="C3",
+                    label="ξ̂ (profile 95%)")
+        for r in ok:
+            ax.annotate(str(r["n_exceed"]), (r["q"], r["xi"]), textcoords="offset points",
+                        xytext=(4, 4), fontsize=6)
+    ax.axhline(0.0, color="0.5", lw=0.8)
+    if reference is not None:
+        ax.axhline(reference, color="C0", ls="--", lw=1, label=f"paper ξ = {reference}")
+    ax.set_xlabel("threshold quantile q (labels: exceedances)")
+    ax.set_ylabel("ξ")
+    ax.set_title("threshold stability")
+    ax.legend(fontsize=7)
+    return save_figure(fig, stem)
+
+
+def plot_mean_excess(me: dict[str, list[float]], stem) -> list[Path]:
+    """Mean excess ``e(u)`` against ``u`` with its 95% band (from :func:`weince.evt.mean_excess`);
+    linear with slope ``xi / (1 - xi)`` under a GPD tail."""
+    fig, ax = _figure()
+    u = np.asarray(me["u"])
+    ax.fill_between(u, me["ci_lo"], me["ci_hi"], color="C0", alpha=0.25, lw=0)
+    ax.plot(u, me["mean_excess"], color="C0")
+    ax.set_xlabel("threshold u")
+    ax.set_ylabel("mean excess E[s - u | s > u]")
+    ax.set_title("mean-excess plot")
+    return save_figure(fig, stem)
+
+
+def plot_lambda_profile(fit: LinkFit, stem) -> list[Path]:
+    """Profile deviance ``2 (l_max - l_p(lambda))`` with the chi2_1 cut and the interval."""
+    lam = np.asarray(fit.profile.get("lam", []), dtype=float)
+    if lam.size == 0:
+        raise ValueError("this LinkFit has no profile points")
+    ll = np.asarray(fit.profile["loglik"], dtype=float)
+    dev = np.maximum(2.0 * (fit.profile.get("loglik_max", ll.max()) - ll), 0.0)
+    crit = float(stats.chi2.ppf(fit.ci_level, 1))
+    fig, ax = _figure()
+    ax.plot(lam, dev, "o-", ms=3, color="C3")
+    ax.axhline(crit, color="0.4", ls="--", lw=1, label=f"χ²₁({fit.ci_level:g}) = {crit:.2f}")
+    ax.axvspan(fit.lam_ci[0], fit.lam_ci[1], color="C3", alpha=0.12,
+               label=f"λ̂ = {fit.lam:.3f} [{fit.lam_ci[0]:.3f}, {fit.lam_ci[1]:.3f}]")
+    ax.axvline(fit.lam, color="C3", lw=0.8)
+    ax.set_ylim(0, max(3 * crit, min(float(dev.max()), 10 * crit)) * 1.05)
+    ax.set_xlabel("λ (0 = softmax link)")
+    ax.set_ylabel("profile deviance")
+    ax.set_title(f"link selection: LR vs softmax {fit.lr_stat:.1f}, p = {fit.p_value:.2g}")
+    ax.legend(fontsize=7)
+    return save_figure(fig, stem)
