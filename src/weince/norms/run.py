@@ -1,0 +1,391 @@
+"""Drivers: the norm-dynamics analysis of one vision encoder or one text encoder.
+
+    from weince.norms.run import NormsConfig, analyse_vision, analyse_text
+    res = analyse_vision("encoder.pt", "weince", features="features.pt", out_dir="out")
+    res = analyse_text("minilm", out_dir="out_text")
+
+Each writes, in ``out_dir``: ``norms.json`` (per-claim numbers, unit verdicts,
+settings, provenance) and ``norms_probes.npz`` (per-probe arrays: ``norm_z``, ``norm_h``,
+``view_norm``, ``heat``, ``heat_pre``, ``drift``, ``drift_pre``, ``r_eq``) for the figures.
+
+Vision: probes and filler bank are disjoint random subsets of the encoder's training
+split; views come from the encoder's own augmentation (``aug_kwargs``), the model runs in
+``eval()`` mode (BatchNorm running statistics), measured norms are those of the clean
+image under the evaluation transform. Text: probes and bank are sentences of the training
+corpus (``text_train_data``, synthetic by default), the two views are two dropout passes
+(SimCSE), the measured norm is that of the eval-mode pooled vector.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+import numpy as np
+import torch
+
+from weince.norms.analysis import decay_rate, equilibrium_norm_sq, gradient_statistics
+from weince.norms.rescore import DEFAULT_ALPHAS, knn_rescore, sts_rescore
+from weince.norms.stats import correlation
+from weince.norms.verdicts import (NOT_TESTABLE, combine, correlation_verdict, gain_verdict)
+
+__all__ = ["NormsConfig", "analyse_vision", "analyse_text", "training_settings",
+           "correlations", "RESULT_FILE", "PROBES_FILE"]
+
+RESULT_FILE = "norms.json"
+PROBES_FILE = "norms_probes.npz"
+
+
+@dataclass
+class NormsConfig:
+    """Options of the norms analysis (YAML keys of ``weince norms --config``).
+
+    ``None`` for ``lr``/``weight_decay``/``optimizer``/``tau``/``batch_size`` means: read
+    it from the encoder's training config (vision) or use the ``text_*`` value (text).
+    """
+
+    # N1/N2 gradient statistics
+    n_probes: int = 256                 # inputs whose heat/drift/norm are measured
+    n_bank: int = 512                   # filler inputs the minibatches are completed from
+    resamples: int = 8                  # K minibatch placements per probe
+    batch_size: Optional[int] = None    # minibatch size (None: the encoder's training batch)
+    max_batch_size: int = 256           # cap on the above (CPU budget)
+    probes_per_batch: int = 16          # probes sharing one minibatch (one backward pass)
+    gradient: Literal["unit", "pre"] = "unit"  # which heat the verdicts use (docs/norms.md)
+    lr: Optional[float] = None
+    weight_decay: Optional[float] = None
+    optimizer: Optional[str] = None
+    tau: Optional[float] = None
+    embed_batch: int = 512              # inputs per encoder forward pass
+    # statistics
+    n_boot: int = 2000
+    min_n: int = 30                     # fewer units: "not testable at this scale"
+    seed: int = 0
+    # N3
+    alphas: list = field(default_factory=lambda: list(DEFAULT_ALPHAS))
+    knn_feature: str = "backbone"       # the retrieval feature (the k-NN protocol's)
+    norm_features: list = field(default_factory=lambda: ["head", "backbone"])  # first: primary
+    knn_k: int = 50
+    knn_temperature: float = 0.1
+    val_frac: float = 0.1
+    split_seed: int = 0
+    hub_k: int = 10
+    hub_frac: float = 0.1
+    low_frac: float = 0.25
+    # text
+    text_loss: str = "infonce"
+    text_tau: float = 0.05              # all-MiniLM-L6-v2: MultipleNegativesRanking, scale 20
+    text_lr: float = 2e-5               # sentence-transformers fit() default, AdamW
+    text_weight_decay: float = 0.01
+    text_optimizer: str = "adamw"
+    pooling: Literal["mean", "cls"] = "mean"
+    max_length: int = 64
+    text_train_data: str = "synthetic"
+    sts_data: str = "synthetic"
+    sts_pairs: int = 500                # synthetic dev/test pairs each
+    # hardware
+    device: str = "cpu"
+    threads: Optional[int] = None
+    progress: Optional[bool] = None
+
+
+def _as_cfg(cfg: NormsConfig | dict | None) -> NormsConfig:
+    from weince.train.config import as_config
+    return as_config(NormsConfig, cfg)
+
+
+def _progress(flag: Optional[bool]) -> bool:
+    if flag is not None:
+        return bool(flag)
+    import sys
+    return sys.stderr.isatty() or os.environ.get("WEINCE_PROGRESS") == "1"
+
+
+def training_settings(enc_cfg: dict[str, Any], cfg: NormsConfig, loss: str | None
+                      ) -> dict[str, Any]:
+    """Loss, tau, batch size and decay rate: overrides in ``cfg``, else the encoder's
+    training config (``weince.train.simclr.SimCLRConfig`` keys), else SPEC 6 defaults."""
+    name = loss or enc_cfg.get("loss") or "infonce"
+    kwargs = dict(enc_cfg.get("loss_kwargs") or {}) if name == enc_cfg.get("loss") else {}
+    tau = cfg.tau if cfg.tau is not None else float(enc_cfg.get("tau", 0.5))
+    batch = cfg.batch_size or int(enc_cfg.get("batch_size", 64))
+    batch = min(batch, cfg.max_batch_size)
+    dr = decay_rate(cfg.optimizer or enc_cfg.get("optimizer", "adam"),
+                    cfg.lr if cfg.lr is not None else enc_cfg.get("lr", 3e-4),
+                    cfg.weight_decay if cfg.weight_decay is not None
+                    else enc_cfg.get("weight_decay", 1e-6))
+    return {"loss": name, "loss_kwargs": kwargs, "tau": tau, "batch_size": batch, **dr}
+
+
+def correlations(x: np.ndarray, y: np.ndarray, cfg: NormsConfig, seed_offset: int = 0
+                 ) -> dict[str, Any]:
+    return {m: correlation(x, y, m, n_boot=cfg.n_boot, seed=cfg.seed + seed_offset)
+            for m in ("pearson", "spearman")}
+
+
+def _dynamics(gs, norm_z: torch.Tensor, norm_h: torch.Tensor | None, settings: dict,
+              cfg: NormsConfig) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """N1 and N2 numbers and unit verdicts from gradient statistics and measured norms."""
+    heat = gs.heat if cfg.gradient == "unit" else gs.heat_pre
+    nz = norm_z.double().numpy()
+    arrays = {"norm_z": nz, "view_norm": gs.view_norm.numpy(), "heat": gs.heat.numpy(),
+              "heat_pre": gs.heat_pre.numpy(), "drift": gs.drift.numpy(),
+              "drift_pre": gs.drift_pre.numpy(), "grad_sq": gs.grad_sq.numpy()}
+    if norm_h is not None:
+        arrays["norm_h"] = norm_h.double().numpy()
+    n1: dict[str, Any] = {"premise": {k: settings[k] for k in
+                                      ("optimizer", "eta", "lambda_rad", "decoupled", "note")}}
+    if settings["testable"]:
+        r_eq = equilibrium_norm_sq(-gs.drift, heat, settings["eta"], settings["lambda_rad"]).sqrt()
+        arrays["r_eq"] = r_eq.numpy()
+        n1["predicted_vs_measured"] = correlations(arrays["r_eq"], nz, cfg, 1)
+        n1["predicted_vs_view_norm"] = correlations(arrays["r_eq"], arrays["view_norm"], cfg, 2)
+        n1["verdict"] = correlation_verdict(n1["predicted_vs_measured"]["pearson"], "positive",
+                                            cfg.min_n)
+    else:
+        arrays["r_eq"] = np.full_like(nz, np.nan)
+        n1["verdict"] = NOT_TESTABLE
+    n2 = {"heat_vs_norm": correlations(arrays["heat" if cfg.gradient == "unit" else "heat_pre"],
+                                       nz, cfg, 3),
+          "drift_vs_norm": correlations(arrays["drift"], nz, cfg, 4),
+          "heat_pre_vs_norm": correlations(arrays["heat_pre"], nz, cfg, 5),
+          "heat_unit_vs_norm": correlations(arrays["heat"], nz, cfg, 6)}
+    if norm_h is not None:
+        n2["heat_vs_backbone_norm"] = correlations(arrays["heat"], arrays["norm_h"], cfg, 7)
+        n2["drift_vs_backbone_norm"] = correlations(arrays["drift"], arrays["norm_h"], cfg, 8)
+    vh = correlation_verdict(n2["heat_vs_norm"]["pearson"], "positive", cfg.min_n)
+    vd = correlation_verdict(n2["drift_vs_norm"]["pearson"], "negative", cfg.min_n)
+    n2["verdict_heat"], n2["verdict_drift"] = vh, vd
+    n2["verdict"] = combine([vh, vd]) if NOT_TESTABLE not in (vh, vd) else NOT_TESTABLE
+    checks = {"max_abs_drift_pre": float(np.abs(arrays["drift_pre"]).max()),
+              "mean_abs_drift": float(np.abs(arrays["drift"]).mean())}
+    return {"n1": n1, "n2": n2, "checks": checks, "n_probes": int(len(nz))}, arrays
+
+
+def _write(out_dir: str | os.PathLike | None, result: dict, arrays: dict, cfg: NormsConfig
+           ) -> None:
+    if out_dir is None:
+        return
+    from weince.train.config import to_dict
+    from weince.utils import write_json
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / (PROBES_FILE + ".tmp.npz")
+    np.savez(tmp, **arrays)
+    os.replace(tmp, out / PROBES_FILE)
+    write_json(out / RESULT_FILE, result, cfg=to_dict(cfg), seed=cfg.seed)
+
+
+# --------------------------------------------------------------------------- vision
+@torch.no_grad()
+def _embed(model, x: torch.Tensor, transform, batch: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    hs, zs = [], []
+    for i in range(0, len(x), batch):
+        h, z = model(transform(x[i:i + batch].to(device)))
+        hs.append(h.float().cpu())
+        zs.append(z.float().cpu())
+    return torch.cat(hs), torch.cat(zs)
+
+
+def _two_views(model, x: torch.Tensor, aug, gen: torch.Generator, batch: int, device
+               ) -> torch.Tensor:
+    v1 = _embed(model, x, lambda b: aug(b, gen), batch, device)[1]
+    v2 = _embed(model, x, lambda b: aug(b, gen), batch, device)[1]
+    return torch.stack([v1, v2], 1)
+
+
+def analyse_vision(encoder: str | os.PathLike, loss: str | None = None, *,
+                   features: str | os.PathLike | dict | None = None,
+                   cfg: NormsConfig | dict | None = None,
+                   out_dir: str | os.PathLike | None = None,
+                   meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    """N1-N3 for one SimCLR encoder (``encoder.pt``) under loss ``loss`` (default: the
+    loss it was trained with).
+
+    Args:
+        encoder: file written by ``weince pretrain``.
+        loss: a name of :data:`weince.losses.LOSSES` (the encoder's ``loss_kwargs`` apply
+            when it is the training loss).
+        features: ``features.pt`` of this encoder for N3 (None: N3 is not run).
+        cfg: :class:`NormsConfig` or dict.
+        out_dir: where ``norms.json`` and ``norms_probes.npz`` go (None: not written).
+        meta: extra identification stored in the result (dataset, backbone, arm, seed).
+    Returns:
+        the result dict (as written to ``norms.json``, without provenance).
+    """
+    from weince.data.augment import EvalTransform, build_augment
+    from weince.data.vision import load_vision
+    from weince.losses import build_loss
+    from weince.models import load_encoder
+
+    cfg = _as_cfg(cfg)
+    if cfg.threads:
+        torch.set_num_threads(int(cfg.threads))
+    device = torch.device(cfg.device)
+    model, enc_cfg = load_encoder(encoder, map_location=device)
+    st = training_settings(enc_cfg, cfg, loss)
+    loss_fn = build_loss(st["loss"], tau=st["tau"], layout="simclr", **st["loss_kwargs"])
+    dataset = enc_cfg.get("dataset")
+    if not dataset:
+        raise ValueError(f"{encoder}: the encoder's config names no dataset; it must come "
+                         "from `weince pretrain`")
+    data = load_vision(dataset, enc_cfg.get("data_root"), enc_cfg.get("train_split", "train"))
+    aug = build_augment(dataset, **{"image_size": enc_cfg.get("image_size"),
+                                    **(enc_cfg.get("aug_kwargs") or {})})
+    eval_tf = EvalTransform(aug.mean, aug.std)
+    n = len(data)
+    n_probes = min(cfg.n_probes, n // 2)
+    n_bank = min(cfg.n_bank, n - n_probes)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    perm = torch.randperm(n, generator=gen)
+    probes, bank = perm[:n_probes], perm[n_probes:n_probes + n_bank]
+    xp, xb = data.images[probes], data.images[bank]
+    h_clean, z_clean = _embed(model, xp, eval_tf, cfg.embed_batch, device)
+    pv = _two_views(model, xp, aug, gen, cfg.embed_batch, device)
+    bv = _two_views(model, xb, aug, gen, cfg.embed_batch, device)
+    gs = gradient_statistics(pv, bv, loss_fn, resamples=cfg.resamples,
+                             batch_size=min(st["batch_size"], n_probes + n_bank),
+                             probes_per_batch=min(cfg.probes_per_batch, st["batch_size"] - 1),
+                             seed=cfg.seed, progress=_progress(cfg.progress))
+    dyn, arrays = _dynamics(gs, z_clean.norm(dim=1), h_clean.norm(dim=1), st, cfg)
+    arrays["probe_index"] = probes.numpy()
+    result: dict[str, Any] = {
+        "kind": "vision", "encoder": str(encoder), "dataset": dataset,
+        "backbone": enc_cfg.get("backbone"), "train_loss": enc_cfg.get("loss"),
+        **(meta or {}), "loss": st["loss"], "settings": {**st, "resamples": cfg.resamples,
+                                                         "gradient": cfg.gradient}, **dyn}
+    result["n3"] = _knn_n3(features, cfg) if features is not None else {
+        "rows": [], "verdict": NOT_TESTABLE, "note": "no features given"}
+    result["verdicts"] = {"N1": dyn["n1"]["verdict"], "N2": dyn["n2"]["verdict"],
+                          "N3": result["n3"]["verdict"]}
+    _write(out_dir, result, arrays, cfg)
+    return result
+
+
+def _knn_n3(features, cfg: NormsConfig) -> dict[str, Any]:
+    out: dict[str, Any] = {"by_norm_feature": {}}
+    rows = []
+    for i, nf in enumerate(cfg.norm_features):
+        r = knn_rescore(features, feature=cfg.knn_feature, norm_feature=nf, alphas=cfg.alphas,
+                        k=cfg.knn_k, temperature=cfg.knn_temperature, val_frac=cfg.val_frac,
+                        split_seed=cfg.split_seed, hub_k=cfg.hub_k, hub_frac=cfg.hub_frac,
+                        low_frac=cfg.low_frac, n_boot=cfg.n_boot, seed=cfg.seed,
+                        min_n=cfg.min_n)
+        for row in r["rows"]:
+            row["norm_feature"] = nf
+            row["primary"] = (i == 0 and row["metric"] == "recall@1"
+                              and row["subset"] in ("frequent", "low_quality"))
+            row["verdict"] = gain_verdict(row)
+            rows.append(row)
+        out["by_norm_feature"][nf] = {k: v for k, v in r.items() if k != "rows"}
+    out["rows"] = rows
+    out["verdict"] = _primary_verdict(rows)
+    return out
+
+
+def _primary_verdict(rows: list[dict]) -> str:
+    prim = [r["verdict"] for r in rows if r.get("primary")]
+    if not prim or any(v == NOT_TESTABLE for v in prim):
+        # every primary population must be testable for the unit's verdict
+        return NOT_TESTABLE if not prim or all(v == NOT_TESTABLE for v in prim) else combine(prim)
+    return combine(prim)
+
+
+# --------------------------------------------------------------------------- text
+def _pooled(encoder, tokenizer, sentences: list[str], pooling: str, max_length: int,
+            batch: int, device, train: bool) -> torch.Tensor:
+    was = encoder.training
+    encoder.train(train)
+    out = []
+    try:
+        with torch.no_grad():
+            for i in range(0, len(sentences), batch):
+                tok = tokenizer(sentences[i:i + batch], padding=True, truncation=True,
+                                max_length=max_length, return_tensors="pt").to(device)
+                hid = encoder(**tok).last_hidden_state.float()
+                if pooling == "cls":
+                    out.append(hid[:, 0].cpu())
+                else:
+                    m = tok["attention_mask"].unsqueeze(-1).to(hid.dtype)
+                    out.append(((hid * m).sum(1) / m.sum(1).clamp_min(1.0)).cpu())
+    finally:
+        encoder.train(was)
+    return torch.cat(out)
+
+
+def analyse_text(model: str | os.PathLike = "minilm", loss: str | None = None, *,
+                 cfg: NormsConfig | dict | None = None,
+                 out_dir: str | os.PathLike | None = None,
+                 meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    """N1-N3 for a ``transformers`` sentence encoder (default: the shipped MiniLM-L6).
+
+    The loss (``text_loss``, layout ``pairs``, ``text_tau``) is evaluated on two dropout
+    views of each sentence; ``text_lr``/``text_weight_decay``/``text_optimizer`` give the
+    decay rate (nominal values of the model's own training: all-MiniLM-L6-v2 was trained
+    by sentence-transformers with AdamW; our synthetic corpus is not its training data,
+    the reports say so). N3 re-scores STS pairs (``sts_data``), alpha chosen on dev.
+    """
+    from weince.data.text import load_sts, load_train_sentences
+    from weince.losses import build_loss
+    from weince.models.text import load_text_encoder
+
+    cfg = _as_cfg(cfg)
+    if cfg.threads:
+        torch.set_num_threads(int(cfg.threads))
+    device = torch.device(cfg.device)
+    encoder, tok = load_text_encoder(model)
+    encoder.to(device)
+    name = loss or cfg.text_loss
+    loss_fn = build_loss(name, tau=cfg.text_tau, layout="pairs")
+    dr = decay_rate(cfg.text_optimizer, cfg.text_lr, cfg.text_weight_decay)
+    st = {"loss": name, "loss_kwargs": {}, "tau": cfg.text_tau,
+          "batch_size": min(cfg.batch_size or 64, cfg.max_batch_size), **dr}
+    sentences = load_train_sentences(cfg.text_train_data, n=cfg.n_probes + cfg.n_bank,
+                                     seed=cfg.seed)
+    n_probes = min(cfg.n_probes, len(sentences) // 2)
+    probes, bank = sentences[:n_probes], sentences[n_probes:n_probes + cfg.n_bank]
+    torch.manual_seed(cfg.seed)  # dropout masks
+    kw = dict(pooling=cfg.pooling, max_length=cfg.max_length, batch=cfg.embed_batch,
+              device=device)
+    clean = _pooled(encoder, tok, probes, train=False, **kw)
+    pv = torch.stack([_pooled(encoder, tok, probes, train=True, **kw) for _ in range(2)], 1)
+    bv = torch.stack([_pooled(encoder, tok, bank, train=True, **kw) for _ in range(2)], 1)
+    gs = gradient_statistics(pv, bv, loss_fn, resamples=cfg.resamples,
+                             batch_size=min(st["batch_size"], n_probes + len(bank)),
+                             probes_per_batch=min(cfg.probes_per_batch, st["batch_size"] - 1),
+                             seed=cfg.seed, progress=_progress(cfg.progress))
+    dyn, arrays = _dynamics(gs, clean.norm(dim=1), None, st, cfg)
+    # N3: STS re-scoring
+    dev = load_sts(cfg.sts_data, "dev", n_synthetic=cfg.sts_pairs, seed=cfg.seed)
+    test = load_sts(cfg.sts_data, "test", n_synthetic=cfg.sts_pairs, seed=cfg.seed)
+
+    def pair_stats(p):
+        uniq = sorted(set(p.sentences1) | set(p.sentences2))
+        pos = {s: i for i, s in enumerate(uniq)}
+        e = _pooled(encoder, tok, uniq, train=False, **kw).double()
+        a = e[[pos[s] for s in p.sentences1]]
+        b = e[[pos[s] for s in p.sentences2]]
+        cos = torch.nn.functional.cosine_similarity(a, b, dim=1).numpy()
+        return cos, torch.stack([a.norm(dim=1), b.norm(dim=1)], 1).numpy()
+
+    cd, nd = pair_stats(dev)
+    ct, nt = pair_stats(test)
+    row = sts_rescore(cd, nd, dev.scores, ct, nt, test.scores, alphas=cfg.alphas,
+                      n_boot=cfg.n_boot, seed=cfg.seed, min_n=cfg.min_n)
+    row.update(norm_feature="pooled", primary=True, verdict=gain_verdict(row))
+    n3 = {"rows": [row], "verdict": _primary_verdict([row]),
+          "synthetic": bool(getattr(test, "synthetic", False))}
+    result: dict[str, Any] = {
+        "kind": "text", "model": str(model), **(meta or {}), "loss": name,
+        "settings": {**st, "resamples": cfg.resamples, "gradient": cfg.gradient,
+                     "pooling": cfg.pooling, "train_data": cfg.text_train_data,
+                     "sts_data": cfg.sts_data},
+        **dyn, "n3": n3}
+    result["verdicts"] = {"N1": dyn["n1"]["verdict"], "N2": dyn["n2"]["verdict"],
+                          "N3": n3["verdict"]}
+    _write(out_dir, result, arrays, cfg)
+    return result
