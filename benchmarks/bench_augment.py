@@ -16,7 +16,8 @@ the model):
 2. SimCLR model forward + backward (``smallcnn`` and ``resnet18``, 32 px, CPU; plus bf16
    autocast + ``channels_last`` on CUDA when present).
 
-Threads: torch's default (all cores). The numbers are written with provenance
+Threads: torch's default (all cores); the load average is recorded beside the numbers,
+since other processes on a shared machine slow every path. Written with provenance
 (``weince.utils.write_json``) when ``--out`` is given.
 """
 
@@ -96,7 +97,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     min_time = 1.0 if args.quick else 3.0
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
-    rows, results = [], {"threads": torch.get_num_threads(), "augment": {}, "model": {}}
+    import os
+
+    rows, results = [], {"threads": torch.get_num_threads(), "augment": {}, "model": {},
+                         "loadavg_before": os.getloadavg()}
     for name, label in (("cifar10", "32px RGB"), ("mnist5k", "28px gray")):
         r = bench_augment(name, n_per_image=256, batch=512, min_time=min_time, devices=devices)
         results["augment"][label] = r
@@ -111,6 +115,10 @@ def main(argv: list[str] | None = None) -> int:
             results["model"][f"{backbone} cuda bf16 fwd+bwd"] = ips
             rows.append((f"{backbone} 32px fwd+bwd", "cuda bf16 channels_last (batch 512)",
                          ips))
+    results["loadavg_after"] = os.getloadavg()
+    print(f"torch threads: {results['threads']}; 1-min load average before/after: "
+          f"{results['loadavg_before'][0]:.1f}/{results['loadavg_after'][0]:.1f} "
+          f"(a shared machine inflates every number)")
     try:
         from tabulate import tabulate
 

@@ -11,12 +11,11 @@ views), and applying it image by image in a ``DataLoader`` makes a fast GPU load
 :class:`SimCLRAugment` draws every parameter per image in one RNG call and applies each
 operation to the whole batch as tensor algebra:
 
-- random resized crop + horizontal flip: bilinear resampling written as two batched
-  matrix products ``R_y @ x @ R_x^T`` with per-image interpolation matrices. The matrices
-  reproduce ``torch.nn.functional.interpolate(crop, bilinear, align_corners=False)`` (the
-  resize torchvision applies) exactly, including edge clamping inside the crop box; when
-  the crop is *larger* than the output (only if ``image_size`` is below the stored size)
-  torchvision additionally antialiases and we do not.
+- random resized crop + horizontal flip: resampling written as two batched matrix
+  products ``R_y @ x @ R_x^T`` with per-image interpolation matrices, which reproduce the
+  resize torchvision applies (``interpolate(crop, bilinear, align_corners=False,
+  antialias=True)``): plain bilinear with edge clamping inside the crop box when the crop
+  is upsampled, antialiased when it is downsampled.
 - colour jitter: brightness, contrast, saturation, hue as in torchvision's ``ColorJitter``
   (factors ``U[max(0, 1 - s), 1 + s]``, hue ``U[-h, h]``, a random order of the four per
   image), applied with probability ``jitter_p``;
@@ -43,6 +42,7 @@ from __future__ import annotations
 
 import inspect
 import math
+from functools import lru_cache
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -86,6 +86,12 @@ class AugmentParams:
         return out
 
 
+@lru_cache(maxsize=64)
+def _const(values: tuple[float, ...], device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    """A small constant tensor, made once per device (no host-to-device copy per call)."""
+    return torch.tensor(values, device=device, dtype=dtype)
+
+
 def _pair(v: Sequence[float], name: str) -> tuple[float, float]:
     v = tuple(float(a) for a in v)
     if len(v) != 2 or not v[0] <= v[1]:
@@ -97,7 +103,7 @@ def _gray(x: torch.Tensor) -> torch.Tensor:
     """Luma ``(B, 1, H, W)`` of ``(B, C, H, W)`` float images (C = 1 returns x)."""
     if x.shape[1] == 1:
         return x
-    w = torch.tensor(_LUMA, device=x.device, dtype=x.dtype).view(1, 3, 1, 1)
+    w = _const(_LUMA, x.device, x.dtype).view(1, 3, 1, 1)
     return (x * w).sum(dim=1, keepdim=True)
 
 
@@ -125,7 +131,7 @@ def _hue(x: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
                      torch.where(maxc == g, 2.0 + (b - r) / div, 4.0 + (r - g) / div))
     h6 = torch.where(chroma > 0, h6, torch.zeros_like(h6))
     h6 = torch.remainder(h6 + 6.0 * shift.view(-1, 1, 1), 6.0)  # hue in sextants, [0, 6)
-    n = torch.tensor([5.0, 3.0, 1.0], device=x.device, dtype=x.dtype).view(1, 3, 1, 1)
+    n = _const((5.0, 3.0, 1.0), x.device, x.dtype).view(1, 3, 1, 1)
     k = torch.remainder(n + h6.unsqueeze(1), 6.0)
     w = torch.minimum(k, 4.0 - k).clamp_(0.0, 1.0)
     return maxc.unsqueeze(1) - chroma.unsqueeze(1) * w
@@ -135,22 +141,25 @@ def _hue(x: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
 
 def _resize_matrix(start: torch.Tensor, length: torch.Tensor, in_size: int, out_size: int,
                    ) -> torch.Tensor:
-    """Per-image bilinear resampling matrices ``(B, out_size, in_size)``: row ``u`` holds the
-    weights that ``interpolate(..., mode='bilinear', align_corners=False)`` gives output
-    pixel ``u`` of the crop ``[start, start + length)`` resized to ``out_size``."""
+    """Per-image resampling matrices ``(B, out_size, in_size)``: row ``u`` holds the weights
+    that ``interpolate(crop, mode='bilinear', align_corners=False, antialias=True)`` (the
+    resize of torchvision's ``RandomResizedCrop``) gives output pixel ``u`` of the crop
+    ``[start, start + length)`` resized to ``out_size``.
+
+    Triangle filter of support ``max(scale, 1)`` around ``center = scale * (u + 0.5)``,
+    ``scale = length / out_size``, renormalised over the pixels inside the crop: plain
+    bilinear (edge-clamped) when upsampling, antialiased when downsampling."""
     dtype = torch.float32
-    u = torch.arange(out_size, device=start.device, dtype=dtype)
-    n = length.to(dtype).unsqueeze(1)
-    src = ((u + 0.5) * n / out_size - 0.5).clamp(min=0.0)
-    src = torch.minimum(src, n - 1.0)
-    x0 = src.floor()
-    lam = src - x0
-    x1 = torch.minimum(x0 + 1.0, n - 1.0)
-    off = start.to(dtype).unsqueeze(1)
-    m = torch.zeros(start.shape[0], out_size, in_size, device=start.device, dtype=dtype)
-    m.scatter_add_(2, (x0 + off).long().unsqueeze(2), (1.0 - lam).unsqueeze(2))
-    m.scatter_add_(2, (x1 + off).long().unsqueeze(2), lam.unsqueeze(2))
-    return m
+    dev = start.device
+    u = torch.arange(out_size, device=dev, dtype=dtype).view(1, -1, 1)
+    t = torch.arange(in_size, device=dev, dtype=dtype).view(1, 1, -1)
+    n = length.to(dtype).view(-1, 1, 1)
+    scale = n / out_size
+    inv = torch.where(scale > 1.0, 1.0 / scale, torch.ones_like(scale))
+    rel = t - start.to(dtype).view(-1, 1, 1)  # position inside the crop
+    w = (1.0 - ((rel + 0.5 - scale * (u + 0.5)) * inv).abs()).clamp_(min=0.0)
+    w = w * ((rel >= 0) & (rel < n))
+    return w / w.sum(dim=2, keepdim=True)
 
 
 def _separable(x: torch.Tensor, my: torch.Tensor, mx: torch.Tensor) -> torch.Tensor:
@@ -341,8 +350,8 @@ class SimCLRAugment:
             g = _blur_matrix(p.sigma, p.blur, s, self.blur_kernel)
             x = _separable(x, g, g)
         if self.mean is not None:
-            mean = torch.tensor(self.mean, device=x.device).view(1, -1, 1, 1)
-            std = torch.tensor(self.std, device=x.device).view(1, -1, 1, 1)
+            mean = _const(self.mean, x.device, x.dtype).view(1, -1, 1, 1)
+            std = _const(self.std, x.device, x.dtype).view(1, -1, 1, 1)
             x = (x - mean) / std
         return x.contiguous()
 
@@ -356,7 +365,7 @@ class SimCLRAugment:
         better on accelerators)."""
         if gather is None:
             gather = x.device.type == "cpu"
-        strength = torch.tensor(self.jitter, device=x.device)
+        strength = _const(self.jitter, x.device, torch.float32)
         use_hue = self.jitter[3] > 0
         for pos in range(4):
             op = p.order[:, pos]
@@ -407,8 +416,8 @@ class EvalTransform:
             return x
         if x.shape[1] != len(self.mean):
             raise ValueError(f"{x.shape[1]} channels but mean/std have {len(self.mean)}")
-        mean = torch.tensor(self.mean, device=x.device).view(1, -1, 1, 1)
-        std = torch.tensor(self.std, device=x.device).view(1, -1, 1, 1)
+        mean = _const(self.mean, x.device, x.dtype).view(1, -1, 1, 1)
+        std = _const(self.std, x.device, x.dtype).view(1, -1, 1, 1)
         return (x - mean) / std
 
 
