@@ -42,8 +42,8 @@ from __future__ import annotations
 
 import inspect
 import math
-from functools import lru_cache
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Sequence
 
 import torch
@@ -394,8 +394,10 @@ class SimCLRAugment:
 
     def two_views(self, x: torch.Tensor, generator: torch.Generator | None = None
                   ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Two independent views ``(v1, v2)`` of every image of the batch."""
-        return self(x, generator), self(x, generator)
+        """Two independent views ``(v1, v2)`` of every image of the batch, made in one
+        pass over the doubled batch (half the kernel launches of two calls)."""
+        v = self(torch.cat([x, x]), generator)
+        return v[: x.shape[0]], v[x.shape[0]:]
 
 
 class EvalTransform:
