@@ -58,7 +58,9 @@ class LinkData:
         a, b: ``(B, K + 1)`` float32 features ``s / tau`` and ``-beta log(1 - min(s, 1 - eps))``
             of the valid candidates of each row (masked columns removed).
         a_t, b_t: ``(B,)`` the same features of the positive (float64 copies of the
-            float32 values, so both precisions see the same numbers).
+            float32 values, so the float32 passes see consistent numbers).
+        s, t: the compacted similarities ``(B, K + 1)`` (float32, or float64 when given
+            float64) and the positive's column in them, for exact float64 likelihoods.
         top1: fraction of rows whose positive has the largest similarity.
     """
 
@@ -66,6 +68,8 @@ class LinkData:
     b: np.ndarray
     a_t: np.ndarray
     b_t: np.ndarray
+    s: np.ndarray
+    t: np.ndarray
     tau: float
     beta: float
     eps: float
@@ -147,7 +151,9 @@ def prepare_link_data(sim, targets, mask=None, *, tau: float = 0.5, beta: float 
             pos_t = t - np.bincount(r_off[left], minlength=B)
             s = s[m].reshape(B, int(counts[0]))
             t = pos_t
-    s = check_similarities(np.asarray(s, dtype=np.float32), "sim (valid entries)")
+    if s.dtype != np.float64:
+        s = s.astype(np.float32, copy=False)
+    s = check_similarities(s, "sim (valid entries)")
     K1 = s.shape[1]
     a = np.empty((B, K1), np.float32)
     b = np.empty((B, K1), np.float32)
@@ -159,7 +165,7 @@ def prepare_link_data(sim, targets, mask=None, *, tau: float = 0.5, beta: float 
     s_t = s[rows, t]
     top1 = float(np.mean(s_t >= s.max(axis=1)))
     return LinkData(a=a, b=b, a_t=a[rows, t].astype(np.float64), b_t=b[rows, t].astype(np.float64),
-                    tau=float(tau), beta=float(beta), eps=float(eps), top1=top1)
+                    s=s, t=t, tau=float(tau), beta=float(beta), eps=float(eps), top1=top1)
 
 
 # ------------------------------------------------------------------ passes over the data
@@ -243,14 +249,16 @@ class _Evaluator:
 
 
 def _loglik64(data: LinkData, alpha: float, gamma: float) -> float:
-    """Log-likelihood at ``(alpha, gamma)`` in float64 (for the reported numbers)."""
+    """Log-likelihood at ``(alpha, gamma)`` in float64 from the similarities themselves
+    (for the reported numbers)."""
     ll = 0.0
     step = max(1, _CHUNK_ELEMS // data.n_candidates)
     for i in range(0, data.n_anchors, step):
-        z = alpha * data.a[i:i + step].astype(np.float64) + gamma * data.b[i:i + step].astype(np.float64)
+        s = data.s[i:i + step].astype(np.float64)
+        z = (alpha / data.tau) * s - (gamma * data.beta) * np.log1p(-np.minimum(s, 1.0 - data.eps))
         mx = z.max(axis=1)
         lse = mx + np.log(np.exp(z - mx[:, None]).sum(axis=1))
-        ll += float(np.sum(alpha * data.a_t[i:i + step] + gamma * data.b_t[i:i + step] - lse))
+        ll += float(np.sum(z[np.arange(z.shape[0]), data.t[i:i + step]] - lse))
     return ll
 
 
