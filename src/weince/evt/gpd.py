@@ -276,7 +276,7 @@ class GPDFit:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (no arrays)."""
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "exceedances"}
-        d["xi_ci"] = list(self.xi_ci)
+        d["xi_ci"] = [x if math.isfinite(x) else None for x in self.xi_ci]   # strict JSON
         d["xi_ci_boot"] = None if self.xi_ci_boot is None else list(self.xi_ci_boot)
         d["domain"] = ("Weibull (finite endpoint)" if self.xi_ci[1] < 0 else
                        "Frechet (heavy tail)" if self.xi_ci[0] > 0 else

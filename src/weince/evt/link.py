@@ -408,7 +408,7 @@ class LinkFit:
 
 def fit_link_selection(sim, targets, mask=None, tau: float = 0.5, beta: float = 1.0, *,
                        eps: float = 1e-6, ci_level: float = 0.95,
-                       profile_points: int = 11) -> LinkFit:
+                       profile_points: int = 7) -> LinkFit:
     """Maximum-likelihood fit of the softmax / Weibull-shortfall link family (SPEC 5).
 
     Args:
