@@ -1,6 +1,7 @@
 """gather_with_grad on 2 gloo processes == one process with the whole batch."""
 from __future__ import annotations
 
+import json
 import os
 import socket
 
@@ -132,3 +133,38 @@ def test_plain_all_gather_is_wrong(two_process_results):
 def test_single_process_is_identity():
     z = torch.randn(3, 2, requires_grad=True)
     assert gather_with_grad(z) is z
+
+
+def _pretrain_worker(rank, port, out_dir, stop_after):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
+                      WORLD_SIZE=str(WORLD), LOCAL_RANK=str(rank))
+    torch.set_num_threads(1)
+    from weince.train.simclr import pretrain
+
+    cfg = dict(dataset="digits", max_train_images=64, batch_size=32, epochs=2,
+               loss="weince_recipe", loss_kwargs={"top_m": 20}, progress=False, device="cpu")
+    try:
+        pretrain(cfg, out_dir, stop_after=stop_after)
+    finally:
+        from weince.train.distributed import cleanup_distributed
+        cleanup_distributed()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not dist.is_available(), reason="torch.distributed not available")
+def test_pretrain_on_two_processes_resumes(tmp_path):
+    """The SimCLR loop under DDP (gloo, 2 ranks): killed after epoch 1 and resumed, it
+    writes one log record per epoch and the encoder; rank 0 alone writes files."""
+    import torch._dynamo  # noqa: F401  (imported once before the fork, see above)
+
+    from weince.train.logging import read_jsonl
+
+    for stop in (1, None):
+        mp.start_processes(_pretrain_worker, args=(_free_port(), str(tmp_path), stop),
+                           nprocs=WORLD, join=True, start_method="fork")
+    ck = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
+    assert ck["epoch"] == 2 and len(ck["aug_gen"]) == WORLD
+    assert [r["epoch"] for r in read_jsonl(tmp_path / "train_log.jsonl")] == [1, 2]
+    assert (tmp_path / "encoder.pt").exists()
+    train = json.loads((tmp_path / "train.json").read_text())
+    assert train["world_size"] == WORLD and train["resumed_from_epoch"] == 1

@@ -104,3 +104,21 @@ def test_two_epochs_on_digits_learn(tmp_path):
     res = linear_probe(feats, seeds=(0, 1))
     assert res["test_acc"]["mean"] > 50.0, res["test_acc"]
     assert s["epochs"] == 2
+
+
+def test_pretrain_cli(tmp_path):
+    from weince.cli import main as weince_main
+
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text("dataset: digits\nmax_train_images: 64\nbatch_size: 32\nlr: 1e-3\n"
+                   "progress: false\nthreads: 1\n")
+    out = tmp_path / "run"
+    assert weince_main(["pretrain", "--config", str(cfg), "--out", str(out),
+                        "--set", "epochs=1", "--set", "loss=weince"]) == 0
+    train = json.loads((out / "train.json").read_text())
+    assert train["provenance"]["config"]["lr"] == 1e-3
+    assert train["loss"] == "weince" and train["epochs"] == 1
+    for name in ("encoder.pt", "train_log.jsonl", "checkpoint.pt"):
+        assert (out / name).exists()
+    with pytest.raises(ValueError, match="'lrr'"):
+        weince_main(["pretrain", "--config", str(cfg), "--out", str(out), "--set", "lrr=1"])
