@@ -465,7 +465,7 @@ def fit_link_selection(sim, targets, mask=None, tau: float = 0.5, beta: float = 
             prof[lam] = (c, ll)
         return prof[lam][1]
 
-    # softmax fit (lambda = 0) and the pure-shortfall edge (lambda = 1)
+    # softmax fit (lambda = 0): 1-D Newton in c from c = 1 (the training temperature)
     lp(0.0)
     c_soft = prof[0.0][0]
     # unconstrained Newton in (alpha, gamma), started at the softmax fit
