@@ -12,6 +12,7 @@ share the cores) and the fitted values, so a wrong fit cannot hide behind a fast
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import numpy as np
@@ -42,6 +43,7 @@ def main() -> None:
     ap.add_argument("--exceed", type=int, default=100000)
     ap.add_argument("--repeat", type=int, default=1)
     args = ap.parse_args()
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
 
     sim, targets, mask = _link_data(args.anchors, args.candidates, c=3.0, lam=0.4, tau=0.5, seed=0)
     best, cpu = np.inf, np.inf
