@@ -63,10 +63,11 @@ def write_fixture_results(cfg: dict[str, Any]) -> None:
             knn[f"recall@{k}"] = summary([acc - 12 + k * 0.5])
         write_json(d / "knn.json", knn, seed=run.seed)
         if run.arm in cfg["vision"]["evt"]["arms"]:
-            write_json(d / "pot.json", {"xi": -0.35 - 0.02 * i, "sigma": 0.05,
-                                        "xi_ci": [-0.45, -0.3]}, seed=run.seed)
-            write_json(d / "link.json", {"lam": 0.4 + 0.01 * i, "p_value": 1e-6,
-                                         "lam_ci": [0.3, 0.5]}, seed=run.seed)
+            write_json(d / "pot.json", {"fit": {"xi": -0.35 - 0.02 * i, "sigma": 0.05,
+                                                "xi_ci": [-0.45, -0.3]}}, seed=run.seed)
+            write_json(d / "link.json", {"status": "fitted",
+                                         "fit": {"lam": 0.4 + 0.01 * i, "p_value": 1e-6,
+                                                 "lam_ci": [0.3, 0.5]}}, seed=run.seed)
         # lambda over training, for the figure
         if run.arm.startswith("weince"):
             d.joinpath("train_log.jsonl").write_text(

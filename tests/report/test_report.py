@@ -102,7 +102,7 @@ def test_sign_claim_fails_when_interval_crosses_zero(fx):
         for ds in fx["vision"]["datasets"]:
             p = run_dir(fx, ds, "resnet18", "infonce", s) / "pot.json"
             d = json.loads(p.read_text())
-            d["xi"] = {7: -0.2, 21: 0.3, 63: 0.1}[s]
+            d["fit"]["xi"] = {7: -0.2, 21: 0.3, 63: 0.1}[s]
             p.write_text(json.dumps(d))
     assert by_id(build_report(fx, with_figures=False))["C1"].verdict == NOT_REPRODUCED
 
@@ -110,7 +110,7 @@ def test_sign_claim_fails_when_interval_crosses_zero(fx):
 def test_reject_claim_fails_when_one_fit_keeps_softmax(fx):
     p = run_dir(fx, "digits", "resnet18", "infonce", 21) / "link.json"
     d = json.loads(p.read_text())
-    d["p_value"] = 0.4
+    d["fit"]["p_value"] = 0.4
     p.write_text(json.dumps(d))
     r = by_id(build_report(fx, with_figures=False))["C2"]
     assert r.verdict == NOT_REPRODUCED

@@ -36,6 +36,7 @@ def pretrain_config(cfg: Mapping[str, Any], dataset: str, backbone: str, arm: st
     v = cfg.get("vision") or {}
     base, point = split_arm(arm)
     out = copy.deepcopy(dict(v.get("pretrain") or {}))
+    out.update(copy.deepcopy(dict((v.get("pretrain_by_dataset") or {}).get(dataset) or {})))
     loss_kwargs = copy.deepcopy(dict((v.get("losses") or {}).get(base) or {}))
     if point:
         loss_kwargs.update(point)

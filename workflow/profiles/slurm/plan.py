@@ -52,6 +52,7 @@ class JobInfo:
     local: bool
     output: list[str] = field(default_factory=list)
     resources: dict[str, str] = field(default_factory=dict)
+    threads: int = 1          # snakemake prints `threads:` only when it is above 1
 
     def _int(self, key: str, default: int = 0) -> int:
         try:
@@ -71,7 +72,8 @@ class JobInfo:
 
     @property
     def cpus(self) -> int:
-        return max(1, self._int("cpus_per_task") or self._int("_cores", 1))
+        """CPUs per job as the executor requests them: cpus_per_task, else threads."""
+        return max(1, self._int("cpus_per_task") or self.threads)
 
     @property
     def runtime_min(self) -> int:
@@ -80,7 +82,8 @@ class JobInfo:
 
 def parse_dry_run(text: str) -> list[JobInfo]:
     """Jobs of a ``snakemake --dry-run`` listing (snakemake 9 layout: a ``rule NAME:`` or
-    ``localrule NAME:`` line followed by indented ``output:``/``resources:`` lines)."""
+    ``localrule NAME:`` line followed by indented ``output:``/``threads:``/``resources:``
+    lines)."""
     jobs: list[JobInfo] = []
     cur: JobInfo | None = None
     for line in text.splitlines():
@@ -98,6 +101,8 @@ def parse_dry_run(text: str) -> list[JobInfo]:
         body = line.strip()
         if body.startswith("output:"):
             cur.output = [s.strip() for s in body[len("output:"):].split(",") if s.strip()]
+        elif body.startswith("threads:"):
+            cur.threads = int(body.split(":", 1)[1])
         elif body.startswith("resources:"):
             cur.resources = {k: v.strip() for k, v in _KV_RE.findall(body[len("resources:"):])}
     return jobs

@@ -1,0 +1,220 @@
+"""The Snakemake workflow: lint, formatting, the DAG of every profile, and the smoke
+profile end to end (in a temporary copy, so the repository is never written to)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from weince.report import NOT_REPRODUCED, NOT_RUN, REPRODUCED
+from weince.report.registry import CLAIM_IDS, validate_with_defaults
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+SNAKEMAKE = str(BIN / "snakemake") if (BIN / "snakemake").exists() else "snakemake"
+SNAKEFMT = str(BIN / "snakefmt") if (BIN / "snakefmt").exists() else "snakefmt"
+PROFILES = ["config.yaml", "smoke.yaml", "paper.yaml"]
+VERDICTS = (REPRODUCED, NOT_REPRODUCED, NOT_RUN)
+
+
+def workflow_copy(dest: Path) -> Path:
+    """The workflow files (Snakefile, workflow/, config/) in a fresh folder."""
+    dest.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(REPO / "Snakefile", dest / "Snakefile")
+    shutil.copytree(REPO / "workflow", dest / "workflow", symlinks=False)
+    shutil.copytree(REPO / "config", dest / "config")
+    return dest
+
+
+def snakemake(cwd: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    return subprocess.run([SNAKEMAKE, *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def job_counts(output: str) -> dict[str, int]:
+    """The `Job stats` table of a (dry) run: rule -> count."""
+    counts: dict[str, int] = {}
+    block = output.split("Job stats:", 1)[-1]
+    for line in block.splitlines():
+        m = re.fullmatch(r"\s*([A-Za-z_]\w*)\s+(\d+)\s*", line)
+        if m:
+            counts[m.group(1)] = int(m.group(2))
+        elif counts and not line.strip():
+            break
+    return counts
+
+
+# ----------------------------------------------------------------------------- static checks
+def test_snakemake_lint_is_clean():
+    proc = snakemake(REPO, "--lint", timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Congratulations, your workflow is in a good condition" in proc.stdout + proc.stderr
+
+
+@pytest.mark.skipif(shutil.which(SNAKEFMT) is None, reason="snakefmt not installed")
+def test_snakefmt_check_is_clean():
+    proc = subprocess.run([SNAKEFMT, "--check", "Snakefile", "workflow/"], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("name", PROFILES)
+def test_profiles_follow_the_schema(name):
+    cfg = yaml.safe_load((REPO / "config" / name).read_text())
+    schema = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
+    validate_with_defaults(cfg, schema, name)
+    assert cfg["vision"]["arms"][0] == "infonce"  # the baseline of every table
+
+
+def test_schema_rejects_an_unknown_arm():
+    cfg = yaml.safe_load((REPO / "config/smoke.yaml").read_text())
+    cfg["vision"]["arms"].append("softmax2")
+    schema = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
+    with pytest.raises(ValueError, match="vision/arms"):
+        validate_with_defaults(cfg, schema, "smoke.yaml")
+
+
+def _key_paths(d: dict, prefix: str = "") -> set[str]:
+    """Key paths of nested mappings; name-keyed maps (one entry per arm/data set/model/rule)
+    count as a whole, since extra names there change nothing."""
+    name_keyed = {"vision.losses", "vision.pretrain_by_dataset", "text.model_paths",
+                  "text.losses", "resources"}
+    out = set()
+    for k, v in d.items():
+        path = f"{prefix}{k}"
+        out.add(path)
+        if isinstance(v, dict) and path not in name_keyed:
+            out |= _key_paths(v, path + ".")
+    return out
+
+
+@pytest.mark.parametrize("name", ["smoke.yaml", "paper.yaml"])
+def test_profile_sets_every_key_of_the_default(name):
+    """Snakemake merges `--configfile` over config/config.yaml: a key a profile leaves out
+    would silently keep the default's value."""
+    default = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    prof = yaml.safe_load((REPO / "config" / name).read_text())
+    missing = _key_paths(default) - _key_paths(prof)
+    assert not missing, f"{name} does not set {sorted(missing)}"
+
+
+# ----------------------------------------------------------------------------- dry runs
+@pytest.mark.parametrize("name", PROFILES)
+def test_dry_run_builds_the_dag(name, tmp_path):
+    wf = workflow_copy(tmp_path / "wf")
+    args = ["-n", "--cores", "2"] + ([] if name == "config.yaml"
+                                     else ["--configfile", f"config/{name}"])
+    proc = snakemake(wf, *args, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    counts = job_counts(proc.stdout)
+    for rule in ("pretrain", "features", "linear", "knn", "collect_scores", "pot", "link",
+                 "simcse", "sts", "timing", "special_case", "claim_table", "report",
+                 "select_grid_point"):
+        assert counts.get(rule, 0) >= 1, f"{name}: no {rule} job in {counts}"
+    assert counts["claim_table"] == 9
+    cfg = yaml.safe_load((wf / "config" / name).read_text())
+    v = cfg["vision"]
+    pairs = len(v["datasets"]) * len(v["backbones"])
+    g = v["grid"]
+    points = 1
+    for key in ("margin", "kappa_rho", "kappa_aic"):
+        points *= max(1, len(g[key]))
+    final = pairs * len(v["arms"]) * len(v["seeds"])
+    grid = pairs * len(g["arms"]) * points * len(g["seeds"])
+    assert counts["pretrain"] == final + grid
+    assert counts["knn"] == final
+    assert counts["select_grid_point"] == pairs * len(g["arms"])
+    print(f"{name}: {counts['total']} jobs ({counts['pretrain']} pretraining runs)")
+    if name == "paper.yaml":
+        assert points == 27 and pairs == 15
+        assert counts["pretrain"] == 15 * (4 * 4 + 2 * 27)
+
+
+def test_one_table_needs_only_its_own_results(tmp_path):
+    """`snakemake reports/default/table_c8.md` plans the timing job and that table only."""
+    wf = workflow_copy(tmp_path / "wf")
+    proc = snakemake(wf, "-n", "--cores", "2", "reports/default/table_c8.md")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    counts = job_counts(proc.stdout)
+    assert counts == {"timing": 1, "claim_table": 1, "total": 2}, counts
+
+
+# ----------------------------------------------------------------------------- smoke, end to end
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    wf = workflow_copy(tmp_path_factory.mktemp("smoke") / "wf")
+    proc = snakemake(wf, "--cores", "2", "--configfile", "config/smoke.yaml", timeout=900)
+    if proc.returncode != 0:
+        logs = "\n".join(f"--- {p}\n{p.read_text()[-1500:]}"
+                         for p in (wf / "results/smoke/logs").rglob("*.log"))
+        pytest.fail(f"smoke run failed:\n{proc.stderr[-4000:]}\n{logs[-8000:]}")
+    return wf
+
+
+@pytest.mark.slow
+def test_smoke_summary_lists_every_claim_with_a_verdict(smoke_run):
+    summary = (smoke_run / "reports/smoke/summary.md").read_text()
+    for cid in CLAIM_IDS:
+        line = next((ln for ln in summary.splitlines() if ln.startswith(f"| {cid} |")), None)
+        assert line is not None, f"{cid} missing from the summary"
+        assert any(f"**{v}**" in line for v in VERDICTS), line
+    claims = json.loads((smoke_run / "reports/smoke/claims.json").read_text())
+    verdicts = {c["id"]: c["verdict"] for c in claims["claims"]}
+    assert verdicts["C9"] == REPRODUCED      # lambda = 0 is InfoNCE, computed
+    assert verdicts["C3"] == NOT_RUN         # no CIFAR-100 at the smoke profile
+    for i in range(1, 10):
+        md = (smoke_run / f"reports/smoke/table_c{i}.md").read_text()
+        assert "git commit" in md and "config hash" in md
+
+
+@pytest.mark.slow
+def test_smoke_deleting_one_result_reruns_only_its_dependents(smoke_run):
+    knn = smoke_run / "results/smoke/vision/digits/smallcnn/weince/seed21/knn.json"
+    keep = smoke_run / "results/smoke/vision/digits/smallcnn/weince/seed21/linear.json"
+    before = keep.stat().st_mtime_ns
+    knn.unlink()
+    proc = snakemake(smoke_run, "-n", "--cores", "2", "--configfile", "config/smoke.yaml")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    counts = job_counts(proc.stdout)
+    # the k-NN job, the one table that reads knn.json (C6), the summary, `all`
+    assert counts == {"knn": 1, "claim_table": 1, "report": 1, "all": 1, "total": 4}, counts
+    proc = snakemake(smoke_run, "--cores", "2", "--configfile", "config/smoke.yaml")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert knn.exists() and keep.stat().st_mtime_ns == before
+
+
+@pytest.mark.slow
+def test_smoke_wrong_schema_result_is_a_clear_error(smoke_run):
+    lin = smoke_run / "results/smoke/vision/digits/smallcnn/infonce/seed7/linear.json"
+    saved = lin.read_text()
+    d = json.loads(saved)
+    d.pop("test_acc")
+    lin.write_text(json.dumps(d))
+    try:
+        proc = snakemake(smoke_run, "--cores", "1", "--configfile", "config/smoke.yaml",
+                         "--forcerun", "claim_table", "reports/smoke/table_c3.md")
+        assert proc.returncode != 0
+        log = (smoke_run / "results/smoke/logs/report/table_c3.log").read_text()
+        assert str(lin.relative_to(smoke_run)) in log and "'test_acc'" in log, log[-2000:]
+    finally:
+        lin.write_text(saved)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("pdflatex") is None,
+                    reason="pdflatex not installed (apt-get install texlive-latex-recommended)")
+def test_smoke_latex_tables_compile(smoke_run):
+    out = smoke_run / "reports/smoke"
+    proc = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error",
+                           "tables.tex"], cwd=out, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-3000:]

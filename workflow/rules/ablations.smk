@@ -1,0 +1,52 @@
+# Ablations (issue 9): extra arms trained by the same pretrain / features / linear rules as
+# the main arms (an ablation arm is just another value of the {arm} wildcard; its loss, tau
+# and options come from weince.ablations.ARMS through pretrain_config), a probe on the
+# projection-head features, and reports/{profile}/ablations.md.
+# Which groups a profile runs: config/ablations.yaml (config key `ablations_config`).
+import yaml
+
+from weince.ablations import ablation_inputs, ablation_outputs, ablation_plan
+
+ABLATIONS_CONFIG = config.get("ablations_config", "config/ablations.yaml")
+with open(ABLATIONS_CONFIG) as _fh:
+    ABLATION_PLAN = ablation_plan(config, yaml.safe_load(_fh))
+ABLATION_OUTPUTS = ablation_outputs(config)
+
+
+def ablation_targets():
+    """The ablation report of this profile (nothing when its plan has no group)."""
+    return [str(ABLATION_OUTPUTS["md"])] if ABLATION_PLAN.groups else []
+
+
+rule linear_head:
+    input:
+        f"{VRUN}/features.pt",
+    output:
+        f"{VRUN}/linear_head.json",
+    log:
+        f"{LOGS}/linear_head/{VRUN_TAG}.log",
+    threads: threads_for("linear")
+    resources:
+        **resources_for("linear"),
+    params:
+        kwargs=config["vision"]["linear"],
+        device=config["device"],
+    script:
+        "../scripts/linear_head.py"
+
+
+rule ablations_report:
+    input:
+        [str(p) for p in ablation_inputs(ABLATION_PLAN)],
+        ablations=ABLATIONS_CONFIG,
+    output:
+        md=str(ABLATION_OUTPUTS["md"]),
+        json=str(ABLATION_OUTPUTS["json"]),
+        figures=directory(str(ABLATION_OUTPUTS["figures"])),
+    log:
+        f"{RESULTS}/{PROFILE}/logs/report/ablations.log",
+    threads: 1
+    resources:
+        **resources_for("report"),
+    script:
+        "../scripts/ablations_report.py"
