@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import sys
+from pathlib import Path
 
 # command name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -33,15 +33,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 
 def _available() -> dict[str, tuple[str, str]]:
+    """Commands whose module file exists, found on disk so that no package (and no torch)
+    is imported before a command is chosen."""
+    root = Path(__file__).resolve().parent
     found = {}
     for name, (mod, hlp) in COMMANDS.items():
-        if importlib.util.find_spec(mod.rsplit(".", 1)[0]) is None:
-            continue
-        try:
-            if importlib.util.find_spec(mod) is not None:
-                found[name] = (mod, hlp)
-        except ModuleNotFoundError:
-            continue
+        rel = Path(*mod.split(".")[1:])
+        if (root / rel).with_suffix(".py").exists() or (root / rel / "__init__.py").exists():
+            found[name] = (mod, hlp)
     return found
 
 

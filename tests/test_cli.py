@@ -1,0 +1,34 @@
+"""The ``weince`` console command: every listed subcommand resolves, and choosing the
+statistics command does not import torch."""
+
+import subprocess
+import sys
+
+import pytest
+
+from weince.cli import COMMANDS, _available, main
+
+
+def test_every_command_module_exists():
+    assert set(_available()) == set(COMMANDS)
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_each_command_has_help(name, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main([name, "--help"])
+    assert exc.value.code == 0
+    assert "usage: weince " + name in capsys.readouterr().out
+
+
+def test_no_command_prints_help_and_fails(capsys):
+    assert main([]) == 2
+    assert "<command>" in capsys.readouterr().out
+
+
+def test_evt_command_does_not_import_torch():
+    code = ("import sys\nfrom weince.cli import main\n"
+            "try:\n    main(['evt', '--help'])\nexcept SystemExit:\n    pass\n"
+            "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "False"
