@@ -55,8 +55,8 @@ rule norms_text:
     params:
         profile=PROFILE,
         device=config["device"],
-        model=lambda wc, output: norms_wf.text_model(
-            config, wc.model, wc.arm, os.path.dirname(output.result)
+        model=lambda wc: norms_wf.text_model(
+            config, wc.model, wc.arm, TRUN.format(**wc)
         ),
         pooling=lambda wc: "mean" if wc.arm == norms_wf.PRETRAINED_ARM else "cls",
     shell:

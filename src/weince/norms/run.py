@@ -33,10 +33,14 @@ from weince.norms.stats import correlation
 from weince.norms.verdicts import (NOT_TESTABLE, combine, correlation_verdict, gain_verdict)
 
 __all__ = ["NormsConfig", "analyse_vision", "analyse_text", "training_settings",
-           "correlations", "RESULT_FILE", "PROBES_FILE"]
+           "text_settings", "correlations", "RESULT_FILE", "PROBES_FILE", "TEXT_NOMINAL"]
 
 RESULT_FILE = "norms.json"
 PROBES_FILE = "norms_probes.npz"
+# all-MiniLM-L6-v2: sentence-transformers MultipleNegativesRankingLoss (InfoNCE with
+# scale 20, i.e. tau 0.05), AdamW with fit()'s defaults lr 2e-5, weight decay 0.01
+TEXT_NOMINAL = {"loss": "infonce", "tau": 0.05, "lr": 2e-5, "weight_decay": 0.01,
+                "optimizer": "adamw"}
 
 
 @dataclass
@@ -76,18 +80,22 @@ class NormsConfig:
     hub_frac: float = 0.1
     low_frac: float = 0.25
     # text
-    text_loss: str = "infonce"
-    text_tau: float = 0.05              # all-MiniLM-L6-v2: MultipleNegativesRanking, scale 20
-    text_lr: float = 2e-5               # sentence-transformers fit() default, AdamW
-    text_weight_decay: float = 0.01
-    text_optimizer: str = "adamw"
+    # text: None = from the model's SimCSE train.json when it is a trained run, else the
+    # nominal values of all-MiniLM-L6-v2's own training (TEXT_NOMINAL)
+    text_loss: Optional[str] = None
+    text_tau: Optional[float] = None
+    text_lr: Optional[float] = None
+    text_weight_decay: Optional[float] = None
+    text_optimizer: Optional[str] = None
+    text_probes: int = 128              # sentences whose heat/drift/norm are measured
+    text_bank: int = 256                # filler sentences
     pooling: Literal["mean", "cls"] = "mean"
     max_length: int = 64
     text_train_data: str = "synthetic"
     sts_data: str = "synthetic"
     sts_pairs: int = 500                # synthetic dev/test pairs each
     # hardware
-    device: str = "cpu"
+    device: str = "cpu"                 # cpu | cuda | cuda:N | auto
     threads: Optional[int] = None
     progress: Optional[bool] = None
 
@@ -95,6 +103,12 @@ class NormsConfig:
 def _as_cfg(cfg: NormsConfig | dict | None) -> NormsConfig:
     from weince.train.config import as_config
     return as_config(NormsConfig, cfg)
+
+
+def _device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
 
 
 def _progress(flag: Optional[bool]) -> bool:
@@ -225,7 +239,7 @@ def analyse_vision(encoder: str | os.PathLike, loss: str | None = None, *,
     cfg = _as_cfg(cfg)
     if cfg.threads:
         torch.set_num_threads(int(cfg.threads))
-    device = torch.device(cfg.device)
+    device = _device(cfg.device)
     model, enc_cfg = load_encoder(encoder, map_location=device)
     st = training_settings(enc_cfg, cfg, loss)
     loss_fn = build_loss(st["loss"], tau=st["tau"], layout="simclr", **st["loss_kwargs"])
@@ -317,17 +331,42 @@ def _pooled(encoder, tokenizer, sentences: list[str], pooling: str, max_length: 
     return torch.cat(out)
 
 
+def text_settings(model: str | os.PathLike, cfg: NormsConfig, loss: str | None
+                  ) -> dict[str, Any]:
+    """Loss, tau and decay rate of a text encoder: ``cfg.text_*`` overrides, else the
+    config of a trained SimCSE run (``train.json`` beside the ``model/`` folder), else
+    :data:`TEXT_NOMINAL` (all-MiniLM-L6-v2's own training)."""
+    src: dict[str, Any] = dict(TEXT_NOMINAL)
+    origin = "nominal all-MiniLM-L6-v2 training settings"
+    train_json = Path(str(model)).parent / "train.json"
+    if Path(str(model)).is_dir() and train_json.exists():
+        from weince.utils import read_json
+
+        run_cfg = (read_json(train_json).get("provenance") or {}).get("config") or {}
+        src = {"loss": run_cfg.get("loss", "infonce"), "tau": run_cfg.get("tau", 0.05),
+               "lr": run_cfg.get("lr", 3e-5), "weight_decay": run_cfg.get("weight_decay", 0.0),
+               "optimizer": "adamw", "loss_kwargs": run_cfg.get("loss_kwargs") or {}}
+        origin = f"{train_json}"
+    name = loss or cfg.text_loss or src["loss"]
+    kwargs = dict(src.get("loss_kwargs") or {}) if name == src["loss"] else {}
+    pick = lambda own, key: own if own is not None else src[key]  # noqa: E731
+    dr = decay_rate(pick(cfg.text_optimizer, "optimizer"), pick(cfg.text_lr, "lr"),
+                    pick(cfg.text_weight_decay, "weight_decay"))
+    return {"loss": name, "loss_kwargs": kwargs, "tau": float(pick(cfg.text_tau, "tau")),
+            "batch_size": min(cfg.batch_size or 64, cfg.max_batch_size),
+            "settings_from": origin, **dr}
+
+
 def analyse_text(model: str | os.PathLike = "minilm", loss: str | None = None, *,
                  cfg: NormsConfig | dict | None = None,
                  out_dir: str | os.PathLike | None = None,
                  meta: dict[str, Any] | None = None) -> dict[str, Any]:
     """N1-N3 for a ``transformers`` sentence encoder (default: the shipped MiniLM-L6).
 
-    The loss (``text_loss``, layout ``pairs``, ``text_tau``) is evaluated on two dropout
-    views of each sentence; ``text_lr``/``text_weight_decay``/``text_optimizer`` give the
-    decay rate (nominal values of the model's own training: all-MiniLM-L6-v2 was trained
-    by sentence-transformers with AdamW; our synthetic corpus is not its training data,
-    the reports say so). N3 re-scores STS pairs (``sts_data``), alpha chosen on dev.
+    The loss (layout ``pairs``) is evaluated on two dropout views of each sentence; loss,
+    tau and decay rate come from :func:`text_settings` (for the shipped MiniLM: nominal
+    values of its own training, AdamW; our synthetic corpus is not its training data, the
+    report says so). N3 re-scores STS pairs (``sts_data``), alpha chosen on dev.
     """
     from weince.data.text import load_sts, load_train_sentences
     from weince.losses import build_loss
@@ -336,18 +375,16 @@ def analyse_text(model: str | os.PathLike = "minilm", loss: str | None = None, *
     cfg = _as_cfg(cfg)
     if cfg.threads:
         torch.set_num_threads(int(cfg.threads))
-    device = torch.device(cfg.device)
+    device = _device(cfg.device)
     encoder, tok = load_text_encoder(model)
     encoder.to(device)
-    name = loss or cfg.text_loss
-    loss_fn = build_loss(name, tau=cfg.text_tau, layout="pairs")
-    dr = decay_rate(cfg.text_optimizer, cfg.text_lr, cfg.text_weight_decay)
-    st = {"loss": name, "loss_kwargs": {}, "tau": cfg.text_tau,
-          "batch_size": min(cfg.batch_size or 64, cfg.max_batch_size), **dr}
-    sentences = load_train_sentences(cfg.text_train_data, n=cfg.n_probes + cfg.n_bank,
+    st = text_settings(model, cfg, loss)
+    loss_fn = build_loss(st["loss"], tau=st["tau"], layout="pairs", **st["loss_kwargs"])
+    name = st["loss"]
+    sentences = load_train_sentences(cfg.text_train_data, n=cfg.text_probes + cfg.text_bank,
                                      seed=cfg.seed)
-    n_probes = min(cfg.n_probes, len(sentences) // 2)
-    probes, bank = sentences[:n_probes], sentences[n_probes:n_probes + cfg.n_bank]
+    n_probes = min(cfg.text_probes, len(sentences) // 2)
+    probes, bank = sentences[:n_probes], sentences[n_probes:n_probes + cfg.text_bank]
     torch.manual_seed(cfg.seed)  # dropout masks
     kw = dict(pooling=cfg.pooling, max_length=cfg.max_length, batch=cfg.embed_batch,
               device=device)
