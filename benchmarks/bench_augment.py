@@ -2,10 +2,11 @@
 
     python benchmarks/bench_augment.py                  # ~1-2 min on a 2-core CPU
     python benchmarks/bench_augment.py --quick          # fewer repetitions
+    python benchmarks/bench_augment.py --threads 1      # steadier on a shared machine
     python benchmarks/bench_augment.py --out results/bench/bench_augment.json
 
-Measures, in images per second (one "image" = one augmented view, or one image through
-the model):
+Measures images per second of wall-clock time and per CPU-second of this process (one
+"image" = one augmented view, or one image through the model):
 
 1. SimCLR augmentation of 32 px RGB (CIFAR recipe) and 28 px grey (MNIST-5k recipe):
    - ``per-image``: ``weince.data.augment.reference_transform`` (torchvision
@@ -32,12 +33,13 @@ from weince.data.augment import build_augment, reference_transform
 from weince.models import build_simclr_model
 
 
-def _timeit(fn, n_items: int, min_time: float, sync=None) -> float:
-    """Items per second of ``fn`` (one warm-up call, then repeat for ``min_time`` s)."""
+def _timeit(fn, n_items: int, min_time: float, sync=None) -> dict[str, float]:
+    """Items per wall-clock second and per CPU-second of this process (robust to other
+    load on a shared machine) of ``fn``: one warm-up call, then repeats for ``min_time``."""
     fn()
     if sync:
         sync()
-    reps, t0 = 0, time.perf_counter()
+    reps, t0, c0 = 0, time.perf_counter(), time.process_time()
     while True:
         fn()
         reps += 1
@@ -45,11 +47,12 @@ def _timeit(fn, n_items: int, min_time: float, sync=None) -> float:
             sync()
         dt = time.perf_counter() - t0
         if dt >= min_time:
-            return reps * n_items / dt
+            return {"per_s": reps * n_items / dt,
+                    "per_cpu_s": reps * n_items / max(time.process_time() - c0, 1e-9)}
 
 
 def bench_augment(name: str, n_per_image: int, batch: int, min_time: float,
-                  devices: list[str]) -> dict[str, float]:
+                  devices: list[str]) -> dict[str, dict[str, float]]:
     aug = build_augment(name)
     g = torch.Generator().manual_seed(0)
     images = torch.randint(0, 256, (batch, aug.channels, aug.image_size, aug.image_size),
@@ -69,7 +72,7 @@ def bench_augment(name: str, n_per_image: int, batch: int, min_time: float,
     return out
 
 
-def bench_model(backbone: str, batch: int, min_time: float, device: str) -> float:
+def bench_model(backbone: str, batch: int, min_time: float, device: str) -> dict[str, float]:
     torch.manual_seed(0)
     model = build_simclr_model(backbone, 32, 3).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=3e-4)
@@ -94,7 +97,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="shorter timings")
     ap.add_argument("--out", default=None, help="write the numbers as JSON here")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch CPU threads (default: torch's choice); 1 is steadier on a "
+                         "machine shared with other jobs")
     args = ap.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     min_time = 1.0 if args.quick else 3.0
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     import os
@@ -105,16 +113,17 @@ def main(argv: list[str] | None = None) -> int:
         r = bench_augment(name, n_per_image=256, batch=512, min_time=min_time, devices=devices)
         results["augment"][label] = r
         for path, ips in r.items():
-            rows.append(("augment " + label, path, ips))
+            rows.append(("augment " + label, path, ips["per_s"], ips["per_cpu_s"]))
     for backbone, batch in (("smallcnn", 256), ("resnet18", 64)):
         ips = bench_model(backbone, batch, min_time, "cpu")
         results["model"][f"{backbone} cpu fwd+bwd"] = ips
-        rows.append((f"{backbone} 32px fwd+bwd", f"cpu (batch {batch})", ips))
+        rows.append((f"{backbone} 32px fwd+bwd", f"cpu (batch {batch})", ips["per_s"],
+                     ips["per_cpu_s"]))
         if "cuda" in devices:
             ips = bench_model(backbone, 512, min_time, "cuda")
             results["model"][f"{backbone} cuda bf16 fwd+bwd"] = ips
             rows.append((f"{backbone} 32px fwd+bwd", "cuda bf16 channels_last (batch 512)",
-                         ips))
+                         ips["per_s"], None))
     results["loadavg_after"] = os.getloadavg()
     print(f"torch threads: {results['threads']}; 1-min load average before/after: "
           f"{results['loadavg_before'][0]:.1f}/{results['loadavg_after'][0]:.1f} "
@@ -122,14 +131,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         from tabulate import tabulate
 
-        print(tabulate(rows, headers=["what", "path", "images/s"], floatfmt=",.0f"))
+        print(tabulate(rows, headers=["what", "path", "images/s", "images/CPU-s"],
+                       floatfmt=",.0f", missingval="-"))
     except ImportError:  # pragma: no cover
         for r in rows:
             print(*r)
     if args.out:
         from weince.utils import write_json
 
-        write_json(args.out, results, cfg={"quick": args.quick, "devices": devices})
+        write_json(args.out, results, cfg={"quick": args.quick, "devices": devices,
+                                           "threads": args.threads})
     return 0
 
 
