@@ -3,16 +3,13 @@ per-image ops for the same parameters, reproducibility, normalisation."""
 
 from __future__ import annotations
 
-import math
-
 import pytest
 import torch
 from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as TF
 
-from weince.data.augment import (AugmentParams, EvalTransform, PerImageTwoViews,
-                                 SimCLRAugment, augment_config, build_augment,
-                                 reference_transform)
+from weince.data.augment import (EvalTransform, PerImageTwoViews, SimCLRAugment,
+                                 augment_config, build_augment, reference_transform)
 
 MEAN, STD = (0.5, 0.4, 0.3), (0.2, 0.25, 0.3)
 
