@@ -1,0 +1,123 @@
+"""The report page on small synthetic results; the profile settings and workflow targets."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from weince.norms.cli import load_norms_config
+from weince.norms.report import claim_verdicts, render_markdown, write_norms_report
+from weince.norms.run import PROBES_FILE, NormsConfig, _dynamics
+from weince.norms.verdicts import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED
+from weince.norms import workflow as norms_wf
+from weince.utils import write_json
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class _GS:
+    """Stand-in for GradientStats built from arrays."""
+
+    def __init__(self, drift, heat, norm):
+        import torch
+
+        t = lambda a: torch.as_tensor(a, dtype=torch.float64)  # noqa: E731
+        self.drift, self.heat, self.heat_pre = t(drift), t(heat), t(heat / norm ** 2)
+        self.drift_pre, self.grad_sq, self.view_norm = t(0 * norm), t(heat), t(norm)
+
+
+def _unit(tmp: Path, name: str, n: int, seed: int, signal: float) -> Path:
+    """A result whose heat rises and drift falls with the norm (signal > 0)."""
+    import torch
+
+    rng = np.random.default_rng(seed)
+    norm = rng.uniform(1, 3, n)
+    heat = np.exp(signal * norm + rng.normal(0, 0.3, n)) * 1e-6
+    drift = -signal * 1e-3 * norm + rng.normal(0, 1e-3, n)
+    settings = {"optimizer": "adamw", "eta": 1e-3, "lambda_rad": 0.01, "decoupled": True,
+                "note": "adamw: decoupled", "testable": True}
+    cfg = NormsConfig(n_boot=300)
+    dyn, arrays = _dynamics(_GS(drift, heat, norm), torch.as_tensor(norm), None, settings, cfg)
+    row = {"task": "knn", "metric": "recall@1", "subset": "frequent", "alpha": 0.1,
+           "plain": 80.0, "rescored": 82.0, "gain": 2.0, "ci": [0.5, 3.5], "n": n,
+           "testable": n >= 30, "primary": True, "norm_feature": "head",
+           "verdict": REPRODUCED if n >= 30 else NOT_TESTABLE}
+    res = {"kind": "vision", "dataset": "digits", "backbone": "smallcnn", "arm": name,
+           "seed": 7, "loss": name, **dyn, "n3": {"rows": [row], "verdict": row["verdict"]}}
+    res["verdicts"] = {"N1": dyn["n1"]["verdict"], "N2": dyn["n2"]["verdict"],
+                       "N3": row["verdict"]}
+    d = tmp / name
+    write_json(d / "norms.json", res)
+    np.savez(d / PROBES_FILE, **arrays)
+    return d / "norms.json"
+
+
+def test_report_on_synthetic_results(tmp_path):
+    strong = _unit(tmp_path, "infonce", 300, 0, 1.0)
+    tiny = _unit(tmp_path, "weince", 12, 1, 1.0)
+    cv = write_norms_report([strong, tiny], tmp_path / "rep" / "norms.md", profile="unit")
+    by = json.loads(strong.read_text())
+    assert by["n2"]["heat_vs_norm"]["pearson"]["r"] > 0.5
+    assert by["verdicts"]["N2"] == REPRODUCED
+    small = json.loads(tiny.read_text())
+    assert small["verdicts"] == {"N1": NOT_TESTABLE, "N2": NOT_TESTABLE, "N3": NOT_TESTABLE}
+    # a not-testable unit does not spoil the claim; the count says so
+    assert cv["N2"]["verdict"] == REPRODUCED and cv["N2"]["n_testable"] == 1
+    assert cv["N3"]["verdict"] == REPRODUCED
+    md = (tmp_path / "rep" / "norms.md").read_text()
+    assert "digits/smallcnn infonce s7 [loss infonce]" in md
+    assert "| N2 |" in md and "**reproduced**" in md and "1 / 1 (of 2)" in md
+    assert "norms_figures/norms_n2.png" in md
+    assert (tmp_path / "rep" / "norms_figures" / "norms_n2.png").exists()
+    summary = json.loads((tmp_path / "rep" / "norms_summary.json").read_text())
+    assert summary["claims"]["N1"]["units"][1]["verdict"] == NOT_TESTABLE
+    assert "provenance" in summary
+
+
+def test_no_signal_is_not_reproduced(tmp_path):
+    flat = _unit(tmp_path, "infonce", 300, 2, 0.0)
+    res = json.loads(flat.read_text())
+    assert res["verdicts"]["N2"] == NOT_REPRODUCED
+    cv = claim_verdicts([res])
+    assert cv["N2"]["verdict"] == NOT_REPRODUCED
+
+
+def test_empty_report_says_not_run():
+    cv = claim_verdicts([])
+    assert all(v["verdict"] == NOT_RUN for v in cv.values())
+    assert "## Verdicts" in render_markdown([])
+
+
+@pytest.mark.parametrize("profile", ["default", "smoke", "paper"])
+def test_every_profile_parses_into_the_config(profile):
+    cfg = load_norms_config(str(REPO / "config" / "norms.yaml"), profile, [])
+    assert isinstance(cfg, NormsConfig) and cfg.resamples >= 2
+    cfg = load_norms_config(str(REPO / "config" / "norms.yaml"), profile, ["n_boot=10"])
+    assert cfg.n_boot == 10
+    with pytest.raises(ValueError, match="nonsense"):
+        load_norms_config(str(REPO / "config" / "norms.yaml"), profile, ["nonsense=1"])
+
+
+def test_workflow_targets():
+    config = {"vision": {"enabled": True, "datasets": ["digits"], "backbones": ["smallcnn"],
+                         "arms": ["infonce", "weince"], "seeds": [7, 21]},
+              "text": {"enabled": True, "models": ["minilm"], "arms": ["infonce"],
+                       "seeds": [7, 21]}}
+    vrun = "r/{profile}/vision/{dataset}/{backbone}/{arm}/seed{seed}"
+    trun = "r/{profile}/text/{model}/{arm}/seed{seed}"
+    norms = norms_wf.load_profile(REPO / "config" / "norms.yaml", "default")
+    v = norms_wf.vision_targets(config, norms, vrun, "default")
+    assert v == ["r/default/vision/digits/smallcnn/infonce/seed7/norms.json",
+                 "r/default/vision/digits/smallcnn/weince/seed7/norms.json"]
+    t = norms_wf.text_targets(config, {"text": {"models": ["minilm"], "simcse_runs": True}},
+                              trun, "p")
+    assert t == ["r/p/text/minilm/pretrained/seed0/norms.json",
+                 "r/p/text/minilm/infonce/seed7/norms.json"]
+    assert norms_wf.report_targets(config, {"vision": {"enabled": False},
+                                            "text": {"enabled": False}}, "rep", vrun, trun,
+                                   "p") == []
+    assert norms_wf.text_model(config, "minilm", "pretrained", "x") == "minilm"
+    assert norms_wf.text_model(config, "minilm", "infonce", "x") == "x/model"
+    with pytest.raises(ValueError, match="no section"):
+        norms_wf.load_profile(REPO / "config" / "norms.yaml", "nope")
