@@ -7,10 +7,11 @@
 It runs ``snakemake --dry-run --forceall`` with the SLURM profile (nothing is submitted,
 nothing needs SLURM installed), reads each job's resources from the dry-run listing and
 prints, per rule: the number of jobs, the GPUs per job, the requested wall time per job
-(``runtime``, minutes) and the totals ``jobs x gpus x runtime`` (GPU-hours) and
-``jobs x cpus x runtime`` (CPU-hours). Wall times are the limits the profile requests
-(``sbatch -t``), so the totals are an upper bound of what the grid costs; the real
-durations are in each run's ``train.json`` (``wall_s``) afterwards.
+(``runtime``, minutes) and the total ``jobs x gpus x runtime`` (GPU-hours). Wall times
+are the limits the config requests (``sbatch -t``), so the total is an upper bound of
+what the grid costs; the real durations are in each run's ``train.json`` (``wall_s``)
+and ``results/<profile>/benchmarks/`` afterwards. (CPU-hours are not summed: a dry run
+does not print the jobs' threads.)
 
 ``--forceall`` counts the whole grid as if nothing had run yet; ``--outstanding`` counts
 only the jobs still to run in this checkout.
@@ -117,13 +118,13 @@ def summarise(jobs: list[JobInfo]) -> list[dict]:
             continue
         r = rows.setdefault(j.rule, {"rule": j.rule, "jobs": 0, "gpus_per_job": set(),
                                      "runtime_min": set(), "partition": set(),
-                                     "gpu_hours": 0.0, "cpu_hours": 0.0})
+                                     "gpu_hours": 0.0, "gpu_jobs": 0})
         r["jobs"] += 1
+        r["gpu_jobs"] += j.gpus > 0
         r["gpus_per_job"].add(j.gpus)
         r["runtime_min"].add(j.runtime_min)
         r["partition"].add(j.resources.get("slurm_partition", "-"))
         r["gpu_hours"] += j.gpus * j.runtime_min / 60.0
-        r["cpu_hours"] += j.cpus * j.runtime_min / 60.0
 
     def fmt(values: set) -> str:
         vals = sorted(values, key=str)
@@ -136,7 +137,7 @@ def summarise(jobs: list[JobInfo]) -> list[dict]:
     out.append({"rule": "total", "jobs": sum(r["jobs"] for r in out), "gpus_per_job": "",
                 "runtime_min": "", "partition": "",
                 "gpu_hours": sum(r["gpu_hours"] for r in out),
-                "cpu_hours": sum(r["cpu_hours"] for r in out)})
+                "gpu_jobs": sum(r["gpu_jobs"] for r in out)})
     return out
 
 
@@ -179,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
 
     headers = {"rule": "rule", "jobs": "jobs", "gpus_per_job": "GPUs/job",
                "runtime_min": "walltime/job (min)", "partition": "partition",
-               "gpu_hours": "GPU-hours", "cpu_hours": "CPU-hours"}
+               "gpu_hours": "GPU-hours"}
     table = [[r[k] if not isinstance(r[k], float) else round(r[k], 1) for k in headers]
              for r in rows]
     fmt = "github" if args.markdown else "simple"
@@ -187,8 +188,9 @@ def main(argv: list[str] | None = None) -> int:
           f"{os.path.relpath(args.profile, REPO)} "
           f"({'outstanding jobs' if args.outstanding else 'whole grid, --forceall'}):\n")
     print(tabulate(table, headers=list(headers.values()), tablefmt=fmt))
-    print("\nGPU-/CPU-hours = sum over jobs of GPUs (CPUs) x requested walltime: an upper "
-          "bound.")
+    total = rows[-1]
+    print(f"\n{total['jobs']} SLURM jobs, {total['gpu_jobs']} of them on GPUs; GPU-hours = "
+          f"sum over jobs of GPUs x requested walltime (an upper bound).")
     return 0
 
 
