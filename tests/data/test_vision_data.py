@@ -3,10 +3,14 @@ sets' fixed splits, and the missing-data messages."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # any pytest import mode
 from vision_fixtures import (TINY_WNIDS, write_cifar, write_imagenet32, write_stl10,
                              write_tinyimagenet)
 from weince.data import vision
