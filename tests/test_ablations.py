@@ -110,6 +110,8 @@ def test_apply_arm_sets_loss_kwargs_and_tau():
     assert out["loss"] == "infonce" and out["tau"] == 0.1 and out["loss_kwargs"] == {}
     out = apply_arm(run, "weince_tau1", losses)
     assert out["tau"] == 1.0 and out["loss_kwargs"] == {"margin": 0.0, "kappa_rho": 5.0}
+    out = apply_arm(run, "hcl", {"hcl": {"tau_plus": 0.0}, "weince": {"margin": 0.0}})
+    assert out["loss"] == "hcl" and out["loss_kwargs"] == {"beta": 1.0, "tau_plus": 0.0}
     with pytest.raises(ValueError, match="unknown ablation arm 'weince_lam7'"):
         apply_arm(run, "weince_lam7", losses)
 

@@ -184,16 +184,18 @@ def arm_settings(name: str, losses: Mapping[str, Any] | None = None,
     """``{"loss", "tau", "loss_kwargs"}`` of arm ``name``.
 
     ``loss_kwargs``: the profile's options of the underlying loss (``losses[arm.loss]``,
-    e.g. ``vision.losses.weince``), then the arm's own options, then the profile's options
-    for this arm name (``losses[name]``), later ones winning. ``tau``: the arm's own, else
+    e.g. ``vision.losses.weince`` for ``weince_lam0p5``), then the arm's own options, then
+    the profile's options under the arm's name (``losses[name]``, e.g.
+    ``vision.losses.hcl``), later ones winning. ``tau``: the arm's own, else
     the given default.
     """
     arm = _check_arm(name)
     losses = losses or {}
-    kwargs = copy.deepcopy(dict(losses.get(arm.loss) or {}))
-    kwargs.update(copy.deepcopy(dict(arm.kwargs)))
+    kwargs: dict[str, Any] = {}
     if name != arm.loss:
-        kwargs.update(copy.deepcopy(dict(losses.get(name) or {})))
+        kwargs.update(copy.deepcopy(dict(losses.get(arm.loss) or {})))
+    kwargs.update(copy.deepcopy(dict(arm.kwargs)))
+    kwargs.update(copy.deepcopy(dict(losses.get(name) or {})))
     return {"loss": arm.loss, "tau": arm.tau if arm.tau is not None else tau,
             "loss_kwargs": kwargs}
 
@@ -660,7 +662,7 @@ def build_ablation_report(cfg: Mapping[str, Any], plan: Plan, *, allow_missing: 
     md += ["## Provenance", "", f"Result files: {info['files']}; git commits: "
            f"{info['git_commit']}; config hashes: {info['config_hashes']}; dates: "
            f"{info['dates']}.", ""]
-    outs["md"].parent.mkdir(parents=True, exist_ok=True)
+    outs["figures"].mkdir(parents=True, exist_ok=True)  # a Snakemake directory() output
     outs["md"].write_text("\n".join(md))
     write_json(outs["json"], doc, cfg={"groups": [g.name for g in plan.groups],
                                        "pairs": plan.pairs, "seeds": plan.seeds})
