@@ -308,3 +308,31 @@ def test_head_probe_writes_head_result(tmp_path):
     res = json.loads(out.read_text())
     assert res["feature"] == "head" and res["test_acc"]["n"] == 2
     assert res["test_acc"]["mean"] > 90.0 and "provenance" in res
+
+
+# ---------------------------------------------------------------- shipped configuration
+def test_shipped_ablation_config_covers_the_issue():
+    """config/ablations.yaml on the shipped profiles: the embedded default runs the
+    confound arms at least, the paper profile runs every group; every arm name fits the
+    workflow's {arm} wildcard."""
+    import re
+
+    import yaml
+
+    root = __import__("pathlib").Path(__file__).resolve().parents[1]
+    abl = yaml.safe_load((root / "config/ablations.yaml").read_text())
+    plans = {}
+    for name in ("config", "smoke", "paper"):
+        path = root / "config" / f"{name}.yaml"
+        if not path.exists():
+            pytest.skip(f"{path} not present")
+        cfg = yaml.safe_load(path.read_text())
+        plans[cfg["profile"]] = ablation_plan(cfg, abl)
+    confound = {"infonce", "infonce_topm", "weince", "weince_recipe", "weince_recipe_no_weib"}
+    for prof in ("default", "smoke"):
+        assert confound <= set(plans[prof].run_arms())
+    paper = plans["paper"]
+    assert [g.name for g in paper.groups] == list(GROUPS)
+    assert paper.pairs == [("cifar100", "resnet18")] and paper.seeds == [7, 21, 63, 84]
+    for arm in ARMS:
+        assert re.fullmatch(r"[a-z][a-z0-9_]*", arm), arm
