@@ -25,6 +25,8 @@ rule norms_vision:
         probes=f"{VRUN}/norms_probes.npz",
     log:
         f"{LOGS}/norms/{VRUN_TAG}.log",
+    benchmark:
+        f"{BENCH}/norms/{VRUN_TAG}.tsv"
     threads: threads_for("norms_vision")
     resources:
         **resources_for("norms_vision"),
@@ -49,6 +51,8 @@ rule norms_text:
         probes=f"{TRUN}/norms_probes.npz",
     log:
         f"{LOGS}/norms/{TRUN_TAG}.log",
+    benchmark:
+        f"{BENCH}/norms/{TRUN_TAG}.tsv"
     threads: threads_for("norms_text")
     resources:
         **resources_for("norms_text"),

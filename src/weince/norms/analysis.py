@@ -38,7 +38,10 @@ the decay is L2-coupled, rescaled per coordinate by Adam's preconditioner: N1's 
 
 Vectorised: the encoder runs once per input (batched, no parameter gradients); the ``K``
 resamplings reuse the cached view embeddings, and each loss call yields the gradients of
-``probes_per_batch`` inputs at once.
+``probes_per_batch`` inputs at once (one backward pass). The ``K * n / probes_per_batch``
+minibatches are a Python loop of loss calls: ``torch.func.vmap`` over them works for
+InfoNCE but not for WEINCE, whose fused backward is a custom ``autograd.Function``
+without vmap support, and its first-call overhead outweighs the gain at our sizes.
 
     from weince.norms.analysis import gradient_statistics, equilibrium_norm_sq
     gs = gradient_statistics(probe_views, bank_views, build_loss("infonce"), resamples=8)
