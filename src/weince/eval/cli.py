@@ -31,6 +31,7 @@ class LinearProbeConfig:
     standardize: bool = False
     device: str = "cpu"
     progress: Optional[bool] = None
+    threads: Optional[int] = None      # None: 1 thread for small problems (see linear_probe)
 
 
 @dataclass
@@ -45,6 +46,7 @@ class KNNConfig:
     split_seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
     device: str = "cpu"
     chunk: int = 1024
+    threads: Optional[int] = None      # None: 1 thread for small problems (see knn_eval)
 
 
 def _provenance_cfg(cfg, feats_path, meta) -> dict:

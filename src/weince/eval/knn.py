@@ -80,7 +80,8 @@ def knn_scores(query: torch.Tensor, query_labels: torch.Tensor, bank: torch.Tens
 def knn_eval(features: str | os.PathLike | dict, *, k: int = 50, temperature: float = 0.1,
              recall_ks: Sequence[int] = (1, 2, 5, 10, 20, 50), val_frac: float = 0.1,
              split_seeds: Sequence[int] = (0, 1, 2, 3, 4), feature: str = "backbone",
-             device: str = "cpu", chunk: int = 1024) -> dict[str, Any]:
+             device: str = "cpu", chunk: int = 1024, threads: int | None = None
+             ) -> dict[str, Any]:
     """k-NN accuracy and recall@k, per split seed, summarised over split seeds.
 
     Args:
@@ -91,6 +92,8 @@ def knn_eval(features: str | os.PathLike | dict, *, k: int = 50, temperature: fl
             as validation queries (0 keeps the whole training set as bank, no val).
         split_seeds: one bank/validation split per seed.
         feature: ``"backbone"`` or ``"head"``.
+        threads: CPU threads for torch; ``None`` picks 1 for small problems (under 1e9
+            multiply-adds per split, e.g. digits/MNIST) and leaves torch's setting otherwise.
 
     Returns:
         ``{"acc@50": summary, "recall@1": summary, ...}`` on the test queries, the same
@@ -100,6 +103,21 @@ def knn_eval(features: str | os.PathLike | dict, *, k: int = 50, temperature: fl
     x_train, y_train = _get(feats, "train", feature)
     x_test, y_test = _get(feats, "test", feature)
     num_classes = int(max(y_train.max(), y_test.max()).item()) + 1
+    if threads is None and (x_test.shape[0] + x_train.shape[0]) * x_train.numel() < 1e9:
+        threads = 1
+    before = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(int(threads))
+    try:
+        return _knn_eval(x_train, y_train, x_test, y_test, num_classes, k=k,
+                         temperature=temperature, recall_ks=recall_ks, val_frac=val_frac,
+                         split_seeds=split_seeds, feature=feature, device=device, chunk=chunk)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _knn_eval(x_train, y_train, x_test, y_test, num_classes, *, k, temperature, recall_ks,
+              val_frac, split_seeds, feature, device, chunk) -> dict[str, Any]:
     dev = torch.device(device)
     keys = [f"acc@{k}"] + [f"recall@{r}" for r in recall_ks]
     per_seed = []

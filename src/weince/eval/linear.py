@@ -147,7 +147,7 @@ def linear_probe(features: str | os.PathLike | dict, *, feature: str = "backbone
                  seeds: Sequence[int] = (0, 1, 2, 3, 4), epochs: int = 100, lr: float = 3e-4,
                  batch_size: int = 256, val_frac: float = 0.1, weight_decay: float = 0.0,
                  standardize: bool = False, device: str = "cpu",
-                 progress: bool | None = None) -> dict[str, Any]:
+                 progress: bool | None = None, threads: int | None = None) -> dict[str, Any]:
     """Linear probe on frozen features; the epoch is selected on validation only.
 
     Args:
@@ -162,6 +162,10 @@ def linear_probe(features: str | os.PathLike | dict, *, feature: str = "backbone
         standardize: z-score the features with the training-part mean/std (off by
             default: the SPEC protocol probes raw features).
         device: where to train (``"cpu"`` or ``"cuda"``).
+        threads: CPU threads for torch during the probe; ``None`` picks 1 for small
+            problems (under 1e7 multiply-adds per step, e.g. digits/MNIST features: more
+            threads only spin on such tiny matrices, 10x the CPU time on a busy machine)
+            and leaves torch's setting otherwise.
 
     Returns:
         ``{"test_acc", "val_acc", "best_epoch"}`` summaries over seeds (accuracy in
@@ -180,6 +184,23 @@ def linear_probe(features: str | os.PathLike | dict, *, feature: str = "backbone
     x_train, y_train = _get(feats, "train", feature)
     x_test, y_test = _get(feats, "test", feature)
     num_classes = int(max(y_train.max(), y_test.max()).item()) + 1
+    S, D = len(seeds), x_train.shape[1]
+    if threads is None and S * batch_size * D * num_classes < 1e7:
+        threads = 1
+    before = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(int(threads))
+    try:
+        return _probe(x_train, y_train, x_test, y_test, num_classes, feature=feature,
+                      seeds=seeds, epochs=epochs, lr=lr, batch_size=batch_size,
+                      val_frac=val_frac, weight_decay=weight_decay, standardize=standardize,
+                      device=device, progress=progress)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _probe(x_train, y_train, x_test, y_test, num_classes, *, feature, seeds, epochs, lr,
+           batch_size, val_frac, weight_decay, standardize, device, progress) -> dict[str, Any]:
     dev = torch.device(device)
     S, D = len(seeds), x_train.shape[1]
 
