@@ -179,8 +179,8 @@ def test_smoke_summary_lists_every_claim_with_a_verdict(smoke_run):
 
 @pytest.mark.slow
 def test_smoke_deleting_one_result_reruns_only_its_dependents(smoke_run):
-    knn = smoke_run / "results/smoke/vision/digits/smallcnn/weince/seed21/knn.json"
-    keep = smoke_run / "results/smoke/vision/digits/smallcnn/weince/seed21/linear.json"
+    knn = smoke_run / "results/smoke/vision/digits/smallcnn/weince/seed7/knn.json"
+    keep = smoke_run / "results/smoke/vision/digits/smallcnn/weince/seed7/linear.json"
     before = keep.stat().st_mtime_ns
     knn.unlink()
     proc = snakemake(smoke_run, "-n", "--cores", "2", "--configfile", "config/smoke.yaml")

@@ -9,6 +9,6 @@ with log_to(snakemake.log[0]):
 
     cfg = dict(snakemake.params.cfg, threads=snakemake.threads)
     if snakemake.input.selection:
-        cfg = apply_selection(cfg, snakemake.input.selection[0])
+        cfg = apply_selection(cfg, str(snakemake.input.selection))
     print(f"pretrain config: {cfg}")
     pretrain(cfg, Path(snakemake.output.encoder).parent)

@@ -12,6 +12,7 @@ import copy
 import logging
 import os
 import sys
+import traceback
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -121,6 +122,9 @@ def log_to(path: str | os.PathLike | None) -> Iterator[None]:
         sys.stdout = sys.stderr = fh
         try:
             yield
+        except BaseException:
+            traceback.print_exc(file=fh)  # the log names the error; snakemake shows the log
+            raise
         finally:
             sys.stdout, sys.stderr = old_out, old_err
             root.removeHandler(handler)

@@ -1,0 +1,69 @@
+"""Config glue of the workflow: per-run stage configs, grid selection on validation, the
+C9 special-case check."""
+
+from __future__ import annotations
+
+import pytest
+
+from weince.report.workflow import (apply_selection, grid_arms, pretrain_config,
+                                    select_grid_point, simcse_config)
+from weince.utils import write_json
+
+from .conftest import summary
+
+CFG = {
+    "profile": "t", "device": "cpu", "threads": 1, "data_root": "data",
+    "vision": {"pretrain": {"epochs": 3, "batch_size": 64},
+               "pretrain_by_dataset": {"stl10": {"train_split": "train+unlabeled"}},
+               "losses": {"weince": {"margin": 2.0, "q": 0.2}},
+               "grid": {"arms": ["weince"], "seeds": [7], "margin": [0, 6],
+                        "kappa_rho": [5], "kappa_aic": []}},
+    "text": {"simcse": {"n_train": 64}, "losses": {"weince": {"margin": 0.0}}},
+}
+
+
+def test_pretrain_config_of_a_grid_point_overrides_the_arm_kwargs():
+    c = pretrain_config(CFG, "stl10", "resnet18", "weince@m6_kr5", 21)
+    assert c["loss"] == "weince" and c["seed"] == 21 and c["epochs"] == 3
+    assert c["loss_kwargs"] == {"margin": 6.0, "q": 0.2, "kappa_rho": 5.0}
+    assert c["train_split"] == "train+unlabeled" and c["device"] == "cpu"
+    plain = pretrain_config(CFG, "digits", "smallcnn", "weince", 7)
+    assert plain["loss_kwargs"] == {"margin": 2.0, "q": 0.2} and "train_split" not in plain
+    assert CFG["vision"]["losses"]["weince"] == {"margin": 2.0, "q": 0.2}  # not mutated
+
+
+def test_grid_selection_uses_validation_and_feeds_the_final_run(tmp_path):
+    files = {}
+    for point, val in (("m0_kr5", [70.0, 72.0]), ("m6_kr5", [75.0, 74.0])):
+        p = tmp_path / point / "linear.json"
+        # test accuracy favours the other point: selection must ignore it
+        write_json(p, {"val_acc": summary(val), "test_acc": summary([99.0 - val[0]])})
+        files[point] = [p]
+    sel = select_grid_point(files, "val_acc")
+    assert sel["chosen"] == "m6_kr5" and sel["params"] == {"margin": 6.0, "kappa_rho": 5.0}
+    assert sel["points"]["m0_kr5"]["mean"] == pytest.approx(71.0)
+    with pytest.raises(ValueError, match="validation split only"):
+        select_grid_point(files, "test_acc")
+    s = tmp_path / "selection.json"
+    write_json(s, sel)
+    final = apply_selection(pretrain_config(CFG, "digits", "smallcnn", "weince", 7), s)
+    assert final["loss_kwargs"] == {"margin": 6.0, "q": 0.2, "kappa_rho": 5.0}
+    assert grid_arms(CFG) == ["weince"]
+    assert grid_arms({"vision": {"grid": {"arms": ["weince"], "seeds": [7]}}}) == []
+
+
+def test_simcse_config_sets_run_keys():
+    c = simcse_config(CFG, "minilm", "weince", 63)
+    assert c == {"n_train": 64, "model": "minilm", "loss": "weince", "seed": 63,
+                 "loss_kwargs": {"margin": 0.0}, "device": "cpu", "offline": True}
+
+
+def test_special_case_check_is_exact():
+    from weince.report.checks import special_case_check
+
+    r = special_case_check([("simclr", 16, 8, 0.5), ("pairs", 24, 8, 0.1)])
+    assert r["max_abs_diff"] < 1e-5
+    assert r["max_abs_diff_float64"] < 1e-12
+    assert len(r["cases"]) == 4 and all(v == 0 for v in r["trainable_parameters"].values())
+    with pytest.raises(ValueError, match="layout"):
+        special_case_check([("grid", 4, 4, 0.5)])
