@@ -113,3 +113,21 @@ def test_simcse_cli(tmp_path, capsys):
     printed = json.loads(capsys.readouterr().out)
     assert printed["steps"] == 1 and printed["synthetic"] is True
     assert (tmp_path / "run" / "model" / "config.json").is_file()
+
+
+@pytest.mark.slow
+def test_real_data_layout_path(tmp_path):
+    """The paper path: a wiki1m-style text file and a SentEval STS-B root on disk."""
+    from weince.data.text import generate_corpus, generate_sts_pairs
+    wiki = tmp_path / "wiki1m_for_simcse.txt"
+    wiki.write_text("\n".join(generate_corpus(20, seed=9)) + "\n")
+    root = tmp_path / "stsbenchmark"
+    root.mkdir()
+    p = generate_sts_pairs(12, seed=9)
+    (root / "sts-dev.csv").write_text("".join(
+        f"main-captions\tMSRvid\t2012test\t{i:04d}\t{s:.3f}\t{a}\t{b}\n"
+        for i, (a, b, s) in enumerate(zip(p.sentences1, p.sentences2, p.scores))))
+    res = train_simcse({**TINY, "train_data": str(wiki), "sts_data": str(tmp_path),
+                        "max_steps": 1}, tmp_path / "run")
+    assert res["synthetic"] is False and "note" not in res
+    assert res["n_sentences"] == 20 and res["dev_n"] == 12 and res["steps"] == 1

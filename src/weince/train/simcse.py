@@ -57,9 +57,9 @@ _RESUME_FREE_KEYS = ("device", "keep_checkpoint", "eval_batch_size")
 class SimCSEConfig:
     """Options of :func:`train_simcse` (defaults: SimCSE unsup-BERT recipe, embedded data)."""
 
-    model: str = "minilm"            # "minilm" (shipped MiniLM-L6), a folder, or "bert-base-uncased"
+    model: str = "minilm"            # "minilm" (shipped MiniLM-L6), a folder, bert-base-uncased
     train_data: str = "synthetic"    # "synthetic" or the path of wiki1m_for_simcse.txt
-    n_train: int = 0                 # sentences used: file -> first n (0: all); synthetic -> n (0: 2000)
+    n_train: int = 0                 # file: first n (0: all); synthetic: n (0: 2000)
     sts_data: str = "synthetic"      # "synthetic" or an STS-B root (weince.data.text.load_stsb)
     n_sts: int = 500                 # synthetic pairs per split (ignored for real STS-B)
     data_seed: int = 0               # seed of the synthetic corpus and pairs (fixed across runs)
