@@ -20,6 +20,7 @@ from __future__ import annotations
 import collections
 import json
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -45,16 +46,38 @@ def snakemake_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "snakemake", "--workflow-profile", str(TEST_PROFILE), *args]
 
 
+def stop_snakemake(proc: subprocess.Popen, log: Path) -> None:
+    """Stop a snakemake run and every SLURM job it submitted (Ctrl-C, then scancel by
+    the run's job name, then kill), so that nothing is left on the cluster."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)       # snakemake cancels its jobs on Ctrl-C
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    m = re.search(r"SLURM run ID: (\S+)", log.read_text())
+    if m:
+        subprocess.run(["scancel", "--name", m.group(1)], capture_output=True, timeout=30)
+
+
 def run_snakemake(workdir: Path, *args: str, timeout: float, log: Path
                   ) -> tuple[int, str]:
-    """Run snakemake in ``workdir``; return (exit status, combined output)."""
+    """Run snakemake in ``workdir``; return (exit status, combined output); -1 and the
+    run stopped (its SLURM jobs cancelled) when it exceeds ``timeout`` seconds."""
     with open(log, "w") as fh:
+        proc = subprocess.Popen(snakemake_cmd(*args), cwd=workdir, stdout=fh,
+                                stderr=subprocess.STDOUT)
         try:
-            rc = subprocess.run(snakemake_cmd(*args), cwd=workdir, stdout=fh,
-                                stderr=subprocess.STDOUT, timeout=timeout).returncode
+            rc = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             rc = -1
-    return rc, log.read_text()
+        finally:
+            stop_snakemake(proc, log)
+    out = log.read_text()
+    if rc == -1:
+        out += f"\n[test] snakemake stopped after the test's time limit of {timeout:.0f} s"
+    return rc, out
 
 
 def run_id(output: str) -> str:
@@ -104,7 +127,7 @@ def test_smoke_workflow_runs_every_rule_as_a_slurm_job(slurm_cluster, repo_copy,
     assert expected, "the dry run planned no SLURM jobs"
 
     t0 = time.monotonic()
-    rc, out = run_snakemake(work, *SMOKE_ARGS, timeout=900, log=tmp_path / "snakemake.log")
+    rc, out = run_snakemake(work, *SMOKE_ARGS, timeout=1500, log=tmp_path / "snakemake.log")
     elapsed = time.monotonic() - t0
     assert rc == 0, f"smoke workflow failed on SLURM (exit {rc}):\n{failure_context(work, out)}"
     print(f"smoke workflow on SLURM: {sum(expected.values())} jobs in {elapsed:.0f} s")
@@ -197,8 +220,7 @@ def test_cancelled_training_job_resumes_from_checkpoint(slurm_cluster, repo_copy
         subprocess.run(["scancel", jobid], check=True, timeout=30)
         rc1 = proc.wait(timeout=180)
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        stop_snakemake(proc, log1)
     out1 = log1.read_text()
     assert rc1 != 0, f"snakemake should fail when its job is cancelled:\n{out1[-3000:]}"
     assert "CANCELLED" in out1, f"snakemake did not report the cancellation:\n{out1[-3000:]}"
