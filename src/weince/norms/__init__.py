@@ -7,23 +7,39 @@
 
 Command line: ``weince norms --encoder encoder.pt --features features.pt --out DIR``,
 ``weince norms --text-model minilm --out DIR``, ``weince norms report RESULTS... --out MD``.
+
+Attributes are imported lazily, so ``weince norms report`` does not import torch.
 """
 
-from weince.norms.analysis import (GradientStats, decay_rate, equilibrium_norm_sq,
-                                   gradient_statistics, radial_loss, straight_through_normalize,
-                                   resample_plan)
-from weince.norms.rescore import choose_alpha, discount, hub_items, knn_rescore, sts_rescore
-from weince.norms.run import NormsConfig, analyse_text, analyse_vision, training_settings
-from weince.norms.stats import correlation, paired_gain, pearson_rows, spearman_rows
-from weince.norms.verdicts import (NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED,
-                                   combine, correlation_verdict, gain_verdict)
+from __future__ import annotations
 
-__all__ = [
-    "GradientStats", "gradient_statistics", "equilibrium_norm_sq", "decay_rate",
-    "radial_loss", "straight_through_normalize", "resample_plan",
-    "discount", "choose_alpha", "hub_items", "knn_rescore", "sts_rescore",
-    "NormsConfig", "analyse_vision", "analyse_text", "training_settings",
-    "correlation", "paired_gain", "pearson_rows", "spearman_rows",
-    "REPRODUCED", "NOT_REPRODUCED", "NOT_TESTABLE", "NOT_RUN", "combine",
-    "correlation_verdict", "gain_verdict",
-]
+import importlib
+from typing import Any
+
+_WHERE = {
+    "weince.norms.analysis": ["GradientStats", "gradient_statistics", "equilibrium_norm_sq",
+                              "decay_rate", "radial_loss", "straight_through_normalize",
+                              "resample_plan"],
+    "weince.norms.rescore": ["discount", "choose_alpha", "hub_items", "knn_rescore",
+                             "sts_rescore"],
+    "weince.norms.run": ["NormsConfig", "analyse_vision", "analyse_text", "training_settings",
+                         "text_settings"],
+    "weince.norms.stats": ["correlation", "paired_gain", "pearson_rows", "spearman_rows"],
+    "weince.norms.verdicts": ["REPRODUCED", "NOT_REPRODUCED", "NOT_TESTABLE", "NOT_RUN",
+                              "combine", "correlation_verdict", "gain_verdict"],
+    "weince.norms.report": ["write_norms_report", "claim_verdicts"],
+    "weince.norms.files": ["RESULT_FILE", "PROBES_FILE"],
+}
+_ATTR = {name: mod for mod, names in _WHERE.items() for name in names}
+
+__all__ = sorted(_ATTR)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _ATTR:
+        return getattr(importlib.import_module(_ATTR[name]), name)
+    raise AttributeError(f"module 'weince.norms' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

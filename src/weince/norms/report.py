@@ -19,7 +19,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from weince.norms.run import PROBES_FILE
+from weince.norms.files import PROBES_FILE
 from weince.norms.verdicts import NOT_RUN, NOT_TESTABLE, PAPER, combine
 
 __all__ = ["load_results", "unit_label", "claim_verdicts", "render_markdown",
@@ -168,11 +168,16 @@ def render_markdown(results: Sequence[dict[str, Any]], *, profile: str = "",
           "`alpha` chosen on the validation split only (k-NN: 10% of the training set; "
           "STS: dev pairs); gain = re-scored minus plain cosine on test, paired bootstrap "
           "95% interval. Paper: +1.2 to +2.3 points on frequent items and low-quality "
-          "samples. Primary rows (marked *) decide the verdict.", "",
+          "samples. Primary rows (marked *) decide the verdict. The discount with the "
+          "backbone norm `||h||` is in each `norms.json` (`n3.rows`, `norm_feature`).", "",
           "| unit | task | norm of | metric | subset | alpha | plain | re-scored | gain [95% CI] "
           "| n | verdict |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in results:
-        for row in r.get("n3", {}).get("rows", []):
+        rows = r.get("n3", {}).get("rows", [])
+        shown = rows[0].get("norm_feature") if rows else None
+        for row in rows:
+            if row.get("norm_feature") != shown:
+                continue  # other norms (e.g. the backbone's) are in norms.json
             star = "*" if row.get("primary") else ""
             L.append(f"| {unit_label(r)} | {row['task']} | {row.get('norm_feature', '')} | "
                      f"{row['metric']}{star} | {row['subset']} | {row['alpha']:g} | "

@@ -27,6 +27,7 @@ from typing import Any, Literal, Optional
 import numpy as np
 import torch
 
+from weince.norms.files import PROBES_FILE, RESULT_FILE
 from weince.norms.analysis import decay_rate, equilibrium_norm_sq, gradient_statistics
 from weince.norms.rescore import DEFAULT_ALPHAS, knn_rescore, sts_rescore
 from weince.norms.stats import correlation
@@ -35,8 +36,6 @@ from weince.norms.verdicts import (NOT_TESTABLE, combine, correlation_verdict, g
 __all__ = ["NormsConfig", "analyse_vision", "analyse_text", "training_settings",
            "text_settings", "correlations", "RESULT_FILE", "PROBES_FILE", "TEXT_NOMINAL"]
 
-RESULT_FILE = "norms.json"
-PROBES_FILE = "norms_probes.npz"
 # all-MiniLM-L6-v2: sentence-transformers MultipleNegativesRankingLoss (InfoNCE with
 # scale 20, i.e. tau 0.05), AdamW with fit()'s defaults lr 2e-5, weight decay 0.01
 TEXT_NOMINAL = {"loss": "infonce", "tau": 0.05, "lr": 2e-5, "weight_decay": 0.01,
