@@ -255,7 +255,8 @@ def train_simcse(cfg: SimCSEConfig | dict[str, Any] | None, out_dir: str | os.Pa
                disable=not show, dynamic_ncols=True)
     model.train()
     loss_fn.train()
-    train_time, trained_sentences = 0.0, 0
+    # time and sentences of the training steps (evaluation excluded), summed over resumes
+    train_time, trained_sentences = ckpt.get("timing", (0.0, 0)) if ckpt else (0.0, 0)
     order_epoch, order = -1, []
     try:
         while step < total:
@@ -293,9 +294,10 @@ def train_simcse(cfg: SimCSEConfig | dict[str, Any] | None, out_dir: str | os.Pa
                 meter = StatsMeter()
             if step % cfg.eval_every == 0 or step == total:
                 r = dev_eval()
-                improved = r["spearman"] > best
+                score = r["spearman"] if math.isfinite(r["spearman"]) else -math.inf
+                improved = best_step is None or score > best  # the first is always kept
                 if improved:
-                    best, best_step = r["spearman"], step
+                    best, best_step = score, step
                     _save_best(model, tokenizer, out)
                 log.append({"step": step, "dev_spearman": r["spearman"],
                             "dev_pearson": r["pearson"], "best": improved})
@@ -304,7 +306,7 @@ def train_simcse(cfg: SimCSEConfig | dict[str, Any] | None, out_dir: str | os.Pa
                                 scheduler=scheduler.state_dict(), loss=loss_fn.state_dict(),
                                 best=best, best_step=best_step, init_dev=init_dev,
                                 meter=(meter.sums, meter.counts), log=log.records,
-                                rng=rng_state())
+                                timing=(train_time, trained_sentences), rng=rng_state())
             if on_step is not None:
                 on_step(step, lval)
     finally:
@@ -314,7 +316,8 @@ def train_simcse(cfg: SimCSEConfig | dict[str, Any] | None, out_dir: str | os.Pa
         "model": cfg.model, "loss": cfg.loss, "synthetic": synthetic,
         "train_data": str(cfg.train_data), "sts_data": str(cfg.sts_data),
         "n_sentences": n, "steps": step, "total_steps": total, "steps_per_epoch": spe,
-        "best_step": best_step, "best_dev_spearman": best, "dev_spearman_init": init_dev,
+        "best_step": best_step, "best_dev_spearman": best if math.isfinite(best) else None,
+        "dev_spearman_init": init_dev,
         "dev_n": len(dev), "resumed_from_step": resumed_from,
         "train_seconds": train_time, "sentences_per_s": (trained_sentences / train_time
                                                          if train_time > 0 else None),
