@@ -122,3 +122,33 @@ def test_pretrain_cli(tmp_path):
         assert (out / name).exists()
     with pytest.raises(ValueError, match="'lrr'"):
         weince_main(["pretrain", "--config", str(cfg), "--out", str(out), "--set", "lrr=1"])
+
+
+def test_lars_step_matches_formula():
+    from weince.train.simclr import LARS
+
+    w = torch.nn.Parameter(torch.tensor([3.0, 4.0]))        # ||w|| = 5
+    b = torch.nn.Parameter(torch.tensor([1.0]))
+    opt = LARS([{"params": [w]}, {"params": [b], "lars": False, "weight_decay": 0.0}],
+               lr=0.1, momentum=0.9, weight_decay=0.5, eta=1e-3)
+    w.grad = torch.tensor([0.5, -2.0])
+    b.grad = torch.tensor([2.0])
+    opt.step()
+    g = torch.tensor([0.5, -2.0]) + 0.5 * torch.tensor([3.0, 4.0])   # (2, 0): norm 2
+    trust = 1e-3 * 5.0 / 2.0
+    assert torch.allclose(w.detach(), torch.tensor([3.0, 4.0]) - 0.1 * trust * g)
+    assert torch.allclose(b.detach(), torch.tensor([1.0 - 0.1 * 2.0]))
+
+
+def test_cosine_warmup_schedule_and_per_image_path(tmp_path):
+    cfg = dict(TINY, loss="infonce", loss_kwargs={}, optimizer="lars", lr=0.2,
+               schedule="cosine", warmup_epochs=1, epochs=2)
+    pretrain(cfg, tmp_path / "lars")
+    log = read_jsonl(tmp_path / "lars" / "train_log.jsonl")
+    # the logged lr is the one the next step would use: after the warmup epoch the full
+    # lr (cosine at t=0), after the last step cosine at t=1 = 0
+    assert log[0]["lr"] == pytest.approx(0.2)
+    assert log[1]["lr"] == pytest.approx(0.0, abs=1e-12)
+    s = pretrain(dict(TINY, loss="infonce", loss_kwargs={}, epochs=1, aug="per_image"),
+                 tmp_path / "per_image")
+    assert s["final"]["loss"] > 0

@@ -27,7 +27,8 @@ Files written in ``out_dir``:
   exactly the weights of an uninterrupted one (``tests/train/test_simclr.py``).
 - ``train_log.jsonl``: one record per epoch: ``loss``, ``lambda_mean/q10/q50/q90``, ``rho0``,
   ``daic_mean``, ``beta_t`` (whatever the loss reports in ``last_stats``, averaged over the
-  epoch's steps), ``img_s``, ``lr``, ``epoch_s``.
+  epoch's steps), ``img_s`` (images, each seen as two views, per second), ``lr`` (the
+  learning rate of the next step), ``epoch_s``.
 - ``encoder.pt`` (:func:`weince.models.save_encoder`) and ``train.json`` (summary with
   provenance) at the end.
 
