@@ -121,3 +121,13 @@ def test_workflow_targets():
     assert norms_wf.text_model(config, "minilm", "infonce", "x") == "x/model"
     with pytest.raises(ValueError, match="no section"):
         norms_wf.load_profile(REPO / "config" / "norms.yaml", "nope")
+
+
+def test_batching_fits_the_filler_bank():
+    from weince.norms.run import _batching
+
+    assert _batching(256, 1000, 16) == {"batch_size": 256, "probes_per_batch": 16}
+    assert _batching(256, 40, 16) == {"batch_size": 41, "probes_per_batch": 16}
+    assert _batching(8, 40, 16) == {"batch_size": 8, "probes_per_batch": 7}
+    with pytest.raises(ValueError, match="filler bank is empty"):
+        _batching(8, 0, 4)

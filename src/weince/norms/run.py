@@ -8,10 +8,11 @@ Each writes, in ``out_dir``: ``norms.json`` (per-claim numbers, unit verdicts,
 settings, provenance) and ``norms_probes.npz`` (per-probe arrays: ``norm_z``, ``norm_h``,
 ``view_norm``, ``heat``, ``heat_pre``, ``drift``, ``drift_pre``, ``r_eq``) for the figures.
 
-Vision: probes and filler bank are disjoint random subsets of the encoder's training
-split; views come from the encoder's own augmentation (``aug_kwargs``), the model runs in
-``eval()`` mode (BatchNorm running statistics), measured norms are those of the clean
-image under the evaluation transform. Text: probes and bank are sentences of the training
+Vision: probes and filler bank are disjoint random subsets of the images the encoder
+trained on (its training split, or the ``max_train_images`` subset); views come from
+the encoder's own augmentation (``aug_kwargs``), the model runs in ``eval()`` mode
+(BatchNorm running statistics), measured norms are those of the clean image under the
+evaluation transform. Text: probes and bank are sentences of the training
 corpus (``text_train_data``, synthetic by default), the two views are two dropout passes
 (SimCSE), the measured norm is that of the eval-mode pooled vector.
 """
@@ -139,6 +140,16 @@ def correlations(x: np.ndarray, y: np.ndarray, cfg: NormsConfig, seed_offset: in
             for m in ("pearson", "spearman")}
 
 
+def _batching(batch: int, n_bank: int, probes_per_batch: int) -> dict[str, int]:
+    """Minibatch size and probes per minibatch that a bank of ``n_bank`` fillers allows
+    (a minibatch needs up to ``batch - 1`` fillers)."""
+    if n_bank < 1:
+        raise ValueError("the filler bank is empty; the training set is too small (raise "
+                         "n_bank or use more training images)")
+    batch = max(2, min(batch, n_bank + 1))
+    return {"batch_size": batch, "probes_per_batch": max(1, min(probes_per_batch, batch - 1))}
+
+
 def _dynamics(gs, norm_z: torch.Tensor, norm_h: torch.Tensor | None, settings: dict,
               cfg: NormsConfig) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """N1 and N2 numbers and unit verdicts from gradient statistics and measured norms."""
@@ -247,6 +258,11 @@ def analyse_vision(encoder: str | os.PathLike, loss: str | None = None, *,
         raise ValueError(f"{encoder}: the encoder's config names no dataset; it must come "
                          "from `weince pretrain`")
     data = load_vision(dataset, enc_cfg.get("data_root"), enc_cfg.get("train_split", "train"))
+    from weince.train.simclr import _subset_indices  # the images the encoder trained on
+
+    sub = _subset_indices(len(data), enc_cfg.get("max_train_images"))
+    if sub is not None:
+        data = data.subset(sub)
     aug = build_augment(dataset, **{"image_size": enc_cfg.get("image_size"),
                                     **(enc_cfg.get("aug_kwargs") or {})})
     eval_tf = EvalTransform(aug.mean, aug.std)
@@ -260,9 +276,10 @@ def analyse_vision(encoder: str | os.PathLike, loss: str | None = None, *,
     h_clean, z_clean = _embed(model, xp, eval_tf, cfg.embed_batch, device)
     pv = _two_views(model, xp, aug, gen, cfg.embed_batch, device)
     bv = _two_views(model, xb, aug, gen, cfg.embed_batch, device)
+    st.update(_batching(st["batch_size"], n_bank, cfg.probes_per_batch))
     gs = gradient_statistics(pv, bv, loss_fn, resamples=cfg.resamples,
-                             batch_size=min(st["batch_size"], n_probes + n_bank),
-                             probes_per_batch=min(cfg.probes_per_batch, st["batch_size"] - 1),
+                             batch_size=st["batch_size"],
+                             probes_per_batch=st["probes_per_batch"],
                              seed=cfg.seed, progress=_progress(cfg.progress))
     dyn, arrays = _dynamics(gs, z_clean.norm(dim=1), h_clean.norm(dim=1), st, cfg)
     arrays["probe_index"] = probes.numpy()
@@ -390,9 +407,10 @@ def analyse_text(model: str | os.PathLike = "minilm", loss: str | None = None, *
     clean = _pooled(encoder, tok, probes, train=False, **kw)
     pv = torch.stack([_pooled(encoder, tok, probes, train=True, **kw) for _ in range(2)], 1)
     bv = torch.stack([_pooled(encoder, tok, bank, train=True, **kw) for _ in range(2)], 1)
+    st.update(_batching(st["batch_size"], len(bank), cfg.probes_per_batch))
     gs = gradient_statistics(pv, bv, loss_fn, resamples=cfg.resamples,
-                             batch_size=min(st["batch_size"], n_probes + len(bank)),
-                             probes_per_batch=min(cfg.probes_per_batch, st["batch_size"] - 1),
+                             batch_size=st["batch_size"],
+                             probes_per_batch=st["probes_per_batch"],
                              seed=cfg.seed, progress=_progress(cfg.progress))
     dyn, arrays = _dynamics(gs, clean.norm(dim=1), None, st, cfg)
     # N3: STS re-scoring
