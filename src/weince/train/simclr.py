@@ -41,6 +41,7 @@ BatchNorm layers become ``SyncBatchNorm`` on CUDA (``sync_bn``).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import random
@@ -119,7 +120,7 @@ def resolve_config(cfg: SimCLRConfig | dict) -> SimCLRConfig:
     from weince.losses import LOSSES
     from weince.models import BACKBONES
 
-    cfg = as_config(SimCLRConfig, cfg)
+    cfg = dataclasses.replace(as_config(SimCLRConfig, cfg))  # never mutate the caller's
     name = cfg.dataset.lower()
     if name not in DATASETS:
         raise ValueError(f"unknown dataset {cfg.dataset!r}; valid: {', '.join(DATASETS)}")
@@ -292,6 +293,9 @@ def pretrain(cfg: SimCLRConfig | dict, out_dir: str | os.PathLike, *,
     cuda = dev.type == "cuda"
     use_amp = bool(cfg.amp and cuda)
     channels_last = cuda if cfg.channels_last is None else bool(cfg.channels_last)
+    if cuda:
+        torch.backends.cudnn.benchmark = True          # fixed shapes: pick the fastest kernels
+        torch.set_float32_matmul_precision("high")     # TF32 for the float32 loss matmuls
     cfg_dict = to_dict(cfg)
 
     # ---- data
