@@ -107,9 +107,10 @@ def scale_line(cfg: dict[str, Any], stage: str) -> str:
                 f"{s.get('epochs', '?')} epoch(s), batch {s.get('batch_size', '?')}, "
                 f"encoder seeds {', '.join(map(str, t.get('seeds', [])))}")
     if stage == "timing":
-        t = cfg.get("timing") or {}
-        return f"profile {p}: timing on {t.get('device', 'the configured device')}, " \
-               f"backbone {t.get('backbone', '?')}"
+        t = (cfg.get("timing") or {}).get("config") or {}
+        return (f"profile {p}: timing on device {t.get('device', cfg.get('device', 'auto'))}, "
+                f"whole step with backbone {t.get('backbone', '?')} at "
+                f"{t.get('image_size', '?')} px, 2 x {t.get('step_batch', '?')} views")
     return f"profile {p}"
 
 

@@ -56,9 +56,10 @@ def _paper_cell(claim: dict[str, Any], row: Row, arm: str, base: str | None) -> 
                                                  if "baseline_sd" in p else "")
             return "-"
         if "treatment" in p:
+            gain = p.get("gain", p["treatment"] - p["baseline"])
             return f"{p['treatment']:.2f}" + (f" +- {p['treatment_sd']:.2f}"
                                               if "treatment_sd" in p else "") + \
-                f" (gain {p['treatment'] - p['baseline']:+.2f})"
+                f" (gain {gain:+.2f})"
         return f"gain {p['gain']:+.2f}"
     if kind == "noninferior":
         return "gain >= 0" if arm != base else "-"
