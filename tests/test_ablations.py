@@ -286,7 +286,7 @@ def test_no_figure_without_gate_logs(tmp_path):
                                     ("infonce", "hcl", "dcl", "dclw", "weince")})
     build_ablation_report(cfg, plan)
     md, _ = read_report(cfg)
-    assert "Arms that log a gate: weince." in md
+    assert "Arms that log a gate: weince. Not drawn (no gate logged): infonce, hcl, dcl, dclw." in md
     for p in plan.log_files("digits", "smallcnn", "weince"):
         p.unlink()
     build_ablation_report(cfg, plan, allow_missing=True)

@@ -383,8 +383,8 @@ def _ranking_text(group: Group, est: Mapping[str, Estimate], metric: str) -> lis
     ov = [n for n in others if est[n].has_interval and _overlap(b, est[n])]
     sep = [n for n in others if est[n].has_interval and not _overlap(b, est[n])]
     if ov and not sep:
-        lines.append(f"Its 95% interval overlaps the interval of every other row with one "
-                     f"({', '.join(ov)}).")
+        lines.append(f"Its 95% interval overlaps the interval of every other row that has "
+                     f"one ({', '.join(ov)}).")
     elif sep and not ov:
         lines.append(f"Its 95% interval overlaps no other row's interval "
                      f"({', '.join(sep)} lie entirely below it).")
@@ -652,11 +652,13 @@ def build_ablation_report(cfg: Mapping[str, Any], plan: Plan, *, allow_missing: 
         fig = _curves_figure(curves, outs["figures"] / f"lambda_{dataset}_{backbone}.png",
                              f"{plan.profile}: {dataset} / {backbone}")
         if fig is not None:
+            no_gate = [a for a in plan.run_arms() if a not in curves]
             rel = fig.relative_to(outs["md"].parent)
             md += ["### Gate over training", "",
                    f"![mean lambda and rho0 over training]({rel.as_posix()})", "",
-                   f"Arms that log a gate: {', '.join(sorted(curves))}. Arms without one "
-                   f"(InfoNCE, HCL, DCL) are not drawn.", ""]
+                   f"Arms that log a gate: {', '.join(sorted(curves))}."
+                   + (f" Not drawn (no gate logged): {', '.join(no_gate)}." if no_gate else ""),
+                   ""]
             doc["pairs"][key]["figure"] = str(fig)
     info = prov.describe()
     md += ["## Provenance", "", f"Result files: {info['files']}; git commits: "
