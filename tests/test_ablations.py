@@ -122,6 +122,9 @@ def test_canonical_arm_reuses_the_main_run_at_the_profile_tau(tmp_path):
     assert canonical_arm("weince_tau0p5", cfg) == "weince"
     assert canonical_arm("infonce_tau0p2", cfg) == "infonce_tau0p2"
     assert canonical_arm("weince_lam0p5", cfg) == "weince_lam0p5"
+    cfg_own = make_cfg(tmp_path)
+    cfg_own["vision"]["losses"]["infonce_tau0p5"] = {"tau_dummy": 1}
+    assert canonical_arm("infonce_tau0p5", cfg_own) == "infonce_tau0p5"
     cfg2 = make_cfg(tmp_path, tau=0.2)
     assert canonical_arm("infonce_tau0p5", cfg2) == "infonce_tau0p5"
     assert canonical_arm("infonce_tau0p2", cfg2) == "infonce"

@@ -170,10 +170,12 @@ def profile_tau(cfg: Mapping[str, Any]) -> float:
 
 def canonical_arm(name: str, cfg: Mapping[str, Any]) -> str:
     """The arm whose run gives ``name``'s result: a temperature arm at the profile's own
-    ``tau`` with no other option *is* the main arm (``infonce_tau0p5`` -> ``infonce`` when
-    the profile trains at 0.5), so it is not trained twice."""
+    ``tau`` with no other option (none in the arm, none under its name in
+    ``vision.losses``) *is* the main arm (``infonce_tau0p5`` -> ``infonce`` when the
+    profile trains at 0.5), so it is not trained twice."""
     arm = _check_arm(name)
-    if (arm.tau is not None and not arm.kwargs and arm.loss in ARMS
+    own = ((cfg.get("vision") or {}).get("losses") or {}).get(name)
+    if (arm.tau is not None and not arm.kwargs and not own and arm.loss in ARMS
             and math.isclose(arm.tau, profile_tau(cfg))):
         return arm.loss
     return name
