@@ -69,6 +69,16 @@ def test_report_on_synthetic_results(tmp_path):
     assert "digits/smallcnn infonce s7 [loss infonce]" in md
     assert "| N2 |" in md and "**reproduced**" in md and "1 / 1 (of 2)" in md
     assert "norms_figures/norms_n2.png" in md
+    # every row of a table has as many (unescaped) cell separators as its header
+    import re
+    tables, cur = [], []
+    for line in md.splitlines() + [""]:
+        if line.startswith("|"):
+            cur.append(len(re.findall(r"(?<!\\)\|", line)))
+        elif cur:
+            tables.append(cur)
+            cur = []
+    assert len(tables) == 4 and all(len(set(t)) == 1 for t in tables), tables
     assert (tmp_path / "rep" / "norms_figures" / "norms_n2.png").exists()
     summary = json.loads((tmp_path / "rep" / "norms_summary.json").read_text())
     assert summary["claims"]["N1"]["units"][1]["verdict"] == NOT_TESTABLE

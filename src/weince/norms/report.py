@@ -65,6 +65,11 @@ def _f(x: Any, nd: int = 2) -> str:
     return f"{x:.{nd}f}"
 
 
+def _cell(text: str) -> str:
+    """Escape the pipes of a Markdown table cell (``||z||``)."""
+    return str(text).replace("|", "\\|")
+
+
 def _g(x: Any) -> str:
     return "n/a" if not isinstance(x, (int, float)) or not math.isfinite(x) else f"{x:g}"
 
@@ -119,7 +124,7 @@ def render_markdown(results: Sequence[dict[str, Any]], *, profile: str = "",
     L += ["## Verdicts", "", "| claim | paper | verdict | units reproduced / testable |",
           "| --- | --- | --- | --- |"]
     for c, v in cv.items():
-        L.append(f"| {c} | {v['paper']} | **{v['verdict']}** | {v['n_reproduced']} / "
+        L.append(f"| {c} | {_cell(v['paper'])} | **{v['verdict']}** | {v['n_reproduced']} / "
                  f"{v['n_testable']} (of {len(v['units'])}) |")
     L += ["", "A claim is `reproduced` only when every testable unit is; `not testable at "
           "this scale` when too few probes/queries/pairs (fewer than `min_n`) or no weight "
