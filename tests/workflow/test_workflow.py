@@ -109,7 +109,8 @@ def test_profile_sets_every_key_of_the_default(name):
 
 
 # ----------------------------------------------------------------------------- dry runs
-@pytest.mark.parametrize("name", PROFILES)
+@pytest.mark.parametrize("name", ["config.yaml", "smoke.yaml",
+                                  pytest.param("paper.yaml", marks=pytest.mark.slow)])
 def test_dry_run_builds_the_dag(name, tmp_path):
     wf = workflow_copy(tmp_path / "wf")
     args = ["-n", "--cores", "2"] + ([] if name == "config.yaml"
