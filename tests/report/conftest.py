@@ -45,7 +45,7 @@ def fixture_config(tmp: Path) -> dict[str, Any]:
                    "evt": {"arms": ["infonce"]}},
         "text": {"models": ["minilm"], "corpus": "synthetic", "arms": ["infonce", "weince"],
                  "seeds": [7, 21], "simcse": {"epochs": 1, "batch_size": 32}},
-        "timing": {"enabled": True},
+        "timing": {"enabled": True, "config": {"backbone": "resnet18"}},
         "checks": {"enabled": True},
     }
 

@@ -97,6 +97,15 @@ def test_method_claims_verdicts(fx):
     assert r["C9"].verdict == REPRODUCED
 
 
+def test_timing_of_a_small_backbone_is_a_scale_model_row(fx):
+    fx["timing"]["config"]["backbone"] = "smallcnn"
+    r = by_id(build_report(fx, with_figures=False))["C8"]
+    assert r.verdict == NOT_RUN
+    row = next(x for x in r.rows if not x.paper_setting)
+    assert row.verdicts["weince"] == ("scale model: overhead +0.90%, zero trainable "
+                                      "parameters")
+
+
 def test_sign_claim_fails_when_interval_crosses_zero(fx):
     for s in fx["vision"]["seeds"]:
         for ds in fx["vision"]["datasets"]:

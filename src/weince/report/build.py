@@ -45,8 +45,10 @@ def settings_for(cfg: dict[str, Any], stage: str) -> tuple[list[Setting], list[s
                  for m in t.get("models", [])], list(t.get("arms", [])))
     if stage == "timing":
         t = cfg.get("timing") or {}
-        return ([Setting("timing")] if t.get("enabled", False) else [],
-                list(t.get("arms", ["infonce", "weince", "weince_recipe"])))
+        tc = t.get("config") or {}
+        return ([Setting("timing", backbone=tc.get("backbone") or "none")]
+                if t.get("enabled", False) else [],
+                list(tc.get("losses", ["infonce", "weince", "weince_recipe"])))
     if stage == "checks":
         c = cfg.get("checks") or {}
         return ([Setting("checks")] if c.get("enabled", True) else [], ["weince"])

@@ -89,5 +89,7 @@ def _check_claim(c: dict[str, Any], path: Path) -> None:
                                  f"paper.treatment")
             if "metric" not in r and "metric" not in c:
                 raise ValueError(f"{where}: row {r} has no metric and the claim none either")
+    elif kind == "overhead" and not isinstance(c.get("rows"), list):
+        raise ValueError(f"{where}: kind 'overhead' needs rows naming the timed backbone")
     elif "metric" not in c:
         raise ValueError(f"{where}: kind {kind!r} needs a metric")

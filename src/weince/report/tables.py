@@ -64,7 +64,7 @@ def _paper_cell(claim: dict[str, Any], row: Row, arm: str, base: str | None) -> 
     if kind == "noninferior":
         return "gain >= 0" if arm != base else "-"
     if "value" in p:
-        return f"{p['value']:g}"
+        return f"{p['value']:g}" + (" (ResNet-18, GPU)" if kind == "overhead" else "")
     if "low" in p and "high" in p:
         return f"{p['low']:g}-{p['high']:g}, non-zero"
     return "-"

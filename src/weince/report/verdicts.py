@@ -56,6 +56,8 @@ class Setting:
             return f"{self.dataset} / {self.backbone}"
         if self.stage == "text":
             return f"{self.model} / {self.corpus}"
+        if self.stage == "timing":
+            return f"whole step, {self.backbone}"
         return self.stage
 
 
@@ -210,6 +212,9 @@ def _overhead_verdict(row: Row, arm: str, tol: float) -> str:
     params = [p for p in c.extra.get("params", [])]
     zero = all(p == 0 for p in params) and bool(params)
     c.extra["params_total"] = sum(params) if params else None
+    if not row.paper_setting:
+        return (f"scale model: overhead {c.est.mean:+.2f}%, "
+                f"{'zero' if zero else 'non-zero'} trainable parameters")
     return REPRODUCED if (c.est.mean <= tol and zero) else NOT_REPRODUCED
 
 
@@ -278,7 +283,8 @@ def evaluate_claim(claim: dict[str, Any], settings: list[Setting], arms: list[st
                                  dict(claim.get("paper", {}))))
     else:
         paper_rows = claim["rows"]
-        keys = ("dataset", "backbone") if claim["stage"] == "vision" else ("model", "corpus")
+        keys = {"vision": ("dataset", "backbone"), "text": ("model", "corpus"),
+                "timing": ("backbone",)}.get(claim["stage"], ())
 
         def matches(s: Setting, r: dict[str, Any]) -> bool:
             return all(getattr(s, k) == r.get(k) for k in keys)
@@ -286,13 +292,15 @@ def evaluate_claim(claim: dict[str, Any], settings: list[Setting], arms: list[st
         for r in paper_rows:
             hit = [s for s in settings if matches(s, r)]
             s = hit[0] if hit else Setting(claim["stage"], **{k: r.get(k) for k in keys})
-            row = (make_row(s, r.get("label", r.get("metric", claim.get("metric"))),
+            row = (make_row(s, r.get("label", claim.get("label", r.get("metric",
+                                                                   claim.get("metric")))),
                             r.get("metric", claim.get("metric")), True, dict(r["paper"]))
                    if hit else Row(s, r.get("label", ""), r.get("metric", claim.get("metric")),
                                    True, dict(r["paper"])))
             rows.append(row)
         metrics = list(dict.fromkeys((r.get("metric", claim.get("metric")),
-                                      r.get("label", "")) for r in paper_rows))
+                                      r.get("label", claim.get("label", "")))
+                                     for r in paper_rows))
         for s in settings:
             if any(matches(s, r) for r in paper_rows):
                 continue
