@@ -224,8 +224,13 @@ def test_cancelled_training_job_resumes_from_checkpoint(slurm_cluster, repo_copy
     out1 = log1.read_text()
     assert rc1 != 0, f"snakemake should fail when its job is cancelled:\n{out1[-3000:]}"
     assert "CANCELLED" in out1, f"snakemake did not report the cancellation:\n{out1[-3000:]}"
-    assert (run_dir / "checkpoint.pt").exists(), "checkpoint.pt did not survive the cancel"
+    ckpt = run_dir / "checkpoint.pt"
+    assert ckpt.exists(), "checkpoint.pt did not survive the cancel"
     assert not (run_dir / "encoder.pt").exists()
+    # the cancel really stopped training (no process of the job left writing checkpoints)
+    stamp = ckpt.stat().st_mtime_ns
+    time.sleep(3)
+    assert ckpt.stat().st_mtime_ns == stamp, "checkpoint.pt still changes after the cancel"
 
     # 2. re-run: the job resumes from the checkpoint and finishes
     rc2, out2 = run_snakemake(work, *args, timeout=300, log=tmp_path / "run2.log")
