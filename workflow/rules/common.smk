@@ -100,18 +100,26 @@ def table_inputs(wildcards):
     return [str(p) for p in claim_inputs(config, claim_by_cid(wildcards.cid))]
 
 
-def report_inputs(wildcards):
+def result_files():
+    """Every result file the report reads (claim inputs and training logs)."""
     files = []
     for c in claims_registry()["claims"]:
         files += [str(p) for p in claim_inputs(config, c)]
-        cid = c["id"].lower()
-        files += [f"{REPORT_DIR}/table_{cid}.md".format(profile=PROFILE)]
     files += [str(p) for p in figure_inputs(config)]
     return list(dict.fromkeys(files))
 
 
-def all_targets():
-    outs = report_outputs(config)
-    return [str(outs["summary"])] + [
-        str(outs[f"c{i}_{ext}"]) for i in range(1, 10) for ext in ("md", "tex")
+def report_inputs(wildcards):
+    tables = [
+        f"{REPORT_DIR}/table_{c['id'].lower()}.md".format(profile=PROFILE)
+        for c in claims_registry()["claims"]
     ]
+    return result_files() + tables
+
+
+def all_targets():
+    """The report, and every result file it reads: a deleted result is rebuilt by a
+    plain `snakemake`, and then only the tables that read it and the summary."""
+    outs = report_outputs(config)
+    tables = [str(outs[f"c{i}_{ext}"]) for i in range(1, 10) for ext in ("md", "tex")]
+    return [str(outs["summary"])] + tables + result_files()
