@@ -292,11 +292,10 @@ def evaluate_claim(claim: dict[str, Any], settings: list[Setting], arms: list[st
         for r in paper_rows:
             hit = [s for s in settings if matches(s, r)]
             s = hit[0] if hit else Setting(claim["stage"], **{k: r.get(k) for k in keys})
-            row = (make_row(s, r.get("label", claim.get("label", r.get("metric",
-                                                                   claim.get("metric")))),
-                            r.get("metric", claim.get("metric")), True, dict(r["paper"]))
-                   if hit else Row(s, r.get("label", ""), r.get("metric", claim.get("metric")),
-                                   True, dict(r["paper"])))
+            label = r.get("label", claim.get("label", r.get("metric", claim.get("metric"))))
+            metric = r.get("metric", claim.get("metric"))
+            row = (make_row(s, label, metric, True, dict(r["paper"])) if hit
+                   else Row(s, label, metric, True, dict(r["paper"])))
             rows.append(row)
         metrics = list(dict.fromkeys((r.get("metric", claim.get("metric")),
                                       r.get("label", claim.get("label", "")))
