@@ -31,6 +31,8 @@ include: "workflow/rules/tail.smk"
 include: "workflow/rules/link.smk"
 include: "workflow/rules/timing.smk"
 include: "workflow/rules/simcse.smk"
+include: "workflow/rules/ablations.smk"
+include: "workflow/rules/norms.smk"
 include: "workflow/rules/report.smk"
 
 
@@ -38,3 +40,5 @@ rule all:
     default_target: True
     input:
         all_targets(),
+        ABLATION_TARGETS,
+        norms_targets(),

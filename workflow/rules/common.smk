@@ -37,7 +37,7 @@ wildcard_constraints:
     profile=re.escape(PROFILE),
     dataset="[a-z0-9]+",
     backbone="[a-z0-9_]+",
-    arm=r"[a-z_]+(@[a-z0-9_.\-]+)?",
+    arm=r"[a-z][a-z0-9_]*(@[a-z0-9_.\-]+)?",
     seed="[0-9]+",
     model=r"[A-Za-z0-9_.\-]+",
     cid="c[0-9]+",

@@ -35,6 +35,7 @@ rule report:
     input:
         report_inputs,
         claims=config["claims"],
+        companions=ABLATION_TARGETS + norms_targets(),
     output:
         summary=f"{REPORT_DIR}/summary.md",
         claims_json=f"{REPORT_DIR}/claims.json",

@@ -251,6 +251,28 @@ def write_tables(results: list[ClaimResult], cfg: dict[str, Any], out: Path) -> 
     return written
 
 
+def companion_rows(out: Path) -> list[dict[str, str]]:
+    """Rows for the summary from the pages that other rules wrote beside it: the companion
+    claims N1-N3 (``norms_summary.json``, verdicts computed by ``weince.norms``) and a link
+    to the ablation report. Nothing for a page that does not exist."""
+    import json
+
+    rows = []
+    norms = out / "norms_summary.json"
+    if norms.exists():
+        for cid, c in sorted(json.loads(norms.read_text()).get("claims", {}).items()):
+            rows.append({"id": cid, "paper": str(c.get("paper", "")).replace("|", "\\|"),
+                         "verdict": c.get("verdict", "missing"),
+                         "detail": f"{c.get('n_reproduced', 0)} of {c.get('n_testable', 0)} "
+                                   f"testable units reproduced",
+                         "page": "norms.md"})
+    if (out / "ablations.md").exists():
+        rows.append({"id": "ablations", "paper": "not in the paper (issue 9)",
+                     "verdict": "verdict-free", "detail": "tables with intervals",
+                     "page": "ablations.md"})
+    return rows
+
+
 def build_report(cfg: dict[str, Any], *, claims_path: str | Path | None = None,
                  out_dir: str | Path | None = None, with_figures: bool = True,
                  only: list[str] | None = None, tables: bool = True, summary: bool = True
@@ -290,7 +312,7 @@ def build_report(cfg: dict[str, Any], *, claims_path: str | Path | None = None,
     made = _figures(cfg, {r.claim["id"]: r for r in results}, fig_dir) if with_figures else []
     scale = "; ".join(dict.fromkeys(scale_line(cfg, s) for s in ("vision", "text")))
     (out / "summary.md").write_text(summary_markdown(
-        results, info, [str(p.relative_to(out)) for p in made], scale))
+        results, info, [str(p.relative_to(out)) for p in made], scale, companion_rows(out)))
     write_json(out / "claims.json", {
         "profile": cfg["profile"],
         "claims": [{"id": r.claim["id"], "title": r.claim["title"], "verdict": r.verdict,

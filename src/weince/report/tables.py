@@ -243,7 +243,7 @@ def latex_document(table_files: list[str], title: str) -> str:
 
 
 def summary_markdown(results: list[ClaimResult], run_info: dict[str, str],
-                     figures: list[str], scale: str) -> str:
+                     figures: list[str], scale: str, companions: list[dict] | None = None) -> str:
     lines = [
         f"# WEINCE reproduction: claims at profile `{run_info['profile']}`",
         "",
@@ -263,6 +263,12 @@ def summary_markdown(results: list[ClaimResult], run_info: dict[str, str],
         lines.append(f"| {c['id']} | {c['title']} | {c['paper_figure']} | "
                      f"**{r.verdict}** ({c['arms']['primary']}; {r.reason}) | {others} | "
                      f"[md](table_{c['id'].lower()}.md), [tex](table_{c['id'].lower()}.tex) |")
+    if companions:
+        lines += ["", "## Companion claims and ablations", "",
+                  "Computed by their own rules from the result files (see the linked pages).", "",
+                  "| Claim | Paper | Verdict | Page |", "|---|---|---|---|"]
+        lines += [f"| {c['id']} | {c['paper']} | **{c['verdict']}** ({c['detail']}) | "
+                  f"[{c['page']}]({c['page']}) |" for c in companions]
     lines += ["", "## Provenance", "",
               f"- Profile `{run_info['profile']}`, workflow config hash "
               f"{run_info['config_hash']}",

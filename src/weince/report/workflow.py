@@ -38,10 +38,17 @@ def pretrain_config(cfg: Mapping[str, Any], dataset: str, backbone: str, arm: st
     base, point = split_arm(arm)
     out = copy.deepcopy(dict(v.get("pretrain") or {}))
     out.update(copy.deepcopy(dict((v.get("pretrain_by_dataset") or {}).get(dataset) or {})))
-    loss_kwargs = copy.deepcopy(dict((v.get("losses") or {}).get(base) or {}))
+    from weince.ablations import ARMS, arm_settings  # lazy: weince.ablations imports weince.report
+    if base in ARMS:
+        s = arm_settings(base, v.get("losses"), out.get("tau"))
+        loss, loss_kwargs = s["loss"], s["loss_kwargs"]
+        if s["tau"] is not None:
+            out["tau"] = float(s["tau"])
+    else:
+        loss, loss_kwargs = base, copy.deepcopy(dict((v.get("losses") or {}).get(base) or {}))
     if point:
         loss_kwargs.update(point)
-    out.update(dataset=dataset, backbone=backbone, loss=base, seed=int(seed),
+    out.update(dataset=dataset, backbone=backbone, loss=loss, seed=int(seed),
                loss_kwargs=loss_kwargs)
     out.setdefault("device", cfg.get("device", "auto"))
     out.setdefault("threads", cfg.get("threads"))
