@@ -117,9 +117,7 @@ def extract_features(encoder_path: str | os.PathLike, out_path: str | os.PathLik
     out["meta"]["provenance"] = provenance(
         {"encoder_cfg": cfg, "dataset": name, "batch_size": batch_size}, cfg.get("seed"))
     if out_path is not None:
-        out_path = Path(out_path)
-        out_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out_path.with_suffix(out_path.suffix + ".tmp")
-        torch.save(out, tmp)
-        os.replace(tmp, out_path)
+        from weince.utils.checkpoint import save_checkpoint
+
+        save_checkpoint(out_path, **out)  # atomic: temporary file, then rename
     return out

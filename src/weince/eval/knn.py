@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from weince.eval.linear import _get, load_features, stratified_split, summarize
+from weince.utils.checkpoint import torch_threads
 
 __all__ = ["knn_eval", "knn_scores"]
 
@@ -105,15 +106,10 @@ def knn_eval(features: str | os.PathLike | dict, *, k: int = 50, temperature: fl
     num_classes = int(max(y_train.max(), y_test.max()).item()) + 1
     if threads is None and (x_test.shape[0] + x_train.shape[0]) * x_train.numel() < 1e9:
         threads = 1
-    before = torch.get_num_threads()
-    if threads:
-        torch.set_num_threads(int(threads))
-    try:
+    with torch_threads(threads):
         return _knn_eval(x_train, y_train, x_test, y_test, num_classes, k=k,
                          temperature=temperature, recall_ks=recall_ks, val_frac=val_frac,
                          split_seeds=split_seeds, feature=feature, device=device, chunk=chunk)
-    finally:
-        torch.set_num_threads(before)
 
 
 def _knn_eval(x_train, y_train, x_test, y_test, num_classes, *, k, temperature, recall_ks,

@@ -27,6 +27,8 @@ from typing import Any, Iterable, Sequence
 import torch
 import torch.nn.functional as F
 
+from weince.utils.checkpoint import torch_threads
+
 __all__ = ["linear_probe", "stratified_split", "summarize", "load_features"]
 
 
@@ -187,16 +189,11 @@ def linear_probe(features: str | os.PathLike | dict, *, feature: str = "backbone
     S, D = len(seeds), x_train.shape[1]
     if threads is None and S * batch_size * D * num_classes < 1e7:
         threads = 1
-    before = torch.get_num_threads()
-    if threads:
-        torch.set_num_threads(int(threads))
-    try:
+    with torch_threads(threads):
         return _probe(x_train, y_train, x_test, y_test, num_classes, feature=feature,
                       seeds=seeds, epochs=epochs, lr=lr, batch_size=batch_size,
                       val_frac=val_frac, weight_decay=weight_decay, standardize=standardize,
                       device=device, progress=progress)
-    finally:
-        torch.set_num_threads(before)
 
 
 def _probe(x_train, y_train, x_test, y_test, num_classes, *, feature, seeds, epochs, lr,

@@ -7,6 +7,7 @@ CUDA) generators so that a resumed CPU run reproduces an uninterrupted one bit f
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 from pathlib import Path
@@ -15,7 +16,21 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["rng_state", "restore_rng", "save_checkpoint", "load_checkpoint", "seed_everything"]
+__all__ = ["rng_state", "restore_rng", "save_checkpoint", "load_checkpoint", "seed_everything",
+           "torch_threads"]
+
+
+@contextlib.contextmanager
+def torch_threads(n: int | None):
+    """Run the block with ``torch.set_num_threads(n)`` (unchanged when ``n`` is falsy) and
+    restore the previous count afterwards."""
+    before = torch.get_num_threads()
+    if n:
+        torch.set_num_threads(int(n))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def seed_everything(seed: int) -> None:
