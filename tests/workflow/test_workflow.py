@@ -132,13 +132,21 @@ def test_dry_run_builds_the_dag(name, tmp_path):
         points *= max(1, len(g[key]))
     final = pairs * len(v["arms"]) * len(v["seeds"])
     grid = pairs * len(g["arms"]) * points * len(g["seeds"])
-    assert counts["pretrain"] == final + grid
+    # the ablation arms (config/ablations.yaml) add the runs the main grid does not have
+    from weince.ablations import ablation_plan
+
+    plan = ablation_plan(cfg, yaml.safe_load((wf / "config/ablations.yaml").read_text()))
+    main = {(d, b, a, int(s)) for d in v["datasets"] for b in v["backbones"]
+            for a in v["arms"] for s in v["seeds"]}
+    extra = {(d, b, a, s) for d, b in plan.pairs for a in plan.run_arms()
+             for s in plan.seeds} - main
+    assert counts["pretrain"] == final + grid + len(extra)
     assert counts["knn"] == final
     assert counts["select_grid_point"] == pairs * len(g["arms"])
     print(f"{name}: {counts['total']} jobs ({counts['pretrain']} pretraining runs)")
     if name == "paper.yaml":
         assert points == 27 and pairs == 15
-        assert counts["pretrain"] == 15 * (4 * 4 + 2 * 27)
+        assert counts["pretrain"] == 15 * (4 * 4 + 2 * 27) + len(extra)
 
 
 def test_one_table_needs_only_its_own_results(tmp_path):
