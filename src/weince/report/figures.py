@@ -75,6 +75,11 @@ def lambda_training_figure(logs: dict[str, list[Path]], out: Path, title: str) -
     ax.set_title(title, fontsize=9)
     ax.set_ylim(bottom=0)
     ax.legend(fontsize=8)
+    return _save(plt, fig, out)
+
+
+def _save(plt, fig, out: Path) -> Path:
+    """PNG (120 dpi) and PDF beside it; closes the figure."""
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=120)
@@ -111,12 +116,7 @@ def estimates_figure(points: list[tuple[str, float, float | None, float | None]]
     ax.set_title(title, fontsize=9)
     if ref is not None:
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120)
-    fig.savefig(out.with_suffix(".pdf"))
-    plt.close(fig)
-    return out
+    return _save(plt, fig, out)
 
 
 def collect_evt_figures(run_dir: Path, dest: Path, prefix: str) -> list[Path]:

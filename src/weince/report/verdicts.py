@@ -131,14 +131,22 @@ def _paper_gain(p: dict[str, float]) -> float:
     return p["gain"] if "gain" in p else p["treatment"] - p["baseline"]
 
 
-def _gain_verdict(row: Row, arm: str, base: str, tol: float, alpha: float) -> str:
+def _row_gain(row: Row, arm: str, base: str, alpha: float) -> tuple[Estimate | None, str | None]:
+    """The arm's gain over ``base`` (recorded on the row), or the verdict that ends the
+    judgement early: ``NOT_RUN`` when a value is missing, the direction on a scale-model row."""
     t, b = row.cells.get(arm), row.cells.get(base)
     if t is None or b is None or t.est.mean is None or b.est.mean is None:
-        return NOT_RUN
+        return None, NOT_RUN
     g = diff_estimate(t.est, b.est, alpha)
     row.gains[arm] = g
-    if not row.paper_setting:
-        return _direction(g)
+    return g, (None if row.paper_setting else _direction(g))
+
+
+def _gain_verdict(row: Row, arm: str, base: str, tol: float, alpha: float) -> str:
+    g, early = _row_gain(row, arm, base, alpha)
+    if early is not None:
+        return early
+    t, b = row.cells[arm], row.cells[base]
     G = _paper_gain(row.paper)
     if (g.mean > 0) == (G > 0) and abs(g.mean - G) <= tol:
         return REPRODUCED
@@ -164,13 +172,9 @@ def _direction(g: Estimate) -> str:
 
 
 def _noninferior_verdict(row: Row, arm: str, base: str, tol: float, alpha: float) -> str:
-    t, b = row.cells.get(arm), row.cells.get(base)
-    if t is None or b is None or t.est.mean is None or b.est.mean is None:
-        return NOT_RUN
-    g = diff_estimate(t.est, b.est, alpha)
-    row.gains[arm] = g
-    if not row.paper_setting:
-        return _direction(g)
+    g, early = _row_gain(row, arm, base, alpha)
+    if early is not None:
+        return early
     return REPRODUCED if g.mean >= -tol else NOT_REPRODUCED
 
 
