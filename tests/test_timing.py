@@ -30,10 +30,59 @@ def test_run_timing_small(tmp_path):
         assert set(r["losses"]) == {"infonce", "weince", "weince_recipe"}
         assert r["losses"]["infonce"]["ratio"] == 1.0
         assert all(v["median_ms"] > 0 for v in r["losses"].values())
-    assert res["whole_step"]["losses"]["weince"]["n"] == 2
+    st = res["whole_step"]
+    assert st["mode"] == "eager" and "modes" not in st
+    assert st["losses"]["weince"]["n"] == 2 and len(st["losses"]["weince"]["times_ms"]) == 2
+    lo, hi = st["losses"]["weince"]["overhead_ci"]
+    assert lo <= st["losses"]["weince"]["overhead_pct"] <= hi
+    att = st["attributed"]
+    assert att["infonce"]["extra_ms"] == 0.0 and att["weince"]["loss_ms"] > 0
     json.dumps(res)  # JSON-able
+
+
+def test_compile_both_times_eager_and_compiled_side_by_side(monkeypatch):
+    """``compile: both``: every loss twice, ratios within a mode, compiled / eager per loss.
+    (aot_eager stands in for inductor: the same tracing, no C++ build.)"""
+    import torch
+
+    import weince.timing as timing
+
+    real = torch.compile
+    monkeypatch.setattr(timing.torch, "compile", lambda m: real(m, backend="aot_eager"))
+    cfg = TimingConfig(losses=["infonce", "weince"], sizes=[64], dim=8, loss_reps=2, warmup=1,
+                       backbone="smallcnn", image_size=8, channels=1, step_batch=8, step_reps=2,
+                       device="cpu", compile="both")
+    res = run_timing(cfg)
+    assert res["compile"] == "both"
+    for block in (res["loss_alone"][0], res["whole_step"]):
+        assert block["mode"] == "compiled"
+        assert set(block["modes"]) == {"eager", "compiled"}
+        assert block["losses"] is not block["modes"]["eager"]
+        for mode in ("eager", "compiled"):
+            assert block["modes"][mode]["infonce"]["ratio"] == 1.0
+        assert set(block["compiled_vs_eager"]) == {"infonce", "weince"}
+        assert all(v["ratio"] > 0 for v in block["compiled_vs_eager"].values())
+
+
+def test_weince_compiles_without_graph_breaks():
+    """The CUDA path of ``compile: compiled`` needs one graph per loss call: under
+    ``torch.compile`` the CPU-only numpy selection gives way to ``torch.topk``."""
+    import torch
+
+    from weince.losses import build_loss
+
+    z1 = torch.randn(32, 8, requires_grad=True)
+    z2 = torch.randn(32, 8, requires_grad=True)
+    for name in ("infonce", "weince"):
+        explained = torch._dynamo.explain(build_loss(name, tau=0.5))(z1, z2)
+        assert explained.graph_break_count == 0, (name, explained.break_reasons)
 
 
 def test_bad_baseline_and_device_rejected():
     with pytest.raises(ValueError, match="baseline"):
         run_timing(TimingConfig(losses=["weince", "infonce"], sizes=[16], backbone=""))
+    with pytest.raises(ValueError, match="compile must be one of"):
+        TimingConfig(compile="fast")
+    with pytest.raises(ValueError, match="even numbers"):
+        TimingConfig(sizes=[15])
+    assert TimingConfig(compile=True).modes == ["compiled"]

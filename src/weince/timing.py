@@ -1,7 +1,7 @@
 """Overhead timing of WEINCE against InfoNCE (claim C8), measured side by side.
 
     weince timing --out results/timing.json                      # CPU defaults
-    weince timing --device cuda --backbone resnet18 --step-batch 256 --compile
+    weince timing --set device=cuda --set step_batch=256 --set compile=both --out timing.json
 
 Two measurements, both in one process, with the losses interleaved round-robin inside every
 repetition so that machine noise and clock drift hit every loss alike:
@@ -11,8 +11,12 @@ repetition so that machine noise and clock drift hit every loss alike:
   augmented-size views (the model and data are shared by all losses).
 
 Each repetition gives a paired ratio ``t_loss / t_infonce``; the report is the median ratio
-with a bootstrap 95% interval over repetitions. On CUDA the times come from CUDA events.
-The trainable parameters of every loss module are counted (the paper: zero).
+with a bootstrap 95% interval over repetitions (the order of the losses alternates between
+repetitions). On CUDA the times come from CUDA events. ``compile: both`` times eager and
+``torch.compile``d losses side by side (ratios within a mode, plus compiled / eager). The
+whole step also gets an *attributed* overhead: the loss's extra time, timed alone on the
+step's embeddings, as a share of the step. The trainable parameters of every loss module are
+counted (the paper: zero). The raw times are kept in the JSON.
 """
 
 from __future__ import annotations
@@ -26,8 +30,11 @@ import torch
 
 from weince.losses import build_loss
 
-__all__ = ["TimingConfig", "time_loss_alone", "time_whole_step", "run_timing", "paired_summary",
-           "add_arguments", "main"]
+__all__ = ["TimingConfig", "MODES", "time_loss_alone", "time_whole_step", "run_timing",
+           "paired_summary", "add_arguments", "main"]
+
+MODES = ("eager", "compiled", "both")
+
 
 @dataclass
 class TimingConfig:
@@ -46,10 +53,34 @@ class TimingConfig:
     device: str = "auto"
     amp: bool = True                    # bf16 autocast on CUDA (ignored on CPU)
     channels_last: bool = True
-    compile: bool = False               # torch.compile the loss modules
+    # "eager", "compiled" (torch.compile of every loss module) or "both" (eager and compiled
+    # timed side by side; the headline ratios are then the compiled ones). true/false are
+    # read as "compiled"/"eager".
+    compile: str | bool = "eager"
     tau: float = 0.5
     seed: int = 0
     n_boot: int = 2000
+
+    def __post_init__(self):
+        if isinstance(self.compile, bool):
+            self.compile = "compiled" if self.compile else "eager"
+        if self.compile not in MODES:
+            raise ValueError(f"timing.config.compile must be one of {MODES} (or true/false), "
+                             f"got {self.compile!r}")
+        if not self.losses or self.losses[0] != "infonce":
+            raise ValueError("the first loss of timing.config.losses is the baseline of the ratios "
+                             f"and must be 'infonce', got {self.losses!r}")
+        if self.loss_reps < 2 or self.step_reps < 2:
+            raise ValueError("timing.config.loss_reps and step_reps must be >= 2 (paired ratios "
+                             f"need repetitions), got {self.loss_reps}, {self.step_reps}")
+        bad = [n for n in self.sizes if int(n) < 4 or int(n) % 2]
+        if bad:
+            raise ValueError(f"timing.config.sizes are batch sizes 2N: even numbers >= 4, got {bad}")
+
+    @property
+    def modes(self) -> list[str]:
+        return ["eager", "compiled"] if self.compile == "both" else [self.compile]
+
 
 class _Timer:
     def __init__(self, device: torch.device):
@@ -71,8 +102,10 @@ class _Timer:
         else:
             self.seconds = time.perf_counter() - self.t0
 
+
 def paired_summary(times: dict[str, list[float]], base: str, n_boot: int = 2000, seed: int = 0) -> dict:
-    """Median time per loss and the median paired ratio to ``base`` with a bootstrap 95% CI."""
+    """Median time per loss and the median paired ratio to ``base`` with a bootstrap 95% CI
+    (also as an overhead in percent); the raw times (ms) are kept for re-analysis."""
     rng = np.random.default_rng(seed)
     ref = np.asarray(times[base])
     out = {}
@@ -80,14 +113,19 @@ def paired_summary(times: dict[str, list[float]], base: str, n_boot: int = 2000,
         ts = np.asarray(ts)
         ratios = ts / ref
         boots = np.median(rng.choice(ratios, size=(n_boot, ratios.size), replace=True), axis=1)
+        lo, hi = float(np.quantile(boots, 0.025)), float(np.quantile(boots, 0.975))
+        med = float(np.median(ratios))
         out[name] = {
             "median_ms": 1e3 * float(np.median(ts)),
-            "ratio": float(np.median(ratios)),
-            "ratio_ci": [float(np.quantile(boots, 0.025)), float(np.quantile(boots, 0.975))],
-            "overhead_pct": 100.0 * (float(np.median(ratios)) - 1.0),
+            "ratio": med,
+            "ratio_ci": [lo, hi],
+            "overhead_pct": 100.0 * (med - 1.0),
+            "overhead_ci": [100.0 * (lo - 1.0), 100.0 * (hi - 1.0)],
             "n": int(ts.size),
+            "times_ms": [round(1e3 * float(t), 4) for t in ts],
         }
     return out
+
 
 def _resolve_device(device: str) -> torch.device:
     if device == "auto":
@@ -96,17 +134,51 @@ def _resolve_device(device: str) -> torch.device:
         raise ValueError("device 'cuda' was asked for but no CUDA device is visible; use --device cpu")
     return torch.device(device)
 
+
+def _label(name: str, mode: str) -> str:
+    return name if mode == "eager" else f"{name}[{mode}]"
+
+
 def _loss_modules(cfg: TimingConfig, device: torch.device):
-    mods = {name: build_loss(name, tau=cfg.tau).to(device).train() for name in cfg.losses}
-    params = {name: sum(p.numel() for p in m.parameters() if p.requires_grad) for name, m in mods.items()}
-    if cfg.compile:
-        mods = {name: torch.compile(m) for name, m in mods.items()}
+    """``({label: callable}, {loss: trainable parameters})``; one label per loss and mode."""
+    eager = {name: build_loss(name, tau=cfg.tau).to(device).train() for name in cfg.losses}
+    params = {name: sum(p.numel() for p in m.parameters() if p.requires_grad) for name, m in eager.items()}
+    mods = {}
+    for mode in cfg.modes:
+        for name, m in eager.items():
+            mods[_label(name, mode)] = m if mode == "eager" else torch.compile(m)
     return mods, params
+
+
+def _order(labels: list[str], rep: int) -> list[str]:
+    """Forward on even repetitions, backward on odd ones: a loss's place in the round does
+    not favour it, and a linear drift within a pair of rounds cancels."""
+    return labels if rep % 2 == 0 else labels[::-1]
+
+
+def _summaries(cfg: TimingConfig, times: dict[str, list[float]]) -> dict:
+    """``mode`` (headline: compiled when measured), ``losses`` (its ratios to InfoNCE of the
+    same mode), and with ``compile: both`` also ``modes`` and ``compiled_vs_eager``."""
+    per_mode = {mode: paired_summary({n: times[_label(n, mode)] for n in cfg.losses}, cfg.losses[0],
+                                     cfg.n_boot, cfg.seed) for mode in cfg.modes}
+    head = cfg.modes[-1]
+    out = {"mode": head, "losses": per_mode[head]}
+    if len(cfg.modes) > 1:
+        out["modes"] = per_mode
+        speed = {}
+        for n in cfg.losses:  # t_compiled / t_eager, paired per repetition
+            s = paired_summary({"eager": times[n], "compiled": times[_label(n, "compiled")]},
+                               "eager", cfg.n_boot, cfg.seed)["compiled"]
+            speed[n] = {k: s[k] for k in ("ratio", "ratio_ci")}
+        out["compiled_vs_eager"] = speed
+    return out
+
 
 def time_loss_alone(cfg: TimingConfig, device: torch.device, progress=None) -> list[dict]:
     """Loss forward+backward at each ``2N`` of ``cfg.sizes``; one row per size."""
     g = torch.Generator().manual_seed(cfg.seed)
     mods, _ = _loss_modules(cfg, device)
+    labels = list(mods)
     rows = []
     for two_n in cfg.sizes:
         n = two_n // 2
@@ -114,19 +186,25 @@ def time_loss_alone(cfg: TimingConfig, device: torch.device, progress=None) -> l
         z2 = z1 + 0.5 * torch.randn(n, cfg.dim, generator=g).to(device)
         times = {name: [] for name in mods}
         for rep in range(cfg.warmup + cfg.loss_reps):
-            for name, fn in mods.items():
+            for name in _order(labels, rep):
                 a, b = z1.detach().requires_grad_(True), z2.detach().requires_grad_(True)
                 with _Timer(device) as t:
-                    fn(a, b).backward()
+                    mods[name](a, b).backward()
                 if rep >= cfg.warmup:
                     times[name].append(t.seconds)
             if progress:
                 progress.update(1)
-        rows.append({"2N": two_n, "d": cfg.dim, **{"losses": paired_summary(times, cfg.losses[0], cfg.n_boot, cfg.seed)}})
+        rows.append({"2N": two_n, "d": cfg.dim, **_summaries(cfg, times)})
     return rows
 
+
 def time_whole_step(cfg: TimingConfig, device: torch.device, progress=None) -> dict:
-    """Backbone forward+backward and an Adam step per loss on a shared model and batch."""
+    """Backbone forward+backward and an Adam step per loss on a shared model and batch.
+
+    Besides the direct paired ratios, every repetition also times each loss alone
+    (forward+backward) on that step's embeddings, detached: ``attributed`` gives the
+    extra loss time over InfoNCE as a share of InfoNCE's step time, a low-noise estimate of
+    the same overhead (the backbone's work does not depend on the loss)."""
     from weince.models import build_simclr_model
 
     torch.manual_seed(cfg.seed)
@@ -138,36 +216,56 @@ def time_whole_step(cfg: TimingConfig, device: torch.device, progress=None) -> d
     x2 = torch.randn_like(x1)
     x = torch.cat([x1, x2]).contiguous(memory_format=fmt)
     mods, _ = _loss_modules(cfg, device)
+    labels = list(mods)
     amp = cfg.amp and device.type == "cuda"
     times = {name: [] for name in mods}
+    loss_times = {name: [] for name in mods}
+    z_last = None
 
     def step(fn):
+        nonlocal z_last
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
             _, z = model(x)
             loss = fn(z[: cfg.step_batch].float(), z[cfg.step_batch:].float())
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
+        z_last = z.detach().float()
 
-    for rep in range(max(1, cfg.warmup // 2) + cfg.step_reps):
-        for name, fn in mods.items():
+    warm = max(1, cfg.warmup // 2)
+    for rep in range(warm + cfg.step_reps):
+        for name in _order(labels, rep):
             with _Timer(device) as t:
-                step(fn)
-            if rep >= max(1, cfg.warmup // 2):
+                step(mods[name])
+            if rep >= warm:
                 times[name].append(t.seconds)
+        for name in _order(labels, rep):
+            a = z_last[: cfg.step_batch].clone().requires_grad_(True)
+            b = z_last[cfg.step_batch:].clone().requires_grad_(True)
+            with _Timer(device) as t:
+                mods[name](a, b).backward()
+            if rep >= warm:
+                loss_times[name].append(t.seconds)
         if progress:
             progress.update(1)
-    return {"backbone": cfg.backbone, "image_size": cfg.image_size, "batch": f"2 x {cfg.step_batch}",
-            "amp_bf16": amp, "losses": paired_summary(times, cfg.losses[0], cfg.n_boot, cfg.seed)}
+    out = {"backbone": cfg.backbone, "image_size": cfg.image_size, "batch": f"2 x {cfg.step_batch}",
+           "amp_bf16": amp, **_summaries(cfg, times)}
+    base = _label(cfg.losses[0], out["mode"])
+    step_ms = 1e3 * float(np.median(times[base]))
+    loss_ms = {n: 1e3 * float(np.median(loss_times[_label(n, out["mode"])])) for n in cfg.losses}
+    out["attributed"] = {
+        n: {"loss_ms": loss_ms[n], "extra_ms": loss_ms[n] - loss_ms[cfg.losses[0]],
+            "overhead_pct": 100.0 * (loss_ms[n] - loss_ms[cfg.losses[0]]) / step_ms}
+        for n in cfg.losses}
+    return out
+
 
 def run_timing(cfg: TimingConfig) -> dict:
     """Both measurements and the parameter counts, as the JSON-able result of the C8 table."""
     from tqdm.auto import tqdm
 
     device = _resolve_device(cfg.device)
-    if cfg.losses[0] != "infonce":
-        raise ValueError("the first loss of `losses` is the baseline of the ratios and must be 'infonce'")
-    _, params = _loss_modules(TimingConfig(**{**asdict(cfg), "compile": False}), device)
+    _, params = _loss_modules(TimingConfig(**{**asdict(cfg), "compile": "eager"}), device)
     total = len(cfg.sizes) * (cfg.warmup + cfg.loss_reps)
     if cfg.backbone:
         total += max(1, cfg.warmup // 2) + cfg.step_reps
@@ -178,27 +276,47 @@ def run_timing(cfg: TimingConfig) -> dict:
         "device": str(device),
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "compile": cfg.compile,
         "trainable_parameters": params,
         "loss_alone": loss_rows,
         "whole_step": step,
     }
 
+
 def _print(result: dict) -> None:
     from tabulate import tabulate
 
+    def lines(what, size, block):
+        for mode, summ in (block.get("modes") or {block["mode"]: block["losses"]}).items():
+            for name, s in summ.items():
+                yield [what, size, _label(name, mode), s["median_ms"], s["ratio"],
+                       f"[{s['ratio_ci'][0]:.3f}, {s['ratio_ci'][1]:.3f}]"]
+
     rows = []
     for r in result["loss_alone"]:
-        for name, s in r["losses"].items():
-            rows.append(["loss alone", f"2N={r['2N']}", name, s["median_ms"], s["ratio"],
-                         f"[{s['ratio_ci'][0]:.3f}, {s['ratio_ci'][1]:.3f}]"])
-    if result["whole_step"]:
-        st = result["whole_step"]
-        for name, s in st["losses"].items():
-            rows.append(["whole step", f"{st['backbone']} {st['batch']}", name, s["median_ms"], s["ratio"],
-                         f"[{s['ratio_ci'][0]:.3f}, {s['ratio_ci'][1]:.3f}]"])
+        rows += lines("loss alone", f"2N={r['2N']}", r)
+    st = result["whole_step"]
+    if st:
+        rows += lines("whole step", f"{st['backbone']} {st['batch']}", st)
     print(f"device {result['device']} ({result['device_name']}), threads {result['threads']}; "
           f"trainable parameters per loss: {result['trainable_parameters']}")
-    print(tabulate(rows, headers=["what", "size", "loss", "median ms", "ratio", "95% CI"], floatfmt=".3f"))
+    print(tabulate(rows, headers=["what", "size", "loss", "median ms", "ratio to infonce", "95% CI"],
+                   floatfmt=".3f"))
+    if st:
+        att = ", ".join(f"{n} {a['overhead_pct']:+.3f}% ({a['extra_ms']:+.2f} ms)"
+                        for n, a in st["attributed"].items() if n != next(iter(st["attributed"])))
+        print(f"whole step ({st['mode']}): measured overhead "
+              + ", ".join(f"{n} {s['overhead_pct']:+.2f}% [{s['overhead_ci'][0]:+.2f}, "
+                          f"{s['overhead_ci'][1]:+.2f}]" for n, s in st["losses"].items()
+                          if n != next(iter(st["losses"])))
+              + f"; attributed from the loss alone on the step's embeddings: {att}")
+    for r in [*result["loss_alone"], *([st] if st else [])]:
+        if "compiled_vs_eager" in r:
+            where = f"2N={r['2N']}" if "2N" in r else "whole step"
+            print(f"compiled / eager time, {where}: "
+                  + ", ".join(f"{n} {v['ratio']:.3f}" for n, v in r["compiled_vs_eager"].items()))
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", default=None, help="YAML with TimingConfig fields")

@@ -311,11 +311,47 @@ def test_fused_backward_passes_gradcheck(beta):
 
 
 def test_cpu_selection_equals_torch_topk():
-    from weince.losses.weince import _top_values_cpu
+    from weince.losses._common import negative_values
+    from weince.losses.weince import _top_negatives_cpu
 
     g = torch.Generator().manual_seed(0)
-    x = torch.randn(64, 200, generator=g)
-    x[:, :3] = float("-inf")          # masked columns
-    x[5, 10:20] = 0.25                # ties
-    for k in (1, 10, 51, 197):
-        torch.testing.assert_close(_top_values_cpu(x, k), torch.topk(x, k, dim=1).values, rtol=0, atol=0)
+    # (B, C) = (150, 4096) runs through several row blocks; (64, 200) through one
+    for B, C, dtype in ((64, 200, torch.float32), (150, 4096, torch.float32), (40, 300, torch.float64)):
+        x = torch.randn(B, C, generator=g, dtype=dtype)
+        x[5, 10:20] = 0.25                # ties
+        targets = torch.randint(0, C, (B,), generator=g)
+        invalid = torch.rand(B, C, generator=g) < 0.05
+        invalid[torch.arange(B), targets] = False
+        for inv in (None, invalid):
+            neg = negative_values(x, targets, inv)
+            for k in (1, 10, 51, min(197, C - 60)):
+                got = _top_negatives_cpu(x, targets, inv, k)
+                assert got.dtype == dtype and got.is_contiguous()
+                torch.testing.assert_close(got, torch.topk(neg, k, dim=1).values, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_blended_logits_gradient_at_the_clamp(dtype):
+    """The written-out backward equals autograd through the plain formula, including the
+    entries at and above ``1 - eps`` (where the clamp holds and the Weibull slope is 0)."""
+    from weince.losses.weince import blended_logits
+
+    eps, tau = 1e-3, 0.2
+    g = torch.Generator().manual_seed(3)
+    s0 = torch.rand(6, 7, generator=g, dtype=dtype) * 1.6 - 0.8
+    s0[3, :4] = torch.tensor([1.0, 1.0 - eps / 2, 1.0 + eps, 1.0 - 2 * eps], dtype=dtype)
+    lam = torch.tensor([0.0, 0.3, 1.0, 0.5, 0.9, 0.1], dtype=dtype)
+    beta = torch.linspace(0.5, 3.0, 6, dtype=dtype)
+    w = torch.randn(6, 7, generator=g, dtype=dtype)
+
+    s1 = s0.clone().requires_grad_(True)
+    (blended_logits(s1, lam, tau, beta, eps) * w).sum().backward()
+    s2 = s0.clone().requires_grad_(True)
+    ref = ((1 - lam[:, None]) * s2 / tau
+           - (lam * beta)[:, None] * torch.log1p(-s2.clamp(max=1 - eps)))
+    (ref * w).sum().backward()
+    torch.testing.assert_close(blended_logits(s0, lam, tau, beta, eps), ref.detach())
+    torch.testing.assert_close(s1.grad, s2.grad)
+    flat = s1.grad[3, :3]             # clamped entries: the softmax part only
+    torch.testing.assert_close(flat, (1 - lam[3]) / tau * w[3, :3])
+    assert torch.isfinite(s1.grad).all()

@@ -80,8 +80,11 @@ def write_fixture_results(cfg: dict[str, Any]) -> None:
                                     "dev": {"spearman": sp, "pearson": sp}}, seed=run.seed)
     root, prof = cfg["results"], cfg["profile"]
     write_json(Path(layout.TIMING.format(results=root, profile=prof)) / "timing.json",
-               {"whole_step": {"losses": {"weince": {"overhead_pct": 0.9},
-                                          "weince_recipe": {"overhead_pct": 3.5}}},
+               {"whole_step": {"losses": {"weince": {"overhead_pct": 0.9, "overhead_ci": [0.2, 1.4]},
+                                          "weince_recipe": {"overhead_pct": 3.5,
+                                                            "overhead_ci": [2.9, 4.0]}},
+                               "attributed": {"weince": {"overhead_pct": 0.25},
+                                              "weince_recipe": {"overhead_pct": 1.5}}},
                 "trainable_parameters": {"infonce": 0, "weince": 0, "weince_recipe": 0}})
     write_json(Path(layout.CHECKS.format(results=root, profile=prof)) / "special_case.json",
                {"max_abs_diff": 0.0, "cases": []})

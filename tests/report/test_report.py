@@ -94,6 +94,10 @@ def test_method_claims_verdicts(fx):
     assert r["C2"].verdict == REPRODUCED  # every fit rejects softmax, lambda > 0
     assert r["C8"].verdict == REPRODUCED  # 0.9% <= 2% and zero parameters
     assert r["C8"].arm_verdicts["weince_recipe"] == NOT_REPRODUCED  # 3.5% > 2%
+    from weince.report.tables import claim_lines
+    text = "\n".join(" | ".join(line) for line in claim_lines(r["C8"]))
+    assert "trainable parameters: 0; 95% CI [+0.20, +1.40]%; attributed from the loss alone " \
+           "+0.250%" in text
     assert r["C9"].verdict == REPRODUCED
 
 

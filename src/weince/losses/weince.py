@@ -78,14 +78,31 @@ def _design(k: int, b: int, device: torch.device):
     return _DESIGNS[key]
 
 
-def _top_values_cpu(neg: torch.Tensor, k: int) -> torch.Tensor:
-    """The ``k`` largest values of each row, largest first: the same numbers as
-    ``torch.topk(neg, k).values``, by introselect (``np.partition``) and a sort of the ``k``
-    survivors, several times faster than ``torch.topk`` on CPU."""
-    a = neg.numpy()
-    C = a.shape[1]
-    part = np.partition(a, C - k, axis=1)[:, C - k:]
-    return torch.from_numpy(np.sort(part, axis=1)).flip(1)
+def _top_negatives_cpu(s: torch.Tensor, targets: torch.Tensor, invalid: torch.Tensor | None,
+                       k: int) -> torch.Tensor:
+    """The ``k`` largest negative similarities of each row, largest first: the same numbers as
+    ``torch.topk(negative_values(s, targets, invalid), k).values``, several times faster on
+    CPU. Rows go through a small reused buffer in blocks (copy, ``-inf`` at the positive and
+    the invalid columns, introselect by ``np.partition``), so no full-size copy of ``s`` is
+    made; only the ``k`` survivors of each row are sorted."""
+    a = s.numpy()
+    B, C = a.shape
+    t = targets.cpu().numpy()
+    inv = None if invalid is None else invalid.numpy()
+    rows = max(1, min(B, (1 << 18) // C))  # blocks of about 1 MiB stay in cache
+    buf = np.empty((rows, C), dtype=a.dtype)
+    out = np.empty((B, k), dtype=a.dtype)
+    for r0 in range(0, B, rows):
+        r1 = min(B, r0 + rows)
+        blk = buf[: r1 - r0]
+        np.copyto(blk, a[r0:r1])
+        if inv is not None:
+            np.copyto(blk, -np.inf, where=inv[r0:r1])
+        blk[np.arange(r1 - r0), t[r0:r1]] = -np.inf
+        blk.partition(C - k, axis=1)
+        out[r0:r1] = blk[:, C - k:]
+    out.sort(axis=1)
+    return torch.from_numpy(out[:, ::-1].copy())
 
 
 def weince_statistics(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None = None, *,
@@ -107,7 +124,8 @@ def _statistics(sim: torch.Tensor, targets: torch.Tensor, invalid: torch.Tensor 
                 q: float, margin: float, kappa_rho: float, kappa_aic: float, tail_frac: float,
                 min_tail: int, eps: float, gate: str, topk_extra: int = 0) -> dict:
     """Vectorised SPEC 3.1 over rows. Besides the statistics, returns ``neg`` (the detached
-    similarities with positive and invalid columns at ``-inf``) and ``top_idx``: the columns of
+    similarities with positive and invalid columns at ``-inf``; ``None`` on the CPU path
+    without ``topk_extra``, which never builds it) and ``top_idx``: the columns of
     the ``max(k, min(topk_extra, K))`` most similar negatives of each row, most similar first
     (the recipe's top-M terms and ``beta_t`` fit reuse both)."""
     s = sim.detach()
@@ -115,10 +133,10 @@ def _statistics(sim: torch.Tensor, targets: torch.Tensor, invalid: torch.Tensor 
         s = s.float()
     B = s.shape[0]
     k = tail_size(K, tail_frac, min_tail)
-    neg = negative_values(s, targets, invalid)
-    if neg.device.type == "cpu" and topk_extra == 0:
-        top_vals, top_idx = _top_values_cpu(neg, k), None
+    if s.device.type == "cpu" and topk_extra == 0 and not torch.compiler.is_compiling():
+        top_vals, top_idx, neg = _top_negatives_cpu(s, targets, invalid, k), None, None
     else:
+        neg = negative_values(s, targets, invalid)
         top_vals, top_idx = torch.topk(neg, max(k, min(topk_extra, K)), dim=1, largest=True, sorted=True)
     top = top_vals[:, :k].double()  # statistics in float64: (B, k) is small
     rho = (1.0 - top[:, 0]).clamp_min(eps)
@@ -158,15 +176,19 @@ def _statistics(sim: torch.Tensor, targets: torch.Tensor, invalid: torch.Tensor 
 class _BlendedLogits(torch.autograd.Function):
     """Fused ``(1 - lam_i) s_ij / tau - c_i log(1 - min(s_ij, 1 - eps))`` with invalid columns
     set to ``-inf``, where ``c_i = lam_i * beta_i``. The backward is written out
-    (``d/ds = (1 - lam_i) / tau + c_i / (1 - s_ij)`` below the clamp), which saves the
-    dozen elementwise passes that autograd would record. ``lam_i = 0`` gives ``s / tau``
-    bit for bit, so WEINCE with ``lam = 0`` is InfoNCE exactly."""
+    (``d/ds = (1 - lam_i) / tau + c_i / (1 - s_ij)`` below the clamp, 0 above it).
+
+    At a large batch the cost is memory traffic and, on CPU, the page faults of every fresh
+    ``(B, C)`` tensor, so each direction allocates one such tensor and works in place:
+    forward ``log(max(1 - s, eps))`` scaled by ``-c_i``, plus ``s / (tau / (1 - lam_i))``;
+    backward ``1 / (1 - s)`` (``0`` where ``1 - s <= eps``) scaled and shifted per row.
+    ``lam_i = 0`` adds ``-0 * log(.)`` to ``s / tau``, so WEINCE with ``lam = 0`` is InfoNCE
+    bit for bit."""
 
     @staticmethod
     def forward(ctx, s, keep, c, tau, eps, invalid):
-        x = s / tau
-        x.mul_(keep)
-        x.addcmul_(torch.log1p(s.clamp(max=1.0 - eps).neg_()), c, value=-1.0)
+        x = torch.rsub(s, 1.0).clamp_min_(eps).log_().mul_(c.neg())
+        x.addcdiv_(s, tau / keep)  # (1 - lam_i) s / tau; keep = 0 gives tau / 0 = inf, s / inf = 0
         if invalid is not None:
             x.masked_fill_(invalid, float("-inf"))
         ctx.save_for_backward(s, keep, c)
@@ -176,9 +198,9 @@ class _BlendedLogits(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         s, keep, c = ctx.saved_tensors
-        slope = torch.div(c, torch.rsub(s, 1.0))           # c_i / (1 - s_ij)
-        slope.masked_fill_(s > 1.0 - ctx.eps, 0.0)          # flat where the clamp holds
-        slope.add_(keep / ctx.tau).mul_(grad)
+        slope = torch.rsub(s, 1.0)
+        F.threshold_(slope, ctx.eps, float("inf"))         # 1 - s <= eps: the clamp holds, slope 0
+        slope.reciprocal_().mul_(c).add_(keep / ctx.tau).mul_(grad)
         return slope, None, None, None, None, None
 
 

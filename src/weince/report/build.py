@@ -110,9 +110,12 @@ def scale_line(cfg: dict[str, Any], stage: str) -> str:
                 f"encoder seeds {', '.join(map(str, t.get('seeds', [])))}")
     if stage == "timing":
         t = (cfg.get("timing") or {}).get("config") or {}
+        mode = {"both": "compiled (eager timed too)", True: "compiled", False: "eager"}.get(
+            t.get("compile", "eager"), t.get("compile", "eager"))
         return (f"profile {p}: timing on device {t.get('device', cfg.get('device', 'auto'))}, "
                 f"whole step with backbone {t.get('backbone', '?')} at "
-                f"{t.get('image_size', '?')} px, 2 x {t.get('step_batch', '?')} views")
+                f"{t.get('image_size', '?')} px, 2 x {t.get('step_batch', '?')} views, "
+                f"loss {mode}")
     return f"profile {p}"
 
 

@@ -97,7 +97,13 @@ def _detail(claim: dict[str, Any], row: Row, arm: str, base: str | None) -> str:
     if kind == "reject":
         return f"softmax rejected (p < alpha) in {cell.extra.get('rejected', 'n/a')} fits"
     if kind == "overhead":
-        return f"trainable parameters: {cell.extra.get('params_total', 'n/a')}"
+        txt = f"trainable parameters: {cell.extra.get('params_total', 'n/a')}"
+        if len(cell.extra.get("interval") or []) == 1:   # one timing file per profile
+            lo, hi = cell.extra["interval"][0]
+            txt += f"; 95% CI [{lo:+.2f}, {hi:+.2f}]%"
+        if len(cell.extra.get("attributed") or []) == 1:
+            txt += f"; attributed from the loss alone {cell.extra['attributed'][0]:+.3f}%"
+        return txt
     if kind == "exact":
         w = cell.extra.get("worst")
         return f"max |diff| {w:.1e} (tol {claim.get('tolerance'):.0e})" if w is not None \

@@ -264,6 +264,10 @@ def evaluate_claim(claim: dict[str, Any], settings: list[Setting], arms: list[st
             extra["p"] = claim["p_key"]
         if kind == "overhead" and claim.get("params_key"):
             extra["params"] = claim["params_key"]
+        if kind == "overhead":
+            extra.update({name: claim[key] for name, key in
+                          (("interval", "interval_key"), ("attributed", "attributed_key"))
+                          if claim.get(key)})
         for arm in shown:
             if arm not in arms and kind not in ("overhead", "exact"):
                 continue
