@@ -355,3 +355,24 @@ def test_blended_logits_gradient_at_the_clamp(dtype):
     flat = s1.grad[3, :3]             # clamped entries: the softmax part only
     torch.testing.assert_close(flat, (1 - lam[3]) / tau * w[3, :3])
     assert torch.isfinite(s1.grad).all()
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 256])
+def test_module_lambda_quantiles_match_torch_quantile(n):
+    from weince.losses.modules import _quantiles
+
+    x = torch.rand(n, generator=torch.Generator().manual_seed(n))
+    got = _quantiles(x)
+    ref = torch.quantile(x, torch.tensor([0.1, 0.5, 0.9]))
+    for i, key in enumerate(("lambda_q10", "lambda_q50", "lambda_q90")):
+        torch.testing.assert_close(got[key], ref[i])
+    assert got["lambda_mean"] == x.mean()
+
+
+def test_weince_module_records_lambda_quantiles():
+    m = build_loss("weince", tau=0.5)
+    g = torch.Generator().manual_seed(1)
+    m(torch.randn(40, 16, generator=g), torch.randn(40, 16, generator=g))
+    st = m.last_stats
+    assert float(st["lambda_q10"]) <= float(st["lambda_q50"]) <= float(st["lambda_q90"])
+    assert 0.0 <= float(st["lambda_mean"]) <= 1.0
