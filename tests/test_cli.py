@@ -32,3 +32,19 @@ def test_evt_command_does_not_import_torch():
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == "False"
+
+
+@pytest.mark.parametrize("argv", [
+    ["bench-loss", "--sizes", "16", "--reps", "2", "--losses", "infonce", "weince"],
+    ["timing", "--set", "sizes=[16]", "--set", "dim=8", "--set", "loss_reps=2", "--set", "warmup=1",
+     "--set", "backbone=", "--set", "losses=[infonce,weince]"],
+])
+def test_benchmark_commands_write_json(argv, tmp_path, capsys):
+    """The benchmark commands run through the dispatcher and save JSON with provenance."""
+    import json
+
+    out = tmp_path / "out.json"
+    assert main([*argv, "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert "provenance" in data
+    assert "weince" in capsys.readouterr().out

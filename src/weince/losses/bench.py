@@ -86,5 +86,7 @@ def main(args: argparse.Namespace) -> int:
     print(tabulate(rows, headers="keys", floatfmt=".3f"))
     if args.out:
         from weince.utils import write_json
-        write_json(args.out, {"rows": rows}, cfg=vars(args))
+        opts = {k: v for k, v in vars(args).items() if not k.startswith("_")}  # not the dispatcher's
+        write_json(args.out, {"rows": rows, "torch": torch.__version__,
+                              "threads": torch.get_num_threads()}, cfg=opts)
     return 0
