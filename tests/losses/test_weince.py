@@ -325,9 +325,31 @@ def test_cpu_selection_equals_torch_topk():
         for inv in (None, invalid):
             neg = negative_values(x, targets, inv)
             for k in (1, 10, 51, min(197, C - 60)):
+                ref = torch.topk(neg, k, dim=1).values
                 got = _top_negatives_cpu(x, targets, inv, k)
                 assert got.dtype == dtype and got.is_contiguous()
-                torch.testing.assert_close(got, torch.topk(neg, k, dim=1).values, rtol=0, atol=0)
+                torch.testing.assert_close(got, ref, rtol=0, atol=0)
+                vals, idx = _top_negatives_cpu(x, targets, inv, k, with_indices=True)
+                torch.testing.assert_close(vals, ref, rtol=0, atol=0)
+                torch.testing.assert_close(neg.gather(1, idx), ref, rtol=0, atol=0)
+                assert all(len(set(r)) == k for r in idx.tolist())   # k distinct columns a row
+
+
+def test_pooled_cpu_selection_equals_torch_topk():
+    from weince.losses.recipe import _largest
+
+    g = torch.Generator().manual_seed(1)
+    v = torch.randn(5000, generator=g)
+    v[:100] = float("-inf")
+    v[200:210] = 1.5                      # ties
+    for k in (1, 10, 250, 4900):
+        ref = torch.topk(v, k).values
+        torch.testing.assert_close(_largest(v, k), ref, rtol=0, atol=0)
+        w = v.clone()
+        torch.testing.assert_close(_largest(w, k, inplace=True), ref, rtol=0, atol=0)
+    before = v.clone()
+    _largest(v, 250)
+    assert torch.equal(v, before)         # not in place unless asked
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])

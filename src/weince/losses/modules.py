@@ -135,7 +135,7 @@ class WEINCELoss(_TwoViewLoss):
                               topk_extra=topk_extra, **self.opts)
         self.last_stats = {**_quantiles(stats["lambda"]), "rho0": stats["rho0"],
                            "daic_mean": stats["daic"].mean(), "beta_w_mean": stats["beta_w"].mean()}
-        return loss, sim, targets, K, stats
+        return loss, sim, targets, invalid, K, stats
 
     def forward(self, z1, z2):
         return self.core(z1, z2)[0]
@@ -167,18 +167,24 @@ class WEINCERecipeLoss(WEINCELoss):
         self.register_buffer("beta_t", torch.tensor(float(beta_t_init)))
 
     @torch.no_grad()
-    def update_beta_t(self, neg: torch.Tensor, count: int) -> None:
-        """One EMA step from ``neg`` (similarities with ``-inf`` off the ``count`` negatives)."""
-        slope, r2 = batch_beta_from_negatives(neg, count, self.opts["eps"], self.pool_min, self.pool_frac)
+    def update_beta_t(self, neg: torch.Tensor, count: int, inplace: bool = False) -> None:
+        """One EMA step from ``neg`` (similarities with ``-inf`` off the ``count`` negatives;
+        ``inplace``: a scratch copy the fit may reorder)."""
+        slope, r2 = batch_beta_from_negatives(neg, count, self.opts["eps"], self.pool_min,
+                                              self.pool_frac, inplace=inplace)
         accept = (slope > 0) & (r2 >= self.r2_min)
         new = self.momentum * self.beta_t + (1 - self.momentum) * slope.clamp(self.beta_t_min, self.beta_t_max)
         self.beta_t.copy_(torch.where(accept, new.to(self.beta_t.dtype), self.beta_t))
         self.last_stats.update(beta_hat=slope.float(), beta_r2=r2.float())
 
     def forward(self, z1, z2):
-        loss, sim, targets, K, stats = self.core(z1, z2, topk_extra=self.top_m)
+        loss, sim, targets, invalid, K, stats = self.core(z1, z2, topk_extra=self.top_m)
         if self.training:
-            self.update_beta_t(stats["neg"], sim.shape[0] * K)
+            neg = stats["neg"]  # None on the CPU path: build the scratch copy here
+            scratch = neg is None
+            if scratch:
+                neg = negative_values(sim.detach().float(), targets, invalid)
+            self.update_beta_t(neg, sim.shape[0] * K, inplace=scratch)
         idx = top_negatives(sim, targets, None, self.top_m, stats["top_idx"])
         if self.w_weib:
             loss = loss + self.w_weib * topm_weibull(sim, targets, None, self.beta_t, self.top_m,

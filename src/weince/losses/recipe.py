@@ -8,6 +8,7 @@ an exponential moving average by :class:`weince.losses.WEINCERecipeLoss`.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -72,20 +73,33 @@ def fit_batch_beta(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor 
     """
     neg = negative_values(sim.detach().float(), targets, invert(mask))
     count = int(torch.isfinite(neg).sum())
-    return batch_beta_from_negatives(neg, count, eps, min_points, frac)
+    return batch_beta_from_negatives(neg, count, eps, min_points, frac, inplace=True)
+
+
+def _largest(vals: torch.Tensor, k: int, inplace: bool = False) -> torch.Tensor:
+    """The ``k`` largest entries of the 1-D ``vals``, largest first: ``torch.topk``'s values;
+    on CPU by introselect and a sort of the survivors (``torch.topk`` with a large sorted
+    ``k`` is several times slower there)."""
+    if vals.device.type != "cpu" or torch.compiler.is_compiling():
+        return torch.topk(vals, k, largest=True, sorted=True).values
+    a = vals.numpy() if inplace else vals.numpy().copy()
+    a.partition(a.size - k)
+    top = np.sort(a[a.size - k:])[::-1].copy()
+    return torch.from_numpy(top)
 
 
 @torch.no_grad()
 def batch_beta_from_negatives(neg: torch.Tensor, count: int, eps: float = 1e-6,
-                              min_points: int = 1024, frac: float = 0.05):
-    """:func:`fit_batch_beta` on ``neg`` (similarities, ``-inf`` off the ``count`` negatives)."""
+                              min_points: int = 1024, frac: float = 0.05, inplace: bool = False):
+    """:func:`fit_batch_beta` on ``neg`` (similarities, ``-inf`` off the ``count`` negatives).
+    ``inplace``: ``neg`` is a scratch copy that may be reordered (saves a copy on CPU)."""
     vals = neg.flatten()
     k = min(count, max(int(min_points), int(frac * count)))
     zero = torch.zeros((), dtype=torch.float64, device=neg.device)
     b = max(1, k // 20)
     if k < 10 or k - b < 2:
         return zero, zero
-    top = torch.topk(vals, k, largest=True, sorted=True).values.double()
+    top = _largest(vals, k, inplace).double()
     x = torch.log((1.0 - top[b:]).clamp_min(eps))
     m = torch.arange(b + 1, k + 1, device=neg.device, dtype=torch.float64)
     y = torch.log(m / (k + 1))

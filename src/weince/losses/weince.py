@@ -79,12 +79,13 @@ def _design(k: int, b: int, device: torch.device):
 
 
 def _top_negatives_cpu(s: torch.Tensor, targets: torch.Tensor, invalid: torch.Tensor | None,
-                       k: int) -> torch.Tensor:
+                       k: int, with_indices: bool = False):
     """The ``k`` largest negative similarities of each row, largest first: the same numbers as
     ``torch.topk(negative_values(s, targets, invalid), k).values``, several times faster on
     CPU. Rows go through a small reused buffer in blocks (copy, ``-inf`` at the positive and
     the invalid columns, introselect by ``np.partition``), so no full-size copy of ``s`` is
-    made; only the ``k`` survivors of each row are sorted."""
+    made; only the ``k`` survivors of each row are sorted. ``with_indices``: also their
+    columns, as ``(values, indices)`` (ties may come in another order than ``torch.topk``'s)."""
     a = s.numpy()
     B, C = a.shape
     t = targets.cpu().numpy()
@@ -92,6 +93,7 @@ def _top_negatives_cpu(s: torch.Tensor, targets: torch.Tensor, invalid: torch.Te
     rows = max(1, min(B, (1 << 18) // C))  # blocks of about 1 MiB stay in cache
     buf = np.empty((rows, C), dtype=a.dtype)
     out = np.empty((B, k), dtype=a.dtype)
+    idx = np.empty((B, k), dtype=np.int64) if with_indices else None
     for r0 in range(0, B, rows):
         r1 = min(B, r0 + rows)
         blk = buf[: r1 - r0]
@@ -99,8 +101,17 @@ def _top_negatives_cpu(s: torch.Tensor, targets: torch.Tensor, invalid: torch.Te
         if inv is not None:
             np.copyto(blk, -np.inf, where=inv[r0:r1])
         blk[np.arange(r1 - r0), t[r0:r1]] = -np.inf
-        blk.partition(C - k, axis=1)
-        out[r0:r1] = blk[:, C - k:]
+        if with_indices:
+            cols = np.argpartition(blk, C - k, axis=1)[:, C - k:]
+            vals = np.take_along_axis(blk, cols, axis=1)
+            order = np.argsort(vals, axis=1)[:, ::-1]
+            out[r0:r1] = np.take_along_axis(vals, order, axis=1)
+            idx[r0:r1] = np.take_along_axis(cols, order, axis=1)
+        else:
+            blk.partition(C - k, axis=1)
+            out[r0:r1] = blk[:, C - k:]
+    if with_indices:
+        return torch.from_numpy(out), torch.from_numpy(idx)
     out.sort(axis=1)
     return torch.from_numpy(out[:, ::-1].copy())
 
@@ -124,8 +135,8 @@ def _statistics(sim: torch.Tensor, targets: torch.Tensor, invalid: torch.Tensor 
                 q: float, margin: float, kappa_rho: float, kappa_aic: float, tail_frac: float,
                 min_tail: int, eps: float, gate: str, topk_extra: int = 0) -> dict:
     """Vectorised SPEC 3.1 over rows. Besides the statistics, returns ``neg`` (the detached
-    similarities with positive and invalid columns at ``-inf``; ``None`` on the CPU path
-    without ``topk_extra``, which never builds it) and ``top_idx``: the columns of
+    similarities with positive and invalid columns at ``-inf``; ``None`` on the CPU path,
+    which never builds it) and ``top_idx``: the columns of
     the ``max(k, min(topk_extra, K))`` most similar negatives of each row, most similar first
     (the recipe's top-M terms and ``beta_t`` fit reuse both)."""
     s = sim.detach()
@@ -133,8 +144,13 @@ def _statistics(sim: torch.Tensor, targets: torch.Tensor, invalid: torch.Tensor 
         s = s.float()
     B = s.shape[0]
     k = tail_size(K, tail_frac, min_tail)
-    if s.device.type == "cpu" and topk_extra == 0 and not torch.compiler.is_compiling():
-        top_vals, top_idx, neg = _top_negatives_cpu(s, targets, invalid, k), None, None
+    if s.device.type == "cpu" and not torch.compiler.is_compiling():
+        if topk_extra == 0:
+            top_vals, top_idx = _top_negatives_cpu(s, targets, invalid, k), None
+        else:
+            top_vals, top_idx = _top_negatives_cpu(s, targets, invalid, max(k, min(topk_extra, K)),
+                                                   with_indices=True)
+        neg = None
     else:
         neg = negative_values(s, targets, invalid)
         top_vals, top_idx = torch.topk(neg, max(k, min(topk_extra, K)), dim=1, largest=True, sorted=True)
