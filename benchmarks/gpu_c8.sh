@@ -12,7 +12,9 @@ mkdir -p "$OUT"
 python -c "import torch; assert torch.cuda.is_available(), 'no CUDA device visible'; \
 print(torch.__version__, torch.cuda.get_device_name(0))" | tee "$OUT/device.txt"
 
-python -m pytest -q -ra tests/losses tests/test_timing.py 2>&1 | tail -n 15 | tee "$OUT/tests.txt"
+# a failing test is reported but does not stop the timings
+python -m pytest -q -ra tests/losses tests/test_timing.py 2>&1 | tail -n 15 | tee "$OUT/tests.txt" \
+    || echo "some CUDA tests failed: see $OUT/tests.txt"
 
 weince bench-loss --device cuda --sizes 512 4096 --reps 50 --losses infonce weince \
     --out "$OUT/bench_loss_eager.json" | tee "$OUT/bench_loss_eager.txt"
