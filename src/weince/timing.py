@@ -220,25 +220,24 @@ def time_whole_step(cfg: TimingConfig, device: torch.device, progress=None) -> d
     amp = cfg.amp and device.type == "cuda"
     times = {name: [] for name in mods}
     loss_times = {name: [] for name in mods}
-    z_last = None
 
     def step(fn):
-        nonlocal z_last
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
             _, z = model(x)
             loss = fn(z[: cfg.step_batch].float(), z[cfg.step_batch:].float())
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-        z_last = z.detach().float()
+        return z.detach()
 
     warm = max(1, cfg.warmup // 2)
     for rep in range(warm + cfg.step_reps):
         for name in _order(labels, rep):
             with _Timer(device) as t:
-                step(mods[name])
+                z_last = step(mods[name])
             if rep >= warm:
                 times[name].append(t.seconds)
+        z_last = z_last.float()
         for name in _order(labels, rep):
             a = z_last[: cfg.step_batch].clone().requires_grad_(True)
             b = z_last[cfg.step_batch:].clone().requires_grad_(True)
@@ -265,7 +264,7 @@ def run_timing(cfg: TimingConfig) -> dict:
     from tqdm.auto import tqdm
 
     device = _resolve_device(cfg.device)
-    _, params = _loss_modules(TimingConfig(**{**asdict(cfg), "compile": "eager"}), device)
+    _, params = _loss_modules(cfg, device)  # counted on the eager modules (compiling is lazy)
     total = len(cfg.sizes) * (cfg.warmup + cfg.loss_reps)
     if cfg.backbone:
         total += max(1, cfg.warmup // 2) + cfg.step_reps
@@ -304,12 +303,13 @@ def _print(result: dict) -> None:
     print(tabulate(rows, headers=["what", "size", "loss", "median ms", "ratio to infonce", "95% CI"],
                    floatfmt=".3f"))
     if st:
+        base = next(iter(st["losses"]))
         att = ", ".join(f"{n} {a['overhead_pct']:+.3f}% ({a['extra_ms']:+.2f} ms)"
-                        for n, a in st["attributed"].items() if n != next(iter(st["attributed"])))
+                        for n, a in st["attributed"].items() if n != base)
         print(f"whole step ({st['mode']}): measured overhead "
               + ", ".join(f"{n} {s['overhead_pct']:+.2f}% [{s['overhead_ci'][0]:+.2f}, "
                           f"{s['overhead_ci'][1]:+.2f}]" for n, s in st["losses"].items()
-                          if n != next(iter(st["losses"])))
+                          if n != base)
               + f"; attributed from the loss alone on the step's embeddings: {att}")
     for r in [*result["loss_alone"], *([st] if st else [])]:
         if "compiled_vs_eager" in r:

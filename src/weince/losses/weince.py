@@ -144,16 +144,16 @@ def _statistics(sim: torch.Tensor, targets: torch.Tensor, invalid: torch.Tensor 
         s = s.float()
     B = s.shape[0]
     k = tail_size(K, tail_frac, min_tail)
+    width = max(k, min(topk_extra, K))
     if s.device.type == "cpu" and not torch.compiler.is_compiling():
         if topk_extra == 0:
             top_vals, top_idx = _top_negatives_cpu(s, targets, invalid, k), None
         else:
-            top_vals, top_idx = _top_negatives_cpu(s, targets, invalid, max(k, min(topk_extra, K)),
-                                                   with_indices=True)
+            top_vals, top_idx = _top_negatives_cpu(s, targets, invalid, width, with_indices=True)
         neg = None
     else:
         neg = negative_values(s, targets, invalid)
-        top_vals, top_idx = torch.topk(neg, max(k, min(topk_extra, K)), dim=1, largest=True, sorted=True)
+        top_vals, top_idx = torch.topk(neg, width, dim=1, largest=True, sorted=True)
     top = top_vals[:, :k].double()  # statistics in float64: (B, k) is small
     rho = (1.0 - top[:, 0]).clamp_min(eps)
     kq = int(round(q * (B - 1)))
