@@ -28,7 +28,7 @@ def test_features_match_direct_forward(encoder, tmp_path):
     out = tmp_path / "features.pt"
     assert weince_main(["features", "--encoder", str(path), "--out", str(out),
                         "--device", "cpu"]) == 0
-    feats = torch.load(out, weights_only=False)
+    feats = torch.load(out, weights_only=True)
     test = load_vision("digits", split="test")
     assert torch.equal(feats["test"]["labels"], test.labels)
     assert feats["train"]["backbone"].shape == (1438, 128)

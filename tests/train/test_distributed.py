@@ -162,7 +162,7 @@ def test_pretrain_on_two_processes_resumes(tmp_path):
     for stop in (1, None):
         mp.start_processes(_pretrain_worker, args=(_free_port(), str(tmp_path), stop),
                            nprocs=WORLD, join=True, start_method="fork")
-    ck = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
+    ck = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
     assert ck["epoch"] == 2 and len(ck["aug_gen"]) == WORLD
     assert [r["epoch"] for r in read_jsonl(tmp_path / "train_log.jsonl")] == [1, 2]
     assert (tmp_path / "encoder.pt").exists()

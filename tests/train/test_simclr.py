@@ -18,7 +18,7 @@ _TIMING = {"img_s", "epoch_s"}
 
 
 def _load(path):
-    return torch.load(path, map_location="cpu", weights_only=False)
+    return torch.load(path, map_location="cpu", weights_only=True)
 
 
 def test_kill_and_resume_equals_uninterrupted(tmp_path):

@@ -54,7 +54,11 @@ def load_features(features: str | os.PathLike | dict) -> dict:
         if not path.exists():
             raise FileNotFoundError(f"feature file {path} does not exist; make it with "
                                     f"`weince features --encoder ENCODER.pt --out {path}`")
-        feats = torch.load(path, map_location="cpu", weights_only=False)
+        from weince.utils.checkpoint import load_torch_file
+
+        feats = load_torch_file(path, what="feature file", map_location="cpu",
+                                remake="re-run `weince features` (the workflow's features "
+                                       "rule) that writes it")
     for split in ("train", "test"):
         if split not in feats or "labels" not in feats[split]:
             raise ValueError(f"feature dict lacks '{split}' with 'labels'; expected the file "

@@ -259,9 +259,13 @@ def load_encoder(path: str | os.PathLike, map_location: str | torch.device = "cp
     if not path.exists():
         raise FileNotFoundError(f"encoder file {path} does not exist; run `weince pretrain` "
                                 "(or the workflow's pretrain rule) to create it")
-    blob = torch.load(path, map_location=map_location, weights_only=False)
+    from weince.utils.checkpoint import UnreadableFileError, load_torch_file
+
+    remake = ("re-run `weince pretrain` (the workflow's pretrain rule) that writes it")
+    blob = load_torch_file(path, what="encoder file", remake=remake, map_location=map_location)
     if not isinstance(blob, dict) or "arch" not in blob or "state_dict" not in blob:
-        raise ValueError(f"{path} is not an encoder file written by save_encoder")
+        raise UnreadableFileError(f"{path} is not an encoder file written by save_encoder "
+                                  f"(no 'arch'/'state_dict'); {remake}")
     a = blob["arch"]
     model = build_simclr_model(a["backbone"], a["image_size"], a["channels"],
                                hidden_dim=a["hidden_dim"], out_dim=a["out_dim"],

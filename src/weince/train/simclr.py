@@ -329,7 +329,9 @@ def pretrain(cfg: SimCLRConfig | dict, out_dir: str | os.PathLike, *,
 
     # ---- resume
     start_epoch, log_records, wall_before = 0, [], 0.0
-    ckpt = load_checkpoint(out / "checkpoint.pt", map_location="cpu")
+    ckpt = load_checkpoint(out / "checkpoint.pt", map_location="cpu",
+                           remake="re-run `weince pretrain` (the pretrain rule): it starts "
+                                  "over from epoch 0")
     if ckpt is not None:
         _check_resumable(ckpt.get("cfg", {}), cfg_dict, out)
         model.load_state_dict(ckpt["model"])

@@ -190,7 +190,8 @@ def train_simcse(cfg: SimCSEConfig | dict[str, Any] | None, out_dir: str | os.Pa
 
     cfg_dict = to_dict(cfg)
     ckpt_path = out / "checkpoint.pt"
-    ckpt = load_checkpoint(ckpt_path)
+    ckpt = load_checkpoint(ckpt_path, remake="re-run `weince simcse` (the simcse rule): it "
+                                             "starts over from step 0")
     if ckpt is not None:
         old = _cfg_for_compare(ckpt["cfg"])
         new = _cfg_for_compare(cfg_dict)

@@ -3,13 +3,24 @@
 A training loop calls :func:`save_checkpoint` at the end of every epoch and
 :func:`load_checkpoint` at start; ``restore_rng`` puts back python/numpy/torch (CPU and
 CUDA) generators so that a resumed CPU run reproduces an uninterrupted one bit for bit.
+
+Every torch file the package reads (checkpoints, ``encoder.pt``, ``features.pt``) goes
+through :func:`load_torch_file`, which loads with ``weights_only=True``: a file holds only
+tensors, numbers, strings and plain containers, so opening a file from someone else can
+never run code. The RNG states are stored in that form too (python's and numpy's
+Mersenne-Twister keys as int64 tensors). A file that needs more (an old checkpoint with
+pickled numpy objects, or a crafted one) is refused with an error that names the file and
+the command that remakes it; there is no fallback to an unsafe load.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import pickle
 import random
+import re
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +28,12 @@ import numpy as np
 import torch
 
 __all__ = ["rng_state", "restore_rng", "save_checkpoint", "load_checkpoint", "seed_everything",
-           "torch_threads"]
+           "torch_threads", "load_torch_file", "UnreadableFileError"]
+
+
+class UnreadableFileError(ValueError):
+    """A file the package reads is corrupt, truncated or not of the expected kind (or would
+    need an unsafe load); the message names the file and how to remake it."""
 
 
 @contextlib.contextmanager
@@ -40,9 +56,14 @@ def seed_everything(seed: int) -> None:
 
 
 def rng_state() -> dict[str, Any]:
+    """Every global generator's state as tensors and plain numbers (``weights_only``-safe)."""
+    version, keys, gauss = random.getstate()
+    name, np_keys, pos, has_gauss, cached = np.random.get_state()
     state = {
-        "python": random.getstate(),
-        "numpy": np.random.get_state(),
+        "python": {"version": int(version), "keys": torch.tensor(keys, dtype=torch.int64),
+                   "gauss": gauss},
+        "numpy": {"name": str(name), "keys": torch.from_numpy(np_keys.astype(np.int64)),
+                  "pos": int(pos), "has_gauss": int(has_gauss), "cached": float(cached)},
         "torch": torch.get_rng_state(),
     }
     if torch.cuda.is_available():
@@ -51,8 +72,10 @@ def rng_state() -> dict[str, Any]:
 
 
 def restore_rng(state: dict[str, Any]) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    py, nq = state["python"], state["numpy"]
+    random.setstate((py["version"], tuple(int(k) for k in py["keys"].tolist()), py["gauss"]))
+    np.random.set_state((nq["name"], nq["keys"].numpy().astype(np.uint32), nq["pos"],
+                         nq["has_gauss"], nq["cached"]))
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
@@ -68,9 +91,51 @@ def save_checkpoint(path: str | os.PathLike, **state: Any) -> Path:
     return path
 
 
-def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict | None:
+def load_torch_file(path: str | os.PathLike, *, what: str, remake: str,
+                    map_location: str | torch.device = "cpu") -> Any:
+    """``torch.load(path, weights_only=True)`` with errors a user can act on.
+
+    Args:
+        path: an existing file.
+        what: what the file is, for messages ("encoder file", "checkpoint", ...).
+        remake: what to do to remake it (a command or workflow rule), for messages.
+
+    Raises:
+        UnreadableFileError: the file is truncated/corrupt, or holds pickled Python objects
+            beyond tensors and plain containers (refused: loading them could run code).
+    """
+    path = Path(path)
+    try:
+        return torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as e:
+        found = re.search(r"GLOBAL ([\w.]+)", str(e))
+        if found:  # the weights-only unpickler refused a global: an old or crafted file
+            raise UnreadableFileError(
+                f"{path}: refusing to load this {what}: it holds pickled Python objects "
+                f"(`{found.group(1)}`), not only tensors, numbers, strings and plain "
+                f"containers; it is an older file format, or a file that could run code when "
+                f"opened. Delete it and {remake}.") from None
+        raise UnreadableFileError(f"{path}: not a readable {what} (corrupt: not a torch "
+                                  f"file). Delete it and {remake}.") from None
+    except (FileNotFoundError, IsADirectoryError, PermissionError):
+        raise
+    except (RuntimeError, EOFError, zipfile.BadZipFile, OSError, ValueError, KeyError,
+            IndexError, UnicodeDecodeError) as e:
+        # torch's own reason is informative for a broken zip archive, noise otherwise
+        detail = str(e).strip().splitlines()[0] if isinstance(e, RuntimeError) and str(e) else ""
+        raise UnreadableFileError(
+            f"{path}: not a readable {what} (truncated or corrupt{': ' + detail if detail else ''}"
+            f"). Delete it and {remake}.") from None
+
+
+def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu",
+                    remake: str = "re-run the command (it starts over)") -> dict | None:
     """The saved state, or ``None`` when there is no checkpoint (a fresh start)."""
     path = Path(path)
     if not path.exists():
         return None
-    return torch.load(path, map_location=map_location, weights_only=False)
+    state = load_torch_file(path, what="checkpoint", remake=remake, map_location=map_location)
+    if not isinstance(state, dict):
+        raise UnreadableFileError(f"{path}: not a checkpoint (a {type(state).__name__}, not a "
+                                  f"dict). Delete it and {remake}.")
+    return state
