@@ -1,6 +1,6 @@
 """Snakemake adapter: similarity scores of a frozen encoder (weince.evt, SPEC 4-5)."""
 
-from weince.report.workflow import log_to
+from weince.pipeline.logs import log_to
 
 with log_to(snakemake.log[0]):
     import torch

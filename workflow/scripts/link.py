@@ -1,6 +1,6 @@
 """Snakemake adapter: link-selection fit on two-view batches (weince.evt, SPEC 5)."""
 
-from weince.report.workflow import log_to
+from weince.pipeline.logs import log_to
 
 with log_to(snakemake.log[0]):
     from weince.evt.cli import run_link

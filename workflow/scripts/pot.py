@@ -1,6 +1,6 @@
 """Snakemake adapter: POT/GPD tail fit of the pooled scores (weince.evt, SPEC 4)."""
 
-from weince.report.workflow import log_to
+from weince.pipeline.logs import log_to
 
 with log_to(snakemake.log[0]):
     from weince.evt.cli import run_pot

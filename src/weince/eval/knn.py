@@ -27,7 +27,8 @@ from typing import Any, Sequence
 import torch
 import torch.nn.functional as F
 
-from weince.eval.linear import _get, load_features, stratified_split, summarize
+from weince.eval.linear import _get, load_features, stratified_split
+from weince.utils.summary import summary as summarize
 from weince.utils.checkpoint import torch_threads
 
 __all__ = ["knn_eval", "knn_scores"]

@@ -224,9 +224,9 @@ def run_sts(model: str | os.PathLike, data: str | os.PathLike, out: str | os.Pat
 
 def aggregate_sts(paths: Iterable[str | os.PathLike]) -> dict[str, Any]:
     """Summaries over several seeds' ``sts.json``: for each split and metric,
-    ``{"mean", "std", "n", "values"}`` (``weince.report.stats.summary``: sample std,
+    ``{"mean", "std", "n", "values"}`` (``weince.utils.summary.summary``: sample std,
     None for one value); ``synthetic`` is True if any input was synthetic."""
-    from weince.report.stats import summary
+    from weince.utils.summary import summary
 
     paths = list(paths)
     files = [read_json(Path(p)) for p in paths]

@@ -1,6 +1,6 @@
 """``reports/<profile>/norms.md``: tables, verdicts and figures for claims N1-N3.
 
-    from weince.norms.report import write_norms_report
+    from weince.report.norms import write_norms_report
     write_norms_report(["results/.../norms.json", ...], "reports/default/norms.md",
                        profile="default")
 
@@ -20,7 +20,8 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from weince.norms.files import PROBES_FILE
-from weince.norms.verdicts import NOT_RUN, NOT_TESTABLE, PAPER, combine
+from weince.norms.verdicts import PAPER, combine
+from weince.utils.vocabulary import NOT_RUN, NOT_TESTABLE
 
 __all__ = ["load_results", "unit_label", "claim_verdicts", "render_markdown",
            "write_norms_report", "plot_figures"]
