@@ -25,7 +25,9 @@ rule norms_vision:
 
 rule norms_text:
     input:
-        model=lambda wc: ([] if wc.arm == PRETRAINED_ARM else f"{TRUN}/model".format(**wc)),
+        model=lambda wc: (
+            [] if wc.arm == PRETRAINED_ARM else f"{TRUN}/model".format(**wc)
+        ),
     output:
         result=f"{TRUN}/norms.json",
         probes=f"{TRUN}/norms_probes.npz",

@@ -32,9 +32,12 @@ def _path(parts: Iterable[Any]) -> str:
 
 def _lookup(data: Any, keys: list[Any]) -> bool:
     for k in keys:
-        if not isinstance(data, Mapping) or k not in data:
+        if isinstance(data, list) and isinstance(k, int) and 0 <= k < len(data):
+            data = data[k]
+        elif isinstance(data, Mapping) and k in data:
+            data = data[k]
+        else:
             return False
-        data = data[k]
     return True
 
 
