@@ -129,8 +129,8 @@ def test_stage_blocks_list_exactly_the_library_keys():
     from weince.eval.knn import knn_eval
     from weince.eval.linear import linear_probe
     from weince.eval.sts import run_sts
-    from weince.evt.cli import run_link, run_pot
-    from weince.evt.collect_cli import collect_score_file
+    from weince.evt.fits import run_link, run_pot
+    from weince.eval.scores import collect_score_file
     from weince.norms.run import NormsConfig
     from weince.timing import TimingConfig
     from weince.train.simclr import SimCLRConfig

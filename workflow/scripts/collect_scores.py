@@ -5,7 +5,7 @@ from weince.pipeline.logs import log_to
 with log_to(snakemake.log[0]):
     import torch
 
-    from weince.evt.collect_cli import collect_score_file
+    from weince.eval.scores import collect_score_file
 
     torch.set_num_threads(snakemake.threads)
     kwargs = {"device": snakemake.params.device, "data_root": snakemake.params.data_root,

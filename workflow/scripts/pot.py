@@ -3,6 +3,6 @@
 from weince.pipeline.logs import log_to
 
 with log_to(snakemake.log[0]):
-    from weince.evt.cli import run_pot
+    from weince.evt.fits import run_pot
 
     run_pot(snakemake.input[0], snakemake.output[0], **snakemake.params.kwargs)
