@@ -37,9 +37,9 @@ def collect_score_file(encoder, out, *, dataset: str | None = None, data_root=No
     from weince.data.vision import load_vision
     from weince.evt.collect import collect_link_batches, collect_scores, save_scores
     from weince.models import load_encoder
+    from weince.utils.device import resolve_device
 
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = str(resolve_device(device))
     model, cfg = load_encoder(encoder, map_location=device)
     cfg = dict(cfg or {})
     name = dataset or cfg.get("dataset")
