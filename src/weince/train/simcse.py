@@ -107,11 +107,6 @@ class SimCSEConfig:
             raise ValueError(f"device must be 'auto', 'cpu' or 'cuda[:i]', got {self.device!r}")
 
 
-def resolve_device(name: str) -> torch.device:
-    return resolve_device(name)
-    return dev
-
-
 def _linear_schedule(warmup: int, total: int) -> Callable[[int], float]:
     def f(step: int) -> float:
         if warmup and step < warmup:
