@@ -31,8 +31,6 @@ def collect_score_file(encoder, out, *, dataset: str | None = None, data_root=No
     ``build_augment(dataset, image_size=cfg["image_size"], **cfg["aug_kwargs"])``, as in
     training. Returns ``out``.
     """
-    import torch
-
     from weince.data.augment import build_augment
     from weince.data.vision import load_vision
     from weince.evt.collect import collect_link_batches, collect_scores, save_scores
