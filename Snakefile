@@ -11,12 +11,20 @@ image (config key `container`).
 
 from snakemake.utils import min_version, validate
 
+from weince.pipeline.config import check_config
+
 min_version("9.0")
 
 
 configfile: "config/config.yaml"
 
 
+# one profile = one config file; unknown keys and bad values stop here, naming the file
+check_config(
+    config,
+    "workflow/schemas/config.schema.yaml",
+    [*workflow.configfiles, *(workflow.overwrite_configfiles or [])],
+)
 validate(config, "workflow/schemas/config.schema.yaml", set_default=True)
 
 
@@ -39,6 +47,4 @@ include: "workflow/rules/report.smk"
 rule all:
     default_target: True
     input:
-        all_targets(),
-        ABLATION_TARGETS,
-        norms_targets(),
+        all_targets(config),

@@ -10,11 +10,11 @@ import torch
 from scipy import stats as st
 
 import weince.losses.baselines  # noqa: F401  (registers hcl, dcl, dclw)
-from weince.ablations import (
-    ARMS, GROUPS, ablation_inputs, ablation_outputs, ablation_plan, apply_arm, arm_settings,
-    build_ablation_report, canonical_arm, group_commentary, head_probe,
-)
+from weince.eval.linear import linear_probe
 from weince.losses import LOSSES, build_loss
+from weince.losses.arms import ARMS, apply_arm, arm_settings, canonical_arm
+from weince.pipeline.ablations import GROUPS, ablation_inputs, ablation_outputs, ablation_plan
+from weince.report.ablations import build_ablation_report, group_commentary
 from weince.report.stats import estimate
 from weince.utils import write_json
 
@@ -128,40 +128,36 @@ def test_canonical_arm_reuses_the_main_run_at_the_profile_tau(tmp_path):
     cfg2 = make_cfg(tmp_path, tau=0.2)
     assert canonical_arm("infonce_tau0p5", cfg2) == "infonce_tau0p5"
     assert canonical_arm("infonce_tau0p2", cfg2) == "infonce"
-    plan = ablation_plan(cfg, {"defaults": {"groups": ["temperature"]}})
+    plan = ablation_plan({**cfg, "ablations": {"groups": ["temperature"]}})
     assert "infonce_tau0p5" not in plan.run_arms() and "infonce" in plan.run_arms()
     assert len(plan.run_arms()) == 8
 
 
 # ---------------------------------------------------------------- plans
-def test_plan_defaults_profile_override_and_errors(tmp_path):
+def test_plan_from_the_profile_block_and_errors(tmp_path):
     cfg = make_cfg(tmp_path)
-    abl = {"defaults": {"groups": ["confound"]},
-           "profiles": {"t": {"groups": ["confound", "features"], "seeds": [1, 2]},
-                        "paper": {"groups": "all", "pairs": [["cifar100", "resnet18"]]}}}
-    plan = ablation_plan(cfg, abl)
+    plan = ablation_plan({**cfg, "ablations": {"groups": ["confound", "features"],
+                                               "seeds": [1, 2]}})
     assert [g.name for g in plan.groups] == ["confound", "features"]
     assert plan.pairs == [("digits", "smallcnn")] and plan.seeds == [1, 2]
-    paper = ablation_plan({**cfg, "profile": "paper"}, abl)
+    paper = ablation_plan({**cfg, "profile": "paper",
+                           "ablations": {"groups": "all", "pairs": [["cifar100", "resnet18"]]}})
     assert [g.name for g in paper.groups] == list(GROUPS)
     assert paper.pairs == [("cifar100", "resnet18")] and paper.seeds == [7, 21, 63]
     assert len(paper.run_arms()) == len(set(paper.run_arms())) == 20
-    other = ablation_plan({**cfg, "profile": "smoke"}, abl)
-    assert [g.name for g in other.groups] == ["confound"]
-    off = ablation_plan(cfg, {"defaults": {"groups": ["confound"], "enabled": False}})
+    assert ablation_plan(cfg).groups == []          # no block: no group
+    off = ablation_plan({**cfg, "ablations": {"groups": ["confound"], "enabled": False}})
     assert off.groups == [] and ablation_inputs(off) == []
     with pytest.raises(ValueError, match="unknown group 'gates'"):
-        ablation_plan(cfg, {"defaults": {"groups": ["gates"]}})
+        ablation_plan({**cfg, "ablations": {"groups": ["gates"]}})
     with pytest.raises(ValueError, match="unknown key"):
-        ablation_plan(cfg, {"defaults": {"group": ["confound"]}})
-    with pytest.raises(ValueError, match="top-level"):
-        ablation_plan(cfg, {"profile": {}})
+        ablation_plan({**cfg, "ablations": {"group": ["confound"]}})
     with pytest.raises(ValueError, match="encoder seed"):
-        ablation_plan({**cfg, "vision": {}}, {"defaults": {"groups": ["confound"]}})
+        ablation_plan({**cfg, "vision": {}, "ablations": {"groups": ["confound"]}})
 
 
 def test_inputs_name_probe_results_and_logs(tmp_path):
-    plan = ablation_plan(make_cfg(tmp_path), {"defaults": {"groups": ["features"]}})
+    plan = ablation_plan({**make_cfg(tmp_path), "ablations": {"groups": ["features"]}})
     files = [str(p) for p in ablation_inputs(plan)]
     run = f"{tmp_path}/results/t/vision/digits/smallcnn/weince/seed21/"
     assert run + "linear.json" in files and run + "linear_head.json" in files
@@ -177,7 +173,7 @@ def read_report(cfg):
 
 def test_report_numbers_follow_the_files(tmp_path):
     cfg = make_cfg(tmp_path)
-    plan = ablation_plan(cfg, {"defaults": {"groups": ["confound"]}})
+    plan = ablation_plan({**cfg, "ablations": {"groups": ["confound"]}})
     fill_group(plan, "confound", CONFOUND)
     outs = build_ablation_report(cfg, plan)
     md, doc = read_report(cfg)
@@ -197,7 +193,7 @@ def test_report_numbers_follow_the_files(tmp_path):
 
 def test_commentary_follows_the_numbers(tmp_path):
     cfg = make_cfg(tmp_path)
-    plan = ablation_plan(cfg, {"defaults": {"groups": ["confound"]}})
+    plan = ablation_plan({**cfg, "ablations": {"groups": ["confound"]}})
     fill_group(plan, "confound", CONFOUND)
     build_ablation_report(cfg, plan)
     md1, doc1 = read_report(cfg)
@@ -238,7 +234,7 @@ def test_commentary_overlap_and_no_interval_cases():
 
 def test_temperature_is_chosen_on_validation_not_test(tmp_path):
     cfg = make_cfg(tmp_path)
-    plan = ablation_plan(cfg, {"defaults": {"groups": ["temperature"]}})
+    plan = ablation_plan({**cfg, "ablations": {"groups": ["temperature"]}})
     test, val = {}, {}
     for t, te, va in ((0.1, 55.0, 40.0), (0.2, 50.0, 60.0), (0.5, 49.0, 50.0), (1.0, 45.0, 45.0)):
         for loss, off in (("infonce", 0.0), ("weince", 1.0)):
@@ -259,7 +255,7 @@ def test_temperature_is_chosen_on_validation_not_test(tmp_path):
 
 def test_features_group_reads_head_probe_files(tmp_path):
     cfg = make_cfg(tmp_path)
-    plan = ablation_plan(cfg, {"defaults": {"groups": ["features"]}})
+    plan = ablation_plan({**cfg, "ablations": {"groups": ["features"]}})
     fill_group(plan, "features", {"infonce": [50, 50, 50.3], "infonce [head]": [45, 45.2, 45],
                                   "weince": [52, 52.5, 52], "weince [head]": [46, 46, 46.6]})
     build_ablation_report(cfg, plan)
@@ -271,7 +267,7 @@ def test_features_group_reads_head_probe_files(tmp_path):
 
 def test_missing_results_raise_or_show_missing(tmp_path):
     cfg = make_cfg(tmp_path)
-    plan = ablation_plan(cfg, {"defaults": {"groups": ["confound"]}})
+    plan = ablation_plan({**cfg, "ablations": {"groups": ["confound"]}})
     partial = {k: v for k, v in CONFOUND.items() if k != "weince_recipe_no_weib"}
     fill_group(plan, "confound", partial)
     with pytest.raises(FileNotFoundError, match="weince_recipe_no_weib/seed7/linear.json"):
@@ -284,7 +280,7 @@ def test_missing_results_raise_or_show_missing(tmp_path):
 
 def test_no_figure_without_gate_logs(tmp_path):
     cfg = make_cfg(tmp_path)
-    plan = ablation_plan(cfg, {"defaults": {"groups": ["baselines"]}})
+    plan = ablation_plan({**cfg, "ablations": {"groups": ["baselines"]}})
     fill_group(plan, "baselines", {n: [50.0, 50.5, 51.0] for n in
                                     ("infonce", "hcl", "dcl", "dclw", "weince")})
     build_ablation_report(cfg, plan)
@@ -297,7 +293,7 @@ def test_no_figure_without_gate_logs(tmp_path):
     assert "Gate over training" not in md
 
 
-def test_head_probe_writes_head_result(tmp_path):
+def test_head_feature_probe(tmp_path):
     g = torch.Generator().manual_seed(0)
     feats = {}
     for split, n in (("train", 60), ("test", 30)):
@@ -306,16 +302,14 @@ def test_head_probe_writes_head_result(tmp_path):
         feats[split] = {"backbone": torch.randn(n, 5, generator=g), "head": head, "labels": y}
     path = tmp_path / "features.pt"
     torch.save(feats, path)
-    out = head_probe(path, tmp_path / "linear_head.json",
-                     {"epochs": 30, "seeds": [0, 1], "lr": 0.05, "feature": "backbone"})
-    res = json.loads(out.read_text())
+    res = linear_probe(path, epochs=30, seeds=[0, 1], lr=0.05, feature="head")
     assert res["feature"] == "head" and res["test_acc"]["n"] == 2
-    assert res["test_acc"]["mean"] > 90.0 and "provenance" in res
+    assert res["test_acc"]["mean"] > 90.0
 
 
 # ---------------------------------------------------------------- shipped configuration
 def test_shipped_ablation_config_covers_the_issue():
-    """config/ablations.yaml on the shipped profiles: the embedded default runs the
+    """The ablations block of each shipped profile: the embedded default runs the
     confound arms at least, the paper profile runs every group; every arm name fits the
     workflow's {arm} wildcard."""
     import re
@@ -323,14 +317,13 @@ def test_shipped_ablation_config_covers_the_issue():
     import yaml
 
     root = __import__("pathlib").Path(__file__).resolve().parents[1]
-    abl = yaml.safe_load((root / "config/ablations.yaml").read_text())
     plans = {}
     for name in ("config", "smoke", "paper"):
         path = root / "config" / f"{name}.yaml"
         if not path.exists():
             pytest.skip(f"{path} not present")
         cfg = yaml.safe_load(path.read_text())
-        plans[cfg["profile"]] = ablation_plan(cfg, abl)
+        plans[cfg["profile"]] = ablation_plan(cfg)
     confound = {"infonce", "infonce_topm", "weince", "weince_recipe", "weince_recipe_no_weib"}
     for prof in ("default", "smoke"):
         assert confound <= set(plans[prof].run_arms())

@@ -1,14 +1,27 @@
 """weince: reproduction artifact for *When Softmax Fails at the Top: Extreme Value
 Corrections for InfoNCE* (ICML 2026).
 
-Subpackages:
-    weince.losses   InfoNCE, WEINCE, the authors' recipe terms, baselines (torch)
-    weince.evt      POT/GPD tail fits and link-selection fits (numpy/scipy only)
-    weince.data     vision and text data sets, SimCLR augmentations
-    weince.models   backbones and projection heads
-    weince.train    the SimCLR and SimCSE training loops
-    weince.eval     linear probe, k-NN / recall@k, STS
-    weince.report   claims registry, tables, figures
+Subpackages, by layer (imports run downwards only; ``tests/test_import_layers.py``):
+
+0. building blocks
+    weince.losses    InfoNCE, WEINCE, the authors' recipe terms, baselines (torch); every
+                     named arm in ``weince.losses.arms``
+    weince.evt       POT/GPD tail fits and link-selection fits (numpy/scipy only)
+    weince.data      vision and text data sets, SimCLR augmentations
+    weince.models    backbones and projection heads
+    weince.utils     provenance and result files, checkpoints, the seed summary, verdict words
+1. stages that make result files
+    weince.train     the SimCLR and SimCSE training loops
+    weince.eval      feature extraction, linear probe, k-NN / recall@k, STS
+    weince.norms     the embedding-norm analysis (N1-N3), one ``norms.json`` per encoder
+    weince.timing    loss-alone and whole-step overhead timing (C8)
+2. what a profile asks for, and the pages made from its results
+    weince.pipeline  run layout and file names, resolved stage configs, grid choice, the
+                     ablation and norms plans, ``all_targets(config)`` (the workflow's glue)
+    weince.report    claims tables with verdicts, summary, ablations and norms pages, figures
+3. the command line
+    weince.cli       ``weince <command>``; each command's module parses arguments and calls
+                     the library
 """
 
 __version__ = "0.1.0"

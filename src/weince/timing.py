@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from weince.losses import build_loss
+from weince.utils.device import resolve_device
 
 __all__ = ["TimingConfig", "MODES", "time_loss_alone", "time_whole_step", "run_timing",
            "paired_summary", "add_arguments", "main"]
@@ -125,14 +126,6 @@ def paired_summary(times: dict[str, list[float]], base: str, n_boot: int = 2000,
             "times_ms": [round(1e3 * float(t), 4) for t in ts],
         }
     return out
-
-
-def _resolve_device(device: str) -> torch.device:
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError("device 'cuda' was asked for but no CUDA device is visible; use --device cpu")
-    return torch.device(device)
 
 
 def _label(name: str, mode: str) -> str:
@@ -263,7 +256,7 @@ def run_timing(cfg: TimingConfig) -> dict:
     """Both measurements and the parameter counts, as the JSON-able result of the C8 table."""
     from tqdm.auto import tqdm
 
-    device = _resolve_device(cfg.device)
+    device = resolve_device(cfg.device)
     _, params = _loss_modules(cfg, device)  # counted on the eager modules (compiling is lazy)
     total = len(cfg.sizes) * (cfg.warmup + cfg.loss_reps)
     if cfg.backbone:

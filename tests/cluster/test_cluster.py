@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from weince.report.layout import VISION_RUN
+from weince.pipeline.layout import VISION_RUN
 
 REPO = Path(__file__).resolve().parents[2]
 TEST_PROFILE = REPO / "tests" / "cluster" / "profile"

@@ -24,7 +24,7 @@ def toy_features(seed=0, n_train=400, n_test=200, C=4, D=8, noise=1.5):
 def test_summarize():
     s = summarize([1.0, 2.0, 3.0])
     assert s == {"mean": 2.0, "std": 1.0, "n": 3, "values": [1.0, 2.0, 3.0]}
-    assert summarize([5.0])["std"] == 0.0
+    assert summarize([5.0])["std"] is None  # one value: no spread (the shared format)
 
 
 def test_stratified_split_is_stratified_and_seeded():

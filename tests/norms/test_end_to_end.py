@@ -141,6 +141,6 @@ def test_cli_refuses_ambiguous_input(tmp_path):
     with pytest.raises(FileNotFoundError, match="weince pretrain"):
         weince_main(["norms", "--encoder", str(tmp_path / "missing.pt"), "--out",
                      str(tmp_path)])
-    with pytest.raises(ValueError, match="profile 'nope'"):
+    with pytest.raises(FileNotFoundError, match="nope.yaml"):
         weince_main(["norms", "--encoder", "x.pt", "--out", str(tmp_path), "--config",
-                     str(REPO / "config" / "norms.yaml"), "--profile", "nope"])
+                     str(REPO / "config" / "nope.yaml")])

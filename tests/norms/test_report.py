@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 
 from weince.norms.cli import load_norms_config
-from weince.norms.report import claim_verdicts, render_markdown, write_norms_report
+from weince.report.norms import claim_verdicts, render_markdown, write_norms_report
 from weince.norms.run import PROBES_FILE, NormsConfig, _dynamics
-from weince.norms.verdicts import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED
-from weince.norms import workflow as norms_wf
+from weince.utils.vocabulary import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED
+from weince.pipeline import norms as norms_plan
+from weince.pipeline.stages import norms_config, text_model
 from weince.utils import write_json
 
 REPO = Path(__file__).resolve().parents[2]
@@ -99,14 +100,19 @@ def test_empty_report_says_not_run():
     assert "## Verdicts" in render_markdown([])
 
 
-@pytest.mark.parametrize("profile", ["default", "smoke", "paper"])
+@pytest.mark.parametrize("profile", ["config", "smoke", "paper"])
 def test_every_profile_parses_into_the_config(profile):
-    cfg = load_norms_config(str(REPO / "config" / "norms.yaml"), profile, [])
+    path = str(REPO / "config" / f"{profile}.yaml")
+    cfg = load_norms_config(path, [])
     assert isinstance(cfg, NormsConfig) and cfg.resamples >= 2
-    cfg = load_norms_config(str(REPO / "config" / "norms.yaml"), profile, ["n_boot=10"])
+    cfg = load_norms_config(path, ["n_boot=10"])
     assert cfg.n_boot == 10
     with pytest.raises(ValueError, match="nonsense"):
-        load_norms_config(str(REPO / "config" / "norms.yaml"), profile, ["nonsense=1"])
+        load_norms_config(path, ["nonsense=1"])
+    import yaml
+
+    from weince.train.config import as_config
+    assert as_config(NormsConfig, norms_config(yaml.safe_load(open(path)))).n_boot >= 200
 
 
 def test_workflow_targets():
@@ -114,23 +120,20 @@ def test_workflow_targets():
                          "arms": ["infonce", "weince"], "seeds": [7, 21]},
               "text": {"enabled": True, "models": ["minilm"], "arms": ["infonce"],
                        "seeds": [7, 21]}}
-    vrun = "r/{profile}/vision/{dataset}/{backbone}/{arm}/seed{seed}"
-    trun = "r/{profile}/text/{model}/{arm}/seed{seed}"
-    norms = norms_wf.load_profile(REPO / "config" / "norms.yaml", "default")
-    v = norms_wf.vision_targets(config, norms, vrun, "default")
+    config.update(profile="default", results="r",
+                  norms={"vision": {"arms": None, "seeds": [7]}, "text": {"models": []}})
+    v = [str(p) for p in norms_plan.norms_results(config)]
     assert v == ["r/default/vision/digits/smallcnn/infonce/seed7/norms.json",
                  "r/default/vision/digits/smallcnn/weince/seed7/norms.json"]
-    t = norms_wf.text_targets(config, {"text": {"models": ["minilm"], "simcse_runs": True}},
-                              trun, "p")
+    config.update(profile="p", norms={"vision": {"enabled": False},
+                                      "text": {"models": ["minilm"], "simcse_runs": True}})
+    t = [str(p) for p in norms_plan.norms_results(config)]
     assert t == ["r/p/text/minilm/pretrained/seed0/norms.json",
                  "r/p/text/minilm/infonce/seed7/norms.json"]
-    assert norms_wf.report_targets(config, {"vision": {"enabled": False},
-                                            "text": {"enabled": False}}, "rep", vrun, trun,
-                                   "p") == []
-    assert norms_wf.text_model(config, "minilm", "pretrained", "x") == "minilm"
-    assert norms_wf.text_model(config, "minilm", "infonce", "x") == "x/model"
-    with pytest.raises(ValueError, match="no section"):
-        norms_wf.load_profile(REPO / "config" / "norms.yaml", "nope")
+    config["norms"] = {"vision": {"enabled": False}, "text": {"enabled": False}}
+    assert norms_plan.norms_results(config) == []
+    assert text_model(config, "minilm", "pretrained", "x") == "minilm"
+    assert text_model(config, "minilm", "infonce", "x") == "x/model"
 
 
 def test_batching_fits_the_filler_bank():

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from weince.report import layout
+from weince.pipeline import layout
 from weince.utils import write_json
 
 REPO = Path(__file__).resolve().parents[2]

@@ -16,7 +16,8 @@ from scipy import stats
 
 from weince.report import (NOT_REPRODUCED, NOT_RUN, REPRODUCED, ResultSchemaError,
                            build_report, load_claims)
-from weince.report import layout
+from weince.losses import arms
+from weince.pipeline import layout
 from weince.report.registry import CLAIM_IDS
 from weince.report.stats import diff_estimate, estimate
 from weince.report.tables import latex_escape
@@ -262,14 +263,14 @@ def test_generated_latex_compiles(fx):
 # ----------------------------------------------------------------------------- layout
 def test_grid_point_names_round_trip():
     grid = {"margin": [0, 2, 6], "kappa_rho": [5, 10, 20], "kappa_aic": [0.5, 1, 2]}
-    pts = layout.grid_points(grid)
+    pts = arms.grid_points(grid)
     assert len(pts) == 27 and len(set(pts)) == 27
     assert "m2_kr10_ka0.5" in pts
-    assert layout.parse_point("m2_kr10_ka0.5") == {"margin": 2.0, "kappa_rho": 10.0,
+    assert arms.parse_point("m2_kr10_ka0.5") == {"margin": 2.0, "kappa_rho": 10.0,
                                                    "kappa_aic": 0.5}
-    assert layout.split_arm("weince@m0_kr5_ka2") == ("weince", {"margin": 0.0,
+    assert arms.split_arm("weince@m0_kr5_ka2") == ("weince", {"margin": 0.0,
                                                                 "kappa_rho": 5.0,
                                                                 "kappa_aic": 2.0})
     with pytest.raises(ValueError, match="bad grid point"):
-        layout.parse_point("margin2")
-    assert math.isfinite(len(layout.grid_points(None)))
+        arms.parse_point("margin2")
+    assert math.isfinite(len(arms.grid_points(None)))

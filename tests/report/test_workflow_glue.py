@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from weince.report.workflow import (apply_selection, grid_arms, pretrain_config,
-                                    select_grid_point, simcse_config)
+from weince.pipeline.grid import select_grid_point
+from weince.pipeline.stages import apply_selection, grid_arms, pretrain_config, simcse_config
 from weince.utils import write_json
 
 from .conftest import summary

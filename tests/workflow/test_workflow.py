@@ -132,10 +132,10 @@ def test_dry_run_builds_the_dag(name, tmp_path):
         points *= max(1, len(g[key]))
     final = pairs * len(v["arms"]) * len(v["seeds"])
     grid = pairs * len(g["arms"]) * points * len(g["seeds"])
-    # the ablation arms (config/ablations.yaml) add the runs the main grid does not have
-    from weince.ablations import ablation_plan
+    # the ablation arms (the profile's ablations block) add the runs the main grid has not
+    from weince.pipeline.ablations import ablation_plan
 
-    plan = ablation_plan(cfg, yaml.safe_load((wf / "config/ablations.yaml").read_text()))
+    plan = ablation_plan(cfg)
     main = {(d, b, a, int(s)) for d in v["datasets"] for b in v["backbones"]
             for a in v["arms"] for s in v["seeds"]}
     extra = {(d, b, a, s) for d, b in plan.pairs for a in plan.run_arms()

@@ -1,18 +1,8 @@
 # Ablations (issue 9): extra arms trained by the same pretrain / features / linear rules as
 # the main arms (an ablation arm is just another value of the {arm} wildcard; its loss, tau
-# and options come from weince.ablations.ARMS through pretrain_config), a probe on the
+# and options come from weince.losses.arms.ARMS through pretrain_config), a probe on the
 # projection-head features, and reports/{profile}/ablations.md.
-# Which groups a profile runs: config/ablations.yaml (config key `ablations_config`).
-import yaml
-
-from weince.ablations import ablation_inputs, ablation_outputs, ablation_plan
-
-ABLATIONS_CONFIG = config.get("ablations_config", "config/ablations.yaml")
-with open(ABLATIONS_CONFIG) as _fh:
-    ABLATION_PLAN = ablation_plan(config, yaml.safe_load(_fh))
-ABLATION_OUTPUTS = ablation_outputs(config)
-# for `rule all`: the ablation report of this profile (nothing when its plan has no group)
-ABLATION_TARGETS = [str(ABLATION_OUTPUTS["md"])] if ABLATION_PLAN.groups else []
+# Which groups a profile runs: its `ablations` block (weince.pipeline.ablations).
 
 
 rule linear_head:
@@ -35,7 +25,6 @@ rule linear_head:
 rule ablations_report:
     input:
         [str(p) for p in ablation_inputs(ABLATION_PLAN)],
-        ablations=ABLATIONS_CONFIG,
     output:
         md=str(ABLATION_OUTPUTS["md"]),
         json=str(ABLATION_OUTPUTS["json"]),

@@ -1,12 +1,29 @@
-# Shared paths, wildcard constraints, resources and the target function of `rule all`.
-# Path templates come from weince.report.layout, so rule outputs and the files the report
-# reads cannot drift apart.
+# Shared paths, wildcard constraints, resources and the input functions of the rules.
+# Path templates and the enumeration of runs come from weince.pipeline, so rule outputs
+# and the files the report reads cannot drift apart; `rule all` takes
+# weince.pipeline.targets.all_targets(config).
 import re
 
-from weince.report import layout
-from weince.report.build import claim_inputs, figure_inputs, report_outputs
-from weince.report.registry import load_claims
-from weince.report.workflow import grid_arms, pretrain_config, simcse_config
+from weince.losses.arms import grid_points, split_arm
+from weince.pipeline import layout
+from weince.pipeline.ablations import ablation_inputs, ablation_outputs, ablation_plan
+from weince.pipeline.norms import norms_outputs, norms_results
+from weince.pipeline.stages import (
+    PRETRAINED_ARM,
+    grid_arms,
+    norms_config,
+    pretrain_config,
+    simcse_config,
+    text_model,
+)
+from weince.pipeline.targets import (
+    all_targets,
+    claim_inputs,
+    claims,
+    companion_targets,
+    report_outputs,
+    result_files,
+)
 
 RESULTS = config["results"]
 PROFILE = config["profile"]
@@ -31,6 +48,9 @@ LOGS = f"{RESULTS}/{{profile}}/logs"
 BENCH = f"{RESULTS}/{{profile}}/benchmarks"
 VRUN_TAG = "{dataset}/{backbone}/{arm}/seed{seed}"
 TRUN_TAG = "{model}/{arm}/seed{seed}"
+ABLATION_PLAN = ablation_plan(config)
+ABLATION_OUTPUTS = ablation_outputs(config)
+NORMS_OUTPUTS = norms_outputs(config)
 
 
 wildcard_constraints:
@@ -40,7 +60,7 @@ wildcard_constraints:
     arm=r"[a-z][a-z0-9_]*(@[a-z0-9_.\-]+)?",
     seed="[0-9]+",
     model=r"[A-Za-z0-9_.\-]+",
-    cid="c[0-9]+",
+    cid="[a-z][a-z0-9]*",
 
 
 def resources_for(rule_name):
@@ -61,7 +81,7 @@ def threads_for(rule_name):
 
 def selection_input(wildcards):
     """A final run of a grid arm needs the point chosen on validation."""
-    base, point = layout.split_arm(wildcards.arm)
+    base, point = split_arm(wildcards.arm)
     if point is None and base in grid_arms(config):
         return f"{VPAIR}/{base}/selection.json".format(
             profile=wildcards.profile,
@@ -84,42 +104,16 @@ def grid_linear_files(wildcards):
             )
             for seed in g["seeds"]
         ]
-        for point in layout.grid_points(g)
+        for point in grid_points(g)
     }
 
 
-def claims_registry():
-    return load_claims(config["claims"])
-
-
-def claim_by_cid(cid):
-    return next(c for c in claims_registry()["claims"] if c["id"].lower() == cid)
-
-
 def table_inputs(wildcards):
-    return [str(p) for p in claim_inputs(config, claim_by_cid(wildcards.cid))]
-
-
-def result_files():
-    """Every result file the report reads (claim inputs and training logs)."""
-    files = []
-    for c in claims_registry()["claims"]:
-        files += [str(p) for p in claim_inputs(config, c)]
-    files += [str(p) for p in figure_inputs(config)]
-    return list(dict.fromkeys(files))
+    claim = next(c for c in claims(config) if c["id"].lower() == wildcards.cid)
+    return [str(p) for p in claim_inputs(config, claim)]
 
 
 def report_inputs(wildcards):
-    tables = [
-        f"{REPORT_DIR}/table_{c['id'].lower()}.md".format(profile=PROFILE)
-        for c in claims_registry()["claims"]
-    ]
-    return result_files() + tables
-
-
-def all_targets():
-    """The report, and every result file it reads: a deleted result is rebuilt by a
-    plain `snakemake`, and then only the tables that read it and the summary."""
     outs = report_outputs(config)
-    tables = [str(outs[f"c{i}_{ext}"]) for i in range(1, 10) for ext in ("md", "tex")]
-    return [str(outs["summary"])] + tables + result_files()
+    tables = [str(p) for k, p in outs.items() if k.endswith("_md")]
+    return [str(p) for p in result_files(config)] + tables

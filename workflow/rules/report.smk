@@ -35,7 +35,7 @@ rule report:
     input:
         report_inputs,
         claims=config["claims"],
-        companions=ABLATION_TARGETS + norms_targets(),
+        companions=[str(p) for p in companion_targets(config)],
     output:
         summary=f"{REPORT_DIR}/summary.md",
         claims_json=f"{REPORT_DIR}/claims.json",

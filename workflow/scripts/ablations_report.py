@@ -1,13 +1,9 @@
-"""Snakemake adapter: the ablation report (weince.ablations.build_ablation_report)."""
+"""Snakemake adapter: the ablation page (weince.report.ablations.build_ablation_report)."""
 
-from weince.report.workflow import log_to
+from weince.pipeline.logs import log_to
 
 with log_to(snakemake.log[0]):
-    import yaml
+    from weince.report.ablations import build_ablation_report
 
-    from weince.ablations import ablation_plan, build_ablation_report
-
-    with open(snakemake.input.ablations) as fh:
-        plan = ablation_plan(snakemake.config, yaml.safe_load(fh))
-    outs = build_ablation_report(snakemake.config, plan)
+    outs = build_ablation_report(snakemake.config)
     print(f"ablation report: {outs['md']}")

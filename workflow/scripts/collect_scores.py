@@ -1,11 +1,11 @@
 """Snakemake adapter: similarity scores of a frozen encoder (weince.evt, SPEC 4-5)."""
 
-from weince.report.workflow import log_to
+from weince.pipeline.logs import log_to
 
 with log_to(snakemake.log[0]):
     import torch
 
-    from weince.evt.collect_cli import collect_score_file
+    from weince.eval.scores import collect_score_file
 
     torch.set_num_threads(snakemake.threads)
     kwargs = {"device": snakemake.params.device, "data_root": snakemake.params.data_root,

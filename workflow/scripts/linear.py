@@ -1,6 +1,6 @@
 """Snakemake adapter: linear probe on cached features (weince.eval.linear)."""
 
-from weince.report.workflow import log_to
+from weince.pipeline.logs import log_to
 
 with log_to(snakemake.log[0]):
     import torch

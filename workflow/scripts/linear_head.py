@@ -1,12 +1,13 @@
-"""Snakemake adapter: linear probe on projection-head features (weince.ablations.head_probe)."""
+"""Snakemake adapter: linear probe on projection-head features (the `features` ablation)."""
 
-from weince.report.workflow import log_to
+from weince.pipeline.logs import log_to
 
 with log_to(snakemake.log[0]):
     import torch
 
-    from weince.ablations import head_probe
+    from weince.eval.linear import linear_probe
+    from weince.utils import write_json
 
     torch.set_num_threads(snakemake.threads)
-    kwargs = {"device": snakemake.params.device, **snakemake.params.kwargs}
-    head_probe(snakemake.input[0], snakemake.output[0], kwargs)
+    kwargs = {"device": snakemake.params.device, **snakemake.params.kwargs, "feature": "head"}
+    write_json(snakemake.output[0], linear_probe(snakemake.input[0], **kwargs), cfg=kwargs)

@@ -1,8 +1,8 @@
 """Snakemake adapter: link-selection fit on two-view batches (weince.evt, SPEC 5)."""
 
-from weince.report.workflow import log_to
+from weince.pipeline.logs import log_to
 
 with log_to(snakemake.log[0]):
-    from weince.evt.cli import run_link
+    from weince.evt.fits import run_link
 
     run_link(snakemake.input[0], snakemake.output[0], **snakemake.params.kwargs)

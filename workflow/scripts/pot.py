@@ -1,8 +1,8 @@
 """Snakemake adapter: POT/GPD tail fit of the pooled scores (weince.evt, SPEC 4)."""
 
-from weince.report.workflow import log_to
+from weince.pipeline.logs import log_to
 
 with log_to(snakemake.log[0]):
-    from weince.evt.cli import run_pot
+    from weince.evt.fits import run_pot
 
     run_pot(snakemake.input[0], snakemake.output[0], **snakemake.params.kwargs)

@@ -2,7 +2,8 @@
 
 from pathlib import Path
 
-from weince.report.workflow import apply_selection, log_to
+from weince.pipeline.logs import log_to
+from weince.pipeline.stages import apply_selection
 
 with log_to(snakemake.log[0]):
     from weince.train.simclr import pretrain

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from weince.report.workflow import log_to
+from weince.pipeline.logs import log_to
 
 with log_to(snakemake.log[0]):
     from weince.report import build_report

@@ -1,6 +1,7 @@
 """Snakemake adapter: choose a grid arm's point on validation (never test)."""
 
-from weince.report.workflow import log_to, select_grid_point
+from weince.pipeline.grid import select_grid_point
+from weince.pipeline.logs import log_to
 from weince.utils import write_json
 
 with log_to(snakemake.log[0]):

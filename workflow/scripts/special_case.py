@@ -1,6 +1,6 @@
 """Snakemake adapter: C9, WEINCE with lambda = 0 equals InfoNCE (weince.report.checks)."""
 
-from weince.report.workflow import log_to
+from weince.pipeline.logs import log_to
 
 with log_to(snakemake.log[0]):
     from weince.report.checks import DEFAULT_CASES, special_case_check

@@ -1,6 +1,6 @@
 """Snakemake adapter: STS evaluation of a trained SimCSE encoder (weince.eval.sts)."""
 
-from weince.report.workflow import log_to
+from weince.pipeline.logs import log_to
 
 with log_to(snakemake.log[0]):
     import torch

@@ -1,6 +1,6 @@
 """Snakemake adapter: overhead timing, WEINCE vs InfoNCE (weince.timing, C8)."""
 
-from weince.report.workflow import log_to
+from weince.pipeline.logs import log_to
 
 with log_to(snakemake.log[0]):
     import torch

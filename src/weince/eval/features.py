@@ -25,6 +25,8 @@ from typing import Any, Optional
 import torch
 import torch.nn.functional as F
 
+from weince.utils.device import resolve_device
+
 __all__ = ["extract_features", "embed_images"]
 
 
@@ -78,8 +80,7 @@ def extract_features(encoder_path: str | os.PathLike, out_path: str | os.PathLik
 
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = str(resolve_device(device))
     model, cfg = load_encoder(encoder_path, map_location=device)
     name = (dataset or cfg.get("dataset") or "").lower()
     if name not in DATASETS:

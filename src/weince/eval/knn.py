@@ -27,10 +27,27 @@ from typing import Any, Sequence
 import torch
 import torch.nn.functional as F
 
-from weince.eval.linear import _get, load_features, stratified_split, summarize
+from weince.eval.linear import _get, load_features, stratified_split
+from weince.utils.summary import summary as summarize
 from weince.utils.checkpoint import torch_threads
 
-__all__ = ["knn_eval", "knn_scores"]
+__all__ = ["knn_eval", "knn_scores", "weighted_vote"]
+
+
+def weighted_vote(sims: torch.Tensor, labels: torch.Tensor, num_classes: int,
+                  temperature: float) -> torch.Tensor:
+    """The class each query's neighbours vote for, weighted ``exp((s - s_max) / T)``.
+
+    Args:
+        sims: ``(Q, k)`` similarities of the k nearest neighbours, sorted descending.
+        labels: ``(Q, k)`` their labels (int).
+    Returns:
+        ``(Q,)`` the predicted class (ties go to the lower class index).
+    """
+    w = torch.exp((sims - sims[:, :1]) / temperature)
+    votes = torch.zeros(sims.shape[0], num_classes, device=sims.device, dtype=w.dtype)
+    votes.scatter_add_(1, labels, w)
+    return votes.argmax(1)
 
 
 @torch.no_grad()
@@ -65,10 +82,7 @@ def knn_scores(query: torch.Tensor, query_labels: torch.Tensor, bank: torch.Tens
         s, idx = sims.topk(kmax, dim=1)                              # sorted, descending
         nl = my[idx]                                                 # (c, kmax) neighbour labels
         y = qy[i:i + chunk]
-        w = torch.exp((s[:, :k] - s[:, :1]) / temperature)          # (c, k)
-        votes = torch.zeros(s.shape[0], C, device=q.device, dtype=w.dtype)
-        votes.scatter_add_(1, nl[:, :k], w)
-        correct_vote += int((votes.argmax(1) == y).sum())
+        correct_vote += int((weighted_vote(s[:, :k], nl[:, :k], C, temperature) == y).sum())
         match = nl == y[:, None]                                     # (c, kmax)
         for r in recall_ks:
             hits[r] += int(match[:, :r].any(1).sum())

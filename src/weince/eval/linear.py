@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -32,16 +32,7 @@ from weince.utils.checkpoint import torch_threads
 __all__ = ["linear_probe", "stratified_split", "summarize", "load_features"]
 
 
-def summarize(values: Iterable[float]) -> dict[str, Any]:
-    """``{"mean", "std", "n", "values"}``; ``std`` is the sample standard deviation
-    (``ddof=1``), 0.0 for a single value."""
-    vals = [float(v) for v in values]
-    n = len(vals)
-    if n == 0:
-        return {"mean": None, "std": None, "n": 0, "values": []}
-    mean = sum(vals) / n
-    std = math.sqrt(sum((v - mean) ** 2 for v in vals) / (n - 1)) if n > 1 else 0.0
-    return {"mean": mean, "std": std, "n": n, "values": vals}
+from weince.utils.summary import summary as summarize  # noqa: E402  (the one format)
 
 
 def load_features(features: str | os.PathLike | dict) -> dict:

@@ -28,6 +28,7 @@ import torch
 
 from weince.data.text import STSPairs, load_sts
 from weince.utils import read_json, write_json
+from weince.utils.device import resolve_device
 
 __all__ = ["POOLINGS", "encode", "spearman", "pearson", "evaluate_sts", "run_sts",
            "aggregate_sts"]
@@ -199,8 +200,7 @@ def run_sts(model: str | os.PathLike, data: str | os.PathLike, out: str | os.Pat
     """
     from weince.models.text import load_text_encoder
     encoder, tok = load_text_encoder(model, offline=offline)
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = str(resolve_device(device)) if device == "auto" else device
     if device:
         encoder.to(device)
     synthetic = str(data) == "synthetic"
@@ -224,9 +224,9 @@ def run_sts(model: str | os.PathLike, data: str | os.PathLike, out: str | os.Pat
 
 def aggregate_sts(paths: Iterable[str | os.PathLike]) -> dict[str, Any]:
     """Summaries over several seeds' ``sts.json``: for each split and metric,
-    ``{"mean", "std", "n", "values"}`` (``weince.report.stats.summary``: sample std,
+    ``{"mean", "std", "n", "values"}`` (``weince.utils.summary.summary``: sample std,
     None for one value); ``synthetic`` is True if any input was synthetic."""
-    from weince.report.stats import summary
+    from weince.utils.summary import summary
 
     paths = list(paths)
     files = [read_json(Path(p)) for p in paths]

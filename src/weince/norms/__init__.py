@@ -1,14 +1,14 @@
-"""Embedding-norm dynamics analysis (claims N1-N3 of issue 10; ``docs/norms.md``).
+"""Embedding-norm dynamics analysis (claims N1-N3 of issue 10; ``docs/norms.md``): one
+``norms.json`` per encoder. The page that combines them is :mod:`weince.report.norms`.
 
-    from weince.norms import analyse_vision, analyse_text, write_norms_report
+    from weince.norms import analyse_vision, analyse_text
     analyse_vision("encoder.pt", "weince", features="features.pt", out_dir="out")
     analyse_text("minilm", out_dir="out_text")
-    write_norms_report(["out/norms.json", "out_text/norms.json"], "reports/default/norms.md")
 
 Command line: ``weince norms --encoder encoder.pt --features features.pt --out DIR``,
 ``weince norms --text-model minilm --out DIR``, ``weince norms report RESULTS... --out MD``.
 
-Attributes are imported lazily, so ``weince norms report`` does not import torch.
+Attributes are imported on first use, so importing the package does not import torch.
 """
 
 from __future__ import annotations
@@ -25,9 +25,7 @@ _WHERE = {
     "weince.norms.run": ["NormsConfig", "analyse_vision", "analyse_text", "training_settings",
                          "text_settings"],
     "weince.norms.stats": ["correlation", "paired_gain", "pearson_rows", "spearman_rows"],
-    "weince.norms.verdicts": ["REPRODUCED", "NOT_REPRODUCED", "NOT_TESTABLE", "NOT_RUN",
-                              "combine", "correlation_verdict", "gain_verdict"],
-    "weince.norms.report": ["write_norms_report", "claim_verdicts"],
+    "weince.norms.verdicts": ["combine", "correlation_verdict", "gain_verdict"],
     "weince.norms.files": ["RESULT_FILE", "PROBES_FILE"],
 }
 _ATTR = {name: mod for mod, names in _WHERE.items() for name in names}

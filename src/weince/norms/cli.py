@@ -4,9 +4,10 @@
     weince norms --text-model minilm [--loss infonce] --out DIR
     weince norms report RESULT.json ... --out reports/default/norms.md [--profile default]
 
-Options come from ``--config norms.yaml`` (a flat mapping of
-:class:`weince.norms.run.NormsConfig` keys, or ``profiles: {name: {...}}`` with
-``--profile name``) and repeated ``--set key=value``. ``--meta key=value`` adds
+Options come from ``--config FILE`` (a flat mapping of
+:class:`weince.norms.run.NormsConfig` keys, or a workflow profile such as
+``config/smoke.yaml``, whose ``norms.analysis`` block is used) and repeated
+``--set key=value``. ``--meta key=value`` adds
 identification to the result (``arm=weince seed=0``). Writes ``DIR/norms.json`` and
 ``DIR/norms_probes.npz``.
 """
@@ -31,8 +32,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--text-model", help="text: 'minilm' (the shipped MiniLM-L6), a model "
                                         "folder or a hub name")
     p.add_argument("--out", required=True, help="output folder (run) or Markdown file (report)")
-    p.add_argument("--config", help="YAML file of NormsConfig keys (or profiles: {...})")
-    p.add_argument("--profile", default="", help="profile section of --config; report title")
+    p.add_argument("--config", help="YAML file of NormsConfig keys, or a workflow profile "
+                                    "config (its norms.analysis block)")
+    p.add_argument("--profile", default="", help="report: the profile named in the title")
     p.add_argument("--set", dest="overrides", action="append", default=[],
                    metavar="KEY=VALUE", help="override a config key (value parsed as YAML)")
     p.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE",
@@ -40,9 +42,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-figures", action="store_true", help="report: skip the PNG figures")
 
 
-def load_norms_config(path: str | None, profile: str, overrides: list[str]):
-    """:class:`NormsConfig` from a YAML file (flat, or ``profiles:`` + ``profile``) and
-    ``key=value`` overrides."""
+def load_norms_config(path: str | None, overrides: list[str]):
+    """:class:`NormsConfig` from a YAML file (flat, or a workflow profile config with a
+    ``norms.analysis`` block) and ``key=value`` overrides."""
     import yaml
 
     from weince.norms.run import NormsConfig
@@ -54,11 +56,8 @@ def load_norms_config(path: str | None, profile: str, overrides: list[str]):
         if not p.exists():
             raise FileNotFoundError(f"config file {p} does not exist")
         d = yaml.safe_load(p.read_text()) or {}
-        if "profiles" in d:
-            profiles = d["profiles"] or {}
-            if profile not in profiles:
-                raise ValueError(f"profile {profile!r} not in {p}; valid: {sorted(profiles)}")
-            d = dict(profiles[profile].get("analysis", profiles[profile]))
+        if "profile" in d:  # a workflow profile config
+            d = dict((d.get("norms") or {}).get("analysis") or {})
     d = apply_overrides(d, overrides)
     return config_from_dict(NormsConfig, d)
 
@@ -77,7 +76,7 @@ def _meta(items: list[str]) -> dict[str, Any]:
 
 def main(args: argparse.Namespace) -> int:
     if args.action == "report":
-        from weince.norms.report import write_norms_report
+        from weince.report.norms import write_norms_report
 
         if not args.results:
             raise ValueError("weince norms report needs at least one norms.json")
@@ -88,7 +87,7 @@ def main(args: argparse.Namespace) -> int:
         return 0
     if bool(args.encoder) == bool(args.text_model):
         raise ValueError("give exactly one of --encoder (vision) or --text-model (text)")
-    cfg = load_norms_config(args.config, args.profile, args.overrides)
+    cfg = load_norms_config(args.config, args.overrides)
     meta = _meta(args.meta)
     if args.encoder:
         from weince.norms.run import analyse_vision

@@ -36,6 +36,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from weince.eval.knn import weighted_vote
 from weince.norms.stats import bootstrap, paired_gain, spearman_rows
 
 __all__ = ["DEFAULT_ALPHAS", "discount", "choose_alpha", "knn_hits", "hub_items",
@@ -128,9 +129,7 @@ def knn_hits(query: torch.Tensor, query_labels: torch.Tensor, bank: torch.Tensor
             val, idx = s.topk(kk, dim=1)
             nl = my[idx]
             rec[a, i:i + chunk] = nl[:, 0] == y
-            w = torch.exp((val - val[:, :1]) / temperature)
-            votes = torch.zeros(val.shape[0], C).scatter_add_(1, nl, w)
-            acc[a, i:i + chunk] = votes.argmax(1) == y
+            acc[a, i:i + chunk] = weighted_vote(val, nl, C, temperature) == y
     return {"recall@1": rec, "acc@k": acc, "max_cos": max_cos, "top1": top1}
 
 

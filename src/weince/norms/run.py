@@ -32,7 +32,9 @@ from weince.norms.files import PROBES_FILE, RESULT_FILE
 from weince.norms.analysis import decay_rate, equilibrium_norm_sq, gradient_statistics
 from weince.norms.rescore import DEFAULT_ALPHAS, knn_rescore, sts_rescore
 from weince.norms.stats import correlation
-from weince.norms.verdicts import (NOT_TESTABLE, combine, correlation_verdict, gain_verdict)
+from weince.norms.verdicts import combine, correlation_verdict, gain_verdict
+from weince.utils.device import resolve_device
+from weince.utils.vocabulary import NOT_TESTABLE
 
 __all__ = ["NormsConfig", "analyse_vision", "analyse_text", "training_settings",
            "text_settings", "correlations", "RESULT_FILE", "PROBES_FILE", "TEXT_NOMINAL"]
@@ -103,12 +105,6 @@ class NormsConfig:
 def _as_cfg(cfg: NormsConfig | dict | None) -> NormsConfig:
     from weince.train.config import as_config
     return as_config(NormsConfig, cfg)
-
-
-def _device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
 
 
 def _progress(flag: Optional[bool]) -> bool:
@@ -249,7 +245,7 @@ def analyse_vision(encoder: str | os.PathLike, loss: str | None = None, *,
     cfg = _as_cfg(cfg)
     if cfg.threads:
         torch.set_num_threads(int(cfg.threads))
-    device = _device(cfg.device)
+    device = resolve_device(cfg.device)
     model, enc_cfg = load_encoder(encoder, map_location=device)
     st = training_settings(enc_cfg, cfg, loss)
     loss_fn = build_loss(st["loss"], tau=st["tau"], layout="simclr", **st["loss_kwargs"])
@@ -391,7 +387,7 @@ def analyse_text(model: str | os.PathLike = "minilm", loss: str | None = None, *
     cfg = _as_cfg(cfg)
     if cfg.threads:
         torch.set_num_threads(int(cfg.threads))
-    device = _device(cfg.device)
+    device = resolve_device(cfg.device)
     encoder, tok = load_text_encoder(model)
     encoder.to(device)
     st = text_settings(model, cfg, loss)

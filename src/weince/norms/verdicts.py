@@ -20,13 +20,9 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable
 
-__all__ = ["REPRODUCED", "NOT_REPRODUCED", "NOT_TESTABLE", "NOT_RUN", "PAPER",
-           "interval_side", "correlation_verdict", "gain_verdict", "combine"]
+from weince.utils.vocabulary import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED
 
-REPRODUCED = "reproduced"
-NOT_REPRODUCED = "not reproduced"
-NOT_TESTABLE = "not testable at this scale"
-NOT_RUN = "not run at this profile"
+__all__ = ["PAPER", "interval_side", "correlation_verdict", "gain_verdict", "combine"]
 
 # the companion paper's figures, as printed (issue 10)
 PAPER = {

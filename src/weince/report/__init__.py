@@ -1,14 +1,23 @@
-"""Claims registry -> tables with computed verdicts (Markdown, LaTeX booktabs), summary and
-figures, for one workflow profile. ``weince report`` is the command; the Snakemake
-``report`` rule calls :func:`build_report`.
+"""Every page made from result files, for one workflow profile.
+
+- claims C1-C9 and any other registry entry: tables with computed verdicts (Markdown, LaTeX
+  booktabs), the summary and its figures (:mod:`weince.report.build`, rules in
+  :mod:`weince.report.verdicts`, layout in :mod:`weince.report.tables`);
+- the ablations page (:mod:`weince.report.ablations`) and the N1-N3 norms page
+  (:mod:`weince.report.norms`);
+- shared: reading result files (:mod:`~weince.report.results`), the seed aggregation
+  (:mod:`~weince.report.stats`), every figure (:mod:`~weince.report.figures`), the claims
+  registry (:mod:`~weince.report.registry`). Verdict words: :mod:`weince.utils.vocabulary`.
+
+``weince report`` is the command; the Snakemake ``report`` rule calls :func:`build_report`.
 
     from weince.report import build_report, load_claims
 """
 
-from weince.report.build import build_report, report_outputs
+from weince.report.build import build_report
 from weince.report.registry import load_claims
 from weince.report.results import ResultSchemaError
-from weince.report.verdicts import NOT_REPRODUCED, NOT_RUN, REPRODUCED
+from weince.utils.vocabulary import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED
 
-__all__ = ["build_report", "report_outputs", "load_claims", "ResultSchemaError",
-           "REPRODUCED", "NOT_REPRODUCED", "NOT_RUN"]
+__all__ = ["build_report", "load_claims", "ResultSchemaError",
+           "REPRODUCED", "NOT_REPRODUCED", "NOT_RUN", "NOT_TESTABLE"]

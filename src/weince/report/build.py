@@ -4,8 +4,8 @@ figures, from the claims registry and the result files.
     from weince.report import build_report
     results = build_report(cfg)      # cfg: the workflow config of one profile (a dict)
 
-Writes ``{reports}/{profile}/``: ``summary.md``, ``table_c1.md`` ... ``table_c9.md`` and
-``.tex``, ``tables.tex`` (a standalone document that inputs every table), ``claims.json``
+Writes ``{reports}/{profile}/``: ``summary.md``, ``table_<id>.md`` and ``.tex`` for every
+claim of the registry, ``tables.tex`` (a standalone document that inputs every table), ``claims.json``
 (the verdicts, machine-readable) and ``figures/``.
 """
 
@@ -15,76 +15,19 @@ import datetime as _dt
 from pathlib import Path
 from typing import Any
 
+from weince.losses.arms import grid_points
+from weince.pipeline import layout
+from weince.pipeline.layout import files_for, report_dir, settings_for, summary_logs
 from weince.report import figures as figs
-from weince.report import layout
 from weince.report.registry import load_claims
 from weince.report.tables import (claim_latex, claim_markdown, latex_document,
                                   summary_markdown)
-from weince.report.verdicts import ClaimResult, Setting, evaluate_claim
+from weince.report.verdicts import ClaimResult, evaluate_claim
 from weince.utils import config_hash, write_json
 from weince.utils.provenance import git_commit
+from weince.utils.vocabulary import MISSING, VERDICT_FREE
 
-__all__ = ["build_report", "evaluate", "write_tables", "settings_for", "files_for", "scale_line",
-           "report_outputs", "claim_inputs", "figure_inputs"]
-
-
-def _results_root(cfg: dict[str, Any]) -> Path:
-    return Path(cfg.get("results", "results"))
-
-
-def settings_for(cfg: dict[str, Any], stage: str) -> tuple[list[Setting], list[str]]:
-    """The settings of ``stage`` the profile runs, and the arms it runs there."""
-    if stage == "vision":
-        return ([Setting("vision", dataset=d, backbone=b) for d, b in layout.vision_pairs(cfg)],
-                list((cfg.get("vision") or {}).get("arms", [])))
-    if stage == "text":
-        t = cfg.get("text") or {}
-        if not t.get("enabled", True):
-            return [], []
-        return ([Setting("text", model=m, corpus=t.get("corpus", "?"))
-                 for m in t.get("models", [])], list(t.get("arms", [])))
-    if stage == "timing":
-        t = cfg.get("timing") or {}
-        tc = t.get("config") or {}
-        return ([Setting("timing", backbone=tc.get("backbone") or "none")]
-                if t.get("enabled", False) else [],
-                list(tc.get("losses", ["infonce", "weince", "weince_recipe"])))
-    if stage == "checks":
-        c = cfg.get("checks") or {}
-        return ([Setting("checks")] if c.get("enabled", True) else [], ["weince"])
-    raise ValueError(f"unknown stage {stage!r}; valid: vision, text, timing, checks")
-
-
-EVT_FILES = ("pot.json", "link.json", "scores.npz")
-
-
-def files_for(cfg: dict[str, Any]):
-    """``(setting, arm, file name) -> [paths]``: one path per encoder seed of the profile
-    (an empty list when the profile does not produce that file for that arm)."""
-    root, profile = _results_root(cfg), cfg["profile"]
-
-    def f(setting: Setting, arm: str, name: str) -> list[Path]:
-        if setting.stage == "vision":
-            v = cfg.get("vision") or {}
-            if arm not in v.get("arms", []):
-                return []
-            if name in EVT_FILES and arm not in (v.get("evt") or {}).get("arms", []):
-                return []
-            return [layout.VisionRun(setting.dataset, setting.backbone, arm, int(s))
-                    .dir(root, profile) / name for s in v.get("seeds", [])]
-        if setting.stage == "text":
-            t = cfg.get("text") or {}
-            if arm not in t.get("arms", []):
-                return []
-            return [layout.TextRun(setting.model, arm, int(s)).dir(root, profile) / name
-                    for s in t.get("seeds", [])]
-        if setting.stage == "timing":
-            return [Path(layout.TIMING.format(results=root, profile=profile)) / name]
-        if setting.stage == "checks":
-            return [Path(layout.CHECKS.format(results=root, profile=profile)) / name]
-        return []
-
-    return f
+__all__ = ["build_report", "evaluate", "write_tables", "scale_line", "companion_rows"]
 
 
 def scale_line(cfg: dict[str, Any], stage: str) -> str:
@@ -94,7 +37,7 @@ def scale_line(cfg: dict[str, Any], stage: str) -> str:
         v = cfg.get("vision") or {}
         pre = v.get("pretrain") or {}
         g = v.get("grid") or {}
-        grid = (f"; grid of {len(layout.grid_points(g))} point(s) for "
+        grid = (f"; grid of {len(grid_points(g))} point(s) for "
                 f"{', '.join(g.get('arms', []))} chosen on val" if g.get("arms") else "")
         return (f"profile {p}: {', '.join(v.get('datasets', [])) or 'none'} x "
                 f"{', '.join(v.get('backbones', [])) or 'none'}, "
@@ -119,44 +62,29 @@ def scale_line(cfg: dict[str, Any], stage: str) -> str:
     return f"profile {p}"
 
 
-def report_outputs(cfg: dict[str, Any]) -> dict[str, Path]:
-    """The files :func:`build_report` writes (for the Snakemake rule's ``output:``)."""
-    d = Path(layout.REPORT.format(reports=cfg.get("reports", "reports"), profile=cfg["profile"]))
-    out = {"summary": d / "summary.md", "claims_json": d / "claims.json",
-           "tables_tex": d / "tables.tex", "figures": d / "figures"}
-    for i in range(1, 10):
-        out[f"c{i}_md"] = d / f"table_c{i}.md"
-        out[f"c{i}_tex"] = d / f"table_c{i}.tex"
-    return out
-
-
 def _figures(cfg: dict[str, Any], results: dict[str, ClaimResult], fig_dir: Path) -> list[Path]:
     made: list[Path] = []
-    root, profile = _results_root(cfg), cfg["profile"]
+    root, profile = cfg.get("results", "results"), cfg["profile"]
     v = cfg.get("vision") or {}
-    weince_arms = [a for a in v.get("arms", []) if a.startswith("weince")]
+    evt_arms = (v.get("evt") or {}).get("arms", [])
+    logs = summary_logs(cfg)
     for d, b in layout.vision_pairs(cfg):
-        logs = {a: [layout.VisionRun(d, b, a, int(s)).dir(root, profile) / "train_log.jsonl"
-                    for s in v.get("seeds", [])] for a in weince_arms}
-        f = figs.lambda_training_figure(logs, fig_dir / f"lambda_training_{d}_{b}.png",
+        stem = f"lambda_training_{d}_{b}"
+        f = figs.training_curves_figure(figs.training_curves(logs.pop(stem)),
+                                        fig_dir / f"{stem}.png",
                                         f"lambda over training, {d} / {b} (profile {profile})")
         if f:
             made.append(f)
-        evt_arms = (v.get("evt") or {}).get("arms", [])
         if evt_arms and v.get("seeds"):
             run = layout.VisionRun(d, b, evt_arms[0], int(v["seeds"][0])).dir(root, profile)
             made += figs.collect_evt_figures(run, fig_dir / "evt", f"{d}_{b}_{evt_arms[0]}")
-    t = cfg.get("text") or {}
-    if t.get("enabled", True):
-        for m in t.get("models", []):
-            logs = {a: [layout.TextRun(m, a, int(s)).dir(root, profile) / "train_log.jsonl"
-                        for s in t.get("seeds", [])]
-                    for a in t.get("arms", []) if a.startswith("weince")}
-            f = figs.lambda_training_figure(logs, fig_dir / f"lambda_training_text_{m}.png",
-                                            f"lambda over training, SimCSE {m} "
-                                            f"(profile {profile})")
-            if f:
-                made.append(f)
+    for stem, text_logs in logs.items():   # the text models'
+        f = figs.training_curves_figure(
+            figs.training_curves(text_logs), fig_dir / f"{stem}.png",
+            f"lambda over training, SimCSE {stem.removeprefix('lambda_training_text_')} "
+            f"(profile {profile})")
+        if f:
+            made.append(f)
     for cid, ylabel, ref in (("C1", "xi (POT/GPD)", -0.39), ("C2", "lambda_hat (link)",
                                                                 (0.33, 0.50))):
         res = results.get(cid)
@@ -173,39 +101,6 @@ def _figures(cfg: dict[str, Any], results: dict[str, ClaimResult], fig_dir: Path
         if f:
             made.append(f)
     return made
-
-
-def claim_inputs(cfg: dict[str, Any], claim: dict[str, Any]) -> list[Path]:
-    """Every result file one claim reads at this profile (the inputs of its table rule)."""
-    settings, arms = settings_for(cfg, claim["stage"])
-    fetch = files_for(cfg)
-    a = claim["arms"]
-    shown = list(dict.fromkeys(x for x in [a.get("baseline"), a["primary"], *a.get("others", [])]
-                               if x))
-    if claim["kind"] == "overhead" and a.get("baseline") in shown:
-        shown.remove(a["baseline"])
-    out: list[Path] = []
-    for s in settings:
-        for arm in shown:
-            if claim["stage"] in ("vision", "text") and arm not in arms:
-                continue
-            out += fetch(s, arm, claim["file"])
-    return list(dict.fromkeys(out))
-
-
-def figure_inputs(cfg: dict[str, Any]) -> list[Path]:
-    """Training logs the summary's lambda-over-training figures read."""
-    root, profile = _results_root(cfg), cfg["profile"]
-    v = cfg.get("vision") or {}
-    out = [layout.VisionRun(d, b, a, int(s)).dir(root, profile) / "train_log.jsonl"
-           for d, b in layout.vision_pairs(cfg) for a in v.get("arms", [])
-           if a.startswith("weince") for s in v.get("seeds", [])]
-    t = cfg.get("text") or {}
-    if t.get("enabled", True):
-        out += [layout.TextRun(m, a, int(s)).dir(root, profile) / "train_log.jsonl"
-                for m in t.get("models", []) for a in t.get("arms", []) if a.startswith("weince")
-                for s in t.get("seeds", [])]
-    return out
 
 
 def evaluate(cfg: dict[str, Any], *, claims_path: str | Path | None = None,
@@ -265,13 +160,13 @@ def companion_rows(out: Path) -> list[dict[str, str]]:
     if norms.exists():
         for cid, c in sorted(json.loads(norms.read_text()).get("claims", {}).items()):
             rows.append({"id": cid, "paper": str(c.get("paper", "")).replace("|", "\\|"),
-                         "verdict": c.get("verdict", "missing"),
+                         "verdict": c.get("verdict", MISSING),
                          "detail": f"{c.get('n_reproduced', 0)} of {c.get('n_testable', 0)} "
                                    f"testable units reproduced",
                          "page": "norms.md"})
     if (out / "ablations.md").exists():
         rows.append({"id": "ablations", "paper": "not in the paper (issue 9)",
-                     "verdict": "verdict-free", "detail": "tables with intervals",
+                     "verdict": VERDICT_FREE, "detail": "tables with intervals",
                      "page": "ablations.md"})
     return rows
 
@@ -300,7 +195,7 @@ def build_report(cfg: dict[str, Any], *, claims_path: str | Path | None = None,
     if summary and only is not None:
         raise ValueError("the summary lists every claim: call with only=None")
     results = evaluate(cfg, claims_path=claims_path, only=only)
-    out = Path(out_dir) if out_dir else report_outputs(cfg)["summary"].parent
+    out = Path(out_dir) if out_dir else report_dir(cfg)
     out.mkdir(parents=True, exist_ok=True)
     if tables:
         write_tables(results, cfg, out)

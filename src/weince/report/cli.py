@@ -16,6 +16,8 @@ from typing import Any
 
 import yaml
 
+from weince.train.config import apply_overrides
+
 __all__ = ["add_arguments", "main", "load_profile_config"]
 
 
@@ -37,16 +39,7 @@ def load_profile_config(paths: list[str | Path], overrides: list[str] = ()) -> d
             raise FileNotFoundError(f"config file {p} does not exist (profiles ship in config/: "
                                     f"config.yaml, smoke.yaml, paper.yaml)")
         _merge(cfg, yaml.safe_load(p.read_text()) or {})
-    for item in overrides:
-        if "=" not in item:
-            raise ValueError(f"--set expects key=value, got {item!r}")
-        key, val = item.split("=", 1)
-        node = cfg
-        parts = key.split(".")
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-        node[parts[-1]] = yaml.safe_load(val)
-    return cfg
+    return apply_overrides(cfg, overrides)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

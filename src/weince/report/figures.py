@@ -1,5 +1,5 @@
-"""Report figures: lambda over training, tail index and link weight per encoder, and the
-EVT diagnostic plots collected from the run folders.
+"""Every report figure: the gate (lambda, rho0) over training, tail index and link weight
+per encoder, and the EVT diagnostic plots collected from the run folders.
 
 All figures are written as PNG (and PDF for the ones drawn here) with matplotlib's Agg
 backend; a figure whose inputs are all missing is skipped, never drawn empty.
@@ -7,15 +7,26 @@ backend; a figure whose inputs are all missing is skipped, never drawn empty.
 
 from __future__ import annotations
 
-import json
+import math
+import os
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, Sequence
 
-__all__ = ["lambda_training_figure", "estimates_figure", "collect_evt_figures",
-           "read_jsonl"]
+import numpy as np
 
+from weince.train.logging import read_jsonl
+
+__all__ = ["training_curves", "training_curves_figure", "estimates_figure",
+           "collect_evt_figures", "norms_figures", "LAMBDA_KEYS", "GATE_KEYS"]
+
+# a curve name -> the log keys that hold it (first present wins)
 LAMBDA_KEYS = ("lambda_mean", "lam_mean", "lambda")
+_ALIASES = {"lambda_mean": LAMBDA_KEYS}
+GATE_KEYS = ("lambda_mean", "rho0")
+_YLABELS = {"lambda_mean": "mean lambda over anchors", "rho0": "rho0 (pivot of the cap gate)"}
+
+Curves = dict[str, dict[str, dict[int, list[float]]]]
 
 
 def _plt():
@@ -27,54 +38,56 @@ def _plt():
     return plt
 
 
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Records of a JSON-lines log; blank lines skipped; a bad line names the file/line."""
-    out = []
-    for i, line in enumerate(Path(path).read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{path}:{i}: not a JSON line ({err})") from err
-    return out
+def training_curves(logs: Mapping[str, Sequence[Path]], keys: Sequence[str] = ("lambda_mean",),
+                    *, allow_missing: bool = True) -> Curves:
+    """``arm -> {key: {epoch: [value per log]}}`` from ``train_log.jsonl`` files (``logs``:
+    arm -> paths, one per encoder seed); arms and keys that log nothing are left out. A
+    missing log is skipped with ``allow_missing``, else raises ``FileNotFoundError``."""
+    curves: Curves = {}
+    for arm, paths in logs.items():
+        for p in paths:
+            if not Path(p).exists():
+                if allow_missing:
+                    continue
+                raise FileNotFoundError(f"training log {p} does not exist; it is written by "
+                                        f"`weince pretrain` (make it with `snakemake {p}`)")
+            for i, rec in enumerate(read_jsonl(p)):
+                ep = int(rec.get("epoch", i + 1))
+                for key in keys:
+                    v = next((rec[k] for k in _ALIASES.get(key, (key,))
+                              if isinstance(rec.get(k), (int, float))), None)
+                    if v is not None and math.isfinite(v):
+                        curves.setdefault(arm, {}).setdefault(key, {}).setdefault(
+                            ep, []).append(float(v))
+    return curves
 
 
-def _lambda_series(records: list[dict[str, Any]]) -> tuple[list[float], list[float]]:
-    xs, ys = [], []
-    for i, r in enumerate(records):
-        key = next((k for k in LAMBDA_KEYS if isinstance(r.get(k), (int, float))), None)
-        if key is None:
-            continue
-        xs.append(float(r.get("epoch", r.get("step", i))))
-        ys.append(float(r[key]))
-    return xs, ys
-
-
-def lambda_training_figure(logs: dict[str, list[Path]], out: Path, title: str) -> Path | None:
-    """Mean per-anchor ``lambda`` over training, one line per encoder seed, one colour
-    per arm. ``logs``: arm -> train_log.jsonl paths. None when no log has lambda."""
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(5.5, 3.5))
-    drawn = 0
-    for ci, (arm, paths) in enumerate(sorted(logs.items())):
-        for j, p in enumerate(paths):
-            if not p.exists():
-                continue
-            xs, ys = _lambda_series(read_jsonl(p))
-            if not xs:
-                continue
-            ax.plot(xs, ys, color=f"C{ci}", alpha=0.8, marker="o", ms=3,
-                    label=arm if j == 0 else None)
-            drawn += 1
-    if not drawn:
-        plt.close(fig)
+def training_curves_figure(curves: Curves, out: Path, title: str,
+                           keys: Sequence[str] = ("lambda_mean",)) -> Path | None:
+    """One panel per key: the mean over encoder seeds per epoch (line) and the min-max band,
+    one colour per arm. None when no arm has a curve (nothing is drawn empty)."""
+    if not curves:
         return None
-    ax.set_xlabel("epoch")
-    ax.set_ylabel("mean lambda over anchors")
-    ax.set_title(title, fontsize=9)
-    ax.set_ylim(bottom=0)
-    ax.legend(fontsize=8)
+    plt = _plt()
+    fig, axes = plt.subplots(1, len(keys), figsize=(5.0 * len(keys), 3.6), squeeze=False)
+    for ci, arm in enumerate(sorted(curves)):
+        for ax, key in zip(axes[0], keys):
+            series = curves[arm].get(key)
+            if not series:
+                continue
+            eps = sorted(series)
+            means = [sum(series[e]) / len(series[e]) for e in eps]
+            ax.plot(eps, means, color=f"C{ci % 10}", ls=("-", "--", ":")[(ci // 10) % 3],
+                    marker="o", ms=3, label=arm)
+            if any(len(series[e]) > 1 for e in eps):
+                ax.fill_between(eps, [min(series[e]) for e in eps], [max(series[e]) for e in eps],
+                                color=f"C{ci % 10}", alpha=0.15, linewidth=0)
+    for ax, key in zip(axes[0], keys):
+        ax.set_xlabel("epoch")
+        ax.set_ylabel(_YLABELS.get(key, key))
+        ax.xaxis.get_major_locator().set_params(integer=True)
+        ax.legend(fontsize=7)
+    fig.suptitle(title + " (line: mean over encoder seeds; band: min-max)", fontsize=9)
     return _save(plt, fig, out)
 
 
@@ -128,4 +141,52 @@ def collect_evt_figures(run_dir: Path, dest: Path, prefix: str) -> list[Path]:
         tgt = dest / f"{prefix}_{src.name}"
         shutil.copyfile(src, tgt)
         out.append(tgt)
+    return out
+
+
+def norms_figures(units: Sequence[tuple[str, Mapping[str, Any]]], fig_dir: str | os.PathLike
+                  ) -> dict[str, Path]:
+    """The N1-N3 page's figures from per-probe arrays (``norms_probes.npz``), one panel per
+    ``(label, arrays)`` unit: ``norms_n1.png`` (predicted ``R_eq`` against measured
+    ``||z||``) and ``norms_n2.png`` (heat and radial drift against the norm)."""
+    plt = _plt()
+    fig_dir = Path(fig_dir)
+    fig_dir.mkdir(parents=True, exist_ok=True)
+    out: dict[str, Path] = {}
+    if not units:
+        return out
+    n = len(units)
+    cols = min(n, 4)
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 3.0 * rows), squeeze=False)
+    for ax, (label, a) in zip(axes.flat, units):
+        ok = np.isfinite(a["r_eq"]) & (a["r_eq"] > 0)
+        if ok.any():
+            ax.scatter(a["r_eq"][ok], a["norm_z"][ok], s=6, alpha=0.6)
+            ax.set_xscale("log")
+        ax.set_title(label, fontsize=7)
+        ax.set_xlabel("predicted R_eq", fontsize=7)
+        ax.set_ylabel("measured ||z||", fontsize=7)
+        ax.tick_params(labelsize=6)
+    for ax in list(axes.flat)[n:]:
+        ax.axis("off")
+    fig.tight_layout()
+    out["n1"] = fig_dir / "norms_n1.png"
+    fig.savefig(out["n1"], dpi=120)
+    plt.close(fig)
+    fig, axes = plt.subplots(n, 2, figsize=(6.4, 2.6 * n), squeeze=False)
+    for (label, a), (ax1, ax2) in zip(units, axes):
+        ax1.scatter(a["heat"], a["norm_z"], s=5, alpha=0.6)
+        ax1.set_xscale("log")
+        ax1.set_xlabel("heat", fontsize=7)
+        ax2.scatter(a["drift"], a["norm_z"], s=5, alpha=0.6, color="tab:orange")
+        ax2.set_xlabel("radial drift <g, u>", fontsize=7)
+        for ax in (ax1, ax2):
+            ax.set_ylabel("||z||", fontsize=7)
+            ax.set_title(label, fontsize=7)
+            ax.tick_params(labelsize=6)
+    fig.tight_layout()
+    out["n2"] = fig_dir / "norms_n2.png"
+    fig.savefig(out["n2"], dpi=120)
+    plt.close(fig)
     return out

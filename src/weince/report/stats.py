@@ -2,16 +2,18 @@
 
 SPEC section 6: average the probe/split seeds within an encoder first, then take the mean
 and a 95% t-interval across encoder seeds. A summary is ``{"mean", "std", "n", "values"}``
-(``std`` with ``ddof=1``; ``None`` when ``n < 2``).
+(:func:`weince.utils.summary.summary`: ``std`` with ``ddof=1``, ``None`` when ``n < 2``).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Sequence
 
 from scipy import stats as _st
+
+from weince.utils.summary import summary
 
 __all__ = ["Estimate", "estimate", "diff_estimate", "summary"]
 
@@ -33,17 +35,6 @@ class Estimate:
 
     def contains(self, x: float) -> bool:
         return self.has_interval and self.lo <= x <= self.hi
-
-
-def summary(values: Iterable[float]) -> dict:
-    """``{"mean", "std", "n", "values"}`` of the finite values."""
-    vals = [float(v) for v in values if v is not None and math.isfinite(float(v))]
-    n = len(vals)
-    if n == 0:
-        return {"mean": None, "std": None, "n": 0, "values": []}
-    mean = sum(vals) / n
-    std = math.sqrt(sum((v - mean) ** 2 for v in vals) / (n - 1)) if n > 1 else None
-    return {"mean": mean, "std": std, "n": n, "values": vals}
 
 
 def estimate(values: Sequence[float], alpha: float = 0.05) -> Estimate:

@@ -29,37 +29,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from weince.pipeline.layout import Setting
 from weince.report.results import Provenance, encoder_value, get_key, load_result
 from weince.report.stats import Estimate, diff_estimate, estimate
+from weince.utils.vocabulary import NOT_REPRODUCED, NOT_RUN, REPRODUCED
 
 __all__ = ["REPRODUCED", "NOT_REPRODUCED", "NOT_RUN", "Cell", "Row", "ClaimResult",
            "evaluate_claim", "Setting"]
-
-REPRODUCED = "reproduced"
-NOT_REPRODUCED = "not reproduced"
-NOT_RUN = "not run at this profile"
-
-
-@dataclass(frozen=True)
-class Setting:
-    """Where a row's numbers come from: a vision pair, a text model/corpus, or a single
-    profile-wide file (timing, checks)."""
-
-    stage: str
-    dataset: str | None = None
-    backbone: str | None = None
-    model: str | None = None
-    corpus: str | None = None
-
-    def label(self) -> str:
-        if self.stage == "vision":
-            return f"{self.dataset} / {self.backbone}"
-        if self.stage == "text":
-            return f"{self.model} / {self.corpus}"
-        if self.stage == "timing":
-            return f"whole step, {self.backbone}"
-        return self.stage
-
 
 @dataclass
 class Cell:

@@ -35,6 +35,8 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from weince.utils.device import resolve_device
+
 __all__ = ["DistInfo", "setup_distributed", "cleanup_distributed", "gather_with_grad",
            "is_distributed", "world_size", "rank", "all_reduce_mean", "barrier"]
 
@@ -114,11 +116,7 @@ def setup_distributed(device: str = "auto") -> DistInfo:
     if want_cuda and not torch.cuda.is_available():
         raise ValueError(f"device={device!r} but CUDA is not available; use device: cpu or auto")
     if ws <= 1:
-        if device == "auto":
-            dev = torch.device("cuda" if want_cuda else "cpu")
-        else:
-            dev = torch.device(device)
-        return DistInfo(device=dev)
+        return DistInfo(device=resolve_device(device))
     local = int(os.environ.get("LOCAL_RANK", "0"))
     if want_cuda:
         dev = torch.device("cuda", local)

@@ -46,6 +46,7 @@ from weince.train.logging import JsonlLogger, StatsMeter
 from weince.utils import write_json
 from weince.utils.checkpoint import (load_checkpoint, restore_rng, rng_state, save_checkpoint,
                                      seed_everything)
+from weince.utils.device import resolve_device
 
 __all__ = ["SimCSEConfig", "train_simcse"]
 
@@ -104,15 +105,6 @@ class SimCSEConfig:
             raise ValueError(f"unknown loss {self.loss!r}; valid names: {sorted(LOSSES)}")
         if self.device != "auto" and not self.device.startswith(("cpu", "cuda")):
             raise ValueError(f"device must be 'auto', 'cpu' or 'cuda[:i]', got {self.device!r}")
-
-
-def _device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    dev = torch.device(name)
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {name!r} requested but CUDA is not available; use device: cpu")
-    return dev
 
 
 def _linear_schedule(warmup: int, total: int) -> Callable[[int], float]:
@@ -201,7 +193,7 @@ def train_simcse(cfg: SimCSEConfig | dict[str, Any] | None, out_dir: str | os.Pa
                 f"{ckpt_path} was written by a run with a different config (keys differ: "
                 f"{', '.join(diff)}); delete it to start afresh or use another --out")
 
-    device = _device(cfg.device)
+    device = resolve_device(cfg.device)
     seed_everything(cfg.seed)
     sentences = load_train_sentences(cfg.train_data, n=cfg.n_train or None, seed=cfg.data_seed)
     dev = load_sts(cfg.sts_data, "dev", n_synthetic=cfg.n_sts, seed=cfg.data_seed)

@@ -1,6 +1,6 @@
 """``reports/<profile>/norms.md``: tables, verdicts and figures for claims N1-N3.
 
-    from weince.norms.report import write_norms_report
+    from weince.report.norms import write_norms_report
     write_norms_report(["results/.../norms.json", ...], "reports/default/norms.md",
                        profile="default")
 
@@ -20,7 +20,9 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from weince.norms.files import PROBES_FILE
-from weince.norms.verdicts import NOT_RUN, NOT_TESTABLE, PAPER, combine
+from weince.norms.verdicts import PAPER, combine
+from weince.report.figures import norms_figures
+from weince.utils.vocabulary import NOT_RUN, NOT_TESTABLE
 
 __all__ = ["load_results", "unit_label", "claim_verdicts", "render_markdown",
            "write_norms_report", "plot_figures"]
@@ -206,57 +208,13 @@ def plot_figures(results: Sequence[dict[str, Any]], fig_dir: str | os.PathLike
                  ) -> dict[str, Path]:
     """``norms_n1.png`` (predicted vs measured, one panel per unit) and ``norms_n2.png``
     (heat and drift vs norm), from the ``norms_probes.npz`` beside each result."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig_dir = Path(fig_dir)
-    fig_dir.mkdir(parents=True, exist_ok=True)
     units = []
     for r in results:
         p = Path(r["_path"]).parent / PROBES_FILE if r.get("_path") else None
         if p is not None and p.exists():
             with np.load(p) as z:
                 units.append((unit_label(r), {k: z[k] for k in z.files}))
-    units = units[:MAX_PANELS]
-    out: dict[str, Path] = {}
-    if not units:
-        return out
-    n = len(units)
-    cols = min(n, 4)
-    rows = math.ceil(n / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 3.0 * rows), squeeze=False)
-    for ax, (label, a) in zip(axes.flat, units):
-        ok = np.isfinite(a["r_eq"]) & (a["r_eq"] > 0)
-        if ok.any():
-            ax.scatter(a["r_eq"][ok], a["norm_z"][ok], s=6, alpha=0.6)
-            ax.set_xscale("log")
-        ax.set_title(label, fontsize=7)
-        ax.set_xlabel("predicted R_eq", fontsize=7)
-        ax.set_ylabel("measured ||z||", fontsize=7)
-        ax.tick_params(labelsize=6)
-    for ax in list(axes.flat)[n:]:
-        ax.axis("off")
-    fig.tight_layout()
-    out["n1"] = fig_dir / "norms_n1.png"
-    fig.savefig(out["n1"], dpi=120)
-    plt.close(fig)
-    fig, axes = plt.subplots(n, 2, figsize=(6.4, 2.6 * n), squeeze=False)
-    for (label, a), (ax1, ax2) in zip(units, axes):
-        ax1.scatter(a["heat"], a["norm_z"], s=5, alpha=0.6)
-        ax1.set_xscale("log")
-        ax1.set_xlabel("heat", fontsize=7)
-        ax2.scatter(a["drift"], a["norm_z"], s=5, alpha=0.6, color="tab:orange")
-        ax2.set_xlabel("radial drift <g, u>", fontsize=7)
-        for ax in (ax1, ax2):
-            ax.set_ylabel("||z||", fontsize=7)
-            ax.set_title(label, fontsize=7)
-            ax.tick_params(labelsize=6)
-    fig.tight_layout()
-    out["n2"] = fig_dir / "norms_n2.png"
-    fig.savefig(out["n2"], dpi=120)
-    plt.close(fig)
-    return out
+    return norms_figures(units[:MAX_PANELS], fig_dir)
 
 
 def write_norms_report(results: Iterable[str | os.PathLike | dict], out_md: str | os.PathLike,

@@ -1,0 +1,116 @@
+"""The tail and link fits of a saved score file, written as result files (SPEC 4-5).
+
+    from weince.evt.fits import run_evt, run_pot, run_link
+    run_pot("scores.npz", "pot.json")      # + figures/ beside it
+    run_link("scores.npz", "link.json")
+
+``pot.json``: GPD fit at ``q``, threshold stability over SPEC's q grid, mean-excess data;
+``link.json``: the SPEC-5 link fit when the file holds ``sim`` and ``targets`` (otherwise a
+``not_run`` record saying why). Warnings raised by the fits are printed and recorded.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from pathlib import Path
+
+from weince.utils import write_json
+
+__all__ = ["run_evt", "run_pot", "run_link", "SPEC_QS", "PAPER"]
+
+SPEC_QS = (0.95, 0.975, 0.99, 0.995)
+PAPER = {"xi": -0.39, "lambda": [0.33, 0.50]}
+
+
+
+def run_pot(scores_path, out_json, *, q: float = 0.99, qs=SPEC_QS, n_boot: int = 200,
+            gof_boot: int = 100, seed: int = 0, figures: bool = True) -> dict[str, Path]:
+    """POT/GPD fit (SPEC 4) of the ``scores`` in ``scores_path``: writes ``out_json`` and,
+    with ``figures``, ``figures/gpd_density``, ``gpd_qq``, ``xi_threshold``, ``mean_excess``
+    (PNG and PDF) next to it. Returns the written paths by name."""
+    from weince.evt.collect import load_scores
+    from weince.evt.gpd import fit_gpd_pot, mean_excess, threshold_stability
+
+    out_json = Path(out_json)
+    data = load_scores(scores_path)
+    meta = data.get("meta", {})
+    cfg = {"scores": str(scores_path), "q": q, "qs": list(qs), "n_boot": n_boot,
+           "gof_boot": gof_boot}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        pot = fit_gpd_pot(data["scores"], q=q, n_boot=n_boot, gof_boot=gof_boot, seed=seed)
+        stab = threshold_stability(data["scores"], qs=qs)
+        me = mean_excess(data["scores"])
+    written = {"pot": write_json(out_json, {
+        "fit": pot.to_dict(), "threshold_stability": stab, "mean_excess": me,
+        "paper": {"xi": PAPER["xi"]}, "n_scores": int(data["scores"].size),
+        "warnings": _report(caught), "meta": meta}, cfg=cfg, seed=seed)}
+    if figures:
+        from weince.evt import plots
+
+        fig_dir = out_json.parent / "figures"
+        for name, fn, arg in [("gpd_density", plots.plot_exceedance_density, pot),
+                              ("gpd_qq", plots.plot_qq, pot),
+                              ("xi_threshold", plots.plot_threshold_stability, stab),
+                              ("mean_excess", plots.plot_mean_excess, me)]:
+            png, pdf = fn(arg, fig_dir / name)
+            written[f"figures/{name}.png"], written[f"figures/{name}.pdf"] = png, pdf
+    return written
+
+
+def run_link(scores_path, out_json, *, tau: float | None = None, beta: float = 1.0,
+             eps: float = 1e-6, seed: int = 0, figures: bool = True) -> dict[str, Path]:
+    """Link-selection fit (SPEC 5) of the ``sim, targets, mask`` in ``scores_path``: writes
+    ``out_json`` and ``figures/lambda_profile`` next to it. ``tau`` defaults to the score
+    file's ``meta["tau"]`` (the encoder's training temperature), else 0.5. Without link
+    batches in the file, ``out_json`` records ``status: not_run`` and the reason."""
+    from weince.evt.collect import load_scores
+    from weince.evt.link import fit_link_selection
+
+    out_json = Path(out_json)
+    data = load_scores(scores_path)
+    meta = data.get("meta", {})
+    if tau is None:
+        tau = float(meta.get("tau", 0.5))
+    cfg = {"scores": str(scores_path), "tau": tau, "beta": beta, "eps": eps}
+    written: dict[str, Path] = {}
+    if "sim" in data and "targets" in data:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            link = fit_link_selection(data["sim"], data["targets"], data.get("mask"), tau=tau,
+                                      beta=beta, eps=eps)
+        written["link"] = write_json(out_json, {
+            "status": "fitted", "fit": link.to_dict(), "warnings": _report(caught),
+            "paper": {"lambda": PAPER["lambda"]}, "meta": meta}, cfg=cfg, seed=seed)
+        if figures:
+            from weince.evt import plots
+
+            png, pdf = plots.plot_lambda_profile(link, out_json.parent / "figures" / "lambda_profile")
+            written["figures/lambda_profile.png"], written["figures/lambda_profile.pdf"] = png, pdf
+    else:
+        msg = (f"{scores_path} holds no sim/targets (collect them with `weince collect-scores "
+               "--link-batches N`, N > 0)")
+        print(f"warning: {msg}", file=sys.stderr)
+        written["link"] = write_json(out_json, {"status": "not_run", "reason": msg, "meta": meta},
+                                     cfg=cfg, seed=seed)
+    return written
+
+
+def run_evt(scores_path, out_dir, *, q: float = 0.99, qs=SPEC_QS, tau: float | None = None,
+            beta: float = 1.0, n_boot: int = 200, gof_boot: int = 100, seed: int = 0,
+            figures: bool = True) -> dict[str, Path]:
+    """Both fits: ``out_dir/pot.json``, ``out_dir/link.json``, ``out_dir/figures/*``."""
+    out = Path(out_dir)
+    written = run_pot(scores_path, out / "pot.json", q=q, qs=qs, n_boot=n_boot,
+                      gof_boot=gof_boot, seed=seed, figures=figures)
+    written.update(run_link(scores_path, out / "link.json", tau=tau, beta=beta, seed=seed,
+                            figures=figures))
+    return written
+
+
+def _report(caught) -> list[str]:
+    msgs = [str(w.message) for w in caught]
+    for m in msgs:
+        print(f"warning: {m}", file=sys.stderr)
+    return msgs

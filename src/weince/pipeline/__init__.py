@@ -1,0 +1,16 @@
+"""What a profile asks for: the workflow's glue, tested like the rest of the library.
+
+- :mod:`~weince.pipeline.layout`: where every result lives (path templates) and the one
+  enumeration of runs (:func:`~weince.pipeline.layout.vision_runs`,
+  :func:`~weince.pipeline.layout.text_runs`, :func:`~weince.pipeline.layout.files_for`);
+- :mod:`~weince.pipeline.stages`: the resolved config each rule passes to the library
+  (``pretrain_config``, ``simcse_config``, ``norms_config``, ``apply_selection``);
+- :mod:`~weince.pipeline.grid`: the grid point chosen on validation;
+- :mod:`~weince.pipeline.ablations` and :mod:`~weince.pipeline.norms`: the ablation and
+  norms plans of a profile;
+- :mod:`~weince.pipeline.targets`: ``all_targets(config)``, the input of ``rule all``;
+- :mod:`~weince.pipeline.config`: the profile config's check against the schema;
+- :mod:`~weince.pipeline.logs`: ``log_to``, the log redirection of the rules' scripts.
+
+Nothing is imported here, so a rule's script imports only what it uses.
+"""

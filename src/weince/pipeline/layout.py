@@ -1,0 +1,205 @@
+"""Where every result lives, and which runs a profile asks for: the path templates of
+``docs/architecture.md`` and the one enumeration of runs, in one place.
+
+The Snakemake rules (``workflow/rules/common.smk``), the targets of ``rule all``
+(:mod:`weince.pipeline.targets`) and the report (:mod:`weince.report`) all build paths from
+here, so a rule's output and the file the report reads can never drift apart.
+
+    results/{profile}/vision/{dataset}/{backbone}/{arm}/seed{seed}/   encoder.pt ... link.json
+    results/{profile}/vision/{dataset}/{backbone}/{arm}/selection.json   (grid arms)
+    results/{profile}/text/{model}/{arm}/seed{seed}/                 train.json sts.json
+    results/{profile}/timing/timing.json
+    results/{profile}/checks/special_case.json
+    reports/{profile}/summary.md, table_c*.md/.tex, figures/
+
+A grid point of a loss arm is spelled ``{arm}@{point}`` in the ``arm`` slot, e.g.
+``weince@m2_kr10_ka1``: the same rules train and evaluate it; the final arm ``weince``
+reads the point chosen on validation from ``selection.json``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+
+from weince.losses.arms import grid_points
+
+__all__ = ["VISION_RUN", "VISION_PAIR", "TEXT_RUN", "TIMING", "CHECKS", "REPORT", "VisionRun",
+           "TextRun", "Setting", "vision_runs", "text_runs", "vision_pairs", "run_dir",
+           "settings_for", "files_for", "report_dir", "EVT_FILES"]
+
+VISION_RUN = "{results}/{profile}/vision/{dataset}/{backbone}/{arm}/seed{seed}"
+VISION_PAIR = "{results}/{profile}/vision/{dataset}/{backbone}"
+TEXT_RUN = "{results}/{profile}/text/{model}/{arm}/seed{seed}"
+TIMING = "{results}/{profile}/timing"
+CHECKS = "{results}/{profile}/checks"
+REPORT = "{reports}/{profile}"
+
+@dataclass(frozen=True)
+class VisionRun:
+    dataset: str
+    backbone: str
+    arm: str
+    seed: int
+
+    def dir(self, results: str | Path, profile: str) -> Path:
+        return Path(VISION_RUN.format(results=results, profile=profile, **self.__dict__))
+
+
+@dataclass(frozen=True)
+class TextRun:
+    model: str
+    arm: str
+    seed: int
+
+    def dir(self, results: str | Path, profile: str) -> Path:
+        return Path(TEXT_RUN.format(results=results, profile=profile, **self.__dict__))
+
+
+def vision_pairs(cfg: dict[str, Any]) -> list[tuple[str, str]]:
+    """(dataset, backbone) pairs a profile runs: every dataset x every backbone."""
+    v = cfg.get("vision") or {}
+    if not v.get("enabled", True):
+        return []
+    return [(d, b) for d in v.get("datasets", []) for b in v.get("backbones", [])]
+
+
+def vision_runs(cfg: dict[str, Any], *, grid: bool = False,
+                arms: Iterable[str] | None = None, seeds: Iterable[int] | None = None,
+                pairs: Iterable[tuple[str, str]] | None = None) -> Iterator[VisionRun]:
+    """Every final vision run of a profile, pair by pair, arm by arm, seed by seed.
+
+    ``grid=True``: the grid-point runs instead. ``arms`` / ``seeds`` / ``pairs`` narrow or
+    replace the profile's lists (the ablation and norms plans, one arm of a claim)."""
+    v = cfg.get("vision") or {}
+    pairs = vision_pairs(cfg) if pairs is None else [tuple(p) for p in pairs]
+    if grid:
+        g = v.get("grid") or {}
+        arms = [f"{a}@{p}" for a in g.get("arms", []) for p in grid_points(g)]
+        seeds = g.get("seeds", [])
+    arms = list(v.get("arms", []) if arms is None else arms)
+    seeds = list(v.get("seeds", []) if seeds is None else seeds)
+    for dataset, backbone in pairs:
+        for arm in arms:
+            for seed in seeds:
+                yield VisionRun(dataset, backbone, arm, int(seed))
+
+
+def text_runs(cfg: dict[str, Any], *, arms: Iterable[str] | None = None,
+              seeds: Iterable[int] | None = None,
+              models: Iterable[str] | None = None) -> Iterator[TextRun]:
+    """Every SimCSE run of a profile (``arms`` / ``seeds`` / ``models`` narrow the lists)."""
+    t = cfg.get("text") or {}
+    if not t.get("enabled", True):
+        return
+    for model in (t.get("models", []) if models is None else models):
+        for arm in (t.get("arms", []) if arms is None else arms):
+            for seed in (t.get("seeds", []) if seeds is None else seeds):
+                yield TextRun(model, arm, int(seed))
+
+
+def run_dir(cfg: dict[str, Any], run: VisionRun | TextRun) -> Path:
+    return run.dir(cfg.get("results", "results"), cfg["profile"])
+
+
+def report_dir(cfg: dict[str, Any]) -> Path:
+    """``{reports}/{profile}``: every page of the profile's report."""
+    return Path(REPORT.format(reports=cfg.get("reports", "reports"), profile=cfg["profile"]))
+
+
+@dataclass(frozen=True)
+class Setting:
+    """Where a row's numbers come from: a vision pair, a text model/corpus, or a single
+    profile-wide file (timing, checks)."""
+
+    stage: str
+    dataset: str | None = None
+    backbone: str | None = None
+    model: str | None = None
+    corpus: str | None = None
+
+    def label(self) -> str:
+        if self.stage == "vision":
+            return f"{self.dataset} / {self.backbone}"
+        if self.stage == "text":
+            return f"{self.model} / {self.corpus}"
+        if self.stage == "timing":
+            return f"whole step, {self.backbone}"
+        return self.stage
+
+
+def settings_for(cfg: dict[str, Any], stage: str) -> tuple[list[Setting], list[str]]:
+    """The settings of ``stage`` the profile runs, and the arms it runs there."""
+    if stage == "vision":
+        return ([Setting("vision", dataset=d, backbone=b) for d, b in vision_pairs(cfg)],
+                list((cfg.get("vision") or {}).get("arms", [])))
+    if stage == "text":
+        t = cfg.get("text") or {}
+        if not t.get("enabled", True):
+            return [], []
+        return ([Setting("text", model=m, corpus=t.get("corpus", "?"))
+                 for m in t.get("models", [])], list(t.get("arms", [])))
+    if stage == "timing":
+        t = cfg.get("timing") or {}
+        tc = t.get("config") or {}
+        return ([Setting("timing", backbone=tc.get("backbone") or "none")]
+                if t.get("enabled", False) else [],
+                list(tc.get("losses", ["infonce", "weince", "weince_recipe"])))
+    if stage == "checks":
+        c = cfg.get("checks") or {}
+        return ([Setting("checks")] if c.get("enabled", True) else [], ["weince"])
+    raise ValueError(f"unknown stage {stage!r}; valid: vision, text, timing, checks")
+
+
+EVT_FILES = ("pot.json", "link.json", "scores.npz")
+
+
+def files_for(cfg: dict[str, Any]) -> Callable[[Setting, str, str], list[Path]]:
+    """``(setting, arm, file name) -> [paths]``: one path per encoder seed of the profile
+    (an empty list when the profile does not produce that file for that arm)."""
+    root, profile = cfg.get("results", "results"), cfg["profile"]
+
+    def f(setting: Setting, arm: str, name: str) -> list[Path]:
+        if setting.stage == "vision":
+            v = cfg.get("vision") or {}
+            if arm not in v.get("arms", []):
+                return []
+            if name in EVT_FILES and arm not in (v.get("evt") or {}).get("arms", []):
+                return []
+            pair = [(setting.dataset, setting.backbone)]
+            return [r.dir(root, profile) / name
+                    for r in vision_runs(cfg, arms=[arm], pairs=pair)]
+        if setting.stage == "text":
+            if arm not in (cfg.get("text") or {}).get("arms", []):
+                return []
+            return [r.dir(root, profile) / name
+                    for r in text_runs(cfg, arms=[arm], models=[setting.model])]
+        if setting.stage == "timing":
+            return [Path(TIMING.format(results=root, profile=profile)) / name]
+        if setting.stage == "checks":
+            return [Path(CHECKS.format(results=root, profile=profile)) / name]
+        return []
+
+    return f
+
+
+def summary_logs(cfg: dict[str, Any]) -> dict[str, dict[str, list[Path]]]:
+    """The training logs of the summary's lambda-over-training figures: figure stem ->
+    {arm: [train_log.jsonl per encoder seed]} (the WEINCE-family arms of each vision pair
+    and text model)."""
+    root, profile = cfg.get("results", "results"), cfg["profile"]
+    out: dict[str, dict[str, list[Path]]] = {}
+    v = cfg.get("vision") or {}
+    for d, b in vision_pairs(cfg):
+        arms = [a for a in v.get("arms", []) if a.startswith("weince")]
+        out[f"lambda_training_{d}_{b}"] = {
+            a: [r.dir(root, profile) / "train_log.jsonl"
+                for r in vision_runs(cfg, arms=[a], pairs=[(d, b)])] for a in arms}
+    t = cfg.get("text") or {}
+    for m in (t.get("models", []) if t.get("enabled", True) else []):
+        arms = [a for a in t.get("arms", []) if a.startswith("weince")]
+        out[f"lambda_training_text_{m}"] = {
+            a: [r.dir(root, profile) / "train_log.jsonl"
+                for r in text_runs(cfg, arms=[a], models=[m])] for a in arms}
+    return out

@@ -1,0 +1,85 @@
+"""Resolved stage configs: the dict each rule passes to a library entry point, built from
+the profile's config, so that the rules hold no logic and the glue is tested.
+
+    from weince.pipeline.stages import pretrain_config
+    pretrain_config(config, "digits", "smallcnn", "weince@m2_kr10", 7)   # a SimCLRConfig dict
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from typing import Any, Mapping
+
+from weince.losses.arms import grid_points, resolve_arm
+from weince.report.results import get_key, load_result
+
+__all__ = ["pretrain_config", "simcse_config", "apply_selection", "grid_arms", "norms_config",
+           "PRETRAINED_ARM", "text_model"]
+
+PRETRAINED_ARM = "pretrained"   # a text unit of the norms analysis as shipped (seed 0)
+
+
+def grid_arms(cfg: Mapping[str, Any]) -> list[str]:
+    """The vision arms whose final runs use a point chosen on validation."""
+    g = (cfg.get("vision") or {}).get("grid") or {}
+    return list(g.get("arms", [])) if grid_points(g) and g.get("seeds") else []
+
+
+def pretrain_config(cfg: Mapping[str, Any], dataset: str, backbone: str, arm: str,
+                    seed: int) -> dict[str, Any]:
+    """The ``SimCLRConfig`` dict of one run. ``arm`` may carry a grid point
+    (``weince@m2_kr10_ka1``); its values override the arm's loss keyword arguments. A
+    final grid arm gets the chosen point later (:func:`apply_selection`)."""
+    v = cfg.get("vision") or {}
+    out = copy.deepcopy(dict(v.get("pretrain") or {}))
+    out.update(copy.deepcopy(dict((v.get("pretrain_by_dataset") or {}).get(dataset) or {})))
+    s = resolve_arm(arm, v.get("losses"), out.get("tau"))
+    if s["tau"] is not None:
+        out["tau"] = float(s["tau"])
+    out.update(dataset=dataset, backbone=backbone, loss=s["loss"], seed=int(seed),
+               loss_kwargs=s["loss_kwargs"])
+    out.setdefault("device", cfg.get("device", "auto"))
+    out.setdefault("threads", cfg.get("threads"))
+    out.setdefault("data_root", cfg.get("data_root"))
+    out.setdefault("download", bool(cfg.get("download", False)))
+    return out
+
+
+def apply_selection(run_cfg: dict[str, Any], selection_path: str | os.PathLike) -> dict[str, Any]:
+    """Put the grid point chosen in ``selection.json`` into a run config's loss kwargs."""
+    sel = load_result(selection_path)
+    params = get_key(sel, "params", selection_path, needed_by="the final run of a grid arm")
+    run_cfg = copy.deepcopy(run_cfg)
+    run_cfg.setdefault("loss_kwargs", {}).update(params)
+    return run_cfg
+
+
+def simcse_config(cfg: Mapping[str, Any], model: str, arm: str, seed: int) -> dict[str, Any]:
+    """The ``SimCSEConfig`` dict of one text run."""
+    t = cfg.get("text") or {}
+    out = copy.deepcopy(dict(t.get("simcse") or {}))
+    out.update(model=(t.get("model_paths") or {}).get(model, model), loss=arm, seed=int(seed))
+    lk = dict((t.get("losses") or {}).get(arm) or {})
+    if lk:
+        out["loss_kwargs"] = {**out.get("loss_kwargs", {}), **lk}
+    out.setdefault("device", cfg.get("device", "auto"))
+    out.setdefault("offline", bool(cfg.get("offline", True)))
+    return out
+
+
+def norms_config(cfg: Mapping[str, Any], **overrides: Any) -> dict[str, Any]:
+    """The ``NormsConfig`` dict of a norms run: the profile's ``norms.analysis`` block, with
+    the profile's device unless the block sets one, then ``overrides``."""
+    out = copy.deepcopy(dict((cfg.get("norms") or {}).get("analysis") or {}))
+    out.setdefault("device", cfg.get("device", "auto"))
+    out.update(overrides)
+    return out
+
+
+def text_model(cfg: Mapping[str, Any], model: str, arm: str, trun_dir: str) -> str:
+    """The model a text norms unit analyses: the shipped model (``text.model_paths`` or its
+    name) for ``pretrained``, else the trained run's ``model/`` folder."""
+    if arm == PRETRAINED_ARM:
+        return ((cfg.get("text") or {}).get("model_paths") or {}).get(model, model)
+    return f"{trun_dir}/model"

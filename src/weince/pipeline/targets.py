@@ -1,0 +1,100 @@
+"""What a profile asks for: every file ``rule all`` wants, from one function.
+
+:func:`all_targets` is the input of ``rule all``: the summary, one table per claim of the
+registry (however many), every result file they read, the ablation page when the profile
+runs an ablation group and the norms page when it analyses a unit. A deleted result is
+rebuilt by a plain ``snakemake``, and then only the pages that read it.
+
+    from weince.pipeline.targets import all_targets
+    all_targets(config)          # config: the profile's workflow config
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+from weince.pipeline.ablations import ablation_inputs, ablation_outputs, ablation_plan
+from weince.pipeline.layout import files_for, report_dir, settings_for, summary_logs
+from weince.pipeline.norms import norms_outputs, norms_results
+from weince.report.registry import load_claims
+
+__all__ = ["claims", "claim_inputs", "figure_inputs", "result_files", "report_outputs",
+           "table_files", "companion_targets", "ablation_targets", "all_targets"]
+
+
+def claims(cfg: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The claims of the profile's registry (``cfg["claims"]``), in registry order."""
+    return load_claims(cfg.get("claims", "config/claims.yaml"))["claims"]
+
+
+def claim_inputs(cfg: Mapping[str, Any], claim: Mapping[str, Any]) -> list[Path]:
+    """Every result file one claim reads at this profile (the inputs of its table rule)."""
+    settings, arms = settings_for(cfg, claim["stage"])
+    fetch = files_for(cfg)
+    a = claim["arms"]
+    shown = list(dict.fromkeys(x for x in [a.get("baseline"), a["primary"], *a.get("others", [])]
+                               if x))
+    if claim["kind"] == "overhead" and a.get("baseline") in shown:
+        shown.remove(a["baseline"])
+    out: list[Path] = []
+    for s in settings:
+        for arm in shown:
+            if claim["stage"] in ("vision", "text") and arm not in arms:
+                continue
+            out += fetch(s, arm, claim["file"])
+    return list(dict.fromkeys(out))
+
+
+def figure_inputs(cfg: Mapping[str, Any]) -> list[Path]:
+    """Training logs the summary's lambda-over-training figures read."""
+    return [p for logs in summary_logs(cfg).values() for paths in logs.values() for p in paths]
+
+
+def result_files(cfg: Mapping[str, Any]) -> list[Path]:
+    """Every result file the summary reads (claim inputs and training logs)."""
+    files: list[Path] = []
+    for c in claims(cfg):
+        files += claim_inputs(cfg, c)
+    return list(dict.fromkeys(files + figure_inputs(cfg)))
+
+
+def table_files(cfg: Mapping[str, Any], claim_id: str) -> dict[str, Path]:
+    """``{"md", "tex"}`` of one claim's table."""
+    d = report_dir(cfg)
+    return {ext: d / f"table_{claim_id.lower()}.{ext}" for ext in ("md", "tex")}
+
+
+def report_outputs(cfg: Mapping[str, Any]) -> dict[str, Path]:
+    """The summary's files and every claim's table: ``summary``, ``claims_json``,
+    ``tables_tex``, ``figures`` and ``{id}_md`` / ``{id}_tex`` per registry claim."""
+    d = report_dir(cfg)
+    out = {"summary": d / "summary.md", "claims_json": d / "claims.json",
+           "tables_tex": d / "tables.tex", "figures": d / "figures"}
+    for c in claims(cfg):
+        for ext, p in table_files(cfg, c["id"]).items():
+            out[f"{c['id'].lower()}_{ext}"] = p
+    return out
+
+
+def ablation_targets(cfg: Mapping[str, Any]) -> list[Path]:
+    """The ablation page (nothing when the profile's plan has no group)."""
+    return [ablation_outputs(cfg)["md"]] if ablation_plan(cfg).groups else []
+
+
+def companion_targets(cfg: Mapping[str, Any]) -> list[Path]:
+    """The pages the summary links to: ablations and norms (each only when the profile
+    runs it)."""
+    norms = norms_outputs(cfg)
+    return ablation_targets(cfg) + ([norms["md"], norms["summary"]] if norms_results(cfg) else [])
+
+
+def all_targets(cfg: Mapping[str, Any]) -> list[str]:
+    """Everything ``rule all`` builds, as strings, without duplicates."""
+    outs = report_outputs(cfg)
+    tables = [p for k, p in outs.items() if k.endswith(("_md", "_tex"))]
+    files = [outs["summary"], *tables, *result_files(cfg), *companion_targets(cfg)]
+    if ablation_targets(cfg):
+        files += ablation_inputs(ablation_plan(cfg))
+    files += norms_results(cfg)
+    return list(dict.fromkeys(str(p) for p in files))

@@ -1,0 +1,312 @@
+"""``reports/<profile>/ablations.md``: one table per ablation group, with commentary made
+from the numbers (issue 9; the groups and the plan: :mod:`weince.pipeline.ablations`).
+
+Per row: the encoder-level value of each seed's probe result, then the mean and 95%
+t-interval across encoder seeds (n); the difference to the group's reference row with a
+Welch interval; a figure of mean ``lambda`` and ``rho0`` over training. No verdict.
+
+    from weince.report.ablations import build_ablation_report
+    build_ablation_report(config)          # config: the profile's workflow config
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from weince.losses.arms import ARMS, TAUS, canonical_arm, profile_tau, tau_arm_name
+from weince.pipeline.ablations import Group, Plan, ablation_outputs, ablation_plan
+from weince.report.figures import GATE_KEYS, training_curves, training_curves_figure
+from weince.report.results import Provenance, encoder_value, get_key, load_result
+from weince.report.stats import Estimate, diff_estimate, estimate
+from weince.report.tables import fmt_estimate
+from weince.utils import write_json
+
+__all__ = ["group_commentary", "group_table", "build_ablation_report"]
+
+
+# ---------------------------------------------------------------- numbers -> text
+def _f(x: float | None, signed: bool = False) -> str:
+    if x is None:
+        return "n/a"
+    return f"{x:+.2f}" if signed else f"{x:.2f}"
+
+
+def _interval(e: Estimate) -> str:
+    return f"[{_f(e.lo)}, {_f(e.hi)}]" if e.has_interval else "(no interval, n < 2)"
+
+
+def _overlap(a: Estimate, b: Estimate) -> bool:
+    return a.lo <= b.hi and b.lo <= a.hi
+
+
+def _diff_text(name: str, d: Estimate) -> str:
+    if d.mean is None:
+        return f"{name}: not available (an arm has no result)"
+    if not d.has_interval:
+        return f"{name} = {_f(d.mean, True)} (no interval: an arm has n < 2)"
+    where = ("includes 0" if d.lo <= 0 <= d.hi else
+             "lies above 0" if d.lo > 0 else "lies below 0")
+    return (f"{name} = {_f(d.mean, True)} [{_f(d.lo, True)}, {_f(d.hi, True)}] "
+            f"(Welch 95% interval; it {where})")
+
+
+def _ranking_text(group: Group, est: Mapping[str, Estimate], metric: str) -> list[str]:
+    have = [r.name for r in group.rows if est.get(r.name) is not None
+            and est[r.name].mean is not None]
+    missing = [r.name for r in group.rows if r.name not in have]
+    lines = []
+    if missing:
+        lines.append(f"No result for {', '.join(missing)}.")
+    if len(have) < 2:
+        lines.append("Fewer than two rows have results, so nothing is compared.")
+        return lines
+    top = max(est[n].mean for n in have)
+    best = [n for n in have if est[n].mean == top]
+    b = est[best[0]]
+    if len(best) > 1:
+        lines.append(f"Highest mean {metric}: {', '.join(best)} (tied at {_f(top)}).")
+    else:
+        lines.append(f"Highest mean {metric}: {best[0]}, {_f(b.mean)} {_interval(b)} "
+                     f"over n={b.n} encoder seed(s).")
+    others = [n for n in have if n != best[0]]
+    ranked = sorted(others, key=lambda n: -est[n].mean)
+    lines.append("Next by mean: " + "; ".join(
+        f"{n} {_f(est[n].mean)} ({_f(est[n].mean - top, True)})" for n in ranked) + ".")
+    if not b.has_interval:
+        lines.append(f"{best[0]} has no interval (n < 2), so interval overlaps are not "
+                     f"assessed.")
+        return lines
+    no_int = [n for n in others if not est[n].has_interval]
+    ov = [n for n in others if est[n].has_interval and _overlap(b, est[n])]
+    sep = [n for n in others if est[n].has_interval and not _overlap(b, est[n])]
+    if ov and not sep:
+        lines.append(f"Its 95% interval overlaps the interval of every other row that has "
+                     f"one ({', '.join(ov)}).")
+    elif sep and not ov:
+        lines.append(f"Its 95% interval overlaps no other row's interval "
+                     f"({', '.join(sep)} lie entirely below it).")
+    elif ov or sep:
+        lines.append(f"Its 95% interval overlaps those of {', '.join(ov)}; it does not "
+                     f"overlap those of {', '.join(sep)}.")
+    if no_int:
+        lines.append(f"No interval for {', '.join(no_int)} (n < 2).")
+    return lines
+
+
+def group_commentary(group: Group, test: Mapping[str, Estimate],
+                     val: Mapping[str, Estimate] | None = None) -> list[str]:
+    """Sentences generated from the numbers only (no verdict): the row with the highest mean
+    test accuracy, how its interval relates to the others', and the comparisons that the
+    group's question needs (for ``confound``: ``weince_recipe - weince`` against
+    ``infonce_topm - infonce``; ``temperature``: each loss at its tau chosen on validation;
+    ``features``: head minus backbone per arm).
+
+    Args:
+        group: the group.
+        test: row name -> :class:`Estimate` of test accuracy across encoder seeds.
+        val: row name -> :class:`Estimate` of validation accuracy (used only to choose the
+            temperature of each loss, never the test numbers).
+    """
+    val = val or {}
+    lines = _ranking_text(group, test, "test accuracy")
+    get = test.get
+    d = lambda a, b: diff_estimate(get(a) or estimate([]), get(b) or estimate([]))  # noqa: E731
+    if group.name == "confound":
+        lines.append("Top-M terms added to WEINCE: " +
+                     _diff_text("weince_recipe - weince", d("weince_recipe", "weince")) + ".")
+        lines.append("Softmax top-M term added to InfoNCE: " +
+                     _diff_text("infonce_topm - infonce", d("infonce_topm", "infonce")) + ".")
+        a, b = d("weince_recipe", "weince"), d("infonce_topm", "infonce")
+        if a.mean is not None and b.mean is not None:
+            rel = ("overlap" if a.has_interval and b.has_interval and _overlap(a, b)
+                   else "do not overlap" if a.has_interval and b.has_interval
+                   else "cannot be compared (n < 2)")
+            lines.append(f"The two top-M effects differ by {_f(a.mean - b.mean, True)} "
+                         f"points; their intervals {rel}.")
+        lines.append("The paper's comparison, " +
+                     _diff_text("weince_recipe - infonce", d("weince_recipe", "infonce")) +
+                     ", splits into the gate, " +
+                     _diff_text("weince - infonce", d("weince", "infonce")) +
+                     ", and the top-M terms above.")
+        lines.append("Weibull top-M term alone: " + _diff_text(
+            "weince_recipe - weince_recipe_no_weib", d("weince_recipe", "weince_recipe_no_weib"))
+            + ".")
+    elif group.name == "temperature":
+        chosen = {}
+        for loss in ("infonce", "weince"):
+            rows = [tau_arm_name(loss, t) for t in TAUS]
+            vs = [(n, val[n].mean) for n in rows if val.get(n) is not None
+                  and val[n].mean is not None and get(n) is not None and get(n).mean is not None]
+            if not vs:
+                lines.append(f"{loss}: no validation accuracy, so no temperature is chosen.")
+                continue
+            n_best = max(vs, key=lambda x: x[1])[0]
+            chosen[loss] = n_best
+            lines.append(f"{loss}: tau chosen on validation accuracy = {ARMS[n_best].tau:g} "
+                         f"(val {_f(val[n_best].mean)}); its test accuracy "
+                         f"{_f(get(n_best).mean)} {_interval(get(n_best))}.")
+        if len(chosen) == 2:
+            lines.append("At the validation-chosen temperatures, " + _diff_text(
+                f"{chosen['weince']} - {chosen['infonce']}",
+                d(chosen["weince"], chosen["infonce"])) + ".")
+    elif group.name == "features":
+        for arm in ("infonce", "weince"):
+            lines.append(f"{arm}: " + _diff_text(
+                "head - backbone", d(f"{arm} [head]", arm)) + ".")
+    elif group.name == "baselines":
+        base = [n for n in ("hcl", "dcl", "dclw") if get(n) is not None and get(n).mean is not None]
+        if base:
+            top = max(base, key=lambda n: get(n).mean)
+            lines.append(f"Against the hard-negative baseline with the highest mean ({top}): " +
+                         _diff_text(f"weince - {top}", d("weince", top)) + ".")
+    elif group.name in ("gate", "beta"):
+        for r in group.rows:
+            if r.name != group.reference and r.arm != "infonce":
+                lines.append(_diff_text(f"{r.name} - {group.reference}",
+                                        d(r.name, group.reference)) + ".")
+    return lines
+
+
+def group_table(group: Group, test: Mapping[str, Estimate], missing: Mapping[str, int]
+                ) -> str:
+    """Markdown table: row, loss setting, test accuracy mean [95% CI] (n), difference to
+    the reference row (Welch interval)."""
+    ref = test.get(group.reference) or estimate([])
+    lines = ["| Row | Loss setting | Linear probe test acc. (%): mean [95% CI] (n) | "
+             f"vs. {group.reference} |", "| --- | --- | --- | --- |"]
+    for r in group.rows:
+        e = test.get(r.name) or estimate([])
+        arm = ARMS[r.arm]
+        setting = arm.setting() + ("; head features" if r.feature == "head" else "")
+        if r.name == group.reference:
+            vs = "reference"
+        else:
+            vs = fmt_estimate(diff_estimate(e, ref), signed=True) if e.mean is not None \
+                and ref.mean is not None else "n/a"
+        lines.append(f"| {r.name} | {setting} | {fmt_estimate(e, missing=missing.get(r.name, 0))}"
+                     f" | {vs} |")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- reading results
+def _read_metric(paths: Sequence[Path], key: str, prov: Provenance, allow_missing: bool,
+                 seen: set | None = None) -> tuple[list[float], int]:
+    """Encoder-level values of ``key`` (one per existing file) and the number missing; the
+    provenance of each file read for ``test_acc`` is added once (``seen``)."""
+    seen = set() if seen is None else seen
+    vals, missing = [], 0
+    for p in paths:
+        if not p.exists():
+            if allow_missing:
+                missing += 1
+                continue
+            raise FileNotFoundError(
+                f"ablation result {p} does not exist; make it with `snakemake {p}` (the "
+                f"ablation arms are trained by the same pretrain/features/linear rules as the "
+                f"main arms; see workflow/rules/ablations.smk)")
+        data = load_result(p)
+        if key == "test_acc" and p not in seen:
+            seen.add(p)
+            prov.add(data, p)
+        v = encoder_value(get_key(data, key, p, needed_by="the ablation report"), p, key)
+        if v is not None:
+            vals.append(v)
+    return vals, missing
+
+
+def _scale_line(plan: Plan, dataset: str, backbone: str) -> str:
+    pre = (plan.cfg.get("vision") or {}).get("pretrain") or {}
+    return (f"profile `{plan.profile}`: {dataset} / {backbone}, "
+            f"{pre.get('epochs', '?')} epoch(s), batch {pre.get('batch_size', '?')}, "
+            f"main-arm tau {profile_tau(plan.cfg):g}, encoder seeds "
+            f"{', '.join(map(str, plan.seeds))}")
+
+
+def build_ablation_report(cfg: Mapping[str, Any], plan: Plan | None = None, *,
+                          allow_missing: bool = False) -> dict[str, Path]:
+    """Write ``reports/<profile>/ablations.md``, ``ablations.json`` and, per (dataset,
+    backbone), ``ablations/lambda_<dataset>_<backbone>.png`` (mean ``lambda`` and ``rho0``
+    over training per arm).
+
+    Numbers: per row, the encoder-level value of each seed's probe result (the mean over
+    probe seeds of ``test_acc``; SPEC 6), then the mean and 95% t-interval across encoder
+    seeds; differences to the group's reference use a Welch interval.
+
+    Args:
+        cfg: the workflow config (``profile``, ``results``, ``reports``, ``vision``).
+        plan: default :func:`~weince.pipeline.ablations.ablation_plan` of that config.
+        allow_missing: show rows whose files are missing as ``missing`` instead of raising
+            ``FileNotFoundError``.
+
+    Returns:
+        ``{"md", "json", "figures"}`` paths (:func:`ablation_outputs`).
+    """
+    plan = ablation_plan(cfg) if plan is None else plan
+    outs = ablation_outputs(cfg)
+    md: list[str] = [f"# Ablations: what in WEINCE does the work ({plan.profile})", "",
+                     "Generated by `weince.report.ablations.build_ablation_report` from the result "
+                     "files; nothing here is typed by hand. Each table: linear-probe test "
+                     "accuracy on frozen features, the mean over probe seeds within an "
+                     "encoder, then the mean and 95% t-interval across encoder seeds (n); "
+                     "the last column is the difference to the group's reference row with a "
+                     "Welch 95% interval. The commentary under each table is computed from "
+                     "these numbers and states no verdict.", ""]
+    doc: dict[str, Any] = {"profile": plan.profile, "seeds": plan.seeds, "pairs": {}}
+    prov, seen = Provenance(), set()
+    if not plan.groups:
+        md.append(f"No ablation group is configured for profile `{plan.profile}` "
+                  f"(its `ablations` block).")
+    for dataset, backbone in plan.pairs:
+        key = f"{dataset}/{backbone}"
+        md += [f"## {dataset} / {backbone}", "", f"Scale: {_scale_line(plan, dataset, backbone)}.",
+               ""]
+        doc["pairs"][key] = {}
+        for g in plan.groups:
+            test, val, missing = {}, {}, {}
+            for r in g.rows:
+                files = plan.result_files(dataset, backbone, r)
+                vals, miss = _read_metric(files, "test_acc", prov, allow_missing, seen)
+                test[r.name] = estimate(vals)
+                missing[r.name] = miss
+                try:
+                    vv, _ = _read_metric(files, "val_acc", Provenance(), True)
+                except ValueError:  # an older result without val_acc: no tau selection
+                    vv = []
+                val[r.name] = estimate(vv)
+            comments = group_commentary(g, test, val)
+            md += [f"### {g.title}", "", f"*Question.* {g.question}", "",
+                   group_table(g, test, missing), "", *[f"- {c}" for c in comments], ""]
+            doc["pairs"][key][g.name] = {
+                "question": g.question, "reference": g.reference, "commentary": comments,
+                "rows": [{"row": r.name, "arm": r.arm, "run_arm": canonical_arm(r.arm, plan.cfg),
+                          "feature": r.feature, "setting": ARMS[r.arm].setting(),
+                          "test_acc": _est_dict(test[r.name]), "val_acc": _est_dict(val[r.name]),
+                          "missing": missing[r.name]} for r in g.rows]}
+        logs = {arm: plan.log_files(dataset, backbone, arm) for arm in plan.run_arms()}
+        curves = training_curves(logs, GATE_KEYS, allow_missing=allow_missing)
+        fig = training_curves_figure(curves, outs["figures"] / f"lambda_{dataset}_{backbone}.png",
+                                     f"{plan.profile}: {dataset} / {backbone}", GATE_KEYS)
+        if fig is not None:
+            no_gate = [a for a in plan.run_arms() if a not in curves]
+            rel = fig.relative_to(outs["md"].parent)
+            md += ["### Gate over training", "",
+                   f"![mean lambda and rho0 over training]({rel.as_posix()})", "",
+                   f"Arms that log a gate: {', '.join(sorted(curves))}."
+                   + (f" Not drawn (no gate logged): {', '.join(no_gate)}." if no_gate else ""),
+                   ""]
+            doc["pairs"][key]["figure"] = str(fig)
+    info = prov.describe()
+    md += ["## Provenance", "", f"Result files: {info['files']}; git commits: "
+           f"{info['git_commit']}; config hashes: {info['config_hashes']}; dates: "
+           f"{info['dates']}.", ""]
+    outs["figures"].mkdir(parents=True, exist_ok=True)  # a Snakemake directory() output
+    outs["md"].write_text("\n".join(md))
+    write_json(outs["json"], doc, cfg={"groups": [g.name for g in plan.groups],
+                                       "pairs": plan.pairs, "seeds": plan.seeds})
+    return outs
+
+
+def _est_dict(e: Estimate) -> dict[str, Any]:
+    return {"mean": e.mean, "std": e.std, "n": e.n, "lo": e.lo, "hi": e.hi,
+            "values": list(e.values)}

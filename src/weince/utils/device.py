@@ -1,0 +1,29 @@
+"""The one device resolver: ``"auto"`` -> CUDA when visible, else the CPU.
+
+    from weince.utils.device import resolve_device
+    resolve_device("auto")     # torch.device("cuda") on a GPU machine, else cpu
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["resolve_device"]
+
+
+def resolve_device(name: str | torch.device | None = "auto") -> torch.device:
+    """``"auto"`` (or None): CUDA when available, else CPU; otherwise ``torch.device(name)``.
+
+    Raises:
+        ValueError: a CUDA device is asked for but none is visible (the message says to use
+            ``cpu`` or ``auto``).
+    """
+    if isinstance(name, torch.device):
+        name = str(name)
+    if name in (None, "", "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(name)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {name!r} was asked for but no CUDA device is visible; "
+                         f"use device: cpu (or auto)")
+    return dev

@@ -1,0 +1,69 @@
+"""``all_targets(config)``: the one input of ``rule all``, from the one enumeration of runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from weince.pipeline import layout
+from weince.pipeline.ablations import ablation_plan
+from weince.pipeline.norms import norms_results
+from weince.pipeline.targets import all_targets, claim_inputs, claims, report_outputs
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def smoke():
+    cfg = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
+    cfg["claims"] = str(REPO / "config" / "claims.yaml")
+    return cfg
+
+
+def test_all_targets_cover_report_tables_ablations_and_norms():
+    cfg = smoke()
+    t = all_targets(cfg)
+    assert len(t) == len(set(t))
+    assert "reports/smoke/summary.md" in t
+    for c in claims(cfg):
+        assert f"reports/smoke/table_{c['id'].lower()}.md" in t
+        assert all(str(p) in t for p in claim_inputs(cfg, c))
+    assert "reports/smoke/ablations.md" in t and "reports/smoke/norms.md" in t
+    assert all(str(p) in t for p in norms_results(cfg))
+    run_arms = ablation_plan(cfg).run_arms()
+    assert "results/smoke/vision/digits/smallcnn/infonce_topm/seed7/linear.json" in t
+    assert "infonce_topm" in run_arms
+
+
+def test_pages_a_profile_does_not_run_are_not_targets():
+    cfg = smoke()
+    cfg["ablations"] = {"enabled": False}
+    cfg["norms"] = {"vision": {"enabled": False}, "text": {"enabled": False}}
+    t = all_targets(cfg)
+    assert not any(p.endswith(("ablations.md", "norms.md", "norms.json")) for p in t)
+
+
+def test_a_registry_claim_more_is_one_table_more(tmp_path):
+    """Claims come from the registry, however many: nothing counts to nine."""
+    reg = yaml.safe_load((REPO / "config" / "claims.yaml").read_text())
+    extra = dict(reg["claims"][-1], id="C10")
+    reg["claims"].append(extra)
+    path = tmp_path / "claims.yaml"
+    path.write_text(yaml.safe_dump(reg))
+    cfg = {**smoke(), "claims": str(path)}
+    outs = report_outputs(cfg)
+    assert outs["c10_md"] == Path("reports/smoke/table_c10.md")
+    assert "reports/smoke/table_c10.tex" in all_targets(cfg)
+
+
+def test_one_enumeration_of_runs():
+    cfg = smoke()
+    runs = list(layout.vision_runs(cfg))
+    assert [r.arm for r in runs] == cfg["vision"]["arms"]
+    grid = list(layout.vision_runs(cfg, grid=True))
+    assert [r.arm for r in grid] == ["weince@m0", "weince@m2"]
+    f = layout.files_for(cfg)
+    s = layout.Setting("vision", dataset="digits", backbone="smallcnn")
+    assert f(s, "weince", "linear.json") == [runs[1].dir("results", "smoke") / "linear.json"]
+    assert f(s, "weince", "pot.json") == []              # evt runs for infonce only
+    assert f(s, "hcl", "linear.json") == []              # not an arm of the profile

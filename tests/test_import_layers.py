@@ -1,0 +1,108 @@
+"""Imports run one way (STYLE habit 8; issue 16). The layers, lowest first:
+
+    0  weince.data, weince.models, weince.losses, weince.evt, weince.utils
+    1  weince.train, weince.eval, weince.norms (the analysis), weince.timing
+    2  weince.pipeline (what a profile asks for), weince.report (pages from result files)
+    3  the command line: weince.cli and every ``cli`` / ``*_cli`` module, the ``weince
+       <command>`` modules ``weince.losses.bench`` and ``weince.losses.demo``
+
+A module may import its own layer and lower ones, never a higher one, whether at the top of
+the file or inside a function (a lazy import that dodges a cycle counts). Within a layer the
+import graph has no cycle, counting the package ``__init__`` that an import runs.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import weince
+
+ROOT = Path(weince.__file__).resolve().parent
+LAYERS = {"data": 0, "models": 0, "losses": 0, "evt": 0, "utils": 0,
+          "train": 1, "eval": 1, "norms": 1, "timing": 1,
+          "pipeline": 2, "report": 2,
+          "cli": 3}
+COMMANDS = {"weince.losses.bench", "weince.losses.demo"}
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def layer(mod: str) -> int:
+    parts = mod.split(".")
+    if mod in COMMANDS or parts[-1] == "cli" or parts[-1].endswith("_cli"):
+        return 3
+    if len(parts) == 1:
+        return -1                      # the package itself (only a docstring)
+    if parts[1] not in LAYERS:
+        raise AssertionError(f"{mod}: subpackage {parts[1]!r} has no layer; add it to "
+                             f"LAYERS and to the package docstring")
+    return LAYERS[parts[1]]
+
+
+def imports(path: Path, mod: str) -> set[str]:
+    """Every weince module ``path`` imports, anywhere in the file (with the packages whose
+    ``__init__`` the import runs)."""
+    tree = ast.parse(path.read_text())
+    pkg = mod if path.name == "__init__.py" else mod.rsplit(".", 1)[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
+                                + ([base] if base else []))
+            names = [base] + [f"{base}.{a.name}" for a in node.names]
+        for n in names:
+            if n.startswith("weince."):
+                parts = n.split(".")
+                found |= {".".join(parts[:i]) for i in range(2, len(parts) + 1)}
+    known = {module_name(p) for p in ROOT.rglob("*.py")}
+    # a module's own packages are already being imported when it runs: not an edge
+    return {m for m in found if m in known and m != mod and not mod.startswith(m + ".")}
+
+
+GRAPH = {module_name(p): imports(p, module_name(p)) for p in sorted(ROOT.rglob("*.py"))}
+
+
+def test_no_module_imports_a_higher_layer():
+    bad = [f"{m} (layer {layer(m)}) imports {d} (layer {layer(d)})"
+           for m, deps in GRAPH.items() for d in sorted(deps) if layer(d) > layer(m)]
+    assert not bad, "\n".join(bad)
+
+
+def test_no_import_cycle():
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(m: str) -> None:
+        state[m] = 1
+        stack.append(m)
+        for d in sorted(GRAPH.get(m, ())):
+            if state.get(d) == 1:
+                cycle = stack[stack.index(d):] + [d]
+                raise AssertionError("import cycle: " + " -> ".join(cycle))
+            if d not in state:
+                visit(d)
+        stack.pop()
+        state[m] = 2
+
+    for m in GRAPH:
+        if m not in state:
+            visit(m)
+
+
+def test_every_subpackage_is_in_the_package_docstring():
+    doc = weince.__doc__ or ""
+    subs = sorted(p.name for p in ROOT.iterdir() if (p / "__init__.py").exists())
+    missing = [s for s in subs if f"weince.{s}" not in doc]
+    assert not missing, f"the package docstring does not list {missing}"

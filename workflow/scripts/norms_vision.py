@@ -1,0 +1,15 @@
+"""Snakemake adapter: N1-N3 of one SimCLR encoder (weince.norms.run.analyse_vision)."""
+
+from pathlib import Path
+
+from weince.pipeline.logs import log_to
+
+with log_to(snakemake.log[0]):
+    from weince.norms.run import analyse_vision
+
+    wc = snakemake.wildcards
+    res = analyse_vision(snakemake.input.encoder, features=snakemake.input.features,
+                         cfg=dict(snakemake.params.cfg, threads=snakemake.threads),
+                         out_dir=Path(snakemake.output.result).parent,
+                         meta={"arm": wc.arm, "seed": int(wc.seed)})
+    print(f"{snakemake.output.result}: {res['verdicts']}")
