@@ -38,6 +38,7 @@ RUN pip install --upgrade pip==25.3 \
 COPY Snakefile ./
 COPY config ./config
 COPY workflow ./workflow
+COPY profiles ./profiles
 
 # default: the paper profile on the GPUs of this machine
 CMD ["snakemake", "--configfile", "config/paper.yaml", "--cores", "all", "--resources", "gpu=1"]

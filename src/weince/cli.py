@@ -6,12 +6,18 @@ torch and ``weince --help`` stays fast.
 
     weince --help
     weince <command> --help
+
+On the command line an error prints one line, ``weince <command>: error: <message>``, and
+exits 1; ``--debug`` (anywhere on the line) or ``WEINCE_DEBUG=1`` shows the traceback
+instead. Called from Python with an explicit ``argv`` (``main(["pretrain", ...])``), errors
+propagate as exceptions.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from pathlib import Path
 
@@ -44,13 +50,31 @@ def _available() -> dict[str, tuple[str, str]]:
     return found
 
 
+def _debug_wanted(argv: list[str]) -> bool:
+    return "--debug" in argv or os.environ.get("WEINCE_DEBUG", "").strip() not in ("", "0")
+
+
+def _one_line(err: BaseException) -> str:
+    """The exception's message on one line; the type name too unless it is one of the
+    message-carrying errors this package raises (ValueError, OSError, RuntimeError, ...)."""
+    msg = " ".join(str(err).split())
+    plain = isinstance(err, (ValueError, OSError, RuntimeError, ImportError)) and msg
+    return msg if plain else f"{type(err).__name__}: {msg}".rstrip(": ")
+
+
 def main(argv: list[str] | None = None) -> int:
+    from_console = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
+    debug = _debug_wanted(argv)
+    argv = [a for a in argv if a != "--debug"]
     commands = _available()
     parser = argparse.ArgumentParser(
         prog="weince",
         description="WEINCE reproduction artifact: losses, diagnostics, training, reports.",
+        epilog="Errors print one line; --debug (or WEINCE_DEBUG=1) shows the traceback.",
     )
+    parser.add_argument("--debug", action="store_true",
+                        help="show the traceback of an error (also: WEINCE_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", metavar="<command>")
     # only the chosen command's module is imported
     chosen = next((a for a in argv if not a.startswith("-")), None)
@@ -64,7 +88,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    return int(args._module.main(args) or 0)
+    if debug or not from_console:
+        return int(args._module.main(args) or 0)
+    try:
+        return int(args._module.main(args) or 0)
+    except KeyboardInterrupt:
+        print(f"weince {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as err:  # noqa: BLE001 - every error becomes one line on the console
+        print(f"weince {args.command}: error: {_one_line(err)}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -104,6 +104,12 @@ def extract_features(encoder_path: str | os.PathLike, out_path: str | os.PathLik
                             image_size=int(cfg["image_size"]), batch_size=batch_size,
                             device=device, progress=progress, desc=f"features {split}")
         out[split] = {"backbone": h, "head": z, "labels": data.labels.clone()}
+    from weince.utils.finite import check_finite
+
+    check_finite(((f"{s}/{k}", out[s][k]) for s in out for k in ("backbone", "head")),
+                 f"features of {encoder_path} (nothing written)",
+                 "the encoder's finite weights still overflow on this data: re-run the "
+                 "pretrain rule (lower lr)")
     out["meta"] = {
         "dataset": name, "encoder": str(Path(encoder_path)), "encoder_cfg": cfg,
         "num_classes": spec.num_classes, "image_size": int(cfg["image_size"]),

@@ -38,6 +38,7 @@ from weince.utils.summary import summary as summarize  # noqa: E402  (the one fo
 def load_features(features: str | os.PathLike | dict) -> dict:
     """The feature dict written by :func:`weince.eval.features.extract_features`
     (given as the dict itself or the path of its torch file)."""
+    source = "the feature dict"
     if isinstance(features, dict):
         feats = features
     else:
@@ -50,10 +51,16 @@ def load_features(features: str | os.PathLike | dict) -> dict:
         feats = load_torch_file(path, what="feature file", map_location="cpu",
                                 remake="re-run `weince features` (the workflow's features "
                                        "rule) that writes it")
+        source = str(path)
     for split in ("train", "test"):
-        if split not in feats or "labels" not in feats[split]:
-            raise ValueError(f"feature dict lacks '{split}' with 'labels'; expected the file "
+        if not isinstance(feats, dict) or split not in feats or "labels" not in feats[split]:
+            raise ValueError(f"{source} lacks '{split}' with 'labels'; expected the file "
                              f"written by `weince features`")
+    from weince.utils.finite import check_finite
+
+    check_finite(((f"{s}/{k}", v) for s in ("train", "test") for k, v in feats[s].items()),
+                 source, "the encoder that made it diverged or is broken: re-run the pretrain "
+                 "rule (lower lr), then the features rule")
     return feats
 
 

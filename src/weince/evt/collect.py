@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import os
 import warnings
+import zipfile
 from pathlib import Path
 from typing import Any, Callable
 
@@ -189,10 +190,17 @@ def load_scores(path) -> dict[str, Any]:
         raise FileNotFoundError(f"score file {path} does not exist; make it with `weince "
                                 "collect-scores --encoder ENCODER.pt --dataset NAME --data-root "
                                 f"DIR --out {path}` (or its workflow rule)")
-    with np.load(path, allow_pickle=False) as z:
-        if "scores" not in z.files:
-            raise ValueError(f"{path} has no 'scores' array (found {z.files}); it was not "
-                             "written by weince.evt.collect.save_scores")
-        out: dict[str, Any] = {k: z[k] for k in z.files if k != "meta"}
-        out["meta"] = json.loads(str(z["meta"])) if "meta" in z.files else {}
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile):
+        # never numpy's advice to allow pickles: a score file holds plain arrays only
+        raise ValueError(f"{path}: not a readable score file (truncated or corrupt); delete it "
+                         f"and re-run the collect_scores rule (`weince collect-scores`) that "
+                         f"writes it") from None
+    if "scores" not in arrays:
+        raise ValueError(f"{path} has no 'scores' array (found {sorted(arrays)}); it was not "
+                         "written by weince.evt.collect.save_scores")
+    out: dict[str, Any] = {k: v for k, v in arrays.items() if k != "meta"}
+    out["meta"] = json.loads(str(arrays["meta"])) if "meta" in arrays else {}
     return out

@@ -1,7 +1,13 @@
-"""Input checks and the similarity layouts shared by every loss."""
+"""Input checks and the similarity layouts shared by every loss.
+
+Checks that cost nothing on the device run everywhere (shapes, a batch of one). The
+functional API (:func:`check_batch`) also refuses NaN/inf similarities; the loss modules
+do not look at values (that would need a host sync per step): the training loops check
+their loss instead (``weince.train.simclr``: once per epoch; SimCSE: every step)."""
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import torch
@@ -10,7 +16,8 @@ import torch.nn.functional as F
 Layout = Literal["simclr", "pairs"]
 LAYOUTS = ("simclr", "pairs")
 
-__all__ = ["check_batch", "pair_similarities", "masked_logits", "negative_values", "LAYOUTS"]
+__all__ = ["check_batch", "pair_similarities", "masked_logits", "negative_values", "LAYOUTS",
+           "unit_rows"]
 
 
 def check_tau(tau: float) -> None:
@@ -34,6 +41,10 @@ def check_batch(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | N
     if not isinstance(targets, torch.Tensor) or targets.shape != (B,):
         raise ValueError(f"targets must have shape ({B},) (one positive column per row of sim), "
                          f"got {getattr(targets, 'shape', type(targets))}")
+    n_bad = int((~torch.isfinite(sim)).sum())  # the functional API syncs here anyway
+    if n_bad:
+        raise ValueError(f"sim holds {n_bad} NaN/inf value(s) of {sim.numel()}: the embeddings are "
+                         f"not finite (a diverged model?); cosine similarities lie in [-1, 1]")
     if targets.dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.bool):
         raise ValueError(f"targets must be an integer tensor of column indices, got {targets.dtype}")
     if bool(((targets < 0) | (targets >= C)).any()):
@@ -59,6 +70,37 @@ def check_batch(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | N
     return K
 
 
+def check_views(z1: torch.Tensor, z2: torch.Tensor) -> None:
+    """Shape-only checks of two views (no host sync): ``(N, d)`` each, ``N >= 2``.
+
+    A batch of one pair leaves every anchor without a negative (``K = 2N - 2 = 0`` in the
+    SimCLR layout, ``N - 1 = 0`` in pairs): InfoNCE would return 0, DCL ``-inf``, HCL and
+    WEINCE's tail statistics would fail deep inside."""
+    if z1.ndim != 2 or z1.shape != z2.shape:
+        raise ValueError(f"z1 and z2 must both have shape (N, d), got {tuple(z1.shape)} and {tuple(z2.shape)}")
+    if z1.shape[0] < 2:
+        raise ValueError(f"a batch of N={z1.shape[0]} pair(s) gives no negatives (K = 2N - 2 for "
+                         f"'simclr', N - 1 for 'pairs'); contrastive losses need N >= 2 (and "
+                         f"WEINCE's tail statistics a few dozen negatives to mean much)")
+
+
+def unit_rows(z: torch.Tensor) -> torch.Tensor:
+    """``F.normalize(z, dim=1)`` that also holds for huge or tiny rows.
+
+    A row whose largest ``|entry|`` lies outside ``2**-30 .. 2**55`` (about 1e-9 .. 4e16 in
+    float32: beyond, the squared norm could overflow, so that norms of ~1e19 and more became
+    zero vectors, or fall under ``F.normalize``'s ``eps``) is first scaled by a power of two
+    into that range, which is exact in floating point. Every other row is scaled by
+    ``2**0``: values and gradients are bit for bit ``F.normalize``'s, and ``F.normalize``
+    still sees the caller's vectors (the norms analysis intercepts it). Rows holding
+    NaN/inf stay non-finite."""
+    # squares of 2**hi stay far from overflow; rows of 2**lo stay far above normalize's eps
+    hi = max(0, int(math.log2(torch.finfo(z.dtype).max)) // 2 - 8)  # 55 for float32, 0 for fp16
+    lo = -30 if hi else 0
+    _, e = torch.frexp(z.detach().abs().amax(dim=1, keepdim=True))
+    return F.normalize(torch.ldexp(z, (e.clamp(lo, hi) - e).to(z.dtype)), dim=1)
+
+
 def pair_similarities(z1: torch.Tensor, z2: torch.Tensor, layout: Layout = "simclr"):
     """Cosine similarities of two views in the generic ``(sim, targets, mask)`` form.
 
@@ -72,13 +114,12 @@ def pair_similarities(z1: torch.Tensor, z2: torch.Tensor, layout: Layout = "simc
     Returns:
         ``(sim, targets, mask)``; ``mask`` is ``None`` for ``"pairs"``.
     """
-    if z1.ndim != 2 or z1.shape != z2.shape:
-        raise ValueError(f"z1 and z2 must both have shape (N, d), got {tuple(z1.shape)} and {tuple(z2.shape)}")
+    check_views(z1, z2)
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
     n = z1.shape[0]
-    z1 = F.normalize(z1, dim=1)
-    z2 = F.normalize(z2, dim=1)
+    z1 = unit_rows(z1)
+    z2 = unit_rows(z2)
     idx = torch.arange(n, device=z1.device)
     if layout == "pairs":
         return z1 @ z2.T, idx, None
@@ -117,11 +158,12 @@ def negative_values(sim: torch.Tensor, targets: torch.Tensor, invalid: torch.Ten
 def two_view_batch(z1: torch.Tensor, z2: torch.Tensor, layout: Layout):
     """:func:`pair_similarities` for the loss modules: ``(sim, targets, invalid, K)`` with
     ``invalid`` the complement of the mask (the SimCLR diagonal), built directly."""
-    if layout == "pairs" or z1.ndim != 2 or z1.shape != z2.shape:
+    check_views(z1, z2)
+    if layout == "pairs":
         sim, targets, mask = pair_similarities(z1, z2, layout)
         return sim, targets, invert(mask), sim.shape[1] - 1
     n = z1.shape[0]
-    z = F.normalize(torch.cat([z1, z2], dim=0), dim=1)
+    z = unit_rows(torch.cat([z1, z2], dim=0))
     idx = torch.arange(n, device=z.device)
     invalid = torch.eye(2 * n, dtype=torch.bool, device=z.device)
     return z @ z.T, torch.cat([idx + n, idx]), invalid, 2 * n - 2

@@ -266,6 +266,11 @@ def load_encoder(path: str | os.PathLike, map_location: str | torch.device = "cp
     if not isinstance(blob, dict) or "arch" not in blob or "state_dict" not in blob:
         raise UnreadableFileError(f"{path} is not an encoder file written by save_encoder "
                                   f"(no 'arch'/'state_dict'); {remake}")
+    from weince.utils.finite import check_finite
+
+    check_finite(blob["state_dict"].items(), f"{path} (encoder weights)",
+                 "its pretraining diverged (see the run's train_log.jsonl): re-run the pretrain "
+                 "rule with a lower lr")
     a = blob["arch"]
     model = build_simclr_model(a["backbone"], a["image_size"], a["channels"],
                                hidden_dim=a["hidden_dim"], out_dim=a["out_dim"],

@@ -14,12 +14,35 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ResultSchemaError", "load_result", "get_key", "encoder_value", "Provenance",
-           "collect_provenance"]
+__all__ = ["ResultSchemaError", "InvalidResultError", "load_result", "get_key", "encoder_value",
+           "Provenance", "collect_provenance"]
 
 
 class ResultSchemaError(ValueError):
     """A result file lacks a key the report needs, or holds the wrong type there."""
+
+
+class InvalidResultError(ResultSchemaError):
+    """A result holds NaN/inf, or ``null`` (how ``write_json`` stores a NaN), where the report
+    needs a number: a run that failed numerically, never to be shown as a missing one."""
+
+
+def _invalid(path: str | Path, key: str, what: str) -> InvalidResultError:
+    return InvalidResultError(
+        f"{path}: {key!r} is {what}, an invalid result (the stage that wrote it failed "
+        f"numerically, e.g. on a diverged encoder), not a missing one. Fix the cause, then "
+        f"re-run the rule that writes it (`snakemake --forcerun {path}`)")
+
+
+def _finite(v: Any, path: str | Path, key: str) -> float:
+    if v is None:
+        raise _invalid(path, key, "null (a NaN or inf written as null)")
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ResultSchemaError(f"{path}: key {key!r} holds {v!r} ({type(v).__name__}), "
+                                f"expected a number")
+    if not math.isfinite(float(v)):
+        raise _invalid(path, key, repr(float(v)))
+    return float(v)
 
 
 def load_result(path: str | Path) -> dict[str, Any]:
@@ -58,25 +81,29 @@ def get_key(data: dict[str, Any], key: str, path: str | Path, *, needed_by: str 
     return cur
 
 
-def encoder_value(value: Any, path: str | Path, key: str) -> float | None:
+def encoder_value(value: Any, path: str | Path, key: str) -> float:
     """One number per encoder: a plain number, or the mean of a summary's values.
 
-    ``None`` (JSON ``null``, e.g. a NaN result) stays ``None``; any other type is a
-    ``ResultSchemaError``."""
-    if value is None:
-        return None
+    NaN, inf and ``null`` (JSON's form of a NaN written by ``write_json``), alone or among a
+    summary's values, are an :class:`InvalidResultError` naming the file and the rule to
+    re-run; a result that is absent is the caller's "missing", never this. Any other type
+    is a ``ResultSchemaError``."""
     if isinstance(value, bool):
         raise ResultSchemaError(f"{path}: key {key!r} is a boolean, expected a number or a "
                                 f"{{'mean', 'std', 'n', 'values'}} summary")
-    if isinstance(value, (int, float)):
-        return float(value) if math.isfinite(float(value)) else None
+    if value is None or isinstance(value, (int, float)):
+        return _finite(value, path, key)
     if isinstance(value, dict):
         if "values" in value and isinstance(value["values"], list):
-            vals = [float(v) for v in value["values"] if v is not None]
-            vals = [v for v in vals if math.isfinite(v)]
-            return sum(vals) / len(vals) if vals else None
+            if "mean" in value:  # a NaN mean beside finite values is still a broken summary
+                _finite(value["mean"], path, f"{key}.mean")
+            vals = [_finite(v, path, f"{key}.values[{i}]") for i, v in enumerate(value["values"])]
+            if not vals:
+                raise _invalid(path, f"{key}.values", "empty (no probe/split seed produced a "
+                                                      "value)")
+            return sum(vals) / len(vals)
         if "mean" in value:
-            return None if value["mean"] is None else float(value["mean"])
+            return _finite(value["mean"], path, f"{key}.mean")
         raise ResultSchemaError(f"{path}: key {key!r} is a mapping without 'mean' or "
                                 f"'values' (keys: {sorted(value)}); expected a summary "
                                 f"{{'mean', 'std', 'n', 'values'}}")

@@ -58,7 +58,7 @@ from torch import nn
 from weince.train.config import as_config, to_dict
 from weince.train.logging import JsonlLogger
 
-__all__ = ["SimCLRConfig", "pretrain", "resolve_config", "LARS"]
+__all__ = ["SimCLRConfig", "pretrain", "resolve_config", "LARS", "DivergedError"]
 
 
 @dataclass
@@ -234,11 +234,14 @@ def _subset_indices(n: int, m: Optional[int]) -> Optional[torch.Tensor]:
 
 class _EpochStats:
     """Per-epoch sums of the loss and ``last_stats`` kept on the device (one host sync
-    per epoch, not per step)."""
+    per epoch, not per step). ``first_bad`` (also on the device) is the 0-based index of
+    the epoch's first step with a non-finite loss, -1 while there is none: the divergence
+    check reads it at the epoch's sync point instead of syncing at every step."""
 
     def __init__(self) -> None:
         self.sums: dict[str, torch.Tensor] = {}
         self.counts: dict[str, int] = {}
+        self.first_bad: Optional[torch.Tensor] = None
 
     def update(self, stats: dict[str, Any]) -> None:
         for k, v in stats.items():
@@ -247,6 +250,12 @@ class _EpochStats:
             if v.numel() != 1:
                 continue
             v = v.detach().float().reshape(())
+            if k == "loss":
+                step = self.counts.get(k, 0)
+                if self.first_bad is None:
+                    self.first_bad = torch.full((), -1, dtype=torch.long, device=v.device)
+                new_bad = (~torch.isfinite(v)) & (self.first_bad < 0)
+                self.first_bad = torch.where(new_bad, step, self.first_bad)
             self.sums[k] = self.sums[k] + v if k in self.sums else v.clone()
             self.counts[k] = self.counts.get(k, 0) + 1
 
@@ -415,6 +424,7 @@ def pretrain(cfg: SimCLRConfig | dict, out_dir: str | os.PathLike, *,
             torch.cuda.synchronize(dev)
         epoch_s = time.perf_counter() - t0
         means = stats.means()
+        _check_diverged(stats, model, cfg, epoch, steps_per_epoch, out)  # before any write
         rec = {"epoch": epoch + 1, **means,
                "img_s": steps_per_epoch * cfg.batch_size / max(epoch_s, 1e-9),
                "lr": opt.param_groups[0]["lr"], "epoch_s": epoch_s}
@@ -462,6 +472,33 @@ def pretrain(cfg: SimCLRConfig | dict, out_dir: str | os.PathLike, *,
         write_json(out / "train.json", summary, cfg=cfg_dict, seed=cfg.seed)
     D.barrier()
     return summary
+
+
+class DivergedError(RuntimeError):
+    """The training loss or the weights became non-finite; nothing of the epoch is kept."""
+
+
+def _check_diverged(stats: _EpochStats, model: nn.Module, cfg: SimCLRConfig, epoch: int,
+                    steps_per_epoch: int, out: Path) -> None:
+    """Raise :class:`DivergedError` when the epoch had a non-finite loss or left non-finite
+    weights. Called once per epoch, where the loop syncs anyway (the loss sums are already
+    read); the per-step bookkeeping stays on the device (:class:`_EpochStats`)."""
+    bad_step = int(stats.first_bad) if stats.first_bad is not None else -1
+    params_ok = bool(torch.stack([torch.isfinite(p).all()
+                                  for p in _unwrap(model).parameters()]).all())  # one sync
+    if bad_step < 0 and params_ok:
+        return
+    where = (f"non-finite loss at epoch {epoch + 1}, step {bad_step + 1} of {steps_per_epoch}"
+             if bad_step >= 0 else f"non-finite weights after epoch {epoch + 1}")
+    ckpt = out / "checkpoint.pt"
+    kept = (f"the last good checkpoint ({ckpt}, epoch {epoch}) is kept" if epoch > 0 and
+            ckpt.exists() else "no checkpoint was written")
+    raise DivergedError(
+        f"SimCLR training diverged: {where} (loss {cfg.loss}, lr {cfg.lr:g}, tau {cfg.tau:g}, "
+        f"batch {cfg.batch_size}, optimizer {cfg.optimizer}); {kept} and nothing of this epoch "
+        f"was saved. Likely cause: a learning rate too high for this optimizer/batch (or no "
+        f"warmup for LARS), else a very small tau or bf16 overflow (try amp: false). Lower lr; "
+        f"to restart with a changed config delete {ckpt} or use another --out folder.")
 
 
 def _check_resumable(saved: dict[str, Any], now: dict[str, Any], out: Path) -> None:
