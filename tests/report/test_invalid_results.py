@@ -9,7 +9,8 @@ import math
 
 import pytest
 
-from weince.report import build_report, layout
+from weince.pipeline import layout
+from weince.report import build_report
 from weince.report.results import InvalidResultError, encoder_value
 
 
