@@ -6,6 +6,7 @@ import re
 from weince.report import layout
 from weince.report.build import claim_inputs, figure_inputs, report_outputs
 from weince.report.registry import load_claims
+from weince.pipeline.selection import selection_paths, shares_seeds
 from weince.report.workflow import grid_arms, pretrain_config, simcse_config
 
 RESULTS = config["results"]
@@ -88,6 +89,45 @@ def grid_linear_files(wildcards):
     }
 
 
+def grid_knn_files(wildcards):
+    """Four-seed grid (official): the knn.json of every point and seed, so that each k-NN
+    metric gets its own point; one-seed grid: none (the linear point serves k-NN)."""
+    if not shares_seeds(config):
+        return {}
+    g = config["vision"]["grid"]
+    return {
+        f"knn@{point}": [
+            f"{VRUN}/knn.json".format(
+                profile=wildcards.profile,
+                dataset=wildcards.dataset,
+                backbone=wildcards.backbone,
+                arm=f"{wildcards.arm}@{point}",
+                seed=seed,
+            )
+            for seed in g["seeds"]
+        ]
+        for point in layout.grid_points(g)
+    }
+
+
+def grid_run_files(*names):
+    """Four-seed grid: the given files of every point's run at this encoder seed (the
+    final arm adopts the chosen point's), plus the arm's selection.json."""
+
+    def inputs(wildcards):
+        g = config["vision"]["grid"]
+        fmt = dict(profile=wildcards.profile, dataset=wildcards.dataset,
+                   backbone=wildcards.backbone)
+        out = {"selection": f"{VPAIR}/{wildcards.arm}/selection.json".format(**fmt)}
+        for point in layout.grid_points(g):
+            for name in names:
+                out[f"{name}@{point}"] = f"{VRUN}/{name}".format(
+                    arm=f"{wildcards.arm}@{point}", seed=wildcards.seed, **fmt)
+        return out
+
+    return inputs
+
+
 def claims_registry():
     return load_claims(config["claims"])
 
@@ -97,7 +137,9 @@ def claim_by_cid(cid):
 
 
 def table_inputs(wildcards):
-    return [str(p) for p in claim_inputs(config, claim_by_cid(wildcards.cid))]
+    claim = claim_by_cid(wildcards.cid)
+    return [str(p) for p in claim_inputs(config, claim)] + [
+        str(p) for p in selection_paths(config, claim).values()]
 
 
 def result_files():

@@ -96,10 +96,15 @@ def scale_line(cfg: dict[str, Any], stage: str) -> str:
         g = v.get("grid") or {}
         grid = (f"; grid of {len(layout.grid_points(g))} point(s) for "
                 f"{', '.join(g.get('arms', []))} chosen on val" if g.get("arms") else "")
+        from weince.protocol import protocol_options
+
+        opts = protocol_options(cfg)
         return (f"profile {p}: {', '.join(v.get('datasets', [])) or 'none'} x "
                 f"{', '.join(v.get('backbones', [])) or 'none'}, "
                 f"{pre.get('epochs', '?')} epoch(s), batch {pre.get('batch_size', '?')}, "
-                f"encoder seeds {', '.join(map(str, v.get('seeds', [])))}{grid}")
+                f"encoder seeds {', '.join(map(str, v.get('seeds', [])))}{grid}; "
+                + (f"options off the official protocol: {'; '.join(opts)}" if opts else
+                   "official protocol (docs/protocol.md)"))
     if stage == "text":
         t = cfg.get("text") or {}
         s = t.get("simcse") or {}
@@ -248,7 +253,10 @@ def write_tables(results: list[ClaimResult], cfg: dict[str, Any], out: Path) -> 
     written = []
     for res in results:
         stem = f"table_{res.claim['id'].lower()}"
-        (out / f"{stem}.md").write_text(claim_markdown(res, info))
+        from weince.pipeline.selection import selection_section
+
+        (out / f"{stem}.md").write_text(claim_markdown(res, info)
+                                        + selection_section(cfg, res.claim))
         (out / f"{stem}.tex").write_text(claim_latex(res, info))
         written += [out / f"{stem}.md", out / f"{stem}.tex"]
     return written

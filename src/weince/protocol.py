@@ -1,0 +1,94 @@
+"""The official protocol behind Tables 2-3, as values, and the options a profile takes
+away from it.
+
+``docs/protocol.md`` lists every step of the authors' pipeline with the file it comes from;
+this module holds the values that a workflow config can set, so that a report can say which
+cheaper or different options a profile used (:func:`protocol_options`) and the tests can pin
+the paper profile to the official protocol.
+
+    from weince.protocol import protocol_options
+    protocol_options(cfg)   # [] for the paper profile; e.g. ["grid at one encoder seed", ...]
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+__all__ = ["OFFICIAL", "protocol_options"]
+
+# Values of the official CIFAR-100 ResNet-18 runs (hsme98/weince: slurm/submit_cifar100_r18_*,
+# main_hard_select.py, linear_evaluation.py, knn_eval.py, scripts/aggregate_table23_r18.py)
+OFFICIAL: dict[str, Any] = {
+    "pretrain": {"optimizer": "adam", "lr": 3e-4, "weight_decay": 0.0, "batch_size": 256,
+                 "epochs": 100, "tau": 0.5, "proj_dim": 64, "amp": False, "tf32": False,
+                 "forward": "per_view", "conv1_init": "default"},
+    "stl10_train_split": "unlabeled",
+    "encoder_seeds": [7, 21, 63, 84],
+    "linear": {"epochs": 100, "batch_size": 256, "lr": 3e-4, "val_frac": 0.2, "split_seed": 1,
+               "select": "final", "seeds": [1]},
+    "knn": {"k": 50, "temperature": 0.1, "val_frac": 0.2, "split_seeds": [1, 2, 3, 4, 5]},
+    "grid": {"margin": [0, 2, 6], "kappa_rho": [5, 10, 20], "kappa_aic": [0.5, 1, 2]},
+}
+
+
+def _pre(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    from dataclasses import fields
+
+    from weince.train.simclr import SimCLRConfig
+
+    out = {f.name: f.default for f in fields(SimCLRConfig)
+           if f.name in OFFICIAL["pretrain"]}
+    out.update((cfg.get("vision") or {}).get("pretrain") or {})
+    return out
+
+
+def protocol_options(cfg: Mapping[str, Any]) -> list[str]:
+    """The options of a workflow config that differ from the official protocol, in words
+    (scale settings such as epochs, data sets and seeds are the scale line's, not listed).
+
+    The linear-probe and k-NN keys missing from the config take the library defaults, which
+    are the official values."""
+    v = cfg.get("vision") or {}
+    if not v.get("enabled", True) or not v.get("datasets"):
+        return []
+    out: list[str] = []
+    pre = _pre(cfg)
+    if float(pre.get("weight_decay") or 0.0) > 0:
+        out.append(f"Adam weight decay {pre['weight_decay']:g} (official: none)")
+    if pre.get("amp"):
+        out.append("bf16 autocast (amp, CUDA only)")
+    if pre.get("tf32"):
+        out.append("TF32 matmuls (tf32)")
+    if pre.get("forward") == "joint":
+        out.append("one forward over both views (forward: joint; BatchNorm over 2N)")
+    if pre.get("conv1_init") == "kaiming":
+        out.append("Kaiming conv1 init (conv1_init: kaiming)")
+    if "stl10" in v.get("datasets", []):
+        split = ((v.get("pretrain_by_dataset") or {}).get("stl10") or {}).get(
+            "train_split", pre.get("train_split", "train"))
+        if split != OFFICIAL["stl10_train_split"]:
+            out.append(f"STL-10 pretrains on {split} (official: unlabeled)")
+    g = v.get("grid") or {}
+    from weince.pipeline.selection import shares_seeds
+
+    if g.get("arms") and g.get("seeds") and not shares_seeds(cfg):
+        out.append(f"grid at encoder seed(s) {', '.join(map(str, g['seeds']))} only, then the "
+                   f"chosen point retrained (official: every point at every seed; k-NN then "
+                   f"uses the linear point for every metric)")
+    lin = {**OFFICIAL["linear"], **(v.get("linear") or {})}
+    if lin.get("select") != "final":
+        out.append(f"probe scored at its best validation epoch (select: {lin['select']})")
+    if lin.get("split_seed") != 1:
+        out.append("one probe split per probe seed (split_seed: null)"
+                   if lin.get("split_seed") is None else f"probe split seed {lin['split_seed']}")
+    if float(lin.get("val_frac")) != 0.2:
+        out.append(f"probe validation fraction {lin['val_frac']:g} (official: 0.2)")
+    if len(lin.get("seeds") or []) != 1:
+        out.append(f"{len(lin['seeds'])} probe seeds (official: 1)")
+    knn = {**OFFICIAL["knn"], **(v.get("knn") or {})}
+    if float(knn.get("val_frac")) != 0.2:
+        out.append(f"k-NN validation fraction {knn['val_frac']:g} (official: 0.2)")
+    if [int(s) for s in knn.get("split_seeds") or []] != OFFICIAL["knn"]["split_seeds"]:
+        out.append(f"k-NN split seeds {', '.join(map(str, knn['split_seeds']))} "
+                   f"(official: 1-5)")
+    return out
