@@ -144,3 +144,19 @@ def test_training_step_runs_one_forward_per_view(tmp_path, monkeypatch, forward,
     out = pretrain({"epochs": 1, "batch_size": 32, "max_train_images": 32, "threads": 1,
                     "device": "cpu", "forward": forward, "progress": False}, tmp_path)
     assert seen == sizes and out["forward"] == forward
+
+
+def test_probe_seeds_follow_the_official_scripts_per_arm(paper):
+    """slurm/submit_cifar100_r18_baseline.slurm probes each InfoNCE encoder with seeds 1-5
+    (averaged within the encoder), the WEINCE script with seed 1."""
+    from weince.protocol import probe_kwargs
+
+    assert probe_kwargs(paper, "infonce")["seeds"] == [1, 2, 3, 4, 5]
+    for arm in ("weince", "weince_recipe@m2_kr10_ka1", "infonce_topm"):
+        kw = probe_kwargs(paper, arm)
+        assert kw["seeds"] == [1] and "seeds_by_arm" not in kw
+
+
+def test_views_are_scaled_to_unit_range_as_the_official_transform(paper):
+    c = _resolved_pretrain(paper)
+    assert c.aug_kwargs == {"mean": None, "std": None}

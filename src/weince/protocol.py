@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-__all__ = ["OFFICIAL", "protocol_options"]
+__all__ = ["OFFICIAL", "protocol_options", "probe_kwargs"]
 
 # Values of the official CIFAR-100 ResNet-18 runs (hsme98/weince: slurm/submit_cifar100_r18_*,
 # main_hard_select.py, linear_evaluation.py, knn_eval.py, scripts/aggregate_table23_r18.py)
@@ -23,9 +23,12 @@ OFFICIAL: dict[str, Any] = {
                  "epochs": 100, "tau": 0.5, "proj_dim": 64, "amp": False, "tf32": False,
                  "forward": "per_view", "conv1_init": "default"},
     "stl10_train_split": "unlabeled",
+    "normalise_views": False,   # TransformsSimCLR: ToTensor only, images in [0, 1]
     "encoder_seeds": [7, 21, 63, 84],
     "linear": {"epochs": 100, "batch_size": 256, "lr": 3e-4, "val_frac": 0.2, "split_seed": 1,
-               "select": "final", "seeds": [1]},
+               "select": "final", "seeds": [1],
+               # the baseline script probes InfoNCE encoders with seeds 1-5, WEINCE with 1
+               "seeds_by_arm": {"infonce": [1, 2, 3, 4, 5]}},
     "knn": {"k": 50, "temperature": 0.1, "val_frac": 0.2, "split_seeds": [1, 2, 3, 4, 5]},
     "grid": {"margin": [0, 2, 6], "kappa_rho": [5, 10, 20], "kappa_aic": [0.5, 1, 2]},
 }
@@ -37,7 +40,7 @@ def _pre(cfg: Mapping[str, Any]) -> dict[str, Any]:
     from weince.train.simclr import SimCLRConfig
 
     out = {f.name: f.default for f in fields(SimCLRConfig)
-           if f.name in OFFICIAL["pretrain"]}
+           if f.name in OFFICIAL["pretrain"] or f.name == "train_split"}
     out.update((cfg.get("vision") or {}).get("pretrain") or {})
     return out
 
@@ -61,6 +64,10 @@ def protocol_options(cfg: Mapping[str, Any]) -> list[str]:
         out.append("TF32 matmuls (tf32)")
     if pre.get("forward") == "joint":
         out.append("one forward over both views (forward: joint; BatchNorm over 2N)")
+    aug = pre.get("aug_kwargs") or {}
+    if aug.get("mean", "dataset") is not None:
+        out.append("views normalised with the data set's mean/std (official: [0, 1] scaling; "
+                   "aug_kwargs mean/std null)")
     if pre.get("conv1_init") == "kaiming":
         out.append("Kaiming conv1 init (conv1_init: kaiming)")
     if "stl10" in v.get("datasets", []):
@@ -85,6 +92,10 @@ def protocol_options(cfg: Mapping[str, Any]) -> list[str]:
         out.append(f"probe validation fraction {lin['val_frac']:g} (official: 0.2)")
     if len(lin.get("seeds") or []) != 1:
         out.append(f"{len(lin['seeds'])} probe seeds (official: 1)")
+    by_arm = {k: [int(s) for s in v] for k, v in (lin.get("seeds_by_arm") or {}).items()}
+    if "infonce" in v.get("arms", []) and by_arm.get("infonce") != [1, 2, 3, 4, 5]:
+        out.append(f"InfoNCE probed with seeds {by_arm.get('infonce', lin.get('seeds'))} "
+                   f"(official baseline script: 1-5)")
     knn = {**OFFICIAL["knn"], **(v.get("knn") or {})}
     if float(knn.get("val_frac")) != 0.2:
         out.append(f"k-NN validation fraction {knn['val_frac']:g} (official: 0.2)")
@@ -92,3 +103,15 @@ def protocol_options(cfg: Mapping[str, Any]) -> list[str]:
         out.append(f"k-NN split seeds {', '.join(map(str, knn['split_seeds']))} "
                    f"(official: 1-5)")
     return out
+
+
+def probe_kwargs(cfg: Mapping[str, Any], arm: str) -> dict[str, Any]:
+    """The ``linear_probe`` keyword arguments of one run: ``vision.linear`` with the probe
+    seeds of ``linear.seeds_by_arm`` for the run's arm (``weince@point`` counts as
+    ``weince``) in place of ``seeds``."""
+    lin = dict((cfg.get("vision") or {}).get("linear") or {})
+    by_arm = lin.pop("seeds_by_arm", None) or {}
+    base = arm.split("@", 1)[0]
+    if base in by_arm:
+        lin["seeds"] = [int(s) for s in by_arm[base]]
+    return lin

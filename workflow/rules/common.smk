@@ -7,6 +7,7 @@ from weince.report import layout
 from weince.report.build import claim_inputs, figure_inputs, report_outputs
 from weince.report.registry import load_claims
 from weince.pipeline.selection import selection_paths, shares_seeds
+from weince.protocol import probe_kwargs
 from weince.report.workflow import grid_arms, pretrain_config, simcse_config
 
 RESULTS = config["results"]
