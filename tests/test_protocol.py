@@ -160,3 +160,31 @@ def test_probe_seeds_follow_the_official_scripts_per_arm(paper):
 def test_views_are_scaled_to_unit_range_as_the_official_transform(paper):
     c = _resolved_pretrain(paper)
     assert c.aug_kwargs == {"mean": None, "std": None}
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: the precision options "
+                    "only act on a GPU (on CPU there is no autocast and no TF32)")
+def test_cuda_pretraining_is_float32_without_tf32_matmuls(tmp_path, monkeypatch):
+    """Default (official): no autocast, full-precision float32 matmuls; the backbone's
+    output is float32 at every step."""
+    import weince.models as models
+    from weince.train.simclr import pretrain
+
+    dtypes: list[torch.dtype] = []
+    build = models.build_simclr_model
+
+    def spy(*a, **k):
+        m = build(*a, **k)
+        m.backbone.register_forward_hook(lambda mod, inp, out: dtypes.append(out.dtype))
+        return m
+
+    monkeypatch.setattr(models, "build_simclr_model", spy)
+    before = torch.get_float32_matmul_precision()
+    try:
+        out = pretrain({"epochs": 1, "batch_size": 32, "max_train_images": 64,
+                        "device": "cuda", "progress": False}, tmp_path)
+        assert torch.get_float32_matmul_precision() == "highest"
+    finally:
+        torch.set_float32_matmul_precision(before)
+    assert out["amp_bf16"] is False and out["tf32_matmul"] is False
+    assert dtypes and set(dtypes) == {torch.float32}

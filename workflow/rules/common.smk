@@ -117,13 +117,17 @@ def grid_run_files(*names):
 
     def inputs(wildcards):
         g = config["vision"]["grid"]
-        fmt = dict(profile=wildcards.profile, dataset=wildcards.dataset,
-                   backbone=wildcards.backbone)
+        fmt = dict(
+            profile=wildcards.profile,
+            dataset=wildcards.dataset,
+            backbone=wildcards.backbone,
+        )
         out = {"selection": f"{VPAIR}/{wildcards.arm}/selection.json".format(**fmt)}
         for point in layout.grid_points(g):
             for name in names:
                 out[f"{name}@{point}"] = f"{VRUN}/{name}".format(
-                    arm=f"{wildcards.arm}@{point}", seed=wildcards.seed, **fmt)
+                    arm=f"{wildcards.arm}@{point}", seed=wildcards.seed, **fmt
+                )
         return out
 
     return inputs
@@ -140,7 +144,8 @@ def claim_by_cid(cid):
 def table_inputs(wildcards):
     claim = claim_by_cid(wildcards.cid)
     return [str(p) for p in claim_inputs(config, claim)] + [
-        str(p) for p in selection_paths(config, claim).values()]
+        str(p) for p in selection_paths(config, claim).values()
+    ]
 
 
 def result_files():

@@ -40,6 +40,7 @@ rule select_grid_point:
 
 
 if shares_seeds(config):
+
     # Four-seed grid (official): the final grid arm's runs ARE the chosen point's runs. Its
     # encoder, training log and linear probe are the linear point's; its k-NN takes each
     # metric from that metric's point. No retraining.
@@ -49,16 +50,20 @@ if shares_seeds(config):
 
     rule adopt_grid_run:
         input:
-            unpack(grid_run_files("encoder.pt", "train.json", "train_log.jsonl", "linear.json")),
+            unpack(
+                grid_run_files(
+                    "encoder.pt", "train.json", "train_log.jsonl", "linear.json"
+                )
+            ),
         output:
             encoder=f"{VRUN}/encoder.pt",
             summary=f"{VRUN}/train.json",
             train_log=f"{VRUN}/train_log.jsonl",
             linear=f"{VRUN}/linear.json",
-        wildcard_constraints:
-            arm="|".join(re.escape(a) for a in grid_arms(config)),
         log:
             f"{LOGS}/adopt/{VRUN_TAG}.log",
+        wildcard_constraints:
+            arm="|".join(re.escape(a) for a in grid_arms(config)),
         threads: 1
         resources:
             **resources_for("select_grid_point"),
@@ -70,10 +75,10 @@ if shares_seeds(config):
             unpack(grid_run_files("knn.json")),
         output:
             f"{VRUN}/knn.json",
-        wildcard_constraints:
-            arm="|".join(re.escape(a) for a in grid_arms(config)),
         log:
             f"{LOGS}/select_knn/{VRUN_TAG}.log",
+        wildcard_constraints:
+            arm="|".join(re.escape(a) for a in grid_arms(config)),
         threads: 1
         resources:
             **resources_for("select_grid_point"),
