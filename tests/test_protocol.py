@@ -188,3 +188,19 @@ def test_cuda_pretraining_is_float32_without_tf32_matmuls(tmp_path, monkeypatch)
         torch.set_float32_matmul_precision(before)
     assert out["amp_bf16"] is False and out["tf32_matmul"] is False
     assert dtypes and set(dtypes) == {torch.float32}
+
+
+def test_command_line_defaults_are_the_library_defaults():
+    """`weince eval linear|knn` without options runs the official probe and k-NN."""
+    import dataclasses
+
+    from weince.eval.cli import KNNConfig, LinearProbeConfig
+
+    for cls, fn in ((LinearProbeConfig, linear_probe), (KNNConfig, knn_eval)):
+        lib = _call_kwargs(fn, {})
+        for f in dataclasses.fields(cls):
+            if f.name in lib and f.name not in ("device", "progress", "threads"):
+                want = lib[f.name]
+                got = f.default
+                assert (list(got) if isinstance(got, tuple) else got) == (
+                    list(want) if isinstance(want, tuple) else want), f.name
