@@ -103,6 +103,8 @@ def test_paper_profile_lists_no_option_off_the_protocol_and_cheap_profiles_say_t
         assert any("weight decay" in o for o in opts), opts
     assert any("grid at encoder seed(s) 7 only" in o for o in protocol_options(
         _profile("config.yaml")))
+    assert any("InfoNCE probed with seeds [1]" in o for o in protocol_options(
+        _profile("smoke.yaml")))
     cheap = copy.deepcopy(paper)
     cheap["vision"]["pretrain"].update(amp=True, forward="joint")
     cheap["vision"]["linear"].update(select="best_epoch", seeds=[0, 1, 2, 3, 4])

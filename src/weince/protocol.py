@@ -92,7 +92,9 @@ def protocol_options(cfg: Mapping[str, Any]) -> list[str]:
         out.append(f"probe validation fraction {lin['val_frac']:g} (official: 0.2)")
     if len(lin.get("seeds") or []) != 1:
         out.append(f"{len(lin['seeds'])} probe seeds (official: 1)")
-    by_arm = {k: [int(s) for s in v] for k, v in (lin.get("seeds_by_arm") or {}).items()}
+    # seeds_by_arm is a workflow key, not a linear_probe default: absent means `seeds`
+    given = ((cfg.get("vision") or {}).get("linear") or {}).get("seeds_by_arm") or {}
+    by_arm = {k: [int(s) for s in v] for k, v in given.items()}
     if "infonce" in v.get("arms", []) and by_arm.get("infonce") != [1, 2, 3, 4, 5]:
         out.append(f"InfoNCE probed with seeds {by_arm.get('infonce', lin.get('seeds'))} "
                    f"(official baseline script: 1-5)")
