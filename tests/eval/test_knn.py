@@ -78,9 +78,10 @@ def test_knn_eval_splits_and_summaries():
              "test": {"backbone": centers[yte] + torch.randn(60, D, generator=g), "labels": yte}}
     res = knn_eval(feats, k=5, recall_ks=(1, 5), split_seeds=(0, 1, 2))
     assert res["acc@5"]["n"] == 3 and len(res["acc@5"]["values"]) == 3
-    assert res["per_seed"][0]["n_bank"] == 270
+    # official knn_eval.py --val-split-ratio 0.2: the bank is 80% of the training set
+    assert res["per_seed"][0]["n_bank"] == 240 and res["settings"]["val_frac"] == 0.2
     # per seed, test numbers equal knn_scores on the bank of that split
-    tr, _ = stratified_split(ytr, 0.1, 1)
+    tr, _ = stratified_split(ytr, 0.2, 1)
     ref = knn_scores(feats["test"]["backbone"], yte, feats["train"]["backbone"][tr], ytr[tr],
                      k=5, recall_ks=(1, 5))
     assert res["per_seed"][1]["test"] == pytest.approx(ref)

@@ -46,9 +46,11 @@ def test_probe_learns_toy_problem():
 
 
 def test_seeds_train_independently_and_match_plain_loop():
-    """The batched (bmm over seeds) probe equals a plain nn.Linear/Adam loop per seed."""
+    """The batched (bmm over seeds) probe equals a plain nn.Linear/Adam loop per seed
+    (option select="best_epoch" with one split per probe seed)."""
     feats = toy_features(1, n_train=150, D=5)
-    kw = dict(epochs=4, batch_size=32, lr=1e-2)
+    kw = dict(epochs=4, batch_size=32, lr=1e-2, select="best_epoch", split_seed=None,
+              val_frac=0.1)
     both = linear_probe(feats, seeds=(3, 8), **kw)
     alone = linear_probe(feats, seeds=(8,), **kw)
     assert both["per_seed"][1] == pytest.approx(alone["per_seed"][0])
@@ -86,7 +88,7 @@ def test_seeds_train_independently_and_match_plain_loop():
 
 def test_selection_never_looks_at_test():
     feats = toy_features(2)
-    kw = dict(seeds=(0, 1, 2), epochs=15, batch_size=64, lr=1e-2)
+    kw = dict(seeds=(0, 1, 2), epochs=15, batch_size=64, lr=1e-2, select="best_epoch")
     res = linear_probe(feats, **kw)
     corrupt = {"train": feats["train"], "test": dict(feats["test"])}
     g = torch.Generator().manual_seed(9)
@@ -110,3 +112,39 @@ def test_feature_choice_and_errors():
         linear_probe("/nonexistent/features.pt")
     with pytest.raises(ValueError, match="val_frac"):
         linear_probe(feats, val_frac=0.0)
+
+
+def test_official_probe_scores_the_final_weights_on_one_fixed_split():
+    """Default (official linear_evaluation.py): stratified 80/20 split with split seed 1 for
+    every probe seed, 100 epochs' worth of training, the FINAL weights scored; equals a plain
+    nn.Linear/Adam loop that tests after its last epoch."""
+    feats = toy_features(4, n_train=200, D=5)
+    res = linear_probe(feats, seeds=(1, 2), epochs=5, batch_size=32, lr=1e-2)
+    assert res["settings"]["select"] == "final" and res["settings"]["split_seed"] == 1
+    assert res["settings"]["val_frac"] == 0.2
+    assert res["best_epoch"]["values"] == [5.0, 5.0]
+    x, y = feats["train"]["backbone"], feats["train"]["labels"]
+    tr, va = stratified_split(y, 0.2, 1)
+    assert res["n_val"] == len(va) and res["n_train"] == len(tr)
+    for rec in res["per_seed"]:
+        g = torch.Generator().manual_seed(10_000 + rec["seed"])
+        bound = 1 / math.sqrt(5)
+        W = torch.empty(5, 4).uniform_(-bound, bound, generator=g).requires_grad_()
+        b = torch.empty(1, 4).uniform_(-bound, bound, generator=g).requires_grad_()
+        opt = torch.optim.Adam([W, b], lr=1e-2)
+        for _ in range(5):
+            perm = torch.randperm(len(tr), generator=g)
+            for i in range(0, len(tr), 32):
+                j = tr[perm[i:i + 32]]
+                loss = F.cross_entropy(x[j] @ W + b, y[j])
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+        with torch.no_grad():
+            val = 100.0 * ((x[va] @ W + b).argmax(1) == y[va]).float().mean().item()
+            xt, yt = feats["test"]["backbone"], feats["test"]["labels"]
+            test = 100.0 * ((xt @ W + b).argmax(1) == yt).float().mean().item()
+        assert rec["val_acc"] == pytest.approx(val, abs=1e-4)
+        assert rec["test_acc"] == pytest.approx(test, abs=1e-4)
+    with pytest.raises(ValueError, match="select"):
+        linear_probe(feats, select="best", epochs=1)

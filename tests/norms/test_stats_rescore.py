@@ -141,7 +141,7 @@ def test_knn_rescore_plain_matches_knn_eval():
 
     feats = _features(seed=2)
     r = knn_rescore(feats, alphas=[0], n_boot=50, k=10)
-    ref = knn_eval(feats, k=10, recall_ks=(1,), split_seeds=(0,))
+    ref = knn_eval(feats, k=10, recall_ks=(1,), split_seeds=(0,), val_frac=0.1)
     row = {(x["metric"], x["subset"]): x for x in r["rows"]}
     assert row[("recall@1", "all")]["plain"] == pytest.approx(ref["recall@1"]["mean"])
     assert row[("acc@10", "all")]["plain"] == pytest.approx(ref["acc@10"]["mean"])

@@ -130,7 +130,11 @@ def test_dry_run_builds_the_dag(name, tmp_path):
     points = 1
     for key in ("margin", "kappa_rho", "kappa_aic"):
         points *= max(1, len(g[key]))
-    final = pairs * len(v["arms"]) * len(v["seeds"])
+    # four-seed grid (official; smoke's one seed is its only seed): the final grid arms adopt
+    # the chosen point's runs instead of retraining, and k-NN runs on every grid run
+    shared = set(v["seeds"]) <= set(g["seeds"])
+    adopted = pairs * len([a for a in g["arms"] if a in v["arms"]]) * len(v["seeds"]) * shared
+    final = pairs * len(v["arms"]) * len(v["seeds"]) - adopted
     grid = pairs * len(g["arms"]) * points * len(g["seeds"])
     # the ablation arms (the profile's ablations block) add the runs the main grid has not
     from weince.pipeline.ablations import ablation_plan
@@ -141,12 +145,14 @@ def test_dry_run_builds_the_dag(name, tmp_path):
     extra = {(d, b, a, s) for d, b in plan.pairs for a in plan.run_arms()
              for s in plan.seeds} - main
     assert counts["pretrain"] == final + grid + len(extra)
-    assert counts["knn"] == final
+    assert counts["knn"] == final + grid * shared
+    assert counts.get("adopt_grid_run", 0) == counts.get("select_knn", 0) == adopted
     assert counts["select_grid_point"] == pairs * len(g["arms"])
     print(f"{name}: {counts['total']} jobs ({counts['pretrain']} pretraining runs)")
     if name == "paper.yaml":
         assert points == 27 and pairs == 15
-        assert counts["pretrain"] == 15 * (4 * 4 + 2 * 27) + len(extra)
+        # the official grid: every point at all four seeds (108 runs per grid arm)
+        assert shared and counts["pretrain"] == 15 * (2 * 4 + 2 * 27 * 4) + len(extra)
 
 
 def test_one_table_needs_only_its_own_results(tmp_path):
@@ -184,6 +190,18 @@ def test_smoke_summary_lists_every_claim_with_a_verdict(smoke_run):
     for i in range(1, 10):
         md = (smoke_run / f"reports/smoke/table_c{i}.md").read_text()
         assert "git commit" in md and "config hash" in md
+    # the grid point each table's arm uses, chosen on what (per metric for k-NN)
+    c3 = (smoke_run / "reports/smoke/table_c3.md").read_text()
+    c6 = (smoke_run / "reports/smoke/table_c6.md").read_text()
+    assert "## Grid selection" in c3 and "| val_acc |" in c3
+    assert "| val.acc@50 |" in c6 and "| val.recall@1 |" in c6
+    sel = json.loads((smoke_run / "results/smoke/vision/digits/smallcnn/weince/selection.json")
+                     .read_text())
+    knn = json.loads((smoke_run / "results/smoke/vision/digits/smallcnn/weince/seed7/knn.json")
+                     .read_text())
+    assert knn["selected_point"] == {m: c["chosen"] for m, c in sel["knn"].items()}
+    # the scale line names the options the smoke profile takes off the official protocol
+    assert "options off the official protocol: Adam weight decay" in summary
 
 
 @pytest.mark.slow
@@ -197,7 +215,9 @@ def test_smoke_deleting_one_result_reruns_only_its_dependents(smoke_run):
     counts = job_counts(proc.stdout)
     assert counts, proc.stdout[-3000:]
     # the k-NN job, the one table that reads knn.json (C6), the summary, `all`
-    assert counts == {"knn": 1, "claim_table": 1, "report": 1, "all": 1, "total": 4}, counts
+    # the final grid arm's k-NN is assembled per metric from the grid runs (select_knn)
+    assert counts == {"select_knn": 1, "claim_table": 1, "report": 1, "all": 1, "total": 4}, \
+        counts
     proc = snakemake(smoke_run, "--cores", "2", "--configfile", "config/smoke.yaml")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert knn.exists() and keep.stat().st_mtime_ns == before

@@ -16,7 +16,7 @@ rule linear_head:
     resources:
         **resources_for("linear"),
     params:
-        kwargs=config["vision"]["linear"],
+        kwargs=lambda wc: probe_kwargs(config, wc.arm),
         device=config["device"],
     script:
         "../scripts/linear_head.py"

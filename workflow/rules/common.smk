@@ -24,6 +24,8 @@ from weince.pipeline.targets import (
     report_outputs,
     result_files,
 )
+from weince.pipeline.protocol import probe_kwargs, shares_seeds
+from weince.report.selection import selection_paths
 
 RESULTS = config["results"]
 PROFILE = config["profile"]
@@ -108,9 +110,54 @@ def grid_linear_files(wildcards):
     }
 
 
+def grid_knn_files(wildcards):
+    """Four-seed grid (official): the knn.json of every point and seed, so that each k-NN
+    metric gets its own point; one-seed grid: none (the linear point serves k-NN)."""
+    if not shares_seeds(config):
+        return {}
+    g = config["vision"]["grid"]
+    return {
+        f"knn@{point}": [
+            f"{VRUN}/knn.json".format(
+                profile=wildcards.profile,
+                dataset=wildcards.dataset,
+                backbone=wildcards.backbone,
+                arm=f"{wildcards.arm}@{point}",
+                seed=seed,
+            )
+            for seed in g["seeds"]
+        ]
+        for point in grid_points(g)
+    }
+
+
+def grid_run_files(*names):
+    """Four-seed grid: the given files of every point's run at this encoder seed (the
+    final arm adopts the chosen point's), plus the arm's selection.json."""
+
+    def inputs(wildcards):
+        g = config["vision"]["grid"]
+        fmt = dict(
+            profile=wildcards.profile,
+            dataset=wildcards.dataset,
+            backbone=wildcards.backbone,
+        )
+        out = {"selection": f"{VPAIR}/{wildcards.arm}/selection.json".format(**fmt)}
+        for point in grid_points(g):
+            for name in names:
+                out[f"{name}@{point}"] = f"{VRUN}/{name}".format(
+                    arm=f"{wildcards.arm}@{point}", seed=wildcards.seed, **fmt
+                )
+        return out
+
+    return inputs
+
+
 def table_inputs(wildcards):
     claim = next(c for c in claims(config) if c["id"].lower() == wildcards.cid)
-    return [str(p) for p in claim_inputs(config, claim)]
+    return [str(p) for p in claim_inputs(config, claim)] + [
+        str(p) for p in selection_paths(config, claim).values()
+    ]
 
 
 def report_inputs(wildcards):

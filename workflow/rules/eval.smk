@@ -14,7 +14,7 @@ rule linear:
     resources:
         **resources_for("linear"),
     params:
-        kwargs=config["vision"]["linear"],
+        kwargs=lambda wc: probe_kwargs(config, wc.arm),
         device=config["device"],
     script:
         "../scripts/linear.py"

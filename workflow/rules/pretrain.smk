@@ -24,6 +24,7 @@ rule pretrain:
 rule select_grid_point:
     input:
         unpack(grid_linear_files),
+        unpack(grid_knn_files),
     output:
         f"{VPAIR}/{{arm}}/selection.json",
     log:
@@ -33,5 +34,53 @@ rule select_grid_point:
         **resources_for("select_grid_point"),
     params:
         metric=config["vision"]["grid"]["metric"],
+        expected_seeds=len(config["vision"]["grid"]["seeds"]),
     script:
         "../scripts/select_grid_point.py"
+
+
+if shares_seeds(config):
+
+    # Four-seed grid (official): the final grid arm's runs ARE the chosen point's runs. Its
+    # encoder, training log and linear probe are the linear point's; its k-NN takes each
+    # metric from that metric's point. No retraining.
+    ruleorder: adopt_grid_run > pretrain
+    ruleorder: adopt_grid_run > linear
+    ruleorder: select_knn > knn
+
+    rule adopt_grid_run:
+        input:
+            unpack(
+                grid_run_files(
+                    "encoder.pt", "train.json", "train_log.jsonl", "linear.json"
+                )
+            ),
+        output:
+            encoder=f"{VRUN}/encoder.pt",
+            summary=f"{VRUN}/train.json",
+            train_log=f"{VRUN}/train_log.jsonl",
+            linear=f"{VRUN}/linear.json",
+        log:
+            f"{LOGS}/adopt/{VRUN_TAG}.log",
+        wildcard_constraints:
+            arm="|".join(re.escape(a) for a in grid_arms(config)),
+        threads: 1
+        resources:
+            **resources_for("select_grid_point"),
+        script:
+            "../scripts/adopt_grid_run.py"
+
+    rule select_knn:
+        input:
+            unpack(grid_run_files("knn.json")),
+        output:
+            f"{VRUN}/knn.json",
+        log:
+            f"{LOGS}/select_knn/{VRUN_TAG}.log",
+        wildcard_constraints:
+            arm="|".join(re.escape(a) for a in grid_arms(config)),
+        threads: 1
+        resources:
+            **resources_for("select_grid_point"),
+        script:
+            "../scripts/select_knn.py"

@@ -1,12 +1,21 @@
-"""Snakemake adapter: choose a grid arm's point on validation (never test)."""
+"""Snakemake adapter: choose a grid arm's point on validation (never test), per arm and
+(dataset, backbone): mean over encoder seeds, complete points first; in the four-seed grid
+also one point per k-NN metric (weince.pipeline.selection)."""
 
-from weince.pipeline.grid import select_grid_point
 from weince.pipeline.logs import log_to
 from weince.utils import write_json
 
 with log_to(snakemake.log[0]):
-    files = {name: list(paths) for name, paths in snakemake.input.items()}
-    sel = select_grid_point(files, metric=snakemake.params.metric)
-    print(f"chosen {sel['chosen']} by {sel['metric']}: {sel['points']}")
+    from weince.pipeline.selection import select_grid
+
+    linear = {k: list(v) for k, v in snakemake.input.items() if not k.startswith("knn@")}
+    knn = {k[len("knn@"):]: list(v) for k, v in snakemake.input.items() if k.startswith("knn@")}
+    sel = select_grid(linear, knn or None, metric=snakemake.params.metric,
+                      expected_seeds=snakemake.params.expected_seeds)
+    print(f"linear: chosen {sel['chosen']} by mean {sel['metric']}")
+    for m, c in (sel["knn"] or {}).items():
+        print(f"k-NN {m}: chosen {c['chosen']} by mean {c['metric']}")
     write_json(snakemake.output[0], {"arm": snakemake.wildcards.arm, **sel},
-               cfg={"metric": snakemake.params.metric, "points": sorted(files)})
+               cfg={"metric": snakemake.params.metric, "points": sorted(linear),
+                    "expected_seeds": snakemake.params.expected_seeds,
+                    "per_metric_knn": bool(knn)})

@@ -1,7 +1,7 @@
 """``weince eval linear|knn``: linear probe or k-NN / recall@k on cached features.
 
     weince eval linear --features run/features.pt --out run/linear.json [--set epochs=50]
-    weince eval knn --features run/features.pt --out run/knn.json [--set split_seeds=[0,1]]
+    weince eval knn --features run/features.pt --out run/knn.json [--set split_seeds=[1,2]]
 
 Options are the fields of :class:`LinearProbeConfig` / :class:`KNNConfig` (SPEC 6
 defaults), from ``--config file.yaml`` and ``--set key=value``.
@@ -22,11 +22,13 @@ class LinearProbeConfig:
     """:func:`weince.eval.linear.linear_probe` options (SPEC 6 defaults)."""
 
     feature: Literal["backbone", "head"] = "backbone"
-    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    seeds: tuple[int, ...] = (1,)
     epochs: int = 100
     lr: float = 3e-4
     batch_size: int = 256
-    val_frac: float = 0.1
+    val_frac: float = 0.2
+    split_seed: Optional[int] = 1      # None: one split per probe seed
+    select: Literal["final", "best_epoch"] = "final"
     weight_decay: float = 0.0
     standardize: bool = False
     device: str = "cpu"
@@ -42,8 +44,8 @@ class KNNConfig:
     k: int = 50
     temperature: float = 0.1
     recall_ks: tuple[int, ...] = (1, 2, 5, 10, 20, 50)
-    val_frac: float = 0.1
-    split_seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    val_frac: float = 0.2
+    split_seeds: tuple[int, ...] = (1, 2, 3, 4, 5)
     device: str = "cpu"
     chunk: int = 1024
     threads: Optional[int] = None      # None: 1 thread for small problems (see knn_eval)

@@ -33,7 +33,7 @@ __all__ = ["extract_features", "embed_images"]
 @torch.no_grad()
 def embed_images(model: torch.nn.Module, images: torch.Tensor, *, mean, std,
                  image_size: int, batch_size: int = 512, device: torch.device | str = "cpu",
-                 amp: bool = True, progress: bool = False, desc: str = "features"
+                 amp: bool = False, progress: bool = False, desc: str = "features"
                  ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(h, z)`` float32 on the CPU for uint8 ``images`` ``(N, C, H, W)``, in batches."""
     from tqdm.auto import tqdm
@@ -102,7 +102,8 @@ def extract_features(encoder_path: str | os.PathLike, out_path: str | os.PathLik
         data = load_vision(name, root, split, download=download)
         h, z = embed_images(model, data.images, mean=mean, std=std,
                             image_size=int(cfg["image_size"]), batch_size=batch_size,
-                            device=device, progress=progress, desc=f"features {split}")
+                            device=device, progress=progress, desc=f"features {split}",
+                            amp=bool(cfg.get("amp", False)))  # the encoder's training precision
         out[split] = {"backbone": h, "head": z, "labels": data.labels.clone()}
     from weince.utils.finite import check_finite
 

@@ -1,10 +1,13 @@
 """Linear probe on frozen features (SPEC 6, the protocol behind claims C3-C5).
 
 A multinomial logistic regression (one linear layer) on the frozen backbone features:
-Adam, lr 3e-4, 100 epochs, batch 256, a *stratified* validation split of the training
-set, several probe seeds. For each seed the epoch is chosen by validation accuracy only;
-the test set is scored once, with the weights of that epoch, after training. Test
-labels never influence any choice.
+Adam, lr 3e-4, no weight decay, 100 epochs, batch 256, trained on the training part of a
+*stratified* 80/20 train/validation split of the training set drawn with split seed 1 (the
+same split for every probe seed), one probe seed (1); the **final** weights (after the last
+epoch) are scored on validation and test, as the official ``linear_evaluation.py`` does.
+Named options: ``select="best_epoch"`` scores the test set with the weights of the epoch
+with the best validation accuracy instead; ``split_seed=None`` draws one split per probe
+seed; ``seeds`` may name several probe seeds. Test labels never influence any choice.
 
 All probe seeds train at once as a batch of independent linear layers (``torch.bmm``
 over a leading seed axis; Adam is element-wise, so the seeds do not interact), which
@@ -148,21 +151,28 @@ def _accuracy(W: torch.Tensor, b: torch.Tensor, X: torch.Tensor, y: torch.Tensor
 
 
 def linear_probe(features: str | os.PathLike | dict, *, feature: str = "backbone",
-                 seeds: Sequence[int] = (0, 1, 2, 3, 4), epochs: int = 100, lr: float = 3e-4,
-                 batch_size: int = 256, val_frac: float = 0.1, weight_decay: float = 0.0,
+                 seeds: Sequence[int] = (1,), epochs: int = 100, lr: float = 3e-4,
+                 batch_size: int = 256, val_frac: float = 0.2, split_seed: int | None = 1,
+                 select: str = "final", weight_decay: float = 0.0,
                  standardize: bool = False, device: str = "cpu",
                  progress: bool | None = None, threads: int | None = None) -> dict[str, Any]:
-    """Linear probe on frozen features; the epoch is selected on validation only.
+    """Linear probe on frozen features (official protocol by default: final weights).
 
     Args:
         features: dict (or path) with ``train``/``test`` -> ``{feature: (N, D), "labels": (N,)}``.
         feature: which features to probe, ``"backbone"`` (``h``, the SPEC protocol) or
             ``"head"`` (``z``).
-        seeds: probe seeds; each fixes the stratified split, the initialisation and the
-            minibatch order.
+        seeds: probe seeds; each fixes the initialisation and the minibatch order (and
+            the split when ``split_seed`` is None).
         epochs, lr, batch_size, weight_decay: Adam training of the linear layer (the last
             partial batch of an epoch is kept).
-        val_frac: fraction of each class of the training set held out for validation.
+        val_frac: fraction of each class of the training set held out for validation
+            (official: 0.2).
+        split_seed: seed of the stratified split, shared by every probe seed (official: 1);
+            ``None``: each probe seed draws its own split.
+        select: ``"final"`` (official): the weights after the last epoch are scored;
+            ``"best_epoch"``: the weights of the epoch with the best validation accuracy
+            (first on ties).
         standardize: z-score the features with the training-part mean/std (off by
             default: the SPEC protocol probes raw features).
         device: where to train (``"cpu"`` or ``"cuda"``).
@@ -173,14 +183,17 @@ def linear_probe(features: str | os.PathLike | dict, *, feature: str = "backbone
 
     Returns:
         ``{"test_acc", "val_acc", "best_epoch"}`` summaries over seeds (accuracy in
-        percent; ``test_acc`` is scored with the weights of the best validation epoch,
-        first epoch on ties), ``"per_seed"`` records and the settings used.
+        percent; ``test_acc`` and ``val_acc`` belong to the scored weights: the final ones,
+        or the best validation epoch's), ``"per_seed"`` records and the settings used.
     """
     if epochs < 1 or batch_size < 1 or lr <= 0:
         raise ValueError(f"need epochs >= 1, batch_size >= 1, lr > 0; got {epochs}, "
                          f"{batch_size}, {lr}")
     if not 0.0 < val_frac < 1.0:
-        raise ValueError(f"val_frac must be in (0, 1) to select an epoch, got {val_frac}")
+        raise ValueError(f"val_frac must be in (0, 1) (the validation split selects the grid "
+                         f"point and, with select='best_epoch', the epoch), got {val_frac}")
+    if select not in ("final", "best_epoch"):
+        raise ValueError(f"select must be 'final' (official) or 'best_epoch', got {select!r}")
     seeds = [int(s) for s in seeds]
     if not seeds:
         raise ValueError("seeds must name at least one probe seed")
@@ -194,16 +207,19 @@ def linear_probe(features: str | os.PathLike | dict, *, feature: str = "backbone
     with torch_threads(threads):
         return _probe(x_train, y_train, x_test, y_test, num_classes, feature=feature,
                       seeds=seeds, epochs=epochs, lr=lr, batch_size=batch_size,
-                      val_frac=val_frac, weight_decay=weight_decay, standardize=standardize,
+                      val_frac=val_frac, split_seed=split_seed, select=select,
+                      weight_decay=weight_decay, standardize=standardize,
                       device=device, progress=progress)
 
 
 def _probe(x_train, y_train, x_test, y_test, num_classes, *, feature, seeds, epochs, lr,
-           batch_size, val_frac, weight_decay, standardize, device, progress) -> dict[str, Any]:
+           batch_size, val_frac, split_seed, select, weight_decay, standardize, device,
+           progress) -> dict[str, Any]:
     dev = torch.device(device)
     S, D = len(seeds), x_train.shape[1]
 
-    splits = [stratified_split(y_train, val_frac, s) for s in seeds]
+    splits = [stratified_split(y_train, val_frac, s if split_seed is None else split_seed)
+              for s in seeds]
     tr_idx = torch.stack([t for t, _ in splits])           # (S, n_tr): equal sizes by design
     va_idx = torch.stack([v for _, v in splits])           # (S, n_va)
     Xtr, Ytr = x_train[tr_idx].to(dev), y_train[tr_idx].to(dev)   # (S, n_tr, D), (S, n_tr)
@@ -247,15 +263,17 @@ def _probe(x_train, y_train, x_test, y_test, num_classes, *, feature, seeds, epo
             W.grad = b.grad = None
             loss.backward()
             opt.step()
+        if select == "final" and epoch < epochs:
+            continue
         val_acc = _accuracy(W.detach(), b.detach(), Xva, Yva)
-        better = val_acc > best_val
+        better = val_acc > best_val if select == "best_epoch" else torch.ones(S, dtype=torch.bool)
         if better.any():
             best_val = torch.where(better, val_acc, best_val)
             best_epoch[better] = epoch
             m = better.to(dev)
             best_W[m] = W.detach()[m]
             best_b[m] = b.detach()[m]
-    # the test set is scored once, with the weights chosen on validation
+    # the test set is scored once: final weights, or those chosen on validation
     test_acc = _accuracy(best_W, best_b, Xte, Yte)
     per_seed = [{"seed": s, "best_epoch": int(best_epoch[i]), "val_acc": float(best_val[i]),
                  "test_acc": float(test_acc[i])} for i, s in enumerate(seeds)]
@@ -268,6 +286,6 @@ def _probe(x_train, y_train, x_test, y_test, num_classes, *, feature, seeds, epo
         "n_train": int(n_tr), "n_val": int(Xva.shape[1]), "n_test": int(x_test.shape[0]),
         "num_classes": num_classes, "dim": int(D),
         "settings": {"epochs": epochs, "lr": lr, "batch_size": batch_size, "val_frac": val_frac,
-                     "weight_decay": weight_decay, "standardize": standardize, "seeds": seeds,
+                     "split_seed": split_seed, "select": select, "weight_decay": weight_decay, "standardize": standardize, "seeds": seeds,
                      "optimizer": "adam"},
     }

@@ -62,8 +62,8 @@ def _resnet(ctor: Callable[..., nn.Module], image_size: int, channels: int
         net.maxpool = nn.Identity()
     elif channels != 3:
         net.conv1 = nn.Conv2d(channels, 64, kernel_size=7, stride=2, padding=3, bias=False)
-    if image_size <= 64 or channels != 3:
-        nn.init.kaiming_normal_(net.conv1.weight, mode="fan_out", nonlinearity="relu")
+    # a replaced conv1 keeps PyTorch's default init, as the official code's does
+    # (build_simclr_model(conv1_init="kaiming") re-initialises it)
     feat_dim = net.fc.in_features
     net.fc = nn.Identity()
     return net, feat_dim
@@ -216,9 +216,17 @@ class SimCLRModel(nn.Module):
 
 def build_simclr_model(backbone: str, image_size: int, channels: int = 3, *,
                        hidden_dim: int | None = None, out_dim: int = 64,
-                       batch_norm: bool = False) -> SimCLRModel:
-    """``SimCLRModel(build_backbone(...), ProjectionHead(feat_dim, hidden_dim, out_dim))``."""
+                       batch_norm: bool = False, conv1_init: str = "default") -> SimCLRModel:
+    """``SimCLRModel(build_backbone(...), ProjectionHead(feat_dim, hidden_dim, out_dim))``.
+
+    ``conv1_init``: ``"default"`` leaves a ResNet's stem convolution with PyTorch's default
+    init (the official code); ``"kaiming"`` re-draws it Kaiming normal (fan_out, ReLU), as
+    torchvision initialises its own convolutions. Other backbones ignore it."""
+    if conv1_init not in ("default", "kaiming"):
+        raise ValueError(f"conv1_init must be 'default' or 'kaiming', got {conv1_init!r}")
     net, feat_dim = build_backbone(backbone, image_size, channels)
+    if conv1_init == "kaiming" and isinstance(getattr(net, "conv1", None), nn.Conv2d):
+        nn.init.kaiming_normal_(net.conv1.weight, mode="fan_out", nonlinearity="relu")
     return SimCLRModel(net, ProjectionHead(feat_dim, hidden_dim, out_dim, batch_norm=batch_norm))
 
 

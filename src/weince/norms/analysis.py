@@ -32,8 +32,9 @@ Per input, over the ``K`` resamplings (each averaged over ``x``'s two views):
 
 ``eta * lambda_rad`` is the per-step multiplicative decay ``p <- p - eta * lambda * p``:
 ``lr * weight_decay`` for AdamW and for SGD (where L2 and decoupled decay coincide). For
-Adam with ``weight_decay`` (the official WEINCE protocol: Adam, lr 3e-4, weight decay 1e-6)
-the decay is L2-coupled, rescaled per coordinate by Adam's preconditioner: N1's premise
+Adam with ``weight_decay`` (the embedded default's option, 1e-6; the official WEINCE
+protocol has none, so N1 is not testable on its encoders: ``docs/protocol.md``) the decay
+is L2-coupled, rescaled per coordinate by Adam's preconditioner: N1's premise
 (decoupled decay) does not hold exactly and :func:`decay_rate` says so.
 
 Vectorised: the encoder runs once per input (batched, no parameter gradients); the ``K``

@@ -5,7 +5,10 @@
   :func:`~weince.pipeline.layout.text_runs`, :func:`~weince.pipeline.layout.files_for`);
 - :mod:`~weince.pipeline.stages`: the resolved config each rule passes to the library
   (``pretrain_config``, ``simcse_config``, ``norms_config``, ``apply_selection``);
-- :mod:`~weince.pipeline.grid`: the grid point chosen on validation;
+- :mod:`~weince.pipeline.selection`: the grid point chosen on validation (four-seed
+  means, complete points first, one k-NN point per metric);
+- :mod:`~weince.pipeline.protocol`: the official protocol's values and the cheaper
+  options a profile turns on;
 - :mod:`~weince.pipeline.ablations` and :mod:`~weince.pipeline.norms`: the ablation and
   norms plans of a profile;
 - :mod:`~weince.pipeline.targets`: ``all_targets(config)``, the input of ``rule all``;

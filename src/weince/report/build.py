@@ -18,8 +18,10 @@ from typing import Any
 from weince.losses.arms import grid_points
 from weince.pipeline import layout
 from weince.pipeline.layout import files_for, report_dir, settings_for, summary_logs
+from weince.pipeline.protocol import protocol_options
 from weince.report import figures as figs
 from weince.report.registry import load_claims
+from weince.report.selection import selection_section
 from weince.report.tables import (claim_latex, claim_markdown, latex_document,
                                   summary_markdown)
 from weince.report.verdicts import ClaimResult, evaluate_claim
@@ -39,10 +41,13 @@ def scale_line(cfg: dict[str, Any], stage: str) -> str:
         g = v.get("grid") or {}
         grid = (f"; grid of {len(grid_points(g))} point(s) for "
                 f"{', '.join(g.get('arms', []))} chosen on val" if g.get("arms") else "")
+        opts = protocol_options(cfg)
         return (f"profile {p}: {', '.join(v.get('datasets', [])) or 'none'} x "
                 f"{', '.join(v.get('backbones', [])) or 'none'}, "
                 f"{pre.get('epochs', '?')} epoch(s), batch {pre.get('batch_size', '?')}, "
-                f"encoder seeds {', '.join(map(str, v.get('seeds', [])))}{grid}")
+                f"encoder seeds {', '.join(map(str, v.get('seeds', [])))}{grid}; "
+                + (f"options off the official protocol: {'; '.join(opts)}" if opts else
+                   "official protocol (docs/protocol.md)"))
     if stage == "text":
         t = cfg.get("text") or {}
         s = t.get("simcse") or {}
@@ -143,7 +148,8 @@ def write_tables(results: list[ClaimResult], cfg: dict[str, Any], out: Path) -> 
     written = []
     for res in results:
         stem = f"table_{res.claim['id'].lower()}"
-        (out / f"{stem}.md").write_text(claim_markdown(res, info))
+        (out / f"{stem}.md").write_text(claim_markdown(res, info)
+                                        + selection_section(cfg, res.claim))
         (out / f"{stem}.tex").write_text(claim_latex(res, info))
         written += [out / f"{stem}.md", out / f"{stem}.tex"]
     return written

@@ -13,11 +13,15 @@ parameters (:class:`weince.data.augment.SimCLRAugment`, ``aug: batch``). ``aug:
 per_image`` is the classic CPU path instead (torchvision ops image by image in a
 ``DataLoader`` with ``num_workers`` workers), kept for comparison.
 
-Each step embeds both views in one forward pass (``z = head(backbone(cat(v1, v2)))``),
-evaluates the loss (``weince.losses.build_loss(cfg.loss, tau=cfg.tau, **cfg.loss_kwargs)``)
-in float32, and steps Adam (SPEC 6: lr 3e-4, weight decay 1e-6, constant) or, as an option,
-LARS with a cosine schedule. On CUDA: bf16 autocast (``amp``), ``channels_last`` and
-optional ``torch.compile``.
+Each step embeds the two views in one forward pass each (``forward: per_view``, the
+official code: BatchNorm statistics per view; ``forward: joint`` is the faster option of one
+pass over ``cat(v1, v2)``, BatchNorm over all ``2N`` views), evaluates the loss
+(``weince.losses.build_loss(cfg.loss, tau=cfg.tau, **cfg.loss_kwargs)``) in float32, and
+steps Adam (SPEC 6: lr 3e-4, **no** weight decay, constant) or, as an option, LARS with a
+cosine schedule. Precision defaults to the official float32 throughout: no autocast and
+full-float32 matmuls; ``amp: true`` (bf16 autocast) and ``tf32: true`` (TF32 matmuls) are
+the faster CUDA options. On CUDA: ``channels_last`` and optional ``torch.compile``.
+The protocol decisions and their official sources: ``docs/protocol.md``.
 
 Files written in ``out_dir``:
 
@@ -65,9 +69,10 @@ __all__ = ["SimCLRConfig", "pretrain", "resolve_config", "LARS", "DivergedError"
 class SimCLRConfig:
     """Options of :func:`pretrain` (YAML keys of ``weince pretrain --config``).
 
-    Defaults are SPEC 6's protocol (batch 256, 100 epochs, Adam 3e-4, weight decay 1e-6,
-    tau 0.5, 64-d projection) except the data set and backbone, which default to the
-    offline CPU setting (``digits``, ``smallcnn``).
+    Defaults are SPEC 6's protocol (batch 256, 100 epochs, Adam 3e-4 without weight decay,
+    tau 0.5, 64-d projection, float32, one forward per view, PyTorch's default ``conv1``
+    init) except the data set and backbone, which default to the offline CPU setting
+    (``digits``, ``smallcnn``). Cheaper options: ``amp``, ``tf32``, ``forward: joint``.
     """
 
     # data
@@ -86,6 +91,10 @@ class SimCLRConfig:
     proj_dim: int = 64                  # projection output (SPEC 6)
     proj_hidden: Optional[int] = None   # None: the backbone's feature width (official code)
     proj_batch_norm: bool = False
+    conv1_init: Literal["default", "kaiming"] = "default"  # ResNet stem conv: PyTorch's default
+    #                                     (official) or Kaiming normal (fan_out, as torchvision)
+    forward: Literal["per_view", "joint"] = "per_view"  # one forward per view (official; BN
+    #                                     per view) or one over both views (BN over 2N; faster)
     # loss
     loss: str = "infonce"               # infonce | weince | weince_recipe | infonce_topm | ...
     tau: float = 0.5
@@ -95,14 +104,15 @@ class SimCLRConfig:
     epochs: int = 100
     optimizer: Literal["adam", "lars"] = "adam"
     lr: float = 3e-4
-    weight_decay: float = 1e-6
+    weight_decay: float = 0.0           # official runs: torch.optim.Adam(params, lr=3e-4)
     momentum: float = 0.9               # LARS only
     schedule: Literal["none", "cosine"] = "none"  # per-step cosine decay to 0 after warmup
     warmup_epochs: int = 0
     seed: int = 0
     # hardware
     device: str = "auto"                # auto | cpu | cuda | cuda:N
-    amp: bool = True                    # bf16 autocast, CUDA only (ignored on CPU)
+    amp: bool = False                   # bf16 autocast, CUDA only (official: float32)
+    tf32: bool = False                  # TF32 float32 matmuls on CUDA (official: off)
     channels_last: Optional[bool] = None  # None: on for CUDA, off for CPU
     compile: bool = False               # torch.compile the model
     sync_bn: bool = True                # SyncBatchNorm in multi-GPU runs
@@ -304,7 +314,9 @@ def pretrain(cfg: SimCLRConfig | dict, out_dir: str | os.PathLike, *,
     channels_last = cuda if cfg.channels_last is None else bool(cfg.channels_last)
     if cuda:
         torch.backends.cudnn.benchmark = True          # fixed shapes: pick the fastest kernels
-        torch.set_float32_matmul_precision("high")     # TF32 for the float32 loss matmuls
+        # TF32 float32 matmuls only as an option (official runs: PyTorch's default, full
+        # float32 matmuls; cuDNN convolutions keep PyTorch's default in both cases)
+        torch.set_float32_matmul_precision("high" if cfg.tf32 else "highest")
     cfg_dict = to_dict(cfg)
 
     # ---- data
@@ -327,7 +339,8 @@ def pretrain(cfg: SimCLRConfig | dict, out_dir: str | os.PathLike, *,
     np.random.seed(cfg.seed % 2**32)
     model = build_simclr_model(cfg.backbone, cfg.image_size, cfg.channels,
                                hidden_dim=cfg.proj_hidden, out_dim=cfg.proj_dim,
-                               batch_norm=cfg.proj_batch_norm).to(dev)
+                               batch_norm=cfg.proj_batch_norm,
+                               conv1_init=cfg.conv1_init).to(dev)
     if channels_last:
         model = model.to(memory_format=torch.channels_last)
     loss_fn = build_loss(cfg.loss, tau=cfg.tau, **cfg.loss_kwargs).to(dev)
@@ -397,11 +410,11 @@ def pretrain(cfg: SimCLRConfig | dict, out_dir: str | os.PathLike, *,
                 v1, v2 = item[0].to(dev, non_blocking=True), item[1].to(dev, non_blocking=True)
             else:
                 v1, v2 = aug.two_views(images[item], generator=aug_gen)
-            x = torch.cat([v1, v2])
+            views = [torch.cat([v1, v2])] if cfg.forward == "joint" else [v1, v2]
             if channels_last:
-                x = x.contiguous(memory_format=torch.channels_last)
+                views = [x.contiguous(memory_format=torch.channels_last) for x in views]
             with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=use_amp):
-                _, z = fwd(x)
+                z = torch.cat([fwd(x)[1] for x in views])
             z1, z2 = z.float().chunk(2)
             if info.distributed:
                 z1, z2 = D.gather_with_grad(z1), D.gather_with_grad(z2)
@@ -464,6 +477,7 @@ def pretrain(cfg: SimCLRConfig | dict, out_dir: str | os.PathLike, *,
             "wall_s": wall_s,
             "resumed_from_epoch": start_epoch if ckpt is not None else None,
             "device": str(dev), "world_size": ws, "amp_bf16": use_amp,
+            "tf32_matmul": bool(cuda and cfg.tf32), "forward": cfg.forward,
             "channels_last": channels_last, "compile": cfg.compile,
             "n_params": sum(p.numel() for p in _unwrap(model).parameters()),
             "torch_threads": torch.get_num_threads(),

@@ -1,0 +1,125 @@
+"""The official protocol behind Tables 2-3, as values, and the options a profile takes
+away from it.
+
+``docs/protocol.md`` lists every step of the authors' pipeline with the file it comes from;
+this module holds the values that a workflow config can set, so that a report can say which
+cheaper or different options a profile used (:func:`protocol_options`) and the tests can pin
+the paper profile to the official protocol.
+
+    from weince.pipeline.protocol import protocol_options
+    protocol_options(cfg)   # [] for the paper profile; e.g. ["grid at one encoder seed", ...]
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+__all__ = ["OFFICIAL", "protocol_options", "probe_kwargs"]
+
+# Values of the official CIFAR-100 ResNet-18 runs (hsme98/weince: slurm/submit_cifar100_r18_*,
+# main_hard_select.py, linear_evaluation.py, knn_eval.py, scripts/aggregate_table23_r18.py)
+OFFICIAL: dict[str, Any] = {
+    "pretrain": {"optimizer": "adam", "lr": 3e-4, "weight_decay": 0.0, "batch_size": 256,
+                 "epochs": 100, "tau": 0.5, "proj_dim": 64, "amp": False, "tf32": False,
+                 "forward": "per_view", "conv1_init": "default"},
+    "stl10_train_split": "unlabeled",
+    "normalise_views": False,   # TransformsSimCLR: ToTensor only, images in [0, 1]
+    "encoder_seeds": [7, 21, 63, 84],
+    "linear": {"epochs": 100, "batch_size": 256, "lr": 3e-4, "val_frac": 0.2, "split_seed": 1,
+               "select": "final", "seeds": [1],
+               # the baseline script probes InfoNCE encoders with seeds 1-5, WEINCE with 1
+               "seeds_by_arm": {"infonce": [1, 2, 3, 4, 5]}},
+    "knn": {"k": 50, "temperature": 0.1, "val_frac": 0.2, "split_seeds": [1, 2, 3, 4, 5]},
+    "grid": {"margin": [0, 2, 6], "kappa_rho": [5, 10, 20], "kappa_aic": [0.5, 1, 2]},
+}
+
+
+def _pre(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    from dataclasses import fields
+
+    from weince.train.simclr import SimCLRConfig
+
+    out = {f.name: f.default for f in fields(SimCLRConfig)
+           if f.name in OFFICIAL["pretrain"] or f.name == "train_split"}
+    out.update((cfg.get("vision") or {}).get("pretrain") or {})
+    return out
+
+
+def protocol_options(cfg: Mapping[str, Any]) -> list[str]:
+    """The options of a workflow config that differ from the official protocol, in words
+    (scale settings such as epochs, data sets and seeds are the scale line's, not listed).
+
+    The linear-probe and k-NN keys missing from the config take the library defaults, which
+    are the official values."""
+    v = cfg.get("vision") or {}
+    if not v.get("enabled", True) or not v.get("datasets"):
+        return []
+    out: list[str] = []
+    pre = _pre(cfg)
+    if float(pre.get("weight_decay") or 0.0) > 0:
+        out.append(f"Adam weight decay {pre['weight_decay']:g} (official: none)")
+    if pre.get("amp"):
+        out.append("bf16 autocast (amp, CUDA only)")
+    if pre.get("tf32"):
+        out.append("TF32 matmuls (tf32)")
+    if pre.get("forward") == "joint":
+        out.append("one forward over both views (forward: joint; BatchNorm over 2N)")
+    aug = pre.get("aug_kwargs") or {}
+    if aug.get("mean", "dataset") is not None:
+        out.append("views normalised with the data set's mean/std (official: [0, 1] scaling; "
+                   "aug_kwargs mean/std null)")
+    if pre.get("conv1_init") == "kaiming":
+        out.append("Kaiming conv1 init (conv1_init: kaiming)")
+    if "stl10" in v.get("datasets", []):
+        split = ((v.get("pretrain_by_dataset") or {}).get("stl10") or {}).get(
+            "train_split", pre.get("train_split", "train"))
+        if split != OFFICIAL["stl10_train_split"]:
+            out.append(f"STL-10 pretrains on {split} (official: unlabeled)")
+    g = v.get("grid") or {}
+    if g.get("arms") and g.get("seeds") and not shares_seeds(cfg):
+        out.append(f"grid at encoder seed(s) {', '.join(map(str, g['seeds']))} only, then the "
+                   f"chosen point retrained (official: every point at every seed; k-NN then "
+                   f"uses the linear point for every metric)")
+    lin = {**OFFICIAL["linear"], **(v.get("linear") or {})}
+    if lin.get("select") != "final":
+        out.append(f"probe scored at its best validation epoch (select: {lin['select']})")
+    if lin.get("split_seed") != 1:
+        out.append("one probe split per probe seed (split_seed: null)"
+                   if lin.get("split_seed") is None else f"probe split seed {lin['split_seed']}")
+    if float(lin.get("val_frac")) != 0.2:
+        out.append(f"probe validation fraction {lin['val_frac']:g} (official: 0.2)")
+    if len(lin.get("seeds") or []) != 1:
+        out.append(f"{len(lin['seeds'])} probe seeds (official: 1)")
+    # seeds_by_arm is a workflow key, not a linear_probe default: absent means `seeds`
+    given = ((cfg.get("vision") or {}).get("linear") or {}).get("seeds_by_arm") or {}
+    by_arm = {k: [int(s) for s in v] for k, v in given.items()}
+    if "infonce" in v.get("arms", []) and by_arm.get("infonce") != [1, 2, 3, 4, 5]:
+        out.append(f"InfoNCE probed with seeds {by_arm.get('infonce', lin.get('seeds'))} "
+                   f"(official baseline script: 1-5)")
+    knn = {**OFFICIAL["knn"], **(v.get("knn") or {})}
+    if float(knn.get("val_frac")) != 0.2:
+        out.append(f"k-NN validation fraction {knn['val_frac']:g} (official: 0.2)")
+    if [int(s) for s in knn.get("split_seeds") or []] != OFFICIAL["knn"]["split_seeds"]:
+        out.append(f"k-NN split seeds {', '.join(map(str, knn['split_seeds']))} "
+                   f"(official: 1-5)")
+    return out
+
+
+def probe_kwargs(cfg: Mapping[str, Any], arm: str) -> dict[str, Any]:
+    """The ``linear_probe`` keyword arguments of one run: ``vision.linear`` with the probe
+    seeds of ``linear.seeds_by_arm`` for the run's arm (``weince@point`` counts as
+    ``weince``) in place of ``seeds``."""
+    lin = dict((cfg.get("vision") or {}).get("linear") or {})
+    by_arm = lin.pop("seeds_by_arm", None) or {}
+    base = arm.split("@", 1)[0]
+    if base in by_arm:
+        lin["seeds"] = [int(s) for s in by_arm[base]]
+    return lin
+
+def shares_seeds(cfg: Mapping[str, Any]) -> bool:
+    """True when the grid runs every point at every encoder seed (the official four-seed
+    grid): the final arm then reuses the chosen point's runs."""
+    v = cfg.get("vision") or {}
+    g = v.get("grid") or {}
+    seeds = {int(s) for s in v.get("seeds", [])}
+    return bool(g.get("arms")) and bool(seeds) and seeds <= {int(s) for s in g.get("seeds", [])}

@@ -1,0 +1,208 @@
+"""The paper profile runs the authors' protocol, step for step (docs/protocol.md): each
+decision pinned on the configuration that `snakemake --configfile config/paper.yaml`
+resolves to (config/config.yaml merged under it, then the library defaults)."""
+
+from __future__ import annotations
+
+import copy
+import inspect
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from weince.eval.knn import knn_eval
+from weince.eval.linear import linear_probe
+from weince.models import build_simclr_model
+from weince.pipeline.protocol import shares_seeds
+from weince.pipeline.protocol import OFFICIAL, protocol_options
+from weince.pipeline.stages import pretrain_config
+from weince.train.simclr import SimCLRConfig, resolve_config
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _merge(base: dict, over: dict) -> dict:
+    """Snakemake's merge of --configfile over the default config (recursive update)."""
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) \
+            else copy.deepcopy(v)
+    return out
+
+
+def _profile(name: str) -> dict:
+    default = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    if name == "config.yaml":
+        return default
+    return _merge(default, yaml.safe_load((REPO / "config" / name).read_text()))
+
+
+@pytest.fixture(scope="module")
+def paper():
+    return _profile("paper.yaml")
+
+
+def _resolved_pretrain(cfg, dataset="cifar100", arm="weince@m0_kr5_ka1"):
+    return resolve_config({k: v for k, v in pretrain_config(cfg, dataset, "resnet18", arm, 7)
+                           .items() if k not in ("threads",)})
+
+
+def _call_kwargs(fn, given: dict) -> dict:
+    defaults = {k: p.default for k, p in inspect.signature(fn).parameters.items()
+                if p.default is not inspect.Parameter.empty}
+    return {**defaults, **given}
+
+
+def test_pretraining_has_no_weight_decay_float32_per_view_default_conv1(paper):
+    for arm in ("infonce", "weince", "weince@m6_kr20_ka2", "weince_recipe"):
+        c = _resolved_pretrain(paper, arm=arm)
+        assert c.optimizer == "adam" and c.lr == 3e-4 and c.weight_decay == 0.0
+        assert c.amp is False and c.tf32 is False          # float32 throughout
+        assert c.forward == "per_view"                     # BatchNorm per view
+        assert c.conv1_init == "default"                   # PyTorch's default init
+        assert (c.batch_size, c.epochs, c.tau, c.proj_dim) == (256, 100, 0.5, 64)
+    # the library defaults are the official ones too (a config that omits the keys)
+    d = SimCLRConfig()
+    assert (d.weight_decay, d.amp, d.tf32, d.forward, d.conv1_init) == (
+        0.0, False, False, "per_view", "default")
+
+
+def test_stl10_pretrains_on_unlabeled(paper):
+    assert _resolved_pretrain(paper, dataset="stl10").train_split == "unlabeled"
+
+
+def test_linear_probe_final_epoch_on_80_20_split_seed_1_one_probe_seed(paper):
+    kw = _call_kwargs(linear_probe, paper["vision"]["linear"])
+    assert kw["select"] == "final" and kw["split_seed"] == 1 and kw["val_frac"] == 0.2
+    assert list(kw["seeds"]) == [1]
+    assert (kw["epochs"], kw["batch_size"], kw["lr"], kw["weight_decay"]) == (100, 256, 3e-4, 0)
+
+
+def test_knn_bank_is_80_percent_with_split_seeds_1_to_5(paper):
+    kw = _call_kwargs(knn_eval, paper["vision"]["knn"])
+    assert kw["val_frac"] == 0.2 and list(kw["split_seeds"]) == [1, 2, 3, 4, 5]
+    assert (kw["k"], kw["temperature"]) == (50, 0.1)
+
+
+def test_grid_every_point_at_all_four_seeds_chosen_per_metric(paper):
+    v = paper["vision"]
+    assert v["seeds"] == OFFICIAL["encoder_seeds"] == v["grid"]["seeds"]
+    for key in ("margin", "kappa_rho", "kappa_aic"):
+        assert v["grid"][key] == OFFICIAL["grid"][key]
+    # four-seed grid: the final arm adopts the chosen runs; k-NN chooses per metric
+    assert shares_seeds(paper)
+    assert v["grid"]["metric"] == "val_acc"
+
+
+def test_paper_profile_lists_no_option_off_the_protocol_and_cheap_profiles_say_theirs(paper):
+    assert protocol_options(paper) == []
+    for name in ("config.yaml", "smoke.yaml"):
+        opts = protocol_options(_profile(name))
+        assert any("weight decay" in o for o in opts), opts
+    assert any("grid at encoder seed(s) 7 only" in o for o in protocol_options(
+        _profile("config.yaml")))
+    assert any("InfoNCE probed with seeds [1]" in o for o in protocol_options(
+        _profile("smoke.yaml")))
+    cheap = copy.deepcopy(paper)
+    cheap["vision"]["pretrain"].update(amp=True, forward="joint")
+    cheap["vision"]["linear"].update(select="best_epoch", seeds=[0, 1, 2, 3, 4])
+    cheap["vision"]["grid"]["seeds"] = [7]
+    opts = " | ".join(protocol_options(cheap))
+    for word in ("bf16", "forward: joint", "best validation epoch", "5 probe seeds",
+                 "grid at encoder seed(s) 7"):
+        assert word in opts, opts
+
+
+def test_conv1_default_init_is_pytorchs_and_kaiming_is_an_option():
+    torch.manual_seed(0)
+    w = build_simclr_model("resnet18", 32, 3).backbone.conv1.weight
+    bound = 1.0 / (3 * 3 * 3) ** 0.5           # kaiming_uniform(a=sqrt(5)): U(-1/sqrt(fan_in), .)
+    assert w.abs().max() <= bound and w.std() > 0.8 * bound / 3 ** 0.5
+    torch.manual_seed(0)
+    wk = build_simclr_model("resnet18", 32, 3, conv1_init="kaiming").backbone.conv1.weight
+    assert wk.std().item() == pytest.approx((2.0 / (64 * 9)) ** 0.5, rel=0.1)
+    with pytest.raises(ValueError, match="conv1_init"):
+        build_simclr_model("resnet18", 32, 3, conv1_init="xavier")
+
+
+@pytest.mark.parametrize("forward,sizes", [("per_view", [32, 32]), ("joint", [64])])
+def test_training_step_runs_one_forward_per_view(tmp_path, monkeypatch, forward, sizes):
+    """Official default: the backbone sees each view's batch on its own (BatchNorm statistics
+    per view); ``forward: joint`` is the one-pass option over both views."""
+    import weince.models as models
+    from weince.train.simclr import pretrain
+
+    seen: list[int] = []
+    build = models.build_simclr_model
+
+    def spy(*a, **k):
+        m = build(*a, **k)
+        m.backbone.register_forward_pre_hook(lambda mod, inp: seen.append(inp[0].shape[0]))
+        return m
+
+    monkeypatch.setattr(models, "build_simclr_model", spy)
+    out = pretrain({"epochs": 1, "batch_size": 32, "max_train_images": 32, "threads": 1,
+                    "device": "cpu", "forward": forward, "progress": False}, tmp_path)
+    assert seen == sizes and out["forward"] == forward
+
+
+def test_probe_seeds_follow_the_official_scripts_per_arm(paper):
+    """slurm/submit_cifar100_r18_baseline.slurm probes each InfoNCE encoder with seeds 1-5
+    (averaged within the encoder), the WEINCE script with seed 1."""
+    from weince.pipeline.protocol import probe_kwargs
+
+    assert probe_kwargs(paper, "infonce")["seeds"] == [1, 2, 3, 4, 5]
+    for arm in ("weince", "weince_recipe@m2_kr10_ka1", "infonce_topm"):
+        kw = probe_kwargs(paper, arm)
+        assert kw["seeds"] == [1] and "seeds_by_arm" not in kw
+
+
+def test_views_are_scaled_to_unit_range_as_the_official_transform(paper):
+    c = _resolved_pretrain(paper)
+    assert c.aug_kwargs == {"mean": None, "std": None}
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: the precision options "
+                    "only act on a GPU (on CPU there is no autocast and no TF32)")
+def test_cuda_pretraining_is_float32_without_tf32_matmuls(tmp_path, monkeypatch):
+    """Default (official): no autocast, full-precision float32 matmuls; the backbone's
+    output is float32 at every step."""
+    import weince.models as models
+    from weince.train.simclr import pretrain
+
+    dtypes: list[torch.dtype] = []
+    build = models.build_simclr_model
+
+    def spy(*a, **k):
+        m = build(*a, **k)
+        m.backbone.register_forward_hook(lambda mod, inp, out: dtypes.append(out.dtype))
+        return m
+
+    monkeypatch.setattr(models, "build_simclr_model", spy)
+    before = torch.get_float32_matmul_precision()
+    try:
+        out = pretrain({"epochs": 1, "batch_size": 32, "max_train_images": 64,
+                        "device": "cuda", "progress": False}, tmp_path)
+        assert torch.get_float32_matmul_precision() == "highest"
+    finally:
+        torch.set_float32_matmul_precision(before)
+    assert out["amp_bf16"] is False and out["tf32_matmul"] is False
+    assert dtypes and set(dtypes) == {torch.float32}
+
+
+def test_command_line_defaults_are_the_library_defaults():
+    """`weince eval linear|knn` without options runs the official probe and k-NN."""
+    import dataclasses
+
+    from weince.eval.cli import KNNConfig, LinearProbeConfig
+
+    for cls, fn in ((LinearProbeConfig, linear_probe), (KNNConfig, knn_eval)):
+        lib = _call_kwargs(fn, {})
+        for f in dataclasses.fields(cls):
+            if f.name in lib and f.name not in ("device", "progress", "threads"):
+                want = lib[f.name]
+                got = f.default
+                assert (list(got) if isinstance(got, tuple) else got) == (
+                    list(want) if isinstance(want, tuple) else want), f.name

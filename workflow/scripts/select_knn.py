@@ -1,0 +1,16 @@
+"""Snakemake adapter: the final grid arm's knn.json at one encoder seed, each k-NN metric
+from the run of that metric's chosen point (weince.pipeline.selection.assemble_knn)."""
+
+from weince.pipeline.logs import log_to
+from weince.utils import write_json
+
+with log_to(snakemake.log[0]):
+    from weince.pipeline.selection import assemble_knn
+    from weince.report.results import load_result
+
+    sel = load_result(snakemake.input.selection)
+    grid = {k[len("knn.json@"):]: v for k, v in snakemake.input.items()
+            if k.startswith("knn.json@")}
+    out = assemble_knn(sel, grid)
+    print(f"per-metric points: {out['selected_point']}")
+    write_json(snakemake.output[0], out, cfg={"selection": snakemake.input.selection})
