@@ -47,13 +47,23 @@ META = "bundle"  # {results}/{profile}/bundle/
 MODEL_SUFFIXES = {".pt", ".pth", ".ckpt", ".bin", ".safetensors"}
 SCORE_SUFFIXES = {".npz", ".npy"}
 SKIP_SUFFIXES = {".tmp", ".lock", ".pyc"}
+SKIP_NAMES = {"checkpoint.pt"}            # resume state of a finished run
+REPORT_ARRAYS = {"norms_probes.npz"}      # small per-probe arrays the norms page plots
+# The rules that write reports (workflow/rules/report.smk, norms.smk, ablations.smk).
+REPORT_RULES = ("claim_table", "report", "norms_report", "ablations_report")
 
 
 def rebuild_command(profile: str) -> str:
     """The one Snakemake command that rebuilds the reports from unpacked results without
-    running any training job (README, "Checking the numbers as a reviewer")."""
+    running any other job (README, "Checking the numbers as a reviewer").
+
+    Only the report rules may run (``--allowed-rules``): every other file is taken as it
+    is, so neither a missing encoder nor a config file newer than the results (Snakemake
+    always compares modification times, whatever ``--rerun-triggers`` says) can start a
+    training job; ``--forcerun`` rebuilds the reports even where older copies exist."""
     cfg = "" if profile == "default" else f" --configfile config/{profile}.yaml"
-    return f"snakemake --cores 2{cfg} --rerun-triggers input"
+    rules = " ".join(REPORT_RULES)
+    return f"snakemake --cores 2{cfg} --allowed-rules {rules} all --forcerun {rules}"
 
 
 @dataclass
@@ -76,11 +86,11 @@ def classify(rel: PurePosixPath) -> str:
     """``result``, ``model`` (encoders, features, text models: ``--with-models``),
     ``scores`` (raw arrays: ``--with-scores``) or ``skip`` (temporary files)."""
     suffix = rel.suffix.lower()
-    if suffix in SKIP_SUFFIXES or rel.name.startswith("."):
+    if suffix in SKIP_SUFFIXES or rel.name in SKIP_NAMES or rel.name.startswith("."):
         return "skip"
     if suffix in MODEL_SUFFIXES or "model" in rel.parts[:-1]:
         return "model"
-    if suffix in SCORE_SUFFIXES:
+    if suffix in SCORE_SUFFIXES and rel.name not in REPORT_ARRAYS:
         return "scores"
     return "result"
 
@@ -91,7 +101,7 @@ def report_config(profile: str, reports: str | Path = "reports") -> tuple[dict[s
     d = Path(reports) / profile
     cj = d / "claims.json"
     if not cj.exists():
-        cmd = rebuild_command(profile).replace(" --rerun-triggers input", "")
+        cmd = rebuild_command(profile).split(" --allowed-rules")[0]
         raise FileNotFoundError(f"no report for profile {profile!r}: {cj} does not exist; "
                                 f"build it first (`{cmd}`), or pass --reports DIR")
     try:
@@ -153,7 +163,7 @@ def _readme(profile: str, meta: str, n: dict[str, int], absent: list[str], opts:
         "",
         "## What it holds",
         "",
-        f"- {n.get('result', 0)} result files under `{meta.rsplit('/', 2)[0]}/`: every file "
+        f"- {n.get('result', 0)} result files under `{meta.rsplit('/', 1)[0]}/`: every file "
         f"the report reads (claim inputs, training logs for the figures), the other per-run "
         f"results (train.json, train_log.jsonl, grid selections, timing, job logs, plots)"
         + (f", and {extra}" if extra else "") + ".",
@@ -187,14 +197,15 @@ def _readme(profile: str, meta: str, n: dict[str, int], absent: list[str], opts:
         "",
         f"       tar xzf THIS_FILE.tar.gz && sha256sum -c {meta}/SHA256SUMS",
         "",
-        "3. Through the workflow, in a checkout at the commit above (no training job runs):",
+        "3. Through the workflow, in a checkout at the commit that produced the results "
+        "(`weince verify` prints it; no training job runs):",
         "",
         "       tar xzf THIS_FILE.tar.gz -C CHECKOUT && cd CHECKOUT",
         f"       {rebuild_command(profile)}",
-        f"       diff -r -x figures reports/{profile} {meta}/reports",
+        f"       diff reports/{profile}/table_c3.md {meta}/reports/table_c3.md",
         "",
-        "   The tables differ from the shipped ones only in the line that says when and at "
-        "which commit the report was built.",
+        "   Only the report rules run. The tables differ from the shipped ones only in the "
+        "line that says when and at which commit the report was built.",
         "",
     ]
     return "\n".join(lines)
