@@ -192,6 +192,11 @@ def _closure(names: list[str]) -> list[metadata.Distribution]:
     return list(seen.values())
 
 
+# `weince verify FILE` in a subprocess that fails if anything imported torch
+VERIFY_NO_TORCH = ("import sys; from weince.cli import main; rc = main(['verify', sys.argv[1]]); "
+                   "assert 'torch' not in sys.modules; sys.exit(rc)")
+
+
 def report_only_venv(dest: Path) -> Path:
     """A fresh virtual environment (no system site-packages) holding only the report's
     dependencies and what they require, linked from this environment, plus weince's
@@ -214,9 +219,7 @@ def test_verify_runs_with_only_the_report_dependencies(bundle, tmp_path):
     py = report_only_venv(tmp_path / "venv")
     probe = subprocess.run([str(py), "-c", "import torch"], capture_output=True, text=True)
     assert probe.returncode != 0 and "No module named 'torch'" in probe.stderr
-    code = ("import sys; from weince.cli import main; rc = main(['verify', sys.argv[1]]); "
-            "assert 'torch' not in sys.modules; sys.exit(rc)")
-    proc = subprocess.run([str(py), "-c", code, str(bundle)], capture_output=True,
+    proc = subprocess.run([str(py), "-c", VERIFY_NO_TORCH, str(bundle)], capture_output=True,
                           text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "OK: every file matches its hash" in proc.stdout

@@ -251,6 +251,16 @@ def test_smoke_bundle_verifies_and_rebuilds_without_training(smoke_run, tmp_path
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "OK: every file matches its hash" in proc.stdout
     assert verify_bundle(out).ok
+    # ... and in a fresh virtual environment holding only the report's dependencies
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_bundle_tests", REPO / "tests/test_bundle.py")
+    helpers = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(helpers)
+    py = helpers.report_only_venv(tmp_path / "venv")
+    proc = subprocess.run([str(py), "-c", helpers.VERIFY_NO_TORCH, str(out)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     checkout = workflow_copy(tmp_path / "checkout")
     import tarfile
 
