@@ -223,3 +223,16 @@ def test_verify_runs_with_only_the_report_dependencies(bundle, tmp_path):
                           text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "OK: every file matches its hash" in proc.stdout
+
+
+def test_a_verdict_that_would_change_is_named(bundle, tmp_path, capsys):
+    def edit(d: Path) -> None:
+        for p in d.glob("results/fx/vision/*/resnet18/infonce/seed*/pot.json"):
+            data = json.loads(p.read_text())
+            data["fit"]["xi"] = 0.5
+            data["fit"]["xi_ci"] = [0.4, 0.6]
+            p.write_text(json.dumps(data))
+
+    rc, out = run_verify(retar(bundle, tmp_path / "v.tar.gz", edit), capsys)
+    assert rc == 1, out
+    assert "verdicts that would change:" in out and "C1: reproduced -> not reproduced" in out
