@@ -236,3 +236,12 @@ def test_a_verdict_that_would_change_is_named(bundle, tmp_path, capsys):
     rc, out = run_verify(retar(bundle, tmp_path / "v.tar.gz", edit), capsys)
     assert rc == 1, out
     assert "verdicts that would change:" in out and "C1: reproduced -> not reproduced" in out
+
+
+def test_an_edited_hash_list_is_named(bundle, tmp_path, capsys):
+    def edit(d: Path) -> None:
+        p = d / "results/fx/bundle/SHA256SUMS"
+        p.write_text(p.read_text().replace("a", "b", 1))
+
+    rc, out = run_verify(retar(bundle, tmp_path / "s.tar.gz", edit), capsys)
+    assert rc == 1 and "SHA256SUMS (does not agree with manifest.json)" in out, out

@@ -246,7 +246,7 @@ def make_bundle(profile: str, out: str | Path, *, reports: str | Path = "reports
         if kind not in wanted:
             continue
         role = kind
-        who = readers.get(f) or readers.get(Path(str(f)))
+        who = readers.get(f)
         if who:
             role = f"report input ({', '.join(who)})"
         entries.append(Entry(f, f"{arc_res}/{rel}", role))

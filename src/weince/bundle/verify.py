@@ -265,6 +265,10 @@ def verify_bundle(path: str | Path, *, keep: str | Path | None = None) -> Verify
                 res.mismatched.append(p)
         res.unlisted = sorted(m.name for m in members if m.name not in listed
                               and m.name not in own)
+        sums = root / meta / "SHA256SUMS"
+        if sums.is_file() and sums.read_text() != "".join(
+                f"{f['sha256']}  {f['path']}\n" for f in manifest["files"]):
+            res.mismatched.append(f"{meta}/SHA256SUMS (does not agree with manifest.json)")
 
         # 2. commits
         results_commits = sorted({_short(f["provenance"]["git_commit"])
@@ -355,8 +359,8 @@ def verify_bundle(path: str | Path, *, keep: str | Path | None = None) -> Verify
                         res.verdict_changes.append(f"{cid} ({arm}): {aa.get(arm, 'absent')} "
                                                    f"-> {bb.get(arm, 'absent')}")
             res.verdicts = {cid: v for cid, (v, _) in vn.items()}
-            strip = [{k: v for k, v in c.items()} for c in shipped_claims.get("claims", [])]
-            if strip == new_claims.get("claims") and not res.verdict_changes:
+            if shipped_claims.get("claims") == new_claims.get("claims") \
+                    and not res.verdict_changes:
                 res.identical.append("claims.json")
             elif not res.verdict_changes:
                 res.differing["claims.json"] = ["the claims' reasons or provenance differ "
