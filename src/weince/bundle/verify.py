@@ -97,7 +97,8 @@ class VerifyResult:
 
     def render(self, max_lines: int = 12) -> str:
         out = [f"bundle {self.bundle}: profile {self.profile}, {self.n_files} files, made "
-               f"{self.created or '?'} (manifest sha256 {self.manifest_sha256[:16]})"]
+               f"{self.created or '?'}",
+               f"manifest sha256 {self.manifest_sha256 or '?'}"]
         for e in self.errors:
             out.append(f"ERROR {e}")
         if self.n_files:
