@@ -245,3 +245,11 @@ def test_an_edited_hash_list_is_named(bundle, tmp_path, capsys):
 
     rc, out = run_verify(retar(bundle, tmp_path / "s.tar.gz", edit), capsys)
     assert rc == 1 and "SHA256SUMS (does not agree with manifest.json)" in out, out
+
+
+def test_readme_documents_the_rebuild_command():
+    text = (REPO / "README.md").read_text()
+    section = text.split("## Checking the numbers as a reviewer", 1)[1].split("\n## ", 1)[0]
+    joined = " ".join(section.replace("\\\n", " ").split())
+    assert rebuild_command("default") in joined
+    assert "weince bundle --profile" in section and "weince verify" in section
