@@ -35,6 +35,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "timing": ("weince.timing", "overhead timing: WEINCE vs InfoNCE, loss alone and whole step"),
     "norms": ("weince.norms.cli", "embedding-norm dynamics analysis (N1-N3)"),
     "report": ("weince.report.cli", "claims registry -> Markdown/LaTeX tables with verdicts"),
+    "bundle": ("weince.bundle.cli", "pack a profile's results and reports in a checkable archive"),
+    "verify": ("weince.bundle.verify_cli", "check a results bundle, rebuild its tables (no GPU)"),
 }
 
 

@@ -253,3 +253,51 @@ def test_smoke_latex_tables_compile(smoke_run):
     proc = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error",
                            "tables.tex"], cwd=out, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout[-3000:]
+
+
+# ----------------------------------------------------------------------------- results bundle
+@pytest.mark.slow
+def test_smoke_bundle_verifies_and_rebuilds_without_training(smoke_run, tmp_path):
+    """Issue 20: bundle the smoke run, verify it, unpack it into a fresh checkout and run
+    the documented command: only report jobs, and the same tables."""
+    from weince.bundle import rebuild_command, verify_bundle
+    from weince.bundle.make import REPORT_RULES
+    from weince.bundle.verify import normalise
+
+    out = tmp_path / "smoke.tar.gz"
+    proc = subprocess.run([sys.executable, "-m", "weince.cli", "bundle", "--profile", "smoke",
+                           "--out", str(out)], cwd=smoke_run, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "OK: every file matches its hash" in proc.stdout
+    assert verify_bundle(out).ok
+    # ... and in a fresh virtual environment holding only the report's dependencies
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_bundle_tests", REPO / "tests/test_bundle.py")
+    helpers = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(helpers)
+    py = helpers.report_only_venv(tmp_path / "venv")
+    proc = subprocess.run([str(py), "-c", helpers.VERIFY_NO_TORCH, str(out)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    checkout = workflow_copy(tmp_path / "checkout")
+    import tarfile
+
+    with tarfile.open(out) as tar:
+        tar.extractall(checkout, filter="data")
+    assert not list(checkout.rglob("encoder.pt")) and not list(checkout.rglob("features.pt"))
+    args = rebuild_command("smoke").split()[1:]
+    proc = snakemake(checkout, "-n", *args, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    counts = job_counts(proc.stdout)
+    assert set(counts) - {"total", "all"} == set(REPORT_RULES), counts
+    assert counts["claim_table"] == 9
+    proc = snakemake(checkout, *args, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    shipped = checkout / "results/smoke/bundle/reports"
+    names = ["summary.md", "tables.tex", "ablations.md", "norms.md"] + [
+        f"table_c{i}.{ext}" for i in range(1, 10) for ext in ("md", "tex")]
+    for name in names:
+        assert normalise((checkout / "reports/smoke" / name).read_text()) == \
+            normalise((shipped / name).read_text()), name

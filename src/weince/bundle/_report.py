@@ -1,0 +1,53 @@
+"""Every call from the bundle into the report-building API, in one file.
+
+The bundle must agree with the report on which result files a profile's tables read and on
+which files the report writes; it asks the report code rather than listing them again. When
+the report modules move, this file is the one to update.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+__all__ = ["report_inputs", "report_dir", "rebuilt_names", "rebuild"]
+
+
+def report_inputs(cfg: dict[str, Any], claims_path: str | Path) -> dict[Path, list[str]]:
+    """Result file -> what reads it (claim ids, ``figures``): the inputs of the profile's
+    claim tables and of the summary's figures, as the Snakemake report rules declare them."""
+    from weince.report.build import claim_inputs, figure_inputs
+    from weince.report.registry import load_claims
+
+    readers: dict[Path, list[str]] = {}
+    for claim in load_claims(claims_path)["claims"]:
+        for p in claim_inputs(cfg, claim):
+            readers.setdefault(Path(p), []).append(claim["id"])
+    for p in figure_inputs(cfg):
+        readers.setdefault(Path(p), []).append("figures")
+    return readers
+
+
+def report_dir(cfg: dict[str, Any]) -> Path:
+    """``{reports}/{profile}``: where the report of ``cfg`` is written."""
+    from weince.report.build import report_outputs
+
+    return report_outputs(cfg)["summary"].parent
+
+
+def rebuilt_names(cfg: dict[str, Any]) -> list[str]:
+    """Names (relative to the report folder) of the files :func:`rebuild` writes and the
+    bundle compares: the summary, ``claims.json``, ``tables.tex`` and every claim table."""
+    from weince.report.build import report_outputs
+
+    outs = report_outputs(cfg)
+    d = outs["summary"].parent
+    return [str(p.relative_to(d)) for k, p in outs.items() if k != "figures"]
+
+
+def rebuild(cfg: dict[str, Any], claims_path: str | Path, out_dir: str | Path) -> list[Any]:
+    """Rebuild every claim table, the summary, ``claims.json`` and the figures of ``cfg``
+    into ``out_dir`` (the installed report code; no training, no torch)."""
+    from weince.report.build import build_report
+
+    return build_report(cfg, claims_path=claims_path, out_dir=out_dir, with_figures=True)

@@ -1,0 +1,336 @@
+"""``weince bundle``: one profile's results, reports, configs and environment in one
+archive with a SHA-256 manifest, so that someone without the GPU-hours can check that the
+tables follow from the runs (``weince verify``) or rebuild them through Snakemake.
+
+Members are stored at the paths a checkout uses, so ``tar xzf FILE.tar.gz`` in a checkout
+puts the result files where the workflow expects them:
+
+    {results}/{profile}/...                      result files (JSON, train logs, grid
+                                                 selections, timing, job logs, plots)
+    {results}/{profile}/bundle/README.md         what the bundle holds, how to check it
+    {results}/{profile}/bundle/manifest.json     per file: SHA-256, size, role, provenance
+    {results}/{profile}/bundle/SHA256SUMS        the same hashes for ``sha256sum -c``
+    {results}/{profile}/bundle/environment.json  Python, platform, installed packages
+    {results}/{profile}/bundle/resolved.yaml     the workflow config the report was built with
+    {results}/{profile}/bundle/claims.yaml       the claims registry it was built with
+    {results}/{profile}/bundle/config/*.yaml     the checkout's config/ folder
+    {results}/{profile}/bundle/reports/...       the generated tables, summary and figures
+
+The bundled reports sit apart from ``{reports}/``, so that Snakemake rebuilds the reports
+from the unpacked results instead of taking the shipped copies for up to date.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import io
+import json
+import platform
+import sys
+import tarfile
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import yaml
+
+from weince.bundle import _report
+from weince.utils.provenance import git_commit
+
+__all__ = ["FORMAT", "META", "make_bundle", "report_config", "classify", "sha256_file",
+           "rebuild_command"]
+
+FORMAT = "weince-bundle/1"
+META = "bundle"  # {results}/{profile}/bundle/
+MODEL_SUFFIXES = {".pt", ".pth", ".ckpt", ".bin", ".safetensors"}
+SCORE_SUFFIXES = {".npz", ".npy"}
+SKIP_SUFFIXES = {".tmp", ".lock", ".pyc"}
+SKIP_NAMES = {"checkpoint.pt"}            # resume state of a finished run
+REPORT_ARRAYS = {"norms_probes.npz"}      # small per-probe arrays the norms page plots
+# The rules that write reports (workflow/rules/report.smk, norms.smk, ablations.smk).
+REPORT_RULES = ("claim_table", "report", "norms_report", "ablations_report")
+
+
+def rebuild_command(profile: str) -> str:
+    """The one Snakemake command that rebuilds the reports from unpacked results without
+    running any other job (README, "Checking the numbers as a reviewer").
+
+    Only the report rules may run (``--allowed-rules``): every other file is taken as it
+    is, so neither a missing encoder nor a config file newer than the results (Snakemake
+    always compares modification times, whatever ``--rerun-triggers`` says) can start a
+    training job; ``--forcerun`` rebuilds the reports even where older copies exist."""
+    cfg = "" if profile == "default" else f" --configfile config/{profile}.yaml"
+    rules = " ".join(REPORT_RULES)
+    return f"snakemake --cores 2{cfg} --allowed-rules {rules} all --forcerun {rules}"
+
+
+@dataclass
+class Entry:
+    src: Path | None       # file on disk (None: generated in memory)
+    arc: str               # path inside the archive
+    role: str
+    data: bytes | None = None
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def classify(rel: PurePosixPath) -> str:
+    """``result``, ``model`` (encoders, features, text models: ``--with-models``),
+    ``scores`` (raw arrays: ``--with-scores``) or ``skip`` (temporary files)."""
+    suffix = rel.suffix.lower()
+    if suffix in SKIP_SUFFIXES or rel.name in SKIP_NAMES or rel.name.startswith("."):
+        return "skip"
+    if suffix in MODEL_SUFFIXES or "model" in rel.parts[:-1]:
+        return "model"
+    if suffix in SCORE_SUFFIXES and rel.name not in REPORT_ARRAYS:
+        return "scores"
+    return "result"
+
+
+def report_config(profile: str, reports: str | Path = "reports") -> tuple[dict[str, Any], Path]:
+    """The workflow config the profile's report was built with (from the provenance block
+    of ``{reports}/{profile}/claims.json``) and the report folder."""
+    d = Path(reports) / profile
+    cj = d / "claims.json"
+    if not cj.exists():
+        cmd = rebuild_command(profile).split(" --allowed-rules")[0]
+        raise FileNotFoundError(f"no report for profile {profile!r}: {cj} does not exist; "
+                                f"build it first (`{cmd}`), or pass --reports DIR")
+    try:
+        data = json.loads(cj.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{cj} is not valid JSON ({err}); rebuild the report") from err
+    cfg = (data.get("provenance") or {}).get("config")
+    if not isinstance(cfg, dict) or cfg.get("profile") != profile:
+        raise ValueError(f"{cj} does not record the workflow config of profile {profile!r} in "
+                         f"its provenance block; rebuild the report with this version of weince")
+    return cfg, d
+
+
+def _arc_root(results: str) -> str:
+    """The results root inside the archive: the config's own (relative) spelling, so that
+    unpacking in a checkout puts every file where the workflow looks; ``results`` for an
+    absolute or escaping root."""
+    p = PurePosixPath(str(results).replace("\\", "/"))
+    if p.is_absolute() or ".." in p.parts or not p.parts:
+        return "results"
+    return str(p)
+
+
+def _provenance(path: Path) -> dict[str, Any] | None:
+    if path.suffix != ".json":
+        return None
+    try:
+        prov = json.loads(path.read_text()).get("provenance")
+    except (ValueError, AttributeError, UnicodeDecodeError):
+        return None
+    if not isinstance(prov, dict):
+        return None
+    return {k: prov.get(k) for k in ("git_commit", "config_hash", "seed", "date")}
+
+
+def environment() -> dict[str, Any]:
+    """Python, platform and every installed distribution with its version (read from the
+    package metadata: nothing is imported)."""
+    pkgs = {}
+    for dist in metadata.distributions():
+        name = dist.metadata.get("Name")
+        if name:
+            pkgs[name] = dist.version
+    return {"python": platform.python_version(), "implementation": sys.implementation.name,
+            "platform": platform.platform(), "machine": platform.machine(),
+            "weince_commit": git_commit(),
+            "packages": dict(sorted(pkgs.items(), key=lambda kv: kv[0].lower()))}
+
+
+def _readme(profile: str, meta: str, n: dict[str, int], absent: list[str], opts: dict) -> str:
+    extra = ", ".join(k for k, v in (("encoders and features", opts["with_models"]),
+                                     ("raw score arrays", opts["with_scores"])) if v)
+    left = [k for k, v in (("encoders and features (--with-models)", opts["with_models"]),
+                           ("raw score arrays (--with-scores)", opts["with_scores"])) if not v]
+    lines = [
+        f"# weince results bundle: profile `{profile}`",
+        "",
+        f"Made by `weince bundle` on {opts['created']} at weince commit {opts['commit']}.",
+        "",
+        "## What it holds",
+        "",
+        f"- {n.get('result', 0)} result files under `{meta.rsplit('/', 1)[0]}/`: every file "
+        f"the report reads (claim inputs, training logs for the figures), the other per-run "
+        f"results (train.json, train_log.jsonl, grid selections, timing, job logs, plots)"
+        + (f", and {extra}" if extra else "") + ".",
+        f"- `{meta}/reports/`: the tables, summary, claims.json and figures as generated "
+        f"({n.get('report', 0)} files).",
+        f"- `{meta}/resolved.yaml`: the workflow config the report was built with; "
+        f"`{meta}/claims.yaml`: the claims registry; `{meta}/config/`: the config folder.",
+        f"- `{meta}/environment.json`: Python, platform and package versions.",
+        f"- `{meta}/manifest.json`: SHA-256, size, role and provenance (commit, config hash, "
+        f"seed, date) of every file; `{meta}/SHA256SUMS`: the same hashes.",
+    ]
+    if left:
+        lines.append(f"- Not included: {'; '.join(left)}.")
+    if absent:
+        lines.append(f"- {len(absent)} file(s) the report reads did not exist when the bundle "
+                     f"was made (listed in manifest.json `absent`); their rows read "
+                     f"'missing' or 'not run'.")
+    lines += [
+        "",
+        "## How to check it",
+        "",
+        "1. The numbers follow from the runs (offline, seconds, no GPU, no torch):",
+        "",
+        "       weince verify THIS_FILE.tar.gz",
+        "",
+        "   checks every hash, rebuilds every claim table and the summary from the result "
+        "files with the installed weince, and prints the cells and verdicts that differ; "
+        "exit 0 only when everything matches.",
+        "",
+        "2. Without weince, the hashes alone:",
+        "",
+        f"       tar xzf THIS_FILE.tar.gz && sha256sum -c {meta}/SHA256SUMS",
+        "",
+        "3. Through the workflow, in a checkout at the commit that produced the results "
+        "(`weince verify` prints it; no training job runs):",
+        "",
+        "       tar xzf THIS_FILE.tar.gz -C CHECKOUT && cd CHECKOUT",
+        f"       {rebuild_command(profile)}",
+        f"       diff reports/{profile}/table_c3.md {meta}/reports/table_c3.md",
+        "",
+        "   Only the report rules run. The tables differ from the shipped ones only in the "
+        "line that says when and at which commit the report was built.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def make_bundle(profile: str, out: str | Path, *, reports: str | Path = "reports",
+                with_models: bool = False, with_scores: bool = False,
+                config_dir: str | Path = "config") -> dict[str, Any]:
+    """Write the bundle of ``profile`` to ``out`` (a ``.tar.gz``); returns its manifest.
+
+    Raises:
+        FileNotFoundError: no report for the profile, or no results folder.
+    """
+    cfg, rep_dir = report_config(profile, reports)
+    results_root = Path(cfg.get("results", "results"))
+    res_dir = results_root / profile
+    if not res_dir.is_dir():
+        raise FileNotFoundError(f"results folder {res_dir} does not exist (the report of "
+                                f"profile {profile!r} names results root {str(results_root)!r}); "
+                                f"run the command from the workflow's folder")
+    arc_res = f"{_arc_root(str(results_root))}/{profile}"
+    meta = f"{arc_res}/{META}"
+    claims_src = Path(cfg.get("claims", "config/claims.yaml"))
+    if not claims_src.exists():
+        raise FileNotFoundError(f"claims registry {claims_src} (named by the report's "
+                                f"config) does not exist")
+
+    readers = _report.report_inputs(cfg, claims_src)
+    wanted = {"result"} | ({"model"} if with_models else set()) | (
+        {"scores"} if with_scores else set())
+    entries: list[Entry] = []
+    counts: dict[str, int] = {}
+    for f in sorted(p for p in res_dir.rglob("*") if p.is_file()):
+        rel = PurePosixPath(f.relative_to(res_dir).as_posix())
+        if rel.parts[0] == META:
+            continue
+        kind = classify(rel)
+        if kind not in wanted:
+            continue
+        role = kind
+        who = readers.get(f)
+        if who:
+            role = f"report input ({', '.join(who)})"
+        entries.append(Entry(f, f"{arc_res}/{rel}", role))
+        counts[kind] = counts.get(kind, 0) + 1
+    absent = sorted(f"{arc_res}/{PurePosixPath(p.relative_to(res_dir).as_posix())}"
+                    for p in readers if not p.exists() and _is_under(p, res_dir))
+    for f in sorted(p for p in rep_dir.rglob("*") if p.is_file()):
+        rel = PurePosixPath(f.relative_to(rep_dir).as_posix())
+        if classify(rel) == "skip":
+            continue
+        entries.append(Entry(f, f"{meta}/reports/{rel}", "report"))
+        counts["report"] = counts.get("report", 0) + 1
+    entries.append(Entry(claims_src, f"{meta}/claims.yaml", "claims registry"))
+    cdir = Path(config_dir)
+    if cdir.is_dir():
+        for f in sorted(cdir.glob("*.y*ml")):
+            entries.append(Entry(f, f"{meta}/config/{f.name}", "config"))
+    created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    commit = git_commit()
+    opts = {"with_models": with_models, "with_scores": with_scores, "created": created,
+            "commit": commit[:12] + ("+dirty" if commit.endswith("+dirty") else "")}
+    gen = {
+        f"{meta}/resolved.yaml": ("resolved config",
+                                  yaml.safe_dump(cfg, sort_keys=False).encode()),
+        f"{meta}/environment.json": ("environment",
+                                     (json.dumps(environment(), indent=2) + "\n").encode()),
+        f"{meta}/README.md": ("readme", _readme(profile, meta, counts, absent, opts).encode()),
+    }
+    for arc, (role, data) in gen.items():
+        entries.append(Entry(None, arc, role, data))
+
+    files = []
+    for e in entries:
+        if e.data is not None:
+            digest, size, prov = hashlib.sha256(e.data).hexdigest(), len(e.data), None
+        else:
+            digest, size, prov = sha256_file(e.src), e.src.stat().st_size, _provenance(e.src)
+        files.append({"path": e.arc, "sha256": digest, "bytes": size, "role": e.role,
+                      **({"provenance": prov} if prov else {})})
+    manifest = {
+        "format": FORMAT, "profile": profile, "created": created, "weince_commit": commit,
+        "results_root": str(results_root), "reports_root": str(cfg.get("reports", "reports")),
+        "meta": meta, "results": arc_res, "claims": f"{meta}/claims.yaml",
+        "resolved_config": f"{meta}/resolved.yaml", "reports": f"{meta}/reports",
+        "rebuilt": _report.rebuilt_names(cfg),
+        "options": {"with_models": with_models, "with_scores": with_scores},
+        "rebuild_command": rebuild_command(profile),
+        "absent": absent, "files": files,
+    }
+    sums = "".join(f"{f['sha256']}  {f['path']}\n" for f in files).encode()
+    man = (json.dumps(manifest, indent=1) + "\n").encode()
+
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".part")
+    with tarfile.open(tmp, "w:gz", dereference=True) as tar:
+        for arc, data in ((f"{meta}/manifest.json", man), (f"{meta}/SHA256SUMS", sums)):
+            _add_bytes(tar, arc, data)
+        for e in entries:
+            if e.data is not None:
+                _add_bytes(tar, e.arc, e.data)
+            else:
+                tar.add(e.src, arcname=e.arc, recursive=False, filter=_anonymous)
+    tmp.replace(out)
+    return manifest
+
+
+def _is_under(p: Path, d: Path) -> bool:
+    try:
+        p.relative_to(d)
+        return True
+    except ValueError:
+        return False
+
+
+def _anonymous(ti: tarfile.TarInfo) -> tarfile.TarInfo:
+    ti.uid = ti.gid = 0
+    ti.uname = ti.gname = ""
+    return ti
+
+
+def _add_bytes(tar: tarfile.TarFile, arc: str, data: bytes) -> None:
+    ti = tarfile.TarInfo(arc)
+    ti.size = len(data)
+    ti.mtime = int(_dt.datetime.now().timestamp())
+    ti.mode = 0o644
+    tar.addfile(ti, io.BytesIO(data))

@@ -1,0 +1,255 @@
+"""``weince bundle`` / ``weince verify`` on a report built from fabricated result files
+(seconds). The smoke DAG end to end, with the Snakemake rebuild, is in
+tests/workflow/test_bundle_rebuild.py."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tarfile
+from argparse import Namespace
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from weince.bundle import make_bundle, verify_bundle
+from weince.bundle import verify_cli
+from weince.bundle.make import rebuild_command
+from weince.bundle.verify import normalise, table_cells
+from weince.report import build_report
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _report_fixtures():
+    """tests/report/conftest.py (fabricated result files), under a name of its own."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_bundle_report_fixtures",
+                                                  REPO / "tests/report/conftest.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+fixture_config = _report_fixtures().fixture_config
+write_fixture_results = _report_fixtures().write_fixture_results
+# what `weince verify` needs: the report's own dependencies (tables, statistics, figures)
+REPORT_DEPS = ["numpy", "scipy", "PyYAML", "jsonschema", "matplotlib"]
+LIN = "results/fx/vision/digits/resnet18/weince_recipe/seed21/linear.json"
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory) -> Path:
+    """A report over fabricated results (profile ``fx``), bundled."""
+    tmp = tmp_path_factory.mktemp("bundle")
+    cfg = fixture_config(tmp)
+    write_fixture_results(cfg)
+    run = Path(cfg["results"]) / "fx/vision/digits/resnet18/infonce/seed7"
+    (run / "encoder.pt").write_bytes(b"not really an encoder")
+    (run / "scores.npz").write_bytes(b"not really scores")
+    build_report(cfg)
+    out = tmp / "fx.tar.gz"
+    make_bundle("fx", out, reports=cfg["reports"], config_dir=REPO / "config")
+    return out
+
+
+def retar(src: Path, dst: Path, edit) -> Path:
+    """Copy of a bundle with ``edit(folder)`` applied to its unpacked files."""
+    work = dst.parent / (dst.name + ".d")
+    with tarfile.open(src) as tar:
+        tar.extractall(work, filter="data")
+    edit(work)
+    with tarfile.open(dst, "w:gz") as tar:
+        for f in sorted(p for p in work.rglob("*") if p.is_file()):
+            tar.add(f, arcname=str(f.relative_to(work)))
+    return dst
+
+
+def run_verify(path: Path, capsys) -> tuple[int, str]:
+    rc = verify_cli.main(Namespace(bundle=str(path), keep=None, max_lines=50))
+    return rc, capsys.readouterr().out
+
+
+def test_clean_bundle_verifies(bundle, capsys):
+    rc, out = run_verify(bundle, capsys)
+    assert rc == 0, out
+    assert "OK: every file matches its hash and the report rebuilds identically" in out
+    # 9 tables x (md, tex), summary.md, tables.tex, claims.json
+    assert "rebuilt report: 21 file(s) identical" in out
+
+
+def test_bundle_holds_what_the_report_reads_and_says_so(bundle):
+    with tarfile.open(bundle) as tar:
+        names = set(tar.getnames())
+        man = json.loads(tar.extractfile("results/fx/bundle/manifest.json").read())
+        readme = tar.extractfile("results/fx/bundle/README.md").read().decode()
+    files = {f["path"]: f for f in man["files"]}
+    assert LIN in names and files[LIN]["role"] == "report input (C3, C4, C5)"
+    assert files[LIN]["provenance"]["seed"] == 21 and len(files[LIN]["sha256"]) == 64
+    for meta in ("resolved.yaml", "claims.yaml", "environment.json", "SHA256SUMS",
+                 "reports/summary.md", "reports/table_c3.md", "config/smoke.yaml"):
+        assert f"results/fx/bundle/{meta}" in names, meta
+    assert "numpy" in json.loads(tarfile.open(bundle).extractfile(
+        "results/fx/bundle/environment.json").read())["packages"]
+    # no encoders or raw scores unless asked
+    assert not any(n.endswith(("encoder.pt", "scores.npz")) for n in names)
+    assert "weince verify" in readme and rebuild_command("fx") in readme
+    assert man["absent"] == sorted(man["absent"]) and all("train_log" in a
+                                                          for a in man["absent"])
+
+
+def test_models_and_scores_only_when_asked(bundle, tmp_path):
+    cfg_reports = bundle.parent / "reports"
+    out = tmp_path / "full.tar.gz"
+    make_bundle("fx", out, reports=cfg_reports, with_models=True, with_scores=True,
+                config_dir=REPO / "config")
+    with tarfile.open(out) as tar:
+        names = tar.getnames()
+    assert any(n.endswith("infonce/seed7/encoder.pt") for n in names)
+    assert any(n.endswith("infonce/seed7/scores.npz") for n in names)
+    assert verify_bundle(out).ok
+
+
+def test_a_changed_number_names_the_file_and_the_cell(bundle, tmp_path, capsys):
+    def edit(d: Path) -> None:
+        p = d / LIN
+        data = json.loads(p.read_text())
+        data["test_acc"]["values"][1] += 9.0
+        p.write_text(json.dumps(data, indent=2))
+
+    rc, out = run_verify(retar(bundle, tmp_path / "t.tar.gz", edit), capsys)
+    assert rc == 1, out
+    assert f"HASH MISMATCH: {LIN}" in out
+    assert "DIFFERS table_c3.md:" in out
+    # the cell that moved: weince_recipe's probe accuracy on digits, a mean over 3 encoders
+    # (84, 85, 86); the edit moves the second encoder's mean over probe seeds by 9 / 3
+    line = next(ln for ln in out.splitlines()
+                if "row [digits / resnet18 / linear top-1 / weince_recipe]" in ln
+                and "'Ours" in ln)
+    assert "'85.00 [82.52, 87.48] (n=3)' ->" in line and "-> '86.00 [" in line, line
+    assert out.rstrip().endswith("FAILED: see the lines above")
+
+
+def test_a_removed_file_is_named(bundle, tmp_path, capsys):
+    gone = "results/fx/vision/cifar100/resnet18/infonce/seed7/knn.json"
+    rc, out = run_verify(retar(bundle, tmp_path / "r.tar.gz",
+                               lambda d: (d / gone).unlink()), capsys)
+    assert rc == 1 and f"MISSING: {gone}" in out, out
+    assert "DIFFERS table_c6.md:" in out and "(n=2; 1 missing)" in out
+
+
+def test_an_added_file_is_named(bundle, tmp_path, capsys):
+    extra = "results/fx/vision/digits/resnet18/weince/seed7/extra.json"
+    rc, out = run_verify(retar(bundle, tmp_path / "a.tar.gz",
+                               lambda d: (d / extra).write_text("{}")), capsys)
+    assert rc == 1 and f"NOT IN MANIFEST: {extra}" in out, out
+
+
+def test_not_a_bundle_is_a_clear_error(tmp_path, capsys):
+    bad = tmp_path / "bad.tar.gz"
+    bad.write_text("hello")
+    rc, out = run_verify(bad, capsys)
+    assert rc == 2 and "not a readable tar archive" in out
+    rc, out = run_verify(tmp_path / "nope.tar.gz", capsys)
+    assert rc == 2 and "does not exist" in out
+
+
+def test_bundle_without_a_report_says_how_to_build_it(tmp_path):
+    with pytest.raises(FileNotFoundError, match="snakemake --cores 2 --configfile "
+                                                "config/smoke.yaml"):
+        make_bundle("smoke", tmp_path / "x.tar.gz", reports=tmp_path / "reports")
+
+
+def test_normalise_drops_only_the_build_stamp():
+    a = "report built 2026-11-30T22:54:12+00:00 at commit 67f18d53e31a+dirty._"
+    b = "report built 2027-01-01T00:00:00+00:00 at commit 0123456789ab._"
+    assert normalise(a) == normalise(b) != a
+    assert normalise("gain +4.00") == "gain +4.00"
+    header, rows, _ = table_cells("| A | B | C | D |\n|---|---|---|---|\n| x | y | z | 1 \\| 2 |")
+    assert header == ["A", "B", "C", "D"] and rows[("x", "y", "z")][3] == "1 \\| 2"
+
+
+# ------------------------------------------------------------------ only the report's deps
+def _closure(names: list[str]) -> list[metadata.Distribution]:
+    from packaging.requirements import Requirement
+
+    seen: dict[str, metadata.Distribution] = {}
+    todo = list(names)
+    while todo:
+        name = todo.pop()
+        dist = metadata.distribution(name)
+        key = dist.metadata["Name"].lower().replace("_", "-")
+        if key in seen:
+            continue
+        seen[key] = dist
+        for r in dist.requires or []:
+            req = Requirement(r)
+            if req.marker is None or req.marker.evaluate({"extra": ""}):
+                todo.append(req.name)
+    return list(seen.values())
+
+
+# `weince verify FILE` in a subprocess that fails if anything imported torch
+VERIFY_NO_TORCH = ("import sys; from weince.cli import main; rc = main(['verify', sys.argv[1]]); "
+                   "assert 'torch' not in sys.modules; sys.exit(rc)")
+
+
+def report_only_venv(dest: Path) -> Path:
+    """A fresh virtual environment (no system site-packages) holding only the report's
+    dependencies and what they require, linked from this environment, plus weince's
+    source: no torch, no snakemake, no transformers."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(dest)], check=True,
+                   timeout=120)
+    site = next(dest.glob("lib/python*/site-packages"))
+    for dist in _closure(REPORT_DEPS):
+        tops = {Path(str(f)).parts[0] for f in dist.files or [] if not str(f).startswith("..")}
+        for top in tops:
+            src = Path(dist.locate_file(top))
+            if src.exists() and not (site / top).exists():
+                (site / top).symlink_to(src)
+    (site / "weince_src.pth").write_text(str(REPO / "src") + "\n")
+    return dest / "bin" / "python"
+
+
+@pytest.mark.slow
+def test_verify_runs_with_only_the_report_dependencies(bundle, tmp_path):
+    py = report_only_venv(tmp_path / "venv")
+    probe = subprocess.run([str(py), "-c", "import torch"], capture_output=True, text=True)
+    assert probe.returncode != 0 and "No module named 'torch'" in probe.stderr
+    proc = subprocess.run([str(py), "-c", VERIFY_NO_TORCH, str(bundle)], capture_output=True,
+                          text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "OK: every file matches its hash" in proc.stdout
+
+
+def test_a_verdict_that_would_change_is_named(bundle, tmp_path, capsys):
+    def edit(d: Path) -> None:
+        for p in d.glob("results/fx/vision/*/resnet18/infonce/seed*/pot.json"):
+            data = json.loads(p.read_text())
+            data["fit"]["xi"] = 0.5
+            data["fit"]["xi_ci"] = [0.4, 0.6]
+            p.write_text(json.dumps(data))
+
+    rc, out = run_verify(retar(bundle, tmp_path / "v.tar.gz", edit), capsys)
+    assert rc == 1, out
+    assert "verdicts that would change:" in out and "C1: reproduced -> not reproduced" in out
+
+
+def test_an_edited_hash_list_is_named(bundle, tmp_path, capsys):
+    def edit(d: Path) -> None:
+        p = d / "results/fx/bundle/SHA256SUMS"
+        p.write_text(p.read_text().replace("a", "b", 1))
+
+    rc, out = run_verify(retar(bundle, tmp_path / "s.tar.gz", edit), capsys)
+    assert rc == 1 and "SHA256SUMS (does not agree with manifest.json)" in out, out
+
+
+def test_readme_documents_the_rebuild_command():
+    text = (REPO / "README.md").read_text()
+    section = text.split("## Checking the numbers as a reviewer", 1)[1].split("\n## ", 1)[0]
+    joined = " ".join(section.replace("\\\n", " ").split())
+    assert rebuild_command("default") in joined
+    assert "weince bundle --profile" in section and "weince verify" in section
