@@ -2,7 +2,8 @@
 
     0  weince.data, weince.models, weince.losses, weince.evt, weince.utils
     1  weince.train, weince.eval, weince.norms (the analysis), weince.timing
-    2  weince.pipeline (what a profile asks for), weince.report (pages from result files)
+    2  weince.pipeline (what a profile asks for), weince.report (pages from result files),
+       weince.bundle (a profile's results as a checkable archive)
     3  the command line: weince.cli and every ``cli`` / ``*_cli`` module, the ``weince
        <command>`` modules ``weince.losses.bench`` and ``weince.losses.demo``
 
@@ -21,7 +22,7 @@ import weince
 ROOT = Path(weince.__file__).resolve().parent
 LAYERS = {"data": 0, "models": 0, "losses": 0, "evt": 0, "utils": 0,
           "train": 1, "eval": 1, "norms": 1, "timing": 1,
-          "pipeline": 2, "report": 2,
+          "pipeline": 2, "report": 2, "bundle": 2,
           "cli": 3}
 COMMANDS = {"weince.losses.bench", "weince.losses.demo"}
 

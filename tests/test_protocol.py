@@ -67,6 +67,10 @@ def test_pretraining_has_no_weight_decay_float32_per_view_default_conv1(paper):
     d = SimCLRConfig()
     assert (d.weight_decay, d.amp, d.tf32, d.forward, d.conv1_init) == (
         0.0, False, False, "per_view", "default")
+    # the report's torch-free copy of those defaults agrees with the dataclass
+    from weince.pipeline.protocol import LIBRARY_PRETRAIN
+
+    assert LIBRARY_PRETRAIN == {k: getattr(d, k) for k in LIBRARY_PRETRAIN}
 
 
 def test_stl10_pretrains_on_unlabeled(paper):

@@ -19,6 +19,8 @@ Subpackages, by layer (imports run downwards only; ``tests/test_import_layers.py
     weince.pipeline  run layout and file names, resolved stage configs, grid choice, the
                      ablation and norms plans, ``all_targets(config)`` (the workflow's glue)
     weince.report    claims tables with verdicts, summary, ablations and norms pages, figures
+    weince.bundle    a profile's results as one checkable archive, and its offline check
+                     (``weince bundle`` / ``weince verify``)
 3. the command line
     weince.cli       ``weince <command>``; each command's module parses arguments and calls
                      the library

@@ -16,7 +16,7 @@ __all__ = ["report_inputs", "report_dir", "rebuilt_names", "rebuild"]
 def report_inputs(cfg: dict[str, Any], claims_path: str | Path) -> dict[Path, list[str]]:
     """Result file -> what reads it (claim ids, ``figures``): the inputs of the profile's
     claim tables and of the summary's figures, as the Snakemake report rules declare them."""
-    from weince.report.build import claim_inputs, figure_inputs
+    from weince.pipeline.targets import claim_inputs, figure_inputs
     from weince.report.registry import load_claims
 
     readers: dict[Path, list[str]] = {}
@@ -30,7 +30,7 @@ def report_inputs(cfg: dict[str, Any], claims_path: str | Path) -> dict[Path, li
 
 def report_dir(cfg: dict[str, Any]) -> Path:
     """``{reports}/{profile}``: where the report of ``cfg`` is written."""
-    from weince.report.build import report_outputs
+    from weince.pipeline.targets import report_outputs
 
     return report_outputs(cfg)["summary"].parent
 
@@ -38,7 +38,7 @@ def report_dir(cfg: dict[str, Any]) -> Path:
 def rebuilt_names(cfg: dict[str, Any]) -> list[str]:
     """Names (relative to the report folder) of the files :func:`rebuild` writes and the
     bundle compares: the summary, ``claims.json``, ``tables.tex`` and every claim table."""
-    from weince.report.build import report_outputs
+    from weince.pipeline.targets import report_outputs
 
     outs = report_outputs(cfg)
     d = outs["summary"].parent

@@ -34,13 +34,17 @@ OFFICIAL: dict[str, Any] = {
 }
 
 
+# SimCLRConfig's defaults for the keys above (tests/test_protocol.py keeps the two equal):
+# written out so that the report, and `weince verify`, read them without importing torch.
+LIBRARY_PRETRAIN: dict[str, Any] = {
+    "train_split": "train", "proj_dim": 64, "conv1_init": "default", "forward": "per_view",
+    "tau": 0.5, "batch_size": 256, "epochs": 100, "optimizer": "adam", "lr": 3e-4,
+    "weight_decay": 0.0, "amp": False, "tf32": False,
+}
+
+
 def _pre(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    from dataclasses import fields
-
-    from weince.train.simclr import SimCLRConfig
-
-    out = {f.name: f.default for f in fields(SimCLRConfig)
-           if f.name in OFFICIAL["pretrain"] or f.name == "train_split"}
+    out = dict(LIBRARY_PRETRAIN)
     out.update((cfg.get("vision") or {}).get("pretrain") or {})
     return out
 
