@@ -103,8 +103,9 @@ def scale_line(cfg: dict[str, Any], stage: str) -> str:
     if stage == "text":
         t = cfg.get("text") or {}
         s = t.get("simcse") or {}
-        data = t.get("corpus", "?") + (" (SYNTHETIC sentences and pairs, a pipeline check, "
-                                       "not STS-B)" if t.get("corpus") == "synthetic" else "")
+        data = t.get("corpus", "?") + (" (SYNTHETIC sentences and graded pairs made by the "
+                                       "project, a pipeline check; not wiki1m, not the STS "
+                                       "benchmark)" if t.get("corpus") == "synthetic" else "")
         return (f"profile {p}: {', '.join(t.get('models', []))} on {data}, "
                 f"{s.get('epochs', '?')} epoch(s), batch {s.get('batch_size', '?')}, "
                 f"encoder seeds {', '.join(map(str, t.get('seeds', [])))}")
@@ -124,9 +125,12 @@ def report_outputs(cfg: dict[str, Any]) -> dict[str, Path]:
     d = Path(layout.REPORT.format(reports=cfg.get("reports", "reports"), profile=cfg["profile"]))
     out = {"summary": d / "summary.md", "claims_json": d / "claims.json",
            "tables_tex": d / "tables.tex", "figures": d / "figures"}
-    for i in range(1, 10):
-        out[f"c{i}_md"] = d / f"table_c{i}.md"
-        out[f"c{i}_tex"] = d / f"table_c{i}.tex"
+    reg = Path(cfg.get("claims", "config/claims.yaml"))
+    ids = ([c["id"].lower() for c in load_claims(reg)["claims"]] if reg.exists()
+           else [f"c{i}" for i in range(1, 11)])
+    for cid in ids:
+        out[f"{cid}_md"] = d / f"table_{cid}.md"
+        out[f"{cid}_tex"] = d / f"table_{cid}.tex"
     return out
 
 
@@ -319,7 +323,8 @@ def build_report(cfg: dict[str, Any], *, claims_path: str | Path | None = None,
     write_json(out / "claims.json", {
         "profile": cfg["profile"],
         "claims": [{"id": r.claim["id"], "title": r.claim["title"], "verdict": r.verdict,
-                    "reason": r.reason, "primary_arm": r.claim["arms"]["primary"],
+                    "reason": r.reason, "rule": r.rule, "attribution": r.attribution,
+                    "primary_arm": r.claim["arms"]["primary"],
                     "arm_verdicts": r.arm_verdicts,
                     "result_provenance": r.provenance.describe()} for r in results],
     }, cfg=cfg)
