@@ -97,7 +97,9 @@ def rule_text(claim: dict[str, Any], alpha: float = 0.05) -> str:
     if isinstance(rows, list) and rows:
         p = {**rows[0].get("paper", {}), **p}
     tol = claim.get("tolerance", 0.0)
-    return RULES[claim["kind"]].format(tol=f"{tol:g}", unit=claim.get("unit", "").strip(),
+    unit = claim.get("unit", "").strip()
+    unit = {"%": "points", "(x100)": "points (x100)"}.get(unit, unit)
+    return RULES[claim["kind"]].format(tol=f"{tol:g}", unit=unit,
                                        alpha=f"{alpha:g}", value=p.get("value", "?"),
                                        low=_f2(p.get("low")), high=_f2(p.get("high")))
 
@@ -552,8 +554,10 @@ def evaluate_claim(claim: dict[str, Any], settings: list[Setting], arms: list[st
         for s in settings:
             if any(matches(s, r) for r in paper_rows):
                 continue
+            # the diagnostics' scale-model readings still compare with the paper's figure
+            ref = dict(paper_rows[0]["paper"]) if kind in ("sign", "reject") else {}
             for metric, label in seen:
-                rows.append(make_row(s, scale_label or label, metric, False, {}))
+                rows.append(make_row(s, scale_label or label, metric, False, ref))
 
     # ---- per-row verdicts (paper rows) or readings (scale-model rows)
     unit = claim.get("unit", "")
