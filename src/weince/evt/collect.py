@@ -21,7 +21,10 @@ Example::
     model, cfg = weince.models.load_encoder("encoder.pt")
     scores = collect_scores(lambda x: model(x)[1], ds.images, augment)
     link = collect_link_batches(lambda x: model(x)[1], ds.images, augment)
-    save_scores("scores.npz", scores, link)
+    save_scores("scores.npz", scores, link, batch=score_batch_ids(64, 256))
+
+The batch ids let the tail fit resample whole batches (``weince.evt.gpd``): the scores of
+one batch share its images, so they are not independent draws.
 """
 
 from __future__ import annotations
