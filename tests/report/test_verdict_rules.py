@@ -227,6 +227,9 @@ def test_c7_synthetic_text_is_never_labelled_sts_b_and_shows_simcse(tmp_path):
     assert "76.85" in md and "arXiv:2104.08821" in md
     paper_row = next(r for r in res.rows if r.paper_setting)
     assert paper_row.reference["value"] == 76.85
+    # C7's paper comparison is the core loss itself; only a scale-model row ran
+    assert res.attribution == ("scale model rows only: the paper's comparison is the core "
+                               "loss alone: weince - infonce gains in 0 of 1 row(s)")
 
 
 def test_iid_fallback_interval_is_flagged(tmp_path):

@@ -430,9 +430,10 @@ def _status(e: Estimate | None) -> str | None:
     return "+" if e.lo > 0 else "-" if e.hi < 0 else "0"
 
 
-def attribution(rows: list[Row]) -> str:
+def attribution(rows: list[Row], primary: str = "weince_recipe") -> str:
     """In words, which difference of :data:`CONTRASTS` carries a gain, over the paper rows
-    that ran (else over the scale-model rows, said so)."""
+    that ran (else over the scale-model rows, said so). With ``primary = "weince"`` (C7)
+    the paper's comparison is the core loss itself."""
     judged = [r for r in rows if r.contrasts and r.paper_setting and r.cells]
     scope = ""
     if not judged:
@@ -444,6 +445,15 @@ def attribution(rows: list[Row]) -> str:
     total, weib, core = ([_status(r.contrasts.get(CONTRASTS[i][0])) for r in judged]
                          for i in range(3))
     runs = lambda xs: sum(x is not None for x in xs)  # noqa: E731
+    if primary == "weince":
+        k = sum(x == "+" for x in core)
+        txt = (f"the paper's comparison is the core loss alone: weince - infonce gains in {k} "
+               f"of {runs(core)} row(s)" if runs(core) else
+               "weince - infonce has no interval (arm missing or n < 2)")
+        if runs(total):
+            txt += (f"; the authors' recipe (weince_recipe - infonce) gains in "
+                    f"{sum(x == '+' for x in total)} of {runs(total)}")
+        return scope + txt
     parts = []
     gained = [i for i, s in enumerate(total) if s == "+"]
     if runs(total) == 0:
@@ -618,6 +628,6 @@ def evaluate_claim(claim: dict[str, Any], settings: list[Setting], arms: list[st
     arm_verdicts = {a: overall(a)[0] for a in shown
                     if a != primary and a in ran
                     and not (a == base and kind in ("gain", "noninferior", "overhead"))}
-    attr = attribution(rows) if kind in ("gain", "noninferior") else ""
+    attr = attribution(rows, primary) if kind in ("gain", "noninferior") else ""
     return ClaimResult(claim, rows, verdict, reason, arm_verdicts, prov, scale,
                        rule=rule_text(claim, alpha), attribution=attr)
