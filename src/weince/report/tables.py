@@ -73,7 +73,7 @@ def _paper_cell(claim: dict[str, Any], row: Row, arm: str, base: str | None) -> 
     if "value" in p:
         return f"{p['value']:g}" + (" (ResNet-18, GPU)" if kind == "overhead" else "")
     if "low" in p and "high" in p:
-        return f"{p['low']:g}-{p['high']:g}, non-zero"
+        return f"{p['low']:.2f}-{p['high']:.2f}, non-zero"
     return "-"
 
 

@@ -424,10 +424,17 @@ def _contrasts(row: Row, alpha: float) -> None:
 
 
 def _status(e: Estimate | None) -> str | None:
-    """'+' / '-' when the interval excludes zero, '0' when it spans it, None without one."""
-    if e is None or e.mean is None or not e.has_interval:
+    """'+' / '-' when the interval excludes zero, '0' when it spans it, '?' with a value
+    but no interval (n < 2), None when an arm did not run."""
+    if e is None or e.mean is None:
         return None
+    if not e.has_interval:
+        return "?"
     return "+" if e.lo > 0 else "-" if e.hi < 0 else "0"
+
+
+def _no_interval(xs: list[str | None]) -> bool:
+    return any(x is not None for x in xs) and all(x in (None, "?") for x in xs)
 
 
 def attribution(rows: list[Row], primary: str = "weince_recipe") -> str:
@@ -445,11 +452,12 @@ def attribution(rows: list[Row], primary: str = "weince_recipe") -> str:
     total, weib, core = ([_status(r.contrasts.get(CONTRASTS[i][0])) for r in judged]
                          for i in range(3))
     runs = lambda xs: sum(x is not None for x in xs)  # noqa: E731
+    nointv = " (no interval: n < 2 encoders)"
     if primary == "weince":
         k = sum(x == "+" for x in core)
         txt = (f"the paper's comparison is the core loss alone: weince - infonce gains in {k} "
-               f"of {runs(core)} row(s)" if runs(core) else
-               "weince - infonce has no interval (arm missing or n < 2)")
+               f"of {runs(core)} row(s)" + (nointv if _no_interval(core) else "")
+               if runs(core) else "weince - infonce: not run")
         if runs(total):
             txt += (f"; the authors' recipe (weince_recipe - infonce) gains in "
                     f"{sum(x == '+' for x in total)} of {runs(total)}")
@@ -457,13 +465,16 @@ def attribution(rows: list[Row], primary: str = "weince_recipe") -> str:
     parts = []
     gained = [i for i, s in enumerate(total) if s == "+"]
     if runs(total) == 0:
-        parts.append("weince_recipe - infonce has no interval (arm missing or n < 2)")
+        parts.append("weince_recipe - infonce: not run")
     elif not gained:
-        parts.append(f"weince_recipe - infonce resolves no gain (0 of {n} rows)")
+        parts.append(f"weince_recipe - infonce resolves no gain (0 of {runs(total)} row(s)"
+                     + (", no interval: n < 2 encoders)" if _no_interval(total) else ")"))
     else:
         parts.append(f"weince_recipe - infonce gains in {len(gained)} of {n} row(s)")
         w = [weib[i] for i in gained]
-        if runs(w) == 0:
+        if all(x in (None, "?") for x in w) and runs(w):
+            parts.append("cannot attribute: weince_recipe - infonce_topm has no interval")
+        elif runs(w) == 0:
             parts.append("cannot say whether the Weibull term or the softmax top-50 term "
                          "carries it: infonce_topm not run")
         elif all(x == "+" for x in w):
@@ -480,8 +491,9 @@ def attribution(rows: list[Row], primary: str = "weince_recipe") -> str:
     else:
         k = sum(x == "+" for x in core)
         parts.append(f"the core loss alone (weince - infonce) gains in {k} of {runs(core)} "
-                     f"row(s)" + (" (so the gain is not the core loss's)" if gained and k == 0
-                                  else ""))
+                     f"row(s)" + (nointv if _no_interval(core) else "")
+                     + (" (so the gain is not the core loss's)" if gained and k == 0
+                        else ""))
     return scope + "; ".join(parts)
 
 
