@@ -28,8 +28,8 @@ treats exceedances as i.i.d.) is too narrow. Given ``groups`` (the batch each sc
 from; :func:`weince.evt.collect.load_scores` returns them as ``batch``),
 :func:`fit_gpd_pot` adds a *batch bootstrap*: resample whole batches with replacement,
 re-threshold the pooled resample at its own ``q`` quantile, refit, and take
-``xi_hat +- t_{G-1} sd`` of the refits (``xi_ci_batch``, ``G`` batches); the batches are independent draws, so this interval respects
-the sharing of images within a batch.
+``xi_hat +- t_{G-1} sd`` of the refits (``xi_ci_batch``, ``G`` batches); the batches
+are independent draws, so this interval respects the sharing of images within a batch.
 
 Example::
 
