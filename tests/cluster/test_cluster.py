@@ -144,7 +144,7 @@ def test_smoke_workflow_runs_every_rule_as_a_slurm_job(slurm_cluster, repo_copy,
     # every claim of the registry, each with one of the three verdicts
     claims = [c["id"] for c in yaml.safe_load((work / "config" / "claims.yaml").read_text())
               ["claims"]]
-    assert claims == [f"C{i}" for i in range(1, 10)]
+    assert {f"C{i}" for i in range(1, 10)} <= set(claims)   # SPEC 6's nine, and more
     summary = work / SUMMARY
     assert summary.exists(), f"{SUMMARY} was not written; outputs: {sorted(work.glob('reports/**/*'))}"
     text = summary.read_text()

@@ -19,7 +19,8 @@ def test_evt_cli_writes_json_and_figures(tmp_path, capsys):
     sim, t = link_data(2000, 64, c=3.0, lam=0.4, seed=2)
     mask = np.ones_like(sim, dtype=bool)
     src = save_scores(tmp_path / "scores.npz", endpoint_scores(100_000, 2.56, seed=1),
-                      {"sim": sim, "targets": t, "mask": mask}, meta={"tau": 0.5})
+                      {"sim": sim, "targets": t, "mask": mask}, meta={"tau": 0.5},
+                      batch=np.repeat(np.arange(50), 2000))
     out = tmp_path / "evt"
     rc = weince_main(["evt", "--scores", str(src), "--out", str(out), "--n-boot", "10",
                       "--gof-boot", "5"])
@@ -29,7 +30,10 @@ def test_evt_cli_writes_json_and_figures(tmp_path, capsys):
     assert abs(pot["fit"]["xi"] + 1 / 2.56) < 0.1 and pot["fit"]["n_exceed"] == 1000
     assert [r["q"] for r in pot["threshold_stability"]] == [0.95, 0.975, 0.99, 0.995]
     assert pot["fit"]["xi_ci_boot"] is not None and pot["provenance"]["config"]["q"] == 0.99
+    lo, hi = pot["fit"]["xi_ci_batch"]
+    assert lo < pot["fit"]["xi"] < hi and pot["fit"]["n_batches"] == 50
     assert link["status"] == "fitted" and link["fit"]["tau"] == 0.5
+    assert link["fit"]["p_value_pairs"] is None    # not the SimCLR layout: no pairs known
     assert link["fit"]["lam_ci"][0] < link["fit"]["lam"] < link["fit"]["lam_ci"][1]
     assert "provenance" in link
     for name in FIGS + ["lambda_profile"]:
@@ -74,6 +78,8 @@ def test_collect_scores_cli_with_a_saved_encoder(tmp_path):
     assert rc == 0
     d = load_scores(out)
     assert d["scores"].shape == (2 * 32 * 31 // 2,)
+    assert d["batch"].tolist() == [0] * (32 * 31 // 2) + [1] * (32 * 31 // 2)
+    assert "batch_ids" not in d["meta"]      # stored, not rebuilt
     assert d["sim"].shape == (2 * 32, 32) and d["mask"].shape == (64, 32)
     assert np.all(np.abs(d["scores"]) <= 1 + 1e-5)
     assert d["meta"]["tau"] == 0.3 and d["meta"]["dataset"] == "digits"

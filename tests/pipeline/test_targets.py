@@ -46,14 +46,16 @@ def test_pages_a_profile_does_not_run_are_not_targets():
 def test_a_registry_claim_more_is_one_table_more(tmp_path):
     """Claims come from the registry, however many: nothing counts to nine."""
     reg = yaml.safe_load((REPO / "config" / "claims.yaml").read_text())
-    extra = dict(reg["claims"][-1], id="C10")
+    new_id = f"C{len(reg['claims']) + 7}"
+    extra = dict(reg["claims"][-1], id=new_id)
     reg["claims"].append(extra)
     path = tmp_path / "claims.yaml"
     path.write_text(yaml.safe_dump(reg))
     cfg = {**smoke(), "claims": str(path)}
     outs = report_outputs(cfg)
-    assert outs["c10_md"] == Path("reports/smoke/table_c10.md")
-    assert "reports/smoke/table_c10.tex" in all_targets(cfg)
+    cid = new_id.lower()
+    assert outs[f"{cid}_md"] == Path(f"reports/smoke/table_{cid}.md")
+    assert f"reports/smoke/table_{cid}.tex" in all_targets(cfg)
 
 
 def test_one_enumeration_of_runs():

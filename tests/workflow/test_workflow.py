@@ -187,6 +187,7 @@ def test_smoke_summary_lists_every_claim_with_a_verdict(smoke_run):
     verdicts = {c["id"]: c["verdict"] for c in claims["claims"]}
     assert verdicts["C9"] == REPRODUCED      # lambda = 0 is InfoNCE, computed
     assert verdicts["C3"] == NOT_RUN         # no CIFAR-100 at the smoke profile
+    assert verdicts["C1"] == verdicts["C2"] == NOT_RUN   # digits: not a paper setting
     for i in range(1, 10):
         md = (smoke_run / f"reports/smoke/table_c{i}.md").read_text()
         assert "git commit" in md and "config hash" in md
@@ -214,9 +215,9 @@ def test_smoke_deleting_one_result_reruns_only_its_dependents(smoke_run):
     assert proc.returncode == 0, proc.stderr[-3000:]
     counts = job_counts(proc.stdout)
     assert counts, proc.stdout[-3000:]
-    # the k-NN job, the one table that reads knn.json (C6), the summary, `all`
-    # the final grid arm's k-NN is assembled per metric from the grid runs (select_knn)
-    assert counts == {"select_knn": 1, "claim_table": 1, "report": 1, "all": 1, "total": 4}, \
+    # the final grid arm's k-NN, assembled per metric from the grid runs (select_knn), the
+    # two tables that read knn.json (C6, C10), the summary, `all`
+    assert counts == {"select_knn": 1, "claim_table": 2, "report": 1, "all": 1, "total": 5}, \
         counts
     proc = snakemake(smoke_run, "--cores", "2", "--configfile", "config/smoke.yaml")
     assert proc.returncode == 0, proc.stderr[-3000:]

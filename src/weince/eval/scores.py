@@ -33,7 +33,8 @@ def collect_score_file(encoder, out, *, dataset: str | None = None, data_root=No
     """
     from weince.data.augment import build_augment
     from weince.data.vision import load_vision
-    from weince.evt.collect import collect_link_batches, collect_scores, save_scores
+    from weince.evt.collect import (collect_link_batches, collect_scores, save_scores,
+                                    score_batch_ids)
     from weince.models import load_encoder
     from weince.utils.device import resolve_device
 
@@ -67,4 +68,5 @@ def collect_score_file(encoder, out, *, dataset: str | None = None, data_root=No
             "n_batches": n_batches, "link_batches": link_batches,
             "link_batch_size": min(link_batch_size or batch_size, images.shape[0]),
             "seed": seed, "n_images": int(images.shape[0]), "augment": augment.config()}
-    return save_scores(out, scores, link, meta=meta)
+    batch = score_batch_ids(n_batches, min(batch_size, images.shape[0]))
+    return save_scores(out, scores, link, meta=meta, batch=batch)

@@ -24,7 +24,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the encoder's training temperature (default: the score file's meta, else 0.5)")
     p.add_argument("--beta", type=float, default=1.0, help="shortfall exponent of the link family")
     p.add_argument("--n-boot", type=int, default=200,
-                   help="bootstrap resamples for the check interval of xi (0 = skip)")
+                   help="bootstrap resamples for the intervals of xi: over exceedances (a check) "
+                        "and over batches (xi_ci_batch, what C1 reads); 0 = skip")
     p.add_argument("--gof-boot", type=int, default=100,
                    help="parametric bootstrap replicates for the Anderson-Darling p-value (0 = skip)")
     p.add_argument("--seed", type=int, default=0)
@@ -40,11 +41,19 @@ def main(args: argparse.Namespace) -> int:
     pot = read_json(written["pot"])["fit"]
     print(f"POT: xi = {pot['xi']:.4f} [{pot['xi_ci'][0]:.4f}, {pot['xi_ci'][1]:.4f}], "
           f"sigma = {pot['sigma']:.4g}, u = {pot['threshold']:.4f}, n = {pot['n_exceed']}")
+    if pot.get("xi_ci_batch"):
+        lo, hi = pot["xi_ci_batch"]
+        print(f"     batch-bootstrap interval of xi [{lo:.4f}, {hi:.4f}] "
+              f"({pot['n_batches']} batches, {pot['n_boot_batch']} resamples)")
     link = read_json(written["link"])
     if link["status"] == "fitted":
         f = link["fit"]
         print(f"link: lambda = {f['lam']:.4f} [{f['lam_ci'][0]:.4f}, {f['lam_ci'][1]:.4f}], "
               f"c = {f['c']:.4g}, LR = {f['lr_stat']:.2f}, p = {f['p_value']:.3g}")
+        if f.get("p_value_pairs") is not None:
+            ci = f.get("lam_ci_pairs") or [float("nan")] * 2
+            print(f"      pair-robust: p = {f['p_value_pairs']:.3g}, lambda interval "
+                  f"[{ci[0]:.4f}, {ci[1]:.4f}] ({f['n_pairs']} pairs)")
     else:
         print(f"link: not run ({link['reason']})")
     print(f"wrote {len(written)} files under {args.out}")

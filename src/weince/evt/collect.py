@@ -21,7 +21,10 @@ Example::
     model, cfg = weince.models.load_encoder("encoder.pt")
     scores = collect_scores(lambda x: model(x)[1], ds.images, augment)
     link = collect_link_batches(lambda x: model(x)[1], ds.images, augment)
-    save_scores("scores.npz", scores, link)
+    save_scores("scores.npz", scores, link, batch=score_batch_ids(64, 256))
+
+The batch ids let the tail fit resample whole batches (``weince.evt.gpd``): the scores of
+one batch share its images, so they are not independent draws.
 """
 
 from __future__ import annotations
@@ -37,7 +40,8 @@ import numpy as np
 
 from weince.evt._checks import progress
 
-__all__ = ["collect_scores", "collect_link_batches", "save_scores", "load_scores"]
+__all__ = ["collect_scores", "collect_link_batches", "save_scores", "load_scores",
+           "score_batch_ids"]
 
 
 def _batch_size(batch_size: int, n_images: int, what: str) -> int:
@@ -158,13 +162,28 @@ def collect_link_batches(embed_fn: Callable, images, augment: Callable, *, batch
     return {"sim": sims, "targets": targets, "mask": mask}
 
 
+def score_batch_ids(n_batches: int, batch_size: int) -> np.ndarray:
+    """The batch each score of :func:`collect_scores` came from (its scores are laid out
+    batch after batch, ``batch_size * (batch_size - 1) / 2`` per batch)."""
+    per = batch_size * (batch_size - 1) // 2
+    dtype = np.uint8 if n_batches <= 256 else np.uint16 if n_batches <= 65536 else np.int64
+    return np.repeat(np.arange(n_batches, dtype=dtype), per)
+
+
 def save_scores(path, scores, link: dict[str, Any] | None = None,
-                meta: dict[str, Any] | None = None) -> Path:
-    """Write ``scores`` (and optionally the link batches ``sim, targets, mask`` and a JSON
-    ``meta`` dict, e.g. the encoder's ``tau``) to an ``.npz`` file, atomically."""
+                meta: dict[str, Any] | None = None, batch=None) -> Path:
+    """Write ``scores`` (and optionally the link batches ``sim, targets, mask``, a JSON
+    ``meta`` dict, e.g. the encoder's ``tau``, and ``batch``, the batch id of each score,
+    which the tail fit's batch bootstrap needs) to an ``.npz`` file, atomically."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     arrays: dict[str, np.ndarray] = {"scores": np.asarray(scores, dtype=np.float32).reshape(-1)}
+    if batch is not None:
+        b = np.asarray(batch).reshape(-1)
+        if b.shape != arrays["scores"].shape or not np.issubdtype(b.dtype, np.integer):
+            raise ValueError(f"batch must hold one integer batch id per score "
+                             f"({arrays['scores'].size}), got {b.dtype} {b.shape}")
+        arrays["batch"] = b
     if link is not None:
         missing = {"sim", "targets"} - set(link)
         if missing:
@@ -183,8 +202,12 @@ def save_scores(path, scores, link: dict[str, Any] | None = None,
 
 
 def load_scores(path) -> dict[str, Any]:
-    """Read a file written by :func:`save_scores`: ``{"scores", ["sim", "targets",
-    "mask"], "meta": dict}``."""
+    """Read a file written by :func:`save_scores`: ``{"scores", ["batch"], ["sim",
+    "targets", "mask"], "meta": dict}``.
+
+    Files written before batch ids were stored have no ``batch`` array; when their
+    ``meta`` records ``n_batches`` and ``batch_size`` and the score count matches that
+    layout, ``batch`` is rebuilt from it (``meta["batch_ids"] = "rebuilt from meta"``)."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"score file {path} does not exist; make it with `weince "
@@ -203,4 +226,10 @@ def load_scores(path) -> dict[str, Any]:
                          "written by weince.evt.collect.save_scores")
     out: dict[str, Any] = {k: v for k, v in arrays.items() if k != "meta"}
     out["meta"] = json.loads(str(arrays["meta"])) if "meta" in arrays else {}
+    if "batch" not in out:
+        nb, bs = out["meta"].get("n_batches"), out["meta"].get("batch_size")
+        if isinstance(nb, int) and isinstance(bs, int) and \
+                nb * (bs * (bs - 1) // 2) == out["scores"].size:
+            out["batch"] = score_batch_ids(nb, bs)
+            out["meta"]["batch_ids"] = "rebuilt from meta"
     return out

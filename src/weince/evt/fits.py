@@ -39,7 +39,13 @@ def run_pot(scores_path, out_json, *, q: float = 0.99, qs=SPEC_QS, n_boot: int =
            "gof_boot": gof_boot}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        pot = fit_gpd_pot(data["scores"], q=q, n_boot=n_boot, gof_boot=gof_boot, seed=seed)
+        groups = data.get("batch")
+        if groups is None:
+            warnings.warn(f"{scores_path} records no batch ids: no batch-bootstrap interval "
+                          "for xi (the profile interval treats exceedances as independent, "
+                          "which they are not); re-collect the scores", stacklevel=1)
+        pot = fit_gpd_pot(data["scores"], q=q, n_boot=n_boot, gof_boot=gof_boot, seed=seed,
+                          groups=groups, n_boot_batch=n_boot)
         stab = threshold_stability(data["scores"], qs=qs)
         me = mean_excess(data["scores"])
     written = {"pot": write_json(out_json, {
@@ -66,7 +72,7 @@ def run_link(scores_path, out_json, *, tau: float | None = None, beta: float = 1
     file's ``meta["tau"]`` (the encoder's training temperature), else 0.5. Without link
     batches in the file, ``out_json`` records ``status: not_run`` and the reason."""
     from weince.evt.collect import load_scores
-    from weince.evt.link import fit_link_selection
+    from weince.evt.link import fit_link_selection, simclr_pair_ids
 
     out_json = Path(out_json)
     data = load_scores(scores_path)
@@ -78,8 +84,12 @@ def run_link(scores_path, out_json, *, tau: float | None = None, beta: float = 1
     if "sim" in data and "targets" in data:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
+            pairs = simclr_pair_ids(data["targets"], data["sim"].shape[1])
+            if pairs is None:
+                warnings.warn("the link batches do not follow the SimCLR layout: no pair-robust "
+                              "test (rows are treated as independent)", stacklevel=1)
             link = fit_link_selection(data["sim"], data["targets"], data.get("mask"), tau=tau,
-                                      beta=beta, eps=eps)
+                                      beta=beta, eps=eps, pairs=pairs)
         written["link"] = write_json(out_json, {
             "status": "fitted", "fit": link.to_dict(), "warnings": _report(caught),
             "paper": {"lambda": PAPER["lambda"]}, "meta": meta}, cfg=cfg, seed=seed)

@@ -24,6 +24,17 @@ The likelihood-ratio statistic ``2 (l_max - l_softmax)`` tests ``lambda = 0``, w
 the boundary of the parameter space, so its null law is ``0.5 chi2_0 + 0.5 chi2_1``:
 ``p = 0.5 * P(chi2_1 >= LR)`` for ``LR > 0`` and ``p = 1`` for ``LR = 0``.
 
+Dependence. Both the interval and that p-value treat the anchors as independent. In a
+SimCLR batch they are not: rows ``i`` and ``i + N`` share one positive pair (their positive
+similarity is the same number), so the i.i.d. test is too confident. Given ``pairs`` (a
+cluster id per row; :func:`simclr_pair_ids` derives it from the SimCLR layout), the fit
+also reports a *pair-robust* test: the one-sided score test of ``lambda = 0`` against
+``lambda > 0`` at the softmax fit, with the efficient score for ``gamma`` (the ``alpha``
+direction projected out) summed within each pair and its variance estimated from those
+pair sums (a cluster-robust statistic, ``p_value_pairs``), and a sandwich-variance Wald
+interval for ``lambda`` (``lam_ci_pairs``). The one-sided score test needs no boundary
+mixture: ``Z = U / sqrt(V)`` is standard normal at ``lambda = 0``.
+
 Example::
 
     from weince.evt import fit_link_selection
@@ -44,7 +55,8 @@ from scipy import optimize, stats
 
 from weince.evt._checks import as_numpy, check_similarities
 
-__all__ = ["LinkFit", "fit_link_selection", "link_loglik", "prepare_link_data"]
+__all__ = ["LinkFit", "fit_link_selection", "link_loglik", "prepare_link_data",
+           "pair_score_test", "simclr_pair_ids"]
 
 _CHUNK_ELEMS = 1 << 17      # entries per chunk (512 KiB of float32): stays in cache
 _C_MAX = 1e4                # c beyond this: the positive is (nearly) always the top candidate
@@ -269,6 +281,102 @@ def link_loglik(sim, targets, mask=None, *, c: float, lam: float, tau: float = 0
     return _loglik64(data, c * (1.0 - lam), c * lam)
 
 
+
+def _row_scores(data: LinkData, alpha: float, gamma: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per-row score vector ``(a_t - E_p[a], b_t - E_p[b])`` at ``(alpha, gamma)`` (float64)."""
+    ua = np.empty(data.n_anchors)
+    ub = np.empty(data.n_anchors)
+    step = max(1, _CHUNK_ELEMS // data.n_candidates)
+    for i in range(0, data.n_anchors, step):
+        s = data.s[i:i + step].astype(np.float64)
+        a = s / data.tau
+        b = -data.beta * np.log1p(-np.minimum(s, 1.0 - data.eps))
+        z = alpha * a + gamma * b
+        e = np.exp(z - z.max(axis=1, keepdims=True))
+        p = e / e.sum(axis=1, keepdims=True)
+        r = np.arange(s.shape[0])
+        t = data.t[i:i + step]
+        ua[i:i + step] = a[r, t] - (p * a).sum(axis=1)
+        ub[i:i + step] = b[r, t] - (p * b).sum(axis=1)
+    return ua, ub
+
+
+def _cluster_sums(x: np.ndarray, pairs: np.ndarray) -> np.ndarray:
+    """Sums of ``x`` (rows, or rows x k) within each cluster id of ``pairs``."""
+    _, inv = np.unique(pairs, return_inverse=True)
+    n = int(inv.max()) + 1
+    if x.ndim == 1:
+        return np.bincount(inv, weights=x, minlength=n)
+    return np.stack([np.bincount(inv, weights=x[:, j], minlength=n) for j in range(x.shape[1])],
+                    axis=1)
+
+
+def _check_pairs(pairs, n_rows: int) -> np.ndarray:
+    p = np.asarray(pairs).reshape(-1)
+    if p.shape != (n_rows,):
+        raise ValueError(f"pairs must give one cluster id per row ({n_rows}), got shape "
+                         f"{np.asarray(pairs).shape}")
+    if not np.issubdtype(p.dtype, np.integer):
+        raise ValueError(f"pairs must be integer cluster ids, got dtype {p.dtype}")
+    return p
+
+
+def _score_test(data: LinkData, c_soft: float, pairs: np.ndarray | None
+                ) -> dict[str, float | None]:
+    """One-sided score test of ``gamma = 0`` at the softmax fit ``(c_soft, 0)``: the
+    efficient score ``s_i = u_b,i - (I_ab / I_aa) u_a,i`` summed, with the model-based
+    variance (rows independent) and, given ``pairs``, the cluster-robust one."""
+    ua, ub = _row_scores(data, c_soft, 0.0)
+    ev = _Evaluator(data)
+    _, _, H = ev.full(c_soft, 0.0)
+    i_aa, i_ab, i_bb = -H[0, 0], -H[0, 1], -H[1, 1]
+    eff = ub - (i_ab / i_aa) * ua if i_aa > 0 else ub
+    U = float(eff.sum())
+    v_model = i_bb - i_ab * i_ab / i_aa if i_aa > 0 else i_bb
+    out: dict[str, float | None] = {"score": U, "z_iid": None, "p_value_score_iid": None,
+                                    "z_pairs": None, "p_value_pairs": None, "n_pairs": None}
+    if v_model > 0:
+        z = U / math.sqrt(v_model)
+        out["z_iid"], out["p_value_score_iid"] = z, float(stats.norm.sf(z))
+    if pairs is not None:
+        sums = _cluster_sums(eff, pairs)
+        G = sums.size
+        v_rob = float(np.sum(sums * sums)) * G / max(G - 1, 1)   # small-sample factor
+        out["n_pairs"] = G
+        if v_rob > 0:
+            z = U / math.sqrt(v_rob)
+            out["z_pairs"], out["p_value_pairs"] = z, float(stats.norm.sf(z))
+    return out
+
+
+def pair_score_test(sim, targets, mask=None, *, pairs, tau: float = 0.5, beta: float = 1.0,
+                    eps: float = 1e-6) -> dict[str, float | None]:
+    """The pair-robust score test of ``lambda = 0`` alone (no full fit): softmax fit, then
+    :func:`fit_link_selection`'s ``p_value_pairs``. Returns ``score, z_iid,
+    p_value_score_iid, z_pairs, p_value_pairs, n_pairs, c_softmax``."""
+    data = prepare_link_data(sim, targets, mask, tau=tau, beta=beta, eps=eps)
+    p = _check_pairs(pairs, data.n_anchors)
+    c, _, _ = _newton_ray(_Evaluator(data), 0.0, 1.0)
+    out = _score_test(data, c, p)
+    out["c_softmax"] = c
+    return out
+
+
+def simclr_pair_ids(targets, n_cols: int) -> np.ndarray | None:
+    """Cluster ids that put rows ``i`` and ``i + N`` of each stacked SimCLR batch together
+    (``2N = n_cols`` rows per batch, positive of row ``i`` at ``(i + N) mod 2N``); None when
+    ``targets`` do not follow that layout."""
+    t = np.asarray(targets).reshape(-1)
+    if n_cols < 2 or n_cols % 2 or t.size % n_cols:
+        return None
+    n = n_cols // 2
+    r = np.arange(t.size)
+    i = r % n_cols
+    if not np.array_equal(t, (i + n) % n_cols):
+        return None
+    return (r // n_cols) * n + i % n
+
+
 # ----------------------------------------------------------------------------- fitting
 
 def _noise(ll: float) -> float:
@@ -375,6 +483,11 @@ class LinkFit:
         loglik_uniform: log-likelihood of a uniform choice (``c = 0``), a reference.
         top1: fraction of anchors whose positive is the most similar candidate.
         profile: ``{"lam": [...], "loglik": [...]}`` points of the profile likelihood.
+        p_value_pairs: one-sided score test of ``lambda = 0`` with a pair-robust variance
+            (None without ``pairs``); ``p_value_score_iid`` the same test treating rows as
+            independent; ``n_pairs`` the number of clusters.
+        lam_ci_pairs, se_lam_pairs: Wald interval of ``lambda`` (clipped to [0, 1]) from the
+            pair-robust sandwich variance at the fit (None without ``pairs``).
     """
 
     lam: float
@@ -398,17 +511,24 @@ class LinkFit:
     n_passes: int = 0
     notes: list[str] = field(default_factory=list)
     profile: dict[str, list[float]] = field(default_factory=dict)
+    p_value_pairs: float | None = None
+    p_value_score_iid: float | None = None
+    z_pairs: float | None = None
+    n_pairs: int | None = None
+    lam_ci_pairs: tuple[float, float] | None = None
+    se_lam_pairs: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["lam_ci"] = list(self.lam_ci)
+        d["lam_ci_pairs"] = None if self.lam_ci_pairs is None else list(self.lam_ci_pairs)
         d["temperature_softmax"] = self.tau / self.c_softmax if self.c_softmax > 0 else None
         return d
 
 
 def fit_link_selection(sim, targets, mask=None, tau: float = 0.5, beta: float = 1.0, *,
                        eps: float = 1e-6, ci_level: float = 0.95,
-                       profile_points: int = 7) -> LinkFit:
+                       profile_points: int = 7, pairs=None) -> LinkFit:
     """Maximum-likelihood fit of the softmax / Weibull-shortfall link family (SPEC 5).
 
     Args:
@@ -422,6 +542,8 @@ def fit_link_selection(sim, targets, mask=None, tau: float = 0.5, beta: float = 
         ci_level: level of the profile-likelihood interval for ``lambda``.
         profile_points: extra profile evaluations on a grid around the interval (for the
             figure; 0 = only those the interval search needs).
+        pairs: optional ``(B,)`` integer cluster id per row (rows sharing a positive pair
+            share an id; :func:`simclr_pair_ids`): adds the pair-robust test and interval.
 
     Returns:
         :class:`LinkFit`.
@@ -430,6 +552,7 @@ def fit_link_selection(sim, targets, mask=None, tau: float = 0.5, beta: float = 
         ValueError: see :func:`prepare_link_data`.
     """
     data = prepare_link_data(sim, targets, mask, tau=tau, beta=beta, eps=eps)
+    pairs = None if pairs is None else _check_pairs(pairs, data.n_anchors)
     if not 0 < ci_level < 1:
         raise ValueError(f"ci_level must be in (0, 1), got {ci_level}")
     if data.n_anchors < 100:
@@ -524,10 +647,40 @@ def fit_link_selection(sim, targets, mask=None, tau: float = 0.5, beta: float = 
         ll64 = ll0_64
     lr = 2.0 * (ll64 - ll0_64)
     p = 1.0 if lr <= 0 else 0.5 * float(stats.chi2.sf(lr, 1))
+    st = _score_test(data, c_soft, pairs)
+    ci_pairs = se_pairs = None
+    if pairs is not None:
+        se_pairs = _sandwich_se_lam(data, c_hat, lam_hat, pairs)
+        if se_pairs is not None:
+            z = float(stats.norm.ppf(0.5 + ci_level / 2))
+            ci_pairs = (max(0.0, lam_hat - z * se_pairs), min(1.0, lam_hat + z * se_pairs))
     return LinkFit(lam=float(lam_hat), c=float(c_hat), lam_ci=(float(lo), float(hi)),
                    loglik=ll64, loglik_softmax=ll0_64, c_softmax=float(c_soft), lr_stat=lr,
                    p_value=p, n_anchors=data.n_anchors, n_candidates=data.n_candidates,
                    tau=data.tau, beta=data.beta, eps=data.eps, ci_level=ci_level,
                    se_lam=se_lam, loglik_uniform=-data.n_anchors * math.log(data.n_candidates),
                    top1=data.top1, converged=converged, n_passes=ev.n_passes, notes=notes,
-                   profile=profile)
+                   profile=profile, p_value_pairs=st["p_value_pairs"],
+                   p_value_score_iid=st["p_value_score_iid"], z_pairs=st["z_pairs"],
+                   n_pairs=st["n_pairs"], lam_ci_pairs=ci_pairs, se_lam_pairs=se_pairs)
+
+
+def _sandwich_se_lam(data: LinkData, c: float, lam: float, pairs: np.ndarray) -> float | None:
+    """Pair-robust standard error of ``lambda = gamma / (alpha + gamma)`` at the fit:
+    ``H^-1 M H^-1`` with ``M`` the outer products of the per-pair score sums."""
+    if not c > 0:
+        return None
+    alpha, gamma = c * (1.0 - lam), c * lam
+    ua, ub = _row_scores(data, alpha, gamma)
+    _, _, H = _Evaluator(data).full(alpha, gamma)
+    sums = _cluster_sums(np.stack([ua, ub], axis=1), pairs)
+    G = sums.shape[0]
+    M = sums.T @ sums * G / max(G - 1, 1)
+    try:
+        Hi = np.linalg.inv(H)
+    except np.linalg.LinAlgError:
+        return None
+    cov = Hi @ M @ Hi
+    grad = np.array([-gamma, alpha]) / (alpha + gamma) ** 2
+    v = float(grad @ cov @ grad)
+    return math.sqrt(v) if v > 0 and math.isfinite(v) else None

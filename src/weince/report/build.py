@@ -51,8 +51,9 @@ def scale_line(cfg: dict[str, Any], stage: str) -> str:
     if stage == "text":
         t = cfg.get("text") or {}
         s = t.get("simcse") or {}
-        data = t.get("corpus", "?") + (" (SYNTHETIC sentences and pairs, a pipeline check, "
-                                       "not STS-B)" if t.get("corpus") == "synthetic" else "")
+        data = t.get("corpus", "?") + (" (SYNTHETIC sentences and graded pairs made by the "
+                                       "project, a pipeline check; not wiki1m, not the STS "
+                                       "benchmark)" if t.get("corpus") == "synthetic" else "")
         return (f"profile {p}: {', '.join(t.get('models', []))} on {data}, "
                 f"{s.get('epochs', '?')} epoch(s), batch {s.get('batch_size', '?')}, "
                 f"encoder seeds {', '.join(map(str, t.get('seeds', [])))}")
@@ -220,7 +221,8 @@ def build_report(cfg: dict[str, Any], *, claims_path: str | Path | None = None,
     write_json(out / "claims.json", {
         "profile": cfg["profile"],
         "claims": [{"id": r.claim["id"], "title": r.claim["title"], "verdict": r.verdict,
-                    "reason": r.reason, "primary_arm": r.claim["arms"]["primary"],
+                    "reason": r.reason, "rule": r.rule, "attribution": r.attribution,
+                    "primary_arm": r.claim["arms"]["primary"],
                     "arm_verdicts": r.arm_verdicts,
                     "result_provenance": r.provenance.describe()} for r in results],
     }, cfg=cfg)

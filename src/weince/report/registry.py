@@ -91,5 +91,8 @@ def _check_claim(c: dict[str, Any], path: Path) -> None:
                 raise ValueError(f"{where}: row {r} has no metric and the claim none either")
     elif kind == "overhead" and not isinstance(c.get("rows"), list):
         raise ValueError(f"{where}: kind 'overhead' needs rows naming the timed backbone")
-    elif "metric" not in c:
+    elif "metric" not in c and "metrics" not in c:
         raise ValueError(f"{where}: kind {kind!r} needs a metric")
+    if kind in ("sign", "reject") and c.get("rows") == "any":
+        raise ValueError(f"{where}: kind {kind!r} needs the paper's own settings as rows "
+                         f"(rows: any would judge every setting a profile ran as the paper's)")

@@ -2,8 +2,11 @@
 
 One table per claim, in long format: a line per (setting, metric, arm) with our value,
 its 95% t-interval across encoder seeds and ``n``, the gain over the baseline arm (or the
-kind's detail), the paper's figure and the verdict. Missing results read ``missing``;
-nothing in a table is typed by hand.
+kind's detail), the paper's figure, the verdict and why. Gain tables add a line per
+attribution contrast (``weince_recipe - infonce``, ``weince_recipe - infonce_topm``,
+``weince - infonce``) with its interval. Scale-model rows carry a reading, never a verdict.
+The decision rule stands above each table. Missing results read ``missing``; nothing in a
+table is typed by hand.
 """
 
 from __future__ import annotations
@@ -12,13 +15,14 @@ import re
 from typing import Any
 
 from weince.report.stats import Estimate
-from weince.report.verdicts import NOT_RUN, ClaimResult, Row
+from weince.report.verdicts import (COMMON_RULE, CONTRASTS, NOT_RUN, SCALE_MODEL, ClaimResult,
+                                    Row)
 
 __all__ = ["claim_lines", "claim_markdown", "claim_latex", "summary_markdown",
            "latex_document", "latex_escape", "fmt_estimate"]
 
 HEADER = ["Setting", "Metric", "Arm", "Ours: mean [95% CI] (n)", "vs. baseline / detail",
-          "Paper", "Verdict"]
+          "Paper", "Verdict", "Why"]
 
 
 def _num(x: float | None, digits: int) -> str:
@@ -52,21 +56,24 @@ def _paper_cell(claim: dict[str, Any], row: Row, arm: str, base: str | None) -> 
     if kind == "gain":
         if arm == base:
             if "baseline" in p:
-                return f"{p['baseline']:.2f}" + (f" +- {p['baseline_sd']:.2f}"
-                                                 if "baseline_sd" in p else "")
+                txt = f"{p['baseline']:.2f}" + (f" +- {p['baseline_ci95_half']:.2f} (95% CI)"
+                                                if "baseline_ci95_half" in p else "")
+                if row.reference:
+                    txt += f"; {row.reference['label']}: {row.reference['value']:g}"
+                return txt
             return "-"
         if "treatment" in p:
             gain = p.get("gain", p["treatment"] - p["baseline"])
-            return f"{p['treatment']:.2f}" + (f" +- {p['treatment_sd']:.2f}"
-                                              if "treatment_sd" in p else "") + \
+            return f"{p['treatment']:.2f}" + (f" +- {p['treatment_ci95_half']:.2f} (95% CI)"
+                                              if "treatment_ci95_half" in p else "") + \
                 f" (gain {gain:+.2f})"
         return f"gain {p['gain']:+.2f}"
     if kind == "noninferior":
-        return "gain >= 0" if arm != base else "-"
+        return (f"gain >= 0 (margin {claim.get('tolerance', 0):g})" if arm != base else "-")
     if "value" in p:
         return f"{p['value']:g}" + (" (ResNet-18, GPU)" if kind == "overhead" else "")
     if "low" in p and "high" in p:
-        return f"{p['low']:g}-{p['high']:g}, non-zero"
+        return f"{p['low']:.2f}-{p['high']:.2f}, non-zero"
     return "-"
 
 
@@ -85,17 +92,19 @@ def _detail(claim: dict[str, Any], row: Row, arm: str, base: str | None) -> str:
         return "n/a"
     if kind == "sign":
         lo, hi = cell.extra.get("lo"), cell.extra.get("hi")
-        src = "fit interval" if cell.extra.get("fit_interval_used") else "t-interval"
         if lo is None:
-            return "n/a"
-        txt = f"{src} [{lo:.3f}, {hi:.3f}] vs 0"
-        pv, tol = row.paper.get("value"), claim.get("tolerance")
-        if pv is not None and tol is not None and cell.est.mean is not None:
-            near = abs(cell.est.mean - pv) <= tol
-            txt += f"; paper {pv:g} within {tol:g}: {'yes' if near else 'no'}"
+            return "no interval"
+        txt = f"[{lo:.3f}, {hi:.3f}] ({cell.extra.get('interval_source', '')})"
+        tol = claim.get("tolerance")
+        if tol is not None:
+            txt += f"; widened by {tol:g}: [{lo - tol:.3f}, {hi + tol:.3f}]"
         return txt
     if kind == "reject":
-        return f"softmax rejected (p < alpha) in {cell.extra.get('rejected', 'n/a')} fits"
+        txt = f"softmax rejected (p < alpha) in {cell.extra.get('rejected', 'n/a')} fits"
+        if cell.extra.get("lo") is not None:
+            txt += (f"; lambda [{cell.extra['lo']:.3f}, {cell.extra['hi']:.3f}] "
+                    f"({cell.extra.get('interval_source', '')})")
+        return txt
     if kind == "overhead":
         txt = f"trainable parameters: {cell.extra.get('params_total', 'n/a')}"
         if len(cell.extra.get("interval") or []) == 1:   # one timing file per profile
@@ -111,8 +120,41 @@ def _detail(claim: dict[str, Any], row: Row, arm: str, base: str | None) -> str:
     return ""
 
 
+def _verdict_cells(row: Row, arm: str, base: str | None) -> tuple[str, str]:
+    """(verdict, why): a scale-model row's reading goes to 'why', its verdict cell says
+    there is none."""
+    v = row.verdicts.get(arm)
+    if v is None:
+        return ("baseline" if arm == base else NOT_RUN), ""
+    if v.startswith(SCALE_MODEL + ":"):
+        return f"{SCALE_MODEL} (no verdict)", v[len(SCALE_MODEL) + 1:].strip()
+    return v, row.reasons.get(arm, "")
+
+
+def _contrast_lines(claim: dict[str, Any], row: Row) -> list[list[str]]:
+    out = []
+    for name, t, r, what in CONTRASTS:
+        if name not in row.contrasts:
+            continue
+        e = row.contrasts[name]
+        if e is None:
+            missing = [a for a in (t, r) if a not in row.cells]
+            ours = "not run" + (f" ({', '.join(missing)} not run here)" if missing else "")
+        else:
+            ours = fmt_estimate(e, 2, signed=True)
+        paper = "-"
+        if name == CONTRASTS[0][0] and row.paper_setting and row.paper and \
+                claim["kind"] == "gain":
+            p = row.paper
+            paper = f"gain {p.get('gain', p.get('treatment', 0) - p.get('baseline', 0)):+.2f}"
+        out.append([row.setting.label(), row.label or row.metric, name, ours, what, paper,
+                    "attribution (no verdict)", ""])
+    return out
+
+
 def claim_lines(res: ClaimResult) -> list[list[str]]:
-    """The table body: one list of strings per (row, arm), in HEADER's column order."""
+    """The table body: one list of strings per (row, arm), then the row's attribution
+    contrasts, in HEADER's column order."""
     claim = res.claim
     base = claim["arms"].get("baseline")
     lines = []
@@ -122,10 +164,12 @@ def claim_lines(res: ClaimResult) -> list[list[str]]:
             cell = row.cells.get(arm)
             ours = (fmt_estimate(cell.est, _digits(claim), len(cell.missing))
                     if cell else "missing")
-            verdict = row.verdicts.get(arm, "baseline" if arm == base else NOT_RUN)
+            verdict, why = _verdict_cells(row, arm, base)
             lines.append([row.setting.label(), row.label or row.metric, arm, ours,
                           _detail(claim, row, arm, base), _paper_cell(claim, row, arm, base),
-                          verdict])
+                          verdict, why])
+        if row.cells:
+            lines += _contrast_lines(claim, row)
     return lines
 
 
@@ -154,6 +198,16 @@ def claim_markdown(res: ClaimResult, run_info: dict[str, str]) -> str:
         f"## {c['id']}: {c['title']}",
         "",
         f"- **Verdict ({arms['primary']}): {res.verdict}** ({res.reason})",
+        f"- Rule: {res.rule} {COMMON_RULE}",
+    ]
+    if res.attribution:
+        parts.append(f"- Which difference carries the gain: {res.attribution}")
+    if c.get("note"):
+        parts.append(f"- Note: {c['note']}")
+    refs = [r.reference for r in res.rows if r.reference]
+    for ref in {id(x): x for x in refs}.values():
+        parts.append(f"- Reference: {ref['label']} = {ref['value']:g} ({ref['source']})")
+    parts += [
         f"- Other arms: {others}",
         f"- Paper: {c['paper_figure']}" + (f" ({c['source']})" if c.get("source") else ""),
         f"- Scale: {res.scale}",
@@ -205,12 +259,16 @@ def latex_escape(text: str) -> str:
 def claim_latex(res: ClaimResult, run_info: dict[str, str]) -> str:
     c = res.claim
     lines = claim_lines(res)
-    cols = "lllrlll"
+    cols = "lllrllll"
     body = [" & ".join(latex_escape(x) for x in ln) + r" \\" for ln in lines]
     prov = " ".join(latex_escape(x) for x in _prov_lines(res, run_info))
     caption = (f"{c['id']}: {c['title']}. Paper: {c['paper_figure']}. "
                f"Verdict ({c['arms']['primary']}): {res.verdict} ({res.reason}). "
-               f"Scale: {res.scale}.")
+               f"Rule: {res.rule} "
+               + (f"Which difference carries the gain: {res.attribution}. "
+                  if res.attribution else "")
+               + (f"Note: {c['note']} " if c.get("note") else "")
+               + f"Scale: {res.scale}.")
     return "\n".join([
         f"% generated by `weince report`; do not edit ({c['id']})",
         r"\begin{table}[htbp]",
@@ -256,19 +314,27 @@ def summary_markdown(results: list[ClaimResult], run_info: dict[str, str],
         f"Scale: {scale}",
         "",
         "Every verdict below is computed by `weince report` from the result files "
-        "(`config/claims.yaml` fixes the comparison and tolerance of each claim). "
-        "`not run at this profile` means the profile did not run the paper's setting; "
-        "scale-model rows in the per-claim tables show what the profile did run.",
+        "(`config/claims.yaml` fixes the comparison and tolerance of each claim; the rule "
+        "stands beside each verdict and in `docs/verdicts.md`). " + COMMON_RULE
+        + " `not run at this profile` means the profile ran none of the paper's settings; "
+        "the per-claim tables show what it did run.",
         "",
-        "| Claim | What | Paper | Verdict | Other arms | Table |",
-        "|---|---|---|---|---|---|",
+        "| Claim | What | Paper | Verdict | Rule | Which difference carries the gain "
+        "| Other arms | Table |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         c = r.claim
         others = "; ".join(f"{a}: {v}" for a, v in r.arm_verdicts.items()) or "-"
-        lines.append(f"| {c['id']} | {c['title']} | {c['paper_figure']} | "
-                     f"**{r.verdict}** ({c['arms']['primary']}; {r.reason}) | {others} | "
-                     f"[md](table_{c['id'].lower()}.md), [tex](table_{c['id'].lower()}.tex) |")
+        cells = [c["id"], c["title"], c["paper_figure"],
+                 f"**{r.verdict}** ({c['arms']['primary']}; {r.reason})", r.rule,
+                 r.attribution or "-", others,
+                 f"[md](table_{c['id'].lower()}.md), [tex](table_{c['id'].lower()}.tex)"]
+        lines.append("| " + " | ".join(x.replace("|", "\\|") for x in cells) + " |")
+    noted = [r for r in results if r.claim.get("note")]
+    if noted:
+        lines += ["", "Notes:", ""]
+        lines += [f"- {r.claim['id']}: {r.claim['note']}" for r in noted]
     if companions:
         lines += ["", "## Companion claims and ablations", "",
                   "Computed by their own rules from the result files (see the linked pages).", "",

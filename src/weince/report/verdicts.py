@@ -1,26 +1,35 @@
 """Verdicts computed from result files, one evaluator per claim kind.
 
-Vocabulary (SPEC 6): ``reproduced``, ``not reproduced``, ``not run at this profile``.
+Vocabulary (SPEC 6): ``reproduced``, ``not reproduced``, ``not run at this profile``, and
+``partially run: k of n rows reproduced`` when only some of a claim's paper rows ran.
 
-Decision rules (``tol`` = the claim's tolerance, in the paper's unit):
+Every claim in ``config/claims.yaml`` lists the paper's own settings as ``rows`` (C9, a
+property of the loss, uses ``rows: any``; C5 and C10 a ``grid``). Only those rows get a
+verdict. A setting the profile ran that the paper did not (``digits`` for CIFAR-100, a
+small CNN for ResNet-18, MiniLM on synthetic pairs for BERT on STS-B) is a *scale-model
+row*: its numbers and a plain-words reading (``scale model: ...``), never a verdict, and a
+claim with only such rows is ``not run at this profile``.
 
-- ``gain``: per row and treatment arm, with ``g`` our gain (arm - baseline; Welch
-  interval across encoder seeds) and ``G`` the paper's gain: reproduced when ``g`` has the
-  sign of ``G`` and ``|g - G| <= tol``, or when both paper per-arm values lie inside our
-  per-arm 95% intervals and each interval is informative (half-width <= ``tol``).
-- ``noninferior``: ``g >= -tol`` on every row.
-- ``sign``: the row's 95% interval of the metric lies strictly on the expected side of 0
-  (t-interval across encoders; with one encoder, the fit's own interval).
-- ``reject``: every fit of the row has ``p < alpha`` and a positive estimate.
-- ``overhead``: the primary arm's overhead <= ``tol`` and its trainable parameters = 0.
-- ``exact``: the largest recorded difference <= ``tol``.
+The decision rule of each kind is written once, in words, in :data:`RULES` (rendered with
+the claim's own tolerance by :func:`rule_text`); the tables print it beside the verdict
+and ``docs/verdicts.md`` repeats it (a test keeps the two equal). ``tol`` is the claim's
+``tolerance`` in the paper's unit; every interval is a 95% one (``alpha`` = 0.05):
 
-The claim's verdict is the primary arm's, over the paper's own settings that the profile
-ran (all must pass). Settings the profile ran that are not the paper's (``digits`` for
-CIFAR-100, MiniLM on synthetic pairs for BERT on STS-B) are shown as *scale-model rows*:
-their numbers and direction are reported, but they never make a paper claim
-``reproduced``; with only such rows the claim is ``not run at this profile``. Claims about
-the method itself (C1, C2, C8, C9: ``rows: any``) are judged on whatever the profile ran.
+- ``gain`` (C3, C4, C6, C7): our gain ``g`` (arm - baseline, Welch t-interval across
+  encoder seeds) must exclude zero on the side of the paper's gain ``G``, and ``G`` must
+  lie inside our interval or within ``tol`` of our mean.
+- ``noninferior`` (C5, C10): the lower end of our gain's interval is at least ``-tol``
+  (the non-inferiority margin), on every row.
+- ``sign`` (C1): ``xi < 0``, our interval of ``xi`` below zero, and the paper's value
+  inside our interval widened by ``tol`` on each side.
+- ``reject`` (C2): every fit rejects the softmax link (``p < alpha``, the pair-robust test
+  when the file has it) and our interval of ``lambda`` overlaps the paper's range.
+- ``overhead`` (C8): overhead ``<= tol`` percent and zero trainable parameters.
+- ``exact`` (C9): the largest recorded difference ``<= tol``.
+
+Gain tables also carry the *attribution* contrasts of :data:`CONTRASTS` (what the
+Weibull term adds once InfoNCE has the same top-50 term, and the core loss alone), each
+with its interval; :func:`attribution` says in words which one carries a gain.
 """
 
 from __future__ import annotations
@@ -30,12 +39,74 @@ from pathlib import Path
 from typing import Any, Callable
 
 from weince.pipeline.layout import Setting
-from weince.report.results import Provenance, encoder_value, get_key, load_result
+from weince.report.results import (Provenance, ResultSchemaError, encoder_value, get_key,
+                                   load_result)
 from weince.report.stats import Estimate, diff_estimate, estimate
-from weince.utils.vocabulary import NOT_REPRODUCED, NOT_RUN, REPRODUCED
+from weince.utils.vocabulary import NOT_REPRODUCED, NOT_RUN, PARTIAL, REPRODUCED, SCALE_MODEL
 
-__all__ = ["REPRODUCED", "NOT_REPRODUCED", "NOT_RUN", "Cell", "Row", "ClaimResult",
-           "evaluate_claim", "Setting"]
+__all__ = ["REPRODUCED", "NOT_REPRODUCED", "NOT_RUN", "PARTIAL", "SCALE_MODEL", "RULES",
+           "COMMON_RULE", "CONTRASTS", "Cell", "Row", "ClaimResult", "evaluate_claim",
+           "Setting", "rule_text", "attribution", "partial_verdict"]
+
+COMMON_RULE = ("Only the paper's own settings get a verdict; any other setting is a "
+               "scale-model row (its numbers and a plain-words reading, no verdict). When "
+               "only some of the paper's rows ran, the claim reads 'partially run: k of n "
+               "rows reproduced'.")
+
+RULES = {
+    "gain": ("Reproduced when our gain's 95% interval (Welch, across encoder seeds) excludes "
+             "zero on the paper's side and the paper's gain lies inside that interval or "
+             "within {tol} {unit} of our mean gain; fewer than 2 encoders per arm give no "
+             "interval and so no reproduction."),
+    "noninferior": ("Reproduced when, on every row, the lower end of our gain's 95% interval "
+                    "(Welch, across encoder seeds) is at least -{tol} {unit} (the "
+                    "non-inferiority margin)."),
+    "sign": ("Reproduced when xi < 0, our 95% interval of xi lies below zero, and the "
+             "paper's {value} lies inside our interval widened by {tol} on each side. The "
+             "interval is the t-interval across encoder seeds (n >= 2), else the fit's "
+             "batch-bootstrap interval (else its i.i.d. profile interval, flagged as too "
+             "narrow)."),
+    "reject": ("Reproduced when every fit rejects the softmax link (p < {alpha}; the "
+               "pair-robust score test where the file has it) and our 95% interval of "
+               "lambda overlaps the paper's {low}-{high}. The interval is the t-interval "
+               "across encoder seeds (n >= 2), else the fit's pair-robust interval (else "
+               "its i.i.d. profile interval, flagged)."),
+    "overhead": ("Reproduced when the arm's whole-step time overhead over InfoNCE is at most "
+                 "{tol}% and it adds zero trainable parameters."),
+    "exact": "Reproduced when the largest recorded |difference| is at most {tol}.",
+}
+
+# (name, treatment arm, reference arm, what it measures)
+CONTRASTS = (
+    ("weince_recipe - infonce", "weince_recipe", "infonce",
+     "the authors' recipe against plain InfoNCE (the paper's comparison)"),
+    ("weince_recipe - infonce_topm", "weince_recipe", "infonce_topm",
+     "what the Weibull term adds once InfoNCE gets the same softmax top-50 term"),
+    ("weince - infonce", "weince", "infonce", "the core WEINCE loss alone"),
+)
+
+
+def rule_text(claim: dict[str, Any], alpha: float = 0.05) -> str:
+    """The decision rule of ``claim`` in words, with its own tolerance and paper figures."""
+    p = claim.get("paper") or {}
+    rows = claim.get("rows")
+    if isinstance(rows, list) and rows:
+        p = {**rows[0].get("paper", {}), **p}
+    tol = claim.get("tolerance", 0.0)
+    unit = claim.get("unit", "").strip()
+    unit = {"%": "points", "(x100)": "points (x100)"}.get(unit, unit)
+    return RULES[claim["kind"]].format(tol=f"{tol:g}", unit=unit,
+                                       alpha=f"{alpha:g}", value=p.get("value", "?"),
+                                       low=_f2(p.get("low")), high=_f2(p.get("high")))
+
+
+def _f2(x: float | None) -> str:
+    return "?" if x is None else f"{x:.2f}"
+
+
+def partial_verdict(k: int, n: int) -> str:
+    return f"{PARTIAL}: {k} of {n} rows reproduced"
+
 
 @dataclass
 class Cell:
@@ -54,11 +125,14 @@ class Row:
     label: str
     metric: str
     paper_setting: bool
-    paper: dict[str, float]
+    paper: dict[str, Any]
     cells: dict[str, Cell] = field(default_factory=dict)
     gains: dict[str, Estimate] = field(default_factory=dict)
-    verdicts: dict[str, str] = field(default_factory=dict)  # arm -> verdict (or direction)
+    verdicts: dict[str, str] = field(default_factory=dict)  # arm -> verdict or reading
+    reasons: dict[str, str] = field(default_factory=dict)   # arm -> why, in words
+    contrasts: dict[str, Estimate | None] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    reference: dict[str, Any] | None = None   # an outside published figure (C7)
 
 
 @dataclass
@@ -70,15 +144,42 @@ class ClaimResult:
     arm_verdicts: dict[str, str]
     provenance: Provenance
     scale: str
+    rule: str = ""
+    attribution: str = ""
 
 
 # --------------------------------------------------------------------------- reading
-def _read_cell(setting: Setting, arm: str, claim: dict[str, Any], metric: str,
-               files: list[Path], alpha: float, prov: Provenance,
-               extra_keys: dict[str, str] | None = None) -> Cell:
+def _keys(spec: str | list[str] | None) -> list[str]:
+    if spec is None:
+        return []
+    return [spec] if isinstance(spec, str) else list(spec)
+
+
+def _first_present(data: dict[str, Any], keys: list[str], path: Path, needed_by: str
+                   ) -> tuple[Any, str]:
+    """The value of the first of ``keys`` present and not null (``(None, last key)`` when
+    the keys exist but are all null); a ``ResultSchemaError`` naming them all if none exists."""
+    found = False
+    for k in keys:
+        try:
+            v = get_key(data, k, path, needed_by=needed_by)
+        except ResultSchemaError:
+            continue
+        found = True
+        if v is not None:
+            return v, k
+    if not found:
+        get_key(data, keys[0], path, needed_by=needed_by + f" (or any of {keys[1:]})"
+                if len(keys) > 1 else needed_by)
+    return None, keys[-1]
+
+
+def _read_cell(arm: str, claim: dict[str, Any], metric: str, files: list[Path], alpha: float,
+               prov: Provenance, extra_keys: dict[str, str | list[str]]) -> Cell:
     scale = float(claim.get("scale", 1.0))
     vals, present, missing = [], [], []
-    extras: dict[str, list[Any]] = {k: [] for k in (extra_keys or {})}
+    extras: dict[str, list[Any]] = {k: [] for k in extra_keys}
+    used: dict[str, list[str]] = {k: [] for k in extra_keys}
     needed_by = f"claim {claim['id']} ({claim['title']})"
     for f in files:
         if not f.exists():
@@ -91,9 +192,14 @@ def _read_cell(setting: Setting, arm: str, claim: dict[str, Any], metric: str,
         present.append(f)
         if v is not None:
             vals.append(v * scale)
-        for name, k in (extra_keys or {}).items():
-            extras[name].append(get_key(data, k.replace("{arm}", arm), f, needed_by=needed_by))
-    return Cell(arm, estimate(vals, alpha), present, missing, extras)
+        for name, spec in extra_keys.items():
+            val, k = _first_present(data, [x.replace("{arm}", arm) for x in _keys(spec)], f,
+                                    needed_by)
+            extras[name].append(val)
+            used[name].append(k)
+    cell = Cell(arm, estimate(vals, alpha), present, missing, extras)
+    cell.extra["keys_used"] = used
+    return cell
 
 
 def _arms(claim: dict[str, Any], available: list[str]) -> tuple[str | None, str, list[str]]:
@@ -102,109 +208,268 @@ def _arms(claim: dict[str, Any], available: list[str]) -> tuple[str | None, str,
     return a.get("baseline"), a["primary"], others
 
 
+def _fmt(x: float, digits: int = 2, signed: bool = True) -> str:
+    return f"{x:+.{digits}f}" if signed else f"{x:.{digits}f}"
+
+
+def _iv(lo: float, hi: float, digits: int = 2, signed: bool = True) -> str:
+    return f"[{_fmt(lo, digits, signed)}, {_fmt(hi, digits, signed)}]"
+
+
 # --------------------------------------------------------------------------- per kind
 def _paper_gain(p: dict[str, float]) -> float:
     return p["gain"] if "gain" in p else p["treatment"] - p["baseline"]
 
 
-def _row_gain(row: Row, arm: str, base: str, alpha: float) -> tuple[Estimate | None, str | None]:
-    """The arm's gain over ``base`` (recorded on the row), or the verdict that ends the
-    judgement early: ``NOT_RUN`` when a value is missing, the direction on a scale-model row."""
+def _gain_of(row: Row, arm: str, base: str, alpha: float) -> Estimate | None:
     t, b = row.cells.get(arm), row.cells.get(base)
     if t is None or b is None or t.est.mean is None or b.est.mean is None:
-        return None, NOT_RUN
+        return None
     g = diff_estimate(t.est, b.est, alpha)
     row.gains[arm] = g
-    return g, (None if row.paper_setting else _direction(g))
+    return g
 
 
-def _gain_verdict(row: Row, arm: str, base: str, tol: float, alpha: float) -> str:
-    g, early = _row_gain(row, arm, base, alpha)
-    if early is not None:
-        return early
-    t, b = row.cells[arm], row.cells[base]
-    G = _paper_gain(row.paper)
-    if (g.mean > 0) == (G > 0) and abs(g.mean - G) <= tol:
-        return REPRODUCED
-    p = row.paper
-    if "baseline" in p and "treatment" in p:
-        def inside(est: Estimate, x: float) -> bool:
-            return est.has_interval and est.contains(x) and (est.hi - est.lo) / 2 <= tol
-        if inside(b.est, p["baseline"]) and inside(t.est, p["treatment"]):
-            return REPRODUCED
-    return NOT_REPRODUCED
+def _describe_gain(g: Estimate) -> str:
+    if not g.has_interval:
+        return f"gain {_fmt(g.mean)} (n < 2 encoders: no interval)"
+    return f"gain {_fmt(g.mean)} {_iv(g.lo, g.hi)}"
 
 
-def _direction(g: Estimate) -> str:
-    """A scale-model row's observation (not a verdict on the paper's claim)."""
-    if g.mean is None:
-        return NOT_RUN
+def _scale_gain_reading(g: Estimate) -> str:
     if g.has_interval and g.lo > 0:
-        return "scale model: gain > 0"
+        return f"{SCALE_MODEL}: gain > 0 ({_describe_gain(g)})"
     if g.has_interval and g.hi < 0:
-        return "scale model: gain < 0"
-    return f"scale model: gain {g.mean:+.2f}" + (" (interval spans 0)" if g.has_interval
-                                                else " (n < 2, no interval)")
+        return f"{SCALE_MODEL}: gain < 0 ({_describe_gain(g)})"
+    if g.has_interval:
+        return f"{SCALE_MODEL}: no resolved gain ({_describe_gain(g)}, interval spans 0)"
+    return f"{SCALE_MODEL}: {_describe_gain(g)}"
 
 
-def _noninferior_verdict(row: Row, arm: str, base: str, tol: float, alpha: float) -> str:
-    g, early = _row_gain(row, arm, base, alpha)
-    if early is not None:
-        return early
-    return REPRODUCED if g.mean >= -tol else NOT_REPRODUCED
+def _gain_verdict(row: Row, arm: str, base: str, tol: float, alpha: float,
+                  unit: str) -> tuple[str, str]:
+    g = _gain_of(row, arm, base, alpha)
+    if g is None:
+        return NOT_RUN, f"no value for {arm} or {base}"
+    if not row.paper_setting:
+        return _scale_gain_reading(g), "not the paper's setting"
+    G = _paper_gain(row.paper)
+    if not g.has_interval:
+        return NOT_REPRODUCED, f"{_describe_gain(g)}: cannot exclude zero"
+    on_side = g.lo > 0 if G > 0 else g.hi < 0
+    if not on_side:
+        return NOT_REPRODUCED, (f"{_describe_gain(g)} does not exclude zero on the paper's "
+                                f"side (paper {_fmt(G)})")
+    if g.contains(G):
+        return REPRODUCED, f"{_describe_gain(g)} excludes zero and contains the paper's {_fmt(G)}"
+    if abs(g.mean - G) <= tol:
+        return REPRODUCED, (f"{_describe_gain(g)} excludes zero; the paper's {_fmt(G)} is "
+                            f"{abs(g.mean - G):.2f} from our mean (tolerance {tol:g})")
+    return NOT_REPRODUCED, (f"{_describe_gain(g)} excludes zero but the paper's {_fmt(G)} is "
+                            f"outside it and {abs(g.mean - G):.2f} {unit} from our mean "
+                            f"(tolerance {tol:g})").replace("  ", " ")
 
 
-def _sign_verdict(row: Row, arm: str, claim: dict[str, Any]) -> str:
-    c = row.cells.get(arm)
-    if c is None or c.est.mean is None:
-        return NOT_RUN
-    lo, hi = c.est.lo, c.est.hi
-    if c.est.n == 1 and c.extra.get("interval"):
-        iv = c.extra["interval"][0]
+def _noninferior_verdict(row: Row, arm: str, base: str, tol: float,
+                         alpha: float) -> tuple[str, str]:
+    g = _gain_of(row, arm, base, alpha)
+    if g is None:
+        return NOT_RUN, f"no value for {arm} or {base}"
+    if not row.paper_setting:
+        return _scale_gain_reading(g), "not the paper's setting"
+    if not g.has_interval:
+        return NOT_REPRODUCED, f"{_describe_gain(g)}: no interval to bound the loss"
+    if g.lo >= -tol:
+        return REPRODUCED, f"{_describe_gain(g)}: lower end >= -{tol:g} (margin)"
+    return NOT_REPRODUCED, f"{_describe_gain(g)}: lower end below -{tol:g} (margin)"
+
+
+def _interval(c: Cell, name: str, labels: dict[str, str]) -> tuple[float, float, str] | None:
+    """The t-interval across encoders (n >= 2), else the single fit's own interval from
+    ``extra[name]`` (first key that the file has); ``labels`` names the fit keys."""
+    if c.est.has_interval:
+        return c.est.lo, c.est.hi, f"t-interval over {c.est.n} encoders"
+    vals = [v for v in c.extra.get(name, []) if v is not None]
+    if c.est.n == 1 and vals:
+        iv = vals[0]
         if isinstance(iv, (list, tuple)) and len(iv) == 2 and None not in iv:
-            lo, hi = float(iv[0]), float(iv[1])
-            c.extra["fit_interval_used"] = True
-    if lo is None or hi is None:
-        row.notes.append(f"{arm}: one encoder and no fit interval; judged on the estimate")
-        lo = hi = c.est.mean
-    ok = hi < 0 if claim["expect"] == "negative" else lo > 0
-    c.extra["lo"], c.extra["hi"] = lo, hi
-    return REPRODUCED if ok else NOT_REPRODUCED
+            key = next((k for k, v in zip(c.extra["keys_used"][name], c.extra[name])
+                        if v is not None), "")
+            return float(iv[0]), float(iv[1]), labels.get(key.split(".")[-1], f"fit {key}")
+    return None
 
 
-def _reject_verdict(row: Row, arm: str, alpha: float) -> str:
+_XI_LABELS = {"xi_ci_batch": "batch-bootstrap interval of the fit",
+              "xi_ci": "the fit's i.i.d. profile interval (too narrow: exceedances share images)"}
+_LAM_LABELS = {"lam_ci_pairs": "pair-robust interval of the fit",
+               "lam_ci": "the fit's i.i.d. profile interval (too narrow: rows share pairs)"}
+
+
+def _sign_verdict(row: Row, arm: str, claim: dict[str, Any]) -> tuple[str, str]:
     c = row.cells.get(arm)
     if c is None or c.est.mean is None:
-        return NOT_RUN
+        return NOT_RUN, f"no value for {arm}"
+    iv = _interval(c, "interval", _XI_LABELS)
+    tol = float(claim.get("tolerance", 0.0))
+    m = c.est.mean
+    if iv is None:
+        c.extra["lo"] = c.extra["hi"] = None
+        why = f"xi {m:+.3f} with no interval (one encoder, no fit interval)"
+        return (f"{SCALE_MODEL}: {why}" if not row.paper_setting else NOT_REPRODUCED), why
+    lo, hi, src = iv
+    c.extra["lo"], c.extra["hi"], c.extra["interval_source"] = lo, hi, src
+    neg = claim.get("expect", "negative") == "negative"
+    side_ok = (m < 0 and hi < 0) if neg else (m > 0 and lo > 0)
+    pv = row.paper.get("value")
+    mag_ok = pv is None or (lo - tol <= pv <= hi + tol)
+    desc = f"xi {m:+.3f} {_iv(lo, hi, 3)} ({src})"
+    tail = ("below zero (Weibull-type tail)" if hi < 0 else
+            "above zero (heavy tail)" if lo > 0 else "spans zero (domain not resolved)")
+    mag = ("" if pv is None else
+           f"; the paper's {pv:g} is {'inside' if mag_ok else 'outside'} it widened by {tol:g}")
+    why = f"{desc} {tail}{mag}"
+    if not row.paper_setting:
+        return f"{SCALE_MODEL}: {why}", "not the paper's setting"
+    return (REPRODUCED if side_ok and mag_ok else NOT_REPRODUCED), why
+
+
+def _reject_verdict(row: Row, arm: str, alpha: float) -> tuple[str, str]:
+    c = row.cells.get(arm)
+    if c is None or c.est.mean is None:
+        return NOT_RUN, f"no value for {arm}"
     ps = [p for p in c.extra.get("p", []) if p is not None]
     if not ps:
-        return NOT_RUN
+        return NOT_RUN, f"{arm}: no p-value recorded"
     rejected = sum(1 for p in ps if float(p) < alpha)
     c.extra["rejected"] = f"{rejected}/{len(ps)}"
-    positive = all(v > 0 for v in c.est.values)
-    return REPRODUCED if rejected == len(ps) and positive else NOT_REPRODUCED
+    robust = all(k.endswith("_pairs") for k in c.extra["keys_used"].get("p", []))
+    test = "pair-robust test" if robust else "i.i.d. LR test (too confident: rows share pairs)"
+    rej = f"softmax rejected in {rejected}/{len(ps)} fit(s) ({test})"
+    iv = _interval(c, "interval", _LAM_LABELS)
+    low, high = row.paper.get("low"), row.paper.get("high")
+    if iv is None:
+        lam = f"lambda {c.est.mean:.3f}, no interval"
+        overlap = False
+    else:
+        lo, hi, src = iv
+        c.extra["lo"], c.extra["hi"], c.extra["interval_source"] = lo, hi, src
+        overlap = low is None or (lo <= high and hi >= low)
+        lam = f"lambda {c.est.mean:.3f} {_iv(lo, hi, 3, signed=False)} ({src})"
+        if low is not None:
+            lam += (f" {'overlaps' if overlap else 'misses'} the paper's {low:.2f}-{high:.2f}")
+    why = f"{rej}; {lam}"
+    if not row.paper_setting:
+        return f"{SCALE_MODEL}: {why}", "not the paper's setting"
+    return (REPRODUCED if rejected == len(ps) and overlap else NOT_REPRODUCED), why
 
 
-def _overhead_verdict(row: Row, arm: str, tol: float) -> str:
+def _overhead_verdict(row: Row, arm: str, tol: float) -> tuple[str, str]:
     c = row.cells.get(arm)
     if c is None or c.est.mean is None:
-        return NOT_RUN
+        return NOT_RUN, f"no value for {arm}"
     params = [p for p in c.extra.get("params", [])]
     zero = all(p == 0 for p in params) and bool(params)
     c.extra["params_total"] = sum(params) if params else None
+    why = (f"overhead {c.est.mean:+.2f}%, {'zero' if zero else 'non-zero'} trainable "
+           f"parameters")
     if not row.paper_setting:
-        return (f"scale model: overhead {c.est.mean:+.2f}%, "
-                f"{'zero' if zero else 'non-zero'} trainable parameters")
-    return REPRODUCED if (c.est.mean <= tol and zero) else NOT_REPRODUCED
+        return f"{SCALE_MODEL}: {why}", "not the paper's setting"
+    return (REPRODUCED if (c.est.mean <= tol and zero) else NOT_REPRODUCED), \
+        why + f" (limit {tol:g}%)"
 
 
-def _exact_verdict(row: Row, arm: str, tol: float) -> str:
+def _exact_verdict(row: Row, arm: str, tol: float) -> tuple[str, str]:
     c = row.cells.get(arm)
     if c is None or c.est.mean is None:
-        return NOT_RUN
+        return NOT_RUN, f"no value for {arm}"
     worst = max(c.est.values)
     c.extra["worst"] = worst
-    return REPRODUCED if worst <= tol else NOT_REPRODUCED
+    return (REPRODUCED if worst <= tol else NOT_REPRODUCED), \
+        f"max |diff| {worst:.1e} vs tolerance {tol:.0e}"
+
+
+# --------------------------------------------------------------------------- attribution
+def _contrasts(row: Row, alpha: float) -> None:
+    for name, t, r, _ in CONTRASTS:
+        a, b = row.cells.get(t), row.cells.get(r)
+        if a is None or b is None or a.est.mean is None or b.est.mean is None:
+            row.contrasts[name] = None
+        else:
+            row.contrasts[name] = diff_estimate(a.est, b.est, alpha)
+
+
+def _status(e: Estimate | None) -> str | None:
+    """'+' / '-' when the interval excludes zero, '0' when it spans it, '?' with a value
+    but no interval (n < 2), None when an arm did not run."""
+    if e is None or e.mean is None:
+        return None
+    if not e.has_interval:
+        return "?"
+    return "+" if e.lo > 0 else "-" if e.hi < 0 else "0"
+
+
+def _no_interval(xs: list[str | None]) -> bool:
+    return any(x is not None for x in xs) and all(x in (None, "?") for x in xs)
+
+
+def attribution(rows: list[Row], primary: str = "weince_recipe") -> str:
+    """In words, which difference of :data:`CONTRASTS` carries a gain, over the paper rows
+    that ran (else over the scale-model rows, said so). With ``primary = "weince"`` (C7)
+    the paper's comparison is the core loss itself."""
+    judged = [r for r in rows if r.contrasts and r.paper_setting and r.cells]
+    scope = ""
+    if not judged:
+        judged = [r for r in rows if r.contrasts and r.cells]
+        scope = f"{SCALE_MODEL} rows only: "
+    if not judged:
+        return "no rows ran"
+    n = len(judged)
+    total, weib, core = ([_status(r.contrasts.get(CONTRASTS[i][0])) for r in judged]
+                         for i in range(3))
+    runs = lambda xs: sum(x is not None for x in xs)  # noqa: E731
+    nointv = " (no interval: n < 2 encoders)"
+    if primary == "weince":
+        k = sum(x == "+" for x in core)
+        txt = (f"the paper's comparison is the core loss alone: weince - infonce gains in {k} "
+               f"of {runs(core)} row(s)" + (nointv if _no_interval(core) else "")
+               if runs(core) else "weince - infonce: not run")
+        if runs(total):
+            txt += (f"; the authors' recipe (weince_recipe - infonce) gains in "
+                    f"{sum(x == '+' for x in total)} of {runs(total)}")
+        return scope + txt
+    parts = []
+    gained = [i for i, s in enumerate(total) if s == "+"]
+    if runs(total) == 0:
+        parts.append("weince_recipe - infonce: not run")
+    elif not gained:
+        parts.append(f"weince_recipe - infonce resolves no gain (0 of {runs(total)} row(s)"
+                     + (", no interval: n < 2 encoders)" if _no_interval(total) else ")"))
+    else:
+        parts.append(f"weince_recipe - infonce gains in {len(gained)} of {n} row(s)")
+        w = [weib[i] for i in gained]
+        if all(x in (None, "?") for x in w) and runs(w):
+            parts.append("cannot attribute: weince_recipe - infonce_topm has no interval")
+        elif runs(w) == 0:
+            parts.append("cannot say whether the Weibull term or the softmax top-50 term "
+                         "carries it: infonce_topm not run")
+        elif all(x == "+" for x in w):
+            parts.append("the Weibull term carries it: weince_recipe still beats "
+                         "infonce_topm (same top-50 term)")
+        elif not any(x == "+" for x in w):
+            parts.append("the softmax top-50 term carries it: against infonce_topm (same "
+                         "top-50 term) weince_recipe gains nothing resolved")
+        else:
+            parts.append(f"mixed: the Weibull term adds a resolved gain over infonce_topm in "
+                         f"{sum(x == '+' for x in w)} of {len(w)} of those rows")
+    if runs(core) == 0:
+        parts.append("the core loss alone (weince - infonce): not run")
+    else:
+        k = sum(x == "+" for x in core)
+        parts.append(f"the core loss alone (weince - infonce) gains in {k} of {runs(core)} "
+                     f"row(s)" + (nointv if _no_interval(core) else "")
+                     + (" (so the gain is not the core loss's)" if gained and k == 0
+                        else ""))
+    return scope + "; ".join(parts)
 
 
 # --------------------------------------------------------------------------- driver
@@ -226,121 +491,130 @@ def evaluate_claim(claim: dict[str, Any], settings: list[Setting], arms: list[st
     kind = claim["kind"]
     tol = float(claim.get("tolerance", 0.0))
     base, primary, others = _arms(claim, arms)
-    shown = [a for a in [base, primary, *others] if a is not None]
-    shown = list(dict.fromkeys(shown))
+    shown = list(dict.fromkeys(a for a in [base, primary, *others] if a is not None))
     rows: list[Row] = []
+    extra: dict[str, str | list[str]] = {}
+    if kind in ("sign", "reject", "overhead") and claim.get("interval_key"):
+        extra["interval"] = claim["interval_key"]
+    if kind == "reject":
+        extra["p"] = claim["p_key"]
+    if kind == "overhead":
+        if claim.get("params_key"):
+            extra["params"] = claim["params_key"]
+        if claim.get("attributed_key"):
+            extra["attributed"] = claim["attributed_key"]
 
     def make_row(setting: Setting, label: str, metric: str, paper_setting: bool,
-                 paper: dict[str, float]) -> Row:
+                 paper: dict[str, Any], read: bool = True) -> Row:
         row = Row(setting, label, metric, paper_setting, paper)
-        extra: dict[str, str] = {}
-        if kind == "sign" and claim.get("interval_key"):
-            extra["interval"] = claim["interval_key"]
-        if kind == "reject":
-            extra["p"] = claim["p_key"]
-        if kind == "overhead" and claim.get("params_key"):
-            extra["params"] = claim["params_key"]
-        if kind == "overhead":
-            extra.update({name: claim[key] for name, key in
-                          (("interval", "interval_key"), ("attributed", "attributed_key"))
-                          if claim.get(key)})
-        for arm in shown:
+        for arm in shown if read else []:
             if arm not in arms and kind not in ("overhead", "exact"):
                 continue
             if kind == "overhead" and arm == base:
                 continue  # overheads are already relative to the baseline
             files = files_for(setting, arm, claim["file"])
-            if not files:
-                continue
-            row.cells[arm] = _read_cell(setting, arm, claim, metric, files, alpha, prov,
-                                        extra)
+            if files:
+                row.cells[arm] = _read_cell(arm, claim, metric, files, alpha, prov, extra)
         return row
 
-    # ---- rows
-    if claim.get("rows") == "any" or kind == "noninferior":
-        grid = claim.get("grid")
+    # ---- rows: the paper's settings first, then scale-model rows for the rest
+    keys = {"vision": ("dataset", "backbone"), "text": ("model", "corpus"),
+            "timing": ("backbone",)}.get(claim["stage"], ())
+    if claim.get("rows") == "any":
         for s in settings:
-            ps = True
-            if grid is not None:
-                ps = s.dataset in grid["datasets"] and s.backbone in grid["backbones"]
-            rows.append(make_row(s, claim.get("label", claim["metric"]), claim["metric"], ps,
-                                 dict(claim.get("paper", {}))))
+            rows.append(make_row(s, claim.get("label", claim["metric"]), claim["metric"],
+                                 True, dict(claim.get("paper", {}))))
+        n_paper = len(rows)
     else:
-        paper_rows = claim["rows"]
-        keys = {"vision": ("dataset", "backbone"), "text": ("model", "corpus"),
-                "timing": ("backbone",)}.get(claim["stage"], ())
+        if claim.get("grid"):
+            g = claim["grid"]
+            paper_rows = [{"dataset": d, "backbone": b, "paper": dict(claim.get("paper", {}))}
+                          for d in g["datasets"] for b in g["backbones"]]
+        else:
+            paper_rows = claim["rows"]
+        metrics = claim.get("metrics") or [claim.get("metric")]
+        expanded = [(r, m, r.get("label", claim.get("label", m)) if len(metrics) == 1
+                     else f"{claim.get('label', '')} {m}".strip())
+                    for r in paper_rows for m in ([r["metric"]] if "metric" in r else metrics)]
 
         def matches(s: Setting, r: dict[str, Any]) -> bool:
             return all(getattr(s, k) == r.get(k) for k in keys)
 
-        for r in paper_rows:
+        for r, metric, label in expanded:
             hit = [s for s in settings if matches(s, r)]
             s = hit[0] if hit else Setting(claim["stage"], **{k: r.get(k) for k in keys})
-            label = r.get("label", claim.get("label", r.get("metric", claim.get("metric"))))
-            metric = r.get("metric", claim.get("metric"))
-            row = (make_row(s, label, metric, True, dict(r["paper"])) if hit
-                   else Row(s, label, metric, True, dict(r["paper"])))
-            rows.append(row)
-        metrics = list(dict.fromkeys((r.get("metric", claim.get("metric")),
-                                      r.get("label", claim.get("label", "")))
-                                     for r in paper_rows))
+            rows.append(make_row(s, label, metric, True, dict(r["paper"]), read=bool(hit)))
+            rows[-1].reference = r.get("reference")
+        n_paper = len(expanded)
+        scale_label = claim.get("scale_label")
+        seen = list(dict.fromkeys((m, lab) for _, m, lab in expanded))
         for s in settings:
             if any(matches(s, r) for r in paper_rows):
                 continue
-            for metric, label in metrics:
-                rows.append(make_row(s, label, metric, False, {}))
+            # the diagnostics' scale-model readings still compare with the paper's figure
+            ref = dict(paper_rows[0]["paper"]) if kind in ("sign", "reject") else {}
+            for metric, label in seen:
+                rows.append(make_row(s, scale_label or label, metric, False, ref))
 
-    # ---- per-row verdicts for every non-baseline arm shown
+    # ---- per-row verdicts (paper rows) or readings (scale-model rows)
+    unit = claim.get("unit", "")
     for row in rows:
         for arm in shown:
             if arm == base and kind in ("gain", "noninferior", "overhead"):
                 continue
             if kind == "gain":
-                v = _gain_verdict(row, arm, base, tol, alpha)
+                v, why = _gain_verdict(row, arm, base, tol, alpha, unit)
             elif kind == "noninferior":
-                v = _noninferior_verdict(row, arm, base, tol, alpha)
+                v, why = _noninferior_verdict(row, arm, base, tol, alpha)
             elif kind == "sign":
-                v = _sign_verdict(row, arm, claim)
+                v, why = _sign_verdict(row, arm, claim)
             elif kind == "reject":
-                v = _reject_verdict(row, arm, alpha)
+                v, why = _reject_verdict(row, arm, alpha)
             elif kind == "overhead":
-                v = _overhead_verdict(row, arm, tol)
+                v, why = _overhead_verdict(row, arm, tol)
             else:
-                v = _exact_verdict(row, arm, tol)
+                v, why = _exact_verdict(row, arm, tol)
             if arm in row.cells or v != NOT_RUN:
-                row.verdicts[arm] = v
+                row.verdicts[arm], row.reasons[arm] = v, why
+        if kind in ("gain", "noninferior"):
+            _contrasts(row, alpha)
         for arm, cell in row.cells.items():
             if cell.missing:
                 row.notes.append(f"{arm}: {len(cell.missing)} of "
                                  f"{len(cell.missing) + len(cell.present)} result files "
                                  f"missing (first: {cell.missing[0]})")
+            if cell.extra.get("interval_source", "").startswith("the fit's i.i.d."):
+                row.notes.append(f"{row.setting.label()} {arm}: judged on "
+                                 f"{cell.extra['interval_source']}; re-run the tail/link "
+                                 f"rule for a dependence-aware interval")
 
     # ---- claim verdict (primary arm) and the other arms' verdicts
-    if claim.get("grid"):
-        n_paper = len(claim["grid"]["datasets"]) * len(claim["grid"]["backbones"])
-    elif isinstance(claim.get("rows"), list):
-        n_paper = len(claim["rows"])
-    else:
-        n_paper = sum(1 for r in rows if r.paper_setting)
-
     def overall(arm: str) -> tuple[str, str]:
         judged = [r for r in rows if r.paper_setting and r.verdicts.get(arm) in
                   (REPRODUCED, NOT_REPRODUCED)]
         if not judged:
             scale_rows = [r for r in rows if not r.paper_setting and arm in r.verdicts]
-            why = ("the profile ran none of the paper's settings"
-                   + (f"; {len(scale_rows)} scale-model row(s) shown" if scale_rows else ""))
-            return NOT_RUN, why
+            return NOT_RUN, ("the profile ran none of the paper's settings"
+                             + (f"; {len(scale_rows)} scale-model row(s) shown"
+                                if scale_rows else ""))
         failed = [r for r in judged if r.verdicts[arm] == NOT_REPRODUCED]
-        v = NOT_REPRODUCED if failed else REPRODUCED
-        why = f"{len(judged) - len(failed)} of {len(judged)} judged row(s) pass"
+        k = len(judged) - len(failed)
+        first = (f"; {failed[0].setting.label()} {failed[0].label}: "
+                 f"{failed[0].reasons.get(arm, '')}" if failed else "")
         if len(judged) < n_paper:
-            why += f"; {n_paper - len(judged)} of the paper's {n_paper} row(s) not run"
-        return v, why
+            return (partial_verdict(k, n_paper),
+                    f"{len(judged)} of the paper's {n_paper} row(s) ran, {k} reproduced" + first)
+        v = NOT_REPRODUCED if failed else REPRODUCED
+        why = f"{k} of {n_paper} paper row(s) reproduced"
+        if len(judged) == 1 and not failed:
+            why += f": {judged[0].reasons.get(arm, '')}"
+        return v, why + first
 
     verdict, reason = overall(primary)
     ran = {a for r in rows for a in r.cells}
     arm_verdicts = {a: overall(a)[0] for a in shown
                     if a != primary and a in ran
                     and not (a == base and kind in ("gain", "noninferior", "overhead"))}
-    return ClaimResult(claim, rows, verdict, reason, arm_verdicts, prov, scale)
+    attr = attribution(rows, primary) if kind in ("gain", "noninferior") else ""
+    return ClaimResult(claim, rows, verdict, reason, arm_verdicts, prov, scale,
+                       rule=rule_text(claim, alpha), attribution=attr)

@@ -10,10 +10,12 @@ REPRODUCED = "reproduced"
 NOT_REPRODUCED = "not reproduced"
 NOT_RUN = "not run at this profile"
 NOT_TESTABLE = "not testable at this scale"
+PARTIAL = "partially run"        # "partially run: k of n rows reproduced"
+SCALE_MODEL = "scale model"      # a setting the paper did not run: numbers, no verdict
 MISSING = "missing"              # a claim page the profile should have made does not exist
 VERDICT_FREE = "verdict-free"    # a page of numbers with no verdict (the ablations)
 
 VERDICTS = (REPRODUCED, NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE)
 
-__all__ = ["REPRODUCED", "NOT_REPRODUCED", "NOT_RUN", "NOT_TESTABLE", "MISSING",
-           "VERDICT_FREE", "VERDICTS"]
+__all__ = ["REPRODUCED", "NOT_REPRODUCED", "NOT_RUN", "NOT_TESTABLE", "PARTIAL",
+           "SCALE_MODEL", "MISSING", "VERDICT_FREE", "VERDICTS"]

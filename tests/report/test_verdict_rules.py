@@ -1,0 +1,267 @@
+"""Each decision rule of the verdict code, table-driven on synthetic result trees, with the
+counter-examples of issue 15: toy-data C1/C2, the STL-10 gain whose interval spans zero,
+one of three paper rows run, and the recipe confound. Every case asserts the verdict and
+the reason it gives."""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from weince.report import load_claims
+from weince.report.stats import diff_estimate, estimate
+from weince.report.tables import claim_lines, claim_markdown
+from weince.report.verdicts import (NOT_REPRODUCED, NOT_RUN, REPRODUCED, RULES, Setting,
+                                    evaluate_claim, partial_verdict, rule_text)
+from weince.utils import write_json
+
+from .conftest import CLAIMS, REPO
+
+REG = {c["id"]: c for c in load_claims(CLAIMS)["claims"]}
+C1_C2_PAPER = [(d, b) for d in ("cifar10", "cifar100", "stl10") for b in ("resnet18", "resnet50")]
+
+
+def V(dataset, backbone):
+    return Setting("vision", dataset=dataset, backbone=backbone)
+
+
+def run(tmp: Path, claim: dict, tree: dict, arms: list[str] | None = None):
+    """``tree``: {Setting: {arm: [one result dict per encoder seed]}} -> ClaimResult."""
+    settings = list(tree)
+    arms = arms or sorted({a for per in tree.values() for a in per})
+
+    def files_for(s: Setting, arm: str, name: str) -> list[Path]:
+        recs = tree.get(s, {}).get(arm)
+        if recs is None:
+            return []
+        out = []
+        for i, rec in enumerate(recs):
+            p = tmp / s.label().replace(" / ", "_") / arm / f"seed{i}" / name
+            if not p.exists():
+                write_json(p, rec, seed=i)
+            out.append(p)
+        return out
+
+    return evaluate_claim(copy.deepcopy(claim), settings, arms, files_for, alpha=0.05,
+                          scale="test")
+
+
+def pot(xi, batch=None, profile=None):
+    return {"fit": {"xi": xi, "xi_ci_batch": batch, "xi_ci": profile or [xi - 0.01, xi + 0.01]}}
+
+
+def link(lam, p_pairs, ci_pairs, p_iid=1e-9):
+    return {"status": "fitted", "fit": {"lam": lam, "p_value": p_iid, "p_value_pairs": p_pairs,
+                                        "lam_ci": [lam - 0.01, lam + 0.01],
+                                        "lam_ci_pairs": ci_pairs}}
+
+
+def acc(values):
+    return [{"test_acc": v} for v in values]
+
+
+BASE = [70.0, 71.0, 69.5, 70.5]
+
+
+def shifted(values, d):
+    return [v + d for v in values]
+
+
+# --------------------------------------------------------------------------- the table
+CASES = {
+    # toy data: the paper never ran digits / smallcnn -> no verdict, only a reading
+    "C1 toy data is a scale-model row": (
+        "C1", {V("digits", "smallcnn"): {"infonce": [pot(-0.2, [-0.3, -0.1])]}},
+        NOT_RUN, "ran none of the paper's settings"),
+    "C2 toy data (lambda 0.57) is a scale-model row": (
+        "C2", {V("digits", "smallcnn"): {"infonce": [link(0.57, 1e-8, [0.52, 0.62])]}},
+        NOT_RUN, "ran none of the paper's settings"),
+    # magnitude, not only sign
+    "C1 all six settings near -0.39": (
+        "C1", {V(d, b): {"infonce": [pot(-0.37, [-0.45, -0.30])]} for d, b in C1_C2_PAPER},
+        REPRODUCED, "6 of 6 paper row(s) reproduced"),
+    "C1 negative xi far from the paper's": (
+        "C1", {V(d, b): {"infonce": [pot(-0.05 if d == "stl10" and b == "resnet50" else -0.37,
+                                         [-0.08, -0.02] if d == "stl10" and b == "resnet50"
+                                         else [-0.45, -0.30])]} for d, b in C1_C2_PAPER},
+        NOT_REPRODUCED, "the paper's -0.39 is outside it widened by 0.15"),
+    "C1 interval reaching zero": (
+        "C1", {V(d, b): {"infonce": [pot(-0.3, [-0.5, 0.02])]} for d, b in C1_C2_PAPER},
+        NOT_REPRODUCED, "spans zero"),
+    "C2 all six settings in range": (
+        "C2", {V(d, b): {"infonce": [link(0.42, 1e-6, [0.35, 0.49])]} for d, b in C1_C2_PAPER},
+        REPRODUCED, "6 of 6 paper row(s) reproduced"),
+    "C2 lambda interval misses 0.33-0.50": (
+        "C2", {V(d, b): {"infonce": [link(0.62, 1e-6, [0.55, 0.70])]} for d, b in C1_C2_PAPER},
+        NOT_REPRODUCED, "misses the paper's 0.33-0.50"),
+    "C2 softmax kept by the pair-robust test": (
+        "C2", {V(d, b): {"infonce": [link(0.42, 0.2, [0.0, 0.8], p_iid=1e-6)]}
+               for d, b in C1_C2_PAPER},
+        NOT_REPRODUCED, "softmax rejected in 0/1 fit(s) (pair-robust test)"),
+    # gains
+    "C4 STL-10 +0.10 with an interval across zero": (
+        "C4", {V(d, b): {"infonce": acc(BASE), "weince_recipe": acc(shifted(BASE, g))}
+               for d, b, g in (("cifar100", "resnet50", 4.9), ("stl10", "resnet50", 0.10),
+                               ("tinyimagenet", "vit_s", 3.5))},
+        NOT_REPRODUCED, "does not exclude zero on the paper's side (paper +1.58)"),
+    "C4 one of three rows run": (
+        "C4", {V("cifar100", "resnet50"): {"infonce": acc(BASE),
+                                           "weince_recipe": acc(shifted(BASE, 4.9))}},
+        partial_verdict(1, 3), "1 of the paper's 3 row(s) ran, 1 reproduced"),
+    "C3 gain excluding zero, far from the paper's": (
+        "C3", {V("cifar100", "resnet18"): {"infonce": acc(BASE),
+                                           "weince_recipe": acc(shifted(BASE, 8.0))}},
+        NOT_REPRODUCED, "outside it and"),
+    "C3 one encoder per arm: no interval": (
+        "C3", {V("cifar100", "resnet18"): {"infonce": acc([50.0]),
+                                           "weince_recipe": acc([53.3])}},
+        NOT_REPRODUCED, "no interval"),
+    # non-inferiority
+    "C5 one grid point, above the margin": (
+        "C5", {V("cifar10", "resnet18"): {"infonce": acc(BASE),
+                                          "weince_recipe": acc(shifted(BASE, 0.3))}},
+        partial_verdict(1, 15), "1 of the paper's 15 row(s) ran"),
+    "C10 k-NN recall below the margin": (
+        "C10", {V("cifar10", "resnet18"): {
+            "infonce": [{f"recall@{k}": v for k in (1, 2, 5, 10, 20, 50)} for v in BASE],
+            "weince_recipe": [{f"recall@{k}": v - 1.5 for k in (1, 2, 5, 10, 20, 50)}
+                              for v in BASE]}},
+        partial_verdict(0, 90), "lower end below -1 (margin)"),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_rule(tmp_path, name):
+    cid, tree, verdict, reason = CASES[name]
+    res = run(tmp_path, REG[cid], tree)
+    assert res.verdict == verdict, (res.verdict, res.reason)
+    assert reason in res.reason, res.reason
+    assert res.rule == rule_text(REG[cid])
+
+
+def test_toy_rows_carry_a_reading_not_a_verdict(tmp_path):
+    res = run(tmp_path, REG["C2"],
+              {V("digits", "smallcnn"): {"infonce": [link(0.57, 1e-8, [0.52, 0.62])]}})
+    row = next(r for r in res.rows if not r.paper_setting)
+    assert row.verdicts["infonce"].startswith("scale model: softmax rejected in 1/1")
+    assert "misses the paper's 0.33-0.50" in row.verdicts["infonce"]
+    line = next(ln for ln in claim_lines(res) if ln[0] == "digits / smallcnn")
+    assert line[6] == "scale model (no verdict)"
+    assert REPRODUCED not in line[6]
+
+
+def test_stl10_gain_reads_its_welch_interval(tmp_path):
+    res = run(tmp_path, REG["C4"], {V("stl10", "resnet50"): {
+        "infonce": acc(BASE), "weince_recipe": acc(shifted(BASE, 0.10))}})
+    g = diff_estimate(estimate(shifted(BASE, 0.10)), estimate(BASE))
+    assert g.lo < 0 < g.hi                  # spans zero
+    assert abs(g.mean - 1.58) <= 1.5        # the old rule would have passed it
+    row = next(r for r in res.rows if r.setting.dataset == "stl10")
+    assert row.verdicts["weince_recipe"] == NOT_REPRODUCED
+    assert f"[{g.lo:+.2f}, {g.hi:+.2f}]" in row.reasons["weince_recipe"]
+    assert res.verdict == partial_verdict(0, 3)
+
+
+def test_gain_within_tolerance_of_the_paper_is_reproduced(tmp_path):
+    # gain 5.0 with a tight interval excluding the paper's 3.27, but within 1.5 of it
+    tight = [50.0, 50.05, 49.95, 50.0]
+    res = run(tmp_path, REG["C3"], {V("cifar100", "resnet18"): {
+        "infonce": acc(tight), "weince_recipe": acc(shifted(tight, 4.5))}})
+    assert res.verdict == REPRODUCED
+    assert "from our mean (tolerance 1.5)" in res.reason
+
+
+@pytest.mark.parametrize("topm_gain,core_gain,words", [
+    # the confound: weince == infonce, infonce_topm == weince_recipe
+    (3.2, 0.0, "the softmax top-50 term carries it"),
+    # the Weibull term on top of the same top-50 term
+    (0.0, 0.0, "the Weibull term carries it"),
+])
+def test_attribution_names_the_difference_that_carries_the_gain(tmp_path, topm_gain,
+                                                                  core_gain, words):
+    tree = {V("cifar100", "resnet18"): {
+        "infonce": acc(BASE), "weince_recipe": acc(shifted(BASE, 3.2)),
+        "infonce_topm": acc(shifted(BASE, topm_gain)),
+        "weince": acc(shifted(BASE, core_gain))}}
+    res = run(tmp_path, REG["C3"], tree)
+    assert res.verdict == REPRODUCED        # the paper's comparison itself is reproduced
+    assert words in res.attribution
+    assert "the core loss alone (weince - infonce) gains in 0 of 1" in res.attribution
+    row = res.rows[0]
+    assert set(row.contrasts) == {"weince_recipe - infonce", "weince_recipe - infonce_topm",
+                                  "weince - infonce"}
+    w = row.contrasts["weince_recipe - infonce_topm"]
+    assert w.mean == pytest.approx(3.2 - topm_gain) and w.has_interval
+    names = [ln[2] for ln in claim_lines(res)]
+    assert {"weince_recipe - infonce_topm", "weince - infonce",
+            "weince_recipe - infonce"} <= set(names)
+    md = claim_markdown(res, {"profile": "t", "config_hash": "x", "built": "now",
+                              "git_commit": "y"})
+    assert "Which difference carries the gain: " + res.attribution in md
+    assert "best of 27 grid points" in md
+
+
+def test_attribution_without_infonce_topm_says_so(tmp_path):
+    res = run(tmp_path, REG["C3"], {V("cifar100", "resnet18"): {
+        "infonce": acc(BASE), "weince_recipe": acc(shifted(BASE, 3.2))}})
+    assert "infonce_topm not run" in res.attribution
+    line = next(ln for ln in claim_lines(res) if ln[2] == "weince_recipe - infonce_topm")
+    assert line[3].startswith("not run")
+
+
+def test_c7_synthetic_text_is_never_labelled_sts_b_and_shows_simcse(tmp_path):
+    T = Setting("text", model="minilm", corpus="synthetic")
+    res = run(tmp_path, REG["C7"], {T: {
+        "infonce": [{"test": {"spearman": v}} for v in (60.0, 61.0)],
+        "weince": [{"test": {"spearman": v}} for v in (61.0, 62.0)]}})
+    assert res.verdict == NOT_RUN
+    for ln in claim_lines(res):
+        if ln[0] == "minilm / synthetic":
+            assert "STS-B" not in " ".join(ln)
+    md = claim_markdown(res, {"profile": "t", "config_hash": "x", "built": "now",
+                              "git_commit": "y"})
+    assert "76.85" in md and "arXiv:2104.08821" in md
+    paper_row = next(r for r in res.rows if r.paper_setting)
+    assert paper_row.reference["value"] == 76.85
+    # C7's paper comparison is the core loss itself; only a scale-model row ran
+    assert res.attribution == ("scale model rows only: the paper's comparison is the core "
+                               "loss alone: weince - infonce gains in 0 of 1 row(s)")
+
+
+def test_iid_fallback_interval_is_flagged(tmp_path):
+    # an old pot.json without the batch interval: judged on the profile interval, flagged
+    res = run(tmp_path, REG["C1"], {V("cifar100", "resnet18"): {
+        "infonce": [{"fit": {"xi": -0.38, "xi_ci": [-0.40, -0.36]}}]}})
+    row = next(r for r in res.rows if r.cells)
+    assert row.verdicts["infonce"] == REPRODUCED
+    assert "i.i.d. profile interval" in row.reasons["infonce"]
+    assert any("dependence-aware" in n for n in row.notes)
+
+
+def test_rules_are_written_once_and_repeated_in_the_docs():
+    docs = (REPO / "docs" / "verdicts.md").read_text()
+    flat = re.sub(r"\s+", " ", docs)
+    for cid, claim in REG.items():
+        assert rule_text(claim) in flat, (cid, rule_text(claim))
+    assert set(RULES) == {c["kind"] for c in REG.values()}
+
+
+def test_registry_refuses_any_rows_for_the_diagnostics(tmp_path):
+    import yaml
+    reg = yaml.safe_load(CLAIMS.read_text())
+    c1 = next(c for c in reg["claims"] if c["id"] == "C1")
+    c1["rows"] = "any"
+    p = tmp_path / "claims.yaml"
+    p.write_text(yaml.safe_dump(reg))
+    with pytest.raises(ValueError, match="paper's own settings as rows"):
+        load_claims(p)
+
+
+def test_no_half_width_is_called_a_standard_deviation():
+    text = CLAIMS.read_text()
+    assert "_sd" not in text and "baseline_ci95_half" in text
+    assert np.isclose(REG["C3"]["rows"][0]["paper"]["baseline_ci95_half"], 0.19)
