@@ -34,7 +34,7 @@ COPY src ./src
 # every Python dependency is pinned exactly in pyproject.toml (DL3013 cannot see that)
 # hadolint ignore=DL3013
 RUN pip install --upgrade pip==25.3 \
-    && pip install --extra-index-url https://download.pytorch.org/whl/cu130 ".[slurm]"
+    && pip install --extra-index-url https://download.pytorch.org/whl/cu130 ".[all,slurm]"
 COPY Snakefile ./
 COPY config ./config
 COPY workflow ./workflow
