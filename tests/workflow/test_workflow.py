@@ -233,3 +233,22 @@ def test_smoke_latex_tables_compile(smoke_run):
     proc = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error",
                            "tables.tex"], cwd=out, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout[-3000:]
+
+
+@pytest.mark.slow
+def test_smoke_snakemake_html_report_shows_every_claim(smoke_run):
+    """`snakemake --report` builds the standard self-contained report with every claim's
+    page (table + forest plot) in its own category, the summary and the figures."""
+    from weince.report.html import claim_categories
+
+    proc = snakemake(smoke_run, "--report", "reports/smoke/report.html",
+                     "--configfile", "config/smoke.yaml", timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    html = (smoke_run / "reports/smoke/report.html").read_text()
+    cats = claim_categories(smoke_run / "config/claims.yaml")
+    assert set(cats) == set(CLAIM_IDS)
+    for cid in CLAIM_IDS:
+        assert f"claim_{cid.lower()}.html" in html, f"{cid} page missing from the report"
+        assert f'"{cid}: ' in html, f"{cid} category missing from the report"
+    for name in ("summary.html", "forest_c1.png", "Ablations and norms"):
+        assert name in html, name
