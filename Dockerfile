@@ -2,7 +2,7 @@
 #   docker build -t weince:0.1.0 .
 #   docker run --gpus all -v "$PWD/data:/work/data" -v "$PWD/results:/work/results" \
 #       -v "$PWD/reports:/work/reports" weince:0.1.0            # runs the paper profile
-#   apptainer build weince.sif docker-daemon://weince:0.1.0     # for clusters
+#   apptainer build weince-0.1.0.sif docker-daemon://weince:0.1.0     # for clusters
 # torch 2.14.1's Linux wheels are built against CUDA 13.0 (cu130): the base image matches.
 FROM nvidia/cuda:13.0.2-runtime-ubuntu24.04
 

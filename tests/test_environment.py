@@ -97,3 +97,16 @@ def test_installed_versions_match_pins():
     pins = pyproject_pins()
     for name in ("torch", "torchvision", "numpy", "scipy"):
         assert version(name).split("+")[0] == pins[name], name
+
+
+def test_default_container_is_the_image_the_dockerfile_builds():
+    """The config's `container` is the local image built from the Dockerfile, and the README
+    gives the exact commands that build it under that name."""
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    sif = f"weince-{version}.sif"
+    for name in ("config.yaml", "smoke.yaml", "paper.yaml"):
+        cfg = yaml.safe_load((ROOT / "config" / name).read_text())
+        assert cfg["container"] == sif, name
+    readme = (ROOT / "README.md").read_text()
+    assert f"docker build -t weince:{version} ." in readme
+    assert f"apptainer build {sif} docker-daemon://weince:{version}" in readme
