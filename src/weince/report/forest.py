@@ -4,9 +4,9 @@ the paper's figure.
 Each line of a forest plot is one arm in one setting of the claim's table: the dot is our mean
 over encoder seeds, the bar its 95% t-interval (no bar with fewer than two encoders), and the
 paper's number is an orange diamond on the same line (a band where the paper gives a range,
-e.g. C2's ``lambda`` of 0.33-0.50). Claims whose paper figure is a gain (primary minus
-baseline) get a second panel with the gain's interval and the paper's gain. Nothing here
-computes a verdict: the figure only draws :class:`~weince.report.verdicts.ClaimResult`.
+e.g. C2's ``lambda`` of 0.33-0.50). Claims with gains (primary minus baseline) get a
+second panel: the gain's interval and the paper's gain (given, or treatment minus baseline).
+Nothing here computes a verdict: the figure only draws :class:`~weince.report.verdicts.ClaimResult`.
 """
 
 from __future__ import annotations
@@ -71,7 +71,12 @@ def forest_lines(result) -> tuple[list[ForestLine], list[ForestLine]]:
         for arm, est in (row.gains or {}).items():
             if not _finite(est.mean):
                 continue
-            paper = (row.paper or {}).get("gain") if arm == arms.get("primary") else None
+            paper = None
+            if arm == arms.get("primary"):
+                pp = row.paper or {}
+                paper = pp.get("gain")
+                if not _finite(paper) and _finite(pp.get("treatment")) and _finite(pp.get("baseline")):
+                    paper = float(pp["treatment"]) - float(pp["baseline"])  # the paper's gain
             gains.append(ForestLine(f"{where} | {arm} - {arms.get('baseline', 'baseline')}",
                                     float(est.mean), est.lo if est.has_interval else None,
                                     est.hi if est.has_interval else None,
