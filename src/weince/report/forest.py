@@ -24,7 +24,7 @@ class ForestLine:
     without one), the paper's value (``paper``) or range (``paper_range``), if any."""
 
     label: str
-    mean: float
+    mean: float | None          # None: a paper setting this profile did not run
     lo: float | None = None
     hi: float | None = None
     paper: float | None = None
@@ -54,17 +54,25 @@ def _paper_for_arm(paper: dict, arm: str, arms: dict) -> tuple[float | None, tup
 def forest_lines(result) -> tuple[list[ForestLine], list[ForestLine]]:
     """``(per-arm lines, gain lines)`` of a :class:`ClaimResult`, in table order.
 
-    Per-arm lines: every arm with a finite estimate in every row. Gain lines: the primary
+    Per-arm lines: every arm with a finite estimate in every row, and the paper's figure
+    alone (``mean`` None) for a paper setting the profile did not run. Gain lines: the primary
     arm's gain over the baseline in rows where we have one (with the paper's ``gain``)."""
     arms = result.claim.get("arms") or {}
     per_arm, gains = [], []
+    many_metrics = len({row.label for row in result.rows}) > 1   # e.g. C6: acc@k and R@k
     for row in result.rows:
-        where = row.setting.label()
-        for arm, cell in row.cells.items():
-            est = cell.est
-            if not _finite(est.mean):
-                continue
+        where = row.setting.label() + (f" | {row.label}" if many_metrics else "")
+        # a paper setting the profile did not run has no cells: its arms with a paper figure
+        names = list(row.cells) or [a for a in (arms.get("baseline"), arms.get("primary")) if a]
+        for arm in names:
+            cell = row.cells.get(arm)
+            est = cell.est if cell is not None else None
             paper, band = _paper_for_arm(row.paper or {}, arm, arms)
+            if est is None or not _finite(est.mean):
+                if paper is not None or band is not None:   # the paper's figure alone
+                    per_arm.append(ForestLine(f"{where} | {arm} (not run here)", None,
+                                              paper=paper, paper_range=band))
+                continue
             per_arm.append(ForestLine(f"{where} | {arm}", float(est.mean),
                                       est.lo if est.has_interval else None,
                                       est.hi if est.has_interval else None, paper, band))
@@ -86,12 +94,14 @@ def forest_lines(result) -> tuple[list[ForestLine], list[ForestLine]]:
 
 def _panel(ax, lines: list[ForestLine], xlabel: str) -> None:
     ys = list(range(len(lines)))[::-1]
-    paper_labelled = False
+    paper_labelled = ours_labelled = False
     for y, ln in zip(ys, lines):
         if ln.lo is not None and ln.hi is not None:
             ax.plot([ln.lo, ln.hi], [y, y], color="C0", lw=2, solid_capstyle="butt")
-        ax.plot([ln.mean], [y], "o", color="C0", ms=5,
-                label="ours (mean, 95% interval)" if y == ys[0] else None)
+        if ln.mean is not None:
+            ax.plot([ln.mean], [y], "o", color="C0", ms=5,
+                    label=None if ours_labelled else "ours (mean, 95% interval)")
+            ours_labelled = True
         lab = None if paper_labelled else "paper"
         if ln.paper is not None:
             ax.plot([ln.paper], [y], "D", color="C1", ms=6, mfc="none", mew=1.6, label=lab)
@@ -113,7 +123,7 @@ def forest_figure(result, out: str | Path, profile: str = "") -> Path | None:
     """Draw one claim's forest plot to ``out`` (PNG, 120 dpi); None when the claim has no
     finite estimate at this profile (nothing is drawn empty)."""
     per_arm, gains = forest_lines(result)
-    if not per_arm and not gains:
+    if not any(ln.mean is not None for ln in per_arm + gains):
         return None
     import matplotlib
 
