@@ -2,7 +2,7 @@
 #   docker build -t weince:0.1.0 .
 #   docker run --gpus all -v "$PWD/data:/work/data" -v "$PWD/results:/work/results" \
 #       -v "$PWD/reports:/work/reports" weince:0.1.0            # runs the paper profile
-#   apptainer build weince.sif docker-daemon://weince:0.1.0     # for clusters
+#   apptainer build weince-0.1.0.sif docker-daemon://weince:0.1.0     # for clusters
 # torch 2.14.1's Linux wheels are built against CUDA 13.0 (cu130): the base image matches.
 FROM nvidia/cuda:13.0.2-runtime-ubuntu24.04
 
@@ -34,7 +34,7 @@ COPY src ./src
 # every Python dependency is pinned exactly in pyproject.toml (DL3013 cannot see that)
 # hadolint ignore=DL3013
 RUN pip install --upgrade pip==25.3 \
-    && pip install --extra-index-url https://download.pytorch.org/whl/cu130 ".[slurm]"
+    && pip install --extra-index-url https://download.pytorch.org/whl/cu130 ".[all,slurm]"
 COPY Snakefile ./
 COPY config ./config
 COPY workflow ./workflow

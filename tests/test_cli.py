@@ -26,6 +26,18 @@ def test_no_command_prints_help_and_fails(capsys):
     assert "<command>" in capsys.readouterr().out
 
 
+def test_version_prints_the_version_and_the_checkout_commit(capsys):
+    import weince
+    from weince.utils.provenance import git_commit
+
+    assert main(["--version"]) == 0
+    out = capsys.readouterr().out.strip()
+    assert out.startswith(f"weince {weince.__version__}")
+    commit = git_commit()
+    if commit != "unknown":   # this test runs from the git checkout
+        assert out == f"weince {weince.__version__} (git {commit})"
+
+
 def test_evt_command_does_not_import_torch():
     code = ("import sys\nfrom weince.cli import main\n"
             "try:\n    main(['evt', '--help'])\nexcept SystemExit:\n    pass\n"

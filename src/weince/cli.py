@@ -64,6 +64,29 @@ def _one_line(err: BaseException) -> str:
     return msg if plain else f"{type(err).__name__}: {msg}".rstrip(": ")
 
 
+def version_string() -> str:
+    """``weince <version>``, plus ``(git <commit>)`` when this package is a file tracked in a git
+    checkout (an editable install; an installed wheel has no commit to report)."""
+    import subprocess
+
+    from weince import __version__
+
+    here = Path(__file__).resolve().parent
+    text = f"weince {__version__}"
+    try:
+        tracked = subprocess.run(["git", "ls-files", "--error-unmatch", "__init__.py"], cwd=here,
+                                 capture_output=True, text=True, timeout=5).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        tracked = False
+    if tracked:
+        from weince.utils.provenance import git_commit
+
+        commit = git_commit()
+        if commit != "unknown":
+            text += f" (git {commit})"
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     from_console = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -75,6 +98,11 @@ def main(argv: list[str] | None = None) -> int:
         description="WEINCE reproduction artifact: losses, diagnostics, training, reports.",
         epilog="Errors print one line; --debug (or WEINCE_DEBUG=1) shows the traceback.",
     )
+    if "--version" in argv[:1] or "-V" in argv[:1]:
+        print(version_string())
+        return 0
+    parser.add_argument("-V", "--version", action="store_true",
+                        help="print the version (and the git commit of a checkout) and exit")
     parser.add_argument("--debug", action="store_true",
                         help="show the traceback of an error (also: WEINCE_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", metavar="<command>")

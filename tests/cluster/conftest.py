@@ -116,9 +116,9 @@ def repo_copy(tmp_path) -> Path:
 
 @pytest.fixture(scope="session")
 def plan():
-    """workflow/profiles/slurm/plan.py as a module (dry-run listing parser)."""
+    """workflow/tools/plan.py as a module (dry-run listing parser)."""
     spec = importlib.util.spec_from_file_location(
-        "weince_slurm_plan", REPO / "workflow" / "profiles" / "slurm" / "plan.py")
+        "weince_slurm_plan", REPO / "workflow" / "tools" / "plan.py")
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod
     spec.loader.exec_module(mod)

@@ -117,3 +117,31 @@ def test_slurm_profile_dry_run_routes_gpu_rules_to_the_gpu_partition(plan):
     for j in jobs:
         want = "gpu_x" if j.rule in gpu_rules else "cpu_x"
         assert j.resources["slurm_partition"] == want, (j.rule, j.resources)
+
+
+def test_planner_profile_without_the_slurm_plugin_keeps_the_resources(plan, tmp_path, monkeypatch):
+    """Without snakemake-executor-plugin-slurm (the README's first command alone), the dry run
+    uses the profile minus its executor settings; every resource key stays."""
+    monkeypatch.setattr(plan, "_has_module", lambda name: name != "snakemake_executor_plugin_slurm")
+    lean_dir = plan.dry_run_profile(plan.SLURM_PROFILE, tmp_path)
+    assert lean_dir != plan.SLURM_PROFILE
+    full = yaml.safe_load((plan.SLURM_PROFILE / "config.yaml").read_text())
+    lean = yaml.safe_load((lean_dir / "config.yaml").read_text())
+    assert "executor" not in lean and not any(k.startswith("slurm-") for k in lean)
+    assert lean["default-resources"] == full["default-resources"]
+    assert lean["set-resources"] == full["set-resources"]
+    # with the plugin installed the real profile is used as it is
+    monkeypatch.setattr(plan, "_has_module", lambda name: True)
+    assert plan.dry_run_profile(plan.SLURM_PROFILE, tmp_path / "x") == plan.SLURM_PROFILE
+
+
+@pytest.mark.slow
+def test_planner_runs_without_the_slurm_plugin(plan, monkeypatch, capsys):
+    """The planner prints jobs and GPU-hours with the plugin hidden, the same as with it."""
+    plan.main(["--configfile", "config/smoke.yaml"])
+    with_plugin = capsys.readouterr().out
+    monkeypatch.setattr(plan, "_has_module", lambda name: name != "snakemake_executor_plugin_slurm")
+    plan.main(["--configfile", "config/smoke.yaml"])
+    without = capsys.readouterr().out
+    assert "SLURM jobs" in without and "GPU-hours" in without
+    assert without == with_plugin

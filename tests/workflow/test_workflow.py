@@ -302,3 +302,22 @@ def test_smoke_bundle_verifies_and_rebuilds_without_training(smoke_run, tmp_path
     for name in names:
         assert normalise((checkout / "reports/smoke" / name).read_text()) == \
             normalise((shipped / name).read_text()), name
+
+
+@pytest.mark.slow
+def test_smoke_snakemake_html_report_shows_every_claim(smoke_run):
+    """`snakemake --report` builds the standard self-contained report with every claim's
+    page (table + forest plot) in its own category, the summary and the figures."""
+    from weince.report.html import claim_categories
+
+    proc = snakemake(smoke_run, "--report", "reports/smoke/report.html",
+                     "--configfile", "config/smoke.yaml", timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    html = (smoke_run / "reports/smoke/report.html").read_text()
+    cats = claim_categories(smoke_run / "config/claims.yaml")
+    assert set(cats) == set(CLAIM_IDS)
+    for cid in CLAIM_IDS:
+        assert f"claim_{cid.lower()}.html" in html, f"{cid} page missing from the report"
+        assert f'"{cid}: ' in html, f"{cid} category missing from the report"
+    for name in ("summary.html", "forest_c1.png", "Ablations and norms"):
+        assert name in html, name

@@ -1,4 +1,14 @@
 # C9 special-case check, one table per claim, and the summary with its figures.
+# `snakemake --report reports/<profile>/report.html --configfile ...` gathers the outputs
+# marked with report() below, one category per claim (captions: workflow/report/*.rst).
+
+from weince.report.html import claim_categories, figure_category, figure_subcategory
+
+
+report: "../report/workflow.rst"
+
+
+CLAIM_CATEGORIES = claim_categories(config["claims"])
 
 
 rule special_case:
@@ -22,6 +32,13 @@ rule claim_table:
     output:
         md=f"{REPORT_DIR}/table_{{cid}}.md",
         tex=f"{REPORT_DIR}/table_{{cid}}.tex",
+        html=report(
+            f"{REPORT_DIR}/html/claim_{{cid}}.html",
+            caption="../report/claim.rst",
+            category=lambda wc: CLAIM_CATEGORIES.get(wc.cid.upper(), wc.cid.upper()),
+            subcategory="table and forest plot",
+            labels=lambda wc: {"claim": wc.cid.upper(), "page": "table"},
+        ),
     log:
         f"{LOGS}/report/table_{{cid}}.log",
     threads: 1
@@ -40,7 +57,27 @@ rule report:
         summary=f"{REPORT_DIR}/summary.md",
         claims_json=f"{REPORT_DIR}/claims.json",
         tables_tex=f"{REPORT_DIR}/tables.tex",
-        figures=directory(f"{REPORT_DIR}/figures"),
+        figures=report(
+            directory(f"{REPORT_DIR}/figures"),
+            patterns=["{figure}.png"],
+            caption="../report/figure.rst",
+            category=lambda wc: figure_category(wc.figure, CLAIM_CATEGORIES),
+            subcategory=lambda wc: figure_subcategory(wc.figure),
+            labels=lambda wc: {"figure": wc.figure},
+        ),
+        summary_html=report(
+            f"{REPORT_DIR}/html/summary.html",
+            caption="../report/summary.rst",
+            category="Summary",
+            labels={"page": "summary of claims C1-C9"},
+        ),
+        companions_html=report(
+            directory(f"{REPORT_DIR}/html/companions"),
+            patterns=["{page}.html"],
+            caption="../report/companion.rst",
+            category="Ablations and norms",
+            labels=lambda wc: {"page": wc.page},
+        ),
     log:
         f"{LOGS}/report/summary.log",
     threads: 1

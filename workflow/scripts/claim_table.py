@@ -11,3 +11,6 @@ with log_to(snakemake.log[0]):
     res = build_report(snakemake.config, only=[cid], summary=False,
                        out_dir=Path(snakemake.output.md).parent)
     print(f"{cid}: {res[0].verdict} ({res[0].reason})")
+    from weince.report.html import claim_page
+
+    claim_page(res[0], snakemake.output.md, snakemake.output.html, snakemake.config["profile"])

@@ -12,4 +12,11 @@ with log_to(snakemake.log[0]):
     if snakemake.input.selection:
         cfg = apply_selection(cfg, str(snakemake.input.selection))
     print(f"pretrain config: {cfg}")
-    pretrain(cfg, Path(snakemake.output.encoder).parent)
+    gpus = int(getattr(snakemake.resources, "gpu", 0) or 0)
+    if gpus > 1:  # one encoder on several processes; batch_size stays the global batch
+        from weince.train.launch import run_torchrun
+
+        run_torchrun("pretrain", cfg, Path(snakemake.output.encoder).parent, gpus,
+                     snakemake.threads)
+    else:
+        pretrain(cfg, Path(snakemake.output.encoder).parent)

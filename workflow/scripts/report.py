@@ -11,3 +11,8 @@ with log_to(snakemake.log[0]):
                        out_dir=Path(snakemake.output.summary).parent)
     for r in res:
         print(f"{r.claim['id']}: {r.verdict} ({r.reason})")
+    from weince.report.html import companion_pages, write_markdown_page
+
+    write_markdown_page(snakemake.output.summary, snakemake.output.summary_html)
+    companion_pages([f for f in snakemake.input.companions if str(f).endswith(".md")],
+                    snakemake.output.companions_html)

@@ -71,11 +71,14 @@ def check_scores(scores, *, check_range: bool = True) -> np.ndarray:
 
 
 def progress(iterable, *, desc: str, total: int | None = None):
-    """A tqdm progress bar, shown when stderr is a terminal or ``WEINCE_PROGRESS=1``."""
+    """A tqdm progress bar, shown when stderr is a terminal or ``WEINCE_PROGRESS=1``; the
+    plain iterable when tqdm is not installed (the lean install has no tqdm)."""
     import os
     import sys
 
-    from tqdm.auto import tqdm
-
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return iterable
     show = os.environ.get("WEINCE_PROGRESS") == "1" or sys.stderr.isatty()
     return tqdm(iterable, desc=desc, total=total, disable=not show, leave=False)

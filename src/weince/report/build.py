@@ -20,6 +20,7 @@ from weince.pipeline import layout
 from weince.pipeline.layout import files_for, report_dir, settings_for, summary_logs
 from weince.pipeline.protocol import protocol_options
 from weince.report import figures as figs
+from weince.report.forest import forest_figures
 from weince.report.registry import load_claims
 from weince.report.selection import selection_section
 from weince.report.tables import (claim_latex, claim_markdown, latex_document,
@@ -178,6 +179,24 @@ def companion_rows(out: Path) -> list[dict[str, str]]:
     return rows
 
 
+def with_forest_section(summary: str, forests: list[Path], out: Path) -> str:
+    """``summary`` with the forest plots shown inline (Markdown images relative to the
+    summary), before its provenance section."""
+    if not forests:
+        return summary
+    block = ["## Claims at a glance", "",
+             "Per claim: our mean and 95% interval for every setting x arm (blue), the paper's "
+             "figure (orange diamond, or band for a range).", ""]
+    for f in forests:
+        rel = f.relative_to(out).as_posix()
+        block += [f"![forest plot {f.stem.split('_', 1)[1].upper()}]({rel})", ""]
+    section = "\n".join(block)
+    marker = "\n## Provenance\n"
+    if marker in summary:
+        return summary.replace(marker, "\n" + section + marker, 1)
+    return summary + "\n" + section
+
+
 def build_report(cfg: dict[str, Any], *, claims_path: str | Path | None = None,
                  out_dir: str | Path | None = None, with_figures: bool = True,
                  only: list[str] | None = None, tables: bool = True, summary: bool = True
@@ -215,9 +234,11 @@ def build_report(cfg: dict[str, Any], *, claims_path: str | Path | None = None,
     fig_dir = out / "figures"
     fig_dir.mkdir(exist_ok=True)
     made = _figures(cfg, {r.claim["id"]: r for r in results}, fig_dir) if with_figures else []
+    forests = forest_figures(results, fig_dir, cfg["profile"]) if with_figures else []
     scale = "; ".join(dict.fromkeys(scale_line(cfg, s) for s in ("vision", "text")))
-    (out / "summary.md").write_text(summary_markdown(
-        results, info, [str(p.relative_to(out)) for p in made], scale, companion_rows(out)))
+    text = summary_markdown(
+        results, info, [str(p.relative_to(out)) for p in made], scale, companion_rows(out))
+    (out / "summary.md").write_text(with_forest_section(text, forests, out))
     write_json(out / "claims.json", {
         "profile": cfg["profile"],
         "claims": [{"id": r.claim["id"], "title": r.claim["title"], "verdict": r.verdict,

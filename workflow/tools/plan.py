@@ -1,11 +1,13 @@
 """Count the jobs and the GPU-hours a profile asks a SLURM cluster for (a dry run).
 
-    python workflow/profiles/slurm/plan.py                              # paper grid
-    python workflow/profiles/slurm/plan.py --configfile config/smoke.yaml
-    python workflow/profiles/slurm/plan.py --markdown > plan.md
+    python workflow/tools/plan.py                              # paper grid
+    python workflow/tools/plan.py --configfile config/smoke.yaml
+    python workflow/tools/plan.py --markdown > plan.md
 
 It runs ``snakemake --dry-run --forceall`` with the SLURM profile (nothing is submitted,
-nothing needs SLURM installed), reads each job's resources from the dry-run listing and
+nothing needs SLURM installed: without snakemake-executor-plugin-slurm, the ``[slurm]``
+extra, the dry run uses a copy of the profile without its executor settings, which keeps
+every resource the jobs would ask for), reads each job's resources from the dry-run listing and
 prints, per rule: the number of jobs, the GPUs per job, the requested wall time per job
 (``runtime``, minutes) and the total ``jobs x gpus x runtime`` (GPU-hours). Wall times
 are the limits the config requests (``sbatch -t``), so the total is an upper bound of
@@ -29,9 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[2]
+REPO = HERE.parents[1]
+SLURM_PROFILE = REPO / "workflow" / "profiles" / "slurm"
 
-__all__ = ["JobInfo", "parse_dry_run", "summarise", "dry_run", "main"]
+__all__ = ["JobInfo", "parse_dry_run", "summarise", "dry_run", "dry_run_profile", "main"]
 
 # placeholders so that a dry run works before the user has set the real values
 _ENV_DEFAULTS = {
@@ -141,10 +144,45 @@ def summarise(jobs: list[JobInfo]) -> list[dict]:
     return out
 
 
+def _has_module(name: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(name) is not None
+
+
+def dry_run_profile(profile: Path, workdir: Path) -> Path:
+    """``profile`` itself when its executor plugin is installed; else a copy in ``workdir``
+    without the executor and its plugin's settings (``executor:``, ``<executor>-*`` keys),
+    which a dry run does not use: the resources (``default-resources``, ``set-resources``)
+    and everything else stay as they are, so the plan is the same."""
+    import yaml
+
+    cfg = yaml.safe_load((Path(profile) / "config.yaml").read_text()) or {}
+    executor = cfg.get("executor")
+    if executor in (None, "local", "dryrun", "touch") or \
+            _has_module(f"snakemake_executor_plugin_{executor}".replace("-", "_")):
+        return Path(profile)
+    lean = {k: v for k, v in cfg.items()
+            if k != "executor" and not str(k).startswith(f"{executor}-")}
+    out = Path(workdir) / "profile"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.yaml").write_text(yaml.safe_dump(lean, sort_keys=False))
+    return out
+
+
 def dry_run(configfiles: list[str], profile: Path, forceall: bool = True,
             extra: list[str] | None = None) -> str:
     """Run snakemake's dry run with ``profile`` and return its listing (stdout+stderr)."""
+    import tempfile
+
+    if not _has_module("snakemake"):
+        raise SystemExit('plan.py needs Snakemake: pip install -e ".[all]"')
     env = {**_ENV_DEFAULTS, **os.environ}
+    with tempfile.TemporaryDirectory(prefix="weince-plan-") as tmp:
+        return _dry_run(configfiles, dry_run_profile(profile, Path(tmp)), forceall, extra, env)
+
+
+def _dry_run(configfiles, profile, forceall, extra, env) -> str:
     cmd = [sys.executable, "-m", "snakemake", "--dry-run", "--workflow-profile", str(profile),
            "--nolock"]
     if configfiles:
@@ -164,8 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--configfile", nargs="*", default=["config/paper.yaml"],
                    help="config file(s) of the profile to plan (default: config/paper.yaml)")
-    p.add_argument("--profile", default=str(HERE), help="Snakemake profile folder "
-                   "(default: this folder, the SLURM profile)")
+    p.add_argument("--profile", default=str(SLURM_PROFILE), help="Snakemake profile folder "
+                   "(default: workflow/profiles/slurm)")
     p.add_argument("--outstanding", action="store_true",
                    help="count only jobs still to run here (default: the whole grid)")
     p.add_argument("--markdown", action="store_true", help="print a Markdown table")
@@ -176,7 +214,10 @@ def main(argv: list[str] | None = None) -> int:
             p.error(f"config file {cf} not found (relative paths are taken from {REPO})")
     text = dry_run(args.configfile, Path(args.profile), forceall=not args.outstanding)
     rows = summarise(parse_dry_run(text))
-    from tabulate import tabulate
+    try:
+        from tabulate import tabulate
+    except ImportError:
+        raise SystemExit('plan.py needs tabulate: pip install -e ".[all]"') from None
 
     headers = {"rule": "rule", "jobs": "jobs", "gpus_per_job": "GPUs/job",
                "runtime_min": "walltime/job (min)", "partition": "partition",

@@ -1,0 +1,143 @@
+"""Self-contained HTML pages for Snakemake's report (``snakemake --report``).
+
+Snakemake's report shows images and HTML inline but offers Markdown only as a download, so
+the rules that write the claim tables and the summary also write an HTML page of each
+(``reports/<profile>/html/``): the Markdown rendered with markdown-it-py (tables enabled),
+every local image embedded as a ``data:`` URI so that the page needs no other file. The
+rules mark these pages and the figures with ``report()``; the helpers below give each file
+its category in the report (the claim it belongs to).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import mimetypes
+import re
+from pathlib import Path
+
+__all__ = ["markdown_to_html", "write_markdown_page", "claim_page", "claim_categories",
+           "figure_category", "figure_subcategory", "companion_pages"]
+
+_STYLE = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 1.2em 2em;
+       color: #1b1b1b; max-width: 72em; }
+table { border-collapse: collapse; margin: 0.8em 0; font-size: 0.9em; }
+th, td { border: 1px solid #c8c8c8; padding: 0.25em 0.6em; vertical-align: top; }
+th { background: #eef2f6; }
+tr:nth-child(even) td { background: #fafafa; }
+img { max-width: 100%; border: 1px solid #e0e0e0; margin: 0.4em 0; }
+code { background: #f3f3f3; padding: 0 0.2em; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.25em; margin-top: 1.4em; }
+"""
+
+_IMG_RE = re.compile(r'(<img\s[^>]*src=")([^"]+)(")')
+
+
+def _renderer():
+    try:
+        from markdown_it import MarkdownIt
+    except ImportError:  # pragma: no cover - the [workflow] extra pins it
+        raise SystemExit('the HTML report pages need markdown-it-py: pip install -e ".[all]"') from None
+    return MarkdownIt("commonmark", {"html": False}).enable("table")
+
+
+def _embed_images(body: str, base: Path) -> str:
+    """Replace ``src`` of local images (relative to ``base``) with ``data:`` URIs."""
+
+    def sub(m: re.Match) -> str:
+        src = html.unescape(m.group(2))
+        if re.match(r"^[a-z]+:", src):
+            return m.group(0)
+        path = (base / src).resolve()
+        if not path.is_file():
+            return m.group(0)
+        mime = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+        data = base64.b64encode(path.read_bytes()).decode("ascii")
+        return f"{m.group(1)}data:{mime};base64,{data}{m.group(3)}"
+
+    return _IMG_RE.sub(sub, body)
+
+
+def markdown_to_html(text: str, title: str, base: str | Path = ".") -> str:
+    """A standalone HTML page of Markdown ``text``; images relative to ``base`` embedded."""
+    body = _embed_images(_renderer().render(text), Path(base))
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head>\n"
+            f"<body>\n{body}</body></html>\n")
+
+
+def write_markdown_page(md_path: str | Path, out: str | Path, title: str | None = None) -> Path:
+    """Render the Markdown file ``md_path`` to the HTML page ``out``."""
+    md_path, out = Path(md_path), Path(out)
+    text = md_path.read_text()
+    if title is None:
+        m = re.search(r"^#\s+(.+)$", text, re.M)
+        title = m.group(1).strip("` ") if m else md_path.stem
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(markdown_to_html(text, title, md_path.parent))
+    return out
+
+
+def claim_page(result, table_md: str | Path, out: str | Path, profile: str = "") -> Path:
+    """One claim's page: its forest plot above its table (Markdown as the table rule wrote
+    it), both in one HTML file."""
+    import tempfile
+
+    from weince.report.forest import forest_figure
+
+    table_md, out = Path(table_md), Path(out)
+    cid = result.claim["id"]
+    with tempfile.TemporaryDirectory() as tmp:
+        fig = forest_figure(result, Path(tmp) / f"forest_{cid.lower()}.png", profile)
+        text = table_md.read_text()
+        if fig is not None:
+            text = (f"![forest plot {cid}]({fig.name})\n\n*Forest plot: our mean and 95% interval "
+                    "per setting x arm (blue), the paper's figure (orange).*\n\n" + text)
+        page = markdown_to_html(text, f"{cid}: {result.claim.get('title', '')}", tmp)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(page)
+    return out
+
+
+def companion_pages(md_files, out_dir: str | Path) -> list[Path]:
+    """An HTML page per companion Markdown page (ablations, norms) in ``out_dir``."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return [write_markdown_page(f, out_dir / f"{Path(f).stem}.html") for f in md_files]
+
+
+# ----------------------------------------------------------------------------- categories
+def claim_categories(claims_path: str | Path) -> dict[str, str]:
+    """``{"C1": "C1: <title>", ...}`` from the claims registry: the report's categories."""
+    import yaml
+
+    data = yaml.safe_load(Path(claims_path).read_text()) or {}
+    return {c["id"]: f"{c['id']}: {c.get('title', '')}".strip() for c in data.get("claims", [])}
+
+
+def figure_category(name: str, categories: dict[str, str]) -> str:
+    """The claim a figure of ``reports/<profile>/figures`` belongs to (its report category):
+    forest and estimate plots by their claim id, tail diagnostics to C1, the link-selection
+    profile to C2, lambda over training to its own category."""
+    base = Path(name).name
+    m = re.match(r"(?:forest_)?(c\d)(?:_|$)", base)
+    cid = None
+    if m:
+        cid = m.group(1).upper()
+    elif base.startswith("lambda_training"):
+        return "WEINCE lambda over training"
+    elif name.startswith("evt/"):
+        cid = "C2" if "lambda_profile" in base or "link" in base else "C1"
+    return categories.get(cid, cid) if cid else "Other figures"
+
+
+def figure_subcategory(name: str) -> str:
+    base = Path(name).name
+    if base.startswith("forest_"):
+        return "forest plot (ours vs paper)"
+    if base.startswith("lambda_training"):
+        return "vision" if "_text_" not in base else "text"
+    if name.startswith("evt/"):
+        return "diagnostics per encoder"
+    return "estimates per encoder"

@@ -1,0 +1,79 @@
+"""Forest plots: one per claim, our intervals beside the paper's figures, inline in summary.md."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from weince.report import build_report
+from weince.report.forest import forest_lines
+
+
+def by_id(results):
+    return {r.claim["id"]: r for r in results}
+
+
+def test_forest_lines_carry_our_estimates_and_the_papers_figures(fx):
+    res = by_id(build_report(fx, with_figures=False))
+    c3 = res["C3"]
+    per_arm, gains = forest_lines(c3)
+    arms = c3.claim["arms"]
+    row = c3.rows[0]
+    base = next(ln for ln in per_arm if ln.label.endswith(f"| {arms['baseline']}"))
+    prim = next(ln for ln in per_arm if ln.label.endswith(f"| {arms['primary']}"))
+    # the lines are the table's estimates, the diamonds the registry's paper values
+    assert base.mean == row.cells[arms["baseline"]].est.mean
+    assert (base.lo, base.hi) == (row.cells[arms["baseline"]].est.lo,
+                                  row.cells[arms["baseline"]].est.hi)
+    assert base.paper == row.paper["baseline"] and prim.paper == row.paper["treatment"]
+    # C2: the paper gives a range, drawn as a band on the primary arm's lines
+    # on the paper's own settings (a scale-model row shows the same band for comparison)
+    c2_lines, _ = forest_lines(res["C2"])
+    primary = res["C2"].claim["arms"]["primary"]
+    paper_settings = {f"{r['dataset']} / {r['backbone']}" for r in res["C2"].claim["rows"]}
+    arm_of = {id(ln): ln.label.split(" | ")[-1].split(" (")[0] for ln in c2_lines}
+    banded = [ln for ln in c2_lines if ln.label.split(" | ")[0] in paper_settings
+              and arm_of[id(ln)] == primary]
+    assert banded and all(ln.paper_range == (0.33, 0.50) for ln in banded)
+    assert all(ln.paper_range is None for ln in c2_lines if arm_of[id(ln)] != primary)
+
+
+def test_summary_shows_one_forest_plot_per_claim_inline(fx):
+    res = build_report(fx)
+    out = Path(fx["reports"], "fx")
+    summary = (out / "summary.md").read_text()
+    images = re.findall(r"!\[forest plot (C\d+)\]\((figures/forest_c\d+\.png)\)", summary)
+    drawn = {cid for cid, _ in images}
+    # every claim with at least one finite estimate has its figure, and it exists on disk
+    expected = {r.claim["id"] for r in res
+                if any(ln.mean is not None for lines in forest_lines(r) for ln in lines)}
+    assert drawn == expected and {"C1", "C2", "C3"} <= drawn
+    for _, rel in images:
+        assert (out / rel).stat().st_size > 2000
+    assert summary.index("## Claims at a glance") < summary.index("## Provenance")
+
+
+def test_html_pages_embed_the_forest_plot_and_render_the_table(fx, tmp_path):
+    from weince.report.html import claim_page, write_markdown_page
+
+    res = by_id(build_report(fx))
+    out = Path(fx["reports"], "fx")
+    page = claim_page(res["C3"], out / "table_c3.md", tmp_path / "claim_c3.html", "fx")
+    text = page.read_text()
+    assert text.count("data:image/png;base64,") == 1   # the forest plot, self-contained
+    assert "<table>" in text and "C3" in text
+    summary = write_markdown_page(out / "summary.md", tmp_path / "summary.html").read_text()
+    n_forest = len(re.findall(r"!\[forest plot", (out / "summary.md").read_text()))
+    assert summary.count("data:image/png;base64,") == n_forest > 0
+    assert summary.count("<table>") >= 1 and "figures/forest_" not in summary
+
+
+def test_figures_are_grouped_by_claim():
+    from weince.report.html import figure_category
+
+    cats = {"C1": "C1: tail", "C2": "C2: link", "C3": "C3: probe"}
+    assert figure_category("forest_c3", cats) == "C3: probe"
+    assert figure_category("c1_estimates", cats) == "C1: tail"
+    assert figure_category("evt/digits_smallcnn_infonce_qq", cats) == "C1: tail"
+    assert figure_category("evt/digits_smallcnn_infonce_lambda_profile", cats) == "C2: link"
+    assert figure_category("lambda_training_digits_smallcnn", cats) == "WEINCE lambda over training"
