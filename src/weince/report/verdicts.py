@@ -18,8 +18,8 @@ and ``docs/verdicts.md`` repeats it (a test keeps the two equal). ``tol`` is the
 - ``gain`` (C3, C4, C6, C7): our gain ``g`` (arm - baseline, Welch t-interval across
   encoder seeds) must exclude zero on the side of the paper's gain ``G``, and ``G`` must
   lie inside our interval or within ``tol`` of our mean.
-- ``noninferior`` (C5, C10): the lower end of our gain's interval is at least ``-tol``
-  (the non-inferiority margin), on every row.
+- ``noninferior`` (C5, C10): our mean gain is at least zero and the lower end of its
+  interval at least ``-tol`` (the non-inferiority margin), on every row.
 - ``sign`` (C1): ``xi < 0``, our interval of ``xi`` below zero, and the paper's value
   inside our interval widened by ``tol`` on each side.
 - ``reject`` (C2): every fit rejects the softmax link (``p < alpha``, the pair-robust test
@@ -58,9 +58,9 @@ RULES = {
              "zero on the paper's side and the paper's gain lies inside that interval or "
              "within {tol} {unit} of our mean gain; fewer than 2 encoders per arm give no "
              "interval and so no reproduction."),
-    "noninferior": ("Reproduced when, on every row, the lower end of our gain's 95% interval "
-                    "(Welch, across encoder seeds) is at least -{tol} {unit} (the "
-                    "non-inferiority margin)."),
+    "noninferior": ("Reproduced when, on every row, our mean gain is at least zero (the "
+                    "paper's '>=') and the lower end of its 95% interval (Welch, across "
+                    "encoder seeds) is at least -{tol} {unit} (the non-inferiority margin)."),
     "sign": ("Reproduced when xi < 0, our 95% interval of xi lies below zero, and the "
              "paper's {value} lies inside our interval widened by {tol} on each side. The "
              "interval is the t-interval across encoder seeds (n >= 2), else the fit's "
@@ -279,8 +279,10 @@ def _noninferior_verdict(row: Row, arm: str, base: str, tol: float,
         return _scale_gain_reading(g), "not the paper's setting"
     if not g.has_interval:
         return NOT_REPRODUCED, f"{_describe_gain(g)}: no interval to bound the loss"
+    if g.mean < 0:
+        return NOT_REPRODUCED, f"{_describe_gain(g)}: mean gain below zero"
     if g.lo >= -tol:
-        return REPRODUCED, f"{_describe_gain(g)}: lower end >= -{tol:g} (margin)"
+        return REPRODUCED, f"{_describe_gain(g)}: mean >= 0, lower end >= -{tol:g} (margin)"
     return NOT_REPRODUCED, f"{_describe_gain(g)}: lower end below -{tol:g} (margin)"
 
 
