@@ -10,6 +10,16 @@ import torch.nn.functional as F
 Layout = Literal["simclr", "pairs"]
 LAYOUTS = ("simclr", "pairs")
 
+# On CPU in eager mode the top-k selections go through NumPy (several times faster there
+# than ``torch.topk``); ``False`` forces the ``torch.topk`` path that CUDA and compiled code
+# take (``benchmarks/op_counts.py`` counts both).
+CPU_SELECTION = True
+
+
+def cpu_selection(x: torch.Tensor) -> bool:
+    """Whether the top-k selection of ``x`` takes the NumPy path (CPU, eager, enabled)."""
+    return CPU_SELECTION and x.device.type == "cpu" and not torch.compiler.is_compiling()
+
 __all__ = ["check_batch", "pair_similarities", "masked_logits", "negative_values", "LAYOUTS"]
 
 

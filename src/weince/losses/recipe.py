@@ -12,7 +12,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from weince.losses._common import invert, negative_values, upcast
+from weince.losses._common import cpu_selection, invert, negative_values, upcast
 
 __all__ = ["top_negatives", "topm_softmax", "topm_weibull", "fit_batch_beta"]
 
@@ -80,7 +80,7 @@ def _largest(vals: torch.Tensor, k: int, inplace: bool = False) -> torch.Tensor:
     """The ``k`` largest entries of the 1-D ``vals``, largest first: ``torch.topk``'s values;
     on CPU by introselect and a sort of the survivors (``torch.topk`` with a large sorted
     ``k`` is several times slower there)."""
-    if vals.device.type != "cpu" or torch.compiler.is_compiling():
+    if not cpu_selection(vals):
         return torch.topk(vals, k, largest=True, sorted=True).values
     a = vals.numpy() if inplace else vals.numpy().copy()
     a.partition(a.size - k)

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from weince.losses._common import check_batch, check_tau, invert, negative_values, upcast
+from weince.losses._common import check_batch, check_tau, cpu_selection, invert, negative_values, upcast
 
 __all__ = ["weince", "tail_size", "weince_statistics", "GATES", "BETAS"]
 
@@ -145,7 +145,7 @@ def _statistics(sim: torch.Tensor, targets: torch.Tensor, invalid: torch.Tensor 
     B = s.shape[0]
     k = tail_size(K, tail_frac, min_tail)
     width = max(k, min(topk_extra, K))
-    if s.device.type == "cpu" and not torch.compiler.is_compiling():
+    if cpu_selection(s):
         if topk_extra == 0:
             top_vals, top_idx = _top_negatives_cpu(s, targets, invalid, k), None
         else:
