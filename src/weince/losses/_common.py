@@ -16,6 +16,16 @@ LAYOUTS = ("simclr", "pairs")
 CPU_SELECTION = True
 
 
+def cached(cache: dict, key, build):
+    """``cache[key]``, built by ``build()`` on first use. Inside a compiled graph the constants
+    are built in the graph instead (a Python-side cache there would be a side effect)."""
+    if torch.compiler.is_compiling():
+        return build()
+    if key not in cache:
+        cache[key] = build()
+    return cache[key]
+
+
 def cpu_selection(x: torch.Tensor) -> bool:
     """Whether the top-k selection of ``x`` takes the NumPy path (CPU, eager, enabled)."""
     return CPU_SELECTION and x.device.type == "cpu" and not torch.compiler.is_compiling()

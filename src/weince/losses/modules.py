@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from weince.losses._common import LAYOUTS, check_tau, negative_values, pair_similarities, two_view_batch
+from weince.losses._common import LAYOUTS, cached, check_tau, negative_values, pair_similarities, two_view_batch
 from weince.losses.infonce import _info_nce
 from weince.losses.recipe import (
     batch_beta_from_negatives,
@@ -64,16 +64,17 @@ def _quantiles(x: torch.Tensor) -> dict[str, torch.Tensor]:
     sort and one matmul with cached interpolation weights (``torch.quantile`` itself costs
     more than the rest of the statistics at small B)."""
     n = x.numel()
-    key = (n, x.dtype, str(x.device))
-    if key not in _QUANTILE_W:
-        w = torch.zeros(n, 3, dtype=torch.float64)
+
+    def build():
+        w = [[0.0] * 3 for _ in range(n)]
         for j, q in enumerate((0.1, 0.5, 0.9)):
             pos = q * (n - 1)
             lo = int(pos)
-            w[lo, j] += 1.0 - (pos - lo)
-            w[min(lo + 1, n - 1), j] += pos - lo
-        _QUANTILE_W[key] = w.to(device=x.device, dtype=x.dtype)
-    q10, q50, q90 = (x.sort().values @ _QUANTILE_W[key]).unbind()
+            w[lo][j] += 1.0 - (pos - lo)
+            w[min(lo + 1, n - 1)][j] += pos - lo
+        return torch.tensor(w, dtype=x.dtype, device=x.device)
+
+    q10, q50, q90 = (x.sort().values @ cached(_QUANTILE_W, (n, x.dtype, str(x.device)), build)).unbind()
     return {"lambda_mean": x.mean(), "lambda_q10": q10, "lambda_q50": q50, "lambda_q90": q90}
 
 

@@ -8,11 +8,13 @@ an exponential moving average by :class:`weince.losses.WEINCERecipeLoss`.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from weince.losses._common import cpu_selection, invert, negative_values, upcast
+from weince.losses._common import cached, cpu_selection, invert, negative_values, upcast
 
 __all__ = ["top_negatives", "topm_softmax", "topm_weibull", "fit_batch_beta"]
 
@@ -127,14 +129,14 @@ def fit_pooled(top: torch.Tensor, k: int, eps: float = 1e-6):
     if k < 10 or n < 2:
         zero = torch.zeros((), dtype=torch.float64, device=top.device)
         return zero, zero
-    key = (k, str(top.device))
-    if key not in _POOL:
-        m = torch.arange(b + 1, k + 1, dtype=torch.float64)
-        y = torch.log(m / (k + 1))
-        yc = y - y.mean()
-        syy = float((yc * yc).sum())
-        _POOL[key] = ((yc / n).to(top.device), syy)
-    w, syy = _POOL[key]
+    def build():  # constants in plain Python: no value is read back from a tensor
+        y = [math.log(m / (k + 1)) for m in range(b + 1, k + 1)]
+        y_mean = sum(y) / n
+        yc = [v - y_mean for v in y]
+        return (torch.tensor([v / n for v in yc], dtype=torch.float64, device=top.device),
+                sum(v * v for v in yc))
+
+    w, syy = cached(_POOL, (k, str(top.device)), build)
     top = top if top.dtype == torch.float64 else top.double()
     x = torch.rsub(top[b:], 1.0).clamp_min_(eps).log_()
     var, mean = torch.var_mean(x, correction=0)              # S_xx / n

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from weince.losses._common import check_batch, check_tau, cpu_selection, invert, negative_values, upcast
+from weince.losses._common import cached, check_batch, check_tau, cpu_selection, invert, negative_values, upcast
 
 __all__ = ["weince", "tail_size", "weince_statistics", "GATES", "BETAS"]
 
@@ -72,15 +72,14 @@ def _design(k: int, b: int, device: torch.device):
     column negated, so that both fits are penalised where their column of ``xc @ W`` is
     ``<= 0``), each divided by ``n``; ``syy`` ``(2,)``: their sums of squares; ``wd`` ``(2,)``:
     ``(-n, n)``, so that ``log(SSE) @ wd = n log(SSE_G / SSE_W)``."""
-    key = (k, b, str(device))
-    if key not in _DESIGNS:
+    def build():
         n = k - b
-        F_m = torch.arange(b + 1, k + 1, dtype=torch.float64) / (k + 1)
+        F_m = torch.arange(b + 1, k + 1, dtype=torch.float64, device=device) / (k + 1)
         Y = torch.stack([torch.log(F_m), -torch.log(-torch.log(F_m))], dim=1)
         Yc = Y - Y.mean(dim=0)
-        wd = torch.tensor([-float(n), float(n)], dtype=torch.float64)
-        _DESIGNS[key] = ((Yc / n).to(device), (Yc * Yc).sum(dim=0).to(device), wd.to(device))
-    return _DESIGNS[key]
+        wd = torch.tensor([-float(n), float(n)], dtype=torch.float64, device=device)
+        return Yc / n, (Yc * Yc).sum(dim=0), wd
+    return cached(_DESIGNS, (k, b, str(device)), build)
 
 
 def _top_negatives_cpu(s: torch.Tensor, targets: torch.Tensor | None, invalid: torch.Tensor | None,
@@ -250,12 +249,10 @@ _COEF: dict = {}
 def _coefficients(lam: torch.Tensor, tau: float, dtype: torch.dtype):
     """``(-lam, (1 - lam) / tau, lam)`` as ``(B, 1)`` columns of ``dtype``, from one ``addcmul``
     with cached constants (``beta = 1``)."""
-    key = (float(tau), lam.dtype, str(lam.device))
-    if key not in _COEF:
-        inv = 1.0 / float(tau)
-        _COEF[key] = (torch.tensor([-1.0, -inv, 1.0], dtype=lam.dtype).view(3, 1, 1).to(lam.device),
-                      torch.tensor([0.0, inv, 0.0], dtype=lam.dtype).view(3, 1, 1).to(lam.device))
-    w, b = _COEF[key]
+    inv = 1.0 / float(tau)
+    w, b = cached(_COEF, (float(tau), lam.dtype, str(lam.device)), lambda: (
+        torch.tensor([-1.0, -inv, 1.0], dtype=lam.dtype, device=lam.device).view(3, 1, 1),
+        torch.tensor([0.0, inv, 0.0], dtype=lam.dtype, device=lam.device).view(3, 1, 1)))
     coef = torch.addcmul(b, lam.view(1, -1, 1), w)
     return (coef if coef.dtype == dtype else coef.to(dtype)).unbind(0)
 
