@@ -296,8 +296,9 @@ def eager_step(model, loss_fn, opt, aug, batch, generator, *, use_amp=False, cha
 class CompiledStep:
     """The whole training step as one ``torch.compile(fullgraph=True)`` graph: views from
     the step's uniforms, forward, loss, gradients (``torch.autograd.grad``, traced with
-    ``trace_autograd_ops``) and Adam's update, written out on the optimiser's own state (so
-    checkpoints and the learning-rate scheduler work as in eager mode).
+    ``trace_autograd_ops``) and Adam's update on the optimiser's own state (so checkpoints
+    and the learning-rate scheduler work as in eager mode); the graph returns the new
+    parameters and moments, copied into place by four multi-tensor copies after it.
 
     ``torch.optim.Adam.step`` cannot be traced (it breaks the graph on purpose), hence the
     update below; it is ``torch.optim.Adam``'s (L2 weight decay, no amsgrad), with the step
@@ -348,30 +349,47 @@ class CompiledStep:
         loss = self.loss_fn(z1, z2)
         grads = torch.autograd.grad(loss, self.params)
         with torch.no_grad():
-            self._adam(grads, lr)
-        return loss.detach(), dict(self.loss_fn.last_stats)
+            new = self._adam(grads, lr)
+        # the gradients are returned too (unused): as intermediates only, Inductor on CPU
+        # (torch 2.14.1) fused the projection head's weight gradients into Adam's update
+        # wrongly (moments off by a factor of ~10); as outputs the step equals eager
+        return loss.detach(), dict(self.loss_fn.last_stats), new, grads
 
     def _adam(self, grads, lr):
+        """``torch.optim.Adam``'s update as new tensors: ``(params, exp_avg, exp_avg_sq, step)``
+        lists. They are copied into place after the graph (four multi-tensor copies):
+        mutating the parameters inside the graph that also differentiates through them gave
+        wrong results under Inductor on CPU (torch 2.14.1; ``aot_eager`` was right)."""
         g0 = self.opt.param_groups[0]
         (b1, b2), eps, wd = g0["betas"], g0["eps"], g0["weight_decay"]
+        out = ([], [], [], [])
         for p, grad in zip(self.params, grads):
             st = self.opt.state[p]
             if wd:
                 grad = grad.add(p, alpha=wd)
-            st["step"].add_(1)
-            st["exp_avg"].lerp_(grad, 1 - b1)
-            st["exp_avg_sq"].mul_(b2).addcmul_(grad, grad, value=1 - b2)
-            bc1 = 1 - torch.pow(b1, st["step"])
-            bc2 = 1 - torch.pow(b2, st["step"])
-            denom = (st["exp_avg_sq"].sqrt() / bc2.sqrt()).add_(eps)
-            p.sub_(st["exp_avg"] / denom * (lr / bc1))
+            step = st["step"] + 1
+            m = torch.lerp(st["exp_avg"], grad, 1 - b1)
+            v = torch.addcmul(st["exp_avg_sq"] * b2, grad, grad, value=1 - b2)
+            bc1 = 1 - torch.pow(b1, step)
+            bc2 = 1 - torch.pow(b2, step)
+            denom = (v.sqrt() / bc2.sqrt()).add_(eps)
+            for lst, val in zip(out, (p - m / denom * (lr / bc1), m, v, step)):
+                lst.append(val)
+        return out
 
     def __call__(self, batch: torch.Tensor, generator: Optional[torch.Generator] = None):
         """One step on ``batch`` (uint8 images); returns ``(loss, last_stats)`` (detached)."""
         u = self.aug.draw(2 * batch.shape[0], generator, batch.device)
         self.lr.fill_(float(self.opt.param_groups[0]["lr"]))   # scheduler's value; no sync
+        if self.mode == "reduce-overhead":  # CUDA graphs: the previous step's outputs are consumed
+            torch.compiler.cudagraph_mark_step_begin()
         with torch._dynamo.config.patch(trace_autograd_ops=True):
-            loss, stats = self.fn(batch, u, self.lr)
+            loss, stats, new, _ = self.fn(batch, u, self.lr)
+        st = [self.opt.state[p] for p in self.params]
+        with torch.no_grad():
+            for dst, src in zip((self.params, [s["exp_avg"] for s in st],
+                                 [s["exp_avg_sq"] for s in st], [s["step"] for s in st]), new):
+                torch._foreach_copy_(dst, src)
         self.loss_fn.last_stats = stats
         return loss, stats
 
