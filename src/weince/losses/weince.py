@@ -72,13 +72,18 @@ def _design(k: int, b: int, device: torch.device):
     column negated, so that both fits are penalised where their column of ``xc @ W`` is
     ``<= 0``), each divided by ``n``; ``syy`` ``(2,)``: their sums of squares; ``wd`` ``(2,)``:
     ``(-n, n)``, so that ``log(SSE) @ wd = n log(SSE_G / SSE_W)``."""
-    def build():
+    def build():  # plain Python, so that a compiled graph holds them as constants
         n = k - b
-        F_m = torch.arange(b + 1, k + 1, dtype=torch.float64, device=device) / (k + 1)
-        Y = torch.stack([torch.log(F_m), -torch.log(-torch.log(F_m))], dim=1)
-        Yc = Y - Y.mean(dim=0)
+        cols = []
+        for f in (lambda F: math.log(F), lambda F: -math.log(-math.log(F))):
+            y = [f(m / (k + 1)) for m in range(b + 1, k + 1)]
+            mu = sum(y) / n
+            cols.append([v - mu for v in y])
+        W = torch.tensor([[cols[0][i] / n, cols[1][i] / n] for i in range(n)],
+                         dtype=torch.float64, device=device)
+        syy = torch.tensor([sum(v * v for v in c) for c in cols], dtype=torch.float64, device=device)
         wd = torch.tensor([-float(n), float(n)], dtype=torch.float64, device=device)
-        return Yc / n, (Yc * Yc).sum(dim=0), wd
+        return W, syy, wd
     return cached(_DESIGNS, (k, b, str(device)), build)
 
 
