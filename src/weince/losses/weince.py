@@ -176,9 +176,9 @@ def _statistics(sim: torch.Tensor, targets: torch.Tensor, invalid: torch.Tensor 
     k = tail_size(K, tail_frac, min_tail)
     width = max(k, min(topk_extra, K))
     if cpu_selection(s):
-        top_vals, top_idx = _top_negatives_cpu(s.detach(), targets, invalid, width,
+        top_vals, top_idx = _top_negatives_cpu(s, targets, invalid, width,
                                                with_indices=topk_extra > 0, half=half) \
-            if topk_extra else (_top_negatives_cpu(s.detach(), targets, invalid, k, half=half), None)
+            if topk_extra else (_top_negatives_cpu(s, targets, invalid, k, half=half), None)
         neg = None
     else:
         neg = negative_values(s, targets, invalid)
