@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# The GPU checks of claim C8 in one short script (about 6-8 minutes on one recent GPU):
+# The GPU checks of claim C8 in one short script (about 6-8 minutes on one recent GPU).
+# benchmarks/gpu_acceptance.sh is the wider acceptance run (it includes C8 at the paper's
+# setting); this script stays for the C8 numbers alone:
 #   1. the CUDA-only tests (loss on CUDA, bf16 autocast, compiled loss);
 #   2. the loss alone at 2N in {512, 4096}, eager and compiled;
 #   3. the paper's whole step: ResNet-18, CIFAR size, 2 x 256 views, bf16 autocast,

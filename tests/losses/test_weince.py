@@ -251,6 +251,7 @@ def test_bf16_autocast_gives_finite_float32_loss():
     assert st["lambda"].dtype == torch.float32
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_matches_cpu():
     sim, t, m = simclr_batch(n=64, seed=4)
@@ -398,3 +399,63 @@ def test_weince_module_records_lambda_quantiles():
     st = m.last_stats
     assert float(st["lambda_q10"]) <= float(st["lambda_q50"]) <= float(st["lambda_q90"])
     assert 0.0 <= float(st["lambda_mean"]) <= 1.0
+
+
+# ---------------------------------------------------------------- no host sync (issue 17)
+def test_check_false_gives_the_same_loss_and_keeps_free_checks():
+    sim, t, m = simclr_batch(n=32, seed=2)
+    K = sim.shape[1] - 2
+    assert torch.equal(weince(sim, t, m, check=False, num_negatives=K), weince(sim, t, m))
+    assert torch.equal(weince(sim, t, m, check=False), weince(sim, t, m))
+    assert torch.equal(info_nce(sim, t, m, check=False), info_nce(sim, t, m))
+    with pytest.raises(ValueError, match="targets must have shape"):
+        weince(sim, t[:-1], m, check=False)
+    with pytest.raises(ValueError, match="num_negatives"):
+        weince(sim, t, m, check=False, num_negatives=sim.shape[1])
+
+
+def test_device_selection_path_equals_cpu_path():
+    # the torch.topk path (what CUDA and compiled code run) against the NumPy CPU path
+    import weince.losses._common as common
+
+    g = torch.Generator().manual_seed(7)
+    z1, z2 = torch.randn(48, 16, generator=g), torch.randn(48, 16, generator=g)
+    for name in ("weince", "weince_recipe"):
+        out = {}
+        for flag in (True, False):
+            common.CPU_SELECTION = flag
+            try:
+                f = build_loss(name, tau=0.5).train()
+                out[flag] = (f(z1, z2), {k: float(v) for k, v in f.last_stats.items()})
+            finally:
+                common.CPU_SELECTION = True
+        torch.testing.assert_close(out[False][0], out[True][0], rtol=1e-6, atol=1e-7)
+        for key, val in out[True][1].items():
+            assert out[False][1][key] == pytest.approx(val, rel=1e-6, abs=1e-9), key
+
+
+@pytest.mark.parametrize("name", ["infonce", "weince", "weince_recipe", "infonce_topm"])
+def test_loss_modules_compile_fullgraph(name):
+    g = torch.Generator().manual_seed(3)
+    z1, z2 = torch.randn(24, 8, generator=g), torch.randn(24, 8, generator=g)
+    eager = build_loss(name, tau=0.5).train()
+    comp = torch.compile(build_loss(name, tau=0.5).train(), fullgraph=True, backend="aot_eager")
+    a, b = eager(z1, z2), comp(z1, z2)
+    torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_functional_api_without_checks_does_not_sync():
+    sim, t, m = simclr_batch(n=64, seed=4)
+    sim, t, m = sim.cuda(), t.cuda(), m.cuda()
+    K = sim.shape[1] - 2
+    weince(sim, t, m, check=False, num_negatives=K)           # warm-up (lazy CUDA init)
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        a = weince(sim, t, m, check=False, num_negatives=K)
+        b = info_nce(sim, t, m, check=False)
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    assert float(a) == pytest.approx(float(weince(sim.cpu(), t.cpu(), m.cpu())), rel=1e-4)
+    assert float(b) == pytest.approx(float(info_nce(sim.cpu(), t.cpu(), m.cpu())), rel=1e-5)

@@ -276,12 +276,14 @@ class SimCLRAugment:
     # ------------------------------------------------------------------ sampling
     def sample_params(self, batch: int, height: int, width: int,
                       generator: torch.Generator | None = None,
-                      device: torch.device | str = "cpu") -> AugmentParams:
+                      device: torch.device | str = "cpu", u: torch.Tensor | None = None) -> AugmentParams:
         """Draw every image's parameters with one ``torch.rand`` call (on the generator's
-        device if a generator is given, else on ``device``)."""
-        dev = generator.device if generator is not None else torch.device(device)
+        device if a generator is given, else on ``device``); ``u``: that draw, made
+        beforehand by :meth:`draw` (a compiled training step takes it as an input)."""
         a = _N_ATTEMPTS
-        u = torch.rand(batch, 4 * a + 13, generator=generator, device=dev)
+        if u is None:
+            u = self.draw(batch, generator, device)
+        dev = u.device
         u_area, u_ratio, u_top, u_left = u[:, :a], u[:, a:2 * a], u[:, 2 * a:3 * a], u[:, 3 * a:4 * a]
         rest = u[:, 4 * a:]
         # --- random resized crop (torchvision's algorithm, vectorised over attempts)
@@ -328,6 +330,13 @@ class SimCLRAugment:
         return AugmentParams(top.long(), left.long(), hh.long(), ww.long(), flip, jit_on,
                              factors, order, gray, blur_on, sigma)
 
+    @staticmethod
+    def draw(batch: int, generator: torch.Generator | None = None,
+             device: torch.device | str = "cpu") -> torch.Tensor:
+        """The uniforms that :meth:`sample_params` turns into ``batch`` images' parameters."""
+        dev = generator.device if generator is not None else torch.device(device)
+        return torch.rand(batch, 4 * _N_ATTEMPTS + 13, generator=generator, device=dev)
+
     # ------------------------------------------------------------------ applying
     def apply(self, x: torch.Tensor, p: AugmentParams) -> torch.Tensor:
         """Apply given parameters to ``x`` (uint8, or float in [0, 1]) ``(B, C, H, W)``."""
@@ -363,8 +372,8 @@ class SimCLRAugment:
         rotation runs on the images that use it: gathered (``gather=True``, default on CPU:
         no wasted work) or on the whole batch and selected (no host synchronisation:
         better on accelerators)."""
-        if gather is None:
-            gather = x.device.type == "cpu"
+        if gather is None:  # (a compiled graph cannot branch on the gathered count)
+            gather = x.device.type == "cpu" and not torch.compiler.is_compiling()
         strength = _const(self.jitter, x.device, torch.float32)
         use_hue = self.jitter[3] > 0
         for pos in range(4):
@@ -392,10 +401,15 @@ class SimCLRAugment:
         params = self.sample_params(x.shape[0], x.shape[2], x.shape[3], generator, x.device)
         return self.apply(x, params)
 
-    def two_views(self, x: torch.Tensor, generator: torch.Generator | None = None
-                  ) -> tuple[torch.Tensor, torch.Tensor]:
+    def two_views(self, x: torch.Tensor, generator: torch.Generator | None = None,
+                  u: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Two independent views ``(v1, v2)`` of every image of the batch, made in one
-        pass over the doubled batch (half the kernel launches of two calls)."""
+        pass over the doubled batch (half the kernel launches of two calls). ``u``: the
+        uniforms of :meth:`draw` for ``2 B`` images, instead of drawing them here."""
+        if u is not None:
+            xx = torch.cat([x, x])
+            v = self.apply(xx, self.sample_params(xx.shape[0], xx.shape[2], xx.shape[3], u=u))
+            return v[: x.shape[0]], v[x.shape[0]:]
         v = self(torch.cat([x, x]), generator)
         return v[: x.shape[0]], v[x.shape[0]:]
 

@@ -16,6 +16,27 @@ import torch.nn.functional as F
 Layout = Literal["simclr", "pairs"]
 LAYOUTS = ("simclr", "pairs")
 
+# On CPU in eager mode the top-k selections go through NumPy (several times faster there
+# than ``torch.topk``); ``False`` forces the ``torch.topk`` path that CUDA and compiled code
+# take (``benchmarks/op_counts.py`` counts both).
+CPU_SELECTION = True
+
+
+def cached(cache: dict, key, build):
+    """``cache[key]``, built by ``build()`` on first use. Inside a compiled graph the constants
+    are built in the graph instead (a Python-side cache there would be a side effect)."""
+    if torch.compiler.is_compiling():
+        return build()
+    if key not in cache:
+        cache[key] = build()
+    return cache[key]
+
+
+def cpu_selection(x: torch.Tensor) -> bool:
+    """Whether the top-k selection of ``x`` takes the NumPy path (CPU, eager, enabled)."""
+    return CPU_SELECTION and x.device.type == "cpu" and not torch.compiler.is_compiling()
+
+
 __all__ = ["check_batch", "pair_similarities", "masked_logits", "negative_values", "LAYOUTS",
            "unit_rows"]
 
@@ -25,12 +46,16 @@ def check_tau(tau: float) -> None:
         raise ValueError(f"tau must be a positive number (the softmax temperature), got {tau!r}")
 
 
-def check_batch(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None) -> int:
+def check_batch(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None,
+                sync: bool = True, num_negatives: int | None = None) -> int:
     """Validate a generic batch (SPEC section 1) and return ``K``, the number of negatives
     of every row.
 
     Raises ``ValueError`` for a non-2-D ``sim``, mismatched shapes, a target outside the
     columns, a masked-out positive, or rows whose numbers of negatives differ.
+    ``sync=False`` checks shapes and dtypes only (metadata, no device-to-host copy): the
+    value checks are skipped, and with a ``mask`` ``K`` is ``num_negatives`` when given
+    (otherwise it is read from the mask's first row, one synchronisation).
     """
     if not isinstance(sim, torch.Tensor) or sim.ndim != 2:
         raise ValueError(f"sim must be a 2-D tensor (rows = anchors, columns = candidates), "
@@ -41,19 +66,25 @@ def check_batch(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | N
     if not isinstance(targets, torch.Tensor) or targets.shape != (B,):
         raise ValueError(f"targets must have shape ({B},) (one positive column per row of sim), "
                          f"got {getattr(targets, 'shape', type(targets))}")
-    n_bad = int((~torch.isfinite(sim)).sum())  # the functional API syncs here anyway
+    n_bad = int((~torch.isfinite(sim)).sum()) if sync else 0  # a sync: checked mode only
     if n_bad:
         raise ValueError(f"sim holds {n_bad} NaN/inf value(s) of {sim.numel()}: the embeddings are "
                          f"not finite (a diverged model?); cosine similarities lie in [-1, 1]")
     if targets.dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.bool):
         raise ValueError(f"targets must be an integer tensor of column indices, got {targets.dtype}")
-    if bool(((targets < 0) | (targets >= C)).any()):
+    if sync and bool(((targets < 0) | (targets >= C)).any()):
         raise ValueError(f"targets must index columns of sim, i.e. lie in [0, {C - 1}]")
     if mask is None:
         return C - 1
     if not isinstance(mask, torch.Tensor) or mask.shape != sim.shape or mask.dtype != torch.bool:
         raise ValueError(f"mask must be a boolean tensor of the same shape as sim {tuple(sim.shape)}, "
                          f"got {getattr(mask, 'shape', type(mask))} {getattr(mask, 'dtype', '')}")
+    if not sync:
+        if num_negatives is not None:
+            if not 1 <= int(num_negatives) <= C - 1:
+                raise ValueError(f"num_negatives must lie in [1, {C - 1}], got {num_negatives!r}")
+            return int(num_negatives)
+        return int(mask[0].sum()) - 1
     rows = torch.arange(B, device=sim.device)
     pos_valid = mask[rows, targets]
     if not bool(pos_valid.all()):
@@ -132,7 +163,7 @@ def pair_similarities(z1: torch.Tensor, z2: torch.Tensor, layout: Layout = "simc
 
 def upcast(x: torch.Tensor) -> torch.Tensor:
     """float64 stays float64; anything else (bf16/fp16 under autocast) computes in float32."""
-    return x if x.dtype == torch.float64 else x.float()
+    return x if x.dtype in (torch.float32, torch.float64) else x.float()
 
 
 def invert(mask: torch.Tensor | None) -> torch.Tensor | None:
@@ -149,10 +180,8 @@ def masked_logits(logits: torch.Tensor, invalid: torch.Tensor | None) -> torch.T
 
 def negative_values(sim: torch.Tensor, targets: torch.Tensor, invalid: torch.Tensor | None) -> torch.Tensor:
     """``sim`` with the positive and the invalid columns set to ``-inf`` (negatives only)."""
-    rows = torch.arange(sim.shape[0], device=sim.device)
     neg = sim.clone() if invalid is None else sim.masked_fill(invalid, float("-inf"))
-    neg[rows, targets] = float("-inf")
-    return neg
+    return neg.scatter_(1, targets.view(-1, 1), float("-inf"))
 
 
 def two_view_batch(z1: torch.Tensor, z2: torch.Tensor, layout: Layout):

@@ -15,11 +15,18 @@ from __future__ import annotations
 from typing import Callable
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-from weince.losses._common import LAYOUTS, check_tau, negative_values, pair_similarities, two_view_batch
+from weince.losses._common import LAYOUTS, cached, check_tau, negative_values, pair_similarities, two_view_batch
 from weince.losses.infonce import _info_nce
-from weince.losses.recipe import batch_beta_from_negatives, top_negatives, topm_softmax, topm_weibull
+from weince.losses.recipe import (
+    batch_beta_from_negatives,
+    fit_pooled,
+    pool_size,
+    pooled_top_cpu,
+    topm_softmax,
+)
 from weince.losses.weince import _weince, check_weince_args
 
 __all__ = ["InfoNCELoss", "WEINCELoss", "WEINCERecipeLoss", "WEINCERecipeNoWeibLoss",
@@ -49,17 +56,26 @@ def build_loss(name: str, **kwargs) -> nn.Module:
         raise ValueError(f"bad options for loss {name!r}: {err}") from err
 
 
+_QUANTILE_W: dict = {}
+
+
 def _quantiles(x: torch.Tensor) -> dict[str, torch.Tensor]:
     """Mean and the 10/50/90% quantiles (``torch.quantile``'s linear interpolation) from one
-    sort: ``torch.quantile`` itself costs more than the rest of the statistics at small B."""
-    xs = x.float().sort().values
-    n = xs.numel()
-    out = {"lambda_mean": x.mean()}
-    for q in (0.1, 0.5, 0.9):
-        pos = q * (n - 1)
-        lo = int(pos)
-        out[f"lambda_q{round(100 * q)}"] = torch.lerp(xs[lo], xs[min(lo + 1, n - 1)], pos - lo)
-    return out
+    sort and one matmul with cached interpolation weights (``torch.quantile`` itself costs
+    more than the rest of the statistics at small B)."""
+    n = x.numel()
+
+    def build():
+        w = [[0.0] * 3 for _ in range(n)]
+        for j, q in enumerate((0.1, 0.5, 0.9)):
+            pos = q * (n - 1)
+            lo = int(pos)
+            w[lo][j] += 1.0 - (pos - lo)
+            w[min(lo + 1, n - 1)][j] += pos - lo
+        return torch.tensor(w, dtype=x.dtype, device=x.device)
+
+    q10, q50, q90 = (x.sort().values @ cached(_QUANTILE_W, (n, x.dtype, str(x.device)), build)).unbind()
+    return {"lambda_mean": x.mean(), "lambda_q10": q10, "lambda_q50": q50, "lambda_q90": q90}
 
 
 class _TwoViewLoss(nn.Module):
@@ -131,9 +147,11 @@ class WEINCELoss(_TwoViewLoss):
 
     def core(self, z1, z2, topk_extra: int = 0):
         sim, targets, invalid, K = self.batch(z1, z2)
+        half = z1.shape[0] if self.layout == "simclr" else None
         loss, stats = _weince(sim, targets, invalid, K, self.tau, return_stats=True,
-                              topk_extra=topk_extra, **self.opts)
-        self.last_stats = {**_quantiles(stats["lambda"]), "rho0": stats["rho0"],
+                              topk_extra=topk_extra, half=half, **self.opts)
+        # 0-d float64 tensors (read with float()); nothing here waits for the device
+        self.last_stats = {**_quantiles(stats["lambda"]), "rho0": stats["log_rho0"].exp(),
                            "daic_mean": stats["daic"].mean(), "beta_w_mean": stats["beta_w"].mean()}
         return loss, sim, targets, invalid, K, stats
 
@@ -165,34 +183,64 @@ class WEINCERecipeLoss(WEINCELoss):
         self.beta_t_min, self.beta_t_max = float(beta_t_min), float(beta_t_max)
         self.pool_min, self.pool_frac = int(pool_min), float(pool_frac)
         self.register_buffer("beta_t", torch.tensor(float(beta_t_init)))
+        self._zero_targets: torch.Tensor | None = None
 
     @torch.no_grad()
     def update_beta_t(self, neg: torch.Tensor, count: int, inplace: bool = False) -> None:
         """One EMA step from ``neg`` (similarities with ``-inf`` off the ``count`` negatives;
         ``inplace``: a scratch copy the fit may reorder)."""
-        slope, r2 = batch_beta_from_negatives(neg, count, self.opts["eps"], self.pool_min,
-                                              self.pool_frac, inplace=inplace)
+        self._ema(*batch_beta_from_negatives(neg, count, self.opts["eps"], self.pool_min,
+                                             self.pool_frac, inplace=inplace))
+
+    @torch.no_grad()
+    def _ema(self, slope: torch.Tensor, r2: torch.Tensor) -> None:
+        """``beta_t <- m beta_t + (1 - m) clamp(slope)`` where the fit is accepted (slope > 0,
+        R^2 >= r2_min), else unchanged: one in-place ``lerp_`` whose weight is 0 on rejection."""
         accept = (slope > 0) & (r2 >= self.r2_min)
-        new = self.momentum * self.beta_t + (1 - self.momentum) * slope.clamp(self.beta_t_min, self.beta_t_max)
-        self.beta_t.copy_(torch.where(accept, new.to(self.beta_t.dtype), self.beta_t))
-        self.last_stats.update(beta_hat=slope.float(), beta_r2=r2.float())
+        target = slope.clamp(self.beta_t_min, self.beta_t_max).to(self.beta_t.dtype)
+        self.beta_t.lerp_(target, accept * (1 - self.momentum))
+        self.last_stats.update(beta_hat=slope, beta_r2=r2)
 
     def forward(self, z1, z2):
         loss, sim, targets, invalid, K, stats = self.core(z1, z2, topk_extra=self.top_m)
-        if self.training:
-            neg = stats["neg"]  # None on the CPU path: build the scratch copy here
-            scratch = neg is None
-            if scratch:
-                neg = negative_values(sim.detach().float(), targets, invalid)
-            self.update_beta_t(neg, sim.shape[0] * K, inplace=scratch)
-        idx = top_negatives(sim, targets, None, self.top_m, stats["top_idx"])
-        if self.w_weib:
-            loss = loss + self.w_weib * topm_weibull(sim, targets, None, self.beta_t, self.top_m,
-                                                     self.opts["eps"], idx)
-        if self.w_soft:
-            loss = loss + self.w_soft * topm_softmax(sim, targets, None, self.tau, self.top_m, idx)
-        self.last_stats["beta_t"] = self.beta_t.detach().clone()
+        eps = self.opts["eps"]
+        if self.training:  # the EMA step comes before beta_t is used, as in the official code
+            k = pool_size(sim.shape[0] * K, self.pool_min, self.pool_frac)
+            if stats["neg"] is None:  # CPU path: NumPy selection straight from sim
+                half = z1.shape[0] if self.layout == "simclr" else None
+                top = pooled_top_cpu(sim, k, targets, invalid, half)
+            else:
+                top = torch.topk(stats["neg"].flatten(), k, sorted=True).values
+            self._ema(*fit_pooled(top, k, eps))
+        idx = stats["top_idx"]
+        m = min(self.top_m, K)
+        idx = idx if idx.shape[1] == m else idx[:, :m]
+        # the candidates (positive first) are gathered once for both top-M terms
+        s = sim if sim.dtype in (torch.float32, torch.float64) else sim.float()
+        cand = s.gather(1, torch.cat([targets.view(-1, 1), idx], dim=1))
+        if self.w_weib and self.w_weib == self.w_soft:
+            # both cross-entropies over one stacked batch: w (mean_W + mean_S) = 2w mean_stacked
+            weib = torch.log1p(cand.clamp(max=1.0 - eps).neg_()).mul_(-self.beta_t)
+            both = torch.cat([weib, cand * (1.0 / self.tau)], dim=0)
+            loss = loss + (2 * self.w_soft) * F.cross_entropy(both, self._zeros(both))
+        else:
+            if self.w_weib:
+                weib = torch.log1p(cand.clamp(max=1.0 - eps).neg_()).mul_(-self.beta_t)
+                loss = loss + self.w_weib * F.cross_entropy(weib, self._zeros(weib))
+            if self.w_soft:
+                soft = cand * (1.0 / self.tau)
+                loss = loss + self.w_soft * F.cross_entropy(soft, self._zeros(soft))
+        self.last_stats["beta_t"] = self.beta_t.clone()
         return loss
+
+    def _zeros(self, x: torch.Tensor) -> torch.Tensor:
+        """Target 0 (the positive is the first candidate) for every row of ``x``, cached."""
+        if torch.compiler.is_compiling():  # no Python-side cache inside a graph
+            return torch.zeros(x.shape[0], dtype=torch.long, device=x.device)
+        z = self._zero_targets
+        if z is None or z.shape[0] != x.shape[0] or z.device != x.device:
+            z = self._zero_targets = torch.zeros(x.shape[0], dtype=torch.long, device=x.device)
+        return z
 
 
 @register_loss("weince_recipe_no_weib")

@@ -8,11 +8,13 @@ an exponential moving average by :class:`weince.losses.WEINCERecipeLoss`.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from weince.losses._common import invert, negative_values, upcast
+from weince.losses._common import cached, cpu_selection, invert, negative_values, upcast
 
 __all__ = ["top_negatives", "topm_softmax", "topm_weibull", "fit_batch_beta"]
 
@@ -80,7 +82,7 @@ def _largest(vals: torch.Tensor, k: int, inplace: bool = False) -> torch.Tensor:
     """The ``k`` largest entries of the 1-D ``vals``, largest first: ``torch.topk``'s values;
     on CPU by introselect and a sort of the survivors (``torch.topk`` with a large sorted
     ``k`` is several times slower there)."""
-    if vals.device.type != "cpu" or torch.compiler.is_compiling():
+    if not cpu_selection(vals):
         return torch.topk(vals, k, largest=True, sorted=True).values
     a = vals.numpy() if inplace else vals.numpy().copy()
     a.partition(a.size - k)
@@ -88,23 +90,68 @@ def _largest(vals: torch.Tensor, k: int, inplace: bool = False) -> torch.Tensor:
     return torch.from_numpy(top)
 
 
+def pool_size(count: int, min_points: int = 1024, frac: float = 0.05) -> int:
+    """SPEC 3.4: the pooled fit keeps the smallest ``min(count, max(min_points, frac*count))``
+    shortfalls."""
+    return min(count, max(int(min_points), int(frac * count)))
+
+
+def pooled_top_cpu(sim: torch.Tensor, k: int, targets: torch.Tensor | None = None,
+                   invalid: torch.Tensor | None = None, half: int | None = None) -> torch.Tensor:
+    """The ``k`` largest negative similarities of the whole batch, largest first, as float64
+    (CPU, NumPy introselect: the same numbers as ``torch.topk`` of the flattened
+    :func:`negative_values`). ``half``: the SimCLR layout with ``N = half`` (positive
+    ``(i + N) mod 2N``, diagonal invalid) instead of ``targets``/``invalid``."""
+    a = np.array(np.from_dlpack(sim.data))      # one scratch copy
+    rows = np.arange(a.shape[0])
+    if half is None:
+        if invalid is not None:
+            a[invalid.numpy()] = -np.inf
+        a[rows, targets.cpu().numpy()] = -np.inf
+    else:
+        a[rows, rows] = -np.inf
+        a[rows, (rows + half) % a.shape[0]] = -np.inf
+    flat = a.reshape(-1)
+    flat.partition(flat.size - k)
+    return torch.from_numpy(np.sort(flat[flat.size - k:])[::-1].astype(np.float64))
+
+
+_POOL: dict = {}
+
+
+def fit_pooled(top: torch.Tensor, k: int, eps: float = 1e-6):
+    """The pooled Weibull fit of SPEC 3.4 on ``top``, the ``k`` largest negative similarities
+    (largest first): drop ``b = max(1, k // 20)`` burn-in points, regress ``log F_m`` on
+    ``log delta``. Returns ``(slope, r2)`` as 0-d float64 tensors, ``(0, 0)`` when ``k < 10``.
+    A dozen ops: the centred responses are cached per ``k``, ``SSE = S_yy - slope S_xy``."""
+    b = max(1, k // 20)
+    n = k - b
+    if k < 10 or n < 2:
+        zero = torch.zeros((), dtype=torch.float64, device=top.device)
+        return zero, zero
+    def build():  # constants in plain Python: no value is read back from a tensor
+        y = [math.log(m / (k + 1)) for m in range(b + 1, k + 1)]
+        y_mean = sum(y) / n
+        yc = [v - y_mean for v in y]
+        return (torch.tensor([v / n for v in yc], dtype=torch.float64, device=top.device),
+                sum(v * v for v in yc))
+
+    w, syy = cached(_POOL, (k, str(top.device)), build)
+    top = top if top.dtype == torch.float64 else top.double()
+    x = torch.rsub(top[b:], 1.0).clamp_min_(eps).log_()
+    var, mean = torch.var_mean(x, correction=0)              # S_xx / n
+    c = (x - mean) @ w                                        # S_xy / n
+    slope = c / var.clamp_min(1e-12 / n)
+    r2 = (slope * c).mul_(n / max(syy, 1e-12)).clamp_(0.0, 1.0)   # 1 - SSE / S_yy
+    return slope, r2
+
+
 @torch.no_grad()
 def batch_beta_from_negatives(neg: torch.Tensor, count: int, eps: float = 1e-6,
                               min_points: int = 1024, frac: float = 0.05, inplace: bool = False):
     """:func:`fit_batch_beta` on ``neg`` (similarities, ``-inf`` off the ``count`` negatives).
     ``inplace``: ``neg`` is a scratch copy that may be reordered (saves a copy on CPU)."""
-    vals = neg.flatten()
-    k = min(count, max(int(min_points), int(frac * count)))
-    zero = torch.zeros((), dtype=torch.float64, device=neg.device)
-    b = max(1, k // 20)
-    if k < 10 or k - b < 2:
-        return zero, zero
-    top = _largest(vals, k, inplace).double()
-    x = torch.log((1.0 - top[b:]).clamp_min(eps))
-    m = torch.arange(b + 1, k + 1, device=neg.device, dtype=torch.float64)
-    y = torch.log(m / (k + 1))
-    xc, yc = x - x.mean(), y - y.mean()
-    slope = (xc * yc).sum() / (xc * xc).sum().clamp_min(1e-12)
-    ss_res = ((yc - slope * xc) ** 2).sum()
-    r2 = (1.0 - ss_res / (yc * yc).sum().clamp_min(1e-12)).clamp(0.0, 1.0)
-    return slope, r2
+    k = pool_size(count, min_points, frac)
+    if k < 10 or k - max(1, k // 20) < 2:
+        return fit_pooled(neg.new_zeros(0), k, eps)
+    return fit_pooled(_largest(neg.flatten(), k, inplace), k, eps)

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from weince.losses._common import check_batch, check_tau, invert, negative_values, upcast
+from weince.losses._common import cached, check_batch, check_tau, cpu_selection, invert, negative_values, upcast
 
 __all__ = ["weince", "tail_size", "weince_statistics", "GATES", "BETAS"]
 
@@ -67,29 +67,44 @@ _DESIGNS: dict = {}
 
 
 def _design(k: int, b: int, device: torch.device):
-    """Centred responses ``(n, 2)`` of the two tail fits (``log F_m``, ``log(-log F_m)`` with
-    ``F_m = m / (k + 1)``, ``m = b+1..k``) and their sums of squares ``(2,)``, cached."""
-    key = (k, b, str(device))
-    if key not in _DESIGNS:
-        F_m = torch.arange(b + 1, k + 1, dtype=torch.float64) / (k + 1)
-        Y = torch.stack([torch.log(F_m), torch.log(-torch.log(F_m))], dim=1)
-        Yc = Y - Y.mean(dim=0)
-        _DESIGNS[key] = (Yc.to(device), (Yc * Yc).sum(dim=0).to(device))
-    return _DESIGNS[key]
+    """Constants of the two tail fits on the points ``m = b+1..k`` (``n = k - b``), cached:
+    ``W`` ``(n, 2)``: the centred responses ``log F_m`` and ``-log(-log F_m)`` (the Gumbel
+    column negated, so that both fits are penalised where their column of ``xc @ W`` is
+    ``<= 0``), each divided by ``n``; ``syy`` ``(2,)``: their sums of squares; ``wd`` ``(2,)``:
+    ``(-n, n)``, so that ``log(SSE) @ wd = n log(SSE_G / SSE_W)``."""
+    def build():  # plain Python, so that a compiled graph holds them as constants
+        n = k - b
+        cols = []
+        for f in (lambda F: math.log(F), lambda F: -math.log(-math.log(F))):
+            y = [f(m / (k + 1)) for m in range(b + 1, k + 1)]
+            mu = sum(y) / n
+            cols.append([v - mu for v in y])
+        W = torch.tensor([[cols[0][i] / n, cols[1][i] / n] for i in range(n)],
+                         dtype=torch.float64, device=device)
+        syy = torch.tensor([sum(v * v for v in c) for c in cols], dtype=torch.float64, device=device)
+        wd = torch.tensor([-float(n), float(n)], dtype=torch.float64, device=device)
+        return W, syy, wd
+    return cached(_DESIGNS, (k, b, str(device)), build)
 
 
-def _top_negatives_cpu(s: torch.Tensor, targets: torch.Tensor, invalid: torch.Tensor | None,
-                       k: int, with_indices: bool = False):
+def _top_negatives_cpu(s: torch.Tensor, targets: torch.Tensor | None, invalid: torch.Tensor | None,
+                       k: int, with_indices: bool = False, half: int | None = None):
     """The ``k`` largest negative similarities of each row, largest first: the same numbers as
     ``torch.topk(negative_values(s, targets, invalid), k).values``, several times faster on
     CPU. Rows go through a small reused buffer in blocks (copy, ``-inf`` at the positive and
     the invalid columns, introselect by ``np.partition``), so no full-size copy of ``s`` is
     made; only the ``k`` survivors of each row are sorted. ``with_indices``: also their
-    columns, as ``(values, indices)`` (ties may come in another order than ``torch.topk``'s)."""
-    a = s.numpy()
+    columns, as ``(values, indices)`` (ties may come in another order than ``torch.topk``'s).
+    ``half``: the SimCLR layout with ``N = half`` (positive ``(i + N) mod 2N``, the diagonal
+    invalid), known without reading ``targets``/``invalid``."""
+    a = np.from_dlpack(s.data)   # a view, without the dispatcher calls of .numpy()
     B, C = a.shape
-    t = targets.cpu().numpy()
-    inv = None if invalid is None else invalid.numpy()
+    if half is None:
+        t = targets.cpu().numpy()
+        inv = None if invalid is None else invalid.numpy()
+    else:
+        t = (np.arange(B) + half) % B
+        inv = None
     rows = max(1, min(B, (1 << 18) // C))  # blocks of about 1 MiB stay in cache
     buf = np.empty((rows, C), dtype=a.dtype)
     out = np.empty((B, k), dtype=a.dtype)
@@ -100,6 +115,8 @@ def _top_negatives_cpu(s: torch.Tensor, targets: torch.Tensor, invalid: torch.Te
         np.copyto(blk, a[r0:r1])
         if inv is not None:
             np.copyto(blk, -np.inf, where=inv[r0:r1])
+        if half is not None:
+            blk[np.arange(r1 - r0), np.arange(r0, r1)] = -np.inf
         blk[np.arange(r1 - r0), t[r0:r1]] = -np.inf
         if with_indices:
             cols = np.argpartition(blk, C - k, axis=1)[:, C - k:]
@@ -119,105 +136,130 @@ def _top_negatives_cpu(s: torch.Tensor, targets: torch.Tensor, invalid: torch.Te
 def weince_statistics(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None = None, *,
                       q: float = 0.2, margin: float = 2.0, kappa_rho: float = 10.0,
                       kappa_aic: float = 1.0, tail_frac: float = 0.10, min_tail: int = 32,
-                      eps: float = 1e-6, gate: str = "both") -> dict:
+                      eps: float = 1e-6, gate: str = "both", check: bool = True) -> dict:
     """Per-anchor statistics of SPEC 3.1 (no gradient), as ``weince(..., return_stats=True)``
-    returns them: ``(B,)`` tensors ``lambda``, ``rho``, ``daic``, ``beta_w``; ``rho0``, ``k``, ``n``."""
+    returns them: ``(B,)`` tensors ``lambda``, ``rho``, ``daic``, ``beta_w``; ``rho0``, ``k``, ``n``.
+    ``check``: as in :func:`weince`."""
     check_weince_args(0.5, q, margin, kappa_rho, kappa_aic, tail_frac, min_tail, eps, "one", gate,
                       None, 0.5, 16.0)
-    K = check_batch(sim, targets, mask)
+    K = check_batch(sim, targets, mask, sync=check)
     st = _statistics(sim, targets, invert(mask), K, q=q, margin=margin, kappa_rho=kappa_rho,
                      kappa_aic=kappa_aic, tail_frac=tail_frac, min_tail=min_tail, eps=eps, gate=gate)
-    return {key: val for key, val in st.items() if key not in ("top_idx", "neg")}
+    return public_stats(st)
+
+
+def public_stats(st: dict) -> dict:
+    """The documented statistics of an internal dict: float32 ``(B,)`` tensors ``lambda``,
+    ``rho``, ``daic``, ``beta_w``; ``rho0``; ``k``, ``n``."""
+    rho = st["d"][:, 0]
+    return {"lambda": st["lambda"].float(), "rho": rho.float(), "daic": st["daic"].float(),
+            "beta_w": st["beta_w"].float(), "rho0": rho.kthvalue(st["kq"] + 1).values.float(),
+            "k": st["k"], "n": st["n"]}
 
 
 @torch.no_grad()
 def _statistics(sim: torch.Tensor, targets: torch.Tensor, invalid: torch.Tensor | None, K: int, *,
                 q: float, margin: float, kappa_rho: float, kappa_aic: float, tail_frac: float,
-                min_tail: int, eps: float, gate: str, topk_extra: int = 0) -> dict:
-    """Vectorised SPEC 3.1 over rows. Besides the statistics, returns ``neg`` (the detached
+                min_tail: int, eps: float, gate: str, topk_extra: int = 0,
+                half: int | None = None) -> dict:
+    """Vectorised SPEC 3.1 over rows, in few large ops (each op is a kernel launch on a GPU).
+
+    Returns ``lambda`` (float32, the loss needs it so) and ``rho``, ``daic``, ``beta_w``,
+    ``rho0`` (float64; :func:`public_stats` converts), ``k``, ``n``; besides, ``neg`` (the
     similarities with positive and invalid columns at ``-inf``; ``None`` on the CPU path,
-    which never builds it) and ``top_idx``: the columns of
-    the ``max(k, min(topk_extra, K))`` most similar negatives of each row, most similar first
-    (the recipe's top-M terms and ``beta_t`` fit reuse both)."""
-    s = sim.detach()
-    if s.dtype not in (torch.float32, torch.float64):
-        s = s.float()
+    which never builds it) and ``top_idx``: the columns of the ``max(k, min(topk_extra, K))``
+    most similar negatives of each row, most similar first (the recipe's top-M terms reuse
+    both). ``half``: the module's SimCLR layout with ``N = half`` (lets the CPU path skip
+    reading ``targets``/``invalid``)."""
+    s = sim if sim.dtype in (torch.float32, torch.float64) else sim.float()
     B = s.shape[0]
     k = tail_size(K, tail_frac, min_tail)
     width = max(k, min(topk_extra, K))
-    if s.device.type == "cpu" and not torch.compiler.is_compiling():
-        if topk_extra == 0:
-            top_vals, top_idx = _top_negatives_cpu(s, targets, invalid, k), None
-        else:
-            top_vals, top_idx = _top_negatives_cpu(s, targets, invalid, width, with_indices=True)
+    if cpu_selection(s):
+        top_vals, top_idx = _top_negatives_cpu(s, targets, invalid, width,
+                                               with_indices=topk_extra > 0, half=half) \
+            if topk_extra else (_top_negatives_cpu(s, targets, invalid, k, half=half), None)
         neg = None
     else:
         neg = negative_values(s, targets, invalid)
         top_vals, top_idx = torch.topk(neg, width, dim=1, largest=True, sorted=True)
-    top = top_vals[:, :k].double()  # statistics in float64: (B, k) is small
-    rho = (1.0 - top[:, 0]).clamp_min(eps)
+    top = top_vals if width == k else top_vals[:, :k]
+    d = torch.rsub(top.double(), 1.0).clamp_min_(eps)   # (B, k) shortfalls, ascending; float64
+    logd = d.log()
+    log_rho = logd[:, 0]                                # log max(1 - max negative, eps)
     kq = int(round(q * (B - 1)))
-    rho0 = rho.kthvalue(kq + 1).values.clamp_min(eps)  # sorted rho at index kq
+    log_rho0 = log_rho.kthvalue(kq + 1).values          # log of sorted rho at index kq (>= eps)
     b = max(1, k // 20)
     n = k - b
     if n >= 2:
-        # Two OLS lines against x = log(delta) on the same n points: the Weibull line
-        # y = log F_m and the Gumbel proxy y = log(-log F_m). Both responses depend on (k, b)
-        # only, so their centred values are cached and the slopes come from one matmul.
-        Yc, syy = _design(k, b, s.device)                      # (n, 2), (2,)
-        x = torch.log((1.0 - top[:, b:]).clamp_min(eps))      # (B, n), ascending shortfalls
-        xc = x - x.mean(dim=1, keepdim=True)
-        sxx = (xc * xc).sum(dim=1, keepdim=True).clamp_min(1e-12)
-        sxy = xc @ Yc                                          # (B, 2)
-        slope = sxy / sxx
-        sse = (syy - slope * sxy).clamp_min(1e-12)             # residual sums of squares
-        beta_w, g = slope[:, 0], slope[:, 1]
-        sse_w = sse[:, 0] + 1e6 * (beta_w <= 0)
-        sse_g = sse[:, 1] + 1e6 * (g >= 0)
+        # Both OLS lines against x = log(delta) on the same n points, in one matmul: the
+        # responses depend on (k, b) only, so their centred values are cached (_design).
+        W, syy, wd = _design(k, b, s.device)
+        x = logd[:, b:]
+        var, mean = torch.var_mean(x, dim=1, correction=0, keepdim=True)   # sxx / n
+        c = (x - mean) @ W                                 # (B, 2) = (sxy_W, -sxy_G) / n
+        slope = c / var.clamp_min(1e-12 / n)               # (beta_W, -g)
+        sse = torch.addcmul(syy, slope, c, value=-n).clamp_min_(1e-12)
+        sse.add_(c <= 0, alpha=1e6)                        # beta_W <= 0, g >= 0: penalised
         # AIC = n log(SSE / n) + 4 for both fits, so dAIC = AIC_G - AIC_W = n log(SSE_G / SSE_W)
-        daic = n * torch.log(sse_g / sse_w)
-        lam_rho = torch.sigmoid(kappa_rho * torch.log(rho0 / rho))
-        lam_aic = torch.sigmoid(kappa_aic * (daic - margin))
-        lam = {"both": lam_rho * lam_aic, "rho": lam_rho, "aic": lam_aic}[gate]
+        daic = sse.log_() @ wd
+        beta_w = slope[:, 0]
+        # sigmoid(kappa_rho (log rho0 - log rho)) * sigmoid(kappa_aic (dAIC - margin))
+        lam_rho = torch.sub(log_rho0, log_rho).mul_(kappa_rho).sigmoid_()
+        lam_aic = torch.sub(daic, margin).mul_(kappa_aic).sigmoid_()
+        lam = lam_rho * lam_aic if gate == "both" else lam_rho if gate == "rho" else lam_aic
     else:  # too few negatives for a tail fit: the loss falls back to InfoNCE
-        beta_w = torch.zeros_like(rho)
-        daic = torch.zeros_like(rho)
-        lam = torch.zeros_like(rho)
-    return {
-        "lambda": lam.float(), "rho": rho.float(), "daic": daic.float(), "beta_w": beta_w.float(),
-        "rho0": rho0.float(), "k": k, "n": n, "top_idx": top_idx, "neg": neg,
-    }
+        beta_w = torch.zeros_like(log_rho)
+        daic = torch.zeros_like(log_rho)
+        lam = torch.zeros_like(log_rho)
+    # float64; "d", "kq" give rho and rho0 exactly (public_stats); log_rho0 serves the modules
+    return {"lambda": lam, "daic": daic, "beta_w": beta_w, "d": d, "kq": kq, "log_rho0": log_rho0,
+            "k": k, "n": n, "top_idx": top_idx, "neg": neg}
 
 
 class _BlendedLogits(torch.autograd.Function):
     """Fused ``(1 - lam_i) s_ij / tau - c_i log(1 - min(s_ij, 1 - eps))`` with invalid columns
-    set to ``-inf``, where ``c_i = lam_i * beta_i``. The backward is written out
-    (``d/ds = (1 - lam_i) / tau + c_i / (1 - s_ij)`` below the clamp, 0 above it).
+    set to ``-inf``, where ``c_i = lam_i * beta_i``. Takes three ``(B, 1)`` columns: ``-c_i``,
+    ``a_i = (1 - lam_i) / tau`` and ``c_i``. The backward is written out
+    (``d/ds = a_i + c_i / (1 - s_ij)`` below the clamp, ``a_i`` above it).
 
     At a large batch the cost is memory traffic and, on CPU, the page faults of every fresh
-    ``(B, C)`` tensor, so each direction allocates one such tensor and works in place:
-    forward ``log(max(1 - s, eps))`` scaled by ``-c_i``, plus ``s / (tau / (1 - lam_i))``;
-    backward ``1 / (1 - s)`` (``0`` where ``1 - s <= eps``) scaled and shifted per row.
-    ``lam_i = 0`` adds ``-0 * log(.)`` to ``s / tau``, so WEINCE with ``lam = 0`` is InfoNCE
-    bit for bit."""
+    ``(B, C)`` tensor, so each direction allocates one such tensor and works in place (six
+    ops forward, five backward: on a GPU each is a kernel launch). ``lam_i = 0`` gives
+    ``a_i = 1 / tau`` and adds ``-0 * log(.)``: InfoNCE's logits ``s * (1 / tau)`` bit for bit."""
 
     @staticmethod
-    def forward(ctx, s, keep, c, tau, eps, invalid):
-        x = torch.rsub(s, 1.0).clamp_min_(eps).log_().mul_(c.neg())
-        x.addcdiv_(s, tau / keep)  # (1 - lam_i) s / tau; keep = 0 gives tau / 0 = inf, s / inf = 0
+    def forward(ctx, s, negc, a, c, eps, invalid):
+        x = torch.rsub(s, 1.0).clamp_min_(eps).log_().mul_(negc)
+        x.addcmul_(s, a)
         if invalid is not None:
             x.masked_fill_(invalid, float("-inf"))
-        ctx.save_for_backward(s, keep, c)
-        ctx.tau, ctx.eps = tau, eps
+        ctx.save_for_backward(s, a, c)
+        ctx.eps = eps
         return x
 
     @staticmethod
     def backward(ctx, grad):
-        s, keep, c = ctx.saved_tensors
+        s, a, c = ctx.saved_tensors
         slope = torch.rsub(s, 1.0)
         F.threshold_(slope, ctx.eps, float("inf"))         # 1 - s <= eps: the clamp holds, slope 0
-        slope.reciprocal_().mul_(c).add_(keep / ctx.tau).mul_(grad)
+        torch.div(c, slope, out=slope)                     # c / (1 - s), 0 where clamped
+        slope.add_(a).mul_(grad)
         return slope, None, None, None, None, None
+
+
+_COEF: dict = {}
+
+
+def _coefficients(lam: torch.Tensor, tau: float, dtype: torch.dtype):
+    """``(-lam, (1 - lam) / tau, lam)`` as ``(B, 1)`` columns of ``dtype``, from one ``addcmul``
+    with cached constants (``beta = 1``)."""
+    inv = 1.0 / float(tau)
+    w, b = cached(_COEF, (float(tau), lam.dtype, str(lam.device)), lambda: (
+        torch.tensor([-1.0, -inv, 1.0], dtype=lam.dtype, device=lam.device).view(3, 1, 1),
+        torch.tensor([0.0, inv, 0.0], dtype=lam.dtype, device=lam.device).view(3, 1, 1)))
+    coef = torch.addcmul(b, lam.view(1, -1, 1), w)
+    return (coef if coef.dtype == dtype else coef.to(dtype)).unbind(0)
 
 
 def blended_logits(sim: torch.Tensor, lam: torch.Tensor, tau: float, beta: torch.Tensor | float,
@@ -226,19 +268,23 @@ def blended_logits(sim: torch.Tensor, lam: torch.Tensor, tau: float, beta: torch
     float64 for float64 input), ``-inf`` where ``invalid``. ``lam``: ``(B,)``; ``beta``: a
     number or ``(B,)``."""
     s = upcast(sim)
-    lam = lam.to(s.dtype)[:, None]
-    c = lam * (beta.to(s.dtype)[:, None] if isinstance(beta, torch.Tensor) else float(beta))
-    return _BlendedLogits.apply(s, 1.0 - lam, c, float(tau), float(eps), invalid)
+    if isinstance(beta, torch.Tensor) or float(beta) != 1.0:
+        lam = lam.to(s.dtype)
+        c = (lam * (beta.to(s.dtype) if isinstance(beta, torch.Tensor) else float(beta)))[:, None]
+        coef = (-c, (1.0 - lam[:, None]) * (1.0 / float(tau)), c)
+    else:  # beta = 1 (the default)
+        coef = _coefficients(lam, tau, s.dtype)
+    return _BlendedLogits.apply(s, *coef, float(eps), invalid)
 
 
 def _weince(sim, targets, invalid, K, tau, *, q, margin, kappa_rho, kappa_aic, tail_frac, min_tail,
-            eps, beta, gate, lam, return_stats, beta_min=0.5, beta_max=16.0, topk_extra=0):
+            eps, beta, gate, lam, return_stats, beta_min=0.5, beta_max=16.0, topk_extra=0, half=None):
     need_stats = lam is None or beta == "anchor" or return_stats
     stats = None
     if need_stats:
         stats = _statistics(sim, targets, invalid, K, q=q, margin=margin, kappa_rho=kappa_rho,
-                                  kappa_aic=kappa_aic, tail_frac=tail_frac, min_tail=min_tail,
-                                  eps=eps, gate=gate, topk_extra=topk_extra)
+                            kappa_aic=kappa_aic, tail_frac=tail_frac, min_tail=min_tail,
+                            eps=eps, gate=gate, topk_extra=topk_extra, half=half)
     if lam is None:
         lam_row = stats["lambda"]
     else:
@@ -255,7 +301,7 @@ def weince(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None =
            kappa_aic: float = 1.0, tail_frac: float = 0.10, min_tail: int = 32, eps: float = 1e-6,
            beta: Literal["one", "anchor"] = "one", gate: Literal["both", "rho", "aic"] = "both",
            lam: float | None = None, return_stats: bool = False, beta_min: float = 0.5,
-           beta_max: float = 16.0):
+           beta_max: float = 16.0, check: bool = True, num_negatives: int | None = None):
     """WEINCE loss (SPEC section 3).
 
     Args:
@@ -274,6 +320,14 @@ def weince(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None =
         gate: ``"both"`` (product of the two sigmoids), ``"rho"`` or ``"aic"``.
         lam: force every row's ``lambda`` (ablations); ``lam=0`` equals :func:`info_nce`.
         return_stats: also return the statistics.
+        check: validate the tensors' contents (targets in range, a valid positive, equal
+            negative counts). These checks read values back from the device, i.e. each is a
+            host synchronisation; ``check=False`` skips them (shapes and dtypes are still
+            checked, which costs nothing) for a GPU loop whose batches are known to be well
+            formed, e.g. from :func:`weince.losses.pair_similarities`. With a ``mask`` the
+            tail size needs ``K`` as a Python number: pass ``num_negatives=K`` (``2N - 2``
+            for SimCLR views) too, or ``K`` is read from the mask's first row (one sync).
+        num_negatives: ``K``, the number of negatives of every row (see ``check``).
 
     Returns:
         The scalar loss, or ``(loss, stats)`` with ``stats`` holding ``(B,)`` tensors
@@ -291,12 +345,11 @@ def weince(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None =
     """
     check_weince_args(tau, q, margin, kappa_rho, kappa_aic, tail_frac, min_tail, eps, beta, gate,
                       lam, beta_min, beta_max)
-    K = check_batch(sim, targets, mask)
+    K = check_batch(sim, targets, mask, sync=check, num_negatives=num_negatives)
     loss, stats = _weince(sim, targets, invert(mask), K, tau, q=q, margin=margin, kappa_rho=kappa_rho,
                           kappa_aic=kappa_aic, tail_frac=tail_frac, min_tail=min_tail, eps=eps,
                           beta=beta, gate=gate, lam=lam, return_stats=return_stats,
                           beta_min=beta_min, beta_max=beta_max)
     if not return_stats:
         return loss
-    stats = {key: val for key, val in stats.items() if key not in ("top_idx", "neg")}
-    return loss, stats
+    return loss, public_stats(stats)

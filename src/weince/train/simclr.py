@@ -62,7 +62,8 @@ from torch import nn
 from weince.train.config import as_config, to_dict
 from weince.train.logging import JsonlLogger
 
-__all__ = ["SimCLRConfig", "pretrain", "resolve_config", "LARS", "DivergedError"]
+__all__ = ["SimCLRConfig", "pretrain", "resolve_config", "LARS", "DivergedError", "CompiledStep",
+           "eager_step", "embed_views", "COMPILE_MODES"]
 
 
 @dataclass
@@ -115,13 +116,19 @@ class SimCLRConfig:
     tf32: bool = False                  # TF32 float32 matmuls on CUDA (official: off)
     channels_last: Optional[bool] = None  # None: on for CUDA, off for CPU
     compile: bool = False               # torch.compile the model
+    # torch.compile(fullgraph=True) the whole step (views, forward, loss, gradients, Adam
+    # update) as one graph: None (eager; the default, best on CPU) or a torch.compile mode:
+    # "default", "reduce-overhead" (CUDA graphs) or "max-autotune" (paper profile on GPUs)
+    compile_step: Optional[str] = None
     sync_bn: bool = True                # SyncBatchNorm in multi-GPU runs
     threads: Optional[int] = None       # torch.set_num_threads on CPU (None: torch default)
     progress: Optional[bool] = None     # tqdm bar; None: only on a TTY or WEINCE_PROGRESS=1
 
 
 # keys that may differ between a checkpoint and the resuming call
-_RESUME_FREE = {"progress", "num_workers", "threads", "compile", "data_root", "download"}
+_RESUME_FREE = {"progress", "num_workers", "threads", "compile", "compile_step", "data_root",
+                "download"}
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")
 
 
 def resolve_config(cfg: SimCLRConfig | dict) -> SimCLRConfig:
@@ -152,6 +159,14 @@ def resolve_config(cfg: SimCLRConfig | dict) -> SimCLRConfig:
                          f"{cfg.weight_decay}, {cfg.tau}")
     if cfg.warmup_epochs < 0 or cfg.warmup_epochs >= max(cfg.epochs, 1) and cfg.warmup_epochs:
         raise ValueError(f"warmup_epochs must be in [0, epochs), got {cfg.warmup_epochs}")
+    if cfg.compile_step is not None:
+        if cfg.compile_step not in COMPILE_MODES:
+            raise ValueError(f"compile_step must be null (eager) or one of {COMPILE_MODES}, "
+                             f"got {cfg.compile_step!r}")
+        if cfg.optimizer != "adam" or cfg.aug != "batch":
+            raise ValueError("compile_step needs optimizer: adam and aug: batch (the compiled "
+                             "step holds Adam's update and the batched views); set "
+                             "compile_step: null for the other settings")
     if cfg.max_train_images is not None and cfg.max_train_images < cfg.batch_size:
         raise ValueError(f"max_train_images={cfg.max_train_images} is below batch_size="
                          f"{cfg.batch_size}: no full batch")
@@ -273,6 +288,140 @@ class _EpochStats:
         return {k: float(s) / self.counts[k] for k, s in self.sums.items()}
 
 
+# ------------------------------------------------------------------------- one step
+def embed_views(fwd, v1: torch.Tensor, v2: torch.Tensor, *, forward: str = "per_view",
+                channels_last: bool = False, use_amp: bool = False
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Projections ``z1, z2`` (float32) of the two views: one forward per view (``per_view``,
+    the official code: BatchNorm statistics per view) or one over both (``joint``)."""
+    views = [torch.cat([v1, v2])] if forward == "joint" else [v1, v2]
+    if channels_last:
+        views = [x.contiguous(memory_format=torch.channels_last) for x in views]
+    with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=use_amp):
+        z = torch.cat([fwd(x)[1] for x in views])
+    return z.float().chunk(2)
+
+
+def eager_step(model, loss_fn, opt, aug, batch, generator, *, use_amp=False, channels_last=False,
+               fwd=None, distributed=False, forward="per_view", views=None):
+    """One eager training step on ``batch`` (uint8 images): two views drawn with
+    ``generator`` (or the given ``views``), forward, loss, backward, optimiser step. Returns
+    the detached loss; ``loss_fn.last_stats`` holds the loss's statistics. Nothing here waits
+    for the device."""
+    from weince.train import distributed as D
+
+    v1, v2 = views if views is not None else aug.two_views(batch, generator=generator)
+    z1, z2 = embed_views(fwd or model, v1, v2, forward=forward, channels_last=channels_last,
+                         use_amp=use_amp)
+    if distributed:
+        z1, z2 = D.gather_with_grad(z1), D.gather_with_grad(z2)
+    loss = loss_fn(z1, z2)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    return loss.detach()
+
+
+class CompiledStep:
+    """The whole training step as one ``torch.compile(fullgraph=True)`` graph: views from
+    the step's uniforms, forward, loss, gradients (``torch.autograd.grad``, traced with
+    ``trace_autograd_ops``) and Adam's update on the optimiser's own state (so checkpoints
+    and the learning-rate scheduler work as in eager mode); the graph returns the new
+    parameters and moments, copied into place by four multi-tensor copies after it.
+
+    ``torch.optim.Adam.step`` cannot be traced (it breaks the graph on purpose), hence the
+    update below; it is ``torch.optim.Adam``'s (L2 weight decay, no amsgrad), with the step
+    count and the learning rate as tensors so that neither recompiles nor syncs. The random
+    uniforms of the views are drawn outside with the run's generator, one ``torch.rand``
+    call, exactly the draw of the eager step: both consume the same random stream.
+
+    ``mode=None`` runs the same function eagerly (no compile), for comparison.
+    """
+
+    def __init__(self, model, loss_fn, opt, aug, *, use_amp=False, channels_last=False,
+                 mode: Optional[str] = "default", forward: str = "per_view"):
+        if not isinstance(opt, torch.optim.Adam) or len(opt.param_groups) != 1:
+            raise ValueError("CompiledStep needs a torch.optim.Adam with one parameter group")
+        g = opt.param_groups[0]
+        if g.get("amsgrad") or g.get("maximize") or g.get("decoupled_weight_decay"):
+            raise ValueError("CompiledStep supports plain Adam (no amsgrad/maximize/AdamW)")
+        self.model, self.loss_fn, self.opt, self.aug = model, loss_fn, opt, aug
+        self.use_amp, self.channels_last = bool(use_amp), bool(channels_last)
+        if forward not in ("per_view", "joint"):
+            raise ValueError(f"forward must be 'per_view' or 'joint', got {forward!r}")
+        self.forward = forward
+        self.params = [p for p in g["params"] if p.requires_grad]
+        dev = self.params[0].device
+        for p in self.params:  # Adam's lazily created state, created now (step on the device)
+            st = opt.state[p]
+            if "step" not in st:
+                st["step"] = torch.zeros((), dtype=torch.float32, device=dev)
+                st["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                st["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            elif st["step"].device != dev:
+                st["step"] = st["step"].to(dev)
+        self.lr = torch.tensor(float(g["lr"]), dtype=torch.float32, device=dev)
+        self.mode = mode
+        if mode is None:
+            self.fn = self._step
+        else:
+            if mode not in COMPILE_MODES:
+                raise ValueError(f"mode must be one of {COMPILE_MODES} or None, got {mode!r}")
+            self.fn = torch.compile(self._step, fullgraph=True,
+                                    mode=None if mode == "default" else mode)
+
+    def _step(self, batch: torch.Tensor, u: torch.Tensor, lr: torch.Tensor):
+        v1, v2 = self.aug.two_views(batch, u=u)
+        z1, z2 = embed_views(self.model, v1, v2, forward=self.forward,
+                             channels_last=self.channels_last, use_amp=self.use_amp)
+        loss = self.loss_fn(z1, z2)
+        grads = torch.autograd.grad(loss, self.params)
+        with torch.no_grad():
+            new = self._adam(grads, lr)
+        # the gradients are returned too (unused): as intermediates only, Inductor on CPU
+        # (torch 2.14.1) fused the projection head's weight gradients into Adam's update
+        # wrongly (moments off by a factor of ~10); as outputs the step equals eager
+        return loss.detach(), dict(self.loss_fn.last_stats), new, grads
+
+    def _adam(self, grads, lr):
+        """``torch.optim.Adam``'s update as new tensors: ``(params, exp_avg, exp_avg_sq, step)``
+        lists. They are copied into place after the graph (four multi-tensor copies):
+        mutating the parameters inside the graph that also differentiates through them gave
+        wrong results under Inductor on CPU (torch 2.14.1; ``aot_eager`` was right)."""
+        g0 = self.opt.param_groups[0]
+        (b1, b2), eps, wd = g0["betas"], g0["eps"], g0["weight_decay"]
+        out = ([], [], [], [])
+        for p, grad in zip(self.params, grads):
+            st = self.opt.state[p]
+            if wd:
+                grad = grad.add(p, alpha=wd)
+            step = st["step"] + 1
+            m = torch.lerp(st["exp_avg"], grad, 1 - b1)
+            v = torch.addcmul(st["exp_avg_sq"] * b2, grad, grad, value=1 - b2)
+            bc1 = 1 - torch.pow(b1, step)
+            bc2 = 1 - torch.pow(b2, step)
+            denom = (v.sqrt() / bc2.sqrt()).add_(eps)
+            for lst, val in zip(out, (p - m / denom * (lr / bc1), m, v, step)):
+                lst.append(val)
+        return out
+
+    def __call__(self, batch: torch.Tensor, generator: Optional[torch.Generator] = None):
+        """One step on ``batch`` (uint8 images); returns ``(loss, last_stats)`` (detached)."""
+        u = self.aug.draw(2 * batch.shape[0], generator, batch.device)
+        self.lr.fill_(float(self.opt.param_groups[0]["lr"]))   # scheduler's value; no sync
+        if self.mode == "reduce-overhead":  # CUDA graphs: the previous step's outputs are consumed
+            torch.compiler.cudagraph_mark_step_begin()
+        with torch._dynamo.config.patch(trace_autograd_ops=True):
+            loss, stats, new, _ = self.fn(batch, u, self.lr)
+        st = [self.opt.state[p] for p in self.params]
+        with torch.no_grad():
+            for dst, src in zip((self.params, [s["exp_avg"] for s in st],
+                                 [s["exp_avg_sq"] for s in st], [s["step"] for s in st]), new):
+                torch._foreach_copy_(dst, src)
+        self.loss_fn.last_stats = stats
+        return loss, stats
+
+
 # ------------------------------------------------------------------------- main loop
 def pretrain(cfg: SimCLRConfig | dict, out_dir: str | os.PathLike, *,
              stop_after: Optional[int] = None) -> dict[str, Any]:
@@ -376,6 +525,14 @@ def pretrain(cfg: SimCLRConfig | dict, out_dir: str | os.PathLike, *,
         model = nn.parallel.DistributedDataParallel(
             model, device_ids=[dev.index] if cuda else None)
     fwd = torch.compile(model) if cfg.compile else model
+    step_fn = None
+    if cfg.compile_step is not None:
+        if info.distributed:
+            raise ValueError("compile_step runs single-process only; set compile_step: null "
+                             "for torchrun")
+        step_fn = CompiledStep(model, loss_fn, opt, aug, use_amp=use_amp,
+                               channels_last=channels_last, mode=cfg.compile_step,
+                               forward=cfg.forward)
 
     if cfg.aug == "per_image":
         per_image = PerImageTwoViews(train.images, train.labels, aug)
@@ -406,22 +563,17 @@ def pretrain(cfg: SimCLRConfig | dict, out_dir: str | os.PathLike, *,
         bar = tqdm(source, total=steps_per_epoch, desc=f"epoch {epoch + 1}/{cfg.epochs}",
                    disable=not show, leave=False, dynamic_ncols=True)
         for step, item in enumerate(bar):
-            if cfg.aug == "per_image":
-                v1, v2 = item[0].to(dev, non_blocking=True), item[1].to(dev, non_blocking=True)
+            if step_fn is not None:
+                loss, _ = step_fn(images[item], aug_gen)
             else:
-                v1, v2 = aug.two_views(images[item], generator=aug_gen)
-            views = [torch.cat([v1, v2])] if cfg.forward == "joint" else [v1, v2]
-            if channels_last:
-                views = [x.contiguous(memory_format=torch.channels_last) for x in views]
-            with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=use_amp):
-                z = torch.cat([fwd(x)[1] for x in views])
-            z1, z2 = z.float().chunk(2)
-            if info.distributed:
-                z1, z2 = D.gather_with_grad(z1), D.gather_with_grad(z2)
-            loss = loss_fn(z1, z2)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+                views = None
+                if cfg.aug == "per_image":
+                    views = (item[0].to(dev, non_blocking=True),
+                             item[1].to(dev, non_blocking=True))
+                loss = eager_step(model, loss_fn, opt, aug, None if views else images[item],
+                                  aug_gen, use_amp=use_amp, channels_last=channels_last,
+                                  fwd=fwd, distributed=info.distributed, forward=cfg.forward,
+                                  views=views)
             sched.step()
             stats.update({"loss": loss.detach(), **loss_fn.last_stats})
             if show and (step % 10 == 0 or step == steps_per_epoch - 1):
@@ -479,6 +631,7 @@ def pretrain(cfg: SimCLRConfig | dict, out_dir: str | os.PathLike, *,
             "device": str(dev), "world_size": ws, "amp_bf16": use_amp,
             "tf32_matmul": bool(cuda and cfg.tf32), "forward": cfg.forward,
             "channels_last": channels_last, "compile": cfg.compile,
+            "compile_step": cfg.compile_step,
             "n_params": sum(p.numel() for p in _unwrap(model).parameters()),
             "torch_threads": torch.get_num_threads(),
             "augment": aug.config(),
