@@ -24,6 +24,13 @@ the all-reduce would be off by a factor ``1/W`` (and miss cross-rank terms in th
 local-anchor form). ``tests/train/test_distributed.py`` checks loss and gradients
 against one process on the whole batch, with the gloo backend on CPU.
 
+``gather_with_grad(x, uneven=True)`` lets the ranks hold different numbers of rows (zero
+included): :mod:`weince.train.simcse` splits a global batch that is not a multiple of the
+number of processes (an epoch's short last batch) into near-equal shards. The rows are
+padded to the largest shard for the ``all_gather`` and trimmed after it; the backward pass
+is the same all-reduce and slice, at this rank's offset, so the scaling argument above
+holds unchanged (a rank with no rows contributes a zero gradient).
+
     torchrun --nproc_per_node 8 -m weince.cli pretrain --config cfg.yaml --out DIR
 """
 
@@ -57,34 +64,41 @@ class _GatherWithGrad(torch.autograd.Function):
     """all_gather forward; all_reduce(sum) + own slice backward (see module docstring)."""
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
-        ws = dist.get_world_size()
-        ctx.rank, ctx.n = dist.get_rank(), x.shape[0]
-        # every rank must contribute the same number of rows (drop_last batches)
-        sizes = [torch.zeros(1, dtype=torch.long, device=x.device) for _ in range(ws)]
-        dist.all_gather(sizes, torch.tensor([x.shape[0]], device=x.device))
-        if len({int(s) for s in sizes}) != 1:
+    def forward(ctx, x: torch.Tensor, uneven: bool) -> torch.Tensor:  # type: ignore[override]
+        ws, me = dist.get_world_size(), dist.get_rank()
+        sizes_t = [torch.zeros(1, dtype=torch.long, device=x.device) for _ in range(ws)]
+        dist.all_gather(sizes_t, torch.tensor([x.shape[0]], device=x.device))
+        sizes = [int(s) for s in sizes_t]
+        if not uneven and len(set(sizes)) != 1:
+            # SimCLR: every rank must contribute the same number of rows (drop_last batches)
             raise ValueError(f"gather_with_grad needs equal local batch sizes on every rank, "
-                             f"got {[int(s) for s in sizes]}; use drop_last batches")
+                             f"got {sizes}; use drop_last batches")
+        ctx.start, ctx.n = sum(sizes[:me]), x.shape[0]
         x = x.contiguous()
+        top = max(sizes)
+        if x.shape[0] < top:  # all_gather needs one shape: pad, trim after
+            x = torch.cat([x, x.new_zeros((top - x.shape[0], *x.shape[1:]))])
         out = [torch.empty_like(x) for _ in range(ws)]
         dist.all_gather(out, x)
-        return torch.cat(out, dim=0)
+        return torch.cat([o[:k] for o, k in zip(out, sizes)], dim=0)
 
     @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+    def backward(ctx, grad: torch.Tensor):  # type: ignore[override]
         grad = grad.contiguous().clone()
         dist.all_reduce(grad, op=dist.ReduceOp.SUM)
-        return grad[ctx.rank * ctx.n:(ctx.rank + 1) * ctx.n]
+        return grad[ctx.start:ctx.start + ctx.n], None
 
 
-def gather_with_grad(x: torch.Tensor) -> torch.Tensor:
-    """All-gather ``x`` ``(n, ...)`` from every rank -> ``(world_size * n, ...)`` in rank
-    order, differentiable: the gradient of the gathered tensor (summed over ranks) flows
-    back to each rank's own rows. Identity when not running distributed."""
+def gather_with_grad(x: torch.Tensor, *, uneven: bool = False) -> torch.Tensor:
+    """All-gather ``x`` ``(n, ...)`` from every rank -> ``(sum of n, ...)`` in rank order,
+    differentiable: the gradient of the gathered tensor (summed over ranks) flows back to
+    each rank's own rows. Identity when not running distributed.
+
+    ``uneven=False`` (SimCLR) refuses ranks with different ``n``; ``uneven=True`` accepts
+    any ``n >= 0`` per rank (SimCSE's near-equal shards of a batch)."""
     if not is_distributed() or dist.get_world_size() == 1:
         return x
-    return _GatherWithGrad.apply(x)
+    return _GatherWithGrad.apply(x, bool(uneven))
 
 
 @dataclass

@@ -1,14 +1,16 @@
 """Launch a training run of the workflow on several processes with ``torchrun``.
 
-A rule whose ``gpu`` resource is above 1 (``resources: {pretrain: {gpu: 4}}`` in the workflow
-config) trains one encoder on that many processes of one node:
+A rule whose ``gpu`` resource is above 1 (``resources: {pretrain: {gpu: 4}}`` or
+``{simcse: {gpu: 4}}`` in the workflow config) trains one model on that many processes of
+one node:
 
     torchrun --standalone --nproc_per_node=<gpu> -m weince.cli pretrain --config CFG --out DIR
+    torchrun --standalone --nproc_per_node=<gpu> -m weince.cli simcse --config CFG --out DIR
 
 (run as ``python -m torch.distributed.run``, the module behind the ``torchrun`` command, so
 the interpreter of the workflow is used). ``batch_size`` stays the config's *global* batch:
-:mod:`weince.train.simclr` gives every rank its slice and all-gathers the embeddings with
-gradient. Each rank uses ``cuda:LOCAL_RANK`` (NCCL) when the config's device is CUDA, else
+:mod:`weince.train.simclr` and :mod:`weince.train.simcse` give every rank its slice and
+all-gather the embeddings with gradient. Each rank uses ``cuda:LOCAL_RANK`` (NCCL) when the config's device is CUDA, else
 the CPU (gloo) — which is how the tests run it.
 """
 

