@@ -71,8 +71,11 @@ def test_html_pages_embed_the_forest_plot_and_render_the_table(fx, tmp_path):
 def test_figures_are_grouped_by_claim():
     from weince.report.html import figure_category
 
-    cats = {"C1": "C1: tail", "C2": "C2: link", "C3": "C3: probe"}
+    cats = {"C1": "C1: tail", "C2": "C2: link", "C3": "C3: probe", "C10": "C10: k-NN",
+            "N2": "N2: heat"}
     assert figure_category("forest_c3", cats) == "C3: probe"
+    assert figure_category("forest_c10", cats) == "C10: k-NN"   # not C1's
+    assert figure_category("forest_n2", cats) == "N2: heat"
     assert figure_category("c1_estimates", cats) == "C1: tail"
     assert figure_category("evt/digits_smallcnn_infonce_qq", cats) == "C1: tail"
     assert figure_category("evt/digits_smallcnn_infonce_lambda_profile", cats) == "C2: link"

@@ -113,6 +113,8 @@ def _detail(claim: dict[str, Any], row: Row, arm: str, base: str | None) -> str:
         if len(cell.extra.get("attributed") or []) == 1:
             txt += f"; attributed from the loss alone {cell.extra['attributed'][0]:+.3f}%"
         return txt
+    if kind == "norms":
+        return "; ".join(cell.extra.get("units", [])) or "n/a"
     if kind == "exact":
         w = cell.extra.get("worst")
         return f"max |diff| {w:.1e} (tol {claim.get('tolerance'):.0e})" if w is not None \
