@@ -318,7 +318,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default=None, help="write the result JSON here")
 
 def main(args: argparse.Namespace) -> int:
-    from weince.train.config import load_config
+    from weince.utils.config import load_config
     from weince.utils import write_json
 
     cfg = load_config(TimingConfig, args.config, args.overrides)

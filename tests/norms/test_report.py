@@ -111,7 +111,7 @@ def test_every_profile_parses_into_the_config(profile):
         load_norms_config(path, ["nonsense=1"])
     import yaml
 
-    from weince.train.config import as_config
+    from weince.utils.config import as_config
     assert as_config(NormsConfig, norms_config(yaml.safe_load(open(path)))).n_boot >= 200
 
 

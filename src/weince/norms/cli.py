@@ -48,7 +48,7 @@ def load_norms_config(path: str | None, overrides: list[str]):
     import yaml
 
     from weince.norms.run import NormsConfig
-    from weince.train.config import apply_overrides, config_from_dict
+    from weince.utils.config import apply_overrides, config_from_dict
 
     d: dict[str, Any] = {}
     if path:

@@ -103,7 +103,7 @@ class NormsConfig:
 
 
 def _as_cfg(cfg: NormsConfig | dict | None) -> NormsConfig:
-    from weince.train.config import as_config
+    from weince.utils.config import as_config
     return as_config(NormsConfig, cfg)
 
 
@@ -189,7 +189,7 @@ def _write(out_dir: str | os.PathLike | None, result: dict, arrays: dict, cfg: N
            ) -> None:
     if out_dir is None:
         return
-    from weince.train.config import to_dict
+    from weince.utils.config import to_dict
     from weince.utils import write_json
 
     out = Path(out_dir)

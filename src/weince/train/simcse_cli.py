@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from weince.train.config import add_config_arguments, config_from_args
+from weince.utils.config import add_config_arguments, config_from_args
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
