@@ -6,9 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from weince.norms.cli import load_norms_config
 from weince.report.norms import claim_verdicts, render_markdown, write_norms_report
-from weince.norms.run import PROBES_FILE, NormsConfig, _dynamics
+from weince.norms.run import PROBES_FILE, NormsConfig, _dynamics, load_norms_config
 from weince.utils.vocabulary import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED
 from weince.pipeline import norms as norms_plan
 from weince.pipeline.stages import norms_config, text_model
