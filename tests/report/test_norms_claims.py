@@ -1,5 +1,6 @@
 """Claims N1-N3 as registry entries: their verdicts come from the norms result files
-through ``evaluate_claim`` (kind ``norms``), the same as the norms page's."""
+(fabricated by ``conftest.norms_unit``) through ``evaluate_claim`` (kind ``norms``), the
+same as the norms page's."""
 
 from __future__ import annotations
 
@@ -14,47 +15,11 @@ from weince.pipeline.targets import claim_inputs, claims
 from weince.report import build_report
 from weince.report.norms import claim_verdicts, load_results
 from weince.report.results import InvalidResultError
-from weince.utils import write_json
 from weince.utils.vocabulary import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED
 
 
-def corr(r: float | None, lo: float | None, hi: float | None, n: int = 200) -> dict:
-    return {"r": r, "ci": [lo, hi], "n": n}
-
-
-def unit(seed: int, arm: str) -> dict:
-    """A fabricated norms.json: N2 reproduced everywhere except infonce seed 21, N1 not
-    testable for weince (no decay), N3 reproduced on one primary row."""
-    good = not (arm == "infonce" and seed == 21)
-    n1 = ({"premise": {"decoupled": True}, "predicted_vs_measured":
-           {"pearson": corr(0.4, 0.2, 0.6)}} if arm != "weince" else
-          {"premise": {"decoupled": False, "note": "no decay"}})
-    drift = corr(-0.5, -0.7, -0.3) if good else corr(-0.1, -0.3, 0.1)
-    return {
-        "kind": "vision", "arm": arm, "seed": seed, "loss": arm,
-        "n1": n1, "n2": {"heat_vs_norm": {"pearson": corr(0.4, 0.2, 0.6)},
-                         "drift_vs_norm": {"pearson": drift}},
-        "n3": {"rows": [{"task": "knn", "metric": "recall@1", "subset": "frequent",
-                         "gain": 1.5, "ci": [0.5, 2.5], "primary": True,
-                         "verdict": REPRODUCED},
-                        {"task": "knn", "metric": "recall@5", "subset": "all",
-                         "gain": None, "ci": [None, None], "primary": False,
-                         "verdict": NOT_TESTABLE}]},
-        "verdicts": {"N1": NOT_TESTABLE if arm == "weince" else REPRODUCED,
-                     "N2": REPRODUCED if good else NOT_REPRODUCED, "N3": REPRODUCED},
-    }
-
-
-def write_units(cfg) -> list[Path]:
-    paths = norms_results(cfg)
-    for p in paths:
-        run = p.parent
-        write_json(p, unit(int(run.name.removeprefix("seed")), run.parent.name))
-    return paths
-
-
 def test_n_claims_come_from_the_registry_with_the_pages_verdicts(fx):
-    paths = write_units(fx)
+    paths = norms_results(fx)               # written by the fixture (conftest.norms_unit)
     assert len(paths) == 18                  # 2 pairs x 3 arms x 3 seeds
     n_claims = [c for c in claims(fx) if c["kind"] == "norms"]
     assert [c["id"] for c in n_claims] == ["N1", "N2", "N3"]
@@ -77,6 +42,8 @@ def test_n_claims_come_from_the_registry_with_the_pages_verdicts(fx):
 
 
 def test_n_claims_without_results_are_not_run(fx):
+    for p in norms_results(fx):
+        p.unlink()
     res = {r.claim["id"]: r for r in build_report(fx, with_figures=False, summary=False)}
     assert res["N1"].verdict == NOT_RUN and "no norms.json" in res["N1"].reason
     no_norms = {**fx, "norms": {"vision": {"enabled": False}, "text": {"enabled": False}}}
@@ -85,7 +52,7 @@ def test_n_claims_without_results_are_not_run(fx):
 
 
 def test_a_nan_in_a_norms_result_stops_the_claim(fx):
-    paths = write_units(fx)
+    paths = norms_results(fx)
     d = json.loads(paths[0].read_text())
     d["n2"]["heat_vs_norm"]["pearson"]["r"] = None      # a NaN write_json stored as null
     paths[0].write_text(json.dumps(d))

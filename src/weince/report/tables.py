@@ -200,7 +200,7 @@ def claim_markdown(res: ClaimResult, run_info: dict[str, str]) -> str:
         f"## {c['id']}: {c['title']}",
         "",
         f"- **Verdict ({arms['primary']}): {res.verdict}** ({res.reason})",
-        f"- Rule: {res.rule} {COMMON_RULE}",
+        f"- Rule: {res.rule}" + (f" {COMMON_RULE}" if c["kind"] != "norms" else ""),
     ]
     if res.attribution:
         parts.append(f"- Which difference carries the gain: {res.attribution}")
