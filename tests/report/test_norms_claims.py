@@ -15,7 +15,7 @@ from weince.pipeline.targets import claim_inputs, claims
 from weince.report import build_report
 from weince.report.norms import claim_verdicts, load_results
 from weince.report.results import InvalidResultError
-from weince.utils.vocabulary import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED
+from weince.utils.vocabulary import NOT_REPRODUCED, NOT_RUN, REPRODUCED
 
 
 def test_n_claims_come_from_the_registry_with_the_pages_verdicts(fx):
