@@ -9,7 +9,8 @@ Subpackages, by layer (imports run downwards only; ``tests/test_import_layers.py
     weince.evt       POT/GPD tail fits and link-selection fits (numpy/scipy only)
     weince.data      vision and text data sets, SimCLR augmentations
     weince.models    backbones and projection heads
-    weince.utils     provenance and result files, checkpoints, the seed summary, verdict words
+    weince.utils     provenance and result files, checkpoints, the seed summary, verdict
+                     words, the strict dataclass-config loader (``weince.utils.config``)
 1. stages that make result files
     weince.train     the SimCLR and SimCSE training loops
     weince.eval      feature extraction, linear probe, k-NN / recall@k, STS
@@ -18,12 +19,13 @@ Subpackages, by layer (imports run downwards only; ``tests/test_import_layers.py
 2. what a profile asks for, and the pages made from its results
     weince.pipeline  run layout and file names, resolved stage configs, grid choice, the
                      ablation and norms plans, ``all_targets(config)`` (the workflow's glue)
-    weince.report    claims tables with verdicts, summary, ablations and norms pages, figures
+    weince.report    claims tables with verdicts (C1-C10 and N1-N3, from the registry),
+                     summary, ablations and norms pages, figures
     weince.bundle    a profile's results as one checkable archive, and its offline check
                      (``weince bundle`` / ``weince verify``)
 3. the command line
-    weince.cli       ``weince <command>``; each command's module parses arguments and calls
-                     the library
+    weince.cli       ``weince <command>``; each command's module (``*/cli.py``, ``*_cli.py``,
+                     e.g. ``weince.timing_cli``) parses arguments and calls the library
 """
 
 __version__ = "0.1.0"

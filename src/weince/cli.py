@@ -32,7 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "eval": ("weince.eval.cli", "linear probe and k-NN / recall@k on cached features"),
     "simcse": ("weince.train.simcse_cli", "unsupervised SimCSE training"),
     "sts": ("weince.eval.sts_cli", "STS evaluation (Spearman/Pearson) of a sentence encoder"),
-    "timing": ("weince.timing", "overhead timing: WEINCE vs InfoNCE, loss alone and whole step"),
+    "timing": ("weince.timing_cli", "overhead timing: WEINCE vs InfoNCE, loss alone and whole step"),
     "norms": ("weince.norms.cli", "embedding-norm dynamics analysis (N1-N3)"),
     "report": ("weince.report.cli", "claims registry -> Markdown/LaTeX tables with verdicts"),
     "bundle": ("weince.bundle.cli", "pack a profile's results and reports in a checkable archive"),

@@ -1,5 +1,10 @@
 """Overhead timing of WEINCE against InfoNCE (claim C8), measured side by side.
 
+    from weince.timing import TimingConfig, run_timing
+    result = run_timing(TimingConfig(device="cpu"))
+
+Command line (:mod:`weince.timing_cli`)::
+
     weince timing --out results/timing.json                      # CPU defaults
     weince timing --set device=cuda --set step_batch=256 --set compile=both --out timing.json
 
@@ -21,9 +26,8 @@ counted (the paper: zero). The raw times are kept in the JSON.
 
 from __future__ import annotations
 
-import argparse
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -32,7 +36,7 @@ from weince.losses import build_loss
 from weince.utils.device import resolve_device
 
 __all__ = ["TimingConfig", "MODES", "time_loss_alone", "time_whole_step", "run_timing",
-           "paired_summary", "add_arguments", "main"]
+           "paired_summary", "loss_label"]
 
 MODES = ("eager", "compiled", "both")
 
@@ -128,7 +132,8 @@ def paired_summary(times: dict[str, list[float]], base: str, n_boot: int = 2000,
     return out
 
 
-def _label(name: str, mode: str) -> str:
+def loss_label(name: str, mode: str) -> str:
+    """How a loss timed in ``mode`` is named in the result: ``weince``, ``weince[compiled]``."""
     return name if mode == "eager" else f"{name}[{mode}]"
 
 
@@ -139,7 +144,7 @@ def _loss_modules(cfg: TimingConfig, device: torch.device):
     mods = {}
     for mode in cfg.modes:
         for name, m in eager.items():
-            mods[_label(name, mode)] = m if mode == "eager" else torch.compile(m)
+            mods[loss_label(name, mode)] = m if mode == "eager" else torch.compile(m)
     return mods, params
 
 
@@ -152,7 +157,7 @@ def _order(labels: list[str], rep: int) -> list[str]:
 def _summaries(cfg: TimingConfig, times: dict[str, list[float]]) -> dict:
     """``mode`` (headline: compiled when measured), ``losses`` (its ratios to InfoNCE of the
     same mode), and with ``compile: both`` also ``modes`` and ``compiled_vs_eager``."""
-    per_mode = {mode: paired_summary({n: times[_label(n, mode)] for n in cfg.losses}, cfg.losses[0],
+    per_mode = {mode: paired_summary({n: times[loss_label(n, mode)] for n in cfg.losses}, cfg.losses[0],
                                      cfg.n_boot, cfg.seed) for mode in cfg.modes}
     head = cfg.modes[-1]
     out = {"mode": head, "losses": per_mode[head]}
@@ -160,7 +165,7 @@ def _summaries(cfg: TimingConfig, times: dict[str, list[float]]) -> dict:
         out["modes"] = per_mode
         speed = {}
         for n in cfg.losses:  # t_compiled / t_eager, paired per repetition
-            s = paired_summary({"eager": times[n], "compiled": times[_label(n, "compiled")]},
+            s = paired_summary({"eager": times[n], "compiled": times[loss_label(n, "compiled")]},
                                "eager", cfg.n_boot, cfg.seed)["compiled"]
             speed[n] = {k: s[k] for k in ("ratio", "ratio_ci")}
         out["compiled_vs_eager"] = speed
@@ -242,9 +247,9 @@ def time_whole_step(cfg: TimingConfig, device: torch.device, progress=None) -> d
             progress.update(1)
     out = {"backbone": cfg.backbone, "image_size": cfg.image_size, "batch": f"2 x {cfg.step_batch}",
            "amp_bf16": amp, **_summaries(cfg, times)}
-    base = _label(cfg.losses[0], out["mode"])
+    base = loss_label(cfg.losses[0], out["mode"])
     step_ms = 1e3 * float(np.median(times[base]))
-    loss_ms = {n: 1e3 * float(np.median(loss_times[_label(n, out["mode"])])) for n in cfg.losses}
+    loss_ms = {n: 1e3 * float(np.median(loss_times[loss_label(n, out["mode"])])) for n in cfg.losses}
     out["attributed"] = {
         n: {"loss_ms": loss_ms[n], "extra_ms": loss_ms[n] - loss_ms[cfg.losses[0]],
             "overhead_pct": 100.0 * (loss_ms[n] - loss_ms[cfg.losses[0]]) / step_ms}
@@ -274,62 +279,3 @@ def run_timing(cfg: TimingConfig) -> dict:
         "loss_alone": loss_rows,
         "whole_step": step,
     }
-
-
-def _print(result: dict) -> None:
-    from tabulate import tabulate
-
-    def lines(what, size, block):
-        for mode, summ in (block.get("modes") or {block["mode"]: block["losses"]}).items():
-            for name, s in summ.items():
-                yield [what, size, _label(name, mode), s["median_ms"], s["ratio"],
-                       f"[{s['ratio_ci'][0]:.3f}, {s['ratio_ci'][1]:.3f}]"]
-
-    rows = []
-    for r in result["loss_alone"]:
-        rows += lines("loss alone", f"2N={r['2N']}", r)
-    st = result["whole_step"]
-    if st:
-        rows += lines("whole step", f"{st['backbone']} {st['batch']}", st)
-    print(f"device {result['device']} ({result['device_name']}), threads {result['threads']}; "
-          f"trainable parameters per loss: {result['trainable_parameters']}")
-    print(tabulate(rows, headers=["what", "size", "loss", "median ms", "ratio to infonce", "95% CI"],
-                   floatfmt=".3f"))
-    if st:
-        base = next(iter(st["losses"]))
-        att = ", ".join(f"{n} {a['overhead_pct']:+.3f}% ({a['extra_ms']:+.2f} ms)"
-                        for n, a in st["attributed"].items() if n != base)
-        print(f"whole step ({st['mode']}): measured overhead "
-              + ", ".join(f"{n} {s['overhead_pct']:+.2f}% [{s['overhead_ci'][0]:+.2f}, "
-                          f"{s['overhead_ci'][1]:+.2f}]" for n, s in st["losses"].items()
-                          if n != base)
-              + f"; attributed from the loss alone on the step's embeddings: {att}")
-    for r in [*result["loss_alone"], *([st] if st else [])]:
-        if "compiled_vs_eager" in r:
-            where = f"2N={r['2N']}" if "2N" in r else "whole step"
-            print(f"compiled / eager time, {where}: "
-                  + ", ".join(f"{n} {v['ratio']:.3f}" for n, v in r["compiled_vs_eager"].items()))
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", default=None, help="YAML with TimingConfig fields")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override one TimingConfig field (repeatable), e.g. --set sizes=[512]")
-    p.add_argument("--out", default=None, help="write the result JSON here")
-
-def main(args: argparse.Namespace) -> int:
-    from weince.train.config import load_config
-    from weince.utils import write_json
-
-    cfg = load_config(TimingConfig, args.config, args.overrides)
-    result = run_timing(cfg)
-    _print(result)
-    if args.out:
-        write_json(args.out, result, cfg=asdict(cfg), seed=cfg.seed)
-    return 0
-
-if __name__ == "__main__":  # pragma: no cover
-    ns = argparse.ArgumentParser()
-    add_arguments(ns)
-    raise SystemExit(main(ns.parse_args()))
-

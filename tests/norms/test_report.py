@@ -6,9 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from weince.norms.cli import load_norms_config
 from weince.report.norms import claim_verdicts, render_markdown, write_norms_report
-from weince.norms.run import PROBES_FILE, NormsConfig, _dynamics
+from weince.norms.run import PROBES_FILE, NormsConfig, _dynamics, load_norms_config
 from weince.utils.vocabulary import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED
 from weince.pipeline import norms as norms_plan
 from weince.pipeline.stages import norms_config, text_model
@@ -111,7 +110,7 @@ def test_every_profile_parses_into_the_config(profile):
         load_norms_config(path, ["nonsense=1"])
     import yaml
 
-    from weince.train.config import as_config
+    from weince.utils.config import as_config
     assert as_config(NormsConfig, norms_config(yaml.safe_load(open(path)))).n_boot >= 200
 
 
@@ -144,3 +143,38 @@ def test_batching_fits_the_filler_bank():
     assert _batching(8, 40, 16) == {"batch_size": 8, "probes_per_batch": 7}
     with pytest.raises(ValueError, match="filler bank is empty"):
         _batching(8, 0, 4)
+
+
+@pytest.mark.parametrize("where", ["nan_literal", "null_in_judged"])
+def test_non_finite_norms_result_is_invalid_not_na(tmp_path, where):
+    """A NaN in norms.json (or null where a judged verdict needs a number) stops the page
+    with an error naming the file and the rule to re-run, never an 'n/a' cell."""
+    from weince.report.results import InvalidResultError
+
+    path = _unit(tmp_path, "infonce", 300, 0, 1.0)
+    res = json.loads(path.read_text())
+    assert res["verdicts"]["N2"] == REPRODUCED
+    if where == "nan_literal":
+        res["n2"]["heat_vs_norm"]["spearman"]["r"] = float("nan")
+        path.write_text(json.dumps(res))    # json writes the literal NaN
+        key = "n2.heat_vs_norm.spearman.r"
+    else:
+        res["n2"]["drift_vs_norm"]["pearson"]["r"] = None
+        path.write_text(json.dumps(res))
+        key = "n2.drift_vs_norm.pearson.r"
+    with pytest.raises(InvalidResultError, match="invalid") as err:
+        write_norms_report([path], tmp_path / "rep" / "norms.md", figures=False)
+    assert str(path) in str(err.value) and key in str(err.value)
+    assert "snakemake --forcerun" in str(err.value)
+    assert not (tmp_path / "rep" / "norms.md").exists()
+
+
+def test_not_testable_null_is_a_legitimate_absence(tmp_path):
+    """A too-small unit's correlation is null (NaN written by write_json) and its verdict
+    'not testable': that is no error, and the page shows n/a."""
+    tiny = _unit(tmp_path, "weince", 2, 1, 1.0)
+    res = json.loads(tiny.read_text())
+    assert res["verdicts"]["N2"] == NOT_TESTABLE
+    assert res["n2"]["heat_vs_norm"]["pearson"]["r"] is None
+    write_norms_report([tiny], tmp_path / "rep" / "norms.md", figures=False)
+    assert "n/a" in (tmp_path / "rep" / "norms.md").read_text()

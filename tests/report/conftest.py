@@ -88,6 +88,36 @@ def write_fixture_results(cfg: dict[str, Any]) -> None:
                 "trainable_parameters": {"infonce": 0, "weince": 0, "weince_recipe": 0}})
     write_json(Path(layout.CHECKS.format(results=root, profile=prof)) / "special_case.json",
                {"max_abs_diff": 0.0, "cases": []})
+    for run in layout.norms_vision_runs(cfg):
+        write_json(layout.run_dir(cfg, run) / "norms.json", norms_unit(run.seed, run.arm),
+                   seed=run.seed)
+
+
+def _corr(r: float | None, lo: float | None, hi: float | None, n: int = 200) -> dict[str, Any]:
+    return {"r": r, "ci": [lo, hi], "n": n}
+
+
+def norms_unit(seed: int, arm: str) -> dict[str, Any]:
+    """A fabricated norms.json: N2 reproduced everywhere except infonce seed 21, N1 not
+    testable for weince (no decay: nothing predicted), N3 reproduced on its primary row."""
+    good = not (arm == "infonce" and seed == 21)
+    n1 = ({"premise": {"decoupled": True}, "predicted_vs_measured":
+           {"pearson": _corr(0.4, 0.2, 0.6)}} if arm != "weince" else
+          {"premise": {"decoupled": False, "note": "no decay"}})
+    drift = _corr(-0.5, -0.7, -0.3) if good else _corr(-0.1, -0.3, 0.1)
+    return {
+        "kind": "vision", "arm": arm, "seed": seed, "loss": arm,
+        "n1": n1, "n2": {"heat_vs_norm": {"pearson": _corr(0.4, 0.2, 0.6)},
+                         "drift_vs_norm": {"pearson": drift}},
+        "n3": {"rows": [{"task": "knn", "metric": "recall@1", "subset": "frequent",
+                         "gain": 1.5, "ci": [0.5, 2.5], "primary": True,
+                         "verdict": "reproduced"},
+                        {"task": "knn", "metric": "recall@5", "subset": "all",
+                         "gain": None, "ci": [None, None], "primary": False,
+                         "verdict": "not testable at this scale"}]},
+        "verdicts": {"N1": "not testable at this scale" if arm == "weince" else "reproduced",
+                     "N2": "reproduced" if good else "not reproduced", "N3": "reproduced"},
+    }
 
 
 @pytest.fixture

@@ -42,12 +42,12 @@ def test_summary_shows_one_forest_plot_per_claim_inline(fx):
     res = build_report(fx)
     out = Path(fx["reports"], "fx")
     summary = (out / "summary.md").read_text()
-    images = re.findall(r"!\[forest plot (C\d+)\]\((figures/forest_c\d+\.png)\)", summary)
+    images = re.findall(r"!\[forest plot ([CN]\d+)\]\((figures/forest_[cn]\d+\.png)\)", summary)
     drawn = {cid for cid, _ in images}
     # every claim with at least one finite estimate has its figure, and it exists on disk
     expected = {r.claim["id"] for r in res
                 if any(ln.mean is not None for lines in forest_lines(r) for ln in lines)}
-    assert drawn == expected and {"C1", "C2", "C3"} <= drawn
+    assert drawn == expected and {"C1", "C2", "C3", "N1", "N2", "N3"} <= drawn
     for _, rel in images:
         assert (out / rel).stat().st_size > 2000
     assert summary.index("## Claims at a glance") < summary.index("## Provenance")
@@ -71,8 +71,11 @@ def test_html_pages_embed_the_forest_plot_and_render_the_table(fx, tmp_path):
 def test_figures_are_grouped_by_claim():
     from weince.report.html import figure_category
 
-    cats = {"C1": "C1: tail", "C2": "C2: link", "C3": "C3: probe"}
+    cats = {"C1": "C1: tail", "C2": "C2: link", "C3": "C3: probe", "C10": "C10: k-NN",
+            "N2": "N2: heat"}
     assert figure_category("forest_c3", cats) == "C3: probe"
+    assert figure_category("forest_c10", cats) == "C10: k-NN"   # not C1's
+    assert figure_category("forest_n2", cats) == "N2: heat"
     assert figure_category("c1_estimates", cats) == "C1: tail"
     assert figure_category("evt/digits_smallcnn_infonce_qq", cats) == "C1: tail"
     assert figure_category("evt/digits_smallcnn_infonce_lambda_profile", cats) == "C2: link"

@@ -14,15 +14,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from weince.report import NOT_REPRODUCED, NOT_RUN, REPRODUCED
-from weince.report.registry import CLAIM_IDS, validate_with_defaults
+from weince.report import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED
+from weince.report.registry import load_claims, validate_with_defaults
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 SNAKEMAKE = str(BIN / "snakemake") if (BIN / "snakemake").exists() else "snakemake"
 SNAKEFMT = str(BIN / "snakefmt") if (BIN / "snakefmt").exists() else "snakefmt"
 PROFILES = ["config.yaml", "smoke.yaml", "paper.yaml"]
-VERDICTS = (REPRODUCED, NOT_REPRODUCED, NOT_RUN)
+VERDICTS = (REPRODUCED, NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE)
+# the claims come from the registry, however many (the paper's C's and the companion N's)
+CLAIM_IDS = [c["id"] for c in load_claims(REPO / "config" / "claims.yaml")["claims"]]
 
 
 def workflow_copy(dest: Path) -> Path:
@@ -189,9 +191,14 @@ def test_smoke_summary_lists_every_claim_with_a_verdict(smoke_run):
     assert verdicts["C9"] == REPRODUCED      # lambda = 0 is InfoNCE, computed
     assert verdicts["C3"] == NOT_RUN         # no CIFAR-100 at the smoke profile
     assert verdicts["C1"] == verdicts["C2"] == NOT_RUN   # digits: not a paper setting
-    for i in range(1, 10):
-        md = (smoke_run / f"reports/smoke/table_c{i}.md").read_text()
+    for cid in CLAIM_IDS:
+        md = (smoke_run / f"reports/smoke/table_{cid.lower()}.md").read_text()
         assert "git commit" in md and "config hash" in md
+    # N1-N3 are registry claims whose verdicts are the norms page's, from norms.json
+    norms = json.loads((smoke_run / "reports/smoke/norms_summary.json").read_text())
+    assert {"N1", "N2", "N3"} <= set(CLAIM_IDS)
+    assert {c: verdicts[c] for c in ("N1", "N2", "N3")} == \
+        {c: v["verdict"] for c, v in norms["claims"].items()}
     # the grid point each table's arm uses, chosen on what (per metric for k-NN)
     c3 = (smoke_run / "reports/smoke/table_c3.md").read_text()
     c6 = (smoke_run / "reports/smoke/table_c6.md").read_text()
@@ -300,7 +307,7 @@ def test_smoke_bundle_verifies_and_rebuilds_without_training(smoke_run, tmp_path
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     shipped = checkout / "results/smoke/bundle/reports"
     names = ["summary.md", "tables.tex", "ablations.md", "norms.md"] + [
-        f"table_c{i}.{ext}" for i in range(1, 10) for ext in ("md", "tex")]
+        f"table_{cid.lower()}.{ext}" for cid in CLAIM_IDS for ext in ("md", "tex")]
     for name in names:
         assert normalise((checkout / "reports/smoke" / name).read_text()) == \
             normalise((shipped / name).read_text()), name

@@ -69,7 +69,7 @@ rule report:
             f"{REPORT_DIR}/html/summary.html",
             caption="../report/summary.rst",
             category="Summary",
-            labels={"page": "summary of claims C1-C9"},
+            labels={"page": "summary of the registry's claims"},
         ),
         companions_html=report(
             directory(f"{REPORT_DIR}/html/companions"),

@@ -6,7 +6,7 @@ with log_to(snakemake.log[0]):
     import torch
 
     from weince.timing import TimingConfig, run_timing
-    from weince.train.config import as_config, to_dict
+    from weince.utils.config import as_config, to_dict
     from weince.utils import write_json
 
     torch.set_num_threads(snakemake.threads)

@@ -52,7 +52,7 @@ class KNNConfig:
 
 
 def _provenance_cfg(cfg, feats_path, meta) -> dict:
-    from weince.train.config import to_dict
+    from weince.utils.config import to_dict
 
     return {"eval": to_dict(cfg), "features": str(feats_path),
             "encoder_cfg": (meta or {}).get("encoder_cfg")}
@@ -61,7 +61,7 @@ def _provenance_cfg(cfg, feats_path, meta) -> dict:
 def run_linear(features_path, out_path, cfg: LinearProbeConfig | dict | None = None) -> dict:
     """Linear probe on a feature file; write ``out_path`` (JSON with provenance)."""
     from weince.eval.linear import linear_probe, load_features
-    from weince.train.config import as_config, to_dict
+    from weince.utils.config import as_config, to_dict
     from weince.utils import write_json
 
     cfg = as_config(LinearProbeConfig, cfg)
@@ -77,7 +77,7 @@ def run_knn(features_path, out_path, cfg: KNNConfig | dict | None = None) -> dic
     """k-NN / recall@k on a feature file; write ``out_path`` (JSON with provenance)."""
     from weince.eval.knn import knn_eval
     from weince.eval.linear import load_features
-    from weince.train.config import as_config, to_dict
+    from weince.utils.config import as_config, to_dict
     from weince.utils import write_json
 
     cfg = as_config(KNNConfig, cfg)
@@ -98,7 +98,7 @@ def _meta(feats: dict) -> dict:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from weince.train.config import add_config_arguments
+    from weince.utils.config import add_config_arguments
 
     parser.add_argument("method", choices=["linear", "knn"], help="evaluation to run")
     parser.add_argument("--features", required=True, help="features.pt from `weince features`")
@@ -107,7 +107,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from weince.train.config import config_from_args
+    from weince.utils.config import config_from_args
 
     if args.method == "linear":
         res = run_linear(args.features, args.out, config_from_args(LinearProbeConfig, args))

@@ -22,7 +22,7 @@ _WHERE = {
                               "resample_plan"],
     "weince.norms.rescore": ["discount", "choose_alpha", "hub_items", "knn_rescore",
                              "sts_rescore"],
-    "weince.norms.run": ["NormsConfig", "analyse_vision", "analyse_text", "training_settings",
+    "weince.norms.run": ["NormsConfig", "load_norms_config", "analyse_vision", "analyse_text", "training_settings",
                          "text_settings"],
     "weince.norms.stats": ["correlation", "paired_gain", "pearson_rows", "spearman_rows"],
     "weince.norms.verdicts": ["combine", "correlation_verdict", "gain_verdict"],

@@ -9,7 +9,9 @@ Options come from ``--config FILE`` (a flat mapping of
 ``config/smoke.yaml``, whose ``norms.analysis`` block is used) and repeated
 ``--set key=value``. ``--meta key=value`` adds
 identification to the result (``arm=weince seed=0``). Writes ``DIR/norms.json`` and
-``DIR/norms_probes.npz``.
+``DIR/norms_probes.npz``. The library: :func:`weince.norms.run.load_norms_config`,
+:func:`~weince.norms.run.analyse_vision`, :func:`~weince.norms.run.analyse_text` and
+:func:`weince.report.norms.write_norms_report`.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-__all__ = ["add_arguments", "main", "load_norms_config"]
+__all__ = ["add_arguments", "main"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -40,26 +42,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE",
                    help="identification stored in the result (arm, seed, model_label, ...)")
     p.add_argument("--no-figures", action="store_true", help="report: skip the PNG figures")
-
-
-def load_norms_config(path: str | None, overrides: list[str]):
-    """:class:`NormsConfig` from a YAML file (flat, or a workflow profile config with a
-    ``norms.analysis`` block) and ``key=value`` overrides."""
-    import yaml
-
-    from weince.norms.run import NormsConfig
-    from weince.train.config import apply_overrides, config_from_dict
-
-    d: dict[str, Any] = {}
-    if path:
-        p = Path(path)
-        if not p.exists():
-            raise FileNotFoundError(f"config file {p} does not exist")
-        d = yaml.safe_load(p.read_text()) or {}
-        if "profile" in d:  # a workflow profile config
-            d = dict((d.get("norms") or {}).get("analysis") or {})
-    d = apply_overrides(d, overrides)
-    return config_from_dict(NormsConfig, d)
 
 
 def _meta(items: list[str]) -> dict[str, Any]:
@@ -87,6 +69,8 @@ def main(args: argparse.Namespace) -> int:
         return 0
     if bool(args.encoder) == bool(args.text_model):
         raise ValueError("give exactly one of --encoder (vision) or --text-model (text)")
+    from weince.norms.run import load_norms_config
+
     cfg = load_norms_config(args.config, args.overrides)
     meta = _meta(args.meta)
     if args.encoder:

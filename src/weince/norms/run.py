@@ -36,7 +36,7 @@ from weince.norms.verdicts import combine, correlation_verdict, gain_verdict
 from weince.utils.device import resolve_device
 from weince.utils.vocabulary import NOT_TESTABLE
 
-__all__ = ["NormsConfig", "analyse_vision", "analyse_text", "training_settings",
+__all__ = ["NormsConfig", "load_norms_config", "analyse_vision", "analyse_text", "training_settings",
            "text_settings", "correlations", "RESULT_FILE", "PROBES_FILE", "TEXT_NOMINAL"]
 
 # all-MiniLM-L6-v2: sentence-transformers MultipleNegativesRankingLoss (InfoNCE with
@@ -102,8 +102,27 @@ class NormsConfig:
     progress: Optional[bool] = None
 
 
+def load_norms_config(path: str | os.PathLike | None, overrides: list[str] = ()) -> NormsConfig:
+    """:class:`NormsConfig` from a YAML file (flat, or a workflow profile config, whose
+    ``norms.analysis`` block is used) and ``key=value`` overrides; unknown keys raise a
+    ``ValueError`` naming them."""
+    import yaml
+
+    from weince.utils.config import apply_overrides, config_from_dict
+
+    d: dict[str, Any] = {}
+    if path:
+        p = Path(path)
+        if not p.exists():
+            raise FileNotFoundError(f"config file {p} does not exist")
+        d = yaml.safe_load(p.read_text()) or {}
+        if "profile" in d:  # a workflow profile config
+            d = dict((d.get("norms") or {}).get("analysis") or {})
+    return config_from_dict(NormsConfig, apply_overrides(d, overrides))
+
+
 def _as_cfg(cfg: NormsConfig | dict | None) -> NormsConfig:
-    from weince.train.config import as_config
+    from weince.utils.config import as_config
     return as_config(NormsConfig, cfg)
 
 
@@ -189,7 +208,7 @@ def _write(out_dir: str | os.PathLike | None, result: dict, arrays: dict, cfg: N
            ) -> None:
     if out_dir is None:
         return
-    from weince.train.config import to_dict
+    from weince.utils.config import to_dict
     from weince.utils import write_json
 
     out = Path(out_dir)

@@ -10,7 +10,7 @@ here, so a rule's output and the file the report reads can never drift apart.
     results/{profile}/text/{model}/{arm}/seed{seed}/                 train.json sts.json
     results/{profile}/timing/timing.json
     results/{profile}/checks/special_case.json
-    reports/{profile}/summary.md, table_c*.md/.tex, figures/
+    reports/{profile}/summary.md, table_<id>.md/.tex, figures/
 
 A grid point of a loss arm is spelled ``{arm}@{point}`` in the ``arm`` slot, e.g.
 ``weince@m2_kr10_ka1``: the same rules train and evaluate it; the final arm ``weince``
@@ -27,6 +27,7 @@ from weince.losses.arms import grid_points
 
 __all__ = ["VISION_RUN", "VISION_PAIR", "TEXT_RUN", "TIMING", "CHECKS", "REPORT", "VisionRun",
            "TextRun", "Setting", "vision_runs", "text_runs", "vision_pairs", "run_dir",
+           "norms_vision_runs", "norms_text_runs", "PRETRAINED_ARM", "STAGES",
            "settings_for", "files_for", "report_dir", "EVT_FILES"]
 
 VISION_RUN = "{results}/{profile}/vision/{dataset}/{backbone}/{arm}/seed{seed}"
@@ -35,6 +36,8 @@ TEXT_RUN = "{results}/{profile}/text/{model}/{arm}/seed{seed}"
 TIMING = "{results}/{profile}/timing"
 CHECKS = "{results}/{profile}/checks"
 REPORT = "{reports}/{profile}"
+PRETRAINED_ARM = "pretrained"   # a text unit of the norms analysis as shipped (seed 0)
+STAGES = ("vision", "text", "timing", "checks", "norms")   # a claim's ``stage``
 
 @dataclass(frozen=True)
 class VisionRun:
@@ -99,6 +102,28 @@ def text_runs(cfg: dict[str, Any], *, arms: Iterable[str] | None = None,
                 yield TextRun(model, arm, int(seed))
 
 
+def norms_vision_runs(cfg: dict[str, Any]) -> list[VisionRun]:
+    """The vision runs the norms analysis (claims N1-N3) covers: the profile's ``norms.vision``
+    block narrows its arms and seeds (``null``: the profile's own)."""
+    v, nv = cfg.get("vision") or {}, (cfg.get("norms") or {}).get("vision") or {}
+    if not (v.get("enabled", True) and nv.get("enabled", True)):
+        return []
+    return list(vision_runs(cfg, arms=nv.get("arms") or None, seeds=nv.get("seeds") or None))
+
+
+def norms_text_runs(cfg: dict[str, Any]) -> list[TextRun]:
+    """The text units of the norms analysis: each of ``norms.text.models`` as shipped (arm
+    :data:`PRETRAINED_ARM`, seed 0) and, with ``simcse_runs``, the first seed of every
+    trained SimCSE arm."""
+    t, nt = cfg.get("text") or {}, (cfg.get("norms") or {}).get("text") or {}
+    if not nt.get("enabled", True):
+        return []
+    out = [TextRun(m, PRETRAINED_ARM, 0) for m in nt.get("models", [])]
+    if nt.get("simcse_runs") and t.get("seeds"):
+        out += list(text_runs(cfg, seeds=t["seeds"][:1]))
+    return out
+
+
 def run_dir(cfg: dict[str, Any], run: VisionRun | TextRun) -> Path:
     return run.dir(cfg.get("results", "results"), cfg["profile"])
 
@@ -120,10 +145,12 @@ class Setting:
     corpus: str | None = None
 
     def label(self) -> str:
-        if self.stage == "vision":
+        if self.stage == "vision" or (self.stage == "norms" and self.dataset):
             return f"{self.dataset} / {self.backbone}"
         if self.stage == "text":
             return f"{self.model} / {self.corpus}"
+        if self.stage == "norms":
+            return f"{self.model} (text)"
         if self.stage == "timing":
             return f"whole step, {self.backbone}"
         return self.stage
@@ -149,7 +176,13 @@ def settings_for(cfg: dict[str, Any], stage: str) -> tuple[list[Setting], list[s
     if stage == "checks":
         c = cfg.get("checks") or {}
         return ([Setting("checks")] if c.get("enabled", True) else [], ["weince"])
-    raise ValueError(f"unknown stage {stage!r}; valid: vision, text, timing, checks")
+    if stage == "norms":
+        vis, txt = norms_vision_runs(cfg), norms_text_runs(cfg)
+        settings = [Setting("norms", dataset=d, backbone=b) for d, b in
+                    dict.fromkeys((r.dataset, r.backbone) for r in vis)]
+        settings += [Setting("norms", model=m) for m in dict.fromkeys(r.model for r in txt)]
+        return settings, list(dict.fromkeys([r.arm for r in vis] + [r.arm for r in txt]))
+    raise ValueError(f"unknown stage {stage!r}; valid: {', '.join(STAGES)}")
 
 
 EVT_FILES = ("pot.json", "link.json", "scores.npz")
@@ -179,6 +212,13 @@ def files_for(cfg: dict[str, Any]) -> Callable[[Setting, str, str], list[Path]]:
             return [Path(TIMING.format(results=root, profile=profile)) / name]
         if setting.stage == "checks":
             return [Path(CHECKS.format(results=root, profile=profile)) / name]
+        if setting.stage == "norms":
+            runs: list[VisionRun | TextRun] = (
+                [r for r in norms_vision_runs(cfg) if r.arm == arm
+                 and (r.dataset, r.backbone) == (setting.dataset, setting.backbone)]
+                if setting.dataset else
+                [r for r in norms_text_runs(cfg) if r.arm == arm and r.model == setting.model])
+            return [r.dir(root, profile) / name for r in runs]
         return []
 
     return f

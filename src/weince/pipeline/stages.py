@@ -12,12 +12,11 @@ import os
 from typing import Any, Mapping
 
 from weince.losses.arms import grid_points, resolve_arm
+from weince.pipeline.layout import PRETRAINED_ARM
 from weince.report.results import get_key, load_result
 
 __all__ = ["pretrain_config", "simcse_config", "apply_selection", "grid_arms", "norms_config",
            "PRETRAINED_ARM", "text_model"]
-
-PRETRAINED_ARM = "pretrained"   # a text unit of the norms analysis as shipped (seed 0)
 
 
 def grid_arms(cfg: Mapping[str, Any]) -> list[str]:

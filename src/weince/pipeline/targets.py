@@ -37,10 +37,12 @@ def claim_inputs(cfg: Mapping[str, Any], claim: Mapping[str, Any]) -> list[Path]
                                if x))
     if claim["kind"] == "overhead" and a.get("baseline") in shown:
         shown.remove(a["baseline"])
+    if claim["kind"] == "norms":   # every analysed unit (arms: {primary: all})
+        shown = arms
     out: list[Path] = []
     for s in settings:
         for arm in shown:
-            if claim["stage"] in ("vision", "text") and arm not in arms:
+            if claim["stage"] in ("vision", "text", "norms") and arm not in arms:
                 continue
             out += fetch(s, arm, claim["file"])
     return list(dict.fromkeys(out))

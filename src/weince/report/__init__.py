@@ -1,9 +1,9 @@
 """Every page made from result files, for one workflow profile.
 
-- claims C1-C9 and any other registry entry: tables with computed verdicts (Markdown, LaTeX
+- every claim of the registry (C1-C10, N1-N3): tables with computed verdicts (Markdown, LaTeX
   booktabs), the summary and its figures (:mod:`weince.report.build`, rules in
   :mod:`weince.report.verdicts`, layout in :mod:`weince.report.tables`);
-- the ablations page (:mod:`weince.report.ablations`) and the N1-N3 norms page
+- the ablations page (:mod:`weince.report.ablations`) and the N1-N3 per-unit norms page
   (:mod:`weince.report.norms`);
 - shared: reading result files (:mod:`~weince.report.results`), the seed aggregation
   (:mod:`~weince.report.stats`), every figure (:mod:`~weince.report.figures`), the claims

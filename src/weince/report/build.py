@@ -28,7 +28,7 @@ from weince.report.tables import (claim_latex, claim_markdown, latex_document,
 from weince.report.verdicts import ClaimResult, evaluate_claim
 from weince.utils import config_hash, write_json
 from weince.utils.provenance import git_commit
-from weince.utils.vocabulary import MISSING, VERDICT_FREE
+from weince.utils.vocabulary import VERDICT_FREE
 
 __all__ = ["build_report", "evaluate", "write_tables", "scale_line", "companion_rows"]
 
@@ -66,6 +66,11 @@ def scale_line(cfg: dict[str, Any], stage: str) -> str:
                 f"whole step with backbone {t.get('backbone', '?')} at "
                 f"{t.get('image_size', '?')} px, 2 x {t.get('step_batch', '?')} views, "
                 f"loss {mode}")
+    if stage == "norms":
+        a = (cfg.get("norms") or {}).get("analysis") or {}
+        return (f"profile {p}: embedding norms of {len(layout.norms_vision_runs(cfg))} vision "
+                f"and {len(layout.norms_text_runs(cfg))} text unit(s), {a.get('n_probes', '?')} "
+                f"probes, {a.get('resamples', '?')} minibatch resamplings (docs/norms.md)")
     return f"profile {p}"
 
 
@@ -158,20 +163,15 @@ def write_tables(results: list[ClaimResult], cfg: dict[str, Any], out: Path) -> 
 
 
 def companion_rows(out: Path) -> list[dict[str, str]]:
-    """Rows for the summary from the pages that other rules wrote beside it: the companion
-    claims N1-N3 (``norms_summary.json``, verdicts computed by ``weince.norms``) and a link
-    to the ablation report. Nothing for a page that does not exist."""
-    import json
-
+    """Rows for the summary from the pages other rules wrote beside it: the ablation report
+    (verdict-free) and the norms page (per-unit tables and figures of N1-N3, whose verdicts
+    are registry claims like the rest). Nothing for a page that does not exist."""
     rows = []
-    norms = out / "norms_summary.json"
-    if norms.exists():
-        for cid, c in sorted(json.loads(norms.read_text()).get("claims", {}).items()):
-            rows.append({"id": cid, "paper": str(c.get("paper", "")).replace("|", "\\|"),
-                         "verdict": c.get("verdict", MISSING),
-                         "detail": f"{c.get('n_reproduced', 0)} of {c.get('n_testable', 0)} "
-                                   f"testable units reproduced",
-                         "page": "norms.md"})
+    if (out / "norms.md").exists():
+        rows.append({"id": "N1-N3 per unit", "paper": "companion claims (issue 10)",
+                     "verdict": VERDICT_FREE, "detail": "the claims' verdicts are in the "
+                     "table above; this page has per-unit tables and figures",
+                     "page": "norms.md"})
     if (out / "ablations.md").exists():
         rows.append({"id": "ablations", "paper": "not in the paper (issue 9)",
                      "verdict": VERDICT_FREE, "detail": "tables with intervals",

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from weince.train.config import apply_overrides
+from weince.utils.config import apply_overrides
 
 __all__ = ["add_arguments", "main", "load_profile_config"]
 

@@ -121,7 +121,7 @@ def figure_category(name: str, categories: dict[str, str]) -> str:
     forest and estimate plots by their claim id, tail diagnostics to C1, the link-selection
     profile to C2, lambda over training to its own category."""
     base = Path(name).name
-    m = re.match(r"(?:forest_)?(c\d)(?:_|$)", base)
+    m = re.match(r"(?:forest_)?([cn]\d+)(?:_|\.|$)", base)
     cid = None
     if m:
         cid = m.group(1).upper()

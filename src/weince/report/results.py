@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["ResultSchemaError", "InvalidResultError", "load_result", "get_key", "encoder_value",
-           "Provenance", "collect_provenance"]
+           "finite_value", "Provenance", "collect_provenance"]
 
 
 class ResultSchemaError(ValueError):
@@ -34,7 +34,9 @@ def _invalid(path: str | Path, key: str, what: str) -> InvalidResultError:
         f"re-run the rule that writes it (`snakemake --forcerun {path}`)")
 
 
-def _finite(v: Any, path: str | Path, key: str) -> float:
+def finite_value(v: Any, path: str | Path, key: str) -> float:
+    """``v`` as a float; NaN, inf or ``null`` is an :class:`InvalidResultError` naming the
+    file, the key and the rule to re-run; any other non-number a ``ResultSchemaError``."""
     if v is None:
         raise _invalid(path, key, "null (a NaN or inf written as null)")
     if isinstance(v, bool) or not isinstance(v, (int, float)):
@@ -92,18 +94,19 @@ def encoder_value(value: Any, path: str | Path, key: str) -> float:
         raise ResultSchemaError(f"{path}: key {key!r} is a boolean, expected a number or a "
                                 f"{{'mean', 'std', 'n', 'values'}} summary")
     if value is None or isinstance(value, (int, float)):
-        return _finite(value, path, key)
+        return finite_value(value, path, key)
     if isinstance(value, dict):
         if "values" in value and isinstance(value["values"], list):
             if "mean" in value:  # a NaN mean beside finite values is still a broken summary
-                _finite(value["mean"], path, f"{key}.mean")
-            vals = [_finite(v, path, f"{key}.values[{i}]") for i, v in enumerate(value["values"])]
+                finite_value(value["mean"], path, f"{key}.mean")
+            vals = [finite_value(v, path, f"{key}.values[{i}]")
+                    for i, v in enumerate(value["values"])]
             if not vals:
                 raise _invalid(path, f"{key}.values", "empty (no probe/split seed produced a "
                                                       "value)")
             return sum(vals) / len(vals)
         if "mean" in value:
-            return _finite(value["mean"], path, f"{key}.mean")
+            return finite_value(value["mean"], path, f"{key}.mean")
         raise ResultSchemaError(f"{path}: key {key!r} is a mapping without 'mean' or "
                                 f"'values' (keys: {sorted(value)}); expected a summary "
                                 f"{{'mean', 'std', 'n', 'values'}}")

@@ -113,6 +113,8 @@ def _detail(claim: dict[str, Any], row: Row, arm: str, base: str | None) -> str:
         if len(cell.extra.get("attributed") or []) == 1:
             txt += f"; attributed from the loss alone {cell.extra['attributed'][0]:+.3f}%"
         return txt
+    if kind == "norms":
+        return "; ".join(cell.extra.get("units", [])) or "n/a"
     if kind == "exact":
         w = cell.extra.get("worst")
         return f"max |diff| {w:.1e} (tol {claim.get('tolerance'):.0e})" if w is not None \
@@ -198,7 +200,7 @@ def claim_markdown(res: ClaimResult, run_info: dict[str, str]) -> str:
         f"## {c['id']}: {c['title']}",
         "",
         f"- **Verdict ({arms['primary']}): {res.verdict}** ({res.reason})",
-        f"- Rule: {res.rule} {COMMON_RULE}",
+        f"- Rule: {res.rule}" + (f" {COMMON_RULE}" if c["kind"] != "norms" else ""),
     ]
     if res.attribution:
         parts.append(f"- Which difference carries the gain: {res.attribution}")

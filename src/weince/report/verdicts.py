@@ -26,6 +26,11 @@ and ``docs/verdicts.md`` repeats it (a test keeps the two equal). ``tol`` is the
   when the file has it) and our interval of ``lambda`` overlaps the paper's range.
 - ``overhead`` (C8): overhead ``<= tol`` percent and zero trainable parameters.
 - ``exact`` (C9): the largest recorded difference ``<= tol``.
+- ``norms`` (N1-N3, the companion claims of ``docs/norms.md``): every testable unit (an
+  encoder x loss arm x seed, or a text model) reproduces it; each unit's verdict is the one
+  ``weince.norms.verdicts`` computed from the numbers of its ``norms.json`` (the claim's
+  ``verdict_key``), and the units combine by :func:`weince.norms.verdicts.combine`, as on
+  the norms page.
 
 Gain tables also carry the *attribution* contrasts of :data:`CONTRASTS` (what the
 Weibull term adds once InfoNCE has the same top-50 term, and the core loss alone), each
@@ -39,10 +44,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 from weince.pipeline.layout import Setting
+from weince.norms.verdicts import combine
+from weince.report.norms import check_norms_result
 from weince.report.results import (Provenance, ResultSchemaError, encoder_value, get_key,
                                    load_result)
 from weince.report.stats import Estimate, diff_estimate, estimate
-from weince.utils.vocabulary import NOT_REPRODUCED, NOT_RUN, PARTIAL, REPRODUCED, SCALE_MODEL
+from weince.utils.vocabulary import (NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, PARTIAL,
+                                     REPRODUCED, SCALE_MODEL, VERDICTS)
 
 __all__ = ["REPRODUCED", "NOT_REPRODUCED", "NOT_RUN", "PARTIAL", "SCALE_MODEL", "RULES",
            "COMMON_RULE", "CONTRASTS", "Cell", "Row", "ClaimResult", "evaluate_claim",
@@ -74,6 +82,11 @@ RULES = {
     "overhead": ("Reproduced when the arm's whole-step time overhead over InfoNCE is at most "
                  "{tol}% and it adds zero trainable parameters."),
     "exact": "Reproduced when the largest recorded |difference| is at most {tol}.",
+    "norms": ("Reproduced when every testable unit (an encoder x loss arm x seed, or a text "
+              "model) is: a unit's verdict is {key} of its norms.json, computed by "
+              "weince.norms from that file's numbers (docs/norms.md); not testable at this "
+              "scale when no unit is testable (fewer than min_n probes, queries or pairs, "
+              "or no weight decay)."),
 }
 
 # (name, treatment arm, reference arm, what it measures)
@@ -96,6 +109,7 @@ def rule_text(claim: dict[str, Any], alpha: float = 0.05) -> str:
     unit = claim.get("unit", "").strip()
     unit = {"%": "points", "(x100)": "points (x100)"}.get(unit, unit)
     return RULES[claim["kind"]].format(tol=f"{tol:g}", unit=unit,
+                                       key=claim.get("verdict_key", "?"),
                                        alpha=f"{alpha:g}", value=p.get("value", "?"),
                                        low=_f2(p.get("low")), high=_f2(p.get("high")))
 
@@ -474,6 +488,107 @@ def attribution(rows: list[Row], primary: str = "weince_recipe") -> str:
     return scope + "; ".join(parts)
 
 
+# --------------------------------------------------------------------------- norms (N1-N3)
+def _norms_lines(value: Any, key: str, label: str, path: Path
+                 ) -> list[tuple[str, float | None, list[float] | None]]:
+    """``(line label, value, [lo, hi])`` of one metric key of a ``norms.json``: a
+    correlation ``{r, ci}``, a plain number, or (N3) the list of re-scoring rows, of which
+    the primary ones (``primary: true``) are shown with their ``gain`` and ``ci``."""
+    if isinstance(value, dict) and "r" in value:
+        return [(label, value.get("r"), value.get("ci"))]
+    if isinstance(value, list):
+        return [(f"{label} {r.get('task', '')} {r.get('metric', '')} {r.get('subset', '')}"
+                 .strip(), r.get("gain"), r.get("ci")) for r in value if r.get("primary")]
+    if value is None or isinstance(value, (int, float)) and not isinstance(value, bool):
+        return [(label, value, None)]
+    raise ResultSchemaError(f"{path}: key {key!r} holds {type(value).__name__}; a norms claim "
+                            f"reads a correlation {{r, ci}}, a number or the n3 rows")
+
+
+def _evaluate_norms(claim: dict[str, Any], settings: list[Setting], arms: list[str],
+                    files_for: Callable[[Setting, str, str], list[Path]], alpha: float,
+                    scale: str) -> ClaimResult:
+    """A companion claim N1-N3: one line per setting x shown number, one cell per loss arm
+    (its seeds' values and unit verdicts); the claim's verdict combines every unit's."""
+    prov = Provenance()
+    needed_by = f"claim {claim['id']} ({claim['title']})"
+    metrics = claim.get("metrics") or [claim["metric"]]
+    label = claim.get("label")
+    units: list[str] = []   # every present unit's verdict, once per file
+    rows: list[Row] = []
+    for s in settings:
+        by_line: dict[str, Row] = {}
+        for arm in arms:
+            files = files_for(s, arm, claim["file"])
+            if not files:
+                continue
+            per_line: dict[str, dict[str, list]] = {}
+            verdicts, present, missing = [], [], []
+            for f in files:
+                if not f.exists():
+                    missing.append(f)
+                    continue
+                data = load_result(f)
+                check_norms_result(data, f)
+                prov.add(data, f)
+                present.append(f)
+                v = get_key(data, claim["verdict_key"], f, needed_by=needed_by)
+                if v not in VERDICTS:
+                    raise ResultSchemaError(f"{f}: {claim['verdict_key']!r} is {v!r}, not a "
+                                            f"verdict word ({', '.join(VERDICTS)}); re-run "
+                                            f"the rule that writes it (`snakemake "
+                                            f"--forcerun {f}`)")
+                verdicts.append(v)
+                unit = f.parent.name
+                for key in metrics:
+                    lab = label if len(metrics) == 1 and label else key
+                    try:
+                        value = get_key(data, key, f, needed_by=needed_by)
+                    except ResultSchemaError:
+                        if v != NOT_TESTABLE:
+                            raise
+                        value = None   # e.g. N1 without weight decay: nothing predicted
+                    for line, val, ci in _norms_lines(value, key, lab, f):
+                        d = per_line.setdefault(line, {"key": [key], "vals": [], "units": []})
+                        if val is not None:
+                            d["vals"].append(float(val))
+                        iv = (f" [{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci and None not in ci
+                              else "")
+                        num = "n/a" if val is None else f"{val:+.2f}"
+                        d["units"].append(f"{unit}: {num}{iv} ({v})")
+            units += verdicts
+            lines = per_line or {label or metrics[0]: {"key": metrics, "vals": [], "units": []}}
+            for line, d in lines.items():
+                row = by_line.get(line)
+                if row is None:
+                    row = by_line[line] = Row(s, line, d["key"][0], True, {})
+                    rows.append(row)
+                row.cells[arm] = Cell(arm, estimate(d["vals"], alpha), present, missing,
+                                      {"units": d["units"]})
+                if verdicts:
+                    row.verdicts[arm] = combine(verdicts)
+                    k = sum(x == REPRODUCED for x in verdicts)
+                    t = sum(x not in (NOT_TESTABLE, NOT_RUN) for x in verdicts)
+                    row.reasons[arm] = (f"{k} of {t} testable unit(s) reproduced "
+                                        f"({len(verdicts)} unit(s))")
+            if missing:
+                rows[-1].notes.append(f"{s.label()} {arm}: {len(missing)} of {len(files)} "
+                                      f"result files missing (first: {missing[0]})")
+    if units:
+        verdict = combine(units)
+        k = sum(x == REPRODUCED for x in units)
+        t = sum(x not in (NOT_TESTABLE, NOT_RUN) for x in units)
+        reason = f"{k} of {t} testable unit(s) reproduced ({len(units)} unit(s) analysed)"
+    else:
+        verdict = NOT_RUN
+        reason = ("the profile analyses no unit" if not rows else
+                  "no norms.json of the profile exists yet")
+    arm_verdicts = {a: combine(vs) for a in arms
+                    if (vs := [r.verdicts[a] for r in rows if a in r.verdicts])}
+    return ClaimResult(claim, rows, verdict, reason, arm_verdicts, prov, scale,
+                       rule=rule_text(claim, alpha))
+
+
 # --------------------------------------------------------------------------- driver
 def evaluate_claim(claim: dict[str, Any], settings: list[Setting], arms: list[str],
                    files_for: Callable[[Setting, str, str], list[Path]], *, alpha: float,
@@ -489,6 +604,8 @@ def evaluate_claim(claim: dict[str, Any], settings: list[Setting], arms: list[st
         alpha: 1 - confidence level of the intervals.
         scale: a one-line description of the profile's scale (epochs, data, seeds).
     """
+    if claim["kind"] == "norms":
+        return _evaluate_norms(claim, settings, arms, files_for, alpha, scale)
     prov = Provenance()
     kind = claim["kind"]
     tol = float(claim.get("tolerance", 0.0))

@@ -14,7 +14,7 @@ import json
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from weince.train.config import add_config_arguments
+    from weince.utils.config import add_config_arguments
 
     add_config_arguments(parser)
     parser.add_argument("--out", required=True, metavar="DIR",
@@ -23,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from weince.train.config import config_from_args
+    from weince.utils.config import config_from_args
     from weince.train.simclr import SimCLRConfig, pretrain
 
     cfg = config_from_args(SimCLRConfig, args)

@@ -14,7 +14,7 @@ import argparse
 import json
 import os
 
-from weince.train.config import add_config_arguments, config_from_args
+from weince.utils.config import add_config_arguments, config_from_args
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

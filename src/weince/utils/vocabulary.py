@@ -1,7 +1,7 @@
 """The verdict words of every report page (SPEC 6), defined once.
 
-Claims C1-C9 (:mod:`weince.report.verdicts`) and the companion claims N1-N3 (per unit in
-:mod:`weince.norms.verdicts`, per claim in :mod:`weince.report.norms`) use these strings,
+Every registry claim (:mod:`weince.report.verdicts`: the paper's C's, and the companion
+claims N1-N3, judged per unit by :mod:`weince.norms.verdicts`) uses these strings,
 so a verdict reads the same in ``summary.md``, ``claims.json``, ``norms.md`` and
 ``norms_summary.json``.
 """

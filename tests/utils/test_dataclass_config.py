@@ -7,7 +7,7 @@ from typing import Literal, Optional
 
 import pytest
 
-from weince.train.config import (add_config_arguments, apply_overrides, as_config,
+from weince.utils.config import (add_config_arguments, apply_overrides, as_config,
                                  config_from_args, config_from_dict, load_config, to_dict)
 
 
