@@ -59,7 +59,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from weince.train.config import as_config, to_dict
+from weince.utils.config import as_config, to_dict
 from weince.train.logging import JsonlLogger
 
 __all__ = ["SimCLRConfig", "pretrain", "resolve_config", "LARS", "DivergedError", "CompiledStep",

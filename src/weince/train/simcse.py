@@ -58,7 +58,7 @@ from typing import Any, Callable
 
 import torch
 
-from weince.train.config import as_config, to_dict
+from weince.utils.config import as_config, to_dict
 from weince.train.logging import JsonlLogger, StatsMeter
 from weince.utils import write_json
 from weince.utils.checkpoint import (load_checkpoint, restore_rng, rng_state, save_checkpoint,
