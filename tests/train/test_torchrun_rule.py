@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -29,14 +28,6 @@ SNAKEMAKE = str(BIN / "snakemake") if (BIN / "snakemake").exists() else "snakema
 RUN = "results/smoke/vision/digits/smallcnn/infonce/seed7"
 
 pytestmark = pytest.mark.slow
-
-
-def _workflow(dest: Path) -> Path:
-    dest.mkdir(parents=True)
-    shutil.copy2(REPO / "Snakefile", dest / "Snakefile")
-    shutil.copytree(REPO / "workflow", dest / "workflow")
-    shutil.copytree(REPO / "config", dest / "config")
-    return dest
 
 
 def _pretrain(wf: Path, *extra: str) -> subprocess.CompletedProcess:
@@ -55,9 +46,9 @@ def _state(wf: Path) -> dict:
     return {k: v for k, v in sd.items() if torch.is_tensor(v)} if isinstance(sd, dict) else {}
 
 
-def test_gpu_2_pretrain_rule_runs_torchrun_with_the_global_batch(tmp_path):
-    one = _workflow(tmp_path / "one")
-    two = _workflow(tmp_path / "two")
+def test_gpu_2_pretrain_rule_runs_torchrun_with_the_global_batch(tmp_path, copy_workflow):
+    one = copy_workflow(tmp_path / "one")
+    two = copy_workflow(tmp_path / "two")
     _pretrain(one)
     _pretrain(two, "--set-resources", "pretrain:gpu=2")
 

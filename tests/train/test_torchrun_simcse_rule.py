@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -29,15 +28,6 @@ LOG = "results/smoke/logs/simcse/minilm/infonce/seed7.log"
 NO_DROPOUT = "text:\n  simcse:\n    dropout: 0.0\n    tau: 1.0\n    lr: 0.0001\n    log_every: 1\n"
 
 pytestmark = pytest.mark.slow
-
-
-def _workflow(dest: Path) -> Path:
-    dest.mkdir(parents=True)
-    shutil.copy2(REPO / "Snakefile", dest / "Snakefile")
-    shutil.copytree(REPO / "workflow", dest / "workflow")
-    shutil.copytree(REPO / "config", dest / "config")
-    (dest / "config" / "no_dropout.yaml").write_text(NO_DROPOUT)
-    return dest
 
 
 def _simcse(wf: Path, *extra: str) -> None:
@@ -56,11 +46,11 @@ def _weights(folder: Path) -> dict[str, torch.Tensor]:
     return load_file(str(folder / "model" / "model.safetensors"))
 
 
-def test_gpu_2_simcse_rule_runs_torchrun_and_matches_one_process(tmp_path):
+def test_gpu_2_simcse_rule_runs_torchrun_and_matches_one_process(tmp_path, copy_workflow):
     from weince.train.logging import read_jsonl
 
-    one = _workflow(tmp_path / "one")
-    two = _workflow(tmp_path / "two")
+    one = copy_workflow(tmp_path / "one", {"no_dropout.yaml": NO_DROPOUT})
+    two = copy_workflow(tmp_path / "two", {"no_dropout.yaml": NO_DROPOUT})
     _simcse(one)
     _simcse(two, "--set-resources", "simcse:gpu=2")
 

@@ -260,13 +260,23 @@ def _scale_gain_reading(g: Estimate) -> str:
     return f"{SCALE_MODEL}: {_describe_gain(g)}"
 
 
-def _gain_verdict(row: Row, arm: str, base: str, tol: float, alpha: float,
-                  unit: str) -> tuple[str, str]:
+def _gain_or_early(row: Row, arm: str, base: str, alpha: float
+                   ) -> tuple[Estimate | None, tuple[str, str] | None]:
+    """The arm's gain over the baseline, or the row's verdict when no rule applies: not run
+    (a value missing) or a scale-model reading (not one of the paper's settings)."""
     g = _gain_of(row, arm, base, alpha)
     if g is None:
-        return NOT_RUN, f"no value for {arm} or {base}"
+        return None, (NOT_RUN, f"no value for {arm} or {base}")
     if not row.paper_setting:
-        return _scale_gain_reading(g), "not the paper's setting"
+        return None, (_scale_gain_reading(g), "not the paper's setting")
+    return g, None
+
+
+def _gain_verdict(row: Row, arm: str, base: str, tol: float, alpha: float,
+                  unit: str) -> tuple[str, str]:
+    g, early = _gain_or_early(row, arm, base, alpha)
+    if early:
+        return early
     G = _paper_gain(row.paper)
     if not g.has_interval:
         return NOT_REPRODUCED, f"{_describe_gain(g)}: cannot exclude zero"
@@ -286,11 +296,9 @@ def _gain_verdict(row: Row, arm: str, base: str, tol: float, alpha: float,
 
 def _noninferior_verdict(row: Row, arm: str, base: str, tol: float,
                          alpha: float) -> tuple[str, str]:
-    g = _gain_of(row, arm, base, alpha)
-    if g is None:
-        return NOT_RUN, f"no value for {arm} or {base}"
-    if not row.paper_setting:
-        return _scale_gain_reading(g), "not the paper's setting"
+    g, early = _gain_or_early(row, arm, base, alpha)
+    if early:
+        return early
     if not g.has_interval:
         return NOT_REPRODUCED, f"{_describe_gain(g)}: no interval to bound the loss"
     if g.mean < 0:
