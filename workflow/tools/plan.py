@@ -113,8 +113,9 @@ def parse_dry_run(text: str) -> list[JobInfo]:
 
 
 def summarise(jobs: list[JobInfo]) -> list[dict]:
-    """Per-rule rows and a total row, for SLURM jobs only: ``localrule`` jobs and jobs
-    without outputs (aggregation targets such as ``all``) run on the submit host."""
+    """Per-rule rows (most GPU-hours first, then most jobs, then by name) and a total row,
+    for SLURM jobs only: ``localrule`` jobs and jobs without outputs (aggregation targets
+    such as ``all``) run on the submit host."""
     rows: "OrderedDict[str, dict]" = OrderedDict()
     for j in jobs:
         if j.local or not j.output:
@@ -134,7 +135,8 @@ def summarise(jobs: list[JobInfo]) -> list[dict]:
         return str(vals[0]) if len(vals) == 1 else f"{vals[0]}-{vals[-1]}"
 
     out = []
-    for r in rows.values():
+    # the dry run lists independent jobs in no fixed order: rows go by cost, then name
+    for r in sorted(rows.values(), key=lambda r: (-r["gpu_hours"], -r["jobs"], r["rule"])):
         out.append({**r, "gpus_per_job": fmt(r["gpus_per_job"]),
                     "runtime_min": fmt(r["runtime_min"]), "partition": fmt(r["partition"])})
     out.append({"rule": "total", "jobs": sum(r["jobs"] for r in out), "gpus_per_job": "",
