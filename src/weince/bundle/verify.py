@@ -28,7 +28,7 @@ from typing import Any, Iterator
 import yaml
 
 from weince.bundle import _report
-from weince.bundle.make import FORMAT
+from weince.bundle.make import FORMAT, sha256_file
 from weince.utils.provenance import git_commit
 
 __all__ = ["verify_bundle", "VerifyResult", "normalise", "table_cells"]
@@ -157,14 +157,6 @@ def _safe_members(tar: tarfile.TarFile) -> Iterator[tarfile.TarInfo]:
             yield m
 
 
-def _sha(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 @contextlib.contextmanager
 def _cwd(path: Path) -> Iterator[None]:
     old = os.getcwd()
@@ -262,7 +254,7 @@ def verify_bundle(path: str | Path, *, keep: str | Path | None = None) -> Verify
             fp = root / p
             if not fp.is_file():
                 res.missing.append(p)
-            elif _sha(fp) != f["sha256"]:
+            elif sha256_file(fp) != f["sha256"]:
                 res.mismatched.append(p)
         res.unlisted = sorted(m.name for m in members if m.name not in listed
                               and m.name not in own)
