@@ -37,6 +37,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("weince.report.cli", "claims registry -> Markdown/LaTeX tables with verdicts"),
     "bundle": ("weince.bundle.cli", "pack a profile's results and reports in a checkable archive"),
     "verify": ("weince.bundle.verify_cli", "check a results bundle, rebuild its tables (no GPU)"),
+    "synthetic-data": ("weince.data.synthetic_cli",
+                       "write small synthetic files in every real data format (rehearsal)"),
 }
 
 
