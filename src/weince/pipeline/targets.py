@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
+from weince.pipeline.rehearsal import forecast_outputs
 from weince.pipeline.ablations import ablation_inputs, ablation_outputs, ablation_plan
 from weince.pipeline.layout import files_for, report_dir, settings_for, summary_logs
 from weince.pipeline.norms import norms_outputs, norms_results
@@ -99,4 +100,5 @@ def all_targets(cfg: Mapping[str, Any]) -> list[str]:
     if ablation_targets(cfg):
         files += ablation_inputs(ablation_plan(cfg))
     files += norms_results(cfg)
+    files += list(forecast_outputs(cfg).values())   # a rehearsal's cost forecast
     return list(dict.fromkeys(str(p) for p in files))

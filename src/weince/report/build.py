@@ -22,6 +22,8 @@ from weince.pipeline.protocol import protocol_options
 from weince.report import figures as figs
 from weince.report.forest import forest_figures
 from weince.report.registry import load_claims
+from weince.report.rehearsal import (data_note, is_rehearsal, rehearsal_note,
+                                     text_identity, withhold_verdicts)
 from weince.report.selection import selection_section
 from weince.report.tables import (claim_latex, claim_markdown, latex_document,
                                   summary_markdown)
@@ -34,7 +36,25 @@ __all__ = ["build_report", "evaluate", "write_tables", "scale_line", "companion_
 
 
 def scale_line(cfg: dict[str, Any], stage: str) -> str:
-    """One line on the scale a stage ran at: profile, data, model, epochs, seeds."""
+    """One line on the scale a stage ran at: profile, data, model, epochs, seeds; a
+    rehearsal's (and a run on synthetic files') says so first."""
+    line = _scale_line(cfg, stage)
+    if is_rehearsal(cfg):
+        return f"{rehearsal_note(cfg)}. {line}"
+    return line + data_note(cfg)
+
+
+def stages_run(cfg: dict[str, Any]) -> list[str]:
+    """The training stages the profile ran (for the summary's scale line)."""
+    out = []
+    if layout.vision_pairs(cfg):
+        out.append("vision")
+    if list(layout.text_runs(cfg)):
+        out.append("text")
+    return out
+
+
+def _scale_line(cfg: dict[str, Any], stage: str) -> str:
     p = cfg["profile"]
     if stage == "vision":
         v = cfg.get("vision") or {}
@@ -133,8 +153,12 @@ def evaluate(cfg: dict[str, Any], *, claims_path: str | Path | None = None,
         if only is not None and claim["id"] not in only:
             continue
         settings, arms = settings_for(cfg, claim["stage"])
-        results.append(evaluate_claim(claim, settings, arms, fetch, alpha=alpha,
-                                      scale=scale_line(cfg, claim["stage"])))
+        # a text setting judged only when the weights that ran are the named model
+        settings, claim_fetch = text_identity(settings, arms, fetch,
+                                              (cfg.get("text") or {}).get("model_paths"))
+        res = evaluate_claim(claim, settings, arms, claim_fetch, alpha=alpha,
+                             scale=scale_line(cfg, claim["stage"]))
+        results.append(withhold_verdicts(res, cfg) if is_rehearsal(cfg) else res)
     return results
 
 
@@ -235,7 +259,11 @@ def build_report(cfg: dict[str, Any], *, claims_path: str | Path | None = None,
     fig_dir.mkdir(exist_ok=True)
     made = _figures(cfg, {r.claim["id"]: r for r in results}, fig_dir) if with_figures else []
     forests = forest_figures(results, fig_dir, cfg["profile"]) if with_figures else []
-    scale = "; ".join(dict.fromkeys(scale_line(cfg, s) for s in ("vision", "text")))
+    scale = "; ".join(dict.fromkeys(_scale_line(cfg, s) for s in stages_run(cfg)))
+    if is_rehearsal(cfg):
+        scale = f"{rehearsal_note(cfg)}. {scale}"
+    else:
+        scale += data_note(cfg)
     text = summary_markdown(
         results, info, [str(p.relative_to(out)) for p in made], scale, companion_rows(out))
     (out / "summary.md").write_text(with_forest_section(text, forests, out))

@@ -274,13 +274,19 @@ def plot_figures(results: Sequence[dict[str, Any]], fig_dir: str | os.PathLike
 
 
 def write_norms_report(results: Iterable[str | os.PathLike | dict], out_md: str | os.PathLike,
-                       *, profile: str = "", figures: bool = True) -> dict[str, Any]:
+                       *, profile: str = "", figures: bool = True,
+                       rehearsal_note: str | None = None) -> dict[str, Any]:
     """Write ``out_md``, its figures (``<out_md dir>/norms_figures/``: the report rule of
     the workflow owns ``figures/``) and ``<out_md dir>/norms_summary.json``. Returns the
-    claim verdicts."""
+    claim verdicts. ``rehearsal_note`` (a rehearsal, weince.report.rehearsal): every unit
+    and claim verdict is withheld and the page opens with the note."""
     from weince.utils import write_json
+    from weince.utils.vocabulary import REHEARSAL
 
     res = load_results(results)
+    if rehearsal_note:
+        for r in res:
+            r["verdicts"] = {k: REHEARSAL for k in r.get("verdicts", {})}
     out_md = Path(out_md)
     out_md.parent.mkdir(parents=True, exist_ok=True)
     figs: dict[str, str] = {}
@@ -290,9 +296,15 @@ def write_norms_report(results: Iterable[str | os.PathLike | dict], out_md: str 
         made = plot_figures(res, out_md.parent / "norms_figures")
         figs = {k: os.path.relpath(v, out_md.parent) for k, v in made.items()}
     tmp = out_md.with_suffix(out_md.suffix + ".tmp")
-    tmp.write_text(render_markdown(res, profile=profile, figures=figs))
+    page = render_markdown(res, profile=profile, figures=figs)
+    if rehearsal_note:
+        head, _, rest = page.partition("\n")
+        page = f"{head}\n\n**{rehearsal_note}.**\n{rest}"
+    tmp.write_text(page)
     os.replace(tmp, out_md)
-    cv = claim_verdicts(res)
+    cv = claim_verdicts(res) if not rehearsal_note else {
+        c: {"verdict": REHEARSAL, "paper": PAPER[c], "units": [], "n_testable": 0,
+            "n_reproduced": 0, "note": rehearsal_note} for c in ("N1", "N2", "N3")}
     write_json(out_md.parent / "norms_summary.json",
                {"profile": profile, "claims": cv, "figures": figs,
                 "sources": [r.get("_path") for r in res]})

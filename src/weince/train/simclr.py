@@ -123,10 +123,11 @@ class SimCLRConfig:
     sync_bn: bool = True                # SyncBatchNorm in multi-GPU runs
     threads: Optional[int] = None       # torch.set_num_threads on CPU (None: torch default)
     progress: Optional[bool] = None     # tqdm bar; None: only on a TTY or WEINCE_PROGRESS=1
+    timing_warmup: int = 1              # steps not counted in train.json's step_timing
 
 
 # keys that may differ between a checkpoint and the resuming call
-_RESUME_FREE = {"progress", "num_workers", "threads", "compile", "compile_step", "data_root",
+_RESUME_FREE = {"progress", "timing_warmup", "num_workers", "threads", "compile", "compile_step", "data_root",
                 "download"}
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")
 
@@ -446,6 +447,7 @@ def pretrain(cfg: SimCLRConfig | dict, out_dir: str | os.PathLike, *,
     from weince.train import distributed as D
     from weince.utils import write_json
     from weince.utils.checkpoint import load_checkpoint, restore_rng, rng_state, save_checkpoint
+    from weince.train.step_timer import StepTimer
 
     cfg = resolve_config(cfg)
     out = Path(out_dir)
@@ -541,6 +543,7 @@ def pretrain(cfg: SimCLRConfig | dict, out_dir: str | os.PathLike, *,
     end_epoch = cfg.epochs if stop_after is None else min(cfg.epochs, int(stop_after))
     t_run = time.perf_counter()
     last = {}
+    timer = StepTimer(dev, warmup=cfg.timing_warmup)   # step time + peak memory (forecast)
     for epoch in range(start_epoch, end_epoch):
         model.train()
         loss_fn.train()
@@ -563,6 +566,7 @@ def pretrain(cfg: SimCLRConfig | dict, out_dir: str | os.PathLike, *,
         bar = tqdm(source, total=steps_per_epoch, desc=f"epoch {epoch + 1}/{cfg.epochs}",
                    disable=not show, leave=False, dynamic_ncols=True)
         for step, item in enumerate(bar):
+            timer.start()
             if step_fn is not None:
                 loss, _ = step_fn(images[item], aug_gen)
             else:
@@ -575,6 +579,7 @@ def pretrain(cfg: SimCLRConfig | dict, out_dir: str | os.PathLike, *,
                                   fwd=fwd, distributed=info.distributed, forward=cfg.forward,
                                   views=views)
             sched.step()
+            timer.stop()
             stats.update({"loss": loss.detach(), **loss_fn.last_stats})
             if show and (step % 10 == 0 or step == steps_per_epoch - 1):
                 m = stats.means()
@@ -635,6 +640,7 @@ def pretrain(cfg: SimCLRConfig | dict, out_dir: str | os.PathLike, *,
             "n_params": sum(p.numel() for p in _unwrap(model).parameters()),
             "torch_threads": torch.get_num_threads(),
             "augment": aug.config(),
+            "step_timing": timer.result(),  # steps of this process after timing_warmup
         }
         write_json(out / "train.json", summary, cfg=cfg_dict, seed=cfg.seed)
     D.barrier()
