@@ -384,7 +384,14 @@ def forecast_markdown(fc: Forecast) -> str:
           f"| claim | what | training runs | {fc.unit} | not measured |",
           "| --- | --- | ---: | ---: | --- |"]
     for c in fc.claims:
-        L.append(f"| {c['id']} | {c['title']} | {c['runs']} | {_h(c['hours'])} | "
+        if not c["runs"]:
+            hours = "no training run"
+        elif c["measured_runs"] < c["runs"]:
+            hours = (f"{_h(c['hours'])} for the {c['measured_runs']} measured runs"
+                     if c["measured_runs"] else "not measured")
+        else:
+            hours = _h(c["hours"])
+        L.append(f"| {c['id']} | {c['title']} | {c['runs']} | {hours} | "
                  f"{', '.join(c['unmeasured']) or '-'} |")
     L += ["", "A run serves several claims (C3-C6 share encoders), so the rows do not add up "
           "to the total; claims with no training run (timing, checks, norms) cost minutes.",
