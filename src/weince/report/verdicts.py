@@ -50,7 +50,7 @@ from typing import Any, Callable
 from weince.pipeline.layout import Setting
 from weince.norms.verdicts import combine
 from weince.report.norms import check_norms_result
-from weince.report.results import (Provenance, ResultSchemaError, encoder_value, get_key,
+from weince.utils.results import (Provenance, ResultSchemaError, encoder_value, get_key,
                                    load_result)
 from weince.report.stats import Estimate, diff_estimate, estimate
 from weince.utils.vocabulary import (NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, PARTIAL,
@@ -800,7 +800,7 @@ def evaluate_claim(claim: dict[str, Any], settings: list[Setting], arms: list[st
     if kind is None:
         raise ValueError(f"claim {claim.get('id', '?')}: unknown kind {claim['kind']!r}; the "
                          f"kinds are {', '.join(KINDS)} (config/claims.yaml, "
-                         f"src/weince/report/claims.schema.yaml)")
+                         f"src/weince/pipeline/claims.schema.yaml)")
     if kind.evaluate is not None:
         return kind.evaluate(claim, settings, arms, files_for, alpha, scale)
     j, prov = Judging.of(claim, arms, alpha), Provenance()
