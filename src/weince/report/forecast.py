@@ -42,7 +42,7 @@ from weince.pipeline import layout
 from weince.pipeline.ablations import ablation_inputs, ablation_plan
 from weince.pipeline.protocol import shares_seeds
 from weince.pipeline.stages import grid_arms
-from weince.report.registry import load_claims
+from weince.pipeline.claims import load_claims
 
 __all__ = ["TRAIN_IMAGES", "WIKI1M_SENTENCES", "Forecast", "build_forecast",
            "forecast_markdown", "resources_overlay", "write_forecast"]
