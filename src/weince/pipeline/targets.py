@@ -87,9 +87,10 @@ def ablation_targets(cfg: Mapping[str, Any]) -> list[Path]:
 
 def companion_targets(cfg: Mapping[str, Any]) -> list[Path]:
     """The pages the summary links to: ablations and norms (each only when the profile
-    runs it)."""
+    runs it), and a rehearsal's cost forecast."""
     norms = norms_outputs(cfg)
-    return ablation_targets(cfg) + ([norms["md"], norms["summary"]] if norms_results(cfg) else [])
+    return (ablation_targets(cfg) + ([norms["md"], norms["summary"]] if norms_results(cfg) else [])
+            + [p for k, p in forecast_outputs(cfg).items() if k == "md"])
 
 
 def all_targets(cfg: Mapping[str, Any]) -> list[str]:

@@ -204,6 +204,10 @@ def companion_rows(out: Path) -> list[dict[str, str]]:
         rows.append({"id": "ablations", "paper": "not in the paper (issue 9)",
                      "verdict": VERDICT_FREE, "detail": "tables with intervals",
                      "page": "ablations.md"})
+    if (out / "forecast.md").exists():
+        rows.append({"id": "forecast", "paper": "the full paper run's cost (issue 23)",
+                     "verdict": VERDICT_FREE, "detail": "device-hours per claim table from "
+                     "this rehearsal's measured step times", "page": "forecast.md"})
     return rows
 
 
