@@ -78,3 +78,9 @@ def test_cli_is_registered_and_idempotent(root, capsys):
     assert main(["synthetic-data", "--root", str(root)]) == 0
     assert (root / "wiki1m_for_simcse.txt").stat().st_mtime_ns == before  # complete: kept
     assert "config/rehearsal.yaml" in capsys.readouterr().out
+
+
+def test_sts_pairs_read_from_synthetic_files_say_so(root):
+    from weince.data.text import load_sts
+
+    assert load_sts(str(root / "stsbenchmark"), "dev").synthetic
