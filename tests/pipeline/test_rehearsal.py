@@ -224,3 +224,18 @@ def test_a_text_row_is_a_scale_model_unless_the_named_weights_ran(tmp_path):
     out, _ = text_identity([s], ["infonce"], lambda st, a, n: [files["hub"]],
                            {"bert-base-uncased": "minilm"})
     assert "stand-in: text.model_paths -> minilm" in out[0].model
+
+
+def test_benchmark_folders_that_are_not_rules_stay_out_of_the_overlay(tmp_path):
+    from weince.report.forecast import build_forecast, resources_overlay
+
+    cfg = rehearsal_cfg(tmp_path)
+    _write_runs(cfg, step_s=2.0)
+    bench = Path(cfg["results"]) / cfg["profile"] / "benchmarks"
+    for sub, secs in (("norms/cifar100", 30.0), ("linear/cifar100", 7200.0)):
+        (bench / sub).mkdir(parents=True)
+        (bench / sub / "a.tsv").write_text(f"s\tmax_rss\n{secs}\t40000\n")
+    over = resources_overlay(build_forecast(cfg))["resources"]
+    assert "norms" not in over
+    assert over["linear"]["runtime"] == 7200 / 60 * 2     # measured x safety: above the paper's
+    assert over["linear"]["mem_mb"] == 80000

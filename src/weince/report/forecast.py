@@ -347,8 +347,8 @@ def resources_overlay(fc: Forecast) -> dict[str, Any]:
         if r.hours is not None:
             rule = "pretrain" if r.stage == "vision" else "simcse"
             longest[rule] = max(longest.get(rule, 0.0), r.hours * 60.0)
-    rules = dict(fc.paper_resources)
-    for rule in {*longest, *fc.benchmarks}:
+    rules = dict(fc.paper_resources)   # the paper's rules only (a benchmark folder such as
+    for rule in longest:               # `norms` holds two rules and is not one itself)
         rules.setdefault(rule, {})
     for rule, spec in rules.items():
         spec = dict(spec or {})
