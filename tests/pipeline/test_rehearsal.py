@@ -239,3 +239,11 @@ def test_benchmark_folders_that_are_not_rules_stay_out_of_the_overlay(tmp_path):
     assert "norms" not in over
     assert over["linear"]["runtime"] == 7200 / 60 * 2     # measured x safety: above the paper's
     assert over["linear"]["mem_mb"] == 80000
+
+
+def test_the_scale_line_names_only_the_pairs_that_ran(tmp_path):
+    from weince.report.build import scale_line
+
+    cfg = rehearsal_cfg(tmp_path, vision={"pairs": [["cifar100", "resnet18"]]})
+    line = scale_line(cfg, "vision")
+    assert "cifar100 x resnet18" in line and "imagenet32" not in line

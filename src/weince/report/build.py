@@ -66,8 +66,11 @@ def _scale_line(prof: Profile, stage: str) -> str:
         grid = (f"; grid of {len(grid_points(g))} point(s) for "
                 f"{', '.join(g.get('arms', []))} chosen on val" if g.get("arms") else "")
         opts = prof.options
-        return (f"profile {p}: {', '.join(v.get('datasets', [])) or 'none'} x "
-                f"{', '.join(v.get('backbones', [])) or 'none'}, "
+        pairs = (", ".join(f"{d} x {b}" for d, b in prof.vision_pairs) or "none"
+                 if v.get("pairs") is not None else
+                 f"{', '.join(v.get('datasets', [])) or 'none'} x "
+                 f"{', '.join(v.get('backbones', [])) or 'none'}")
+        return (f"profile {p}: {pairs}, "
                 f"{pre.get('epochs', '?')} epoch(s), batch {pre.get('batch_size', '?')}, "
                 f"encoder seeds {', '.join(map(str, v.get('seeds', [])))}{grid}; "
                 + (f"options off the official protocol: {'; '.join(opts)}" if opts else
