@@ -114,8 +114,10 @@ def _measurements(cfg: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[
     for r in layout.text_runs(cfg):
         d = _load(r.dir(root, profile) / "train.json")
         if d and (d.get("step_timing") or {}).get("step_s_median"):
+            ident = d.get("model_identity") or {}
             txt.append({"model": r.model, "arm": r.arm, "seed": r.seed, "loss": d.get("loss"),
-                        "batch": d.get("batch_size"), **d["step_timing"]})
+                        "batch": d.get("batch_size"), "named": ident.get("named_model"),
+                        **d["step_timing"]})
     return vis, txt
 
 
@@ -290,6 +292,10 @@ def build_forecast(cfg: dict[str, Any]) -> Forecast:
             elif t_any:
                 rc.step_s, rc.source = max(t_any), "another arm (max)"
             fc.runs.append(rc)
+        if any(m.get("named") is False for m in txt):
+            fc.notes.append("the SimCSE step times come from a stand-in model (e.g. the tiny "
+                            "random BERT of `weince synthetic-data`), not the paper's: the C7 "
+                            "hours say nothing until a rehearsal runs the real model")
         if txt and any(m["model"] not in pt.get("models", []) for m in txt):
             fc.notes.append("the SimCSE step times were measured on a different model from "
                             "the paper's")
