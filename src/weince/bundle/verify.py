@@ -297,6 +297,9 @@ def verify_bundle(path: str | Path, *, keep: str | Path | None = None,
                               f"({type(err).__name__}: {err})")
         except OSError as err:  # e.g. a listed file whose folder is another listed file
             res.errors.append(f"unpacking {path.name} failed ({type(err).__name__}: {err})")
+    if extract is not None and not res.extracted:
+        res.extracted = (f"not unpacked into {extract}: the archive failed the checks above "
+                         f"(nothing was written there)")
     return res
 
 
@@ -361,6 +364,10 @@ def _verify(tar: tarfile.TarFile, tmp: Path, res: VerifyResult, *, keep, extract
             (root / meta / "SHA256SUMS").write_bytes(got)
     (root / meta).mkdir(parents=True, exist_ok=True)
     (root / meta / "manifest.json").write_bytes(man_bytes)
+    if res.unsafe:
+        res.notes.append("the report is not rebuilt from an archive that holds members "
+                         "other than regular files and folders")
+        return
 
     # 2. commits
     results_commits = sorted({_short(str(f["provenance"]["git_commit"]))
@@ -481,8 +488,7 @@ def _extract_into(root: Path, names: list[str], dest: Path, res: VerifyResult) -
     """Copy the verified files to ``dest`` (each written to a new file then renamed over
     the old one, so that a link already there is replaced, never followed)."""
     if not res.archive_ok:
-        return (f"not unpacked into {dest}: the archive failed the checks above (nothing "
-                f"was written there)")
+        return ""  # verify_bundle says why
     if dest.exists() and not dest.is_dir():
         raise BundleError(f"--extract {dest}: exists and is not a folder")
     n = replaced = 0
