@@ -524,3 +524,15 @@ def test_a_markdown_image_in_a_provenance_string_is_refused(bundle, host, tmp_pa
     assert "ResultSchemaError" in err and "linear.json: provenance.git_commit" in err, err
     assert "is not a git commit" in err
     assert_contained(host, events)
+
+
+# ------------------------------------------------------------------ the README's next step
+def test_the_unpacking_commands_we_document_are_the_safe_one(bundle):
+    text = (REPO / "README.md").read_text()
+    section = text.split("## Checking the numbers as a reviewer", 1)[1].split("\n## ", 1)[0]
+    assert "weince verify default.tar.gz --extract CHECKOUT && cd CHECKOUT" in section
+    assert "-C CHECKOUT" not in section.replace("--extract CHECKOUT", "")
+    with tarfile.open(bundle) as tar:
+        readme = tar.extractfile(f"{META}/README.md").read().decode()
+    assert "weince verify THIS_FILE.tar.gz --extract CHECKOUT" in readme
+    assert "-C CHECKOUT" not in readme
