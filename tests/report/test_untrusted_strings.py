@@ -13,7 +13,7 @@ import pytest
 from weince.pipeline import layout
 from weince.report import build_report
 from weince.report.html import markdown_to_html
-from weince.report.results import Provenance, ResultSchemaError
+from weince.utils.results import Provenance, ResultSchemaError
 
 
 def _first_linear(cfg):

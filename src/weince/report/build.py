@@ -21,7 +21,7 @@ from weince.pipeline.layout import files_for, report_dir, settings_for, summary_
 from weince.pipeline.protocol import protocol_options
 from weince.report import figures as figs
 from weince.report.forest import forest_figures
-from weince.report.registry import load_claims
+from weince.pipeline.claims import load_claims
 from weince.report.selection import selection_section
 from weince.report.tables import (claim_latex, claim_markdown, latex_document,
                                   summary_markdown)

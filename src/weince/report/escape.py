@@ -1,7 +1,7 @@
 """Strings from result files on a Markdown page: escaped, so that a result file (one from a
 bundle made elsewhere, say) cannot add links, images, raw HTML or table cells to a report.
 The LaTeX twin is :func:`weince.report.tables.latex_escape`; strings with a format (commits,
-config hashes, dates) are validated instead (:class:`weince.report.results.Provenance`)."""
+config hashes, dates) are validated instead (:class:`weince.utils.results.Provenance`)."""
 
 from __future__ import annotations
 
