@@ -224,6 +224,11 @@ def _verdicts(claims: dict[str, Any]) -> dict[str, tuple[str, dict[str, str]]]:
             for c in claims.get("claims", [])}
 
 
+def _in_bundle(err: BaseException, root: Path) -> str:
+    """The message of ``err`` with paths in the temporary folder spelt as in the archive."""
+    return " ".join(str(err).replace(f"{root}{os.sep}", "").split())
+
+
 def _load_yaml(path: Path, what: str) -> dict[str, Any]:
     """A plain YAML mapping from the bundle: no tags beyond safe_load's, no aliases (a
     config written by ``yaml.safe_dump`` of a JSON-read dict has none)."""
@@ -414,7 +419,7 @@ def _verify(tar: tarfile.TarFile, tmp: Path, res: VerifyResult, *, keep, extract
             inputs = _report.report_inputs(cfg, claims_path)
     except Exception as err:  # a tampered registry or config can fail in any way
         raise BundleError(f"the bundle's claims registry or config cannot be read: "
-                          f"{type(err).__name__}: {str(err)[:300]}") from None
+                          f"{type(err).__name__}: {_in_bundle(err, root)[:300]}") from None
     outside = sorted(str(p) for p in inputs if not inside(root, p))
     if outside:
         raise BundleError(f"the bundle's config makes the report read {outside[0]}, outside "
@@ -432,7 +437,7 @@ def _verify(tar: tarfile.TarFile, tmp: Path, res: VerifyResult, *, keep, extract
             _report.rebuild(cfg, claims_path, out)
     except Exception as err:  # a tampered file can break the report in any way
         raise BundleError(f"rebuilding the report failed: {type(err).__name__}: "
-                          f"{str(err)[:500]}") from None
+                          f"{_in_bundle(err, root)[:500]}") from None
     if keep:
         shutil.copytree(out, keep, dirs_exist_ok=True)
 
