@@ -445,7 +445,8 @@ def pretrain(cfg: SimCLRConfig | dict, out_dir: str | os.PathLike, *,
     from weince.models import build_simclr_model, save_encoder
     from weince.train import distributed as D
     from weince.utils import write_json
-    from weince.utils.checkpoint import load_checkpoint, restore_rng, rng_state, save_checkpoint
+    from weince.utils.checkpoint import (check_resume_device, load_checkpoint, restore_generator,
+                                         restore_rng, rng_state, save_checkpoint)
 
     cfg = resolve_config(cfg)
     out = Path(out_dir)
@@ -505,15 +506,16 @@ def pretrain(cfg: SimCLRConfig | dict, out_dir: str | os.PathLike, *,
                                   "over from epoch 0")
     if ckpt is not None:
         _check_resumable(ckpt.get("cfg", {}), cfg_dict, out)
+        check_resume_device(ckpt.get("device"), dev, out / "checkpoint.pt")
         model.load_state_dict(ckpt["model"])
         opt.load_state_dict(ckpt["optimizer"])
         sched.load_state_dict(ckpt["scheduler"])
         loss_fn.load_state_dict(ckpt["loss"])
-        restore_rng(ckpt["rng"])
+        restore_rng(ckpt["rng"], dev)
         shuffle_gen.set_state(ckpt["shuffle_gen"])
         states = ckpt.get("aug_gen", [])
         if len(states) == ws:
-            aug_gen.set_state(states[rank])
+            restore_generator(aug_gen, states[rank], out / "checkpoint.pt")
         start_epoch = int(ckpt["epoch"])
         log_records = list(ckpt.get("log", []))
         wall_before = float(ckpt.get("wall_s", 0.0))
@@ -606,7 +608,7 @@ def pretrain(cfg: SimCLRConfig | dict, out_dir: str | os.PathLike, *,
                            f"{rec['img_s']:.0f} img/s", file=sys.stderr)
             save_checkpoint(out / "checkpoint.pt", model=_unwrap(model).state_dict(),
                             optimizer=opt.state_dict(), scheduler=sched.state_dict(),
-                            loss=loss_fn.state_dict(), rng=rng_state(),
+                            loss=loss_fn.state_dict(), rng=rng_state(dev), device=str(dev),
                             shuffle_gen=shuffle_gen.get_state(), aug_gen=aug_states,
                             epoch=epoch + 1, log=logger.records, cfg=cfg_dict,
                             wall_s=wall_before + time.perf_counter() - t_run)
