@@ -465,7 +465,8 @@ def pretrain(cfg: SimCLRConfig | dict, out_dir: str | os.PathLike, *,
     if cuda:
         torch.backends.cudnn.benchmark = True          # fixed shapes: pick the fastest kernels
         # TF32 float32 matmuls only as an option (official runs: PyTorch's default, full
-        # float32 matmuls; cuDNN convolutions keep PyTorch's default in both cases)
+        # float32 matmuls; cuDNN convolutions keep PyTorch's default, TF32 on Ampere or
+        # newer, in both cases: train.json's tf32_cudnn_conv and provenance record it)
         torch.set_float32_matmul_precision("high" if cfg.tf32 else "highest")
     cfg_dict = to_dict(cfg)
 
@@ -631,7 +632,9 @@ def pretrain(cfg: SimCLRConfig | dict, out_dir: str | os.PathLike, *,
             "wall_s": wall_s,
             "resumed_from_epoch": start_epoch if ckpt is not None else None,
             "device": str(dev), "world_size": ws, "amp_bf16": use_amp,
-            "tf32_matmul": bool(cuda and cfg.tf32), "forward": cfg.forward,
+            "tf32_matmul": bool(cuda and cfg.tf32),
+            "tf32_cudnn_conv": bool(cuda and torch.backends.cudnn.allow_tf32),
+            "forward": cfg.forward,
             "channels_last": channels_last, "compile": cfg.compile,
             "compile_step": cfg.compile_step,
             "n_params": sum(p.numel() for p in _unwrap(model).parameters()),
