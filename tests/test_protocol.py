@@ -168,6 +168,7 @@ def test_views_are_scaled_to_unit_range_as_the_official_transform(paper):
     assert c.aug_kwargs == {"mean": None, "std": None}
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: the precision options "
                     "only act on a GPU (on CPU there is no autocast and no TF32)")
 def test_cuda_pretraining_is_float32_without_tf32_matmuls(tmp_path, monkeypatch):
