@@ -19,7 +19,8 @@ Sections, in order (each in its own process, with its own timeout):
 The Markdown report and a JSON twin (same name, ``.json``) are rewritten atomically before
 the first section and after every section, and mark the section in progress as ``running``:
 a run killed at any point (a hang, an out-of-memory kill, the machine's time limit) leaves a
-report with every section it finished. Every section gets a timeout, a share of what is left
+report with every section it finished, and the rows of the section it was in stay in
+``.<report name>.<section>.json`` beside it (each section rewrites that file after every row). Every section gets a timeout, a share of what is left
 of ``--budget`` (a section's unused time goes to the later ones); a section that overruns is
 stopped (its process group is killed) and reported as ``timeout`` with the rows it had
 written. SIGTERM/SIGINT stop the current section and write the report as ``interrupted``.
@@ -537,9 +538,9 @@ RUNNERS = {"rehearsal": section_rehearsal, "cuda_tests": section_cuda_tests,
 
 def run_section(args) -> int:
     """The child process of one section."""
-    import torch
-
     if args.recompile_limit:
+        import torch
+
         torch._dynamo.config.recompile_limit = args.recompile_limit
     P = settings(args.cpu, args)
     S = Section(Path(args.section_out), args.deadline)
