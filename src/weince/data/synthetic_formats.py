@@ -37,9 +37,10 @@ from typing import Any
 
 import numpy as np
 
+from weince.data.marker import MARKER, synthetic_marker
+
 __all__ = ["MARKER", "write_synthetic_data", "synthetic_marker", "SIZES"]
 
-MARKER = "WEINCE_SYNTHETIC.json"
 _NOTE = ("synthetic files written by `weince synthetic-data` in the real on-disk format; "
          "numbers computed from them mean nothing about the paper's data")
 
@@ -60,24 +61,6 @@ def _mark(folder: Path, what: str, **extra: Any) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / MARKER).write_text(json.dumps({"synthetic": True, "what": what, "note": _NOTE,
                                              **extra}, indent=2) + "\n")
-
-
-def synthetic_marker(path: str | Path | None) -> dict[str, Any] | None:
-    """The marker of the synthetic tree holding ``path`` (a file or folder), or None.
-
-    Looks in ``path`` and each folder above it, so a data root, a data set folder or a
-    model folder written by :func:`write_synthetic_data` are all recognised."""
-    if not path:
-        return None
-    p = Path(path).expanduser().absolute()
-    for d in [p, *p.parents] if p.is_dir() else list(p.parents):
-        m = d / MARKER
-        if m.is_file():
-            try:
-                return json.loads(m.read_text())
-            except (OSError, ValueError):
-                return {"synthetic": True, "what": str(d)}
-    return None
 
 
 def _labels(rng: np.random.Generator, n: int, classes: list[int]) -> np.ndarray:

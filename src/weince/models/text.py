@@ -209,7 +209,7 @@ def model_identity(encoder: nn.Module, name: str | None, location: str,
     (the Hugging Face cache, a shipped model) or from a local copy of it, and not a file of
     ``weince synthetic-data``. A ``text.model_paths`` stand-in, a synthetic model, or a folder
     given as the name of the model are not: their table rows are scale models."""
-    from weince.data.synthetic_formats import synthetic_marker
+    from weince.data.marker import synthetic_marker
 
     if source not in MODEL_SOURCES:
         raise ValueError(f"unknown model source {source!r}; valid: {', '.join(MODEL_SOURCES)}")

@@ -42,7 +42,7 @@ def rehearsal_note(cfg: dict[str, Any]) -> str:
 def data_note(cfg: dict[str, Any]) -> str:
     """``"; data: SYNTHETIC files ..."`` when ``data_root`` was written by
     ``weince synthetic-data``, else ``""``."""
-    from weince.data.synthetic_formats import synthetic_marker
+    from weince.data.marker import synthetic_marker
 
     root = cfg.get("data_root")
     if root and synthetic_marker(Path(str(root))):

@@ -186,7 +186,7 @@ def load_stsb(root: str | Path, split: str) -> STSPairs:
     for path in candidates:
         if path.is_file():
             pairs = _read_senteval(path) if path.suffix == ".csv" else _read_glue(path, split)
-            from weince.data.synthetic_formats import synthetic_marker
+            from weince.data.marker import synthetic_marker
 
             pairs.synthetic = bool(synthetic_marker(path))   # `weince synthetic-data` files
             return pairs
