@@ -34,6 +34,9 @@ def log_to(path: str | os.PathLike | None) -> Iterator[None]:
         sys.stdout = sys.stderr = fh
         try:
             yield
+        except SystemExit as e:   # a deliberate exit (e.g. SIGTERM: checkpoint written)
+            print(f"exit {e.code}: {e}", file=fh)
+            raise
         except BaseException:
             traceback.print_exc(file=fh)  # the log names the error; snakemake shows the log
             raise
