@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from weince.report import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED
-from weince.report.registry import load_claims, validate_with_defaults
+from weince.pipeline.claims import load_claims, validate_with_defaults
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

@@ -22,8 +22,7 @@ import numpy as np
 from weince.norms.files import PROBES_FILE
 from weince.norms.verdicts import PAPER, combine
 from weince.report.figures import norms_figures
-from weince.report.results import InvalidResultError, finite_value
-from weince.utils.provenance import read_json
+from weince.utils.results import InvalidResultError, finite_value, read_json
 from weince.utils.vocabulary import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED
 
 __all__ = ["load_results", "check_norms_result", "unit_label", "claim_verdicts", "render_markdown",
