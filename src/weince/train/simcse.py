@@ -304,9 +304,9 @@ def _train_simcse(cfg, out_dir, *, on_step, guard) -> dict[str, Any]:
         log.reset(ckpt["log"])
         ranks = ckpt.get("rng_ranks") or [ckpt["rng"]]
         if len(ranks) == ws:     # every rank continues its own dropout stream
-            restore_rng(ranks[rank])
+            restore_rng(ranks[rank], device)
         else:                    # resumed on another number of processes: fresh streams
-            restore_rng(ckpt["rng"])
+            restore_rng(ckpt["rng"], device)
             if ws > 1:
                 seed_everything(_rank_seed(cfg.seed, rank) + 7919 * step)
         resumed_from = step
@@ -353,10 +353,10 @@ def _train_simcse(cfg, out_dir, *, on_step, guard) -> dict[str, Any]:
 
     def write_checkpoint() -> None:
         """checkpoint.pt at ``step`` (rank 0; every rank gathers its RNG state)."""
-        rngs = [rng_state()]
+        rngs = [rng_state(device)]
         if info.distributed:
             rngs = [None] * ws
-            torch.distributed.all_gather_object(rngs, rng_state())
+            torch.distributed.all_gather_object(rngs, rng_state(device))
         if info.is_main:
             save_checkpoint(ckpt_path, cfg=cfg_dict, step=step,
                             model=model.state_dict(), optimizer=optimizer.state_dict(),
