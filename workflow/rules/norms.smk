@@ -56,6 +56,8 @@ rule norms_report:
         figures=directory(str(NORMS_OUTPUTS["figures"])),
     log:
         f"{RESULTS}/{PROFILE}/logs/report/norms.log",
+    benchmark:
+        f"{RESULTS}/{PROFILE}/benchmarks/report/norms.tsv"
     threads: 1
     resources:
         **resources_for("report"),
