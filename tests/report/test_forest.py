@@ -50,7 +50,7 @@ def test_summary_shows_one_forest_plot_per_claim_inline(fx):
     assert drawn == expected and {"C1", "C2", "C3", "N1", "N2", "N3"} <= drawn
     for _, rel in images:
         assert (out / rel).stat().st_size > 2000
-    assert summary.index("## Claims at a glance") < summary.index("## Provenance")
+    assert summary.index("## Forest plots") < summary.index("## Provenance")
 
 
 def test_html_pages_embed_the_forest_plot_and_render_the_table(fx, tmp_path):

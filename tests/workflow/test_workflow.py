@@ -214,6 +214,19 @@ def test_smoke_summary_lists_every_claim_with_a_verdict(smoke_run):
 
 
 @pytest.mark.slow
+def test_smoke_every_job_has_a_benchmark(smoke_run):
+    """Every rule has a `benchmark:` under results/{profile}/benchmarks (issue 23's cost
+    forecast reads them): one benchmark per job, at the same place as the job's log."""
+    logs = smoke_run / "results/smoke/logs"
+    bench = smoke_run / "results/smoke/benchmarks"
+    jobs = {p.relative_to(logs).with_suffix("").as_posix() for p in logs.rglob("*.log")}
+    timed = {p.relative_to(bench).with_suffix("").as_posix() for p in bench.rglob("*.tsv")}
+    assert jobs and jobs == timed, (sorted(jobs - timed), sorted(timed - jobs))
+    for p in bench.rglob("*.tsv"):
+        head, row = p.read_text().splitlines()[:2]
+        assert head.split("\t")[0] == "s" and float(row.split("\t")[0]) >= 0, p
+
+
 def test_smoke_deleting_one_result_reruns_only_its_dependents(smoke_run):
     knn = smoke_run / "results/smoke/vision/digits/smallcnn/weince/seed7/knn.json"
     keep = smoke_run / "results/smoke/vision/digits/smallcnn/weince/seed7/linear.json"
@@ -317,7 +330,7 @@ def test_smoke_bundle_verifies_and_rebuilds_without_training(smoke_run, tmp_path
 def test_smoke_snakemake_html_report_shows_every_claim(smoke_run):
     """`snakemake --report` builds the standard self-contained report with every claim's
     page (table + forest plot) in its own category, the summary and the figures."""
-    from weince.report.html import claim_categories
+    from weince.report.html import SUMMARY_CATEGORY, claim_categories
 
     proc = snakemake(smoke_run, "--report", "reports/smoke/report.html",
                      "--configfile", "config/smoke.yaml", timeout=600)
@@ -327,6 +340,6 @@ def test_smoke_snakemake_html_report_shows_every_claim(smoke_run):
     assert set(cats) == set(CLAIM_IDS)
     for cid in CLAIM_IDS:
         assert f"claim_{cid.lower()}.html" in html, f"{cid} page missing from the report"
-        assert f'"{cid}: ' in html, f"{cid} category missing from the report"
-    for name in ("summary.html", "forest_c1.png", "Ablations and norms"):
+        assert f'"{cats[cid]}' in html, f"{cid} category missing from the report"
+    for name in ("summary.html", "forest_c1.png", "Ablations and norms", SUMMARY_CATEGORY):
         assert name in html, name

@@ -92,7 +92,7 @@ RULES = {
 # (name, treatment arm, reference arm, what it measures)
 CONTRASTS = (
     ("weince_recipe - infonce", "weince_recipe", "infonce",
-     "the authors' recipe against plain InfoNCE (the paper's comparison)"),
+     "the authors' recipe against plain InfoNCE"),
     ("weince_recipe - infonce_topm", "weince_recipe", "infonce_topm",
      "what the Weibull term adds once InfoNCE gets the same softmax top-50 term"),
     ("weince - infonce", "weince", "infonce", "the core WEINCE loss alone"),
@@ -160,6 +160,7 @@ class ClaimResult:
     scale: str
     rule: str = ""
     attribution: str = ""
+    notes: list[str] = field(default_factory=list)   # profile-dependent notes (its page)
 
 
 # --------------------------------------------------------------------------- reading
