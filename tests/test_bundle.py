@@ -17,7 +17,7 @@ import pytest
 
 from weince.bundle import make_bundle, verify_bundle
 from weince.report.registry import load_claims
-from weince.bundle import verify_cli
+from weince.cli import verify as verify_cli
 from weince.bundle.make import rebuild_command
 from weince.bundle.verify import normalise, table_cells
 from weince.report import build_report

@@ -4,8 +4,8 @@
     1  weince.train, weince.eval, weince.norms (the analysis), weince.timing
     2  weince.pipeline (what a profile asks for), weince.report (pages from result files),
        weince.bundle (a profile's results as a checkable archive)
-    3  the command line: weince.cli and every ``cli`` / ``*_cli`` module, the ``weince
-       <command>`` modules ``weince.losses.bench`` and ``weince.losses.demo``
+    3  the command line: the package weince.cli, the dispatcher and one module per
+       ``weince <command>``, and nothing else (a command module elsewhere fails)
 
 A module may import its own layer and lower ones, never a higher one, whether at the top of
 the file or inside a function (a lazy import that dodges a cycle counts). Within a layer the
@@ -24,7 +24,6 @@ LAYERS = {"data": 0, "models": 0, "losses": 0, "evt": 0, "utils": 0,
           "train": 1, "eval": 1, "norms": 1, "timing": 1,
           "pipeline": 2, "report": 2, "bundle": 2,
           "cli": 3}
-COMMANDS = {"weince.losses.bench", "weince.losses.demo"}
 
 
 def module_name(path: Path) -> str:
@@ -37,8 +36,6 @@ def module_name(path: Path) -> str:
 
 def layer(mod: str) -> int:
     parts = mod.split(".")
-    if mod in COMMANDS or parts[-1] == "cli" or parts[-1].endswith("_cli"):
-        return 3
     if len(parts) == 1:
         return -1                      # the package itself (only a docstring)
     if parts[1] not in LAYERS:
@@ -107,3 +104,30 @@ def test_every_subpackage_is_in_the_package_docstring():
     subs = sorted(p.name for p in ROOT.iterdir() if (p / "__init__.py").exists())
     missing = [s for s in subs if f"weince.{s}" not in doc]
     assert not missing, f"the package docstring does not list {missing}"
+
+
+def _defines(path: Path, names: set[str]) -> set[str]:
+    tree = ast.parse(path.read_text())
+    return {n.name for n in tree.body if isinstance(n, ast.FunctionDef)} & names
+
+
+def test_every_command_lives_in_the_cli_package():
+    """A module with a command's interface (``add_arguments`` and ``main``) or a command's
+    name (``cli``, ``*_cli``) outside ``weince.cli`` is a command hidden in a library
+    package; and every module the dispatcher lists is in ``weince.cli``."""
+    from weince.cli import COMMANDS
+
+    hidden = [m for p in sorted(ROOT.rglob("*.py"))
+              if not (m := module_name(p)).startswith("weince.cli")
+              and (_defines(p, {"add_arguments", "main"}) == {"add_arguments", "main"}
+                   or m.split(".")[-1] == "cli" or m.endswith("_cli"))]
+    assert not hidden, f"command modules outside weince/cli/: {hidden}; move them (git mv) there"
+    outside = {name: mod for name, (mod, _) in COMMANDS.items()
+               if not mod.startswith("weince.cli.")}
+    assert not outside, f"commands whose module is not in weince.cli: {outside}"
+
+
+def test_no_library_module_imports_the_command_line():
+    bad = [f"{m} imports {d}" for m, deps in GRAPH.items() if not m.startswith("weince.cli")
+           for d in sorted(deps) if d == "weince.cli" or d.startswith("weince.cli.")]
+    assert not bad, "\n".join(bad)

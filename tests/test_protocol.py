@@ -200,7 +200,7 @@ def test_command_line_defaults_are_the_library_defaults():
     """`weince eval linear|knn` without options runs the official probe and k-NN."""
     import dataclasses
 
-    from weince.eval.cli import KNNConfig, LinearProbeConfig
+    from weince.cli.eval import KNNConfig, LinearProbeConfig
 
     for cls, fn in ((LinearProbeConfig, linear_probe), (KNNConfig, knn_eval)):
         lib = _call_kwargs(fn, {})

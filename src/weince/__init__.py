@@ -24,8 +24,9 @@ Subpackages, by layer (imports run downwards only; ``tests/test_import_layers.py
     weince.bundle    a profile's results as one checkable archive, and its offline check
                      (``weince bundle`` / ``weince verify``)
 3. the command line
-    weince.cli       ``weince <command>``; each command's module (``*/cli.py``, ``*_cli.py``,
-                     e.g. ``weince.timing_cli``) parses arguments and calls the library
+    weince.cli       ``weince <command>``: the dispatcher and one module per command
+                     (``weince.cli.pretrain``, ``weince.cli.evt``, ...), each parsing
+                     arguments and calling the library; the only home of commands
 """
 
 __version__ = "0.1.0"

@@ -3,7 +3,7 @@
     from weince.timing import TimingConfig, run_timing
     result = run_timing(TimingConfig(device="cpu"))
 
-Command line (:mod:`weince.timing_cli`)::
+Command line (:mod:`weince.cli.timing`)::
 
     weince timing --out results/timing.json                      # CPU defaults
     weince timing --set device=cuda --set step_batch=256 --set compile=both --out timing.json

@@ -269,6 +269,29 @@ def test_rules_are_written_once_and_repeated_in_the_docs():
     assert set(RULES) == {c["kind"] for c in REG.values()}
 
 
+def test_every_kind_has_one_rule_in_the_table():
+    """The schema's kinds, the rules in words and the table of rule functions are the same
+    set, and every kind but norms (a whole-claim evaluator) has its own rule function."""
+    import yaml
+
+    from weince.report.verdicts import KINDS
+
+    schema = yaml.safe_load((REPO / "src/weince/report/claims.schema.yaml").read_text())
+    kinds = set(schema["$defs"]["claim"]["properties"]["kind"]["enum"])
+    assert set(KINDS) == set(RULES) == kinds
+    rules = [k.rule for name, k in KINDS.items() if k.evaluate is None]
+    assert all(callable(r) for r in rules) and len(set(rules)) == len(rules)
+    assert all(k.rule is None and callable(k.evaluate) for k in KINDS.values()
+               if k.evaluate is not None)
+
+
+def test_an_unknown_kind_fails_naming_it():
+    claim = copy.deepcopy(REG["C3"])
+    claim["kind"] = "majority"
+    with pytest.raises(ValueError, match="majority"):
+        evaluate_claim(claim, [], [], lambda s, a, f: [], alpha=0.05, scale="")
+
+
 def test_registry_refuses_any_rows_for_the_diagnostics(tmp_path):
     import yaml
     reg = yaml.safe_load(CLAIMS.read_text())

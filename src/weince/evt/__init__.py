@@ -7,7 +7,7 @@
   Weibull-shortfall link family, likelihood-ratio test of ``lambda = 0``.
 - :mod:`weince.evt.collect` — score collection from a frozen encoder (needs torch).
 - :mod:`weince.evt.plots` — figures; :mod:`weince.evt.fits` — the fits of a score file
-  written as ``pot.json`` / ``link.json``; ``weince evt`` (:mod:`weince.evt.cli`) runs both.
+  written as ``pot.json`` / ``link.json``; ``weince evt`` (:mod:`weince.cli.evt`) runs both.
 """
 
 from weince.evt.gpd import (GPDFit, fit_gpd, fit_gpd_pot, gpd_loglik, gpd_profile_loglik,

@@ -32,6 +32,10 @@ and ``docs/verdicts.md`` repeats it (a test keeps the two equal). ``tol`` is the
   ``verdict_key``), and the units combine by :func:`weince.norms.verdicts.combine`, as on
   the norms page.
 
+Each kind's rule is one function ``(row, arm, judging) -> (verdict, why)``, chosen by the
+claim's ``kind`` from :data:`KINDS`, which also says what that kind's rows are made of;
+:func:`evaluate_claim` only lays out the rows, reads them, applies the rule and assembles.
+
 Gain tables also carry the *attribution* contrasts of :data:`CONTRASTS` (what the
 Weibull term adds once InfoNCE has the same top-50 term, and the core loss alone), each
 with its interval; :func:`attribution` says in words which one carries a gain.
@@ -53,7 +57,7 @@ from weince.utils.vocabulary import (NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, PART
                                      REPRODUCED, SCALE_MODEL, VERDICTS)
 
 __all__ = ["REPRODUCED", "NOT_REPRODUCED", "NOT_RUN", "PARTIAL", "SCALE_MODEL", "RULES",
-           "COMMON_RULE", "CONTRASTS", "Cell", "Row", "ClaimResult", "evaluate_claim",
+           "COMMON_RULE", "CONTRASTS", "KINDS", "Kind", "Judging", "Cell", "Row", "ClaimResult", "evaluate_claim",
            "Setting", "rule_text", "attribution", "partial_verdict"]
 
 COMMON_RULE = ("Only the paper's own settings get a verdict; any other setting is a "
@@ -161,6 +165,26 @@ class ClaimResult:
     rule: str = ""
     attribution: str = ""
     notes: list[str] = field(default_factory=list)   # profile-dependent notes (its page)
+
+
+@dataclass(frozen=True)
+class Judging:
+    """What every rule needs besides the row: the claim, its arms, tolerance and alpha."""
+
+    claim: dict[str, Any]
+    alpha: float
+    base: str | None
+    primary: str
+    shown: list[str]        # baseline, primary, then the others the profile ran
+    tol: float
+    unit: str
+
+    @classmethod
+    def of(cls, claim: dict[str, Any], arms: list[str], alpha: float) -> "Judging":
+        base, primary, others = _arms(claim, arms)
+        shown = list(dict.fromkeys(a for a in [base, primary, *others] if a is not None))
+        return cls(claim, alpha, base, primary, shown, float(claim.get("tolerance", 0.0)),
+                   claim.get("unit", ""))
 
 
 # --------------------------------------------------------------------------- reading
@@ -273,8 +297,10 @@ def _gain_or_early(row: Row, arm: str, base: str, alpha: float
     return g, None
 
 
-def _gain_verdict(row: Row, arm: str, base: str, tol: float, alpha: float,
-                  unit: str) -> tuple[str, str]:
+def _gain_verdict(row: Row, arm: str, j: Judging) -> tuple[str, str]:
+    """Kind ``gain``: our gain's interval excludes zero on the paper's side and holds the
+    paper's gain, or our mean is within ``tol`` of it."""
+    base, tol, alpha, unit = j.base, j.tol, j.alpha, j.unit
     g, early = _gain_or_early(row, arm, base, alpha)
     if early:
         return early
@@ -295,8 +321,9 @@ def _gain_verdict(row: Row, arm: str, base: str, tol: float, alpha: float,
                             f"(tolerance {tol:g})").replace("  ", " ")
 
 
-def _noninferior_verdict(row: Row, arm: str, base: str, tol: float,
-                         alpha: float) -> tuple[str, str]:
+def _noninferior_verdict(row: Row, arm: str, j: Judging) -> tuple[str, str]:
+    """Kind ``noninferior``: mean gain >= 0 and the interval's lower end >= -``tol``."""
+    base, tol, alpha = j.base, j.tol, j.alpha
     g, early = _gain_or_early(row, arm, base, alpha)
     if early:
         return early
@@ -330,7 +357,10 @@ _LAM_LABELS = {"lam_ci_pairs": "pair-robust interval of the fit",
                "lam_ci": "the fit's i.i.d. profile interval (too narrow: rows share pairs)"}
 
 
-def _sign_verdict(row: Row, arm: str, claim: dict[str, Any]) -> tuple[str, str]:
+def _sign_verdict(row: Row, arm: str, j: Judging) -> tuple[str, str]:
+    """Kind ``sign``: xi on the expected side of zero, the paper's value inside our
+    interval widened by ``tol``."""
+    claim = j.claim
     c = row.cells.get(arm)
     if c is None or c.est.mean is None:
         return NOT_RUN, f"no value for {arm}"
@@ -358,7 +388,9 @@ def _sign_verdict(row: Row, arm: str, claim: dict[str, Any]) -> tuple[str, str]:
     return (REPRODUCED if side_ok and mag_ok else NOT_REPRODUCED), why
 
 
-def _reject_verdict(row: Row, arm: str, alpha: float) -> tuple[str, str]:
+def _reject_verdict(row: Row, arm: str, j: Judging) -> tuple[str, str]:
+    """Kind ``reject``: every fit rejects the softmax link, lambda overlaps the paper's."""
+    alpha = j.alpha
     c = row.cells.get(arm)
     if c is None or c.est.mean is None:
         return NOT_RUN, f"no value for {arm}"
@@ -388,7 +420,9 @@ def _reject_verdict(row: Row, arm: str, alpha: float) -> tuple[str, str]:
     return (REPRODUCED if rejected == len(ps) and overlap else NOT_REPRODUCED), why
 
 
-def _overhead_verdict(row: Row, arm: str, tol: float) -> tuple[str, str]:
+def _overhead_verdict(row: Row, arm: str, j: Judging) -> tuple[str, str]:
+    """Kind ``overhead``: whole-step overhead <= ``tol`` % and no trainable parameter."""
+    tol = j.tol
     c = row.cells.get(arm)
     if c is None or c.est.mean is None:
         return NOT_RUN, f"no value for {arm}"
@@ -403,7 +437,9 @@ def _overhead_verdict(row: Row, arm: str, tol: float) -> tuple[str, str]:
         why + f" (limit {tol:g}%)"
 
 
-def _exact_verdict(row: Row, arm: str, tol: float) -> tuple[str, str]:
+def _exact_verdict(row: Row, arm: str, j: Judging) -> tuple[str, str]:
+    """Kind ``exact``: the largest recorded difference <= ``tol``."""
+    tol = j.tol
     c = row.cells.get(arm)
     if c is None or c.est.mean is None:
         return NOT_RUN, f"no value for {arm}"
@@ -598,11 +634,159 @@ def _evaluate_norms(claim: dict[str, Any], settings: list[Setting], arms: list[s
                        rule=rule_text(claim, alpha))
 
 
+# --------------------------------------------------------------------------- kinds
+@dataclass(frozen=True)
+class Kind:
+    """A claim kind: its rule (``(row, arm, judging) -> (verdict, why)``, one per kind) and
+    what the rows it judges are made of."""
+
+    rule: Callable[[Row, str, Judging], tuple[str, str]] | None = None
+    # (cell extra name, claim key naming the file key(s)): read beside the metric when given
+    extra: tuple[tuple[str, str], ...] = ()
+    # the baseline is what the others are measured against: it gets no verdict of its own
+    reference_base: bool = False
+    # the file's values are already relative to the baseline: no baseline cell at all
+    relative: bool = False
+    # the stage measures every arm itself (timing, special case): read the claim's arms even
+    # when the profile's stage did not train them
+    any_arm: bool = False
+    # the rows carry the attribution contrasts of :data:`CONTRASTS`
+    contrasts: bool = False
+    # its scale-model rows still compare with the paper's figure (the diagnostics)
+    scale_reads_paper: bool = False
+    # a whole-claim evaluator instead of rows of arms (norms: units of norms.json)
+    evaluate: Callable[..., ClaimResult] | None = None
+
+
+KINDS: dict[str, Kind] = {
+    "gain": Kind(_gain_verdict, reference_base=True, contrasts=True),
+    "noninferior": Kind(_noninferior_verdict, reference_base=True, contrasts=True),
+    "sign": Kind(_sign_verdict, extra=(("interval", "interval_key"),), scale_reads_paper=True),
+    "reject": Kind(_reject_verdict, extra=(("interval", "interval_key"), ("p", "p_key")),
+                   scale_reads_paper=True),
+    "overhead": Kind(_overhead_verdict, extra=(("interval", "interval_key"),
+                                               ("params", "params_key"),
+                                               ("attributed", "attributed_key")),
+                     reference_base=True, relative=True, any_arm=True),
+    "exact": Kind(_exact_verdict, any_arm=True),
+    "norms": Kind(evaluate=_evaluate_norms),
+}
+
+
+# --------------------------------------------------------------------------- rows
+def _paper_rows(claim: dict[str, Any]) -> list[dict[str, Any]]:
+    """The paper's own settings of a claim: its ``rows``, or every cell of its ``grid``."""
+    if claim.get("grid"):
+        g = claim["grid"]
+        return [{"dataset": d, "backbone": b, "paper": dict(claim.get("paper", {}))}
+                for d in g["datasets"] for b in g["backbones"]]
+    return claim["rows"]
+
+
+def _layout_rows(claim: dict[str, Any], kind: Kind, settings: list[Setting]
+                 ) -> tuple[list[tuple[Setting, str, str, bool, dict[str, Any], bool]],
+                            list[dict[str, Any] | None], int]:
+    """The rows to build, the paper's settings first then a scale-model row for each other
+    setting the profile ran: ``(setting, label, metric, paper setting?, paper figures, ran?)``,
+    each row's outside reference, and the number of paper rows."""
+    if claim.get("rows") == "any":
+        plan = [(s, claim.get("label", claim["metric"]), claim["metric"], True,
+                 dict(claim.get("paper", {})), True) for s in settings]
+        return plan, [None] * len(plan), len(plan)
+    keys = {"vision": ("dataset", "backbone"), "text": ("model", "corpus"),
+            "timing": ("backbone",)}.get(claim["stage"], ())
+    paper_rows = _paper_rows(claim)
+    metrics = claim.get("metrics") or [claim.get("metric")]
+    expanded = [(r, m, r.get("label", claim.get("label", m)) if len(metrics) == 1
+                 else f"{claim.get('label', '')} {m}".strip())
+                for r in paper_rows for m in ([r["metric"]] if "metric" in r else metrics)]
+
+    def matches(s: Setting, r: dict[str, Any]) -> bool:
+        return all(getattr(s, k) == r.get(k) for k in keys)
+
+    plan, refs = [], []
+    for r, metric, label in expanded:
+        hit = [s for s in settings if matches(s, r)]
+        s = hit[0] if hit else Setting(claim["stage"], **{k: r.get(k) for k in keys})
+        plan.append((s, label, metric, True, dict(r["paper"]), bool(hit)))
+        refs.append(r.get("reference"))
+    seen = list(dict.fromkeys((m, lab) for _, m, lab in expanded))
+    for s in settings:
+        if any(matches(s, r) for r in paper_rows):
+            continue
+        # the diagnostics' scale-model readings still compare with the paper's figure
+        ref = dict(paper_rows[0]["paper"]) if kind.scale_reads_paper else {}
+        for metric, label in seen:
+            plan.append((s, claim.get("scale_label") or label, metric, False, ref, True))
+            refs.append(None)
+    return plan, refs, len(expanded)
+
+
+def _read_row(plan: tuple, kind: Kind, j: Judging, arms: list[str],
+              files_for: Callable[[Setting, str, str], list[Path]], prov: Provenance) -> Row:
+    setting, label, metric, paper_setting, paper, ran = plan
+    row = Row(setting, label, metric, paper_setting, paper)
+    extra = {name: j.claim[key] for name, key in kind.extra if j.claim.get(key)}
+    for arm in j.shown if ran else []:
+        if (arm not in arms and not kind.any_arm) or (kind.relative and arm == j.base):
+            continue
+        files = files_for(setting, arm, j.claim["file"])
+        if files:
+            row.cells[arm] = _read_cell(arm, j.claim, metric, files, j.alpha, prov, extra)
+    return row
+
+
+def _judge_row(row: Row, kind: Kind, j: Judging) -> None:
+    """Each arm's verdict (paper rows) or reading (scale-model rows), the contrasts, and the
+    notes on missing files and too-narrow intervals."""
+    for arm in j.shown:
+        if arm == j.base and kind.reference_base:
+            continue
+        v, why = kind.rule(row, arm, j)
+        if arm in row.cells or v != NOT_RUN:
+            row.verdicts[arm], row.reasons[arm] = v, why
+    if kind.contrasts:
+        _contrasts(row, j.alpha)
+    for arm, cell in row.cells.items():
+        if cell.missing:
+            row.notes.append(f"{arm}: {len(cell.missing)} of "
+                             f"{len(cell.missing) + len(cell.present)} result files "
+                             f"missing (first: {cell.missing[0]})")
+        if cell.extra.get("interval_source", "").startswith("the fit's i.i.d."):
+            row.notes.append(f"{row.setting.label()} {arm}: judged on "
+                             f"{cell.extra['interval_source']}; re-run the tail/link "
+                             f"rule for a dependence-aware interval")
+
+
+def _overall(rows: list[Row], arm: str, n_paper: int) -> tuple[str, str]:
+    """An arm's claim-level verdict from its paper rows (scale-model rows never count)."""
+    judged = [r for r in rows if r.paper_setting and r.verdicts.get(arm) in
+              (REPRODUCED, NOT_REPRODUCED)]
+    if not judged:
+        scale_rows = [r for r in rows if not r.paper_setting and arm in r.verdicts]
+        return NOT_RUN, ("the profile ran none of the paper's settings"
+                         + (f"; {len(scale_rows)} scale-model row(s) shown"
+                            if scale_rows else ""))
+    failed = [r for r in judged if r.verdicts[arm] == NOT_REPRODUCED]
+    k = len(judged) - len(failed)
+    first = (f"; {failed[0].setting.label()} {failed[0].label}: "
+             f"{failed[0].reasons.get(arm, '')}" if failed else "")
+    if len(judged) < n_paper:
+        return (partial_verdict(k, n_paper),
+                f"{len(judged)} of the paper's {n_paper} row(s) ran, {k} reproduced" + first)
+    v = NOT_REPRODUCED if failed else REPRODUCED
+    why = f"{k} of {n_paper} paper row(s) reproduced"
+    if len(judged) == 1 and not failed:
+        why += f": {judged[0].reasons.get(arm, '')}"
+    return v, why + first
+
+
 # --------------------------------------------------------------------------- driver
 def evaluate_claim(claim: dict[str, Any], settings: list[Setting], arms: list[str],
                    files_for: Callable[[Setting, str, str], list[Path]], *, alpha: float,
                    scale: str) -> ClaimResult:
-    """Build the rows of one claim from the profile's settings and compute the verdict.
+    """Build the rows of one claim from the profile's settings and compute the verdict by
+    the rule of the claim's kind (:data:`KINDS`).
 
     Args:
         claim: one validated registry entry.
@@ -613,136 +797,23 @@ def evaluate_claim(claim: dict[str, Any], settings: list[Setting], arms: list[st
         alpha: 1 - confidence level of the intervals.
         scale: a one-line description of the profile's scale (epochs, data, seeds).
     """
-    if claim["kind"] == "norms":
-        return _evaluate_norms(claim, settings, arms, files_for, alpha, scale)
-    prov = Provenance()
-    kind = claim["kind"]
-    tol = float(claim.get("tolerance", 0.0))
-    base, primary, others = _arms(claim, arms)
-    shown = list(dict.fromkeys(a for a in [base, primary, *others] if a is not None))
-    rows: list[Row] = []
-    extra: dict[str, str | list[str]] = {}
-    if kind in ("sign", "reject", "overhead") and claim.get("interval_key"):
-        extra["interval"] = claim["interval_key"]
-    if kind == "reject":
-        extra["p"] = claim["p_key"]
-    if kind == "overhead":
-        if claim.get("params_key"):
-            extra["params"] = claim["params_key"]
-        if claim.get("attributed_key"):
-            extra["attributed"] = claim["attributed_key"]
-
-    def make_row(setting: Setting, label: str, metric: str, paper_setting: bool,
-                 paper: dict[str, Any], read: bool = True) -> Row:
-        row = Row(setting, label, metric, paper_setting, paper)
-        for arm in shown if read else []:
-            if arm not in arms and kind not in ("overhead", "exact"):
-                continue
-            if kind == "overhead" and arm == base:
-                continue  # overheads are already relative to the baseline
-            files = files_for(setting, arm, claim["file"])
-            if files:
-                row.cells[arm] = _read_cell(arm, claim, metric, files, alpha, prov, extra)
-        return row
-
-    # ---- rows: the paper's settings first, then scale-model rows for the rest
-    keys = {"vision": ("dataset", "backbone"), "text": ("model", "corpus"),
-            "timing": ("backbone",)}.get(claim["stage"], ())
-    if claim.get("rows") == "any":
-        for s in settings:
-            rows.append(make_row(s, claim.get("label", claim["metric"]), claim["metric"],
-                                 True, dict(claim.get("paper", {}))))
-        n_paper = len(rows)
-    else:
-        if claim.get("grid"):
-            g = claim["grid"]
-            paper_rows = [{"dataset": d, "backbone": b, "paper": dict(claim.get("paper", {}))}
-                          for d in g["datasets"] for b in g["backbones"]]
-        else:
-            paper_rows = claim["rows"]
-        metrics = claim.get("metrics") or [claim.get("metric")]
-        expanded = [(r, m, r.get("label", claim.get("label", m)) if len(metrics) == 1
-                     else f"{claim.get('label', '')} {m}".strip())
-                    for r in paper_rows for m in ([r["metric"]] if "metric" in r else metrics)]
-
-        def matches(s: Setting, r: dict[str, Any]) -> bool:
-            return all(getattr(s, k) == r.get(k) for k in keys)
-
-        for r, metric, label in expanded:
-            hit = [s for s in settings if matches(s, r)]
-            s = hit[0] if hit else Setting(claim["stage"], **{k: r.get(k) for k in keys})
-            rows.append(make_row(s, label, metric, True, dict(r["paper"]), read=bool(hit)))
-            rows[-1].reference = r.get("reference")
-        n_paper = len(expanded)
-        scale_label = claim.get("scale_label")
-        seen = list(dict.fromkeys((m, lab) for _, m, lab in expanded))
-        for s in settings:
-            if any(matches(s, r) for r in paper_rows):
-                continue
-            # the diagnostics' scale-model readings still compare with the paper's figure
-            ref = dict(paper_rows[0]["paper"]) if kind in ("sign", "reject") else {}
-            for metric, label in seen:
-                rows.append(make_row(s, scale_label or label, metric, False, ref))
-
-    # ---- per-row verdicts (paper rows) or readings (scale-model rows)
-    unit = claim.get("unit", "")
-    for row in rows:
-        for arm in shown:
-            if arm == base and kind in ("gain", "noninferior", "overhead"):
-                continue
-            if kind == "gain":
-                v, why = _gain_verdict(row, arm, base, tol, alpha, unit)
-            elif kind == "noninferior":
-                v, why = _noninferior_verdict(row, arm, base, tol, alpha)
-            elif kind == "sign":
-                v, why = _sign_verdict(row, arm, claim)
-            elif kind == "reject":
-                v, why = _reject_verdict(row, arm, alpha)
-            elif kind == "overhead":
-                v, why = _overhead_verdict(row, arm, tol)
-            else:
-                v, why = _exact_verdict(row, arm, tol)
-            if arm in row.cells or v != NOT_RUN:
-                row.verdicts[arm], row.reasons[arm] = v, why
-        if kind in ("gain", "noninferior"):
-            _contrasts(row, alpha)
-        for arm, cell in row.cells.items():
-            if cell.missing:
-                row.notes.append(f"{arm}: {len(cell.missing)} of "
-                                 f"{len(cell.missing) + len(cell.present)} result files "
-                                 f"missing (first: {cell.missing[0]})")
-            if cell.extra.get("interval_source", "").startswith("the fit's i.i.d."):
-                row.notes.append(f"{row.setting.label()} {arm}: judged on "
-                                 f"{cell.extra['interval_source']}; re-run the tail/link "
-                                 f"rule for a dependence-aware interval")
-
-    # ---- claim verdict (primary arm) and the other arms' verdicts
-    def overall(arm: str) -> tuple[str, str]:
-        judged = [r for r in rows if r.paper_setting and r.verdicts.get(arm) in
-                  (REPRODUCED, NOT_REPRODUCED)]
-        if not judged:
-            scale_rows = [r for r in rows if not r.paper_setting and arm in r.verdicts]
-            return NOT_RUN, ("the profile ran none of the paper's settings"
-                             + (f"; {len(scale_rows)} scale-model row(s) shown"
-                                if scale_rows else ""))
-        failed = [r for r in judged if r.verdicts[arm] == NOT_REPRODUCED]
-        k = len(judged) - len(failed)
-        first = (f"; {failed[0].setting.label()} {failed[0].label}: "
-                 f"{failed[0].reasons.get(arm, '')}" if failed else "")
-        if len(judged) < n_paper:
-            return (partial_verdict(k, n_paper),
-                    f"{len(judged)} of the paper's {n_paper} row(s) ran, {k} reproduced" + first)
-        v = NOT_REPRODUCED if failed else REPRODUCED
-        why = f"{k} of {n_paper} paper row(s) reproduced"
-        if len(judged) == 1 and not failed:
-            why += f": {judged[0].reasons.get(arm, '')}"
-        return v, why + first
-
-    verdict, reason = overall(primary)
+    kind = KINDS.get(claim["kind"])
+    if kind is None:
+        raise ValueError(f"claim {claim.get('id', '?')}: unknown kind {claim['kind']!r}; the "
+                         f"kinds are {', '.join(KINDS)} (config/claims.yaml, "
+                         f"src/weince/report/claims.schema.yaml)")
+    if kind.evaluate is not None:
+        return kind.evaluate(claim, settings, arms, files_for, alpha, scale)
+    j, prov = Judging.of(claim, arms, alpha), Provenance()
+    plan, refs, n_paper = _layout_rows(claim, kind, settings)
+    rows = [_read_row(p, kind, j, arms, files_for, prov) for p in plan]
+    for row, ref in zip(rows, refs):
+        row.reference = ref
+        _judge_row(row, kind, j)
+    verdict, reason = _overall(rows, j.primary, n_paper)
     ran = {a for r in rows for a in r.cells}
-    arm_verdicts = {a: overall(a)[0] for a in shown
-                    if a != primary and a in ran
-                    and not (a == base and kind in ("gain", "noninferior", "overhead"))}
-    attr = attribution(rows, primary) if kind in ("gain", "noninferior") else ""
+    arm_verdicts = {a: _overall(rows, a, n_paper)[0] for a in j.shown
+                    if a != j.primary and a in ran and not (a == j.base and kind.reference_base)}
+    attr = attribution(rows, j.primary) if kind.contrasts else ""
     return ClaimResult(claim, rows, verdict, reason, arm_verdicts, prov, scale,
                        rule=rule_text(claim, alpha), attribution=attr)

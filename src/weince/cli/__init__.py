@@ -1,7 +1,8 @@
 """The ``weince`` console command.
 
-Each subcommand lives in its own module, which defines ``add_arguments(parser)`` and
-``main(args) -> int``. Modules are imported lazily so that ``weince evt`` does not import
+Each subcommand lives in its own module of this package, ``weince.cli.<command>`` (the
+only home of commands; no library module imports from here), which defines
+``add_arguments(parser)`` and ``main(args) -> int``. Modules are imported lazily so that ``weince evt`` does not import
 torch and ``weince --help`` stays fast.
 
     weince --help
@@ -23,27 +24,27 @@ from pathlib import Path
 
 # command name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("weince.losses.demo", "tiny end-to-end demo of the losses on random data"),
-    "bench-loss": ("weince.losses.bench", "benchmark loss forward+backward, WEINCE vs InfoNCE"),
-    "evt": ("weince.evt.cli", "POT/GPD tail fit and link-selection fit on a saved score file"),
-    "collect-scores": ("weince.evt.collect_cli", "collect similarity scores from a frozen encoder"),
-    "pretrain": ("weince.train.simclr_cli", "SimCLR pretraining (resumes automatically)"),
-    "features": ("weince.eval.features_cli", "extract frozen features from a pretrained encoder"),
-    "eval": ("weince.eval.cli", "linear probe and k-NN / recall@k on cached features"),
-    "simcse": ("weince.train.simcse_cli", "unsupervised SimCSE training"),
-    "sts": ("weince.eval.sts_cli", "STS evaluation (Spearman/Pearson) of a sentence encoder"),
-    "timing": ("weince.timing_cli", "overhead timing: WEINCE vs InfoNCE, loss alone and whole step"),
-    "norms": ("weince.norms.cli", "embedding-norm dynamics analysis (N1-N3)"),
-    "report": ("weince.report.cli", "claims registry -> Markdown/LaTeX tables with verdicts"),
-    "bundle": ("weince.bundle.cli", "pack a profile's results and reports in a checkable archive"),
-    "verify": ("weince.bundle.verify_cli", "check a results bundle, rebuild its tables (no GPU)"),
+    "demo": ("weince.cli.demo", "tiny end-to-end demo of the losses on random data"),
+    "bench-loss": ("weince.cli.bench_loss", "benchmark loss forward+backward, WEINCE vs InfoNCE"),
+    "evt": ("weince.cli.evt", "POT/GPD tail fit and link-selection fit on a saved score file"),
+    "collect-scores": ("weince.cli.scores", "collect similarity scores from a frozen encoder"),
+    "pretrain": ("weince.cli.pretrain", "SimCLR pretraining (resumes automatically)"),
+    "features": ("weince.cli.features", "extract frozen features from a pretrained encoder"),
+    "eval": ("weince.cli.eval", "linear probe and k-NN / recall@k on cached features"),
+    "simcse": ("weince.cli.simcse", "unsupervised SimCSE training"),
+    "sts": ("weince.cli.sts", "STS evaluation (Spearman/Pearson) of a sentence encoder"),
+    "timing": ("weince.cli.timing", "overhead timing: WEINCE vs InfoNCE, loss alone and whole step"),
+    "norms": ("weince.cli.norms", "embedding-norm dynamics analysis (N1-N3)"),
+    "report": ("weince.cli.report", "claims registry -> Markdown/LaTeX tables with verdicts"),
+    "bundle": ("weince.cli.bundle", "pack a profile's results and reports in a checkable archive"),
+    "verify": ("weince.cli.verify", "check a results bundle, rebuild its tables (no GPU)"),
 }
 
 
 def _available() -> dict[str, tuple[str, str]]:
     """Commands whose module file exists, found on disk so that no package (and no torch)
     is imported before a command is chosen."""
-    root = Path(__file__).resolve().parent
+    root = Path(__file__).resolve().parent.parent   # src/weince
     found = {}
     for name, (mod, hlp) in COMMANDS.items():
         rel = Path(*mod.split(".")[1:])
@@ -128,7 +129,3 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as err:  # noqa: BLE001 - every error becomes one line on the console
         print(f"weince {args.command}: error: {_one_line(err)}", file=sys.stderr)
         return 1
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
