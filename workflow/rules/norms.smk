@@ -49,7 +49,8 @@ rule norms_text:
 
 rule norms_report:
     input:
-        [str(p) for p in norms_results(config)],
+        results=[str(p) for p in norms_results(config)],
+        claims=config["claims"],
     output:
         md=str(NORMS_OUTPUTS["md"]),
         summary=str(NORMS_OUTPUTS["summary"]),

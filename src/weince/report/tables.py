@@ -51,7 +51,7 @@ def _digits(claim: dict[str, Any]) -> int:
 def _paper_cell(claim: dict[str, Any], row: Row, arm: str, base: str | None) -> str:
     p = row.paper
     kind = claim["kind"]
-    if not row.paper_setting or not p:
+    if not row.paper_setting or (not p and kind != "norms"):
         return "(not the paper's setting)" if not row.paper_setting else "-"
     if kind == "gain":
         if arm == base:
@@ -70,6 +70,12 @@ def _paper_cell(claim: dict[str, Any], row: Row, arm: str, base: str | None) -> 
         return f"gain {p['gain']:+.2f}"
     if kind == "noninferior":
         return (f"gain >= 0 (margin {claim.get('tolerance', 0):g})" if arm != base else "-")
+    if kind == "norms":   # the companion paper's figures on its own models
+        if "value" in p:
+            return f"r = {p['value']:+.2f}"
+        if "low" in p and "high" in p:
+            return f"gain {p['low']:g}-{p['high']:g} points"
+        return claim.get("short_paper", claim["paper_figure"])
     if "value" in p:
         return f"{p['value']:g}" + (" (ResNet-18, GPU)" if kind == "overhead" else "")
     if "low" in p and "high" in p:
