@@ -201,7 +201,7 @@ def with_forest_section(summary: str, forests: list[Path], out: Path) -> str:
         return summary
     block = ["## Forest plots", "",
              "Per claim: our mean and 95% interval for every setting x arm (blue), the paper's "
-             "figure (orange diamond, or band for a range).", ""]
+             "figure on the paper's own settings (orange diamond, or band for a range).", ""]
     for f in forests:
         rel = f.relative_to(out).as_posix()
         block += [f"![forest plot {f.stem.split('_', 1)[1].upper()}]({rel})", ""]

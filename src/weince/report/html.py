@@ -155,8 +155,8 @@ def claim_page(result, table_md: str | Path, out: str | Path, profile: str = "")
         text = table_md.read_text()
         if fig is not None:
             plot = (f"![forest plot {cid}]({Path(tmp, fig.name).as_posix()})\n\n*Forest plot: "
-                    "our mean and 95% interval per setting x arm (blue), the paper's figure "
-                    "(orange).*\n\n")
+                    "our mean and 95% interval per setting x arm (blue), the paper's figure on "
+                    "its own settings (orange).*\n\n")
             nav, sep, rest = text.partition("\n\n")   # the page's links stay first
             text = (nav + sep + plot + rest) if nav.startswith("[Summary]") else plot + text
         page = markdown_to_html(text, f"{cid}: {result.claim.get('title', '')}",
