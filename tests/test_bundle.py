@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from weince.bundle import make_bundle, verify_bundle
-from weince.report.registry import load_claims
+from weince.pipeline.claims import load_claims
 from weince.cli import verify as verify_cli
 from weince.bundle.make import rebuild_command
 from weince.bundle.verify import normalise, table_cells

@@ -9,7 +9,9 @@
 
 A module may import its own layer and lower ones, never a higher one, whether at the top of
 the file or inside a function (a lazy import that dodges a cycle counts). Within a layer the
-import graph has no cycle, counting the package ``__init__`` that an import runs.
+import graph has no cycle, counting the package ``__init__`` that an import runs. Read at
+the level of the subpackages (``weince.eval``, ``weince.timing``, ...), no two import each
+other, directly or through a chain of others.
 """
 
 from __future__ import annotations
@@ -131,3 +133,64 @@ def test_no_library_module_imports_the_command_line():
     bad = [f"{m} imports {d}" for m, deps in GRAPH.items() if not m.startswith("weince.cli")
            for d in sorted(deps) if d == "weince.cli" or d.startswith("weince.cli.")]
     assert not bad, "\n".join(bad)
+
+
+def package(mod: str) -> str:
+    """The subpackage (or top-level module) of ``weince`` that ``mod`` belongs to."""
+    return ".".join(mod.split(".")[:2])
+
+
+PACKAGES: dict[str, set[str]] = {}
+for _m, _deps in GRAPH.items():
+    if _m != "weince":
+        PACKAGES.setdefault(package(_m), set()).update(
+            package(d) for d in _deps if package(d) != package(_m))
+
+
+def package_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle (``[a, ..., a]``) through each group of packages that reach each other."""
+    def paths_from(a: str) -> dict[str, list[str]]:
+        paths, todo = {a: [a]}, [a]
+        while todo:
+            x = todo.pop(0)
+            for y in sorted(graph.get(x, ())):
+                if y not in paths:
+                    paths[y] = paths[x] + [y]
+                    todo.append(y)
+        return paths
+
+    found, seen = [], set()
+    for a in sorted(graph):
+        if a in seen:
+            continue
+        there = paths_from(a)
+        back = [b for b in sorted(there) if b != a and a in paths_from(b)]
+        if back:
+            seen |= {a, *back}
+            b = back[0]
+            found.append(there[b] + paths_from(b)[a][1:])
+    return found
+
+
+def test_package_cycle_finder_finds_direct_and_chained_cycles():
+    assert package_cycles({"a": {"b"}, "b": {"a"}}) == [["a", "b", "a"]]
+    assert package_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
+    assert package_cycles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+    assert package_cycles({"a": {"b", "c"}, "b": set(), "c": {"d"}, "d": {"a"}}) == [
+        ["a", "c", "d", "a"]]
+
+
+def test_no_two_packages_import_each_other():
+    """No subpackage imports one that imports it back, directly (``weince.pipeline`` <->
+    ``weince.report``) or through others (``report -> norms -> report``); the message
+    names one module import of each step."""
+    msgs = []
+    for cyc in package_cycles(PACKAGES):
+        steps = []
+        for a, b in zip(cyc, cyc[1:]):
+            via = sorted(f"{m} -> {d}" for m, deps in GRAPH.items() if package(m) == a
+                         for d in deps if package(d) == b)
+            steps.append(f"  {a} -> {b}: {via[0]}"
+                         + (f" (+{len(via) - 1} more)" if len(via) > 1 else ""))
+        msgs.append("package cycle " + " -> ".join(cyc) + "\n" + "\n".join(steps))
+    assert not msgs, "\n".join(msgs)

@@ -149,7 +149,7 @@ def test_batching_fits_the_filler_bank():
 def test_non_finite_norms_result_is_invalid_not_na(tmp_path, where):
     """A NaN in norms.json (or null where a judged verdict needs a number) stops the page
     with an error naming the file and the rule to re-run, never an 'n/a' cell."""
-    from weince.report.results import InvalidResultError
+    from weince.utils.results import InvalidResultError
 
     path = _unit(tmp_path, "infonce", 300, 0, 1.0)
     res = json.loads(path.read_text())

@@ -173,7 +173,7 @@ def test_every_object_of_the_schema_is_closed():
 
 
 def test_validation_fills_defaults_of_omitted_blocks():
-    from weince.report.registry import validate_with_defaults
+    from weince.pipeline.claims import validate_with_defaults
 
     cfg = {"profile": "x"}
     validate_with_defaults(cfg, _schema(), "config")

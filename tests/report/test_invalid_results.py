@@ -11,7 +11,7 @@ import pytest
 
 from weince.pipeline import layout
 from weince.report import build_report
-from weince.report.results import InvalidResultError, encoder_value
+from weince.utils.results import InvalidResultError, encoder_value
 
 
 def _linear(cfg, seed=21):

@@ -14,7 +14,7 @@ from weince.pipeline.norms import norms_results
 from weince.pipeline.targets import claim_inputs, claims
 from weince.report import build_report, load_claims
 from weince.report.norms import claim_verdicts, load_results
-from weince.report.results import InvalidResultError
+from weince.utils.results import InvalidResultError
 from weince.utils.vocabulary import NOT_REPRODUCED, NOT_RUN, REPRODUCED
 
 from .conftest import CLAIMS

@@ -233,7 +233,7 @@ def test_registry_schema_error_names_the_field(tmp_path):
 
 
 def test_workflow_schema_link_points_at_the_package_schema():
-    from weince.report.registry import SCHEMA_PATH
+    from weince.pipeline.claims import SCHEMA_PATH
 
     link = CLAIMS.parents[1] / "workflow" / "schemas" / "claims.schema.yaml"
     assert link.resolve() == SCHEMA_PATH.resolve()

@@ -276,7 +276,7 @@ def test_every_kind_has_one_rule_in_the_table():
 
     from weince.report.verdicts import KINDS
 
-    schema = yaml.safe_load((REPO / "src/weince/report/claims.schema.yaml").read_text())
+    schema = yaml.safe_load((REPO / "src/weince/pipeline/claims.schema.yaml").read_text())
     kinds = set(schema["$defs"]["claim"]["properties"]["kind"]["enum"])
     assert set(KINDS) == set(RULES) == kinds
     rules = [k.rule for name, k in KINDS.items() if k.evaluate is None]

@@ -6,7 +6,7 @@ from weince.utils import write_json
 
 with log_to(snakemake.log[0]):
     from weince.pipeline.selection import assemble_knn
-    from weince.report.results import load_result
+    from weince.utils.results import load_result
 
     sel = load_result(snakemake.input.selection)
     grid = {k[len("knn.json@"):]: v for k, v in snakemake.input.items()

@@ -17,7 +17,7 @@ def report_inputs(cfg: dict[str, Any], claims_path: str | Path) -> dict[Path, li
     """Result file -> what reads it (claim ids, ``figures``): the inputs of the profile's
     claim tables and of the summary's figures, as the Snakemake report rules declare them."""
     from weince.pipeline.targets import claim_inputs, figure_inputs
-    from weince.report.registry import load_claims
+    from weince.pipeline.claims import load_claims
 
     readers: dict[Path, list[str]] = {}
     for claim in load_claims(claims_path)["claims"]:

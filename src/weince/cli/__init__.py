@@ -2,8 +2,8 @@
 
 Each subcommand lives in its own module of this package, ``weince.cli.<command>`` (the
 only home of commands; no library module imports from here), which defines
-``add_arguments(parser)`` and ``main(args) -> int``. Modules are imported lazily so that ``weince evt`` does not import
-torch and ``weince --help`` stays fast.
+``add_arguments(parser)`` and ``main(args) -> int``. Modules are imported lazily so that
+``weince evt`` does not import torch and ``weince --help`` stays fast.
 
     weince --help
     weince <command> --help

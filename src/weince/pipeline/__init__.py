@@ -11,6 +11,10 @@
   options a profile turns on;
 - :mod:`~weince.pipeline.ablations` and :mod:`~weince.pipeline.norms`: the ablation and
   norms plans of a profile;
+- :mod:`~weince.pipeline.profile`: ``Profile.of(config)``, a profile's runs, settings,
+  options and paths resolved once (what the report builder passes down);
+- :mod:`~weince.pipeline.claims`: the claims registry (``config/claims.yaml``, checked
+  against ``claims.schema.yaml``), ``load_claims``;
 - :mod:`~weince.pipeline.targets`: ``all_targets(config)``, the input of ``rule all``;
 - :mod:`~weince.pipeline.config`: the profile config's check against the schema;
 - :mod:`~weince.pipeline.logs`: ``log_to``, the log redirection of the rules' scripts.

@@ -31,7 +31,7 @@ from typing import Any, Mapping, Sequence
 
 from weince.losses.arms import grid_points, parse_point
 from weince.pipeline.protocol import shares_seeds
-from weince.report.results import encoder_value, get_key, load_result
+from weince.utils.results import encoder_value, get_key, load_result
 
 __all__ = ["choose_point", "read_values", "select_grid", "assemble_knn", "knn_metric_names",
            "seed_of"]

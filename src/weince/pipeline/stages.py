@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 from weince.losses.arms import grid_points, resolve_arm
 from weince.pipeline.layout import PRETRAINED_ARM
-from weince.report.results import get_key, load_result
+from weince.utils.results import get_key, load_result
 
 __all__ = ["pretrain_config", "simcse_config", "apply_selection", "grid_arms", "norms_config",
            "PRETRAINED_ARM", "text_model"]

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from weince.pipeline.ablations import ablation_inputs, ablation_outputs, ablation_plan
+from weince.pipeline.claims import load_claims
 from weince.pipeline.layout import files_for, report_dir, settings_for, summary_logs
 from weince.pipeline.norms import norms_outputs, norms_results
-from weince.report.registry import load_claims
 
 __all__ = ["claims", "claim_inputs", "figure_inputs", "result_files", "report_outputs",
            "table_files", "companion_targets", "ablation_targets", "all_targets"]

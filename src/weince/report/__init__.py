@@ -5,18 +5,19 @@
   :mod:`weince.report.verdicts`, layout in :mod:`weince.report.tables`);
 - the ablations page (:mod:`weince.report.ablations`) and the N1-N3 per-unit norms page
   (:mod:`weince.report.norms`);
-- shared: reading result files (:mod:`~weince.report.results`), the seed aggregation
-  (:mod:`~weince.report.stats`), every figure (:mod:`~weince.report.figures`), the claims
-  registry (:mod:`~weince.report.registry`). Verdict words: :mod:`weince.utils.vocabulary`.
+- shared: the seed aggregation (:mod:`~weince.report.stats`) and every figure
+  (:mod:`~weince.report.figures`). Read from below: result files
+  (:mod:`weince.utils.results`), the claims registry (:mod:`weince.pipeline.claims`),
+  verdict words (:mod:`weince.utils.vocabulary`).
 
 ``weince report`` is the command; the Snakemake ``report`` rule calls :func:`build_report`.
 
     from weince.report import build_report, load_claims
 """
 
+from weince.pipeline.claims import load_claims
 from weince.report.build import build_report
-from weince.report.registry import load_claims
-from weince.report.results import ResultSchemaError
+from weince.utils.results import ResultSchemaError
 from weince.utils.vocabulary import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED
 
 __all__ = ["build_report", "load_claims", "ResultSchemaError",

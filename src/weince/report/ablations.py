@@ -17,7 +17,7 @@ from typing import Any, Mapping, Sequence
 from weince.losses.arms import ARMS, TAUS, canonical_arm, profile_tau, tau_arm_name
 from weince.pipeline.ablations import Group, Plan, ablation_outputs, ablation_plan
 from weince.report.figures import GATE_KEYS, training_curves, training_curves_figure
-from weince.report.results import Provenance, encoder_value, get_key, load_result
+from weince.utils.results import Provenance, encoder_value, get_key, load_result
 from weince.report.stats import Estimate, diff_estimate, estimate
 from weince.report.tables import fmt_estimate
 from weince.utils import write_json

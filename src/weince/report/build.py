@@ -4,6 +4,9 @@ figures, from the claims registry and the result files.
     from weince.report import build_report
     results = build_report(cfg)      # cfg: the workflow config of one profile (a dict)
 
+The config is resolved once into a :class:`weince.pipeline.profile.Profile` (its settings,
+runs, options and paths), which the steps below share; each also accepts the dict.
+
 Writes ``{reports}/{profile}/``: ``summary.md``, ``table_<id>.md`` and ``.tex`` for every
 claim of the registry, ``tables.tex`` (a standalone document that inputs every table), ``claims.json``
 (the verdicts, machine-readable) and ``figures/``.
@@ -16,34 +19,34 @@ from pathlib import Path
 from typing import Any
 
 from weince.losses.arms import grid_points
-from weince.pipeline import layout
-from weince.pipeline.layout import files_for, report_dir, settings_for, summary_logs
-from weince.pipeline.protocol import protocol_options
+from weince.pipeline.claims import load_claims
+from weince.pipeline.layout import VisionRun
+from weince.pipeline.profile import Profile
 from weince.report import figures as figs
 from weince.report.forest import forest_figures
 from weince.report.glance import claim_notes, scale_items
-from weince.report.registry import load_claims
 from weince.report.selection import selection_section
 from weince.report.tables import (claim_latex, claim_markdown, latex_document,
                                   summary_markdown)
 from weince.report.verdicts import ClaimResult, evaluate_claim
-from weince.utils import config_hash, write_json
+from weince.utils import write_json
 from weince.utils.provenance import git_commit
 from weince.utils.vocabulary import VERDICT_FREE
 
 __all__ = ["build_report", "evaluate", "write_tables", "scale_line", "companion_rows"]
 
 
-def scale_line(cfg: dict[str, Any], stage: str) -> str:
+def scale_line(cfg: dict[str, Any] | Profile, stage: str) -> str:
     """One line on the scale a stage ran at: profile, data, model, epochs, seeds."""
-    p = cfg["profile"]
+    prof = Profile.of(cfg)
+    p = prof.name
     if stage == "vision":
-        v = cfg.get("vision") or {}
+        v = prof.block("vision")
         pre = v.get("pretrain") or {}
         g = v.get("grid") or {}
         grid = (f"; grid of {len(grid_points(g))} point(s) for "
                 f"{', '.join(g.get('arms', []))} chosen on val" if g.get("arms") else "")
-        opts = protocol_options(cfg)
+        opts = prof.options
         return (f"profile {p}: {', '.join(v.get('datasets', [])) or 'none'} x "
                 f"{', '.join(v.get('backbones', [])) or 'none'}, "
                 f"{pre.get('epochs', '?')} epoch(s), batch {pre.get('batch_size', '?')}, "
@@ -51,7 +54,7 @@ def scale_line(cfg: dict[str, Any], stage: str) -> str:
                 + (f"options off the official protocol: {'; '.join(opts)}" if opts else
                    "official protocol (docs/protocol.md)"))
     if stage == "text":
-        t = cfg.get("text") or {}
+        t = prof.block("text")
         s = t.get("simcse") or {}
         data = t.get("corpus", "?") + (" (SYNTHETIC sentences and graded pairs made by the "
                                        "project, a pipeline check; not wiki1m, not the STS "
@@ -60,36 +63,36 @@ def scale_line(cfg: dict[str, Any], stage: str) -> str:
                 f"{s.get('epochs', '?')} epoch(s), batch {s.get('batch_size', '?')}, "
                 f"encoder seeds {', '.join(map(str, t.get('seeds', [])))}")
     if stage == "timing":
-        t = (cfg.get("timing") or {}).get("config") or {}
+        t = prof.block("timing").get("config") or {}
         mode = {"both": "compiled (eager timed too)", True: "compiled", False: "eager"}.get(
             t.get("compile", "eager"), t.get("compile", "eager"))
-        return (f"profile {p}: timing on device {t.get('device', cfg.get('device', 'auto'))}, "
+        return (f"profile {p}: timing on device "
+                f"{t.get('device', prof.config.get('device', 'auto'))}, "
                 f"whole step with backbone {t.get('backbone', '?')} at "
                 f"{t.get('image_size', '?')} px, 2 x {t.get('step_batch', '?')} views, "
                 f"loss {mode}")
     if stage == "norms":
-        a = (cfg.get("norms") or {}).get("analysis") or {}
-        return (f"profile {p}: embedding norms of {len(layout.norms_vision_runs(cfg))} vision "
-                f"and {len(layout.norms_text_runs(cfg))} text unit(s), {a.get('n_probes', '?')} "
+        a = prof.block("norms").get("analysis") or {}
+        return (f"profile {p}: embedding norms of {len(prof.norms_vision)} vision "
+                f"and {len(prof.norms_text)} text unit(s), {a.get('n_probes', '?')} "
                 f"probes, {a.get('resamples', '?')} minibatch resamplings (docs/norms.md)")
     return f"profile {p}"
 
 
-def _figures(cfg: dict[str, Any], results: dict[str, ClaimResult], fig_dir: Path) -> list[Path]:
+def _figures(prof: Profile, results: dict[str, ClaimResult], fig_dir: Path) -> list[Path]:
     made: list[Path] = []
-    root, profile = cfg.get("results", "results"), cfg["profile"]
-    v = cfg.get("vision") or {}
-    evt_arms = (v.get("evt") or {}).get("arms", [])
-    logs = summary_logs(cfg)
-    for d, b in layout.vision_pairs(cfg):
+    profile, evt_arms = prof.name, prof.evt_arms
+    seeds = prof.block("vision").get("seeds")
+    logs = prof.summary_logs()
+    for d, b in prof.vision_pairs:
         stem = f"lambda_training_{d}_{b}"
         f = figs.training_curves_figure(figs.training_curves(logs.pop(stem)),
                                         fig_dir / f"{stem}.png",
                                         f"lambda over training, {d} / {b} (profile {profile})")
         if f:
             made.append(f)
-        if evt_arms and v.get("seeds"):
-            run = layout.VisionRun(d, b, evt_arms[0], int(v["seeds"][0])).dir(root, profile)
+        if evt_arms and seeds:
+            run = prof.run_dir(VisionRun(d, b, evt_arms[0], int(seeds[0])))
             made += figs.collect_evt_figures(run, fig_dir / "evt", f"{d}_{b}_{evt_arms[0]}")
     for stem, text_logs in logs.items():   # the text models'
         f = figs.training_curves_figure(
@@ -116,51 +119,51 @@ def _figures(cfg: dict[str, Any], results: dict[str, ClaimResult], fig_dir: Path
     return made
 
 
-def evaluate(cfg: dict[str, Any], *, claims_path: str | Path | None = None,
+def evaluate(cfg: dict[str, Any] | Profile, *, claims_path: str | Path | None = None,
              only: list[str] | None = None) -> list[ClaimResult]:
     """Evaluate the registry's claims (or those in ``only``) on the profile's results."""
-    if "profile" not in cfg:
-        raise ValueError("config has no 'profile' key (e.g. profile: default)")
-    reg = load_claims(claims_path or cfg.get("claims", "config/claims.yaml"))
+    prof = Profile.of(cfg)
+    reg = load_claims(claims_path or prof.claims)
     alpha = float(reg.get("alpha", 0.05))
     if only is not None:
         ids = [c["id"] for c in reg["claims"]]
         bad = [i for i in only if i not in ids]
         if bad:
             raise ValueError(f"unknown claim id(s) {bad}; the registry has {ids}")
-    fetch = files_for(cfg)
     results: list[ClaimResult] = []
     for claim in reg["claims"]:
         if only is not None and claim["id"] not in only:
             continue
-        settings, arms = settings_for(cfg, claim["stage"])
-        res = evaluate_claim(claim, settings, arms, fetch, alpha=alpha,
-                             scale=scale_line(cfg, claim["stage"]))
-        res.notes = claim_notes(cfg, claim)
+        settings, arms = prof.settings(claim["stage"])
+        res = evaluate_claim(claim, settings, arms, prof.files, alpha=alpha,
+                             scale=scale_line(prof, claim["stage"]))
+        res.notes = claim_notes(prof.config, claim)
         results.append(res)
     return results
 
 
-def _run_info(cfg: dict[str, Any]) -> dict[str, str]:
+def _run_info(prof: Profile) -> dict[str, str]:
     commit = git_commit()
     return {
-        "profile": cfg["profile"],
-        "config_hash": config_hash(cfg),
+        "profile": prof.name,
+        "config_hash": prof.config_hash,
         "built": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "git_commit": commit[:12] + ("+dirty" if commit.endswith("+dirty") else ""),
     }
 
 
-def write_tables(results: list[ClaimResult], cfg: dict[str, Any], out: Path) -> list[Path]:
+def write_tables(results: list[ClaimResult], cfg: dict[str, Any] | Profile, out: Path
+                 ) -> list[Path]:
     """``table_cN.md`` and ``table_cN.tex`` for each claim result."""
+    prof = Profile.of(cfg)
     out.mkdir(parents=True, exist_ok=True)
-    info = _run_info(cfg)
-    ids = [c["id"] for c in load_claims(cfg.get("claims", "config/claims.yaml"))["claims"]]
+    info = _run_info(prof)
+    ids = [c["id"] for c in load_claims(prof.claims)["claims"]]
     written = []
     for res in results:
         stem = f"table_{res.claim['id'].lower()}"
         (out / f"{stem}.md").write_text(claim_markdown(res, info, claim_nav(ids, res.claim["id"]))
-                                        + selection_section(cfg, res.claim))
+                                        + selection_section(prof.config, res.claim))
         (out / f"{stem}.tex").write_text(claim_latex(res, info))
         written += [out / f"{stem}.md", out / f"{stem}.tex"]
     return written
@@ -212,14 +215,14 @@ def with_forest_section(summary: str, forests: list[Path], out: Path) -> str:
     return summary + "\n" + section
 
 
-def build_report(cfg: dict[str, Any], *, claims_path: str | Path | None = None,
+def build_report(cfg: dict[str, Any] | Profile, *, claims_path: str | Path | None = None,
                  out_dir: str | Path | None = None, with_figures: bool = True,
                  only: list[str] | None = None, tables: bool = True, summary: bool = True
                  ) -> list[ClaimResult]:
     """Evaluate the claims on the profile's result files and write the report.
 
     Args:
-        cfg: the workflow config of one profile.
+        cfg: the workflow config of one profile (or its :class:`Profile`).
         claims_path: the registry (default ``cfg["claims"]``).
         out_dir: default ``{reports}/{profile}``.
         with_figures: draw ``figures/`` (summary only).
@@ -235,31 +238,32 @@ def build_report(cfg: dict[str, Any], *, claims_path: str | Path | None = None,
     """
     if summary and only is not None:
         raise ValueError("the summary lists every claim: call with only=None")
-    results = evaluate(cfg, claims_path=claims_path, only=only)
-    out = Path(out_dir) if out_dir else report_dir(cfg)
+    prof = Profile.of(cfg)
+    results = evaluate(prof, claims_path=claims_path, only=only)
+    out = Path(out_dir) if out_dir else prof.report_dir
     out.mkdir(parents=True, exist_ok=True)
     if tables:
-        write_tables(results, cfg, out)
+        write_tables(results, prof, out)
     if not summary:
         return results
-    info = _run_info(cfg)
+    info = _run_info(prof)
     tex_files = [f"table_{r.claim['id'].lower()}.tex" for r in results]
     (out / "tables.tex").write_text(latex_document(
-        tex_files, f"WEINCE reproduction: claims at profile {cfg['profile']}"))
+        tex_files, f"WEINCE reproduction: claims at profile {prof.name}"))
     fig_dir = out / "figures"
     fig_dir.mkdir(exist_ok=True)
-    made = _figures(cfg, {r.claim["id"]: r for r in results}, fig_dir) if with_figures else []
-    forests = forest_figures(results, fig_dir, cfg["profile"]) if with_figures else []
+    made = _figures(prof, {r.claim["id"]: r for r in results}, fig_dir) if with_figures else []
+    forests = forest_figures(results, fig_dir, prof.name) if with_figures else []
     text = summary_markdown(
-        results, info, [str(p.relative_to(out)) for p in made], scale_items(cfg),
+        results, info, [str(p.relative_to(out)) for p in made], scale_items(prof.config),
         companion_rows(out))
     (out / "summary.md").write_text(with_forest_section(text, forests, out))
     write_json(out / "claims.json", {
-        "profile": cfg["profile"],
+        "profile": prof.name,
         "claims": [{"id": r.claim["id"], "title": r.claim["title"], "verdict": r.verdict,
                     "reason": r.reason, "rule": r.rule, "attribution": r.attribution,
                     "primary_arm": r.claim["arms"]["primary"],
                     "arm_verdicts": r.arm_verdicts,
                     "result_provenance": r.provenance.describe()} for r in results],
-    }, cfg=cfg)
+    }, cfg=prof.config)
     return results

@@ -22,8 +22,7 @@ import numpy as np
 from weince.norms.files import PROBES_FILE
 from weince.norms.verdicts import PAPER, combine, on_paper_model, unit_fields
 from weince.report.figures import norms_figures
-from weince.report.results import InvalidResultError, finite_value
-from weince.utils.provenance import read_json
+from weince.utils.results import InvalidResultError, finite_value, read_json
 from weince.utils.vocabulary import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED
 
 __all__ = ["load_results", "check_norms_result", "unit_label", "claim_verdicts", "render_markdown",
@@ -307,7 +306,7 @@ def write_norms_report(results: Iterable[str | os.PathLike | dict], out_md: str 
 
     paper_rows = None
     if claims is not None:
-        from weince.report.registry import load_claims
+        from weince.pipeline.claims import load_claims
 
         paper_rows = {c["id"]: c.get("rows") or [] for c in load_claims(claims)["claims"]
                       if c["kind"] == "norms"}

@@ -9,7 +9,7 @@ from typing import Any, Mapping, Sequence
 
 from weince.losses.arms import grid_points
 from weince.pipeline import layout
-from weince.report.results import load_result
+from weince.utils.results import load_result
 
 __all__ = ["selection_markdown", "selection_paths", "selection_section"]
 

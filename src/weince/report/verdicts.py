@@ -47,18 +47,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from weince.pipeline.layout import Setting
 from weince.norms.verdicts import UNIT_RULES, combine, on_paper_model
+from weince.pipeline.layout import Setting
 from weince.report.norms import check_norms_result
-from weince.report.results import (Provenance, ResultSchemaError, encoder_value, get_key,
-                                   load_result)
 from weince.report.stats import Estimate, diff_estimate, estimate
+from weince.utils.results import (Provenance, ResultSchemaError, encoder_value, get_key,
+                                  load_result)
 from weince.utils.vocabulary import (NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, PARTIAL,
                                      REPRODUCED, SCALE_MODEL, VERDICTS)
 
 __all__ = ["REPRODUCED", "NOT_REPRODUCED", "NOT_RUN", "PARTIAL", "SCALE_MODEL", "RULES",
-           "COMMON_RULE", "CONTRASTS", "KINDS", "Kind", "Judging", "Cell", "Row", "ClaimResult", "evaluate_claim",
-           "Setting", "rule_text", "attribution", "partial_verdict"]
+           "COMMON_RULE", "CONTRASTS", "KINDS", "Kind", "Judging", "Cell", "Row", "ClaimResult",
+           "evaluate_claim", "Setting", "rule_text", "attribution", "partial_verdict"]
 
 COMMON_RULE = ("Only the paper's own settings get a verdict; any other setting is a "
                "scale-model row (its numbers and a plain-words reading, no verdict). When "
@@ -857,7 +857,7 @@ def evaluate_claim(claim: dict[str, Any], settings: list[Setting], arms: list[st
     if kind is None:
         raise ValueError(f"claim {claim.get('id', '?')}: unknown kind {claim['kind']!r}; the "
                          f"kinds are {', '.join(KINDS)} (config/claims.yaml, "
-                         f"src/weince/report/claims.schema.yaml)")
+                         f"src/weince/pipeline/claims.schema.yaml)")
     if kind.evaluate is not None:
         return kind.evaluate(claim, settings, arms, files_for, alpha, scale)
     j, prov = Judging.of(claim, arms, alpha), Provenance()

@@ -1,6 +1,7 @@
 """Provenance for every result file: git commit, config hash, versions, date, seed.
 
-Every JSON result written by the artifact goes through :func:`write_json`, which adds a
+Every JSON result written by the artifact goes through
+:func:`weince.utils.results.write_json`, which adds a
 ``provenance`` block, so a number in a table can always be traced to the code and the
 configuration that produced it.
 """
@@ -18,7 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-__all__ = ["git_commit", "config_hash", "versions", "provenance", "write_json", "read_json"]
+__all__ = ["git_commit", "config_hash", "versions", "provenance", "jsonable"]
 
 
 @lru_cache(maxsize=1)
@@ -44,11 +45,12 @@ def git_commit() -> str:
         return "unknown"
 
 
-def _jsonable(obj: Any) -> Any:
+def jsonable(obj: Any) -> Any:
+    """``obj`` with paths, numpy/torch scalars and arrays made JSON-able, NaN as ``null``."""
     if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
+        return {str(k): jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
+        return [jsonable(v) for v in obj]
     if isinstance(obj, Path):
         return str(obj)
     if hasattr(obj, "item") and callable(obj.item) and getattr(obj, "ndim", 1) == 0:
@@ -62,7 +64,7 @@ def _jsonable(obj: Any) -> Any:
 
 def config_hash(cfg: Any) -> str:
     """Short, order-independent SHA-256 of a JSON-able configuration."""
-    blob = json.dumps(_jsonable(cfg), sort_keys=True, default=str).encode()
+    blob = json.dumps(jsonable(cfg), sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:12]
 
 
@@ -89,32 +91,6 @@ def provenance(cfg: Any = None, seed: int | None = None, **extra: Any) -> dict[s
         "argv": sys.argv,
     }
     if cfg is not None:
-        block["config"] = _jsonable(cfg)
-    block.update(_jsonable(extra))
+        block["config"] = jsonable(cfg)
+    block.update(jsonable(extra))
     return block
-
-
-def write_json(path: str | os.PathLike, data: dict[str, Any], *, cfg: Any = None,
-               seed: int | None = None, add_provenance: bool = True) -> Path:
-    """Write ``data`` (plus a ``provenance`` block) atomically: a crash never leaves a
-    half-written result that a resumed workflow would take for a finished one."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    payload = dict(_jsonable(data))
-    if add_provenance and "provenance" not in payload:
-        payload["provenance"] = provenance(cfg, seed)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(payload, indent=2, sort_keys=False) + "\n")
-    os.replace(tmp, path)
-    return path
-
-
-def read_json(path: str | os.PathLike) -> dict[str, Any]:
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"result file {path} does not exist; run the rule that makes it "
-                                f"(e.g. `snakemake {path}`)")
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{path} is not valid JSON ({err}); delete it and re-run its rule") from err

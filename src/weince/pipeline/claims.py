@@ -1,5 +1,9 @@
 """The claims registry (``config/claims.yaml``): loading and schema validation.
 
+Read by the pipeline (:func:`weince.pipeline.targets.all_targets`: one table per claim) and
+by the report (:mod:`weince.report`: each claim's verdict), so it lives here, below the
+report.
+
 The schema (``claims.schema.yaml`` beside this module; ``workflow/schemas/`` links to it)
 documents every field. Validation fills the schema's defaults.
 """

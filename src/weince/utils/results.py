@@ -1,4 +1,10 @@
-"""Reading result JSON files for the report, with schema checks that name the problem.
+"""Result files, the one home: written with provenance, read with schema checks that name
+the problem.
+
+Every result JSON goes through :func:`write_json` (atomic, with a ``provenance`` block:
+:func:`weince.utils.provenance.provenance`) and is read back through :func:`load_result`,
+:func:`get_key` and :func:`encoder_value` by whoever needs its numbers: the pipeline (grid
+selection, adopting a grid run), the report and the bundle check.
 
 A metric is addressed by a dotted key (``"test_acc"``, ``"test.spearman"``,
 ``"step.overhead_pct"``). Its value is a number or a summary ``{"mean", "std", "n",
@@ -10,12 +16,41 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ResultSchemaError", "InvalidResultError", "load_result", "get_key", "encoder_value",
-           "finite_value", "Provenance", "collect_provenance"]
+from weince.utils.provenance import jsonable, provenance
+
+__all__ = ["write_json", "read_json", "ResultSchemaError", "InvalidResultError", "load_result",
+           "get_key", "encoder_value", "finite_value", "Provenance", "collect_provenance"]
+
+
+def write_json(path: str | os.PathLike, data: dict[str, Any], *, cfg: Any = None,
+               seed: int | None = None, add_provenance: bool = True) -> Path:
+    """Write ``data`` (plus a ``provenance`` block) atomically: a crash never leaves a
+    half-written result that a resumed workflow would take for a finished one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = dict(jsonable(data))
+    if add_provenance and "provenance" not in payload:
+        payload["provenance"] = provenance(cfg, seed)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(payload, indent=2, sort_keys=False) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def read_json(path: str | os.PathLike) -> dict[str, Any]:
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"result file {path} does not exist; run the rule that makes it "
+                                f"(e.g. `snakemake {path}`)")
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path} is not valid JSON ({err}); delete it and re-run its rule") from err
 
 
 class ResultSchemaError(ValueError):
