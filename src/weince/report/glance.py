@@ -139,7 +139,7 @@ def summary_row(result, page: str) -> list[str]:
     ours = h.cell() if h is not None else "nothing ran"
     return [c["id"], c.get("short_title", c["title"]),
             c.get("short_paper", c["paper_figure"]), ours, f"**{result.verdict}**",
-            f"[{c['id']} page]({page})"]
+            f"[page]({page})"]
 
 
 def scale_items(cfg: dict[str, Any]) -> list[str]:

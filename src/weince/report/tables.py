@@ -353,7 +353,8 @@ def summary_markdown(results: list[ClaimResult], run_info: dict[str, str],
     if companions:
         lines += ["", "## Companion pages", "",
                   "| Page | What | Verdict |", "|---|---|---|"]
-        lines += [f"| [{c['page']}]({c['page']}) | {c['detail']} | {c['verdict']} |"
+        lines += [f"| [{c['page'].removesuffix('.md')}]({c['page']}) | {c['detail']} | "
+                  f"{c['verdict']} |"
                   for c in companions]
     lines += ["", "## Provenance", "",
               f"- Profile `{run_info['profile']}`, workflow config hash "
