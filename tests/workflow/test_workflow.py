@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from weince.pipeline.claims import load_claims, validate_with_defaults
 from weince.report import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED
-from weince.report.registry import load_claims, validate_with_defaults
+from weince.report.glance import MAX_ROW_CHARS
+from weince.report.html import local_refs
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -186,11 +188,22 @@ def test_smoke_summary_lists_every_claim_with_a_verdict(smoke_run):
         line = next((ln for ln in summary.splitlines() if ln.startswith(f"| {cid} |")), None)
         assert line is not None, f"{cid} missing from the summary"
         assert any(f"**{v}**" in line for v in VERDICTS), line
+        assert len(line) <= MAX_ROW_CHARS, (cid, len(line))
+    assert "| Claim | What | Paper | Ours | Verdict | Page |" in summary
+    # every local link and image of the HTML pages the rules wrote resolves
+    html_dir = smoke_run / "reports/smoke/html"
+    pages = sorted(html_dir.rglob("*.html"))
+    assert len(pages) >= len(CLAIM_IDS) + 1
+    for page in pages:
+        for ref in local_refs(page.read_text()):
+            assert (page.parent / ref.split("#")[0]).exists(), f"{page}: {ref}"
     claims = json.loads((smoke_run / "reports/smoke/claims.json").read_text())
     verdicts = {c["id"]: c["verdict"] for c in claims["claims"]}
     assert verdicts["C9"] == REPRODUCED      # lambda = 0 is InfoNCE, computed
     assert verdicts["C3"] == NOT_RUN         # no CIFAR-100 at the smoke profile
     assert verdicts["C1"] == verdicts["C2"] == NOT_RUN   # digits: not a paper setting
+    # N1-N3 follow the same rule: our encoders are not the companion paper's models
+    assert verdicts["N1"] == verdicts["N2"] == verdicts["N3"] == NOT_RUN
     for cid in CLAIM_IDS:
         md = (smoke_run / f"reports/smoke/table_{cid.lower()}.md").read_text()
         assert "git commit" in md and "config hash" in md
@@ -210,7 +223,8 @@ def test_smoke_summary_lists_every_claim_with_a_verdict(smoke_run):
                      .read_text())
     assert knn["selected_point"] == {m: c["chosen"] for m, c in sel["knn"].items()}
     # the scale line names the options the smoke profile takes off the official protocol
-    assert "options off the official protocol: Adam weight decay" in summary
+    assert "option(s) off the official protocol, listed on every vision claim's page" in summary
+    assert "options off the official protocol: Adam weight decay" in c3
 
 
 @pytest.mark.slow
