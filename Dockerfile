@@ -18,12 +18,18 @@ SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 
 # Python 3.11 (the version the artifact is pinned and tested with) from the deadsnakes PPA.
 # Apt packages are not version-pinned: the PPA drops old builds; the image tag pins the OS.
+# torch.compile needs a C compiler and Python's headers at run time: Triton builds each CUDA
+# kernel's launcher with `gcc` against Python.h (without them the first compiled kernel fails
+# with "Failed to find C compiler"), and Inductor's CPU kernels need g++: build-essential
+# (gcc, g++, libc6-dev) and python3.11-dev.
 # hadolint ignore=DL3008
 RUN apt-get update \
     && apt-get install -y --no-install-recommends software-properties-common gpg-agent git \
+        build-essential \
     && add-apt-repository -y ppa:deadsnakes/ppa \
     && apt-get update \
     && apt-get install -y --no-install-recommends "python${PYTHON_VERSION}" "python${PYTHON_VERSION}-venv" \
+        "python${PYTHON_VERSION}-dev" \
     && rm -rf /var/lib/apt/lists/* \
     && "python${PYTHON_VERSION}" -m venv /opt/venv
 

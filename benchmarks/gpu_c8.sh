@@ -4,8 +4,9 @@
 # setting); this script stays for the C8 numbers alone:
 #   1. the CUDA-only tests (loss on CUDA, bf16 autocast, compiled loss);
 #   2. the loss alone at 2N in {512, 4096}, eager and compiled;
-#   3. the paper's whole step: ResNet-18, CIFAR size, 2 x 256 views, bf16 autocast,
-#      losses eager and torch.compile'd, side by side.
+#   3. the paper's whole step: ResNet-18, CIFAR size, 2 x 256 views, float32 (the paper
+#      profile's pretraining precision; the loss outside autocast), losses eager and
+#      torch.compile'd, side by side.
 # Writes everything under ${OUT:-gpu_c8_out}. Run it from the repository root after
 # `pip install -e ".[test]"`:  bash benchmarks/gpu_c8.sh
 set -euo pipefail

@@ -111,3 +111,13 @@ def test_default_container_is_the_image_the_dockerfile_builds():
     readme = (ROOT / "README.md").read_text()
     assert f"docker build -t weince:{version} ." in readme
     assert f"apptainer build {sif} docker-daemon://weince:{version}" in readme
+
+
+def test_dockerfile_image_can_compile():
+    """torch.compile in the container: Triton builds its CUDA launcher with a C compiler
+    against Python.h, Inductor's CPU code with g++; a runtime base image has neither."""
+    text = (ROOT / "Dockerfile").read_text()
+    installs = " ".join(m.group(1) for m in re.finditer(
+        r"apt-get install -y --no-install-recommends((?:\\\n|[^\n])*)", text))
+    assert "build-essential" in installs.split(), "no C/C++ compiler (build-essential) installed"
+    assert '"python${PYTHON_VERSION}-dev"' in installs, "no Python headers (python3.11-dev)"

@@ -168,6 +168,7 @@ def test_views_are_scaled_to_unit_range_as_the_official_transform(paper):
     assert c.aug_kwargs == {"mean": None, "std": None}
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: the precision options "
                     "only act on a GPU (on CPU there is no autocast and no TF32)")
 def test_cuda_pretraining_is_float32_without_tf32_matmuls(tmp_path, monkeypatch):
@@ -193,7 +194,27 @@ def test_cuda_pretraining_is_float32_without_tf32_matmuls(tmp_path, monkeypatch)
     finally:
         torch.set_float32_matmul_precision(before)
     assert out["amp_bf16"] is False and out["tf32_matmul"] is False
+    # convolutions stay at PyTorch's default (TF32 on Ampere+), as the official runs: recorded
+    assert out["tf32_cudnn_conv"] is torch.backends.cudnn.allow_tf32
     assert dtypes and set(dtypes) == {torch.float32}
+
+
+def test_provenance_records_matmul_and_convolution_precision(tmp_path, monkeypatch):
+    """"float32 throughout" leaves cuDNN convolutions in TF32 (PyTorch's default): every
+    result file says so, read when it is written (not cached), beside the matmul setting."""
+    import json
+
+    from weince.utils import write_json
+
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", True)
+    write_json(tmp_path / "a.json", {"x": 1})
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
+    write_json(tmp_path / "b.json", {"x": 1})
+    a, b = (json.loads((tmp_path / f"{n}.json").read_text())["provenance"]["float32_precision"]
+            for n in "ab")
+    assert a["cudnn_conv_tf32"] is True and b["cudnn_conv_tf32"] is False
+    assert a["matmul"] == torch.get_float32_matmul_precision()
+    assert "cudnn_conv_tf32" in (Path(__file__).parents[1] / "docs" / "protocol.md").read_text()
 
 
 def test_command_line_defaults_are_the_library_defaults():

@@ -86,3 +86,22 @@ def test_bad_baseline_and_device_rejected():
     with pytest.raises(ValueError, match="even numbers"):
         TimingConfig(sizes=[15])
     assert TimingConfig(compile=True).modes == ["compiled"]
+
+
+def test_c8_is_timed_in_the_paper_profiles_pretraining_precision():
+    """C8 times the step the paper profile trains: float32 (no autocast) unless the profile
+    pretrains in bf16, and eager and compiled side by side (the paper's figure is a compiled
+    ratio, so the compiled one is the headline and the eager one is kept beside it)."""
+    from pathlib import Path
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[1]
+    assert TimingConfig().amp is False
+    for name in ("paper.yaml", "config.yaml", "smoke.yaml"):
+        prof = yaml.safe_load((root / "config" / name).read_text())
+        timing = TimingConfig(**prof["timing"]["config"])
+        assert timing.amp == prof["vision"]["pretrain"].get("amp", False), name
+    paper = TimingConfig(**yaml.safe_load((root / "config" / "paper.yaml").read_text())
+                         ["timing"]["config"])
+    assert paper.modes == ["eager", "compiled"]

@@ -56,7 +56,10 @@ class TimingConfig:
     step_batch: int = 64                # images per view in the whole step (2 x step_batch)
     step_reps: int = 10
     device: str = "auto"
-    amp: bool = True                    # bf16 autocast on CUDA (ignored on CPU)
+    # bf16 autocast of the backbone on CUDA (ignored on CPU); the default is the paper
+    # profile's pretraining precision, float32 (vision.pretrain.amp: false). The loss always
+    # runs outside autocast on float32 embeddings, as in training (embed_views).
+    amp: bool = False
     channels_last: bool = True
     # "eager", "compiled" (torch.compile of every loss module) or "both" (eager and compiled
     # timed side by side; the headline ratios are then the compiled ones). true/false are
@@ -222,7 +225,9 @@ def time_whole_step(cfg: TimingConfig, device: torch.device, progress=None) -> d
     def step(fn):
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
             _, z = model(x)
-            loss = fn(z[: cfg.step_batch].float(), z[cfg.step_batch:].float())
+        # the loss in float32 outside autocast, as the training step runs it: inside
+        # autocast its similarity matmul would run in bf16, another step than the paper's
+        loss = fn(z[: cfg.step_batch].float(), z[cfg.step_batch:].float())
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -246,7 +251,7 @@ def time_whole_step(cfg: TimingConfig, device: torch.device, progress=None) -> d
         if progress:
             progress.update(1)
     out = {"backbone": cfg.backbone, "image_size": cfg.image_size, "batch": f"2 x {cfg.step_batch}",
-           "amp_bf16": amp, **_summaries(cfg, times)}
+           "amp_bf16": amp, "loss_precision": "float32", **_summaries(cfg, times)}
     base = loss_label(cfg.losses[0], out["mode"])
     step_ms = 1e3 * float(np.median(times[base]))
     loss_ms = {n: 1e3 * float(np.median(loss_times[loss_label(n, out["mode"])])) for n in cfg.losses}

@@ -244,6 +244,7 @@ def test_reference_path_dataset():
     assert t(_batch(1, c=1, size=28)[0]).shape == (1, 28, 28)
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_matches_cpu():
     aug = build_augment("cifar10", blur=True)

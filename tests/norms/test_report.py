@@ -178,3 +178,31 @@ def test_not_testable_null_is_a_legitimate_absence(tmp_path):
     assert res["n2"]["heat_vs_norm"]["pearson"]["r"] is None
     write_norms_report([tiny], tmp_path / "rep" / "norms.md", figures=False)
     assert "n/a" in (tmp_path / "rep" / "norms.md").read_text()
+
+
+def test_strings_from_result_files_are_escaped_on_the_page(tmp_path):
+    """Issue 25, item 5: a result file's strings (labels, notes, row fields) cannot add
+    images, links, raw HTML or table cells to the page."""
+    from markdown_it import MarkdownIt
+
+    path = _unit(tmp_path, "infonce", 300, 0, 1.0)
+    res = json.loads(path.read_text())
+    res["dataset"] = "![x](/etc/passwd)"
+    res["arm"] = "<img src=/etc/hosts>"
+    res["n1"]["premise"].update(decoupled=False, note="[link](http://example.com) a|b")
+    res["n3"]["rows"][0].update(task="knn|extra", subset="`code`", metric="**bold**")
+    md = render_markdown([res], profile="unit")
+    assert r"\!\[x\](/etc/passwd)/smallcnn \<img src=/etc/hosts\> s7" in md
+    assert r"\[link\](http://example.com) a\|b" in md and r"knn\|extra" in md
+    page = MarkdownIt("commonmark", {"html": False}).enable("table").render(md)
+    assert "<img" not in page and "<a " not in page and "<code>code" not in page
+    assert "<strong>bold" not in page
+    import re
+    tables, cur = [], []
+    for line in md.splitlines() + [""]:
+        if line.startswith("|"):
+            cur.append(len(re.findall(r"(?<!\\)\|", line)))
+        elif cur:
+            tables.append(cur)
+            cur = []
+    assert tables and all(len(set(t)) == 1 for t in tables), tables

@@ -103,6 +103,44 @@ def test_dry_run_stops_on_a_typo_before_any_job(tmp_path):
     assert "Job stats" not in out
 
 
+def test_a_bad_value_is_blamed_on_the_file_that_sets_it(tmp_path):
+    """Issue 25, item 8: Snakemake lists a ``--configfile`` first in ``configfiles`` and
+    again in ``overwrite_configfiles``; a bad value the user's file sets, at a key
+    config/config.yaml sets too, was reported as config/config.yaml's."""
+    cfg = load("smoke.yaml")
+    cfg["vision"]["pretrain"]["epochs"] = "five"
+    src = _write(tmp_path, cfg)
+    default = REPO / "config" / "config.yaml"
+    assert "epochs" in load("config.yaml")["vision"]["pretrain"]
+    with pytest.raises(ConfigError) as e:
+        check_config(cfg, SCHEMA, [src, default, src])  # the order Snakemake gives
+    msg = str(e.value)
+    assert f"{src}: vision.pretrain.epochs = 'five' must be of type integer" in msg, msg
+    assert f"{default}: vision.pretrain.epochs" not in msg
+    assert f"invalid workflow config ({default}, {src})" in msg
+    # the value decides between two files that both set the key
+    good = load("smoke.yaml")
+    assert good["vision"]["pretrain"]["epochs"] != "five"
+    later = _write(tmp_path, good, "later.yaml")
+    with pytest.raises(ConfigError) as e:
+        check_config(cfg, SCHEMA, [src, later])
+    assert f"{src}: vision.pretrain.epochs = 'five'" in str(e.value)
+
+
+def test_dry_run_names_the_configfile_with_the_bad_value(tmp_path):
+    text = (REPO / "config" / "smoke.yaml").read_text()
+    cfg = yaml.safe_load(text)
+    cfg["vision"]["pretrain"]["epochs"] = "five"
+    bad = _write(tmp_path, cfg, "smoke_bad.yaml")
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    r = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--configfile", str(bad)],
+                       cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    out = r.stdout + r.stderr
+    assert r.returncode != 0 and "Job stats" not in out
+    assert f"{bad}: vision.pretrain.epochs = 'five' must be of type integer" in out, out
+    assert "config/config.yaml: vision.pretrain.epochs" not in out
+
+
 # ------------------------------------------------------------------ schema vs library
 def _schema():
     return yaml.safe_load(SCHEMA.read_text())

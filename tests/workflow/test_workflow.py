@@ -318,10 +318,9 @@ def test_smoke_bundle_verifies_and_rebuilds_without_training(smoke_run, tmp_path
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     checkout = workflow_copy(tmp_path / "checkout")
-    import tarfile
-
-    with tarfile.open(out) as tar:
-        tar.extractall(checkout, filter="data")
+    # the README's unpacking command: `weince verify ARCHIVE --extract CHECKOUT`
+    res = verify_bundle(out, extract=checkout)
+    assert res.ok and res.extracted.startswith("unpacked "), res.render()
     assert not list(checkout.rglob("encoder.pt")) and not list(checkout.rglob("features.pt"))
     args = rebuild_command("smoke").split()[1:]
     proc = snakemake(checkout, "-n", *args, timeout=300)

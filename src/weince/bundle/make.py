@@ -2,8 +2,9 @@
 archive with a SHA-256 manifest, so that someone without the GPU-hours can check that the
 tables follow from the runs (``weince verify``) or rebuild them through Snakemake.
 
-Members are stored at the paths a checkout uses, so ``tar xzf FILE.tar.gz`` in a checkout
-puts the result files where the workflow expects them:
+Members are stored at the paths a checkout uses, so ``weince verify FILE.tar.gz --extract
+CHECKOUT`` (the safe unpacking: only the listed regular files, after the checks) puts the
+result files where the workflow expects them:
 
     {results}/{profile}/...                      result files (JSON, train logs, grid
                                                  selections, timing, job logs, plots)
@@ -193,14 +194,16 @@ def _readme(profile: str, meta: str, n: dict[str, int], absent: list[str], opts:
         "files with the installed weince, and prints the cells and verdicts that differ; "
         "exit 0 only when everything matches.",
         "",
-        "2. Without weince, the hashes alone:",
+        "2. Without weince, the hashes alone (unpack into an empty folder):",
         "",
-        f"       tar xzf THIS_FILE.tar.gz && sha256sum -c {meta}/SHA256SUMS",
+        f"       mkdir check && tar xzf THIS_FILE.tar.gz -C check && cd check && "
+        f"sha256sum -c {meta}/SHA256SUMS",
         "",
         "3. Through the workflow, in a checkout at the commit that produced the results "
-        "(`weince verify` prints it; no training job runs):",
+        "(`weince verify` prints it; no training job runs). `--extract` unpacks only the "
+        "files the manifest lists, and only after every check passed:",
         "",
-        "       tar xzf THIS_FILE.tar.gz -C CHECKOUT && cd CHECKOUT",
+        "       weince verify THIS_FILE.tar.gz --extract CHECKOUT && cd CHECKOUT",
         f"       {rebuild_command(profile)}",
         f"       diff reports/{profile}/table_c3.md {meta}/reports/table_c3.md",
         "",

@@ -1,11 +1,20 @@
 """``weince verify``: check a results bundle and rebuild its report with the installed code.
 
+A bundle comes from someone else, so the archive is treated as hostile: see
+:mod:`weince.bundle._archive` for what is refused before anything is unpacked (links,
+fifos, devices, paths outside the folder, a manifest that names any, members whose size
+is not the manifest's, more than ``max_bytes`` unpacked, a manifest over
+``max_manifest_bytes``). Only the regular files the manifest lists are unpacked, into a
+temporary folder, hashed while streamed.
+
 Checks, in order: the archive's members against the manifest (missing files, files whose
-SHA-256 does not match, files the manifest does not list), then rebuilds every claim table,
-``tables.tex``, ``claims.json`` and the summary from the bundle's result files into a
-temporary folder and compares them with the shipped copies (cell by cell for the Markdown
-tables; verdict by verdict for ``claims.json``). The line that says when and at which
-commit a report was built is the only text allowed to differ.
+size or SHA-256 does not match, files the manifest does not list), then rebuilds every
+claim table, ``tables.tex``, ``claims.json`` and the summary from the bundle's result
+files into a temporary folder and compares them with the shipped copies (cell by cell for
+the Markdown tables; verdict by verdict for ``claims.json``). The line that says when and
+at which commit a report was built is the only text allowed to differ. ``extract=DIR``
+then copies the verified files to ``DIR`` (a checkout), only when every check of the
+archive passed.
 
 Offline, seconds, and only the report's dependencies (numpy, scipy, PyYAML, jsonschema,
 matplotlib): nothing here imports torch.
@@ -21,17 +30,21 @@ import re
 import shutil
 import tarfile
 import tempfile
+import zlib
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, Iterator
 
 import yaml
 
 from weince.bundle import _report
-from weince.bundle.make import FORMAT, sha256_file
+from weince.bundle._archive import (DEFAULT_MAX_BYTES, DEFAULT_MAX_MANIFEST_BYTES,
+                                    BundleError, check_manifest, extract_member, inside,
+                                    read_member, scan)
+from weince.bundle.make import FORMAT
 from weince.utils.provenance import git_commit
 
-__all__ = ["verify_bundle", "VerifyResult", "normalise", "table_cells"]
+__all__ = ["verify_bundle", "VerifyResult", "normalise", "table_cells", "BundleError"]
 
 _BUILT = re.compile(r"built \d{4}-\d\d-\d\dT[0-9:]+(?:[+-]\d\d:\d\d|Z)? at (git )?commit "
                     r"(?:[0-9a-f]{1,40}(?:\+dirty)?|unknown|none)")
@@ -78,6 +91,7 @@ class VerifyResult:
     manifest_sha256: str = ""
     n_files: int = 0
     created: str = ""
+    unsafe: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     mismatched: list[str] = field(default_factory=list)
     unlisted: list[str] = field(default_factory=list)
@@ -89,18 +103,33 @@ class VerifyResult:
     commits: dict[str, Any] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    extracted: str = ""
+
+    @property
+    def archive_ok(self) -> bool:
+        """Every listed file present with its size and hash; nothing unsafe, unlisted or
+        malformed (the report may still differ)."""
+        return not (self.unsafe or self.missing or self.mismatched or self.unlisted
+                    or self.errors)
 
     @property
     def ok(self) -> bool:
-        return not (self.missing or self.mismatched or self.unlisted or self.differing
-                    or self.verdict_changes or self.errors)
+        return self.archive_ok and not (self.differing or self.verdict_changes)
+
+    @property
+    def exit_code(self) -> int:
+        """0: everything matches; 1: a file or the rebuilt report differs; 2: the archive
+        or its manifest is unsafe or malformed, or the check could not finish."""
+        if self.errors or self.unsafe:
+            return 2
+        return 0 if self.ok else 1
 
     def render(self, max_lines: int = 12) -> str:
         out = [f"bundle {self.bundle}: profile {self.profile}, {self.n_files} files, made "
                f"{self.created or '?'}",
                f"manifest sha256 {self.manifest_sha256 or '?'}"]
-        for e in self.errors:
-            out.append(f"ERROR {e}")
+        for p in self.unsafe:
+            out.append(f"UNSAFE MEMBER {p}: not a regular file or folder, not unpacked")
         if self.n_files:
             bad = len(self.missing) + len(self.mismatched)
             out.append(f"files: {self.n_files - bad} of {self.n_files} present with the "
@@ -111,6 +140,8 @@ class VerifyResult:
                 out.append(f"  {label}: {p}")
             if len(items) > max_lines:
                 out.append(f"  ... and {len(items) - max_lines} more {label.lower()}")
+        for e in self.errors:
+            out.append(f"ERROR {e}")
         if self.absent:
             out.append(f"note: {len(self.absent)} file(s) the report reads were absent when "
                        f"the bundle was made (their rows say missing/not run), e.g. "
@@ -137,6 +168,8 @@ class VerifyResult:
             out.append("claim verdicts (unchanged): " + "; ".join(f"{k} {v}"
                                                           for k, v in self.verdicts.items()))
         out += [f"note: {n}" for n in self.notes]
+        if self.extracted:
+            out.append(self.extracted)
         out.append("OK: every file matches its hash and the report rebuilds identically"
                    if self.ok else "FAILED: see the lines above")
         return "\n".join(out)
@@ -144,17 +177,6 @@ class VerifyResult:
 
 def _short(c: str) -> str:
     return c[:12] + ("+dirty" if c.endswith("+dirty") else "")
-
-
-def _safe_members(tar: tarfile.TarFile) -> Iterator[tarfile.TarInfo]:
-    for m in tar.getmembers():
-        p = PurePosixPath(m.name)
-        if p.is_absolute() or ".." in p.parts:
-            raise ValueError(f"archive member {m.name!r} points outside the folder; this is "
-                             f"not a weince bundle (or it was altered)")
-        if m.isfile():
-            m.name = str(p)  # "./a/b" (tar -C dir .) -> "a/b"
-            yield m
 
 
 @contextlib.contextmanager
@@ -202,160 +224,291 @@ def _verdicts(claims: dict[str, Any]) -> dict[str, tuple[str, dict[str, str]]]:
             for c in claims.get("claims", [])}
 
 
-def verify_bundle(path: str | Path, *, keep: str | Path | None = None) -> VerifyResult:
-    """Check the bundle at ``path``; ``keep``: also copy the rebuilt report there."""
+def _in_bundle(err: BaseException, root: Path) -> str:
+    """The message of ``err`` with paths in the temporary folder spelt as in the archive."""
+    return " ".join(str(err).replace(f"{root}{os.sep}", "").split())
+
+
+def _load_yaml(path: Path, what: str) -> dict[str, Any]:
+    """A plain YAML mapping from the bundle: no tags beyond safe_load's, no aliases (a
+    config written by ``yaml.safe_dump`` of a JSON-read dict has none)."""
+    text = path.read_text(errors="replace")
+    try:
+        if any(isinstance(ev, yaml.AliasEvent) for ev in yaml.parse(text)):
+            raise BundleError(f"{what} uses YAML aliases; a bundle's config is plain "
+                              f"key: value YAML (refused)")
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        problem = " ".join(str(err).split())
+        raise BundleError(f"{what} is not plain YAML ({problem[:300]}); a bundle's config is "
+                          f"written by yaml.safe_dump (refused)") from None
+    if not isinstance(data, dict):
+        raise BundleError(f"{what} must hold a YAML mapping (the workflow config), got "
+                          f"{type(data).__name__}")
+    return data
+
+
+def _load_json(path: Path, what: str) -> Any:
+    try:
+        return json.loads(path.read_bytes())
+    except (ValueError, RecursionError) as err:
+        raise BundleError(f"{what} is not valid JSON ({str(err)[:200]})") from None
+
+
+def _claims_list(data: Any, what: str) -> dict[str, Any]:
+    if not (isinstance(data, dict) and isinstance(data.get("claims", []), list)
+            and all(isinstance(c, dict) and isinstance(c.get("id"), str)
+                    for c in data.get("claims", []))):
+        raise BundleError(f"{what} must be an object whose 'claims' is a list of claims "
+                          f"with an 'id' (as `weince report` writes it)")
+    return data
+
+
+def verify_bundle(path: str | Path, *, keep: str | Path | None = None,
+                  extract: str | Path | None = None, max_bytes: int = DEFAULT_MAX_BYTES,
+                  max_manifest_bytes: int = DEFAULT_MAX_MANIFEST_BYTES) -> VerifyResult:
+    """Check the bundle at ``path``.
+
+    Args:
+        keep: also copy the rebuilt report there.
+        extract: when every check of the archive passes, copy the listed files (and the
+            manifest and SHA256SUMS) to this folder, at their paths in the archive: the
+            safe ``tar xzf ... -C CHECKOUT``.
+        max_bytes: cap on the total size of the files unpacked (from their headers).
+        max_manifest_bytes: cap on the size of ``manifest.json``.
+
+    Never raises for a bad archive: every problem is a line of the result
+    (:attr:`VerifyResult.exit_code` 2).
+    """
     path = Path(path)
     res = VerifyResult(bundle=path.name)
-    if not path.exists():
-        res.errors.append(f"{path} does not exist")
+    if not path.is_file():
+        res.errors.append(f"{path} does not exist" if not path.exists()
+                          else f"{path} is not a file")
         return res
     try:
         tar = tarfile.open(path, "r:*")
-    except (tarfile.TarError, OSError) as err:
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as err:
         res.errors.append(f"{path} is not a readable tar archive ({err})")
         return res
     with tar, tempfile.TemporaryDirectory(prefix="weince-verify-") as tmpd:
-        tmp = Path(tmpd)
-        root = tmp / "bundle"
         try:
-            members = list(_safe_members(tar))
-        except ValueError as err:
+            _verify(tar, Path(tmpd), res, keep=keep, extract=extract, max_bytes=max_bytes,
+                    max_manifest_bytes=max_manifest_bytes)
+        except BundleError as err:
             res.errors.append(str(err))
-            return res
-        mans = [m for m in members if PurePosixPath(m.name).name == "manifest.json"
-                and PurePosixPath(m.name).parent.name == "bundle"]
-        if len(mans) != 1:
-            res.errors.append(f"expected one */bundle/manifest.json in the archive, found "
-                              f"{len(mans)}: not a bundle made by `weince bundle`")
-            return res
-        man_bytes = tar.extractfile(mans[0]).read()
-        res.manifest_sha256 = hashlib.sha256(man_bytes).hexdigest()
-        try:
-            manifest = json.loads(man_bytes)
-        except json.JSONDecodeError as err:
-            res.errors.append(f"{mans[0].name} is not valid JSON ({err})")
-            return res
-        if manifest.get("format") != FORMAT:
-            res.errors.append(f"bundle format {manifest.get('format')!r}; this weince reads "
-                              f"{FORMAT!r}")
-            return res
-        res.profile = manifest["profile"]
-        res.created = manifest.get("created", "")
-        res.absent = list(manifest.get("absent", []))
-        kw = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
-        tar.extractall(root, members=members, **kw)
-
-        # 1. the files against the manifest
-        listed = {f["path"]: f for f in manifest["files"]}
-        res.n_files = len(listed)
-        meta = manifest["meta"]
-        own = {f"{meta}/manifest.json", f"{meta}/SHA256SUMS"}
-        for p, f in sorted(listed.items()):
-            fp = root / p
-            if not fp.is_file():
-                res.missing.append(p)
-            elif sha256_file(fp) != f["sha256"]:
-                res.mismatched.append(p)
-        res.unlisted = sorted(m.name for m in members if m.name not in listed
-                              and m.name not in own)
-        sums = root / meta / "SHA256SUMS"
-        if sums.is_file() and sums.read_text() != "".join(
-                f"{f['sha256']}  {f['path']}\n" for f in manifest["files"]):
-            res.mismatched.append(f"{meta}/SHA256SUMS (does not agree with manifest.json)")
-
-        # 2. commits
-        results_commits = sorted({_short(f["provenance"]["git_commit"])
-                                  for f in manifest["files"]
-                                  if (f.get("provenance") or {}).get("git_commit")
-                                  and f["role"] != "report"})
-        installed = git_commit()
-        shipped_claims_path = root / manifest["reports"] / "claims.json"
-        report_commit = "?"
-        shipped_claims: dict[str, Any] = {}
-        if shipped_claims_path.is_file():
-            try:
-                shipped_claims = json.loads(shipped_claims_path.read_text())
-                report_commit = _short(str((shipped_claims.get("provenance") or {})
-                                           .get("git_commit", "?")))
-            except json.JSONDecodeError as err:
-                res.errors.append(f"{manifest['reports']}/claims.json is not valid JSON "
-                                  f"({err})")
-        res.commits = {"results": ", ".join(results_commits), "report": report_commit,
-                       "bundle": _short(manifest.get("weince_commit", "?")),
-                       "installed": _short(installed),
-                       "same": results_commits == [_short(installed)]}
-
-        # 3. rebuild the report from the bundle's result files
-        resolved = root / manifest["resolved_config"]
-        if not resolved.is_file():
-            res.errors.append(f"{manifest['resolved_config']} is missing: cannot rebuild")
-            return res
-        cfg = yaml.safe_load(resolved.read_text())
-        hash_free = False
-        if Path(str(cfg.get("results", "results"))).as_posix() + f"/{res.profile}" \
-                != manifest["results"]:
-            cfg["results"] = str(root / manifest["results"]).rsplit("/", 1)[0]
-            hash_free = True
-            res.notes.append("the results root was an absolute path when bundled: the "
-                             "workflow config hash line is not compared")
-        out = tmp / "rebuilt"
-        out.mkdir()
-        shipped = root / manifest["reports"]
-        rebuilt = list(manifest.get("rebuilt") or _report.rebuilt_names(cfg))
-        # companion pages written by other rules (norms, ablations): the summary links them
-        if shipped.is_dir():
-            for f in shipped.iterdir():
-                if f.is_file() and f.name not in rebuilt:
-                    shutil.copy2(f, out / f.name)
-        try:
-            with _cwd(root):
-                _report.rebuild(cfg, root / manifest["claims"], out)
-        except Exception as err:  # a tampered file can break the report in any way
-            res.errors.append(f"rebuilding the report failed: {type(err).__name__}: {err}")
-            return res
-        if keep:
-            shutil.copytree(out, keep, dirs_exist_ok=True)
-
-        # 4. compare
-        for name in rebuilt:
-            a, b = shipped / name, out / name
-            label = name
-            if not a.is_file():
-                res.differing[label] = ["not in the bundle"]
-                continue
-            if not b.is_file():
-                res.differing[label] = ["not rebuilt"]
-                continue
-            if name.endswith(".json"):
-                continue  # claims.json: compared verdict by verdict below
-            old = normalise(a.read_text(), config_hash=hash_free)
-            new = normalise(b.read_text(), config_hash=hash_free)
-            if old == new:
-                res.identical.append(label)
-            elif name.endswith(".md") and name.startswith("table_"):
-                res.differing[label] = _diff_table(old, new)
-            elif name.endswith(".tex") and name.startswith("table_"):
-                n = len(_diff_lines(old.splitlines(), new.splitlines())) // 2 or 1
-                res.differing[label] = [f"{n} line(s) differ: the LaTeX twin of "
-                                        f"{name[:-4]}.md (its cells are listed there)"]
-            else:
-                res.differing[label] = _diff_lines(old.splitlines(), new.splitlines())
-        if shipped_claims:
-            new_claims = json.loads((out / "claims.json").read_text())
-            vo, vn = _verdicts(shipped_claims), _verdicts(new_claims)
-            for cid in sorted(vo.keys() | vn.keys(), key=lambda c: (len(c), c)):
-                (a, aa), (b, bb) = vo.get(cid, ("absent", {})), vn.get(cid, ("absent", {}))
-                if a != b:
-                    res.verdict_changes.append(f"{cid}: {a} -> {b}")
-                for arm in sorted(aa.keys() | bb.keys()):
-                    if aa.get(arm) != bb.get(arm):
-                        res.verdict_changes.append(f"{cid} ({arm}): {aa.get(arm, 'absent')} "
-                                                   f"-> {bb.get(arm, 'absent')}")
-            res.verdicts = {cid: v for cid, (v, _) in vn.items()}
-            if shipped_claims.get("claims") == new_claims.get("claims") \
-                    and not res.verdict_changes:
-                res.identical.append("claims.json")
-            elif not res.verdict_changes:
-                res.differing["claims.json"] = ["the claims' reasons or provenance differ "
-                                                "(same verdicts)"]
+        except (tarfile.TarError, EOFError, zlib.error) as err:
+            res.errors.append(f"{path.name}: the archive's data is unreadable "
+                              f"({type(err).__name__}: {err})")
+        except OSError as err:  # e.g. a listed file whose folder is another listed file
+            res.errors.append(f"unpacking {path.name} failed ({type(err).__name__}: {err})")
+    if extract is not None and not res.extracted:
+        res.extracted = (f"not unpacked into {extract}: the archive failed the checks above "
+                         f"(nothing was written there)")
     return res
+
+
+def _verify(tar: tarfile.TarFile, tmp: Path, res: VerifyResult, *, keep, extract,
+            max_bytes: int, max_manifest_bytes: int) -> None:
+    root = tmp / "bundle"
+    root.mkdir()
+    members = scan(tar)
+    res.unsafe = list(members.unsafe) + [f"{n} (stored twice: which copy counts is "
+                                         f"ambiguous)" for n in members.duplicates]
+    mans = [n for n in members.files if n.endswith("/bundle/manifest.json")
+            or n == "bundle/manifest.json"]
+    if len(mans) != 1:
+        raise BundleError(f"expected one */bundle/manifest.json in the archive, found "
+                          f"{len(mans)}: not a bundle made by `weince bundle`")
+    man_bytes = read_member(tar, members.files[mans[0]], max_manifest_bytes, mans[0])
+    res.manifest_sha256 = hashlib.sha256(man_bytes).hexdigest()
+    try:
+        manifest = json.loads(man_bytes)
+    except (ValueError, RecursionError) as err:
+        raise BundleError(f"{mans[0]} is not valid JSON ({str(err)[:200]})") from None
+    check_manifest(manifest, FORMAT)
+    meta = manifest["meta"]
+    if mans[0] != f"{meta}/manifest.json":
+        raise BundleError(f"{mans[0]} says its folder is {meta!r}: not a bundle made by "
+                          f"`weince bundle` (or it was altered)")
+    res.profile = manifest["profile"]
+    res.created = manifest.get("created") or ""
+    res.absent = [str(a) for a in manifest.get("absent") or []]
+
+    # 1. the files against the manifest: sizes from the headers, then hashes while unpacking
+    listed = {f["path"]: f for f in manifest["files"]}
+    res.n_files = len(listed)
+    own = {f"{meta}/manifest.json", f"{meta}/SHA256SUMS"}
+    todo = []
+    for p, f in sorted(listed.items()):
+        m = members.files.get(p)
+        if m is None:
+            res.missing.append(p)
+            continue
+        if m.size != f["bytes"]:
+            res.mismatched.append(f"{p} ({m.size} bytes; the manifest says {f['bytes']})")
+        todo.append((m, p, f))
+    res.unlisted = sorted(n for n in members.files if n not in listed and n not in own)
+    total = sum(m.size for m, _, _ in todo)
+    if total > max_bytes:
+        raise BundleError(f"the listed files unpack to {total} bytes, over the cap of "
+                          f"{max_bytes} (refused before unpacking; raise it with "
+                          f"--max-bytes only for a bundle you expect to be this large)")
+    for m, p, f in sorted(todo, key=lambda t: t[0].offset_data):
+        if extract_member(tar, m, root, p) != f["sha256"] and m.size == f["bytes"]:
+            res.mismatched.append(p)
+    res.mismatched.sort()
+    expected = "".join(f"{f['sha256']}  {f['path']}\n" for f in manifest["files"]).encode()
+    sums = members.files.get(f"{meta}/SHA256SUMS")
+    if sums is not None:
+        got = (read_member(tar, sums, len(expected), f"{meta}/SHA256SUMS")
+               if sums.size == len(expected) else b"")
+        if got != expected:
+            res.mismatched.append(f"{meta}/SHA256SUMS (does not agree with manifest.json)")
+        else:
+            (root / meta / "SHA256SUMS").write_bytes(got)
+    (root / meta).mkdir(parents=True, exist_ok=True)
+    (root / meta / "manifest.json").write_bytes(man_bytes)
+    if res.unsafe:
+        res.notes.append("the report is not rebuilt from an archive that holds members "
+                         "other than regular files and folders")
+        return
+
+    # 2. commits
+    results_commits = sorted({_short(str(f["provenance"]["git_commit"]))
+                              for f in manifest["files"]
+                              if (f.get("provenance") or {}).get("git_commit")
+                              and f.get("role") != "report"})
+    installed = git_commit()
+    shipped = root / manifest["reports"]
+    shipped_claims: dict[str, Any] = {}
+    report_commit = "?"
+    cj = f"{manifest['reports']}/claims.json"
+    if (shipped / "claims.json").is_file():
+        try:
+            shipped_claims = _claims_list(_load_json(shipped / "claims.json", cj), cj)
+            report_commit = _short(str((shipped_claims.get("provenance") or {})
+                                       .get("git_commit", "?")))
+        except BundleError as err:
+            res.errors.append(str(err))
+            shipped_claims = {}
+    res.commits = {"results": ", ".join(results_commits), "report": report_commit,
+                   "bundle": _short(manifest.get("weince_commit") or "?"),
+                   "installed": _short(installed),
+                   "same": results_commits == [_short(installed)]}
+
+    # 3. rebuild the report from the bundle's result files
+    resolved = root / manifest["resolved_config"]
+    if not resolved.is_file():
+        raise BundleError(f"{manifest['resolved_config']} is missing: cannot rebuild")
+    cfg = _load_yaml(resolved, manifest["resolved_config"])
+    if cfg.get("profile") != res.profile:
+        raise BundleError(f"{manifest['resolved_config']} is the config of profile "
+                          f"{cfg.get('profile')!r}, the manifest says {res.profile!r}")
+    hash_free = False
+    results_cfg = cfg.get("results", "results")
+    if not isinstance(results_cfg, str) or \
+            Path(results_cfg).as_posix() + f"/{res.profile}" != manifest["results"]:
+        cfg["results"] = str(root / manifest["results"]).rsplit("/", 1)[0]
+        hash_free = True
+        res.notes.append("the results root was an absolute path when bundled: the "
+                         "workflow config hash line is not compared")
+    claims_path = root / manifest["claims"]
+    try:
+        with _cwd(root):
+            inputs = _report.report_inputs(cfg, claims_path)
+    except Exception as err:  # a tampered registry or config can fail in any way
+        raise BundleError(f"the bundle's claims registry or config cannot be read: "
+                          f"{type(err).__name__}: {_in_bundle(err, root)[:300]}") from None
+    outside = sorted(str(p) for p in inputs if not inside(root, p))
+    if outside:
+        raise BundleError(f"the bundle's config makes the report read {outside[0]}, outside "
+                          f"the bundle (refused: no host file is read)")
+    out = tmp / "rebuilt"
+    out.mkdir()
+    rebuilt = list(manifest.get("rebuilt") or _report.rebuilt_names(cfg))
+    # companion pages written by other rules (norms, ablations): the summary links them
+    if shipped.is_dir():
+        for f in shipped.iterdir():
+            if f.is_file() and not f.is_symlink() and f.name not in rebuilt:
+                shutil.copyfile(f, out / f.name)
+    try:
+        with _cwd(root):
+            _report.rebuild(cfg, claims_path, out)
+    except Exception as err:  # a tampered file can break the report in any way
+        raise BundleError(f"rebuilding the report failed: {type(err).__name__}: "
+                          f"{_in_bundle(err, root)[:500]}") from None
+    if keep:
+        shutil.copytree(out, keep, dirs_exist_ok=True)
+
+    # 4. compare
+    for name in rebuilt:
+        a, b = shipped / name, out / name
+        label = name
+        if not a.is_file():
+            res.differing[label] = ["not in the bundle"]
+            continue
+        if not b.is_file():
+            res.differing[label] = ["not rebuilt"]
+            continue
+        if name.endswith(".json"):
+            continue  # claims.json: compared verdict by verdict below
+        old = normalise(a.read_text(errors="replace"), config_hash=hash_free)
+        new = normalise(b.read_text(errors="replace"), config_hash=hash_free)
+        if old == new:
+            res.identical.append(label)
+        elif name.endswith(".md") and name.startswith("table_"):
+            res.differing[label] = _diff_table(old, new)
+        elif name.endswith(".tex") and name.startswith("table_"):
+            n = len(_diff_lines(old.splitlines(), new.splitlines())) // 2 or 1
+            res.differing[label] = [f"{n} line(s) differ: the LaTeX twin of "
+                                    f"{name[:-4]}.md (its cells are listed there)"]
+        else:
+            res.differing[label] = _diff_lines(old.splitlines(), new.splitlines())
+    if shipped_claims:
+        new_claims = json.loads((out / "claims.json").read_text())
+        vo, vn = _verdicts(shipped_claims), _verdicts(new_claims)
+        for cid in sorted(vo.keys() | vn.keys(), key=lambda c: (len(c), c)):
+            (a, aa), (b, bb) = vo.get(cid, ("absent", {})), vn.get(cid, ("absent", {}))
+            if a != b:
+                res.verdict_changes.append(f"{cid}: {a} -> {b}")
+            for arm in sorted(aa.keys() | bb.keys()):
+                if aa.get(arm) != bb.get(arm):
+                    res.verdict_changes.append(f"{cid} ({arm}): {aa.get(arm, 'absent')} "
+                                               f"-> {bb.get(arm, 'absent')}")
+        res.verdicts = {cid: v for cid, (v, _) in vn.items()}
+        if shipped_claims.get("claims") == new_claims.get("claims") \
+                and not res.verdict_changes:
+            res.identical.append("claims.json")
+        elif not res.verdict_changes:
+            res.differing["claims.json"] = ["the claims' reasons or provenance differ "
+                                            "(same verdicts)"]
+
+    # 5. unpack into a checkout, only what was verified
+    if extract is not None:
+        res.extracted = _extract_into(root, [*listed, *own], Path(extract), res)
+
+
+def _extract_into(root: Path, names: list[str], dest: Path, res: VerifyResult) -> str:
+    """Copy the verified files to ``dest`` (each written to a new file then renamed over
+    the old one, so that a link already there is replaced, never followed)."""
+    if not res.archive_ok:
+        return ""  # verify_bundle says why
+    if dest.exists() and not dest.is_dir():
+        raise BundleError(f"--extract {dest}: exists and is not a folder")
+    n = replaced = 0
+    for name in names:
+        src = root / name
+        if not src.is_file():
+            continue  # SHA256SUMS is optional
+        target = dest / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        part = target.with_name(f".{target.name}.weince-part")
+        shutil.copyfile(src, part)
+        replaced += target.exists() or target.is_symlink()
+        os.replace(part, target)
+        n += 1
+    return (f"unpacked {n} verified file(s) into {dest}"
+            + (f" ({replaced} replaced an existing file)" if replaced else ""))
+
+

@@ -76,20 +76,21 @@ def knn_scores(query: torch.Tensor, query_labels: torch.Tensor, bank: torch.Tens
     qy = query_labels.long().to(q.device)
     my = bank_labels.long().to(q.device)
     C = int(num_classes if num_classes is not None else int(max(my.max(), qy.max())) + 1)
-    correct_vote = 0
-    hits = {r: 0 for r in recall_ks}
+    # counts stay on the device; one host read per metric at the end (not per chunk)
+    correct_vote = torch.zeros((), dtype=torch.long, device=q.device)
+    hits = {r: torch.zeros((), dtype=torch.long, device=q.device) for r in recall_ks}
     for i in range(0, q.shape[0], chunk):
         sims = q[i:i + chunk] @ m.T                                  # (c, M)
         s, idx = sims.topk(kmax, dim=1)                              # sorted, descending
         nl = my[idx]                                                 # (c, kmax) neighbour labels
         y = qy[i:i + chunk]
-        correct_vote += int((weighted_vote(s[:, :k], nl[:, :k], C, temperature) == y).sum())
+        correct_vote += (weighted_vote(s[:, :k], nl[:, :k], C, temperature) == y).sum()
         match = nl == y[:, None]                                     # (c, kmax)
         for r in recall_ks:
-            hits[r] += int(match[:, :r].any(1).sum())
+            hits[r] += match[:, :r].any(1).sum()
     n = q.shape[0]
-    out = {f"acc@{k}": 100.0 * correct_vote / n}
-    out.update({f"recall@{r}": 100.0 * hits[r] / n for r in recall_ks})
+    out = {f"acc@{k}": 100.0 * int(correct_vote) / n}
+    out.update({f"recall@{r}": 100.0 * int(hits[r]) / n for r in recall_ks})
     return out
 
 

@@ -8,6 +8,7 @@ their loss instead (``weince.train.simclr``: once per epoch; SimCSE: every step)
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Literal
 
 import torch
@@ -37,13 +38,49 @@ def cpu_selection(x: torch.Tensor) -> bool:
     return CPU_SELECTION and x.device.type == "cpu" and not torch.compiler.is_compiling()
 
 
-__all__ = ["check_batch", "pair_similarities", "masked_logits", "negative_values", "LAYOUTS",
+__all__ = ["check_batch", "check_tau", "real_scalar", "pair_similarities", "masked_logits", "negative_values", "LAYOUTS",
            "unit_rows"]
 
 
-def check_tau(tau: float) -> None:
-    if not (isinstance(tau, (int, float)) and tau > 0):
-        raise ValueError(f"tau must be a positive number (the softmax temperature), got {tau!r}")
+def real_scalar(x, name: str) -> float:
+    """``x`` as a Python float: an int or float, a NumPy scalar or a 0-d real tensor (one
+    read from the device for a CUDA tensor). Anything else, bools included, is a
+    ``ValueError`` naming ``name``."""
+    if isinstance(x, torch.Tensor):
+        if x.ndim != 0 or x.dtype == torch.bool or x.is_complex():
+            raise ValueError(f"{name} must be a real number or a 0-d real tensor, got a "
+                             f"{x.dtype} tensor of shape {tuple(x.shape)}")
+        return float(x)
+    if isinstance(x, bool) or not isinstance(x, numbers.Real):
+        raise ValueError(f"{name} must be a real number (int, float, NumPy scalar or 0-d "
+                         f"tensor), got {type(x).__name__} {x!r}")
+    return float(x)
+
+
+def check_tau(tau, dtype: torch.dtype | None = None) -> float:
+    """``tau`` as a float, checked: finite, ``> 0``, and usable with inputs of ``dtype``
+    (default: the widest, float64), i.e. the logits ``s / tau`` (``|s| <= 1``) neither
+    overflow nor vanish in the dtype the losses compute in (float32 for float32 and
+    narrower inputs, float64 for float64). Raises ``ValueError`` naming ``tau``."""
+    t = real_scalar(tau, "tau")
+    if not (math.isfinite(t) and t > 0):
+        raise ValueError(f"tau must be a finite positive number (the softmax temperature), "
+                         f"got {tau!r}")
+    check_tau_dtype(t, torch.float64 if dtype is None else dtype)
+    return t
+
+
+def check_tau_dtype(tau: float, dtype: torch.dtype) -> None:
+    """Raise ``ValueError`` when ``1 / tau`` cannot be used in the compute dtype of
+    ``dtype`` inputs (Python arithmetic only: no device work, no synchronisation)."""
+    comp = torch.float64 if dtype == torch.float64 else torch.float32
+    fi = torch.finfo(comp)
+    lo, hi = 2.0 / fi.max, 1.0 / fi.tiny
+    if not lo <= tau <= hi:
+        raise ValueError(f"tau={tau!r} cannot be used with {dtype} inputs: the logits s / tau "
+                         f"(|s| <= 1) would {'overflow' if tau < lo else 'vanish'} in "
+                         f"{comp} (the loss would be NaN or constant); use a tau in "
+                         f"[{lo:.3g}, {hi:.3g}] (the paper's lie in 0.05 .. 0.5)")
 
 
 def check_batch(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None,
@@ -59,13 +96,16 @@ def check_batch(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | N
     """
     if not isinstance(sim, torch.Tensor) or sim.ndim != 2:
         raise ValueError(f"sim must be a 2-D tensor (rows = anchors, columns = candidates), "
-                         f"got {getattr(sim, 'shape', type(sim))}")
+                         f"got {getattr(sim, 'shape', type(sim).__name__)}")
+    if not sim.is_floating_point():
+        raise ValueError(f"sim must be a floating-point tensor of similarities, got {sim.dtype}; "
+                         f"convert it with .float()")
     B, C = sim.shape
     if B == 0 or C < 2:
         raise ValueError(f"sim must have at least one row and two columns, got shape {tuple(sim.shape)}")
     if not isinstance(targets, torch.Tensor) or targets.shape != (B,):
-        raise ValueError(f"targets must have shape ({B},) (one positive column per row of sim), "
-                         f"got {getattr(targets, 'shape', type(targets))}")
+        raise ValueError(f"targets must have shape ({B},) (a tensor: one positive column per "
+                         f"row of sim), got {getattr(targets, 'shape', type(targets).__name__)}")
     n_bad = int((~torch.isfinite(sim)).sum()) if sync else 0  # a sync: checked mode only
     if n_bad:
         raise ValueError(f"sim holds {n_bad} NaN/inf value(s) of {sim.numel()}: the embeddings are "
@@ -107,8 +147,18 @@ def check_views(z1: torch.Tensor, z2: torch.Tensor) -> None:
     A batch of one pair leaves every anchor without a negative (``K = 2N - 2 = 0`` in the
     SimCLR layout, ``N - 1 = 0`` in pairs): InfoNCE would return 0, DCL ``-inf``, HCL and
     WEINCE's tail statistics would fail deep inside."""
+    for name, z in (("z1", z1), ("z2", z2)):
+        if not isinstance(z, torch.Tensor):
+            raise ValueError(f"{name} must be a tensor of embeddings of shape (N, d), got "
+                             f"{type(z).__name__}")
+        if not z.is_floating_point():
+            raise ValueError(f"{name} must be a floating-point tensor of embeddings, got "
+                             f"{z.dtype}; convert it with .float()")
     if z1.ndim != 2 or z1.shape != z2.shape:
         raise ValueError(f"z1 and z2 must both have shape (N, d), got {tuple(z1.shape)} and {tuple(z2.shape)}")
+    if z1.shape[1] == 0:
+        raise ValueError(f"z1 and z2 have d = 0 dimensions (shape {tuple(z1.shape)}); "
+                         f"embeddings need d >= 1")
     if z1.shape[0] < 2:
         raise ValueError(f"a batch of N={z1.shape[0]} pair(s) gives no negatives (K = 2N - 2 for "
                          f"'simclr', N - 1 for 'pairs'); contrastive losses need N >= 2 (and "

@@ -133,7 +133,7 @@ def hcl(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None = No
         >>> sim, targets, mask = pair_similarities(z1, z2, "simclr")
         >>> loss = hcl(sim, targets, mask, tau=0.5, beta=1.0, tau_plus=0.1)
     """
-    check_tau(tau)
+    tau = check_tau(tau, getattr(sim, "dtype", None))
     _check_hcl_args(beta, tau_plus)
     K = check_batch(sim, targets, mask)
     return _hcl(sim, targets, mask, K, float(tau), float(beta), float(tau_plus))
@@ -177,7 +177,7 @@ def dcl(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None = No
         >>> loss = dcl(sim, targets, mask, tau=0.5)              # DCL
         >>> loss = dcl(sim, targets, mask, tau=0.5, sigma=0.5)   # DCLW
     """
-    check_tau(tau)
+    tau = check_tau(tau, getattr(sim, "dtype", None))
     _check_sigma(sigma)
     check_batch(sim, targets, mask)
     return _dcl(sim, targets, mask, float(tau), None if sigma is None else float(sigma))

@@ -35,14 +35,15 @@ def info_nce(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None
         this is NT-Xent exactly.
 
     Raises:
-        ValueError: ``tau <= 0``, mismatched shapes, a masked-out positive, or rows with
+        ValueError: a ``tau`` that is not a finite positive number usable in ``sim``'s
+            dtype, a ``sim`` that is not a floating-point tensor, mismatched shapes, a masked-out positive, or rows with
             unequal numbers of negatives.
 
     Example:
         >>> sim, targets, mask = pair_similarities(z1, z2, "simclr")
         >>> loss = info_nce(sim, targets, mask, tau=0.5)
     """
-    check_tau(tau)
+    tau = check_tau(tau, getattr(sim, "dtype", None))
     if check:
         check_batch(sim, targets, mask)
     else:  # shapes and dtypes only: no device-to-host copy

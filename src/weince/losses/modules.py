@@ -18,7 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from weince.losses._common import LAYOUTS, cached, check_tau, negative_values, pair_similarities, two_view_batch
+from weince.losses._common import (LAYOUTS, cached, check_tau, check_tau_dtype, negative_values,
+                                   pair_similarities, two_view_batch)
 from weince.losses.infonce import _info_nce
 from weince.losses.recipe import (
     batch_beta_from_negatives,
@@ -81,21 +82,25 @@ def _quantiles(x: torch.Tensor) -> dict[str, torch.Tensor]:
 class _TwoViewLoss(nn.Module):
     def __init__(self, tau: float = 0.5, layout: str = "simclr"):
         super().__init__()
-        check_tau(tau)
+        tau = check_tau(tau)
         if layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
-        self.tau = float(tau)
+        self.tau = tau
         self.layout = layout
         self.last_stats: dict[str, torch.Tensor] = {}
 
     def similarities(self, z1: torch.Tensor, z2: torch.Tensor):
         """``(sim, targets, mask)`` of the two views for this module's layout (SPEC section 1)."""
-        return pair_similarities(z1, z2, self.layout)
+        out = pair_similarities(z1, z2, self.layout)
+        check_tau_dtype(self.tau, z1.dtype)  # Python arithmetic: no device work
+        return out
 
     def batch(self, z1: torch.Tensor, z2: torch.Tensor):
         """``(sim, targets, invalid, K)``: as :meth:`similarities` with the mask's complement
         built directly, for the internal loss functions."""
-        return two_view_batch(z1, z2, self.layout)
+        out = two_view_batch(z1, z2, self.layout)
+        check_tau_dtype(self.tau, z1.dtype)
+        return out
 
     def extra_repr(self) -> str:
         return f"tau={self.tau}, layout={self.layout!r}"

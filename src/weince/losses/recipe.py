@@ -14,7 +14,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from weince.losses._common import cached, cpu_selection, invert, negative_values, upcast
+from weince.losses._common import (cached, check_batch, check_tau, cpu_selection, invert,
+                                   negative_values, upcast)
 
 __all__ = ["top_negatives", "topm_softmax", "topm_weibull", "fit_batch_beta"]
 
@@ -45,6 +46,8 @@ def topm_softmax(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | 
                  tau: float = 0.5, m: int = 50, top_idx: torch.Tensor | None = None) -> torch.Tensor:
     """``L_soft_topM``: cross-entropy over the positive and the ``m`` most similar negatives,
     logits ``s / tau``. Shapes as in :func:`weince.losses.info_nce`."""
+    tau = check_tau(tau, getattr(sim, "dtype", None))
+    check_batch(sim, targets, mask, sync=False)  # shapes and dtypes only: no host sync
     cand = _candidates(sim, targets, mask, m, top_idx)
     zeros = torch.zeros(sim.shape[0], dtype=torch.long, device=sim.device)
     return F.cross_entropy(cand / tau, zeros)
@@ -55,6 +58,7 @@ def topm_weibull(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | 
                  top_idx: torch.Tensor | None = None) -> torch.Tensor:
     """``L_weib_topM``: the same candidates as :func:`topm_softmax` with logits
     ``-beta_t * log(1 - min(s, 1 - eps))``."""
+    check_batch(sim, targets, mask, sync=False)
     cand = _candidates(sim, targets, mask, m, top_idx)
     zeros = torch.zeros(sim.shape[0], dtype=torch.long, device=sim.device)
     return F.cross_entropy(-beta_t * torch.log1p(-cand.clamp(max=1.0 - eps)), zeros)
@@ -73,6 +77,7 @@ def fit_batch_beta(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor 
         ``(slope, r2)`` as 0-d float64 tensors (``r2`` clamped to ``[0, 1]``); ``(0, 0)``
         when fewer than 12 shortfalls exist.
     """
+    check_batch(sim, targets, mask, sync=False)
     neg = negative_values(sim.detach().float(), targets, invert(mask))
     count = int(torch.isfinite(neg).sum())
     return batch_beta_from_negatives(neg, count, eps, min_points, frac, inplace=True)

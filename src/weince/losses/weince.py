@@ -343,6 +343,7 @@ def weince(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None =
         >>> loss, stats = weince(sim, targets, mask, tau=0.5, return_stats=True)
         >>> stats["lambda"].mean()
     """
+    tau = check_tau(tau, getattr(sim, "dtype", None))
     check_weince_args(tau, q, margin, kappa_rho, kappa_aic, tail_frac, min_tail, eps, beta, gate,
                       lam, beta_min, beta_max)
     K = check_batch(sim, targets, mask, sync=check, num_negatives=num_negatives)

@@ -30,20 +30,28 @@ def _path(parts: Iterable[Any]) -> str:
     return ".".join(str(p) for p in parts) or "the top level"
 
 
-def _lookup(data: Any, keys: list[Any]) -> bool:
+_NOTHING = object()
+
+
+def _lookup(data: Any, keys: list[Any]) -> Any:
+    """The value at ``keys`` in ``data``, or ``_NOTHING``."""
     for k in keys:
         if isinstance(data, list) and isinstance(k, int) and 0 <= k < len(data):
             data = data[k]
         elif isinstance(data, Mapping) and k in data:
             data = data[k]
         else:
-            return False
-    return True
+            return _NOTHING
+    return data
 
 
-def _origin(keys: list[Any], sources: Mapping[str, Any]) -> str:
-    """The config file that sets ``keys`` (the last one: later files override), else ''."""
-    hits = [name for name, data in sources.items() if _lookup(data, keys)]
+def _origin(keys: list[Any], sources: Mapping[str, Any], value: Any = _NOTHING) -> str:
+    """The config file that sets ``keys``, else '': of the files that set it, the last one
+    (``sources`` in the order the workflow applies them: later files override) whose value
+    there is ``value``, the one the schema refused."""
+    hits = [name for name, data in sources.items() if _lookup(data, keys) is not _NOTHING]
+    if value is not _NOTHING:
+        hits = [n for n in hits if _lookup(sources[n], keys) == value] or hits
     return f"{hits[-1]}: " if hits else ""
 
 
@@ -60,7 +68,7 @@ def _describe(err: jsonschema.ValidationError, sources: Mapping[str, Any]) -> st
             hint = f"; did you mean {close[0]!r}?" if close else ""
             parts.append(f"{_origin(keys + [k], sources)}unknown key {k!r} at {where}{hint}")
         return "; ".join(parts) + f" (valid keys: {', '.join(allowed)})"
-    return _origin(keys, sources) + _value_problem(err, where)
+    return _origin(keys, sources, err.instance) + _value_problem(err, where)
 
 
 def _value_problem(err: jsonschema.ValidationError, where: str) -> str:
@@ -102,7 +110,9 @@ def check_config(config: Mapping[str, Any], schema: str | os.PathLike | Mapping[
     of ``config`` under ``schema`` (a schema dict or its YAML file)."""
     if not isinstance(schema, Mapping):
         schema = yaml.safe_load(Path(schema).read_text())
-    sources = list(dict.fromkeys(str(s) for s in sources))
+    # a file named twice (Snakemake lists a --configfile in configfiles and again in
+    # overwrite_configfiles) counts where it is applied last
+    sources = list(reversed(dict.fromkeys(str(s) for s in reversed(list(sources)))))
     problems = config_errors(config, schema, sources)
     if problems:
         files = ", ".join(sources) or "the config"

@@ -101,13 +101,19 @@ def _renderer():
 
 
 def _embed_images(body: str, base: Path) -> str:
-    """Replace ``src`` of local images (relative to ``base``) with ``data:`` URIs."""
+    """Replace ``src`` of local images (relative to ``base``) with ``data:`` URIs. Only
+    images inside ``base`` once links are resolved are read; the ``src`` of any other
+    (absolute, ``../``, a link out of the folder) is emptied, so that a page never carries
+    or points at a file from elsewhere on the host."""
+    root = base.resolve()
 
     def sub(m: re.Match) -> str:
         src = html.unescape(m.group(2))
-        if re.match(r"^[a-z]+:", src):
+        if re.match(r"^[a-z]+:", src) and not src.lower().startswith("file:"):
             return m.group(0)
-        path = (base / src).resolve()
+        path = (root / src).resolve()
+        if src.lower().startswith("file:") or not path.is_relative_to(root):
+            return f'{m.group(1)}{m.group(3)} title="image outside the report folder: not embedded"'
         if not path.is_file():
             return m.group(0)
         mime = mimetypes.guess_type(path.name)[0] or "application/octet-stream"

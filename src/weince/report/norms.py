@@ -22,6 +22,7 @@ import numpy as np
 from weince.norms.files import PROBES_FILE
 from weince.norms.verdicts import PAPER, combine, on_paper_model, unit_fields
 from weince.report.figures import norms_figures
+from weince.report.escape import md_escape
 from weince.utils.results import InvalidResultError, finite_value, read_json
 from weince.utils.vocabulary import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED
 
@@ -174,8 +175,14 @@ def _premise_note(results: Sequence[dict[str, Any]]) -> list[str]:
     for r in results:
         p = r["n1"].get("premise", {})
         if not p.get("decoupled", True):
-            notes.append(f"{unit_label(r)}: {p.get('note', '')}")
+            notes.append(f"{_unit(r)}: {md_escape(p.get('note', ''))}")
     return sorted(set(notes))
+
+
+def _unit(r: dict[str, Any]) -> str:
+    """:func:`unit_label` for the page, the result file's strings escaped for Markdown."""
+    return unit_label({k: v if isinstance(v, (int, float)) else md_escape(v)
+                       for k, v in r.items()})
 
 
 def render_markdown(results: Sequence[dict[str, Any]], *, profile: str = "",
@@ -220,10 +227,11 @@ def render_markdown(results: Sequence[dict[str, Any]], *, profile: str = "",
         n1 = r["n1"]
         pvm = n1.get("predicted_vs_measured", {})
         prem = n1.get("premise", {})
-        L.append(f"| {unit_label(r)} | {r.get('n_probes', 'n/a')} | {_rci(pvm.get('pearson'))} | "
+        L.append(f"| {_unit(r)} | {md_escape(r.get('n_probes', 'n/a'))} | "
+                 f"{_rci(pvm.get('pearson'))} | "
                  f"{_rci(pvm.get('spearman'))} | {_g(prem.get('eta'))} | "
                  f"{_g(prem.get('lambda_rad'))} | {'yes' if prem.get('decoupled') else 'no'}"
-                 f" | {n1['verdict']} |")
+                 f" | {md_escape(n1['verdict'])} |")
     notes = _premise_note(results)
     if notes:
         L += ["", "Premise: " + "; ".join(sorted({n.split(': ', 1)[1] for n in notes})) + "."]
@@ -241,11 +249,11 @@ def render_markdown(results: Sequence[dict[str, Any]], *, profile: str = "",
           "drift (Spearman) | verdict |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in results:
         n2 = r["n2"]
-        L.append(f"| {unit_label(r)} | {r.get('n_probes', 'n/a')} | "
+        L.append(f"| {_unit(r)} | {md_escape(r.get('n_probes', 'n/a'))} | "
                  f"{_rci(n2['heat_vs_norm']['pearson'])} | {_rci(n2['drift_vs_norm']['pearson'])} | "
                  f"{_rci(n2['heat_pre_vs_norm']['pearson'])} | "
                  f"{_f(n2['heat_vs_norm']['spearman']['r'])} | "
-                 f"{_f(n2['drift_vs_norm']['spearman']['r'])} | {n2['verdict']} |")
+                 f"{_f(n2['drift_vs_norm']['spearman']['r'])} | {md_escape(n2['verdict'])} |")
     if figures and figures.get("n2"):
         L += ["", f"![N2 heat and drift vs norm]({figures['n2']})"]
     # N3
@@ -264,11 +272,13 @@ def render_markdown(results: Sequence[dict[str, Any]], *, profile: str = "",
             if row.get("norm_feature") != shown:
                 continue  # other norms (e.g. the backbone's) are in norms.json
             star = "*" if row.get("primary") else ""
-            L.append(f"| {unit_label(r)} | {row['task']} | {row.get('norm_feature', '')} | "
-                     f"{row['metric']}{star} | {row['subset']} | {row['alpha']:g} | "
+            e = {k: md_escape(row.get(k, "")) for k in ("task", "norm_feature", "metric",
+                                                        "subset", "n", "verdict")}
+            L.append(f"| {_unit(r)} | {e['task']} | {e['norm_feature']} | "
+                     f"{e['metric']}{star} | {e['subset']} | {row['alpha']:g} | "
                      f"{_f(row['plain'])} | {_f(row['rescored'])} | {_f(row['gain'])} "
-                     f"[{_f(row['ci'][0])}, {_f(row['ci'][1])}] | {row['n']} | "
-                     f"{row.get('verdict', '')} |")
+                     f"[{_f(row['ci'][0])}, {_f(row['ci'][1])}] | {e['n']} | "
+                     f"{e['verdict']} |")
     L += ["", "k-NN subsets: `frequent` = queries whose plain top-1 item is a hub (top 10% "
           "of bank items by 10-occurrence); `low_quality` = the 25% of queries with the "
           "lowest maximum plain cosine. STS pairs are discounted by the geometric mean of "

@@ -14,12 +14,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from weince.report.escape import md_escape
 from weince.report.stats import Estimate
 from weince.report.verdicts import (COMMON_RULE, CONTRASTS, NOT_RUN, SCALE_MODEL, ClaimResult,
                                     Row)
 
 __all__ = ["claim_lines", "claim_markdown", "claim_latex", "summary_markdown",
-           "latex_document", "latex_escape", "fmt_estimate"]
+           "latex_document", "latex_escape", "md_escape", "fmt_estimate"]
 
 HEADER = ["Setting", "Metric", "Arm", "Ours: mean [95% CI] (n)", "vs. baseline / detail",
           "Paper", "Verdict", "Why"]

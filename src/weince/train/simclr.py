@@ -445,7 +445,8 @@ def pretrain(cfg: SimCLRConfig | dict, out_dir: str | os.PathLike, *,
     from weince.models import build_simclr_model, save_encoder
     from weince.train import distributed as D
     from weince.utils import write_json
-    from weince.utils.checkpoint import load_checkpoint, restore_rng, rng_state, save_checkpoint
+    from weince.utils.checkpoint import (check_resume_device, load_checkpoint, restore_generator,
+                                         restore_rng, rng_state, save_checkpoint)
 
     cfg = resolve_config(cfg)
     out = Path(out_dir)
@@ -464,7 +465,8 @@ def pretrain(cfg: SimCLRConfig | dict, out_dir: str | os.PathLike, *,
     if cuda:
         torch.backends.cudnn.benchmark = True          # fixed shapes: pick the fastest kernels
         # TF32 float32 matmuls only as an option (official runs: PyTorch's default, full
-        # float32 matmuls; cuDNN convolutions keep PyTorch's default in both cases)
+        # float32 matmuls; cuDNN convolutions keep PyTorch's default, TF32 on Ampere or
+        # newer, in both cases: train.json's tf32_cudnn_conv and provenance record it)
         torch.set_float32_matmul_precision("high" if cfg.tf32 else "highest")
     cfg_dict = to_dict(cfg)
 
@@ -505,15 +507,16 @@ def pretrain(cfg: SimCLRConfig | dict, out_dir: str | os.PathLike, *,
                                   "over from epoch 0")
     if ckpt is not None:
         _check_resumable(ckpt.get("cfg", {}), cfg_dict, out)
+        check_resume_device(ckpt.get("device"), dev, out / "checkpoint.pt")
         model.load_state_dict(ckpt["model"])
         opt.load_state_dict(ckpt["optimizer"])
         sched.load_state_dict(ckpt["scheduler"])
         loss_fn.load_state_dict(ckpt["loss"])
-        restore_rng(ckpt["rng"])
+        restore_rng(ckpt["rng"], dev)
         shuffle_gen.set_state(ckpt["shuffle_gen"])
         states = ckpt.get("aug_gen", [])
         if len(states) == ws:
-            aug_gen.set_state(states[rank])
+            restore_generator(aug_gen, states[rank], out / "checkpoint.pt")
         start_epoch = int(ckpt["epoch"])
         log_records = list(ckpt.get("log", []))
         wall_before = float(ckpt.get("wall_s", 0.0))
@@ -606,7 +609,7 @@ def pretrain(cfg: SimCLRConfig | dict, out_dir: str | os.PathLike, *,
                            f"{rec['img_s']:.0f} img/s", file=sys.stderr)
             save_checkpoint(out / "checkpoint.pt", model=_unwrap(model).state_dict(),
                             optimizer=opt.state_dict(), scheduler=sched.state_dict(),
-                            loss=loss_fn.state_dict(), rng=rng_state(),
+                            loss=loss_fn.state_dict(), rng=rng_state(dev), device=str(dev),
                             shuffle_gen=shuffle_gen.get_state(), aug_gen=aug_states,
                             epoch=epoch + 1, log=logger.records, cfg=cfg_dict,
                             wall_s=wall_before + time.perf_counter() - t_run)
@@ -629,7 +632,9 @@ def pretrain(cfg: SimCLRConfig | dict, out_dir: str | os.PathLike, *,
             "wall_s": wall_s,
             "resumed_from_epoch": start_epoch if ckpt is not None else None,
             "device": str(dev), "world_size": ws, "amp_bf16": use_amp,
-            "tf32_matmul": bool(cuda and cfg.tf32), "forward": cfg.forward,
+            "tf32_matmul": bool(cuda and cfg.tf32),
+            "tf32_cudnn_conv": bool(cuda and torch.backends.cudnn.allow_tf32),
+            "forward": cfg.forward,
             "channels_last": channels_last, "compile": cfg.compile,
             "compile_step": cfg.compile_step,
             "n_params": sum(p.numel() for p in _unwrap(model).parameters()),

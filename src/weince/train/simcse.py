@@ -291,9 +291,9 @@ def train_simcse(cfg: SimCSEConfig | dict[str, Any] | None, out_dir: str | os.Pa
         log.reset(ckpt["log"])
         ranks = ckpt.get("rng_ranks") or [ckpt["rng"]]
         if len(ranks) == ws:     # every rank continues its own dropout stream
-            restore_rng(ranks[rank])
+            restore_rng(ranks[rank], device)
         else:                    # resumed on another number of processes: fresh streams
-            restore_rng(ckpt["rng"])
+            restore_rng(ckpt["rng"], device)
             if ws > 1:
                 seed_everything(_rank_seed(cfg.seed, rank) + 7919 * step)
         resumed_from = step
@@ -389,10 +389,10 @@ def train_simcse(cfg: SimCSEConfig | dict[str, Any] | None, out_dir: str | os.Pa
                         _save_best(model, tokenizer, out)
                 log.append({"step": step, "dev_spearman": r["spearman"],
                             "dev_pearson": r["pearson"], "best": improved})
-                rngs = [rng_state()]
+                rngs = [rng_state(device)]
                 if info.distributed:
                     rngs = [None] * ws
-                    torch.distributed.all_gather_object(rngs, rng_state())
+                    torch.distributed.all_gather_object(rngs, rng_state(device))
                 if info.is_main:
                     save_checkpoint(ckpt_path, cfg=cfg_dict, step=step,
                                     model=model.state_dict(), optimizer=optimizer.state_dict(),

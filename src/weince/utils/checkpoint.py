@@ -4,6 +4,15 @@ A training loop calls :func:`save_checkpoint` at the end of every epoch and
 :func:`load_checkpoint` at start; ``restore_rng`` puts back python/numpy/torch (CPU and
 CUDA) generators so that a resumed CPU run reproduces an uninterrupted one bit for bit.
 
+Random state across machines: a checkpoint keeps the CUDA generator of the device the run
+used (``rng_state(device)``), not one state per visible GPU, so it resumes where fewer (or
+no) GPUs are visible; a state saved on ``cuda:1`` continues on whatever CUDA device the
+resumed run uses. Older checkpoints with one state per visible GPU (a list) are read too.
+A generator that lives on the training device (the augmentation generator) cannot move
+between a CPU and a GPU (their states differ in kind and size): :func:`restore_generator`
+and :func:`check_resume_device` say so, naming the devices and the fix, instead of failing
+in ``Generator.set_state``.
+
 Every torch file the package reads (checkpoints, ``encoder.pt``, ``features.pt``) goes
 through :func:`load_torch_file`, which loads with ``weights_only=True``: a file holds only
 tensors, numbers, strings and plain containers, so opening a file from someone else can
@@ -28,7 +37,12 @@ import numpy as np
 import torch
 
 __all__ = ["rng_state", "restore_rng", "save_checkpoint", "load_checkpoint", "seed_everything",
-           "torch_threads", "load_torch_file", "UnreadableFileError"]
+           "torch_threads", "load_torch_file", "UnreadableFileError", "ResumeDeviceError",
+           "check_resume_device", "restore_generator"]
+
+
+class ResumeDeviceError(ValueError):
+    """A checkpoint's device-bound random state cannot continue on this run's device."""
 
 
 class UnreadableFileError(ValueError):
@@ -55,8 +69,27 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def rng_state() -> dict[str, Any]:
-    """Every global generator's state as tensors and plain numbers (``weights_only``-safe)."""
+def _cuda_device(device) -> torch.device | None:
+    """The CUDA device a run uses (``None`` for a CPU run or when CUDA is unavailable);
+    ``device=None`` means the current CUDA device if CUDA has been initialised."""
+    if not torch.cuda.is_available():
+        return None
+    if device is None:
+        if not torch.cuda.is_initialized():
+            return None
+        return torch.device("cuda", torch.cuda.current_device())
+    device = torch.device(device)
+    if device.type != "cuda":
+        return None
+    return torch.device("cuda", torch.cuda.current_device() if device.index is None
+                        else device.index)
+
+
+def rng_state(device: str | torch.device | None = None) -> dict[str, Any]:
+    """Every global generator's state as tensors and plain numbers (``weights_only``-safe).
+
+    ``device``: the run's device. For a CUDA device, that device's generator is kept (as
+    ``{"cuda": {"device": "cuda:N", "state": ...}}``), never the other visible GPUs'."""
     version, keys, gauss = random.getstate()
     name, np_keys, pos, has_gauss, cached = np.random.get_state()
     state = {
@@ -66,19 +99,71 @@ def rng_state() -> dict[str, Any]:
                   "pos": int(pos), "has_gauss": int(has_gauss), "cached": float(cached)},
         "torch": torch.get_rng_state(),
     }
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
+    cuda = _cuda_device(device)
+    if cuda is not None:
+        state["cuda"] = {"device": str(cuda), "state": torch.cuda.get_rng_state(cuda)}
     return state
 
 
-def restore_rng(state: dict[str, Any]) -> None:
+def restore_rng(state: dict[str, Any], device: str | torch.device | None = None) -> None:
+    """Put back the generators of :func:`rng_state`; the CUDA one goes to ``device`` (the
+    resumed run's device; ``None``: the current CUDA device if CUDA is initialised).
+
+    A CUDA state is ignored on a CPU run (nothing there draws from it). Old checkpoints hold
+    one state per GPU visible when they were written (a list): the state at the resumed
+    device's index is used when the list has one, else the first (the device a
+    single-process run used)."""
     py, nq = state["python"], state["numpy"]
     random.setstate((py["version"], tuple(int(k) for k in py["keys"].tolist()), py["gauss"]))
     np.random.set_state((nq["name"], nq["keys"].numpy().astype(np.uint32), nq["pos"],
                          nq["has_gauss"], nq["cached"]))
     torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+    saved = state.get("cuda")
+    cuda = _cuda_device(device)
+    if saved is None or cuda is None:
+        return
+    if isinstance(saved, dict):
+        cuda_state = saved["state"]
+    else:  # legacy: torch.cuda.get_rng_state_all() of the machine that wrote it
+        saved = list(saved)
+        if not saved:
+            return
+        cuda_state = saved[cuda.index] if cuda.index < len(saved) else saved[0]
+    torch.cuda.set_rng_state(cuda_state, cuda)
+
+
+def check_resume_device(saved: str | None, device: str | torch.device, path: str | os.PathLike,
+                        *, what: str = "the augmentation generator") -> None:
+    """Refuse to resume a checkpoint written on another kind of device (``"cpu"`` vs
+    ``"cuda"``) when the run's random streams live on that device.
+
+    Raises:
+        ResumeDeviceError: naming both devices and the two ways on.
+    """
+    if saved is None:
+        return
+    was, now = torch.device(saved).type, torch.device(device).type
+    if was != now:
+        raise ResumeDeviceError(
+            f"{path}: this checkpoint was written by a run on {saved}, and this run is on "
+            f"{torch.device(device)}: {what}'s state exists only on a {was} device, so the run "
+            f"cannot continue exactly here. Resume it with device: {was}"
+            f"{' (on a machine with a GPU)' if was == 'cuda' else ''}, or delete the "
+            f"checkpoint (or use another --out folder) to start over on {now}.")
+
+
+def restore_generator(gen: torch.Generator, state: torch.Tensor, path: str | os.PathLike,
+                      *, what: str = "the augmentation generator") -> None:
+    """``gen.set_state(state)``; a state of another kind of device (a CPU generator's
+    state on a CUDA generator, or the reverse) raises :class:`ResumeDeviceError`."""
+    try:
+        gen.set_state(state)
+    except (RuntimeError, ValueError) as err:
+        raise ResumeDeviceError(
+            f"{path}: {what}'s saved state does not fit this run's {gen.device} generator "
+            f"({state.numel()} bytes saved; {str(err).splitlines()[0]}): the checkpoint was "
+            f"written on another kind of device. Resume it on the device it was written on, or "
+            f"delete the checkpoint (or use another --out folder) to start over.") from None
 
 
 def save_checkpoint(path: str | os.PathLike, **state: Any) -> Path:

@@ -19,7 +19,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-__all__ = ["git_commit", "config_hash", "versions", "provenance", "jsonable"]
+__all__ = ["git_commit", "config_hash", "versions", "float32_precision", "provenance",
+           "jsonable"]
 
 
 @lru_cache(maxsize=1)
@@ -79,8 +80,31 @@ def versions() -> dict[str, str]:
     return out
 
 
+def float32_precision() -> dict[str, Any]:
+    """How float32 arithmetic runs in this process, read when the result is written:
+    matmuls (``torch.get_float32_matmul_precision()``: "highest" = full float32, "high" =
+    TF32) and cuDNN convolutions (``torch.backends.cudnn.allow_tf32``: PyTorch's default
+    ``True`` runs float32 convolutions in TF32 on Ampere or newer GPUs, also in a run that is
+    "float32 throughout"), and the cuDNN algorithm choice. The settings are read on any
+    machine; on a CPU none of them changes the arithmetic. ``None`` in a process that has
+    not imported torch (e.g. the report's rebuild in ``weince bundle verify``)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not hasattr(torch, "backends"):
+        return None
+    out = {"matmul": torch.get_float32_matmul_precision(),
+           "cuda_matmul_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+           "cudnn_conv_tf32": bool(torch.backends.cudnn.allow_tf32),
+           "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
+           "cudnn_deterministic": bool(torch.backends.cudnn.deterministic)}
+    conv = getattr(getattr(torch.backends.cudnn, "conv", None), "fp32_precision", None)
+    if isinstance(conv, str):  # torch >= 2.9 also names it ("tf32" / "ieee")
+        out["cudnn_conv_fp32_precision"] = conv
+    return out
+
+
 def provenance(cfg: Any = None, seed: int | None = None, **extra: Any) -> dict[str, Any]:
-    """A provenance block: commit, config hash, seed, versions, host, UTC date."""
+    """A provenance block: commit, config hash, seed, versions, float32 precision settings
+    (matmuls and cuDNN convolutions), host, UTC date."""
     block = {
         "git_commit": git_commit(),
         "config_hash": config_hash(cfg) if cfg is not None else None,
@@ -88,6 +112,7 @@ def provenance(cfg: Any = None, seed: int | None = None, **extra: Any) -> dict[s
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "host": platform.node(),
         "versions": versions(),
+        "float32_precision": float32_precision(),
         "argv": sys.argv,
     }
     if cfg is not None:

@@ -14,9 +14,11 @@ of its ``values`` (SPEC 6: average probe/split seeds within an encoder first).
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -149,6 +151,32 @@ def encoder_value(value: Any, path: str | Path, key: str) -> float:
                             f"number or a {{'mean', 'std', 'n', 'values'}} summary")
 
 
+# provenance strings reach the tables as they are: each must have its format (a result
+# file from elsewhere, e.g. a bundle, could otherwise put Markdown or LaTeX there)
+_COMMIT = re.compile(r"(?:[0-9a-f]{7,40}(?:\+dirty)?|unknown)\Z")
+_HEX = re.compile(r"[0-9a-f]{6,64}\Z")
+
+
+def _check_format(value: Any, pattern: re.Pattern, path: str | Path, key: str,
+                  what: str) -> None:
+    if not (isinstance(value, str) and pattern.match(value)):
+        raise ResultSchemaError(f"{path}: provenance.{key} {str(value)[:80]!r} is not {what}; "
+                                f"result files are written by weince.utils.write_json (re-run "
+                                f"the rule that writes it)")
+
+
+def _check_date(value: Any, path: str | Path) -> None:
+    try:
+        ok = isinstance(value, str) and len(value) <= 40 and bool(
+            _dt.datetime.fromisoformat(value))
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ResultSchemaError(f"{path}: provenance.date {str(value)[:80]!r} is not an ISO "
+                                f"8601 date; result files are written by "
+                                f"weince.utils.write_json (re-run the rule that writes it)")
+
+
 @dataclass
 class Provenance:
     """Commits, config hashes and dates of the result files a table was built from."""
@@ -164,12 +192,19 @@ class Provenance:
             raise ResultSchemaError(f"{path}: missing key 'provenance' (every result is "
                                     f"written by weince.utils.write_json, which adds it); "
                                     f"re-run the rule that writes it")
-        self.files += 1
-        self.commits.add(str(prov.get("git_commit", "unknown")))
+        commit = prov.get("git_commit", "unknown")
+        _check_format(commit, _COMMIT, path, "git_commit", "a git commit (hex, optionally "
+                      "'+dirty') or 'unknown'")
         if prov.get("config_hash"):
-            self.config_hashes.add(str(prov["config_hash"]))
+            _check_format(prov["config_hash"], _HEX, path, "config_hash", "a hex config hash")
         if prov.get("date"):
-            self.dates.append(str(prov["date"]))
+            _check_date(prov["date"], path)
+        self.files += 1
+        self.commits.add(commit)
+        if prov.get("config_hash"):
+            self.config_hashes.add(prov["config_hash"])
+        if prov.get("date"):
+            self.dates.append(prov["date"])
 
     def merge(self, other: "Provenance") -> None:
         self.commits |= other.commits
