@@ -160,7 +160,9 @@ def claim_page(result, table_md: str | Path, out: str | Path, profile: str = "")
         fig = forest_figure(result, Path(tmp) / f"forest_{cid.lower()}.png", profile)
         text = table_md.read_text()
         if fig is not None:
-            plot = (f"![forest plot {cid}]({Path(tmp, fig.name).as_posix()})\n\n*Forest plot: "
+            # drawn outside the report folder: embedded here, not by _embed_images
+            data = base64.b64encode(fig.read_bytes()).decode("ascii")
+            plot = (f"![forest plot {cid}](data:image/png;base64,{data})\n\n*Forest plot: "
                     "our mean and 95% interval per setting x arm (blue), the paper's figure on "
                     "its own settings (orange).*\n\n")
             nav, sep, rest = text.partition("\n\n")   # the page's links stay first
