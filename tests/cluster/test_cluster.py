@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from weince.pipeline.layout import VISION_RUN
@@ -121,26 +122,75 @@ def dry_run_jobs(plan, workdir: Path, *targets: str):
 
 
 # ----------------------------------------------------------------------------- tests
-def test_smoke_workflow_runs_every_rule_as_a_slurm_job(slurm_cluster, repo_copy, plan, tmp_path):
+def group_job_name(group: str, rules: list[str]) -> str:
+    """Snakemake's name of a group job (its ``--comment`` is ``rule_<name>``)."""
+    rules = sorted(set(rules))
+    return "_".join([group, *(rules[:5] + ["..."] if len(rules) > 5 else rules)])
+
+
+def sbatch_unit(comment: str, rules: set[str], groups: dict[str, str]) -> str | None:
+    """The group or rule a job's ``--comment`` names: ``rule_<group job name>`` for a group
+    job (``groups``: name -> group id), ``rule_<rule>[_wildcards_<...>]`` otherwise."""
+    name = comment[len("rule_"):] if comment.startswith("rule_") else ""
+    if name in groups:
+        return f"group {groups[name]}"
+    return rule_of(comment, rules)
+
+
+def test_smoke_workflow_runs_as_job_arrays_and_groups(slurm_cluster, repo_copy, plan, tmp_path):
     work = repo_copy
-    planned = [j for j in dry_run_jobs(plan, work, *SMOKE_ARGS) if not j.local and j.output]
+    listing = dry_run_jobs(plan, work, *SMOKE_ARGS)
+    planned = [j for j in listing if not j.local and j.output]
     expected = collections.Counter(j.rule for j in planned)
     assert expected, "the dry run planned no SLURM jobs"
+    settings = plan.profile_settings(TEST_PROFILE)
+    computed = plan.submissions(listing, settings)
+    before, after = computed[-1]["before"], computed[-1]["after"]
+    assert before == sum(expected.values())
+    members = collections.defaultdict(list)
+    for j in planned:
+        if j.group_job is not None:
+            members[(j.group, j.group_job)].append(j.rule)
+    groups = {group_job_name(g, rules): g for (g, _), rules in members.items()}
+    assert settings["array_rules"] and groups, "the test profile sets no arrays or groups"
 
     t0 = time.monotonic()
     rc, out = run_snakemake(work, *SMOKE_ARGS, timeout=1500, log=tmp_path / "snakemake.log")
     elapsed = time.monotonic() - t0
     assert rc == 0, f"smoke workflow failed on SLURM (exit {rc}):\n{failure_context(work, out)}"
-    print(f"smoke workflow on SLURM: {sum(expected.values())} jobs in {elapsed:.0f} s")
 
     jobs = sacct_jobs(run_id(out))
-    ran = collections.Counter(rule_of(j["Comment"], set(expected)) for j in jobs)
-    assert ran == expected, (f"sacct's jobs per rule {dict(ran)} differ from the dry run's "
-                             f"{dict(expected)}")
     bad = [j for j in jobs if j["State"] != "COMPLETED" or j["ExitCode"] != "0:0"]
     assert not bad, f"SLURM jobs not COMPLETED with exit 0:0: {bad}"
     assert {j["Account"] for j in jobs} == {slurm_cluster["WEINCE_SLURM_ACCOUNT"]}
     assert {j["Partition"] for j in jobs} == {slurm_cluster["WEINCE_SLURM_PARTITION"]}
+    # sbatch calls: one per SLURM job id; an array's tasks (<id>_<task>) share their parent's
+    rows = collections.defaultdict(list)
+    # sacct may leave the comment of some array tasks empty: they take their array's
+    comments = {j["JobID"].split("_")[0]: j["Comment"] for j in jobs if j["Comment"]}
+    for j in jobs:
+        unit = sbatch_unit(comments.get(j["JobID"].split("_")[0], ""), set(expected), groups)
+        assert unit, f"sacct job {j} names no rule or group of the dry run"
+        rows[unit].append(j)
+    calls = {unit: {j["JobID"].split("_")[0] for j in js} for unit, js in rows.items()}
+    # plan.submissions names a group by its pattern (eval_{arm}), sacct by its id
+    pattern = {g: settings["groups"].get(r, g) for (g, _), rs in members.items() for r in rs}
+    measured = collections.Counter()
+    for unit, ids in calls.items():
+        if unit.startswith("group "):
+            unit = f"group {pattern[unit[len('group '):]]}"
+        measured[unit] += len(ids)
+    measured = dict(measured)
+    want = {r["unit"]: r["after"] for r in computed[:-1]}
+    assert measured == want, f"sbatch calls per rule/group {measured} != computed {want}"
+    assert sum(measured.values()) == after
+    # every job of an array rule ran as one of its array's tasks
+    for rule in settings["array_rules"] & set(expected):
+        assert len(rows[rule]) == expected[rule], (rule, rows[rule], expected[rule])
+        if expected[rule] > 1:
+            assert all("_" in j["JobID"] for j in rows[rule]), f"{rule} ran without an array"
+    print(f"smoke workflow on SLURM: {before} jobs in {after} sbatch calls (one per job: "
+          f"{before}) in {elapsed:.0f} s; per rule/group: {measured}")
 
     # every claim of the registry, each with one of the three verdicts
     claims = [c["id"] for c in yaml.safe_load((work / "config" / "claims.yaml").read_text())
@@ -255,3 +305,90 @@ def test_cancelled_training_job_resumes_from_checkpoint(slurm_cluster, repo_copy
     assert all(rule_of(j["Comment"], {"pretrain"}) == "pretrain" for j in jobs1 + jobs2)
     print(f"cancelled SLURM job {jobid} after {len(before)} logged epochs; the re-run resumed "
           f"from epoch {resumed} of {RESUME_EPOCHS}")
+
+
+SIGTERM_EPOCHS = 4
+
+
+def test_sigterm_mid_epoch_requeues_and_ends_as_an_uninterrupted_run(slurm_cluster, repo_copy,
+                                                                    tmp_path):
+    """SLURM's preemption / time-limit signal: a pretraining job sent SIGTERM half-way
+    through an epoch writes its checkpoint at the next step and exits 143; Snakemake
+    resubmits it (restart-times), the new job resumes at that step, and the final encoder
+    equals an uninterrupted run's with the same config (same seed, CPU, one thread)."""
+    from weince.train.simclr import pretrain
+
+    work = repo_copy
+    # many short steps (batches of 8 of the digits training split: 179 steps per epoch), so that
+    # the signal falls inside an epoch
+    override = work / "config" / "cluster_sigterm.yaml"
+    override.write_text(yaml.safe_dump({"vision": {"pretrain": {
+        "epochs": SIGTERM_EPOCHS, "batch_size": 8, "max_train_images": None}}}))
+    # and a resources overlay as the rehearsal writes it (reports/rehearsal/resources.yaml):
+    # its time and memory must be what SLURM gets (-t, --mem)
+    resources = work / "resources_overlay.yaml"
+    resources.write_text(yaml.safe_dump({"resources": {
+        "pretrain": {"gpu": 0, "mem_mb": 1234, "runtime": 37, "threads": 1}}}))
+    configs = ("--configfile", *SMOKE_ARGS[1:], str(override.relative_to(work)),
+               resources.name)
+    smoke = yaml.safe_load((work / SMOKE_ARGS[1]).read_text())
+    v = smoke["vision"]
+    run_dir = work / VISION_RUN.format(
+        results=smoke["results"], profile=smoke["profile"], dataset=v["datasets"][0],
+        backbone=v["backbones"][0], arm="infonce", seed=v["seeds"][0])
+    encoder = str((run_dir / "encoder.pt").relative_to(work))
+    args = (encoder, *configs, "--restart-times", "1")
+
+    log = tmp_path / "run.log"
+    with open(log, "w") as fh:
+        proc = subprocess.Popen(snakemake_cmd(*args), cwd=work, stdout=fh,
+                                stderr=subprocess.STDOUT)
+    try:
+        def submitted():
+            m = re.search(r"submitted with SLURM jobid (\d+)", log.read_text())
+            assert proc.poll() is None or m, f"snakemake ended early:\n{log.read_text()[-3000:]}"
+            return m and m.group(1)
+
+        jobid = wait_until(submitted, 120, what="the pretrain job's submission")
+        first = wait_until(lambda: read_log(run_dir / "train_log.jsonl")[:1]
+                           or proc.poll() is not None, 600, what="the first logged epoch")
+        assert proc.poll() is None, f"snakemake ended early:\n{log.read_text()[-3000:]}"
+        time.sleep(first[0]["epoch_s"] / 2)          # half-way through epoch 2
+        t_signal = time.time()
+        subprocess.run(["scancel", "--signal=TERM", jobid], check=True, timeout=30)
+        rc = proc.wait(timeout=900)
+    finally:
+        stop_snakemake(proc, log)
+    out = log.read_text()
+    assert rc == 0, f"the run did not finish after the SIGTERM (exit {rc}):\n{failure_context(work, out)}"
+
+    # SLURM's view: the signalled job failed (exit 143 inside), a second one completed
+    jobs = sacct_jobs(run_id(out))
+    assert [j["State"] for j in jobs] == ["FAILED", "COMPLETED"], jobs
+    assert all(rule_of(j["Comment"], {"pretrain"}) == "pretrain" for j in jobs)
+    end, limit, mem = subprocess.run(
+        ["sacct", "-X", "-n", "-P", "-j", jobid, "-o", "End,Timelimit,ReqMem"],
+        capture_output=True, text=True, timeout=30).stdout.split()[0].split("|")
+    assert (limit, mem) == ("00:37:00", "1234M"), (limit, mem)   # from the overlay
+    exit_s = time.mktime(time.strptime(end, "%Y-%m-%dT%H:%M:%S")) - t_signal
+    summary = json.loads((run_dir / "train.json").read_text())
+    # resumed inside epoch 2, at the step after the one in flight when the signal came
+    assert summary["resumed_from_epoch"] == 1, summary
+    assert 0 < summary["resumed_in_epoch_at_step"] < summary["steps_per_epoch"], summary
+    # resumed mid-epoch: every epoch logged once, and the result is the uninterrupted one's
+    assert [r["epoch"] for r in read_log(run_dir / "train_log.jsonl")] == \
+        list(range(1, SIGTERM_EPOCHS + 1))
+    cfg = {k: val for k, val in summary["provenance"]["config"].items()
+           if k not in ("norm_mean", "norm_std")}
+    ref = tmp_path / "uninterrupted"
+    pretrain(cfg, ref)
+    a = torch.load(run_dir / "encoder.pt", map_location="cpu", weights_only=True)["state_dict"]
+    b = torch.load(ref / "encoder.pt", map_location="cpu", weights_only=True)["state_dict"]
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+    ckpt_s = summary["preempted"][0]["signal_to_checkpoint_s"]
+    print(f"SIGTERM to job {jobid} at epoch 2: checkpoint written {ckpt_s:.2f} s after the "
+          f"signal, job ended {exit_s:.0f} s after it (sacct End, 1 s resolution); resumed at "
+          f"step {summary['resumed_in_epoch_at_step']} of {summary['steps_per_epoch']} and "
+          f"equal to the uninterrupted run")

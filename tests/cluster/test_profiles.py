@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -89,7 +90,7 @@ def test_profiles_are_valid_yaml_with_the_slurm_executor():
                  REPO / "tests/cluster/profile/config.yaml"):
         prof = yaml.safe_load(path.read_text())
         assert prof["executor"] == "slurm", path
-        assert prof["jobs"] >= 1
+        assert prof["jobs"] == "unlimited" or int(prof["jobs"]) >= 1
         assert {"slurm_account", "slurm_partition"} <= set(prof["default-resources"]), path
         assert prof["slurm-status-command"] in ("sacct", "squeue")
     test = yaml.safe_load((REPO / "tests/cluster/profile/config.yaml").read_text())
@@ -145,3 +146,128 @@ def test_planner_runs_without_the_slurm_plugin(plan, monkeypatch, capsys):
     without = capsys.readouterr().out
     assert "SLURM jobs" in without and "GPU-hours" in without
     assert without == with_plugin
+
+
+GROUPED = """\
+[Tue Dec  1 08:55:25 2026]
+rule pretrain:
+    output: r/a/encoder.pt
+    jobid: 1
+    wildcards: arm=a
+    resources: tmpdir=/tmp, runtime=480, gpu=1
+Shell command: None
+
+[Tue Dec  1 08:55:25 2026]
+rule pretrain:
+    output: r/b/encoder.pt
+    jobid: 2
+    wildcards: arm=b
+    resources: tmpdir=/tmp, runtime=480, gpu=1
+Shell command: None
+
+[Tue Dec  1 08:55:25 2026]
+rule pretrain:
+    input: r/sel.json
+    output: r/c/encoder.pt
+    jobid: 3
+    resources: tmpdir=/tmp, runtime=480, gpu=1
+Shell command: None
+[Tue Dec  1 08:55:25 2026] Group job eval_a (jobs in lexicogr. order):
+
+    [Tue Dec  1 08:55:25 2026]
+    rule features:
+        input: r/a/encoder.pt
+        output: r/a/features.pt
+        jobid: 4
+        resources: tmpdir=/tmp, runtime=30, gpu=1
+Shell command: None
+
+    [Tue Dec  1 08:55:25 2026]
+    rule linear:
+        input: r/a/features.pt
+        output: r/a/linear.json
+        jobid: 5
+        resources: tmpdir=/tmp, runtime=60, gpu=1
+Shell command: None
+[Tue Dec  1 08:55:25 2026] Group job eval_b (jobs in lexicogr. order):
+
+    [Tue Dec  1 08:55:25 2026]
+    rule features:
+        input: r/b/encoder.pt
+        output: r/b/features.pt
+        jobid: 6
+        resources: tmpdir=/tmp, runtime=30, gpu=1
+Shell command: None
+
+[Tue Dec  1 08:55:25 2026]
+rule select:
+    input: r/a/linear.json
+    output: r/sel.json
+    jobid: 7
+    resources: tmpdir=/tmp, runtime=60
+Shell command: None
+"""
+
+
+def test_parse_dry_run_reads_group_jobs_and_inputs(plan):
+    jobs = plan.parse_dry_run(GROUPED)
+    assert [(j.rule, j.group) for j in jobs] == [
+        ("pretrain", None), ("pretrain", None), ("pretrain", None), ("features", "eval_a"),
+        ("linear", "eval_a"), ("features", "eval_b"), ("select", None)]
+    assert jobs[3].group_job == jobs[4].group_job != jobs[5].group_job
+    assert jobs[4].input == ["r/a/features.pt"] and jobs[4].resources["runtime"] == "60"
+    assert jobs[6].group_job is None and jobs[6].input == ["r/a/linear.json"]
+
+
+def test_submissions_count_arrays_by_ready_batch_and_groups_once(plan):
+    settings = {"array_rules": {"pretrain"}, "array_limit": 1000,
+                "groups": {"features": "eval_{arm}", "linear": "eval_{arm}"},
+                "group_components": {"eval_{arm}": 8}}
+    rows = {r["unit"]: r for r in plan.submissions(plan.parse_dry_run(GROUPED), settings)}
+    # two root pretrain jobs: one array; the third waits for a selection: its own sbatch
+    assert (rows["pretrain"]["jobs"], rows["pretrain"]["after"]) == (3, 2)
+    assert (rows["group eval_{arm}"]["jobs"], rows["group eval_{arm}"]["after"]) == (3, 2)
+    assert (rows["select"]["before"], rows["select"]["after"]) == (1, 1)
+    assert (rows["total"]["before"], rows["total"]["after"]) == (7, 5)
+    # an array limit of 1 is one sbatch per task again
+    one = plan.submissions(plan.parse_dry_run(GROUPED), {**settings, "array_limit": 1})
+    assert one[-1]["after"] == 6
+
+
+def test_test_profile_uses_the_slurm_profiles_arrays_and_groups(plan):
+    """The cluster tests exercise the production profile's submission settings."""
+    prod = plan.profile_settings(REPO / "workflow/profiles/slurm")
+    test = plan.profile_settings(REPO / "tests/cluster/profile")
+    assert prod == test
+    assert {"pretrain", "simcse"} <= prod["array_rules"]
+    for path in (REPO / "workflow/profiles/slurm/config.yaml",
+                 REPO / "tests/cluster/profile/config.yaml"):
+        prof = yaml.safe_load(path.read_text())
+        # arrays need the whole selection of ready jobs (plugin issue #473): no job cap
+        assert prof["jobs"] == "unlimited", path
+        assert int(str(prof["max-jobs-per-timespan"]).split("/")[0]) >= 20000, path
+        assert "gpu=local" in prof["set-resource-scopes"], path
+    # every grouped rule has a component count, and every rule named exists
+    rules = set(re.findall(r"^\s*rule (\w+):", "\n".join(
+        p.read_text() for p in (REPO / "workflow/rules").glob("*.smk")), re.M))
+    assert set(prod["groups"]) <= rules and prod["array_rules"] <= rules
+    assert set(prod["groups"].values()) == set(prod["group_components"])
+
+
+@pytest.mark.slow
+def test_a_resources_overlay_sets_each_rules_time_and_memory_request(plan, tmp_path):
+    """`--configfile <config> <resources overlay>` (the rehearsal's resources.yaml): the
+    rules it names request its runtime (sbatch -t), memory (--mem) and threads, the others
+    keep the config's."""
+    overlay = tmp_path / "resources.yaml"
+    overlay.write_text(yaml.safe_dump({"resources": {
+        "pretrain": {"gpu": 0, "mem_mb": 1234, "runtime": 37, "threads": 1},
+        "pot": {"gpu": 0, "mem_mb": 777, "runtime": 3}}}))
+    base = plan.parse_dry_run(plan.dry_run(["config/smoke.yaml"], plan.SLURM_PROFILE))
+    over = plan.parse_dry_run(plan.dry_run(["config/smoke.yaml", str(overlay)],
+                                           plan.SLURM_PROFILE))
+    req = lambda jobs, rule: {(j.runtime_min, j.resources["mem_mb"]) for j in jobs
+                              if j.rule == rule}
+    assert req(over, "pretrain") == {(37, "1234")} != req(base, "pretrain")
+    assert req(over, "pot") == {(3, "777")} != req(base, "pot")
+    assert req(over, "features") == req(base, "features")

@@ -89,8 +89,9 @@ def write_fixture_results(cfg: dict[str, Any]) -> None:
     write_json(Path(layout.CHECKS.format(results=root, profile=prof)) / "special_case.json",
                {"max_abs_diff": 0.0, "cases": []})
     for run in layout.norms_vision_runs(cfg):
-        write_json(layout.run_dir(cfg, run) / "norms.json", norms_unit(run.seed, run.arm),
-                   seed=run.seed)
+        write_json(layout.run_dir(cfg, run) / "norms.json",
+                   {**norms_unit(run.seed, run.arm), "dataset": run.dataset,
+                    "backbone": run.backbone}, seed=run.seed)
 
 
 def _corr(r: float | None, lo: float | None, hi: float | None, n: int = 200) -> dict[str, Any]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from weince.report import build_report
 from weince.report.forest import forest_lines
 
@@ -26,9 +28,11 @@ def test_forest_lines_carry_our_estimates_and_the_papers_figures(fx):
     assert (base.lo, base.hi) == (row.cells[arms["baseline"]].est.lo,
                                   row.cells[arms["baseline"]].est.hi)
     assert base.paper == row.paper["baseline"] and prim.paper == row.paper["treatment"]
-    # C2: the paper gives a range, drawn as a band on the primary arm's lines
-    # on the paper's own settings (a scale-model row shows the same band for comparison)
+    # C2: the paper gives a range, drawn as a band on the primary arm's lines on the
+    # paper's own settings only (a scale-model row's table rules the comparison out)
     c2_lines, _ = forest_lines(res["C2"])
+    assert all(ln.paper_range is None and ln.paper is None for ln in c2_lines
+               if ln.label.startswith("digits"))
     primary = res["C2"].claim["arms"]["primary"]
     paper_settings = {f"{r['dataset']} / {r['backbone']}" for r in res["C2"].claim["rows"]}
     arm_of = {id(ln): ln.label.split(" | ")[-1].split(" (")[0] for ln in c2_lines}
@@ -50,7 +54,7 @@ def test_summary_shows_one_forest_plot_per_claim_inline(fx):
     assert drawn == expected and {"C1", "C2", "C3", "N1", "N2", "N3"} <= drawn
     for _, rel in images:
         assert (out / rel).stat().st_size > 2000
-    assert summary.index("## Claims at a glance") < summary.index("## Provenance")
+    assert summary.index("## Forest plots") < summary.index("## Provenance")
 
 
 def test_html_pages_embed_the_forest_plot_and_render_the_table(fx, tmp_path):
@@ -80,3 +84,35 @@ def test_figures_are_grouped_by_claim():
     assert figure_category("evt/digits_smallcnn_infonce_qq", cats) == "C1: tail"
     assert figure_category("evt/digits_smallcnn_infonce_lambda_profile", cats) == "C2: link"
     assert figure_category("lambda_training_digits_smallcnn", cats) == "WEINCE lambda over training"
+
+
+def test_forest_panels_show_the_papers_figure_and_one_metric_each(fx):
+    from weince.report.forest import forest_panels
+
+    res = by_id(build_report(fx, with_figures=False))
+    # C4: none of its settings ran; the gain panel still shows each paper gain
+    _, gains = forest_lines(res["C4"])
+    paper_gains = sorted(ln.paper for ln in gains if ln.mean is None)
+    assert paper_gains == sorted(r["paper"]["gain"] for r in res["C4"].claim["rows"])
+    assert all(ln.paper is None for ln in gains if ln.mean is not None)   # scale rows
+    # C3's gain panel carries the paper's gain, treatment minus baseline
+    _, g3 = forest_lines(res["C3"])
+    p = res["C3"].claim["rows"][0]["paper"]
+    assert any(ln.paper == pytest.approx(p["treatment"] - p["baseline"]) for ln in g3)
+    # C5: the paper's ">= 0" on its settings
+    _, g5 = forest_lines(res["C5"])
+    assert any(ln.paper_range == (0.0, float("inf")) for ln in g5)
+    # C9: the tolerance band
+    per9, _ = forest_lines(res["C9"])
+    assert per9[0].paper_range == (0.0, res["C9"].claim["tolerance"])
+    # C6: one metric per panel (values and gains), seven metrics
+    panels = forest_panels(res["C6"])
+    assert len(panels) == 14 and all(len({ln.metric for ln in lines}) == 1
+                                     for _, lines, _ in panels)
+    # units once: C8's label carries "(%)", C7's unit is "(x100)"
+    assert all(xl.count("(%)") == 1 for _, _, xl in forest_panels(res["C8"]))
+    assert all("((x100))" not in xl for _, _, xl in forest_panels(res["C7"]))
+    # C8: one timing file, its own interval drawn (as the table prints it), marked n = 1
+    per8, _ = forest_lines(res["C8"])
+    w = next(ln for ln in per8 if ln.label.endswith("| weince"))
+    assert (w.lo, w.hi, w.fit_interval) == (0.2, 1.4, True)

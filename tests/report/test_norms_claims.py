@@ -12,10 +12,32 @@ import pytest
 from weince.pipeline import layout
 from weince.pipeline.norms import norms_results
 from weince.pipeline.targets import claim_inputs, claims
-from weince.report import build_report
+from weince.report import build_report, load_claims
 from weince.report.norms import claim_verdicts, load_results
 from weince.utils.results import InvalidResultError
 from weince.utils.vocabulary import NOT_REPRODUCED, NOT_RUN, REPRODUCED
+
+from .conftest import CLAIMS
+
+
+def _registry_naming(tmp_path: Path, backbone: str) -> Path:
+    """The registry with ``backbone`` added to N1-N3's rows, as if the companion paper had
+    used it (so that the fixture's units are on a paper model)."""
+    import yaml
+
+    reg = yaml.safe_load(CLAIMS.read_text())
+    for c in reg["claims"]:
+        if c["kind"] == "norms":
+            extra = [{**r, "backbone": backbone} for r in c["rows"] if r.get("backbone")]
+            c["rows"] = c["rows"] + extra
+    out = tmp_path / "claims.yaml"
+    out.write_text(yaml.safe_dump(reg, sort_keys=False))
+    return out
+
+
+def _page_rows(claims_path: Path) -> dict:
+    return {c["id"]: c["rows"] for c in load_claims(claims_path)["claims"]
+            if c["kind"] == "norms"}
 
 
 def test_n_claims_come_from_the_registry_with_the_pages_verdicts(fx):
@@ -27,18 +49,42 @@ def test_n_claims_come_from_the_registry_with_the_pages_verdicts(fx):
     build_report(fx, with_figures=False)
     out = Path(fx["reports"], "fx")
     got = {c["id"]: c["verdict"] for c in json.loads((out / "claims.json").read_text())["claims"]}
-    page = claim_verdicts(load_results(paths))
+    page = claim_verdicts(load_results(paths), _page_rows(CLAIMS))
     assert {k: got[k] for k in ("N1", "N2", "N3")} == {k: v["verdict"] for k, v in page.items()}
-    assert got["N1"] == REPRODUCED and got["N2"] == NOT_REPRODUCED and got["N3"] == REPRODUCED
+    # the fixture's encoders (ResNet-18 on CIFAR-100 / digits) are not the companion paper's
+    # models (CLIP ViT-B/32, MiniLM-L12): the same rule as C1-C10, no verdict
+    assert got["N1"] == got["N2"] == got["N3"] == NOT_RUN
+    assert page["N2"]["scale_model"] == {"units": 18, "n_testable": 18, "n_reproduced": 16}
     summary = (out / "summary.md").read_text()
     for cid in ("N1", "N2", "N3"):
         assert f"| {cid} |" in summary and f"table_{cid.lower()}.md" in summary
         assert (out / f"table_{cid.lower()}.md").exists()
     n2 = (out / "table_n2.md").read_text()
-    assert "n2.heat_vs_norm.pearson" in n2 and "n2.drift_vs_norm.pearson" in n2
-    assert "seed21: -0.10 [-0.30, +0.10] (not reproduced)" in n2
+    # metrics in words, the paper's figures on its own models, no unit verdict elsewhere
+    assert "r(heat, norm)" in n2 and "r(drift, norm)" in n2 and "n2.heat_vs_norm" not in n2
+    assert "| clip_vit_b32 | r(heat, norm) | all | missing | n/a | r = +0.38 |" in n2
+    assert "| minilm-l12 (text) | r(drift, norm) | all | missing | n/a | r = -0.58 |" in n2
+    assert "seed21: -0.10 [-0.30, +0.10];" in n2 and "(not reproduced)" not in n2
+    assert "scale model (no verdict) | 2 of 3 testable unit(s) show it" in n2
+    assert "verdicts.N2 of its norms.json" not in n2
     n3 = (out / "table_n3.md").read_text()
     assert "knn recall@1 frequent" in n3 and "recall@5" not in n3   # primary rows only
+    assert "gain 1.2-2.3 points" in n3
+
+
+def test_n_claims_judge_units_on_the_companion_papers_models(fx, tmp_path):
+    """With the fixture's backbone among the registry's rows, its units decide the claims,
+    on the registry page and the norms page alike."""
+    fx["claims"] = str(_registry_naming(tmp_path, "resnet18"))
+    res = {r.claim["id"]: r for r in build_report(fx, with_figures=False, summary=False)}
+    page = claim_verdicts(load_results(norms_results(fx)), _page_rows(Path(fx["claims"])))
+    assert res["N1"].verdict == page["N1"]["verdict"] == REPRODUCED
+    assert res["N2"].verdict == page["N2"]["verdict"] == NOT_REPRODUCED
+    assert res["N3"].verdict == page["N3"]["verdict"] == REPRODUCED
+    assert "16 of 18 testable unit(s) on the companion paper's models" in res["N2"].reason
+    n2 = res["N2"].rows
+    row = next(r for r in n2 if r.paper_setting and r.cells and "drift" in r.label)
+    assert row.paper == {"value": -0.58} and row.verdicts["infonce"] == NOT_REPRODUCED
 
 
 def test_n_claims_without_results_are_not_run(fx):

@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from weince.report import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED
 from weince.pipeline.claims import load_claims, validate_with_defaults
+from weince.report import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED
+from weince.report.glance import MAX_ROW_CHARS
+from weince.report.html import local_refs
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -186,11 +188,22 @@ def test_smoke_summary_lists_every_claim_with_a_verdict(smoke_run):
         line = next((ln for ln in summary.splitlines() if ln.startswith(f"| {cid} |")), None)
         assert line is not None, f"{cid} missing from the summary"
         assert any(f"**{v}**" in line for v in VERDICTS), line
+        assert len(line) <= MAX_ROW_CHARS, (cid, len(line))
+    assert "| Claim | What | Paper | Ours | Verdict | Page |" in summary
+    # every local link and image of the HTML pages the rules wrote resolves
+    html_dir = smoke_run / "reports/smoke/html"
+    pages = sorted(html_dir.rglob("*.html"))
+    assert len(pages) >= len(CLAIM_IDS) + 1
+    for page in pages:
+        for ref in local_refs(page.read_text()):
+            assert (page.parent / ref.split("#")[0]).exists(), f"{page}: {ref}"
     claims = json.loads((smoke_run / "reports/smoke/claims.json").read_text())
     verdicts = {c["id"]: c["verdict"] for c in claims["claims"]}
     assert verdicts["C9"] == REPRODUCED      # lambda = 0 is InfoNCE, computed
     assert verdicts["C3"] == NOT_RUN         # no CIFAR-100 at the smoke profile
     assert verdicts["C1"] == verdicts["C2"] == NOT_RUN   # digits: not a paper setting
+    # N1-N3 follow the same rule: our encoders are not the companion paper's models
+    assert verdicts["N1"] == verdicts["N2"] == verdicts["N3"] == NOT_RUN
     for cid in CLAIM_IDS:
         md = (smoke_run / f"reports/smoke/table_{cid.lower()}.md").read_text()
         assert "git commit" in md and "config hash" in md
@@ -210,10 +223,24 @@ def test_smoke_summary_lists_every_claim_with_a_verdict(smoke_run):
                      .read_text())
     assert knn["selected_point"] == {m: c["chosen"] for m, c in sel["knn"].items()}
     # the scale line names the options the smoke profile takes off the official protocol
-    assert "options off the official protocol: Adam weight decay" in summary
+    assert "option(s) off the official protocol, listed on every vision claim's page" in summary
+    assert "options off the official protocol: Adam weight decay" in c3
 
 
 @pytest.mark.slow
+def test_smoke_every_job_has_a_benchmark(smoke_run):
+    """Every rule has a `benchmark:` under results/{profile}/benchmarks (issue 23's cost
+    forecast reads them): one benchmark per job, at the same place as the job's log."""
+    logs = smoke_run / "results/smoke/logs"
+    bench = smoke_run / "results/smoke/benchmarks"
+    jobs = {p.relative_to(logs).with_suffix("").as_posix() for p in logs.rglob("*.log")}
+    timed = {p.relative_to(bench).with_suffix("").as_posix() for p in bench.rglob("*.tsv")}
+    assert jobs and jobs == timed, (sorted(jobs - timed), sorted(timed - jobs))
+    for p in bench.rglob("*.tsv"):
+        head, row = p.read_text().splitlines()[:2]
+        assert head.split("\t")[0] == "s" and float(row.split("\t")[0]) >= 0, p
+
+
 def test_smoke_deleting_one_result_reruns_only_its_dependents(smoke_run):
     knn = smoke_run / "results/smoke/vision/digits/smallcnn/weince/seed7/knn.json"
     keep = smoke_run / "results/smoke/vision/digits/smallcnn/weince/seed7/linear.json"
@@ -316,7 +343,7 @@ def test_smoke_bundle_verifies_and_rebuilds_without_training(smoke_run, tmp_path
 def test_smoke_snakemake_html_report_shows_every_claim(smoke_run):
     """`snakemake --report` builds the standard self-contained report with every claim's
     page (table + forest plot) in its own category, the summary and the figures."""
-    from weince.report.html import claim_categories
+    from weince.report.html import SUMMARY_CATEGORY, claim_categories
 
     proc = snakemake(smoke_run, "--report", "reports/smoke/report.html",
                      "--configfile", "config/smoke.yaml", timeout=600)
@@ -326,6 +353,6 @@ def test_smoke_snakemake_html_report_shows_every_claim(smoke_run):
     assert set(cats) == set(CLAIM_IDS)
     for cid in CLAIM_IDS:
         assert f"claim_{cid.lower()}.html" in html, f"{cid} page missing from the report"
-        assert f'"{cid}: ' in html, f"{cid} category missing from the report"
-    for name in ("summary.html", "forest_c1.png", "Ablations and norms"):
+        assert f'"{cats[cid]}' in html, f"{cid} category missing from the report"
+    for name in ("summary.html", "forest_c1.png", "Ablations and norms", SUMMARY_CATEGORY):
         assert name in html, name

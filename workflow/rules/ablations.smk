@@ -12,6 +12,8 @@ rule linear_head:
         f"{VRUN}/linear_head.json",
     log:
         f"{LOGS}/linear_head/{VRUN_TAG}.log",
+    benchmark:
+        f"{BENCH}/linear_head/{VRUN_TAG}.tsv"
     threads: threads_for("linear")
     resources:
         **resources_for("linear"),
@@ -31,6 +33,8 @@ rule ablations_report:
         figures=directory(str(ABLATION_OUTPUTS["figures"])),
     log:
         f"{RESULTS}/{PROFILE}/logs/report/ablations.log",
+    benchmark:
+        f"{RESULTS}/{PROFILE}/benchmarks/report/ablations.tsv"
     threads: 1
     resources:
         **resources_for("report"),

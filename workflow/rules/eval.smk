@@ -27,6 +27,8 @@ rule knn:
         f"{VRUN}/knn.json",
     log:
         f"{LOGS}/knn/{VRUN_TAG}.log",
+    benchmark:
+        f"{BENCH}/knn/{VRUN_TAG}.tsv"
     threads: threads_for("knn")
     resources:
         **resources_for("knn"),

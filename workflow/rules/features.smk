@@ -8,6 +8,8 @@ rule features:
         f"{VRUN}/features.pt",
     log:
         f"{LOGS}/features/{VRUN_TAG}.log",
+    benchmark:
+        f"{BENCH}/features/{VRUN_TAG}.tsv"
     threads: threads_for("features")
     resources:
         **resources_for("features"),

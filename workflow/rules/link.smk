@@ -8,6 +8,8 @@ rule link:
         f"{VRUN}/link.json",
     log:
         f"{LOGS}/link/{VRUN_TAG}.log",
+    benchmark:
+        f"{BENCH}/link/{VRUN_TAG}.tsv"
     threads: 1
     resources:
         **resources_for("link"),

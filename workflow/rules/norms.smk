@@ -49,13 +49,16 @@ rule norms_text:
 
 rule norms_report:
     input:
-        [str(p) for p in norms_results(config)],
+        results=[str(p) for p in norms_results(config)],
+        claims=config["claims"],
     output:
         md=str(NORMS_OUTPUTS["md"]),
         summary=str(NORMS_OUTPUTS["summary"]),
         figures=directory(str(NORMS_OUTPUTS["figures"])),
     log:
         f"{RESULTS}/{PROFILE}/logs/report/norms.log",
+    benchmark:
+        f"{RESULTS}/{PROFILE}/benchmarks/report/norms.tsv"
     threads: 1
     resources:
         **resources_for("report"),

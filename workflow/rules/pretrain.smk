@@ -29,6 +29,8 @@ rule select_grid_point:
         f"{VPAIR}/{{arm}}/selection.json",
     log:
         f"{LOGS}/select/{{dataset}}/{{backbone}}/{{arm}}.log",
+    benchmark:
+        f"{BENCH}/select/{{dataset}}/{{backbone}}/{{arm}}.tsv"
     threads: 1
     resources:
         **resources_for("select_grid_point"),
@@ -62,6 +64,8 @@ if shares_seeds(config):
             linear=f"{VRUN}/linear.json",
         log:
             f"{LOGS}/adopt/{VRUN_TAG}.log",
+        benchmark:
+            f"{BENCH}/adopt/{VRUN_TAG}.tsv"
         wildcard_constraints:
             arm="|".join(re.escape(a) for a in grid_arms(config)),
         threads: 1
@@ -77,6 +81,8 @@ if shares_seeds(config):
             f"{VRUN}/knn.json",
         log:
             f"{LOGS}/select_knn/{VRUN_TAG}.log",
+        benchmark:
+            f"{BENCH}/select_knn/{VRUN_TAG}.tsv"
         wildcard_constraints:
             arm="|".join(re.escape(a) for a in grid_arms(config)),
         threads: 1

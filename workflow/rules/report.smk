@@ -2,7 +2,13 @@
 # `snakemake --report reports/<profile>/report.html --configfile ...` gathers the outputs
 # marked with report() below, one category per claim (captions: workflow/report/*.rst).
 
-from weince.report.html import claim_categories, figure_category, figure_subcategory
+from weince.report.html import (
+    COMPANION_CATEGORY,
+    SUMMARY_CATEGORY,
+    claim_categories,
+    figure_category,
+    figure_subcategory,
+)
 
 
 report: "../report/workflow.rst"
@@ -16,6 +22,8 @@ rule special_case:
         f"{CHECKS_DIR}/special_case.json",
     log:
         f"{LOGS}/special_case.log",
+    benchmark:
+        f"{BENCH}/special_case.tsv"
     threads: 1
     resources:
         **resources_for("special_case"),
@@ -41,6 +49,8 @@ rule claim_table:
         ),
     log:
         f"{LOGS}/report/table_{{cid}}.log",
+    benchmark:
+        f"{BENCH}/report/table_{{cid}}.tsv"
     threads: 1
     resources:
         **resources_for("report"),
@@ -68,18 +78,20 @@ rule report:
         summary_html=report(
             f"{REPORT_DIR}/html/summary.html",
             caption="../report/summary.rst",
-            category="Summary",
+            category=SUMMARY_CATEGORY,
             labels={"page": "summary of the registry's claims"},
         ),
         companions_html=report(
             directory(f"{REPORT_DIR}/html/companions"),
             patterns=["{page}.html"],
             caption="../report/companion.rst",
-            category="Ablations and norms",
+            category=COMPANION_CATEGORY,
             labels=lambda wc: {"page": wc.page},
         ),
     log:
         f"{LOGS}/report/summary.log",
+    benchmark:
+        f"{BENCH}/report/summary.tsv"
     threads: 1
     resources:
         **resources_for("report"),

@@ -26,6 +26,8 @@ rule sts:
         f"{TRUN}/sts.json",
     log:
         f"{LOGS}/sts/{TRUN_TAG}.log",
+    benchmark:
+        f"{BENCH}/sts/{TRUN_TAG}.tsv"
     threads: threads_for("sts")
     resources:
         **resources_for("sts"),

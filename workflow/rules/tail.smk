@@ -8,6 +8,8 @@ rule collect_scores:
         f"{VRUN}/scores.npz",
     log:
         f"{LOGS}/scores/{VRUN_TAG}.log",
+    benchmark:
+        f"{BENCH}/scores/{VRUN_TAG}.tsv"
     threads: threads_for("collect_scores")
     resources:
         **resources_for("collect_scores"),
@@ -26,6 +28,8 @@ rule pot:
         f"{VRUN}/pot.json",
     log:
         f"{LOGS}/pot/{VRUN_TAG}.log",
+    benchmark:
+        f"{BENCH}/pot/{VRUN_TAG}.tsv"
     threads: 1
     resources:
         **resources_for("pot"),

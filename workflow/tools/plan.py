@@ -3,6 +3,7 @@
     python workflow/tools/plan.py                              # paper grid
     python workflow/tools/plan.py --configfile config/smoke.yaml
     python workflow/tools/plan.py --markdown > plan.md
+    python workflow/tools/plan.py --submissions          # + sbatch calls, arrays and groups
 
 It runs ``snakemake --dry-run --forceall`` with the SLURM profile (nothing is submitted,
 nothing needs SLURM installed: without snakemake-executor-plugin-slurm, the ``[slurm]``
@@ -16,7 +17,9 @@ and ``results/<profile>/benchmarks/`` afterwards. (CPU-hours are not summed: a d
 does not print the jobs' threads.)
 
 ``--forceall`` counts the whole grid as if nothing had run yet; ``--outstanding`` counts
-only the jobs still to run in this checkout.
+only the jobs still to run in this checkout. ``--submissions`` also counts the ``sbatch``
+calls: one per job (a profile without job arrays and groups) and with the profile's
+``slurm-array-jobs`` and ``groups``/``group-components`` (:func:`submissions`).
 
 ``--forecast`` prints instead the measured forecast of a finished rehearsal (the same page
 as ``reports/rehearsal/forecast.md``, weince.report.forecast):
@@ -39,8 +42,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 SLURM_PROFILE = REPO / "workflow" / "profiles" / "slurm"
 
-__all__ = ["JobInfo", "parse_dry_run", "summarise", "dry_run", "dry_run_profile",
-           "forecast_text", "main"]
+__all__ = ["JobInfo", "parse_dry_run", "summarise", "submissions", "profile_settings",
+           "dry_run", "dry_run_profile", "forecast_text", "main"]
 
 # placeholders so that a dry run works before the user has set the real values
 _ENV_DEFAULTS = {
@@ -49,7 +52,8 @@ _ENV_DEFAULTS = {
     "WEINCE_SLURM_GPU_PARTITION": "your_gpu_partition",
 }
 
-_RULE_RE = re.compile(r"^(local)?rule (\S+):\s*$")
+_RULE_RE = re.compile(r"^(\s*)(local)?rule (\S+):\s*$")
+_GROUP_RE = re.compile(r"Group job (\S+) \(jobs")
 _KV_RE = re.compile(r"(\w+)=([^,]*)")
 
 
@@ -63,6 +67,9 @@ class JobInfo:
     output: list[str] = field(default_factory=list)
     resources: dict[str, str] = field(default_factory=dict)
     threads: int = 1          # snakemake prints `threads:` only when it is above 1
+    input: list[str] = field(default_factory=list)
+    group: str | None = None  # the group job's id (`groups:` of the profile), if grouped
+    group_job: int | None = None  # which group job of the listing (one sbatch each)
 
     def _int(self, key: str, default: int = 0) -> int:
         try:
@@ -92,14 +99,25 @@ class JobInfo:
 
 def parse_dry_run(text: str) -> list[JobInfo]:
     """Jobs of a ``snakemake --dry-run`` listing (snakemake 9 layout: a ``rule NAME:`` or
-    ``localrule NAME:`` line followed by indented ``output:``/``threads:``/``resources:``
-    lines)."""
+    ``localrule NAME:`` line followed by indented ``input:``/``output:``/``threads:``/
+    ``resources:`` lines; the jobs of a group job follow a ``Group job ID (...)`` line,
+    one level further indented)."""
     jobs: list[JobInfo] = []
     cur: JobInfo | None = None
+    group, n_groups = None, 0
     for line in text.splitlines():
+        g = _GROUP_RE.search(line)
+        if g and not line.startswith(" "):
+            group, n_groups, cur = g.group(1), n_groups + 1, None
+            continue
         m = _RULE_RE.match(line)
         if m:
-            cur = JobInfo(rule=m.group(2), local=bool(m.group(1)))
+            indented = bool(m.group(1))
+            if not indented:
+                group = None        # an unindented rule: the group job's listing ended
+            cur = JobInfo(rule=m.group(3), local=bool(m.group(2)),
+                          group=group if indented else None,
+                          group_job=n_groups if indented and group else None)
             jobs.append(cur)
             continue
         if not line.startswith("    "):
@@ -109,7 +127,9 @@ def parse_dry_run(text: str) -> list[JobInfo]:
         if cur is None:
             continue
         body = line.strip()
-        if body.startswith("output:"):
+        if body.startswith("input:"):
+            cur.input = [s.strip() for s in body[len("input:"):].split(",") if s.strip()]
+        elif body.startswith("output:"):
             cur.output = [s.strip() for s in body[len("output:"):].split(",") if s.strip()]
         elif body.startswith("threads:"):
             cur.threads = int(body.split(":", 1)[1])
@@ -149,6 +169,77 @@ def summarise(jobs: list[JobInfo]) -> list[dict]:
                 "runtime_min": "", "partition": "",
                 "gpu_hours": sum(r["gpu_hours"] for r in out),
                 "gpu_jobs": sum(r["gpu_jobs"] for r in out)})
+    return out
+
+
+def profile_settings(profile: Path) -> dict:
+    """The job-array and group settings of a profile: ``array_rules`` (set),
+    ``array_limit`` (int), ``groups`` (rule -> group id pattern), ``group_components``."""
+    import yaml
+
+    cfg = yaml.safe_load((Path(profile) / "config.yaml").read_text()) or {}
+    arrays = str(cfg.get("slurm-array-jobs") or "").replace(";", ",")
+    return {"array_rules": {r.strip() for r in arrays.split(",") if r.strip()},
+            "array_limit": int(cfg.get("slurm-array-limit", 1000)),
+            "groups": dict(cfg.get("groups") or {}),
+            "group_components": dict(cfg.get("group-components") or {})}
+
+
+def submissions(jobs: list[JobInfo], settings: dict) -> list[dict]:
+    """``sbatch`` calls the SLURM executor makes for the jobs of a dry run, per rule or
+    group, before (one per job) and after job arrays and groups.
+
+    - A group job of the listing (Snakemake has already merged ``group-components``
+      connected components into it) is one ``sbatch``.
+    - The jobs of an array rule go out as one ``sbatch --array`` per batch that becomes
+      ready together, split in chunks of ``array_limit``. A batch here is the set of jobs
+      with the same upstream jobs (all roots of the DAG are one batch); batches may also
+      coincide, so this is an upper bound (it is exact when every job of the rule is a
+      root, as for pretraining and SimCSE in every shipped config).
+    - Every other job is one ``sbatch``.
+
+    Rows: ``unit`` (rule, or ``group <pattern>``), ``rules``, ``jobs``, ``before``, ``after``,
+    ``how``; the last row is the total.
+    """
+    import math
+
+    slurm = [j for j in jobs if not j.local and j.output]
+    producer = {f: i for i, j in enumerate(slurm) for f in j.output}
+    patterns = settings.get("groups", {})
+    rows: "OrderedDict[str, dict]" = OrderedDict()
+
+    def row(unit, how):
+        return rows.setdefault(unit, {"unit": unit, "rules": set(), "jobs": 0, "before": 0,
+                                      "after": 0, "how": how, "_seen": set(), "_waves": {}})
+
+    limit = max(1, int(settings.get("array_limit", 1000)))
+    for i, j in enumerate(slurm):
+        if j.group_job is not None:
+            unit = f"group {patterns.get(j.rule, j.group)}"
+            k = settings.get("group_components", {}).get(patterns.get(j.rule, j.group), 1)
+            r = row(unit, f"groups of {k} connected components")
+            if j.group_job not in r["_seen"]:
+                r["_seen"].add(j.group_job)
+                r["after"] += 1
+        elif j.rule in settings.get("array_rules", set()):
+            r = row(j.rule, f"job arrays (<= {limit} tasks)")
+            ups = frozenset(producer[f] for f in j.input if f in producer)
+            r["_waves"][ups] = r["_waves"].get(ups, 0) + 1
+        else:
+            r = row(j.rule, "one job each")
+            r["after"] += 1
+        r["rules"].add(j.rule)
+        r["jobs"] += 1
+        r["before"] += 1
+    out = []
+    for r in rows.values():
+        r["after"] += sum(math.ceil(n / limit) for n in r["_waves"].values())
+        out.append({k: (", ".join(sorted(v)) if k == "rules" else v)
+                    for k, v in r.items() if not k.startswith("_")})
+    out.sort(key=lambda r: (-r["before"], r["unit"]))
+    out.append({"unit": "total", "rules": "", "jobs": sum(r["jobs"] for r in out),
+                "before": sum(r["before"] for r in out),
+                "after": sum(r["after"] for r in out), "how": ""})
     return out
 
 
@@ -233,6 +324,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--outstanding", action="store_true",
                    help="count only jobs still to run here (default: the whole grid)")
     p.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    p.add_argument("--submissions", action="store_true",
+                   help="also count the sbatch calls: one per job (without arrays and "
+                        "groups) and with the profile's job arrays and groups")
     p.add_argument("--forecast", action="store_true",
                    help="print the measured cost forecast of a finished rehearsal instead")
     args = p.parse_args(argv)
@@ -263,6 +357,17 @@ def main(argv: list[str] | None = None) -> int:
     total = rows[-1]
     print(f"\n{total['jobs']} SLURM jobs, {total['gpu_jobs']} of them on GPUs; GPU-hours = "
           f"sum over jobs of GPUs x requested walltime (an upper bound).")
+    if args.submissions:
+        sub = submissions(parse_dry_run(text), profile_settings(Path(args.profile)))
+        keys = {"unit": "rule or group", "rules": "rules", "jobs": "jobs",
+                "before": "sbatch, one per job", "after": "sbatch, arrays + groups",
+                "how": "how"}
+        print("\nsbatch calls (submissions):\n")
+        print(tabulate([[r[k] for k in keys] for r in sub], headers=list(keys.values()),
+                       tablefmt=fmt))
+        t = sub[-1]
+        print(f"\n{t['before']} sbatch calls one job per call; {t['after']} with the "
+              f"profile's job arrays and groups ({t['after'] / max(t['before'], 1):.1%}).")
     return 0
 
 

@@ -13,6 +13,10 @@ Per unit (one encoder and loss arm, or one text model):
 ``not testable at this scale``: fewer than ``min_n`` units (probes, queries or pairs), or
 (N1) no positive ``lr * weight_decay``. A claim over several units is ``reproduced`` only
 when every testable unit is; ``not testable at this scale`` when none is testable.
+
+Only units on the companion paper's own models (the ``rows`` of N1-N3 in
+``config/claims.yaml``: CLIP ViT-B/32, MiniLM-L12) count towards a claim's verdict, as for
+C1-C10; any other unit is a scale-model reading (:func:`on_paper_model`).
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ from typing import Any, Iterable
 
 from weince.utils.vocabulary import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED
 
-__all__ = ["PAPER", "interval_side", "correlation_verdict", "gain_verdict", "combine"]
+__all__ = ["PAPER", "UNIT_RULES", "interval_side", "correlation_verdict", "gain_verdict",
+           "combine", "unit_fields", "on_paper_model"]
 
 # the companion paper's figures, as printed (issue 10)
 PAPER = {
@@ -30,6 +35,34 @@ PAPER = {
     "N2": "r(heat, norm) = +0.38, r(drift, norm) = -0.58 (CLIP ViT-B/32, MiniLM-L12)",
     "N3": "cos / (1 + alpha ||z||) gains 1.2-2.3% on frequent items and low-quality samples",
 }
+
+# what one unit must show, in words (the claims' rule text and docs/verdicts.md)
+UNIT_RULES = {
+    "N1": "Pearson's r of the predicted R_eq against the measured norm has its 95% "
+          "interval above 0",
+    "N2": "r(heat, norm) has its 95% interval above 0 and r(drift, norm) below 0",
+    "N3": "every primary re-scoring row gains, with its 95% interval above 0",
+}
+
+_UNIT_KEYS = ("dataset", "backbone", "model")
+
+
+def unit_fields(result: dict[str, Any]) -> dict[str, str | None]:
+    """The model a ``norms.json`` is about: ``dataset``/``backbone`` of a vision unit, the
+    text model's name (the workflow's ``model_label``) of a text unit."""
+    if result.get("kind") == "text":
+        return {"model": result.get("model_label") or result.get("model")}
+    return {"dataset": result.get("dataset"), "backbone": result.get("backbone")}
+
+
+def on_paper_model(fields: dict[str, Any], rows: Iterable[dict[str, Any]] | None) -> bool:
+    """Whether a unit (its :func:`unit_fields`, or a report setting's) is on one of the
+    companion paper's models: every model key a registry row names matches."""
+    for row in rows or []:
+        named = [k for k in _UNIT_KEYS if row.get(k) is not None]
+        if named and all(fields.get(k) == row[k] for k in named):
+            return True
+    return False
 
 
 def interval_side(ci: Iterable[float]) -> int:

@@ -75,6 +75,12 @@ def _check_claim(c: dict[str, Any], path: Path) -> None:
         if "verdict_key" not in c or ("metric" not in c and "metrics" not in c):
             raise ValueError(f"{where}: kind 'norms' needs verdict_key (the unit verdict in "
                              f"norms.json) and a metric or metrics to show")
+        rows = c.get("rows")
+        if not isinstance(rows, list) or not all(r.get("backbone") or r.get("model")
+                                                 for r in rows):
+            raise ValueError(f"{where}: kind 'norms' needs rows naming the companion "
+                             f"paper's models (a backbone or a model each): only units on "
+                             f"them get a verdict")
         return
     if kind in ("gain", "noninferior", "overhead") and "baseline" not in c["arms"]:
         raise ValueError(f"{where}: kind {kind!r} needs arms.baseline")

@@ -157,6 +157,8 @@ class Setting:
     def label(self) -> str:
         if self.stage == "vision" or (self.stage == "norms" and self.dataset):
             return f"{self.dataset} / {self.backbone}"
+        if self.stage == "norms" and self.backbone:   # a model named without its data
+            return self.backbone
         if self.stage == "text":
             return f"{self.model} / {self.corpus}"
         if self.stage == "norms":

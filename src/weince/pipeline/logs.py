@@ -41,6 +41,9 @@ def log_to(path: str | os.PathLike | None, resources: Any = None) -> Iterator[No
         try:
             _check_gpu(gpus, path)
             yield
+        except SystemExit as e:   # a deliberate exit (e.g. SIGTERM: checkpoint written)
+            print(f"exit {e.code}: {e}", file=fh)
+            raise
         except BaseException:
             traceback.print_exc(file=fh)  # the log names the error; snakemake shows the log
             raise

@@ -26,6 +26,7 @@ from weince.report import figures as figs
 from weince.report.forest import forest_figures
 from weince.report.rehearsal import (data_note, is_rehearsal, rehearsal_note,
                                      text_identity, withhold_verdicts)
+from weince.report.glance import claim_notes, scale_items
 from weince.report.selection import selection_section
 from weince.report.tables import (claim_latex, claim_markdown, latex_document,
                                   summary_markdown)
@@ -162,8 +163,10 @@ def evaluate(cfg: dict[str, Any] | Profile, *, claims_path: str | Path | None = 
                                               prof.block("text").get("model_paths"))
         res = evaluate_claim(claim, settings, arms, claim_files, alpha=alpha,
                              scale=scale_line(prof, claim["stage"]))
-        results.append(withhold_verdicts(res, prof.config) if is_rehearsal(prof.config)
-                       else res)
+        if is_rehearsal(prof.config):
+            res = withhold_verdicts(res, prof.config)
+        res.notes = claim_notes(prof.config, claim)
+        results.append(res)
     return results
 
 
@@ -183,14 +186,27 @@ def write_tables(results: list[ClaimResult], cfg: dict[str, Any] | Profile, out:
     prof = Profile.of(cfg)
     out.mkdir(parents=True, exist_ok=True)
     info = _run_info(prof)
+    ids = [c["id"] for c in load_claims(prof.claims)["claims"]]
     written = []
     for res in results:
         stem = f"table_{res.claim['id'].lower()}"
-        (out / f"{stem}.md").write_text(claim_markdown(res, info)
+        (out / f"{stem}.md").write_text(claim_markdown(res, info, claim_nav(ids, res.claim["id"]))
                                         + selection_section(prof.config, res.claim))
         (out / f"{stem}.tex").write_text(claim_latex(res, info))
         written += [out / f"{stem}.md", out / f"{stem}.tex"]
     return written
+
+
+def claim_nav(ids: list[str], cid: str) -> str:
+    """Links from a claim's page to the summary and to the claims before and after it in
+    the registry's order."""
+    i = ids.index(cid)
+    parts = ["[Summary](summary.md)"]
+    if i > 0:
+        parts.append(f"previous: [{ids[i - 1]}](table_{ids[i - 1].lower()}.md)")
+    if i + 1 < len(ids):
+        parts.append(f"next: [{ids[i + 1]}](table_{ids[i + 1].lower()}.md)")
+    return " · ".join(parts)
 
 
 def companion_rows(out: Path) -> list[dict[str, str]]:
@@ -199,14 +215,13 @@ def companion_rows(out: Path) -> list[dict[str, str]]:
     are registry claims like the rest). Nothing for a page that does not exist."""
     rows = []
     if (out / "norms.md").exists():
-        rows.append({"id": "N1-N3 per unit", "paper": "companion claims (issue 10)",
-                     "verdict": VERDICT_FREE, "detail": "the claims' verdicts are in the "
-                     "table above; this page has per-unit tables and figures",
-                     "page": "norms.md"})
+        rows.append({"id": "N1-N3 per unit", "paper": "companion claims",
+                     "verdict": "see N1-N3 above", "detail": "N1-N3 per unit: tables, "
+                     "premises and figures", "page": "norms.md"})
     if (out / "ablations.md").exists():
-        rows.append({"id": "ablations", "paper": "not in the paper (issue 9)",
-                     "verdict": VERDICT_FREE, "detail": "tables with intervals",
-                     "page": "ablations.md"})
+        rows.append({"id": "ablations", "paper": "not in the paper",
+                     "verdict": VERDICT_FREE, "detail": "ablations (not in the paper): "
+                     "tables with intervals", "page": "ablations.md"})
     if (out / "forecast.md").exists():
         rows.append({"id": "forecast", "paper": "the full paper run's cost (issue 23)",
                      "verdict": VERDICT_FREE, "detail": "device-hours per claim table from "
@@ -219,9 +234,9 @@ def with_forest_section(summary: str, forests: list[Path], out: Path) -> str:
     summary), before its provenance section."""
     if not forests:
         return summary
-    block = ["## Claims at a glance", "",
+    block = ["## Forest plots", "",
              "Per claim: our mean and 95% interval for every setting x arm (blue), the paper's "
-             "figure (orange diamond, or band for a range).", ""]
+             "figure on the paper's own settings (orange diamond, or band for a range).", ""]
     for f in forests:
         rel = f.relative_to(out).as_posix()
         block += [f"![forest plot {f.stem.split('_', 1)[1].upper()}]({rel})", ""]
@@ -271,13 +286,14 @@ def build_report(cfg: dict[str, Any] | Profile, *, claims_path: str | Path | Non
     fig_dir.mkdir(exist_ok=True)
     made = _figures(prof, {r.claim["id"]: r for r in results}, fig_dir) if with_figures else []
     forests = forest_figures(results, fig_dir, prof.name) if with_figures else []
-    scale = "; ".join(dict.fromkeys(_scale_line(prof, s) for s in stages_run(prof)))
+    scale = scale_items(prof.config)
     if is_rehearsal(prof.config):
-        scale = f"{rehearsal_note(prof.config)}. {scale}"
-    else:
-        scale += data_note(prof.config)
+        scale = [rehearsal_note(prof.config), *scale]
+    elif data_note(prof.config):
+        scale = [*scale, data_note(prof.config).removeprefix("; ")]
     text = summary_markdown(
-        results, info, [str(p.relative_to(out)) for p in made], scale, companion_rows(out))
+        results, info, [str(p.relative_to(out)) for p in made], scale_items(prof.config),
+        companion_rows(out))
     (out / "summary.md").write_text(with_forest_section(text, forests, out))
     write_json(out / "claims.json", {
         "profile": prof.name,

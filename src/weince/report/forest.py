@@ -2,26 +2,33 @@
 the paper's figure.
 
 Each line of a forest plot is one arm in one setting of the claim's table: the dot is our mean
-over encoder seeds, the bar its 95% t-interval (no bar with fewer than two encoders), and the
-paper's number is an orange diamond on the same line (a band where the paper gives a range,
-e.g. C2's ``lambda`` of 0.33-0.50). Claims with gains (primary minus baseline) get a
-second panel: the gain's interval and the paper's gain (given, or treatment minus baseline).
-Nothing here computes a verdict: the figure only draws :class:`~weince.report.verdicts.ClaimResult`.
+over encoder seeds, the bar its 95% t-interval (no bar with fewer than two encoders; with one
+encoder, the single fit's or timing's own interval where the table shows one, dashed). The
+paper's number is an orange diamond on the lines of the paper's own settings only (a band
+where the paper gives a range, e.g. C2's ``lambda`` of 0.33-0.50; for C5 and C10 the
+paper's ``gain >= 0``, for C9 the exactness tolerance); a scale-model row carries no paper
+marker, since its table rules the comparison out. Claims with gains (primary minus
+baseline) get a gain panel with the paper's gain, the paper's settings that did not run
+included. A claim with several metrics (C6, C10) gets one pair of panels per metric.
+Nothing here computes a verdict: the figure only draws
+:class:`~weince.report.verdicts.ClaimResult`.
 """
 
 from __future__ import annotations
 
 import math
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["ForestLine", "forest_lines", "forest_figure", "forest_figures"]
+__all__ = ["ForestLine", "forest_lines", "forest_panels", "forest_figure", "forest_figures"]
 
 
 @dataclass
 class ForestLine:
     """One line of a forest plot: ``label``, our ``mean`` and interval (``lo``/``hi`` None
-    without one), the paper's value (``paper``) or range (``paper_range``), if any."""
+    without one; ``fit_interval`` True when it is a single fit's own interval, n = 1), the
+    paper's value (``paper``) or range (``paper_range``), if any."""
 
     label: str
     mean: float | None          # None: a paper setting this profile did not run
@@ -29,6 +36,8 @@ class ForestLine:
     hi: float | None = None
     paper: float | None = None
     paper_range: tuple[float, float] | None = None
+    fit_interval: bool = False
+    metric: str = ""
 
 
 def _finite(x) -> bool:
@@ -38,10 +47,11 @@ def _finite(x) -> bool:
 def _paper_for_arm(paper: dict, arm: str, arms: dict) -> tuple[float | None, tuple | None]:
     """The paper's figure for one arm of a row: ``baseline``/``treatment`` values belong to
     the claim's baseline/primary arm; a single ``value`` or a ``low``-``high`` range is the
-    claim's figure for its primary arm."""
+    claim's figure for its primary arm (kind norms: every arm, ``primary: all``)."""
+    primary = arms.get("primary")
     if arm == arms.get("baseline") and _finite(paper.get("baseline")):
         return float(paper["baseline"]), None
-    if arm == arms.get("primary"):
+    if arm == primary or primary == "all":
         if _finite(paper.get("treatment")):
             return float(paper["treatment"]), None
         if _finite(paper.get("value")):
@@ -51,72 +61,159 @@ def _paper_for_arm(paper: dict, arm: str, arms: dict) -> tuple[float | None, tup
     return None, None
 
 
+def _paper_gain(paper: dict) -> float | None:
+    g = paper.get("gain")
+    if _finite(g):
+        return float(g)
+    if _finite(paper.get("treatment")) and _finite(paper.get("baseline")):
+        return float(paper["treatment"]) - float(paper["baseline"])
+    return None
+
+
+def _single_interval(cell) -> tuple[float, float] | None:
+    """The interval the table shows for a single encoder: the fit's (C1, C2) or the timing
+    file's (C8)."""
+    if cell is None:
+        return None
+    ex = cell.extra or {}
+    if _finite(ex.get("lo")) and _finite(ex.get("hi")):
+        return float(ex["lo"]), float(ex["hi"])
+    iv = ex.get("interval")
+    if isinstance(iv, list) and len(iv) == 1 and isinstance(iv[0], (list, tuple)) \
+            and len(iv[0]) == 2 and all(_finite(v) for v in iv[0]):
+        return float(iv[0][0]), float(iv[0][1])
+    return None
+
+
 def forest_lines(result) -> tuple[list[ForestLine], list[ForestLine]]:
     """``(per-arm lines, gain lines)`` of a :class:`ClaimResult`, in table order.
 
     Per-arm lines: every arm with a finite estimate in every row, and the paper's figure
-    alone (``mean`` None) for a paper setting the profile did not run. Gain lines: the primary
-    arm's gain over the baseline in rows where we have one (with the paper's ``gain``)."""
-    arms = result.claim.get("arms") or {}
+    alone (``mean`` None) for a paper setting the profile did not run. Gain lines: the
+    primary arm's gain over the baseline in rows where we have one, and the paper's gain
+    alone on its settings that did not run. Paper figures only on the paper's settings."""
+    claim = result.claim
+    arms = claim.get("arms") or {}
+    kind = claim.get("kind")
     per_arm, gains = [], []
-    many_metrics = len({row.label for row in result.rows}) > 1   # e.g. C6: acc@k and R@k
     for row in result.rows:
-        where = row.setting.label() + (f" | {row.label}" if many_metrics else "")
-        # a paper setting the profile did not run has no cells: its arms with a paper figure
+        where = row.setting.label()
+        metric = row.label or row.metric
+        paper_row = bool(row.paper_setting)
+        pp = (row.paper or {}) if paper_row else {}
         names = list(row.cells) or [a for a in (arms.get("baseline"), arms.get("primary")) if a]
         for arm in names:
             cell = row.cells.get(arm)
             est = cell.est if cell is not None else None
-            paper, band = _paper_for_arm(row.paper or {}, arm, arms)
+            paper, band = _paper_for_arm(pp, arm, arms)
+            if kind == "exact" and paper_row and _finite(claim.get("tolerance")):
+                band = (0.0, float(claim["tolerance"]))
+            label = arm if arm != "all" else "all units"
             if est is None or not _finite(est.mean):
                 if paper is not None or band is not None:   # the paper's figure alone
-                    per_arm.append(ForestLine(f"{where} | {arm} (not run here)", None,
-                                              paper=paper, paper_range=band))
+                    per_arm.append(ForestLine(f"{where} | {label} (not run here)", None,
+                                              paper=paper, paper_range=band, metric=metric))
                 continue
-            per_arm.append(ForestLine(f"{where} | {arm}", float(est.mean),
-                                      est.lo if est.has_interval else None,
-                                      est.hi if est.has_interval else None, paper, band))
-        for arm, est in (row.gains or {}).items():
-            if not _finite(est.mean):
-                continue
-            paper = None
-            if arm == arms.get("primary"):
-                pp = row.paper or {}
-                paper = pp.get("gain")
-                if not _finite(paper) and _finite(pp.get("treatment")) and _finite(pp.get("baseline")):
-                    paper = float(pp["treatment"]) - float(pp["baseline"])  # the paper's gain
-            gains.append(ForestLine(f"{where} | {arm} - {arms.get('baseline', 'baseline')}",
-                                    float(est.mean), est.lo if est.has_interval else None,
-                                    est.hi if est.has_interval else None,
-                                    float(paper) if _finite(paper) else None))
+            lo, hi, fit = (est.lo, est.hi, False) if est.has_interval else (None, None, False)
+            if lo is None and est.n == 1 and _single_interval(cell) is not None:
+                (lo, hi), fit = _single_interval(cell), True
+            per_arm.append(ForestLine(f"{where} | {label}", float(est.mean), lo, hi, paper,
+                                      band, fit, metric))
+        base = arms.get("baseline", "baseline")
+        prim = arms.get("primary")
+        shown = {a: e for a, e in (row.gains or {}).items() if _finite(e.mean)}
+        if kind in ("gain", "noninferior") and paper_row and prim and prim not in shown:
+            g = _paper_gain(pp)
+            band = (0.0, math.inf) if kind == "noninferior" else None
+            if g is not None or band is not None:
+                gains.append(ForestLine(f"{where} | {prim} - {base} (not run here)", None,
+                                        paper=g, paper_range=band, metric=metric))
+        for arm, est in shown.items():
+            paper, band = None, None
+            if arm == prim and paper_row:
+                paper = _paper_gain(pp)
+                if kind == "noninferior":
+                    band = (0.0, math.inf)   # the paper's claim: gain >= 0
+            gains.append(ForestLine(f"{where} | {arm} - {base}", float(est.mean),
+                                    est.lo if est.has_interval else None,
+                                    est.hi if est.has_interval else None, paper, band,
+                                    metric=metric))
     return per_arm, gains
 
 
-def _panel(ax, lines: list[ForestLine], xlabel: str) -> None:
+def _unit(claim: dict) -> str:
+    u = (claim.get("unit") or "").strip()
+    return u if not u or u.startswith("(") else f"({u})"
+
+
+def _axis_label(name: str, unit: str) -> str:
+    """``name`` with its unit once (the label may carry it already)."""
+    return name if not unit or unit in name else f"{name} {unit}"
+
+
+def forest_panels(result) -> list[tuple[str, list[ForestLine], str]]:
+    """``(panel title, lines, x label)`` of each panel: per metric, our values and (gain
+    claims) the gains; one metric per panel."""
+    claim = result.claim
+    per_arm, gains = forest_lines(result)
+    metrics = list(dict.fromkeys(ln.metric for ln in per_arm + gains))
+    unit = _unit(claim)
+    name = claim.get("label") or claim.get("metric") or "estimate"
+    panels = []
+    for m in metrics:
+        mine = [ln for ln in per_arm if ln.metric == m]
+        gain = [ln for ln in gains if ln.metric == m]
+        title = m if len(metrics) > 1 else ""
+        if mine:
+            panels.append((title, mine, _axis_label(
+                m if len(metrics) > 1 else claim.get("label") or m or name, unit)))
+        if gain:
+            panels.append((title, gain, _axis_label("gain (primary - baseline)", unit)))
+    return panels
+
+
+def _panel(ax, lines: list[ForestLine], xlabel: str, title: str, band_label: str) -> list:
     ys = list(range(len(lines)))[::-1]
-    paper_labelled = ours_labelled = False
+    handles = {}
     for y, ln in zip(ys, lines):
         if ln.lo is not None and ln.hi is not None:
-            ax.plot([ln.lo, ln.hi], [y, y], color="C0", lw=2, solid_capstyle="butt")
+            h, = ax.plot([ln.lo, ln.hi], [y, y], color="C0", lw=2 if not ln.fit_interval
+                         else 1.2, ls="-" if not ln.fit_interval else "--",
+                         solid_capstyle="butt")
+            key = ("interval of the single fit or timing run (n = 1)" if ln.fit_interval
+                   else "95% t-interval across encoders")
+            handles.setdefault(key, h)
         if ln.mean is not None:
-            ax.plot([ln.mean], [y], "o", color="C0", ms=5,
-                    label=None if ours_labelled else "ours (mean, 95% interval)")
-            ours_labelled = True
-        lab = None if paper_labelled else "paper"
+            h, = ax.plot([ln.mean], [y], "o", color="C0", ms=5)
+            handles.setdefault("ours (mean over encoders)", h)
         if ln.paper is not None:
-            ax.plot([ln.paper], [y], "D", color="C1", ms=6, mfc="none", mew=1.6, label=lab)
-            paper_labelled = True
-        elif ln.paper_range is not None:
-            ax.fill_betweenx([y - 0.35, y + 0.35], *ln.paper_range, color="C1", alpha=0.3,
-                             label=lab)
-            paper_labelled = True
+            h, = ax.plot([ln.paper], [y], "D", color="C1", ms=6, mfc="none", mew=1.6)
+            handles.setdefault("paper", h)
+        if ln.paper_range is not None:
+            lo, hi = ln.paper_range
+            if math.isinf(hi):   # the paper's "gain >= 0" (C5, C10)
+                h, = ax.plot([lo], [y], ">", color="C1", ms=7)
+                handles.setdefault("paper: gain >= 0", h)
+            else:
+                h = ax.fill_betweenx([y - 0.35, y + 0.35], lo, hi, color="C1", alpha=0.3)
+                handles.setdefault(band_label, h)
+    if "gain" in xlabel:
+        ax.axvline(0.0, color="0.6", lw=0.6)
     ax.set_yticks(ys)
     ax.set_yticklabels([ln.label for ln in lines], fontsize=7)
     ax.set_ylim(-0.7, len(lines) - 0.3)
     ax.set_xlabel(xlabel, fontsize=8)
+    if title:
+        ax.set_title(title, fontsize=8)
     ax.tick_params(axis="x", labelsize=7)
     ax.grid(axis="x", alpha=0.3)
-    ax.legend(fontsize=7, loc="best")
+    xs = [v for ln in lines for v in (ln.mean, ln.lo, ln.hi, ln.paper) if _finite(v)]
+    xs += [v for ln in lines if ln.paper_range for v in ln.paper_range if _finite(v)]
+    if xs:
+        lo, hi = min(xs), max(xs)
+        pad = (hi - lo) * 0.08 or max(abs(hi), 1e-3) * 0.5
+        ax.set_xlim(lo - pad, hi + pad)
+    return list(handles.items())
 
 
 def forest_figure(result, out: str | Path, profile: str = "") -> Path | None:
@@ -130,19 +227,31 @@ def forest_figure(result, out: str | Path, profile: str = "") -> Path | None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = [(lines, xl) for lines, xl in
-              ((per_arm, result.claim.get("label") or result.claim.get("metric", "estimate")),
-               (gains, "gain (primary - baseline)")) if lines]
-    n = max(len(lines) for lines, _ in panels)
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels) + 1.5, 0.28 * n + 1.6),
-                             squeeze=False)
-    for ax, (lines, xl) in zip(axes[0], panels):
-        unit = result.claim.get("unit")
-        _panel(ax, lines, f"{xl} ({unit})" if unit else xl)
-    cid = result.claim["id"]
-    fig.suptitle(f"{cid}: {result.claim.get('title', '')} — verdict {result.verdict}"
-                 + (f" (profile {profile})" if profile else ""), fontsize=9)
-    fig.tight_layout()
+    claim = result.claim
+    panels = forest_panels(result)
+    gain_claim = claim.get("kind") in ("gain", "noninferior")
+    ncols = 2 if gain_claim and len(panels) > 1 else 1
+    nrows = math.ceil(len(panels) / ncols)
+    per_row = [max(len(p[1]) for p in panels[i * ncols:(i + 1) * ncols]) for i in range(nrows)]
+    width = 6.4 * ncols + 2.2
+    height = sum(0.26 * n + 1.0 for n in per_row) + 1.3
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width, height), squeeze=False,
+                             layout="constrained",
+                             gridspec_kw={"height_ratios": [n + 2 for n in per_row]})
+    band = "tolerance" if claim.get("kind") == "exact" else "paper (range)"
+    handles: dict = {}
+    for ax, (title, lines, xl) in zip(axes.flat, panels):
+        for k, h in _panel(ax, lines, xl, title, band):
+            handles.setdefault(k, h)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    cid = claim["id"]
+    head = f"{cid}: {claim.get('short_title', claim.get('title', ''))}"
+    sub = f"verdict: {result.verdict}" + (f"   (profile {profile})" if profile else "")
+    fig.suptitle("\n".join(textwrap.wrap(head, 90) + [sub]), fontsize=9)
+    if handles:
+        fig.legend(list(handles.values()), list(handles.keys()), loc="outside lower center",
+                   ncols=min(4, len(handles)), fontsize=7, frameon=False)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=120)

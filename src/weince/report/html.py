@@ -1,11 +1,15 @@
-"""Self-contained HTML pages for Snakemake's report (``snakemake --report``).
+"""HTML pages of the report (``reports/<profile>/html/``), also shown by ``snakemake --report``.
 
 Snakemake's report shows images and HTML inline but offers Markdown only as a download, so
 the rules that write the claim tables and the summary also write an HTML page of each
 (``reports/<profile>/html/``): the Markdown rendered with markdown-it-py (tables enabled),
-every local image embedded as a ``data:`` URI so that the page needs no other file. The
-rules mark these pages and the figures with ``report()``; the helpers below give each file
-its category in the report (the claim it belongs to).
+every local image embedded as a ``data:`` URI so that the page needs no other file. Links
+between pages are rewritten to the HTML pages beside it (``table_c3.md`` ->
+``claim_c3.html``, ``norms.md`` -> ``companions/norms.html``, ``summary.md`` ->
+``summary.html``); any other local link (a ``.tex`` table, a figure) points at the file in
+``reports/<profile>/``. The rules mark these pages and the figures with ``report()``; the
+helpers below give each file its category in the report, numbered so that Snakemake's menu
+(sorted by name) lists the summary first and the claims in the registry's order.
 """
 
 from __future__ import annotations
@@ -13,11 +17,16 @@ from __future__ import annotations
 import base64
 import html
 import mimetypes
+import os
 import re
 from pathlib import Path
 
 __all__ = ["markdown_to_html", "write_markdown_page", "claim_page", "claim_categories",
-           "figure_category", "figure_subcategory", "companion_pages"]
+           "figure_category", "figure_subcategory", "companion_pages", "html_page_for",
+           "local_refs", "SUMMARY_CATEGORY", "COMPANION_CATEGORY"]
+
+SUMMARY_CATEGORY = "01 Summary"
+COMPANION_CATEGORY = "Ablations and norms"
 
 _STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 1.2em 2em;
@@ -32,6 +41,55 @@ h1 { font-size: 1.5em; } h2 { font-size: 1.25em; margin-top: 1.4em; }
 """
 
 _IMG_RE = re.compile(r'(<img\s[^>]*src=")([^"]+)(")')
+_HREF_RE = re.compile(r'(<a\s[^>]*href=")([^"]+)(")')
+_EXTERNAL = re.compile(r"^(?:[a-z][a-z0-9+.-]*:|#|/)", re.I)
+
+
+def html_page_for(md_path: str | Path) -> Path | None:
+    """The HTML page the report writes for a Markdown page of ``reports/<profile>/``, or
+    None for a file with no HTML page: ``summary.md`` -> ``html/summary.html``,
+    ``table_<id>.md`` -> ``html/claim_<id>.html``, ``<page>.md`` of a companion page
+    (``norms.md``, ``ablations.md``) -> ``html/companions/<page>.html``."""
+    md_path = Path(md_path)
+    if md_path.suffix != ".md":
+        return None
+    html_dir = md_path.parent / "html"
+    if md_path.name == "summary.md":
+        return html_dir / "summary.html"
+    m = re.fullmatch(r"table_([a-z0-9]+)\.md", md_path.name)
+    if m:
+        return html_dir / f"claim_{m.group(1)}.html"
+    if md_path.name in ("norms.md", "ablations.md"):
+        return html_dir / "companions" / md_path.name.replace(".md", ".html")
+    return None
+
+
+def _rewrite_links(body: str, base: Path, page: Path) -> str:
+    """Local ``href``s of a page rendered from a Markdown file in ``base`` and written to
+    ``page``: to the HTML twin of a Markdown page, else to the file itself, relative to the
+    page's folder."""
+
+    def sub(m: re.Match) -> str:
+        href = html.unescape(m.group(2))
+        if _EXTERNAL.match(href):
+            return m.group(0)
+        path, _, frag = href.partition("#")
+        target = (base / path).resolve()
+        twin = html_page_for(target)
+        if twin is not None:
+            target = twin
+        rel = os.path.relpath(target, page.parent.resolve()).replace(os.sep, "/")
+        return f"{m.group(1)}{html.escape(rel + ('#' + frag if frag else ''))}{m.group(3)}"
+
+    return _HREF_RE.sub(sub, body)
+
+
+def local_refs(page_html: str) -> list[str]:
+    """Every local ``href`` and ``src`` of a page (not ``data:``, not an external URL, not
+    an in-page anchor): what a reader's browser would have to find beside the page."""
+    refs = [html.unescape(m.group(2)) for m in _HREF_RE.finditer(page_html)]
+    refs += [html.unescape(m.group(2)) for m in _IMG_RE.finditer(page_html)]
+    return [r for r in refs if not _EXTERNAL.match(r)]
 
 
 def _renderer():
@@ -65,9 +123,13 @@ def _embed_images(body: str, base: Path) -> str:
     return _IMG_RE.sub(sub, body)
 
 
-def markdown_to_html(text: str, title: str, base: str | Path = ".") -> str:
-    """A standalone HTML page of Markdown ``text``; images relative to ``base`` embedded."""
+def markdown_to_html(text: str, title: str, base: str | Path = ".",
+                     page: str | Path | None = None) -> str:
+    """A standalone HTML page of Markdown ``text``; images relative to ``base`` embedded;
+    with ``page`` (where the HTML goes), local links rewritten to resolve from there."""
     body = _embed_images(_renderer().render(text), Path(base))
+    if page is not None:
+        body = _rewrite_links(body, Path(base), Path(page))
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head>\n"
             f"<body>\n{body}</body></html>\n")
@@ -81,7 +143,7 @@ def write_markdown_page(md_path: str | Path, out: str | Path, title: str | None 
         m = re.search(r"^#\s+(.+)$", text, re.M)
         title = m.group(1).strip("` ") if m else md_path.stem
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(markdown_to_html(text, title, md_path.parent))
+    out.write_text(markdown_to_html(text, title, md_path.parent, out))
     return out
 
 
@@ -98,9 +160,15 @@ def claim_page(result, table_md: str | Path, out: str | Path, profile: str = "")
         fig = forest_figure(result, Path(tmp) / f"forest_{cid.lower()}.png", profile)
         text = table_md.read_text()
         if fig is not None:
-            text = (f"![forest plot {cid}]({fig.name})\n\n*Forest plot: our mean and 95% interval "
-                    "per setting x arm (blue), the paper's figure (orange).*\n\n" + text)
-        page = markdown_to_html(text, f"{cid}: {result.claim.get('title', '')}", tmp)
+            # drawn outside the report folder: embedded here, not by _embed_images
+            data = base64.b64encode(fig.read_bytes()).decode("ascii")
+            plot = (f"![forest plot {cid}](data:image/png;base64,{data})\n\n*Forest plot: "
+                    "our mean and 95% interval per setting x arm (blue), the paper's figure on "
+                    "its own settings (orange).*\n\n")
+            nav, sep, rest = text.partition("\n\n")   # the page's links stay first
+            text = (nav + sep + plot + rest) if nav.startswith("[Summary]") else plot + text
+        page = markdown_to_html(text, f"{cid}: {result.claim.get('title', '')}",
+                                table_md.parent, out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page)
     return out
@@ -115,11 +183,16 @@ def companion_pages(md_files, out_dir: str | Path) -> list[Path]:
 
 # ----------------------------------------------------------------------------- categories
 def claim_categories(claims_path: str | Path) -> dict[str, str]:
-    """``{"C1": "C1: <title>", ...}`` from the claims registry: the report's categories."""
+    """``{"C1": "02 C1: <title>", ...}`` from the claims registry: the report's categories,
+    numbered in the registry's order after the summary's (``01 Summary``), since Snakemake's
+    menu sorts categories by name."""
     import yaml
 
     data = yaml.safe_load(Path(claims_path).read_text()) or {}
-    return {c["id"]: f"{c['id']}: {c.get('title', '')}".strip() for c in data.get("claims", [])}
+    claims = data.get("claims", [])
+    width = max(2, len(str(len(claims) + 1)))
+    return {c["id"]: f"{i + 2:0{width}d} {c['id']}: {c.get('title', '')}".strip()
+            for i, c in enumerate(claims)}
 
 
 def figure_category(name: str, categories: dict[str, str]) -> str:

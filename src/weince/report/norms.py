@@ -20,7 +20,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import numpy as np
 
 from weince.norms.files import PROBES_FILE
-from weince.norms.verdicts import PAPER, combine
+from weince.norms.verdicts import PAPER, combine, on_paper_model, unit_fields
 from weince.report.figures import norms_figures
 from weince.report.escape import md_escape
 from weince.utils.results import InvalidResultError, finite_value, read_json
@@ -140,17 +140,33 @@ def _rci(c: dict[str, Any] | None, nd: int = 2) -> str:
     return f"{_f(c.get('r'), nd)} [{_f(lo, nd)}, {_f(hi, nd)}]"
 
 
-def claim_verdicts(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """``{"N1": {"verdict", "paper", "units": [{"unit", "verdict"}], "n_reproduced",
-    "n_testable"}, ...}``; ``not run at this profile`` without results."""
+def claim_verdicts(results: Sequence[dict[str, Any]],
+                   paper_rows: dict[str, list[dict[str, Any]]] | None = None) -> dict[str, Any]:
+    """``{"N1": {"verdict", "paper", "units": [{"unit", "verdict", "paper_model"}],
+    "n_reproduced", "n_testable", "scale_model": {"units", "n_reproduced", "n_testable"}},
+    ...}``; ``not run at this profile`` without results.
+
+    ``paper_rows`` (claim id -> the registry's rows: the companion paper's models): only the
+    units on those models make the claim's verdict, as in the registry's N1-N3; every other
+    unit is counted as a scale-model reading. None judges every unit given (a caller that
+    analysed the paper's own models)."""
     out = {}
     for claim in ("N1", "N2", "N3"):
-        units = [{"unit": unit_label(r), "verdict": r["verdicts"][claim]} for r in results]
-        vs = [u["verdict"] for u in units]
+        units = []
+        for r in results:
+            on = paper_rows is None or on_paper_model(unit_fields(r),
+                                                      (paper_rows or {}).get(claim))
+            units.append({"unit": unit_label(r), "verdict": r["verdicts"][claim],
+                          "paper_model": on})
+        vs = [u["verdict"] for u in units if u["paper_model"]]
+        sc = [u["verdict"] for u in units if not u["paper_model"]]
         out[claim] = {"verdict": combine(vs) if vs else NOT_RUN, "paper": PAPER[claim],
                       "units": units,
                       "n_testable": sum(v != NOT_TESTABLE for v in vs),
-                      "n_reproduced": sum(v == "reproduced" for v in vs)}
+                      "n_reproduced": sum(v == "reproduced" for v in vs),
+                      "scale_model": {"units": len(sc),
+                                      "n_testable": sum(v != NOT_TESTABLE for v in sc),
+                                      "n_reproduced": sum(v == "reproduced" for v in sc)}}
     return out
 
 
@@ -170,9 +186,11 @@ def _unit(r: dict[str, Any]) -> str:
 
 
 def render_markdown(results: Sequence[dict[str, Any]], *, profile: str = "",
-                    figures: dict[str, str] | None = None) -> str:
-    """The Markdown page (see the module docstring)."""
-    cv = claim_verdicts(results)
+                    figures: dict[str, str] | None = None,
+                    paper_rows: dict[str, list[dict[str, Any]]] | None = None) -> str:
+    """The Markdown page (see the module docstring); ``paper_rows`` as in
+    :func:`claim_verdicts`."""
+    cv = claim_verdicts(results, paper_rows)
     txt = [r for r in results if r.get("kind") == "text"]
     L: list[str] = [f"# Embedding-norm dynamics (claims N1-N3){' - profile ' + profile if profile else ''}",
                     ""]
@@ -185,14 +203,19 @@ def render_markdown(results: Sequence[dict[str, Any]], *, profile: str = "",
             r.get("settings", {}).get("train_data") == "synthetic" for r in txt):
         L += ["Text rows use the project's **synthetic** sentence corpus and STS pairs "
               "(not STS-B).", ""]
-    L += ["## Verdicts", "", "| claim | paper | verdict | units reproduced / testable |",
-          "| --- | --- | --- | --- |"]
+    L += ["## Verdicts", "", "| claim | paper | verdict | paper-model units reproduced / "
+          "testable | scale-model units showing it / testable |", "| --- | --- | --- | --- | --- |"]
     for c, v in cv.items():
+        sm = v["scale_model"]
         L.append(f"| {c} | {_cell(v['paper'])} | **{v['verdict']}** | {v['n_reproduced']} / "
-                 f"{v['n_testable']} (of {len(v['units'])}) |")
-    L += ["", "A claim is `reproduced` only when every testable unit is; `not testable at "
-          "this scale` when too few probes/queries/pairs (fewer than `min_n`) or no weight "
-          "decay.", ""]
+                 f"{v['n_testable']} (of {len(v['units']) - sm['units']}) | "
+                 f"{sm['n_reproduced']} / {sm['n_testable']} (of {sm['units']}) |")
+    L += ["", "As for C1-C10, only units on the companion paper's own models (the rows of "
+          "N1-N3 in `config/claims.yaml`) get a verdict: a claim is `reproduced` only when "
+          "every testable unit there is, and `not run at this profile` when the profile has "
+          "none. The per-unit verdict columns below say whether a unit shows the effect; on "
+          "our own encoders that is a scale-model reading. `not testable at this scale`: too "
+          "few probes/queries/pairs (fewer than `min_n`) or no weight decay.", ""]
     # N1
     L += ["## N1: equilibrium norm, predicted vs measured", "",
           "`R_eq^2 = (D* + sqrt(D*^2 + 2 V*^2)) / 2`, `D* = D_out / (eta lambda_rad)`, "
@@ -284,13 +307,23 @@ def plot_figures(results: Sequence[dict[str, Any]], fig_dir: str | os.PathLike
 
 def write_norms_report(results: Iterable[str | os.PathLike | dict], out_md: str | os.PathLike,
                        *, profile: str = "", figures: bool = True,
+                       claims: str | os.PathLike | None = None,
                        rehearsal_note: str | None = None) -> dict[str, Any]:
     """Write ``out_md``, its figures (``<out_md dir>/norms_figures/``: the report rule of
     the workflow owns ``figures/``) and ``<out_md dir>/norms_summary.json``. Returns the
-    claim verdicts. ``rehearsal_note`` (a rehearsal, weince.report.rehearsal): every unit
-    and claim verdict is withheld and the page opens with the note."""
+    claim verdicts. ``claims``: the registry whose N1-N3 rows name the companion paper's
+    models (only units on them get a verdict); None judges every unit given.
+    ``rehearsal_note`` (a rehearsal, weince.report.rehearsal): every unit and claim verdict
+    is withheld and the page opens with the note."""
     from weince.utils import write_json
     from weince.utils.vocabulary import REHEARSAL
+
+    paper_rows = None
+    if claims is not None:
+        from weince.pipeline.claims import load_claims
+
+        paper_rows = {c["id"]: c.get("rows") or [] for c in load_claims(claims)["claims"]
+                      if c["kind"] == "norms"}
 
     res = load_results(results)
     if rehearsal_note:
@@ -305,13 +338,13 @@ def write_norms_report(results: Iterable[str | os.PathLike | dict], out_md: str 
         made = plot_figures(res, out_md.parent / "norms_figures")
         figs = {k: os.path.relpath(v, out_md.parent) for k, v in made.items()}
     tmp = out_md.with_suffix(out_md.suffix + ".tmp")
-    page = render_markdown(res, profile=profile, figures=figs)
+    page = render_markdown(res, profile=profile, figures=figs, paper_rows=paper_rows)
     if rehearsal_note:
         head, _, rest = page.partition("\n")
         page = f"{head}\n\n**{rehearsal_note}.**\n{rest}"
     tmp.write_text(page)
     os.replace(tmp, out_md)
-    cv = claim_verdicts(res) if not rehearsal_note else {
+    cv = claim_verdicts(res, paper_rows) if not rehearsal_note else {
         c: {"verdict": REHEARSAL, "paper": PAPER[c], "units": [], "n_testable": 0,
             "n_reproduced": 0, "note": rehearsal_note} for c in ("N1", "N2", "N3")}
     write_json(out_md.parent / "norms_summary.json",

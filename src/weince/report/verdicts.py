@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from weince.norms.verdicts import combine
+from weince.norms.verdicts import UNIT_RULES, combine, on_paper_model
 from weince.pipeline.layout import Setting
 from weince.report.norms import check_norms_result
 from weince.report.stats import Estimate, diff_estimate, estimate
@@ -86,17 +86,19 @@ RULES = {
     "overhead": ("Reproduced when the arm's whole-step time overhead over InfoNCE is at most "
                  "{tol}% and it adds zero trainable parameters."),
     "exact": "Reproduced when the largest recorded |difference| is at most {tol}.",
-    "norms": ("Reproduced when every testable unit (an encoder x loss arm x seed, or a text "
-              "model) is: a unit's verdict is {key} of its norms.json, computed by "
-              "weince.norms from that file's numbers (docs/norms.md); not testable at this "
-              "scale when no unit is testable (fewer than min_n probes, queries or pairs, "
-              "or no weight decay)."),
+    "norms": ("Reproduced when every testable unit on the companion paper's own models "
+              "(the claim's rows: {models}) shows it: a unit shows it when {unit_rule}, "
+              "computed by weince.norms from its norms.json (docs/norms.md). Any other unit "
+              "(our encoders, another text model) is a scale-model reading; with no unit on "
+              "those models the claim is not run at this profile, and not testable at this "
+              "scale when none of them is testable (fewer than min_n probes, queries or "
+              "pairs, or no weight decay)."),
 }
 
 # (name, treatment arm, reference arm, what it measures)
 CONTRASTS = (
     ("weince_recipe - infonce", "weince_recipe", "infonce",
-     "the authors' recipe against plain InfoNCE (the paper's comparison)"),
+     "the authors' recipe against plain InfoNCE"),
     ("weince_recipe - infonce_topm", "weince_recipe", "infonce_topm",
      "what the Weibull term adds once InfoNCE gets the same softmax top-50 term"),
     ("weince - infonce", "weince", "infonce", "the core WEINCE loss alone"),
@@ -112,8 +114,13 @@ def rule_text(claim: dict[str, Any], alpha: float = 0.05) -> str:
     tol = claim.get("tolerance", 0.0)
     unit = claim.get("unit", "").strip()
     unit = {"%": "points", "(x100)": "points (x100)"}.get(unit, unit)
+    models = ", ".join(dict.fromkeys(r.get("backbone") or r.get("model") or "?"
+                                     for r in rows)) if isinstance(rows, list) else "?"
     return RULES[claim["kind"]].format(tol=f"{tol:g}", unit=unit,
-                                       key=claim.get("verdict_key", "?"),
+                                       key=claim.get("verdict_key", "?"), models=models,
+                                       unit_rule=UNIT_RULES.get(
+                                           str(claim.get("verdict_key", "")).split(".")[-1],
+                                           "its unit verdict says so"),
                                        alpha=f"{alpha:g}", value=p.get("value", "?"),
                                        low=_f2(p.get("low")), high=_f2(p.get("high")))
 
@@ -164,6 +171,7 @@ class ClaimResult:
     scale: str
     rule: str = ""
     attribution: str = ""
+    notes: list[str] = field(default_factory=list)   # profile-dependent notes (its page)
 
 
 @dataclass(frozen=True)
@@ -549,17 +557,34 @@ def _norms_lines(value: Any, key: str, label: str, path: Path
                             f"reads a correlation {{r, ci}}, a number or the n3 rows")
 
 
+def _norms_paper(claim: dict[str, Any], s: Setting, metric: str) -> tuple[bool, dict, str]:
+    """(on the companion paper's models?, the paper's figures for ``metric`` there, the
+    metric's label in words) of one setting of a norms claim."""
+    rows = claim.get("rows") or []
+    fields = {"dataset": s.dataset, "backbone": s.backbone, "model": s.model}
+    label = next((r["label"] for r in rows if r.get("metric") == metric and r.get("label")),
+                 None)
+    metrics = claim.get("metrics") or [claim["metric"]]
+    label = label or (claim.get("label") if len(metrics) == 1 else None) or metric
+    hit = [r for r in rows if on_paper_model(fields, [r])
+           and r.get("metric", metric) == metric]
+    return bool(hit) or on_paper_model(fields, rows), dict(hit[0]["paper"]) if hit else {}, label
+
+
 def _evaluate_norms(claim: dict[str, Any], settings: list[Setting], arms: list[str],
                     files_for: Callable[[Setting, str, str], list[Path]], alpha: float,
                     scale: str) -> ClaimResult:
-    """A companion claim N1-N3: one line per setting x shown number, one cell per loss arm
-    (its seeds' values and unit verdicts); the claim's verdict combines every unit's."""
+    """A companion claim N1-N3: the companion paper's models first (its rows: a verdict
+    from their units, or not run here), then one line per other setting x shown number
+    with one cell per loss arm (its seeds' values and a scale-model reading, no verdict).
+    The claim's verdict combines the units on the paper's models only."""
     prov = Provenance()
     needed_by = f"claim {claim['id']} ({claim['title']})"
     metrics = claim.get("metrics") or [claim["metric"]]
-    label = claim.get("label")
-    units: list[str] = []   # every present unit's verdict, once per file
+    units: list[str] = []   # every present unit's verdict on the paper's models
+    scale_units: list[str] = []
     rows: list[Row] = []
+    ran_paper: set[tuple] = set()
     for s in settings:
         by_line: dict[str, Row] = {}
         for arm in arms:
@@ -585,7 +610,7 @@ def _evaluate_norms(claim: dict[str, Any], settings: list[Setting], arms: list[s
                 verdicts.append(v)
                 unit = f.parent.name
                 for key in metrics:
-                    lab = label if len(metrics) == 1 and label else key
+                    on_paper, paper, lab = _norms_paper(claim, s, key)
                     try:
                         value = get_key(data, key, f, needed_by=needed_by)
                     except ResultSchemaError:
@@ -593,42 +618,74 @@ def _evaluate_norms(claim: dict[str, Any], settings: list[Setting], arms: list[s
                             raise
                         value = None   # e.g. N1 without weight decay: nothing predicted
                     for line, val, ci in _norms_lines(value, key, lab, f):
-                        d = per_line.setdefault(line, {"key": [key], "vals": [], "units": []})
+                        d = per_line.setdefault(line, {"key": [key], "vals": [], "units": [],
+                                                       "paper": (on_paper, paper)})
                         if val is not None:
                             d["vals"].append(float(val))
                         iv = (f" [{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci and None not in ci
                               else "")
                         num = "n/a" if val is None else f"{val:+.2f}"
-                        d["units"].append(f"{unit}: {num}{iv} ({v})")
-            units += verdicts
-            lines = per_line or {label or metrics[0]: {"key": metrics, "vals": [], "units": []}}
+                        # a unit's verdict word only where it counts (the paper's models)
+                        d["units"].append(f"{unit}: {num}{iv}" + (f" ({v})" if on_paper
+                                                                  else ""))
+            on_paper = _norms_paper(claim, s, metrics[0])[0]
+            (units if on_paper else scale_units).extend(verdicts)
+            lines = per_line or {_norms_paper(claim, s, metrics[0])[2]:
+                                 {"key": metrics, "vals": [], "units": [],
+                                  "paper": _norms_paper(claim, s, metrics[0])[:2]}}
             for line, d in lines.items():
                 row = by_line.get(line)
                 if row is None:
-                    row = by_line[line] = Row(s, line, d["key"][0], True, {})
+                    paper_setting, paper = d["paper"]
+                    row = by_line[line] = Row(s, line, d["key"][0], paper_setting, paper)
                     rows.append(row)
+                    if paper_setting:
+                        ran_paper.add((s.dataset, s.backbone, s.model, d["key"][0]))
                 row.cells[arm] = Cell(arm, estimate(d["vals"], alpha), present, missing,
                                       {"units": d["units"]})
                 if verdicts:
-                    row.verdicts[arm] = combine(verdicts)
                     k = sum(x == REPRODUCED for x in verdicts)
                     t = sum(x not in (NOT_TESTABLE, NOT_RUN) for x in verdicts)
-                    row.reasons[arm] = (f"{k} of {t} testable unit(s) reproduced "
-                                        f"({len(verdicts)} unit(s))")
+                    if row.paper_setting:
+                        row.verdicts[arm] = combine(verdicts)
+                        row.reasons[arm] = (f"{k} of {t} testable unit(s) reproduced "
+                                            f"({len(verdicts)} unit(s))")
+                    else:
+                        row.verdicts[arm] = (f"{SCALE_MODEL}: {k} of {t} testable unit(s) "
+                                             f"show it ({len(verdicts)} unit(s))")
+                        row.reasons[arm] = "not the companion paper's model"
             if missing:
                 rows[-1].notes.append(f"{s.label()} {arm}: {len(missing)} of {len(files)} "
                                       f"result files missing (first: {missing[0]})")
+    # the companion paper's models the profile did not analyse: their figures, not run here
+    absent = []
+    for r in claim.get("rows") or []:
+        key = r.get("metric", metrics[0])
+        s = Setting("norms", dataset=r.get("dataset"), backbone=r.get("backbone"),
+                    model=r.get("model"))
+        if (s.dataset, s.backbone, s.model, key) not in ran_paper:
+            absent.append(Row(s, r.get("label") or _norms_paper(claim, s, key)[2], key, True,
+                              dict(r.get("paper") or {})))
+    rows = absent + rows
+    names = ", ".join(dict.fromkeys(r.get("backbone") or r.get("model")
+                                    for r in claim.get("rows") or []))
     if units:
         verdict = combine(units)
         k = sum(x == REPRODUCED for x in units)
         t = sum(x not in (NOT_TESTABLE, NOT_RUN) for x in units)
-        reason = f"{k} of {t} testable unit(s) reproduced ({len(units)} unit(s) analysed)"
+        reason = (f"{k} of {t} testable unit(s) on the companion paper's models reproduced "
+                  f"({len(units)} unit(s) analysed)")
     else:
         verdict = NOT_RUN
-        reason = ("the profile analyses no unit" if not rows else
-                  "no norms.json of the profile exists yet")
+        if scale_units:
+            reason = (f"the profile analyses none of the companion paper's models ({names}); "
+                      f"{len(scale_units)} scale-model unit(s) shown")
+        else:
+            reason = ("the profile analyses no unit" if not settings else
+                      "no norms.json of the profile exists yet")
     arm_verdicts = {a: combine(vs) for a in arms
-                    if (vs := [r.verdicts[a] for r in rows if a in r.verdicts])}
+                    if (vs := [r.verdicts[a] for r in rows if a in r.verdicts
+                               and r.paper_setting])}
     return ClaimResult(claim, rows, verdict, reason, arm_verdicts, prov, scale,
                        rule=rule_text(claim, alpha))
 

@@ -28,7 +28,11 @@ Files written in ``out_dir``:
 - ``checkpoint.pt`` after every epoch: model, optimiser, scheduler, loss module state (the
   recipe's ``beta_t`` buffer), every random generator, the epoch and the log so far. A
   call with an existing checkpoint **resumes** from it; on CPU a resumed run ends with
-  exactly the weights of an uninterrupted one (``tests/train/test_simclr.py``).
+  exactly the weights of an uninterrupted one (``tests/train/test_simclr.py``). On
+  ``SIGTERM`` (SLURM's preemption or time-limit signal) it is also written after the step
+  in flight, with the position in the epoch, and the run exits with 143
+  (:mod:`weince.train.preempt`); resuming continues at that step with the same batches
+  and random draws, so a preemption loses at most one step.
 - ``train_log.jsonl``: one record per epoch: ``loss``, ``lambda_mean/q10/q50/q90``, ``rho0``,
   ``daic_mean``, ``beta_t`` (whatever the loss reports in ``last_stats``, averaged over the
   epoch's steps), ``img_s`` (images, each seen as two views, per second), ``lr`` (the
@@ -53,7 +57,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, Callable, Literal, Optional
 
 import numpy as np
 import torch
@@ -288,6 +292,17 @@ class _EpochStats:
     def means(self) -> dict[str, float]:
         return {k: float(s) / self.counts[k] for k, s in self.sums.items()}
 
+    def state(self) -> dict[str, Any]:
+        """The sums so far, on the CPU (a checkpoint written mid-epoch)."""
+        return {"sums": {k: v.cpu() for k, v in self.sums.items()}, "counts": dict(self.counts),
+                "first_bad": None if self.first_bad is None else self.first_bad.cpu()}
+
+    def load_state(self, state: dict[str, Any], device) -> None:
+        self.sums = {k: v.to(device) for k, v in state["sums"].items()}
+        self.counts = {k: int(v) for k, v in state["counts"].items()}
+        fb = state.get("first_bad")
+        self.first_bad = None if fb is None else fb.to(device)
+
 
 # ------------------------------------------------------------------------- one step
 def embed_views(fwd, v1: torch.Tensor, v2: torch.Tensor, *, forward: str = "per_view",
@@ -425,7 +440,8 @@ class CompiledStep:
 
 # ------------------------------------------------------------------------- main loop
 def pretrain(cfg: SimCLRConfig | dict, out_dir: str | os.PathLike, *,
-             stop_after: Optional[int] = None) -> dict[str, Any]:
+             stop_after: Optional[int] = None,
+             on_step: Optional[Callable[[int, int], None]] = None) -> dict[str, Any]:
     """Run (or resume) SimCLR pretraining; write the files listed in the module docstring.
 
     Args:
@@ -433,11 +449,26 @@ def pretrain(cfg: SimCLRConfig | dict, out_dir: str | os.PathLike, *,
         out_dir: output folder; an existing ``checkpoint.pt`` there is resumed.
         stop_after: stop once this many epochs are done (as if the run were killed after
             that epoch's checkpoint); no ``encoder.pt``/``train.json`` is written then.
+        on_step: called as ``on_step(epoch, step)`` (1-based, within the epoch) after every
+            optimiser step (monitoring; the tests send a signal from it).
 
     Returns:
         The summary also written to ``train.json`` (``{"stopped_at": epoch}`` when stopped
         early).
+
+    Raises:
+        weince.train.preempt.Preempted: on ``SIGTERM`` (SLURM's preemption or time-limit
+            signal): ``checkpoint.pt`` was written after the step in flight, with the
+            position in the epoch; the next call resumes there with the same data order
+            and random state (the process exits with 143).
     """
+    from weince.train.preempt import PreemptionGuard
+
+    with PreemptionGuard() as guard:
+        return _pretrain(cfg, out_dir, stop_after=stop_after, on_step=on_step, guard=guard)
+
+
+def _pretrain(cfg, out_dir, *, stop_after, on_step, guard) -> dict[str, Any]:
     from tqdm.auto import tqdm
 
     from weince.data.augment import PerImageTwoViews, build_augment
@@ -503,7 +534,8 @@ def pretrain(cfg: SimCLRConfig | dict, out_dir: str | os.PathLike, *,
     aug_gen = torch.Generator(device=dev).manual_seed(cfg.seed * 1000 + 1 + rank)
 
     # ---- resume
-    start_epoch, log_records, wall_before = 0, [], 0.0
+    start_epoch, log_records, wall_before, resume_in_epoch = 0, [], 0.0, None
+    preemptions: list[dict] = []     # where earlier attempts stopped on a signal
     ckpt = load_checkpoint(out / "checkpoint.pt", map_location="cpu",
                            remake="re-run `weince pretrain` (the pretrain rule): it starts "
                                   "over from epoch 0")
@@ -520,6 +552,8 @@ def pretrain(cfg: SimCLRConfig | dict, out_dir: str | os.PathLike, *,
         if len(states) == ws:
             restore_generator(aug_gen, states[rank], out / "checkpoint.pt")
         start_epoch = int(ckpt["epoch"])
+        resume_in_epoch = ckpt.get("in_epoch")   # a checkpoint written mid-epoch (SIGTERM)
+        preemptions = list(ckpt.get("preempted", []))
         log_records = list(ckpt.get("log", []))
         wall_before = float(ckpt.get("wall_s", 0.0))
     logger = JsonlLogger(out / "train_log.jsonl", log_records) if info.is_main else None
@@ -542,6 +576,24 @@ def pretrain(cfg: SimCLRConfig | dict, out_dir: str | os.PathLike, *,
     if cfg.aug == "per_image":
         per_image = PerImageTwoViews(train.images, train.labels, aug)
 
+    def write_checkpoint(epochs_done: int, shuffle_state: torch.Tensor, **extra) -> None:
+        """checkpoint.pt (rank 0; every rank takes part in gathering the generators):
+        ``shuffle_gen`` is the state the epoch after ``epochs_done`` draws its order from."""
+        # every rank's augmentation generator, so a resumed multi-GPU run continues exactly
+        aug_states = [aug_gen.get_state()]
+        if info.distributed:
+            aug_states = [None] * ws
+            torch.distributed.all_gather_object(aug_states, aug_gen.get_state())
+        if info.is_main:
+            save_checkpoint(out / "checkpoint.pt", model=_unwrap(model).state_dict(),
+                            optimizer=opt.state_dict(), scheduler=sched.state_dict(),
+                            loss=loss_fn.state_dict(), rng=rng_state(dev), device=str(dev),
+                            shuffle_gen=shuffle_state, aug_gen=aug_states,
+                            epoch=epochs_done, log=logger.records, cfg=cfg_dict,
+                            wall_s=wall_before + time.perf_counter() - t_run,
+                            preempted=preemptions, **extra)
+        D.barrier()
+
     show = _progress_enabled(cfg.progress) and info.is_main
     end_epoch = cfg.epochs if stop_after is None else min(cfg.epochs, int(stop_after))
     t_run = time.perf_counter()
@@ -551,9 +603,15 @@ def pretrain(cfg: SimCLRConfig | dict, out_dir: str | os.PathLike, *,
         model.train()
         loss_fn.train()
         stats = _EpochStats()
+        epoch_shuffle = shuffle_gen.get_state()     # this epoch's order is drawn from it
         perm = torch.randperm(n_train, generator=shuffle_gen)
         batches = perm[:steps_per_epoch * cfg.batch_size].view(steps_per_epoch, cfg.batch_size)
         local = batches[:, rank * local_bs:(rank + 1) * local_bs]
+        skip, done_s = 0, 0.0   # resumed mid-epoch: the same order, minus the steps done
+        if resume_in_epoch is not None and epoch == start_epoch:
+            skip, done_s = int(resume_in_epoch["step"]), float(resume_in_epoch["epoch_s"])
+            stats.load_state(resume_in_epoch["stats"], dev)
+            local = local[skip:]
         if cfg.aug == "per_image":
             loader_gen = torch.Generator().manual_seed(
                 int(torch.randint(0, 2**62, (1,), generator=shuffle_gen)) + rank)
@@ -565,10 +623,10 @@ def pretrain(cfg: SimCLRConfig | dict, out_dir: str | os.PathLike, *,
             source = local.to(dev) if cuda else local
         if cuda:
             torch.cuda.synchronize(dev)
-        t0 = time.perf_counter()
-        bar = tqdm(source, total=steps_per_epoch, desc=f"epoch {epoch + 1}/{cfg.epochs}",
-                   disable=not show, leave=False, dynamic_ncols=True)
-        for step, item in enumerate(bar):
+        t0 = time.perf_counter() - done_s
+        bar = tqdm(source, total=steps_per_epoch, initial=skip, leave=False,
+                   desc=f"epoch {epoch + 1}/{cfg.epochs}", disable=not show, dynamic_ncols=True)
+        for step, item in enumerate(bar, start=skip):
             timer.start()
             if step_fn is not None:
                 loss, _ = step_fn(images[item], aug_gen)
@@ -584,6 +642,16 @@ def pretrain(cfg: SimCLRConfig | dict, out_dir: str | os.PathLike, *,
             sched.step()
             timer.stop()
             stats.update({"loss": loss.detach(), **loss_fn.last_stats})
+            if on_step is not None:
+                on_step(epoch + 1, step + 1)
+            if step + 1 < steps_per_epoch and guard.stop(info.distributed, dev):
+                bar.close()
+                preemptions.append(guard.event(epoch=epoch + 1, step=step + 1))
+                write_checkpoint(epoch, epoch_shuffle, in_epoch={
+                    "step": step + 1, "stats": stats.state(),
+                    "epoch_s": time.perf_counter() - t0})
+                raise guard.preempted(f"checkpoint.pt at epoch {epoch + 1}, step {step + 1} "
+                                      f"of {steps_per_epoch}")
             if show and (step % 10 == 0 or step == steps_per_epoch - 1):
                 m = stats.means()
                 el = time.perf_counter() - t0
@@ -602,23 +670,17 @@ def pretrain(cfg: SimCLRConfig | dict, out_dir: str | os.PathLike, *,
                "img_s": steps_per_epoch * cfg.batch_size / max(epoch_s, 1e-9),
                "lr": opt.param_groups[0]["lr"], "epoch_s": epoch_s}
         last = rec
-        # every rank's augmentation generator, so a resumed multi-GPU run continues exactly
-        aug_states = [aug_gen.get_state()]
-        if info.distributed:
-            aug_states = [None] * ws
-            torch.distributed.all_gather_object(aug_states, aug_gen.get_state())
         if info.is_main:
             logger.append(rec)
             if show:
                 tqdm.write(f"epoch {epoch + 1}/{cfg.epochs}: loss {means['loss']:.4f} "
                            f"{rec['img_s']:.0f} img/s", file=sys.stderr)
-            save_checkpoint(out / "checkpoint.pt", model=_unwrap(model).state_dict(),
-                            optimizer=opt.state_dict(), scheduler=sched.state_dict(),
-                            loss=loss_fn.state_dict(), rng=rng_state(dev), device=str(dev),
-                            shuffle_gen=shuffle_gen.get_state(), aug_gen=aug_states,
-                            epoch=epoch + 1, log=logger.records, cfg=cfg_dict,
-                            wall_s=wall_before + time.perf_counter() - t_run)
-        D.barrier()
+        stopping = epoch + 1 < end_epoch and guard.stop(info.distributed, dev)
+        if stopping:
+            preemptions.append(guard.event(epoch=epoch + 1, step=steps_per_epoch))
+        write_checkpoint(epoch + 1, shuffle_gen.get_state())
+        if stopping:
+            raise guard.preempted(f"checkpoint.pt at the end of epoch {epoch + 1}")
 
     wall_s = wall_before + time.perf_counter() - t_run
     done = end_epoch if end_epoch > start_epoch else start_epoch
@@ -636,6 +698,9 @@ def pretrain(cfg: SimCLRConfig | dict, out_dir: str | os.PathLike, *,
             "img_s_mean": float(np.mean([r["img_s"] for r in records])) if records else None,
             "wall_s": wall_s,
             "resumed_from_epoch": start_epoch if ckpt is not None else None,
+            "resumed_in_epoch_at_step": (int(resume_in_epoch["step"])
+                                         if resume_in_epoch is not None else None),
+            "preempted": preemptions,
             "device": str(dev), "world_size": ws, "amp_bf16": use_amp,
             "tf32_matmul": bool(cuda and cfg.tf32),
             "tf32_cudnn_conv": bool(cuda and torch.backends.cudnn.allow_tf32),

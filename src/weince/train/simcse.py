@@ -20,7 +20,9 @@ evaluation: model and MLP, AdamW and scheduler state, the loss module's buffers 
 recipe's ``beta_t``, RNG states, best dev score, the log and the step; the data order is a
 fixed function of ``(seed, epoch)``, so the step is the position in it). An interrupted
 run started again with the same config continues from the checkpoint; on a CPU the
-resumed run reproduces the uninterrupted one.
+resumed run reproduces the uninterrupted one. On ``SIGTERM`` (SLURM's preemption or
+time-limit signal) the checkpoint is also written after the step in flight and the run
+exits with 143 (:mod:`weince.train.preempt`), so a preemption loses at most one step.
 
 Several processes (``torchrun --nproc_per_node=N -m weince.cli simcse ...``; the workflow
 launches it for ``resources: {simcse: {gpu: N}}`` with N > 1): ``batch_size`` stays the
@@ -226,7 +228,18 @@ def train_simcse(cfg: SimCSEConfig | dict[str, Any] | None, out_dir: str | os.Pa
     Returns:
         the ``train.json`` summary: ``best_dev_spearman`` (x 100), ``best_step``, ``steps``,
         ``sentences_per_s``, ``synthetic``, ... .
+    Raises:
+        weince.train.preempt.Preempted: on ``SIGTERM`` (SLURM's preemption or time-limit
+            signal): ``checkpoint.pt`` was written after the step in flight and the next
+            call resumes at that step (the process exits with 143).
     """
+    from weince.train.preempt import PreemptionGuard
+
+    with PreemptionGuard() as guard:
+        return _train_simcse(cfg, out_dir, on_step=on_step, guard=guard)
+
+
+def _train_simcse(cfg, out_dir, *, on_step, guard) -> dict[str, Any]:
     cfg = as_config(SimCSEConfig, cfg)
     cfg.validate()
     out = Path(out_dir)
@@ -343,6 +356,23 @@ def train_simcse(cfg: SimCSEConfig | dict[str, Any] | None, out_dir: str | os.Pa
     # time and sentences of the training steps (evaluation excluded), summed over resumes
     train_time, trained_sentences = ckpt.get("timing", (0.0, 0)) if ckpt else (0.0, 0)
     order_epoch, order = -1, []
+
+    def write_checkpoint() -> None:
+        """checkpoint.pt at ``step`` (rank 0; every rank gathers its RNG state)."""
+        rngs = [rng_state(device)]
+        if info.distributed:
+            rngs = [None] * ws
+            torch.distributed.all_gather_object(rngs, rng_state(device))
+        if info.is_main:
+            save_checkpoint(ckpt_path, cfg=cfg_dict, step=step,
+                            model=model.state_dict(), optimizer=optimizer.state_dict(),
+                            scheduler=scheduler.state_dict(), loss=loss_fn.state_dict(),
+                            best=best, best_step=best_step, init_dev=init_dev,
+                            meter=(meter.sums, meter.counts), log=log.records,
+                            timing=(train_time, trained_sentences), rng=rngs[0],
+                            rng_ranks=rngs)
+        D.barrier()  # the checkpoint and model/ are complete before anyone goes on
+
     from weince.train.step_timer import StepTimer
 
     timer = StepTimer(device, warmup=1)   # time per step after warm-up, peak memory
@@ -400,21 +430,13 @@ def train_simcse(cfg: SimCSEConfig | dict[str, Any] | None, out_dir: str | os.Pa
                         _save_best(model, tokenizer, out)
                 log.append({"step": step, "dev_spearman": r["spearman"],
                             "dev_pearson": r["pearson"], "best": improved})
-                rngs = [rng_state(device)]
-                if info.distributed:
-                    rngs = [None] * ws
-                    torch.distributed.all_gather_object(rngs, rng_state(device))
-                if info.is_main:
-                    save_checkpoint(ckpt_path, cfg=cfg_dict, step=step,
-                                    model=model.state_dict(), optimizer=optimizer.state_dict(),
-                                    scheduler=scheduler.state_dict(), loss=loss_fn.state_dict(),
-                                    best=best, best_step=best_step, init_dev=init_dev,
-                                    meter=(meter.sums, meter.counts), log=log.records,
-                                    timing=(train_time, trained_sentences), rng=rngs[0],
-                                    rng_ranks=rngs)
-                D.barrier()  # the checkpoint and model/ are complete before anyone goes on
+                write_checkpoint()
             if on_step is not None:
                 on_step(step, lval)
+            if step < total and guard.stop(info.distributed, device):
+                if step % cfg.eval_every:        # else written just above
+                    write_checkpoint()
+                raise guard.preempted(f"checkpoint.pt at step {step} of {total}")
     finally:
         bar.close()
 

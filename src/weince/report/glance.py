@@ -1,0 +1,214 @@
+"""The summary at a glance: one short row per claim (claim, what, paper, ours, verdict,
+page), the profile's scale as a short list, and the notes that depend on the profile.
+
+``headline(result)`` picks the number that stands for a claim on the summary: the primary
+arm's estimate on the first of the paper's settings that ran, else on the scale-model row
+closest to the paper's settings (most of dataset / backbone / model / corpus in common),
+labelled with its setting. Gains (kinds ``gain`` and ``noninferior``) show the primary arm's
+gain over the baseline. An interval is shown only where the table has one (n >= 2 encoders
+across seeds; with one encoder, the fit's own interval where the claim reads one), the
+count ``n`` always. Nothing here decides a verdict: the rows come from
+:func:`weince.report.verdicts.evaluate_claim`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from weince.losses.arms import grid_points
+from weince.report.stats import Estimate
+
+__all__ = ["Headline", "headline", "summary_row", "scale_items", "claim_notes",
+           "MAX_ROW_CHARS"]
+
+MAX_ROW_CHARS = 300   # a summary row (Markdown source) is at most this long
+
+_KEYS = ("dataset", "backbone", "model", "corpus")
+
+
+@dataclass(frozen=True)
+class Headline:
+    """The claim's number on the summary: ``text`` (e.g. ``"gain +1.95 [-1.25, +5.14]"``),
+    ``n`` (encoders, or units for N claims), the row's ``setting`` label and whether that
+    row is one of the paper's settings."""
+
+    text: str
+    n: int
+    setting: str
+    paper_setting: bool
+
+    def cell(self) -> str:
+        where = self.setting if self.paper_setting else f"{self.setting}, scale model"
+        return f"{self.text} (n={self.n}; {where})"
+
+
+def _paper_rows(claim: dict[str, Any]) -> list[dict[str, Any]]:
+    if claim.get("grid"):
+        g = claim["grid"]
+        return [{"dataset": d, "backbone": b} for d in g["datasets"] for b in g["backbones"]]
+    rows = claim.get("rows")
+    return rows if isinstance(rows, list) else []
+
+
+def _closeness(row, paper_rows: list[dict[str, Any]]) -> int:
+    s = row.setting
+    return max((sum(1 for k in _KEYS if r.get(k) is not None and getattr(s, k, None) == r[k])
+                for r in paper_rows), default=0)
+
+
+def _num(x: float, digits: int, signed: bool) -> str:
+    if x != 0 and (abs(x) < 10 ** (-digits) or abs(x) >= 1e6):
+        return f"{x:.1e}"
+    return f"{x:+.{digits}f}" if signed else f"{x:.{digits}f}"
+
+
+def _fmt(e: Estimate, digits: int, signed: bool,
+         fit_iv: tuple[float, float] | None = None) -> str:
+    s = _num(e.mean, digits, signed)
+    if e.has_interval:
+        s += f" [{_num(e.lo, digits, signed)}, {_num(e.hi, digits, signed)}]"
+    elif fit_iv is not None:
+        s += f" [{_num(fit_iv[0], digits, signed)}, {_num(fit_iv[1], digits, signed)}] (fit)"
+    return s
+
+
+def _what(claim: dict[str, Any], row, several: bool) -> str:
+    """The quantity's short name: the row's metric label when a claim has several."""
+    kind = claim["kind"]
+    name = {"sign": "xi", "reject": "lambda", "overhead": "overhead",
+            "exact": "max |diff|"}.get(kind, "")
+    if kind in ("gain", "noninferior"):
+        name = "gain"
+    if several or kind == "norms":
+        lab = row.label or row.metric
+        name = f"{lab}:" if kind == "norms" else f"{name} {lab}"
+    return name
+
+
+def headline(result) -> Headline | None:
+    """The claim's summary number (see the module docstring); None when nothing ran."""
+    claim = result.claim
+    kind = claim["kind"]
+    primary = claim["arms"]["primary"]
+    base = claim["arms"].get("baseline")
+
+    def value(row):
+        if kind in ("gain", "noninferior"):
+            g = row.gains.get(primary)
+            return g if g is not None and g.mean is not None else None
+        arm = primary if primary in row.cells else next(iter(row.cells), None)
+        c = row.cells.get(arm) if arm else None
+        return c.est if c is not None and c.est.mean is not None else None
+
+    ran = [r for r in result.rows if value(r) is not None]
+    if not ran:
+        return None
+    paper = [r for r in ran if r.paper_setting]
+    if paper:
+        row = paper[0]
+    else:
+        prows = _paper_rows(claim)
+        row = max(ran, key=lambda r: _closeness(r, prows))   # first of the closest
+    e = value(row)
+    several = len({r.metric for r in result.rows}) > 1   # e.g. C6: acc@50 and R@k
+    digits = {"sign": 3, "reject": 3, "norms": 2}.get(kind, 2)
+    signed = kind not in ("reject", "exact")
+    fit_iv = None
+    cell = row.cells.get(primary if primary in row.cells else next(iter(row.cells), ""))
+    if kind in ("sign", "reject") and cell is not None and not e.has_interval \
+            and cell.extra.get("lo") is not None:
+        fit_iv = (cell.extra["lo"], cell.extra["hi"])
+    if kind == "exact":
+        text = f"max |diff| {max(e.values):.1e}"
+    else:
+        text = f"{_what(claim, row, several)} {_fmt(e, digits, signed, fit_iv)}".strip()
+        if kind == "overhead":
+            text += "%"
+        elif kind in ("gain", "noninferior") and claim.get("unit") == "%":
+            text += " pts"
+    if kind == "gain" and base is None:   # pragma: no cover - the registry requires one
+        raise ValueError(f"claim {claim['id']}: a gain claim needs arms.baseline")
+    return Headline(text, e.n, row.setting.label(), bool(row.paper_setting))
+
+
+def summary_row(result, page: str) -> list[str]:
+    """The summary's cells of one claim: id, what, paper, ours, verdict, page link."""
+    c = result.claim
+    h = headline(result)
+    ours = h.cell() if h is not None else "nothing ran"
+    return [c["id"], c.get("short_title", c["title"]),
+            c.get("short_paper", c["paper_figure"]), ours, f"**{result.verdict}**",
+            f"[page]({page})"]
+
+
+def scale_items(cfg: dict[str, Any]) -> list[str]:
+    """What the profile ran, one short item per stage (the claim pages have the details)."""
+    from weince.pipeline import layout
+    from weince.pipeline.protocol import protocol_options
+
+    items = []
+    v = cfg.get("vision") or {}
+    if v.get("enabled", True) and v.get("datasets"):
+        pre = v.get("pretrain") or {}
+        items.append(f"vision: {', '.join(v['datasets'])} x {', '.join(v.get('backbones', []))}"
+                     f", {pre.get('epochs', '?')} epoch(s), encoder seeds "
+                     f"{', '.join(map(str, v.get('seeds', [])))}")
+        g = v.get("grid") or {}
+        if g.get("arms"):
+            items.append(f"grid: {len(grid_points(g))} point(s) for {', '.join(g['arms'])} at "
+                         f"seed(s) {', '.join(map(str, g.get('seeds', [])))}, chosen on "
+                         f"validation")
+        opts = protocol_options(cfg)
+        if opts:
+            items.append(f"{len(opts)} option(s) off the official protocol, listed on every "
+                         f"vision claim's page (docs/protocol.md)")
+    t = cfg.get("text") or {}
+    if t.get("enabled", True) and t.get("models"):
+        s = t.get("simcse") or {}
+        corpus = t.get("corpus", "?")
+        items.append(f"text: {', '.join(t['models'])} on "
+                     + ("SYNTHETIC sentences and pairs (a pipeline check, not STS-B)"
+                        if corpus == "synthetic" else corpus)
+                     + f", {s.get('epochs', '?')} epoch(s), seeds "
+                     f"{', '.join(map(str, t.get('seeds', [])))}")
+    tm = cfg.get("timing") or {}
+    if tm.get("enabled", False):
+        tc = tm.get("config") or {}
+        items.append(f"timing: {tc.get('backbone', '?')} step on "
+                     f"{tc.get('device', cfg.get('device', 'auto'))}")
+    nv, nt = layout.norms_vision_runs(cfg), layout.norms_text_runs(cfg)
+    if nv or nt:
+        items.append(f"norms: {len(nv)} vision and {len(nt)} text unit(s)")
+    return items
+
+
+def claim_notes(cfg: dict[str, Any], claim: dict[str, Any]) -> list[str]:
+    """Notes computed from the profile: for a claim whose comparison involves a tuned arm,
+    the paper's selection (the registry's ``paper_selection``) beside this profile's own
+    (how many grid points, at which seeds, for which arms), which are different facts."""
+    out = []
+    if claim.get("paper_selection"):
+        g = ((cfg.get("vision") or {}).get("grid") or {})
+        arms = [a for a in [claim["arms"].get("primary"), *claim["arms"].get("others", [])]
+                if a]
+        tuned = [a for a in arms if a in (g.get("arms") or [])]
+        fixed = [a for a in arms if a not in tuned and a != claim["arms"].get("baseline")
+                 and a in ((cfg.get("vision") or {}).get("arms") or [])]
+        n = len(grid_points(g))
+        here = []
+        if tuned and n:
+            here.append(f"{', '.join(tuned)}: the best of {n} grid point(s) of this profile "
+                        f"({', '.join(grid_points(g))}) at encoder seed(s) "
+                        f"{', '.join(map(str, g.get('seeds', [])))}, chosen on validation")
+        if fixed:
+            here.append(f"{', '.join(fixed)}: one fixed configuration")
+        base = claim["arms"].get("baseline")
+        here_txt = "; ".join(here) if here else "no tuned arm ran"
+        out.append(f"Selection. Paper: {claim['paper_selection']} Here: {here_txt}"
+                   + (f"; {base}: one fixed configuration." if base else ".")
+                   + (" A selection advantage that the gain's interval does not account "
+                      "for." if tuned and n > 1 else ""))
+    if claim.get("note"):
+        out.append(claim["note"])
+    return out

@@ -1,0 +1,110 @@
+"""The summary at a glance (one short row per claim with our number) and the HTML pages
+that link: every local link and image of the summary and claim pages resolves."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from weince.report import build_report
+from weince.report.glance import MAX_ROW_CHARS, headline
+from weince.report.html import (SUMMARY_CATEGORY, claim_categories, claim_page, html_page_for,
+                                local_refs, write_markdown_page)
+
+from .conftest import CLAIMS, LINEAR
+
+
+def by_id(results):
+    return {r.claim["id"]: r for r in results}
+
+
+def claim_rows(summary: str) -> dict[str, str]:
+    return {m.group(1): ln for ln in summary.splitlines()
+            if (m := re.match(r"\| ([CN]\d+) \|", ln))}
+
+
+def test_summary_has_an_ours_column_and_short_rows(fx):
+    res = by_id(build_report(fx, with_figures=False))
+    summary = (Path(fx["reports"]) / "fx" / "summary.md").read_text()
+    assert "| Claim | What | Paper | Ours | Verdict | Page |" in summary
+    rows = claim_rows(summary)
+    assert set(rows) == set(res)
+    for cid, line in rows.items():
+        assert len(line) <= MAX_ROW_CHARS, (cid, len(line), line)
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+        assert len(cells) == 6, line
+        assert cells[4] == f"**{res[cid].verdict}**"      # the verdict, one phrase
+        assert cells[5] == f"[page](table_{cid.lower()}.md)"
+    # the rules, attribution and notes live on the claim pages, not in the summary
+    assert "Which difference carries the gain" not in summary
+    assert "best of 27" not in summary
+    assert summary.count("Reproduced when") == 0
+
+
+def test_ours_is_the_paper_setting_else_the_closest_scale_model_row(fx):
+    res = by_id(build_report(fx, with_figures=False))
+    # C3 ran its paper setting (cifar100 / resnet18): the recipe's gain there, with n
+    h = headline(res["C3"])
+    mean = lambda k: sum(LINEAR[k]) / len(LINEAR[k])  # noqa: E731
+    gain = mean(("cifar100", "weince_recipe")) - mean(("cifar100", "infonce"))
+    assert h.paper_setting and h.setting == "cifar100 / resnet18" and h.n == 3
+    assert h.text.startswith(f"gain {gain:+.2f} [") and h.text.endswith("] pts")
+    # C4's settings (ResNet-50, ViT-S) did not run: the closest scale-model row, said so
+    h4 = headline(res["C4"])
+    assert not h4.paper_setting and "scale model" in h4.cell()
+    assert h4.setting == "cifar100 / resnet18"   # shares the data set with a paper row
+    # C7: MiniLM on synthetic pairs only
+    h7 = headline(res["C7"])
+    assert not h7.paper_setting and h7.setting == "minilm / synthetic" and h7.n == 2
+    # a single timing file: a number and n = 1, no interval
+    assert headline(res["C8"]).text == "overhead +0.90%" and headline(res["C8"]).n == 1
+
+
+def test_no_interval_with_one_encoder(fx):
+    fx["vision"]["seeds"] = [7]
+    res = by_id(build_report(fx, with_figures=False))
+    h = headline(res["C3"])
+    assert h.n == 1 and "[" not in h.text
+
+
+def test_html_pages_link_only_to_files_that_exist(fx):
+    """Every local link and image of the HTML summary and of every claim page resolves;
+    a claim page links back to the summary and to its neighbours."""
+    res = build_report(fx)
+    out = Path(fx["reports"]) / "fx"
+    (out / "norms.md").write_text("# norms\n\n[back](summary.md)\n")
+    pages = [write_markdown_page(out / "norms.md", html_page_for(out / "norms.md"))]
+    for r in res:
+        md = out / f"table_{r.claim['id'].lower()}.md"
+        pages.append(claim_page(r, md, html_page_for(md), "fx"))
+    build_report(fx)   # the summary again, now that norms.md exists beside it
+    pages.append(write_markdown_page(out / "summary.md", out / "html" / "summary.html"))
+    checked = 0
+    for page in pages:
+        text = page.read_text()
+        for ref in local_refs(text):
+            assert (page.parent / ref.split("#")[0]).exists(), f"{page.name}: {ref}"
+            checked += 1
+    assert checked > len(res)
+    summary = (out / "html" / "summary.html").read_text()
+    for r in res:
+        assert f'href="claim_{r.claim["id"].lower()}.html"' in summary
+    assert 'href="companions/norms.html"' in summary
+    ids = [r.claim["id"] for r in res]
+    c3 = (out / "html" / "claim_c3.html").read_text()
+    i = ids.index("C3")
+    assert 'href="summary.html"' in c3
+    assert f'href="claim_{ids[i - 1].lower()}.html"' in c3
+    assert f'href="claim_{ids[i + 1].lower()}.html"' in c3
+    assert 'href="../table_c3.tex"' not in c3 or (out / "table_c3.tex").exists()
+
+
+def test_report_categories_sort_in_claim_order_after_the_summary():
+    cats = claim_categories(CLAIMS)
+    names = [SUMMARY_CATEGORY, *cats.values(), "Ablations and norms"]
+    # Snakemake's menu sorts category names (localeCompare); plain sorting agrees here
+    assert sorted(names) == names
+    from weince.report import load_claims
+
+    ids = [c["id"] for c in load_claims(CLAIMS)["claims"]]
+    assert [n.split(" ", 1)[1].split(":")[0] for n in sorted(cats.values())] == ids
