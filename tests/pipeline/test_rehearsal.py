@@ -247,3 +247,19 @@ def test_the_scale_line_names_only_the_pairs_that_ran(tmp_path):
     cfg = rehearsal_cfg(tmp_path, vision={"pairs": [["cifar100", "resnet18"]]})
     line = scale_line(cfg, "vision")
     assert "cifar100 x resnet18" in line and "imagenet32" not in line
+
+
+def test_the_rehearsal_summary_opens_with_the_rehearsal_note(tmp_path):
+    from weince.report.build import build_report
+    from weince.report.checks import special_case_check
+    from weince.utils import write_json
+
+    cfg = rehearsal_cfg(tmp_path)
+    (Path(cfg["data_root"])).mkdir(parents=True)
+    (Path(cfg["data_root"]) / "WEINCE_SYNTHETIC.json").write_text('{"synthetic": true}')
+    checks = Path(cfg["results"]) / cfg["profile"] / "checks"
+    checks.mkdir(parents=True)
+    write_json(checks / "special_case.json", special_case_check(), cfg={})
+    build_report(cfg, with_figures=False)
+    summary = (Path(cfg["reports"]) / "rehearsal" / "summary.md").read_text()
+    assert "REHEARSAL" in summary and "SYNTHETIC" in summary

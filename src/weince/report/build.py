@@ -292,8 +292,7 @@ def build_report(cfg: dict[str, Any] | Profile, *, claims_path: str | Path | Non
     elif data_note(prof.config):
         scale = [*scale, data_note(prof.config).removeprefix("; ")]
     text = summary_markdown(
-        results, info, [str(p.relative_to(out)) for p in made], scale_items(prof.config),
-        companion_rows(out))
+        results, info, [str(p.relative_to(out)) for p in made], scale, companion_rows(out))
     (out / "summary.md").write_text(with_forest_section(text, forests, out))
     write_json(out / "claims.json", {
         "profile": prof.name,
