@@ -12,6 +12,7 @@ image (config key `container`).
 from snakemake.utils import min_version, validate
 
 from weince.pipeline.config import check_config
+from weince.pipeline.rehearsal import prepare_config
 
 min_version("9.0")
 
@@ -26,6 +27,8 @@ check_config(
     [*workflow.configfiles, *(workflow.overwrite_configfiles or [])],
 )
 validate(config, "workflow/schemas/config.schema.yaml", set_default=True)
+# {data_root} placeholders; a rehearsal on a machine without a GPU: CPU sizes, no GPU jobs
+prepare_config(config)
 
 
 container: config["container"]
@@ -42,6 +45,7 @@ include: "workflow/rules/simcse.smk"
 include: "workflow/rules/ablations.smk"
 include: "workflow/rules/norms.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/rehearsal.smk"
 
 
 rule all:

@@ -54,7 +54,8 @@ def test_grid_selection_uses_validation_and_feeds_the_final_run(tmp_path):
 def test_simcse_config_sets_run_keys():
     c = simcse_config(CFG, "minilm", "weince", 63)
     assert c == {"n_train": 64, "model": "minilm", "loss": "weince", "seed": 63,
-                 "loss_kwargs": {"margin": 0.0}, "device": "cpu", "offline": True}
+                 "loss_kwargs": {"margin": 0.0}, "device": "cpu", "offline": True,
+                 "model_name": "minilm", "model_source": "name"}   # the weights' identity
 
 
 def test_special_case_check_is_exact():

@@ -2,7 +2,7 @@
 
 from weince.pipeline.logs import log_to
 
-with log_to(snakemake.log[0]):
+with log_to(snakemake.log[0], resources=snakemake.resources):
     from weince.report.ablations import build_ablation_report
 
     outs = build_ablation_report(snakemake.config)

@@ -2,7 +2,7 @@
 
 from weince.pipeline.logs import log_to
 
-with log_to(snakemake.log[0]):
+with log_to(snakemake.log[0], resources=snakemake.resources):
     import torch
 
     from weince.eval.linear import linear_probe

@@ -2,7 +2,7 @@
 
 from weince.pipeline.logs import log_to
 
-with log_to(snakemake.log[0]):
+with log_to(snakemake.log[0], resources=snakemake.resources):
     from weince.evt.fits import run_link
 
     run_link(snakemake.input[0], snakemake.output[0], **snakemake.params.kwargs)

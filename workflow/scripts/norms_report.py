@@ -2,11 +2,13 @@
 
 from weince.pipeline.logs import log_to
 
-with log_to(snakemake.log[0]):
+with log_to(snakemake.log[0], resources=snakemake.resources):
     from weince.report.norms import write_norms_report
+    from weince.report.rehearsal import is_rehearsal, rehearsal_note
 
+    cfg = dict(snakemake.config)
     cv = write_norms_report(list(snakemake.input.results), snakemake.output.md,
-                            profile=snakemake.config["profile"],
-                            claims=snakemake.config["claims"])
+                            profile=cfg["profile"], claims=cfg["claims"],
+                            rehearsal_note=rehearsal_note(cfg) if is_rehearsal(cfg) else None)
     for c, v in cv.items():
         print(f"{c}: {v['verdict']} ({v['n_reproduced']}/{v['n_testable']} units)")

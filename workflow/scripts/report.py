@@ -4,7 +4,7 @@ from pathlib import Path
 
 from weince.pipeline.logs import log_to
 
-with log_to(snakemake.log[0]):
+with log_to(snakemake.log[0], resources=snakemake.resources):
     from weince.report import build_report
 
     res = build_report(snakemake.config, tables=False,

@@ -20,6 +20,11 @@ does not print the jobs' threads.)
 only the jobs still to run in this checkout. ``--submissions`` also counts the ``sbatch``
 calls: one per job (a profile without job arrays and groups) and with the profile's
 ``slurm-array-jobs`` and ``groups``/``group-components`` (:func:`submissions`).
+
+``--forecast`` prints instead the measured forecast of a finished rehearsal (the same page
+as ``reports/rehearsal/forecast.md``, weince.report.forecast):
+
+    python workflow/tools/plan.py --forecast --configfile config/paper.yaml config/rehearsal.yaml
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ REPO = HERE.parents[1]
 SLURM_PROFILE = REPO / "workflow" / "profiles" / "slurm"
 
 __all__ = ["JobInfo", "parse_dry_run", "summarise", "submissions", "profile_settings",
-           "dry_run", "dry_run_profile", "main"]
+           "dry_run", "dry_run_profile", "forecast_text", "main"]
 
 # placeholders so that a dry run works before the user has set the real values
 _ENV_DEFAULTS = {
@@ -292,6 +297,24 @@ def _dry_run(configfiles, profile, forceall, extra, env) -> str:
     return text
 
 
+def forecast_text(configfiles: list[str]) -> str:
+    """The forecast page of the rehearsal whose config is ``configfiles`` over the embedded
+    default, read from its finished results (weince.report.forecast)."""
+    import yaml
+
+    from weince.pipeline.rehearsal import deep_merge, is_rehearsal, prepare_config
+    from weince.report.forecast import build_forecast, forecast_markdown
+
+    cfg: dict = {}
+    for cf in ["config/config.yaml", *configfiles]:
+        path = Path(cf) if Path(cf).exists() else REPO / cf
+        deep_merge(cfg, yaml.safe_load(path.read_text()) or {})
+    if not is_rehearsal(cfg):
+        raise SystemExit("--forecast needs a rehearsal config: --configfile config/paper.yaml "
+                         "config/rehearsal.yaml")
+    return forecast_markdown(build_forecast(prepare_config(cfg)))
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--configfile", nargs="*", default=["config/paper.yaml"],
@@ -304,11 +327,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--submissions", action="store_true",
                    help="also count the sbatch calls: one per job (without arrays and "
                         "groups) and with the profile's job arrays and groups")
+    p.add_argument("--forecast", action="store_true",
+                   help="print the measured cost forecast of a finished rehearsal instead")
     args = p.parse_args(argv)
 
     for cf in args.configfile:
         if not (REPO / cf).exists() and not Path(cf).exists():
             p.error(f"config file {cf} not found (relative paths are taken from {REPO})")
+    if args.forecast:
+        print(forecast_text(args.configfile))
+        return 0
     text = dry_run(args.configfile, Path(args.profile), forceall=not args.outstanding)
     rows = summarise(parse_dry_run(text))
     try:

@@ -48,6 +48,8 @@ from typing import Any, Sequence
 
 import torch
 
+from weince.utils.device import resolve_device
+
 __all__ = ["SimCLRAugment", "AugmentParams", "EvalTransform", "augment_config",
            "build_augment", "reference_transform", "PerImageTwoViews"]
 
@@ -334,7 +336,7 @@ class SimCLRAugment:
     def draw(batch: int, generator: torch.Generator | None = None,
              device: torch.device | str = "cpu") -> torch.Tensor:
         """The uniforms that :meth:`sample_params` turns into ``batch`` images' parameters."""
-        dev = generator.device if generator is not None else torch.device(device)
+        dev = generator.device if generator is not None else resolve_device(device)
         return torch.rand(batch, 4 * _N_ATTEMPTS + 13, generator=generator, device=dev)
 
     # ------------------------------------------------------------------ applying

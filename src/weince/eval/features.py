@@ -40,7 +40,9 @@ def embed_images(model: torch.nn.Module, images: torch.Tensor, *, mean, std,
 
     from weince.data.augment import EvalTransform
 
-    dev = torch.device(device)
+    from weince.utils.device import resolve_device
+
+    dev = resolve_device(device)
     tf = EvalTransform(mean, std)
     model = model.to(dev).eval()
     use_amp = bool(amp and dev.type == "cuda")
@@ -61,7 +63,8 @@ def embed_images(model: torch.nn.Module, images: torch.Tensor, *, mean, std,
 def extract_features(encoder_path: str | os.PathLike, out_path: str | os.PathLike | None,
                      dataset: Optional[str] = None, data_root: Optional[str] = None,
                      batch_size: int = 512, device: str = "auto", *, download: bool = False,
-                     progress: Optional[bool] = None) -> dict[str, Any]:
+                     progress: Optional[bool] = None, max_images: Optional[int] = None
+                     ) -> dict[str, Any]:
     """Embed the train and test splits with a frozen encoder; save and return the dict.
 
     Args:
@@ -71,6 +74,8 @@ def extract_features(encoder_path: str | os.PathLike, out_path: str | os.PathLik
         data_root: data folder (default: the training config's, else ``$WEINCE_DATA``).
         batch_size: images per forward pass.
         device: ``auto`` (CUDA if available), ``cpu`` or ``cuda[:N]``.
+        max_images: embed at most this many images of each split (a fixed seeded subset,
+            the same for every encoder; None: all). The rehearsal's size, never the paper's.
 
     Returns:
         ``{"train": {"backbone", "head", "labels"}, "test": {...}, "meta": {...}}``.
@@ -100,6 +105,9 @@ def extract_features(encoder_path: str | os.PathLike, out_path: str | os.PathLik
     out: dict[str, Any] = {}
     for split in ("train", "test"):
         data = load_vision(name, root, split, download=download)
+        if max_images is not None and int(max_images) < len(data):
+            g = torch.Generator().manual_seed(0)
+            data = data.subset(torch.randperm(len(data), generator=g)[:int(max_images)].sort().values)
         h, z = embed_images(model, data.images, mean=mean, std=std,
                             image_size=int(cfg["image_size"]), batch_size=batch_size,
                             device=device, progress=progress, desc=f"features {split}",
@@ -123,7 +131,8 @@ def extract_features(encoder_path: str | os.PathLike, out_path: str | os.PathLik
     }
     from weince.utils import provenance
     out["meta"]["provenance"] = provenance(
-        {"encoder_cfg": cfg, "dataset": name, "batch_size": batch_size}, cfg.get("seed"))
+        {"encoder_cfg": cfg, "dataset": name, "batch_size": batch_size,
+         "max_images": max_images}, cfg.get("seed"))
     if out_path is not None:
         from weince.utils.checkpoint import save_checkpoint
 

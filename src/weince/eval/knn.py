@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from weince.eval.linear import _get, load_features, stratified_split
 from weince.utils.summary import summary as summarize
 from weince.utils.checkpoint import torch_threads
+from weince.utils.device import resolve_device
 
 __all__ = ["knn_eval", "knn_scores", "weighted_vote"]
 
@@ -130,7 +131,7 @@ def knn_eval(features: str | os.PathLike | dict, *, k: int = 50, temperature: fl
 
 def _knn_eval(x_train, y_train, x_test, y_test, num_classes, *, k, temperature, recall_ks,
               val_frac, split_seeds, feature, device, chunk) -> dict[str, Any]:
-    dev = torch.device(device)
+    dev = resolve_device(device)   # 'auto' (the paper profile) -> CUDA when visible
     keys = [f"acc@{k}"] + [f"recall@{r}" for r in recall_ks]
     per_seed = []
     split_seeds = [int(s) for s in split_seeds] or [0]

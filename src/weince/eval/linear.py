@@ -31,6 +31,7 @@ import torch
 import torch.nn.functional as F
 
 from weince.utils.checkpoint import torch_threads
+from weince.utils.device import resolve_device
 
 __all__ = ["linear_probe", "stratified_split", "summarize", "load_features"]
 
@@ -215,7 +216,7 @@ def linear_probe(features: str | os.PathLike | dict, *, feature: str = "backbone
 def _probe(x_train, y_train, x_test, y_test, num_classes, *, feature, seeds, epochs, lr,
            batch_size, val_frac, split_seed, select, weight_decay, standardize, device,
            progress) -> dict[str, Any]:
-    dev = torch.device(device)
+    dev = resolve_device(device)   # 'auto' (the paper profile) -> CUDA when visible
     S, D = len(seeds), x_train.shape[1]
 
     splits = [stratified_split(y_train, val_frac, s if split_seed is None else split_seed)

@@ -86,7 +86,9 @@ def _embed(embed_fn, augment, images, idx, device):
 def _rng_context(device):
     import torch
 
-    dev = torch.device(device)
+    from weince.utils.device import resolve_device
+
+    dev = resolve_device(device)
     # fork the CPU RNG (and the CUDA one of the device used) so seeding here leaves the
     # caller's RNG state untouched
     return torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else [])

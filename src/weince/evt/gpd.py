@@ -53,6 +53,7 @@ from weince.evt._checks import check_scores, progress
 
 __all__ = [
     "GPDFit",
+    "GPDConvergenceError",
     "fit_gpd",
     "fit_gpd_pot",
     "gpd_loglik",
@@ -88,6 +89,11 @@ def gpd_loglik(y: np.ndarray, xi: float, sigma: float) -> float:
     if z.min() <= -1.0:
         return -math.inf
     return float(-n * math.log(sigma) - (1.0 + 1.0 / xi) * np.log1p(z).sum())
+
+
+class GPDConvergenceError(RuntimeError):
+    """The scale's root search did not converge (a bootstrap replicate that meets it is
+    dropped and counted, never a crashed fit)."""
 
 
 def _sigma_hat(y: np.ndarray, xi: float, ymax: float, ymean: float) -> float:
@@ -129,10 +135,13 @@ def _sigma_hat(y: np.ndarray, xi: float, ymax: float, ymean: float) -> float:
                 v_new = v_lo + 5.0
             else:
                 v_new = 0.5 * (v_lo + v_hi)
-        if abs(v_new - v) <= 1e-11 or (v_hi - v_lo) <= 1e-11:
-            return lower + math.exp(v_new)
+        s_new = lower + math.exp(v_new)
+        # near xi = -1 the root sits just above `lower`: once a step no longer moves sigma
+        # in float64 (tied maxima make s - lower tiny), sigma is as resolved as it can be
+        if abs(v_new - v) <= 1e-11 or (v_hi - v_lo) <= 1e-11 or s_new == s:
+            return s_new
         v = v_new
-    raise RuntimeError(f"GPD scale did not converge at xi={xi}")  # pragma: no cover
+    raise GPDConvergenceError(f"GPD scale did not converge at xi={xi}")
 
 
 def gpd_profile_loglik(y: np.ndarray, xi: float) -> tuple[float, float]:
@@ -230,13 +239,18 @@ def _gof(y: np.ndarray, xi: float, sigma: float, n_boot: int, rng: np.random.Gen
         "n_boot": int(n_boot),
     }
     if n_boot > 0:
-        exceed = 0
+        exceed, used = 0, 0
         lo, hi = xi - 0.5, xi + 0.5
         for _ in progress(range(n_boot), desc="GPD goodness-of-fit bootstrap"):
             yb = stats.genpareto.rvs(xi, scale=sigma, size=y.size, random_state=rng)
-            xb, sb, _ = _mle(yb, (lo, hi))
+            try:
+                xb, sb, _ = _mle(yb, (lo, hi))
+            except GPDConvergenceError:
+                continue               # dropped and counted (n_boot_failed)
+            used += 1
             exceed += _ad_stat(np.sort(yb), xb, sb) >= ad
-        out["ad_pvalue"] = (1 + exceed) / (1 + n_boot)
+        out["n_boot"], out["n_boot_failed"] = used, int(n_boot) - used
+        out["ad_pvalue"] = (1 + exceed) / (1 + used) if used else None
     return out
 
 
@@ -259,6 +273,9 @@ class GPDFit:
             chi2_1 p-value (``xi = 0`` is interior, so the regular chi2_1 applies).
         gof: Anderson-Darling and Kolmogorov-Smirnov statistics on the exceedances.
         xi_ci_boot: percentile bootstrap interval (``n_boot`` resamples), or None.
+        n_boot_failed, n_boot_batch_failed: bootstrap replicates dropped because their fit
+            did not converge (:class:`GPDConvergenceError`); ``n_boot`` / ``n_boot_batch``
+            count the replicates used.
         notes: caveats about this fit (boundary, non-regular region).
         xi_ci_batch: normal bootstrap interval of ``xi`` from ``n_boot_batch`` resamples of whole
             batches (:func:`fit_gpd_pot` with ``groups``; None otherwise); ``n_batches`` the
@@ -283,9 +300,11 @@ class GPDFit:
     ci_level: float = 0.95
     xi_ci_boot: tuple[float, float] | None = None
     n_boot: int = 0
+    n_boot_failed: int = 0
     notes: list[str] = field(default_factory=list)
     xi_ci_batch: tuple[float, float] | None = None
     n_boot_batch: int = 0
+    n_boot_batch_failed: int = 0
     n_batches: int | None = None
     exceedances: np.ndarray | None = field(default=None, repr=False)
 
@@ -355,19 +374,25 @@ def fit_gpd(exceedances, *, ci_level: float = 0.95, n_boot: int = 0, gof_boot: i
     lr = max(0.0, 2.0 * (ll - ll0))
     rng = np.random.default_rng(seed)
     ci_boot = None
+    boot_failed = 0
     if n_boot > 0:
-        xis = np.empty(n_boot)
+        xis = []
         for b in progress(range(n_boot), desc="GPD bootstrap"):
-            xis[b] = _mle(rng.choice(y, size=y.size, replace=True), (xi - 0.5, xi + 0.5))[0]
+            try:
+                xis.append(_mle(rng.choice(y, size=y.size, replace=True), (xi - 0.5, xi + 0.5))[0])
+            except GPDConvergenceError:
+                boot_failed += 1       # dropped and counted (n_boot_failed)
         a = (1.0 - ci_level) / 2.0
-        ci_boot = (float(np.quantile(xis, a)), float(np.quantile(xis, 1.0 - a)))
+        if len(xis) >= 2:
+            ci_boot = (float(np.quantile(xis, a)), float(np.quantile(xis, 1.0 - a)))
     gof = _gof(y, xi, sigma, gof_boot, rng)
     endpoint = float(threshold - sigma / xi) if xi < 0 else None
     return GPDFit(xi=float(xi), sigma=float(sigma), threshold=float(threshold),
                   n_exceed=int(y.size), xi_ci=ci, endpoint=endpoint, loglik=float(ll),
                   sigma0=sigma0, loglik0=ll0, lr_stat_exp=float(lr),
                   p_value_exp=float(stats.chi2.sf(lr, 1)), gof=gof, q=q, n_total=n_total,
-                  ci_level=ci_level, xi_ci_boot=ci_boot, n_boot=int(n_boot), notes=notes,
+                  ci_level=ci_level, xi_ci_boot=ci_boot, n_boot=int(n_boot) - boot_failed,
+                  n_boot_failed=boot_failed, notes=notes,
                   exceedances=y)
 
 
@@ -413,23 +438,25 @@ def fit_gpd_pot(scores, q: float = 0.99, *, ci_level: float = 0.95, n_boot: int 
                              f" got shape {np.asarray(groups).shape}")
         fit.n_batches = int(np.unique(g).size)
         if n_boot_batch > 0:
-            fit.xi_ci_batch, used = batch_bootstrap_xi(s, g, q, fit.xi, n_boot_batch,
-                                                       ci_level=ci_level, seed=seed + 1)
-            fit.n_boot_batch = used
+            fit.xi_ci_batch, used, failed = batch_bootstrap_xi(
+                s, g, q, fit.xi, n_boot_batch, ci_level=ci_level, seed=seed + 1)
+            fit.n_boot_batch, fit.n_boot_batch_failed = used, failed
     return fit
 
 
 def batch_bootstrap_xi(scores, groups, q: float, xi_hat: float, n_boot: int, *,
                        ci_level: float = 0.95, seed: int = 0
-                       ) -> tuple[tuple[float, float] | None, int]:
+                       ) -> tuple[tuple[float, float] | None, int, int]:
     """Interval of ``xi`` from resampling whole batches (``groups``) with replacement.
 
     Each resample is re-thresholded at its own ``q`` quantile and refitted; the interval is
     ``xi_hat +- t_{G-1} * sd(resampled xi)`` with ``G`` the number of batches (a normal
     bootstrap interval: its width rests on a standard deviation, which a few dozen
     resamples estimate well, where percentile end points would need thousands).
-    Returns ``(interval or None, resamples used)``; a resample with fewer than 50
-    exceedances is skipped, and with fewer than 2 batches there is no interval."""
+    Returns ``(interval or None, resamples used, resamples dropped)``: a resample with fewer
+    than 50 exceedances is skipped, one whose fit does not converge (a resample that repeats
+    a batch ties the largest exceedances) is dropped and counted, and with fewer than 2
+    batches there is no interval."""
     s = np.asarray(scores, dtype=np.float64).reshape(-1)
     g = np.asarray(groups).reshape(-1)
     order = np.argsort(g, kind="stable")
@@ -437,21 +464,24 @@ def batch_bootstrap_xi(scores, groups, q: float, xi_hat: float, n_boot: int, *,
     blocks = np.split(s[order], starts[1:])
     G = len(blocks)
     if G < 2:
-        return None, 0
+        return None, 0, 0
     rng = np.random.default_rng(seed)
     lo, hi = max(XI_MIN, xi_hat - 0.75), xi_hat + 0.75
-    xis = []
+    xis, failed = [], 0
     for _ in progress(range(n_boot), desc="GPD batch bootstrap"):
         pool = np.concatenate([blocks[i] for i in rng.integers(0, G, size=G)])
         u = float(np.quantile(pool, q))
         y = pool[pool > u] - u
         if y.size < MIN_EXCEED_ERROR:
             continue
-        xis.append(_mle(y, (lo, hi))[0])
+        try:
+            xis.append(_mle(y, (lo, hi))[0])
+        except GPDConvergenceError:
+            failed += 1
     if len(xis) < 2:
-        return None, len(xis)
+        return None, len(xis), failed
     half = float(stats.t.ppf(0.5 + ci_level / 2.0, G - 1)) * float(np.std(xis, ddof=1))
-    return (float(xi_hat - half), float(xi_hat + half)), len(xis)
+    return (float(xi_hat - half), float(xi_hat + half)), len(xis), failed
 
 
 def threshold_stability(scores, qs: Sequence[float] = (0.95, 0.975, 0.99, 0.995), *,

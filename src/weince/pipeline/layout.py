@@ -61,11 +61,21 @@ class TextRun:
 
 
 def vision_pairs(cfg: dict[str, Any]) -> list[tuple[str, str]]:
-    """(dataset, backbone) pairs a profile runs: every dataset x every backbone."""
+    """(dataset, backbone) pairs a profile runs: every dataset x every backbone, or only
+    those of ``vision.pairs`` when it is set."""
     v = cfg.get("vision") or {}
     if not v.get("enabled", True):
         return []
-    return [(d, b) for d in v.get("datasets", []) for b in v.get("backbones", [])]
+    pairs = [(d, b) for d in v.get("datasets", []) for b in v.get("backbones", [])]
+    only = v.get("pairs")
+    if only is None:
+        return pairs
+    only = [tuple(p) for p in only]
+    unknown = [p for p in only if p not in pairs]
+    if unknown:
+        raise ValueError(f"vision.pairs names {unknown}, not among vision.datasets x "
+                         f"vision.backbones; add the data set / backbone there or drop the pair")
+    return [p for p in pairs if p in only]
 
 
 def vision_runs(cfg: dict[str, Any], *, grid: bool = False,

@@ -13,15 +13,21 @@ import os
 import sys
 import traceback
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 __all__ = ["log_to"]
 
 
 @contextlib.contextmanager
-def log_to(path: str | os.PathLike | None) -> Iterator[None]:
-    """Send stdout, stderr and ``logging`` of a rule's script to its log file."""
+def log_to(path: str | os.PathLike | None, resources: Any = None) -> Iterator[None]:
+    """Send stdout, stderr and ``logging`` of a rule's script to its log file.
+
+    ``resources`` (the rule's ``snakemake.resources``): a job given ``gpu >= 1`` that sees
+    no CUDA device fails at once, with the reason in its log
+    (:func:`weince.utils.device.require_gpu`)."""
+    gpus = int(getattr(resources, "gpu", 0) or 0) if resources is not None else 0
     if not path:
+        _check_gpu(gpus, path)
         yield
         return
     Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -33,6 +39,7 @@ def log_to(path: str | os.PathLike | None) -> Iterator[None]:
         old_out, old_err = sys.stdout, sys.stderr
         sys.stdout = sys.stderr = fh
         try:
+            _check_gpu(gpus, path)
             yield
         except SystemExit as e:   # a deliberate exit (e.g. SIGTERM: checkpoint written)
             print(f"exit {e.code}: {e}", file=fh)
@@ -43,3 +50,10 @@ def log_to(path: str | os.PathLike | None) -> Iterator[None]:
         finally:
             sys.stdout, sys.stderr = old_out, old_err
             root.removeHandler(handler)
+
+
+def _check_gpu(gpus: int, log: Any) -> None:
+    if gpus:
+        from weince.utils.device import require_gpu
+
+        require_gpu(gpus, f"the job logging to {log}" if log else "this job")

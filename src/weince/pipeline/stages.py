@@ -16,7 +16,7 @@ from weince.pipeline.layout import PRETRAINED_ARM
 from weince.utils.results import get_key, load_result
 
 __all__ = ["pretrain_config", "simcse_config", "apply_selection", "grid_arms", "norms_config",
-           "PRETRAINED_ARM", "text_model"]
+           "PRETRAINED_ARM", "text_model", "model_location"]
 
 
 def grid_arms(cfg: Mapping[str, Any]) -> list[str]:
@@ -58,7 +58,8 @@ def simcse_config(cfg: Mapping[str, Any], model: str, arm: str, seed: int) -> di
     """The ``SimCSEConfig`` dict of one text run."""
     t = cfg.get("text") or {}
     out = copy.deepcopy(dict(t.get("simcse") or {}))
-    out.update(model=(t.get("model_paths") or {}).get(model, model), loss=arm, seed=int(seed))
+    location, source = model_location(cfg, model, with_source=True)
+    out.update(model=location, model_name=model, model_source=source, loss=arm, seed=int(seed))
     lk = dict((t.get("losses") or {}).get(arm) or {})
     if lk:
         out["loss_kwargs"] = {**out.get("loss_kwargs", {}), **lk}
@@ -80,5 +81,23 @@ def text_model(cfg: Mapping[str, Any], model: str, arm: str, trun_dir: str) -> s
     """The model a text norms unit analyses: the shipped model (``text.model_paths`` or its
     name) for ``pretrained``, else the trained run's ``model/`` folder."""
     if arm == PRETRAINED_ARM:
-        return ((cfg.get("text") or {}).get("model_paths") or {}).get(model, model)
+        return model_location(cfg, model)
     return f"{trun_dir}/model"
+
+
+def model_location(cfg: Mapping[str, Any], model: str, with_source: bool = False):
+    """Where a text model's weights are read: ``text.model_paths[model]`` (a stand-in: its
+    rows are scale models), else the folder ``{data_root}/models/{model}`` when it exists (a
+    local copy, e.g. the tiny BERT of ``weince synthetic-data``), else the name itself (the
+    Hugging Face cache, or a shipped model such as ``minilm``). ``with_source``: also the
+    source, ``"model_paths"``, ``"local copy"`` or ``"name"``
+    (:data:`weince.models.text.MODEL_SOURCES`)."""
+    paths = (cfg.get("text") or {}).get("model_paths") or {}
+    local = os.path.join(str(cfg.get("data_root") or "data"), "models", model)
+    if model in paths:
+        found = (str(paths[model]), "model_paths")
+    elif os.path.isdir(local):
+        found = (local, "local copy")
+    else:
+        found = (model, "name")
+    return found if with_source else found[0]

@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
+from weince.pipeline.rehearsal import forecast_outputs
 from weince.pipeline.ablations import ablation_inputs, ablation_outputs, ablation_plan
 from weince.pipeline.claims import load_claims
 from weince.pipeline.layout import files_for, report_dir, settings_for, summary_logs
@@ -86,9 +87,10 @@ def ablation_targets(cfg: Mapping[str, Any]) -> list[Path]:
 
 def companion_targets(cfg: Mapping[str, Any]) -> list[Path]:
     """The pages the summary links to: ablations and norms (each only when the profile
-    runs it)."""
+    runs it), and a rehearsal's cost forecast."""
     norms = norms_outputs(cfg)
-    return ablation_targets(cfg) + ([norms["md"], norms["summary"]] if norms_results(cfg) else [])
+    return (ablation_targets(cfg) + ([norms["md"], norms["summary"]] if norms_results(cfg) else [])
+            + [p for k, p in forecast_outputs(cfg).items() if k == "md"])
 
 
 def all_targets(cfg: Mapping[str, Any]) -> list[str]:
@@ -99,4 +101,5 @@ def all_targets(cfg: Mapping[str, Any]) -> list[str]:
     if ablation_targets(cfg):
         files += ablation_inputs(ablation_plan(cfg))
     files += norms_results(cfg)
+    files += list(forecast_outputs(cfg).values())   # a rehearsal's cost forecast
     return list(dict.fromkeys(str(p) for p in files))

@@ -25,6 +25,8 @@ from weince.pipeline.profile import Profile
 from weince.report import figures as figs
 from weince.report.forest import forest_figures
 from weince.report.glance import claim_notes, scale_items
+from weince.report.rehearsal import (data_note, is_rehearsal, rehearsal_note,
+                                     text_identity, withhold_verdicts)
 from weince.report.selection import selection_section
 from weince.report.tables import (claim_latex, claim_markdown, latex_document,
                                   summary_markdown)
@@ -37,8 +39,26 @@ __all__ = ["build_report", "evaluate", "write_tables", "scale_line", "companion_
 
 
 def scale_line(cfg: dict[str, Any] | Profile, stage: str) -> str:
-    """One line on the scale a stage ran at: profile, data, model, epochs, seeds."""
+    """One line on the scale a stage ran at: profile, data, model, epochs, seeds; a
+    rehearsal's (and a run on synthetic files') says so first."""
     prof = Profile.of(cfg)
+    line = _scale_line(prof, stage)
+    if is_rehearsal(prof.config):
+        return f"{rehearsal_note(prof.config)}. {line}"
+    return line + data_note(prof.config)
+
+
+def stages_run(prof: Profile) -> list[str]:
+    """The training stages the profile ran (for the summary's scale line)."""
+    out = []
+    if prof.vision_pairs:
+        out.append("vision")
+    if prof.settings("text")[0]:
+        out.append("text")
+    return out
+
+
+def _scale_line(prof: Profile, stage: str) -> str:
     p = prof.name
     if stage == "vision":
         v = prof.block("vision")
@@ -47,8 +67,11 @@ def scale_line(cfg: dict[str, Any] | Profile, stage: str) -> str:
         grid = (f"; grid of {len(grid_points(g))} point(s) for "
                 f"{', '.join(g.get('arms', []))} chosen on val" if g.get("arms") else "")
         opts = prof.options
-        return (f"profile {p}: {', '.join(v.get('datasets', [])) or 'none'} x "
-                f"{', '.join(v.get('backbones', [])) or 'none'}, "
+        pairs = (", ".join(f"{d} x {b}" for d, b in prof.vision_pairs) or "none"
+                 if v.get("pairs") is not None else
+                 f"{', '.join(v.get('datasets', [])) or 'none'} x "
+                 f"{', '.join(v.get('backbones', [])) or 'none'}")
+        return (f"profile {p}: {pairs}, "
                 f"{pre.get('epochs', '?')} epoch(s), batch {pre.get('batch_size', '?')}, "
                 f"encoder seeds {', '.join(map(str, v.get('seeds', [])))}{grid}; "
                 + (f"options off the official protocol: {'; '.join(opts)}" if opts else
@@ -135,10 +158,14 @@ def evaluate(cfg: dict[str, Any] | Profile, *, claims_path: str | Path | None = 
         if only is not None and claim["id"] not in only:
             continue
         settings, arms = prof.settings(claim["stage"])
-        res = evaluate_claim(claim, settings, arms, prof.files, alpha=alpha,
+        # a text setting is judged only when the weights that ran are the named model
+        settings, claim_files = text_identity(settings, arms, prof.files,
+                                              prof.block("text").get("model_paths"))
+        res = evaluate_claim(claim, settings, arms, claim_files, alpha=alpha,
                              scale=scale_line(prof, claim["stage"]))
         res.notes = claim_notes(prof.config, claim)
-        results.append(res)
+        results.append(withhold_verdicts(res, prof.config) if is_rehearsal(prof.config)
+                       else res)
     return results
 
 
@@ -194,6 +221,10 @@ def companion_rows(out: Path) -> list[dict[str, str]]:
         rows.append({"id": "ablations", "paper": "not in the paper",
                      "verdict": VERDICT_FREE, "detail": "ablations (not in the paper): "
                      "tables with intervals", "page": "ablations.md"})
+    if (out / "forecast.md").exists():
+        rows.append({"id": "forecast", "paper": "the full paper run's cost",
+                     "verdict": VERDICT_FREE, "detail": "device-hours per claim table from "
+                     "this rehearsal's measured step times", "page": "forecast.md"})
     return rows
 
 
@@ -254,8 +285,13 @@ def build_report(cfg: dict[str, Any] | Profile, *, claims_path: str | Path | Non
     fig_dir.mkdir(exist_ok=True)
     made = _figures(prof, {r.claim["id"]: r for r in results}, fig_dir) if with_figures else []
     forests = forest_figures(results, fig_dir, prof.name) if with_figures else []
+    items = scale_items(prof.config)
+    if is_rehearsal(prof.config):
+        items.insert(0, rehearsal_note(prof.config))
+    elif data_note(prof.config):
+        items.append(data_note(prof.config).lstrip("; "))
     text = summary_markdown(
-        results, info, [str(p.relative_to(out)) for p in made], scale_items(prof.config),
+        results, info, [str(p.relative_to(out)) for p in made], items,
         companion_rows(out))
     (out / "summary.md").write_text(with_forest_section(text, forests, out))
     write_json(out / "claims.json", {

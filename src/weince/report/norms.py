@@ -307,12 +307,16 @@ def plot_figures(results: Sequence[dict[str, Any]], fig_dir: str | os.PathLike
 
 def write_norms_report(results: Iterable[str | os.PathLike | dict], out_md: str | os.PathLike,
                        *, profile: str = "", figures: bool = True,
-                       claims: str | os.PathLike | None = None) -> dict[str, Any]:
+                       claims: str | os.PathLike | None = None,
+                       rehearsal_note: str | None = None) -> dict[str, Any]:
     """Write ``out_md``, its figures (``<out_md dir>/norms_figures/``: the report rule of
     the workflow owns ``figures/``) and ``<out_md dir>/norms_summary.json``. Returns the
     claim verdicts. ``claims``: the registry whose N1-N3 rows name the companion paper's
-    models (only units on them get a verdict); None judges every unit given."""
+    models (only units on them get a verdict); None judges every unit given.
+    ``rehearsal_note`` (a rehearsal, weince.report.rehearsal): every unit and claim verdict
+    is withheld and the page opens with the note."""
     from weince.utils import write_json
+    from weince.utils.vocabulary import REHEARSAL
 
     paper_rows = None
     if claims is not None:
@@ -322,6 +326,9 @@ def write_norms_report(results: Iterable[str | os.PathLike | dict], out_md: str 
                       if c["kind"] == "norms"}
 
     res = load_results(results)
+    if rehearsal_note:
+        for r in res:
+            r["verdicts"] = {k: REHEARSAL for k in r.get("verdicts", {})}
     out_md = Path(out_md)
     out_md.parent.mkdir(parents=True, exist_ok=True)
     figs: dict[str, str] = {}
@@ -331,9 +338,15 @@ def write_norms_report(results: Iterable[str | os.PathLike | dict], out_md: str 
         made = plot_figures(res, out_md.parent / "norms_figures")
         figs = {k: os.path.relpath(v, out_md.parent) for k, v in made.items()}
     tmp = out_md.with_suffix(out_md.suffix + ".tmp")
-    tmp.write_text(render_markdown(res, profile=profile, figures=figs, paper_rows=paper_rows))
+    page = render_markdown(res, profile=profile, figures=figs, paper_rows=paper_rows)
+    if rehearsal_note:
+        head, _, rest = page.partition("\n")
+        page = f"{head}\n\n**{rehearsal_note}.**\n{rest}"
+    tmp.write_text(page)
     os.replace(tmp, out_md)
-    cv = claim_verdicts(res, paper_rows)
+    cv = claim_verdicts(res, paper_rows) if not rehearsal_note else {
+        c: {"verdict": REHEARSAL, "paper": PAPER[c], "units": [], "n_testable": 0,
+            "n_reproduced": 0, "note": rehearsal_note} for c in ("N1", "N2", "N3")}
     write_json(out_md.parent / "norms_summary.json",
                {"profile": profile, "claims": cv, "figures": figs,
                 "sources": [r.get("_path") for r in res]})

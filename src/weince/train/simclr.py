@@ -127,10 +127,11 @@ class SimCLRConfig:
     sync_bn: bool = True                # SyncBatchNorm in multi-GPU runs
     threads: Optional[int] = None       # torch.set_num_threads on CPU (None: torch default)
     progress: Optional[bool] = None     # tqdm bar; None: only on a TTY or WEINCE_PROGRESS=1
+    timing_warmup: int = 1              # steps not counted in train.json's step_timing
 
 
 # keys that may differ between a checkpoint and the resuming call
-_RESUME_FREE = {"progress", "num_workers", "threads", "compile", "compile_step", "data_root",
+_RESUME_FREE = {"progress", "timing_warmup", "num_workers", "threads", "compile", "compile_step", "data_root",
                 "download"}
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")
 
@@ -478,6 +479,7 @@ def _pretrain(cfg, out_dir, *, stop_after, on_step, guard) -> dict[str, Any]:
     from weince.utils import write_json
     from weince.utils.checkpoint import (check_resume_device, load_checkpoint, restore_generator,
                                          restore_rng, rng_state, save_checkpoint)
+    from weince.train.step_timer import StepTimer
 
     cfg = resolve_config(cfg)
     out = Path(out_dir)
@@ -596,6 +598,7 @@ def _pretrain(cfg, out_dir, *, stop_after, on_step, guard) -> dict[str, Any]:
     end_epoch = cfg.epochs if stop_after is None else min(cfg.epochs, int(stop_after))
     t_run = time.perf_counter()
     last = {}
+    timer = StepTimer(dev, warmup=cfg.timing_warmup)   # step time + peak memory (forecast)
     for epoch in range(start_epoch, end_epoch):
         model.train()
         loss_fn.train()
@@ -624,6 +627,7 @@ def _pretrain(cfg, out_dir, *, stop_after, on_step, guard) -> dict[str, Any]:
         bar = tqdm(source, total=steps_per_epoch, initial=skip, leave=False,
                    desc=f"epoch {epoch + 1}/{cfg.epochs}", disable=not show, dynamic_ncols=True)
         for step, item in enumerate(bar, start=skip):
+            timer.start()
             if step_fn is not None:
                 loss, _ = step_fn(images[item], aug_gen)
             else:
@@ -636,6 +640,7 @@ def _pretrain(cfg, out_dir, *, stop_after, on_step, guard) -> dict[str, Any]:
                                   fwd=fwd, distributed=info.distributed, forward=cfg.forward,
                                   views=views)
             sched.step()
+            timer.stop()
             stats.update({"loss": loss.detach(), **loss_fn.last_stats})
             if on_step is not None:
                 on_step(epoch + 1, step + 1)
@@ -705,6 +710,7 @@ def _pretrain(cfg, out_dir, *, stop_after, on_step, guard) -> dict[str, Any]:
             "n_params": sum(p.numel() for p in _unwrap(model).parameters()),
             "torch_threads": torch.get_num_threads(),
             "augment": aug.config(),
+            "step_timing": timer.result(),  # steps of this process after timing_warmup
         }
         write_json(out / "train.json", summary, cfg=cfg_dict, seed=cfg.seed)
     D.barrier()

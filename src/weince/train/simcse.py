@@ -56,7 +56,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -77,6 +77,8 @@ class SimCSEConfig:
     """Options of :func:`train_simcse` (defaults: SimCSE unsup-BERT recipe, embedded data)."""
 
     model: str = "minilm"            # "minilm" (shipped MiniLM-L6), a folder, bert-base-uncased
+    model_name: Optional[str] = None  # the model the run stands for (None: `model`)
+    model_source: str = "name"       # name | local copy | model_paths (a stand-in: scale model)
     train_data: str = "synthetic"    # "synthetic" or the path of wiki1m_for_simcse.txt
     n_train: int = 0                 # file: first n (0: all); synthetic: n (0: 2000)
     sts_data: str = "synthetic"      # "synthetic" or an STS-B root (weince.data.text.load_stsb)
@@ -273,6 +275,10 @@ def _train_simcse(cfg, out_dir, *, on_step, guard) -> dict[str, Any]:
     synthetic = str(cfg.train_data) == "synthetic" or dev.synthetic
 
     encoder, tokenizer = load_text_encoder(cfg.model, offline=cfg.offline)
+    from weince.models.text import model_identity
+
+    identity = model_identity(encoder, cfg.model_name or cfg.model, cfg.model,
+                              cfg.model_source)   # before training: the weights that ran
     if cfg.dropout is not None:
         _set_dropout(encoder, cfg.dropout)
     model = SimCSEModel(encoder, mlp=cfg.mlp).to(device)
@@ -367,8 +373,12 @@ def _train_simcse(cfg, out_dir, *, on_step, guard) -> dict[str, Any]:
                             rng_ranks=rngs)
         D.barrier()  # the checkpoint and model/ are complete before anyone goes on
 
+    from weince.train.step_timer import StepTimer
+
+    timer = StepTimer(device, warmup=1)   # time per step after warm-up, peak memory
     try:
         while step < total:
+            timer.start()
             t0 = time.perf_counter()
             epoch, pos = divmod(step, spe)
             if epoch != order_epoch:
@@ -399,6 +409,7 @@ def _train_simcse(cfg, out_dir, *, on_step, guard) -> dict[str, Any]:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
             optimizer.step()
             scheduler.step()
+            timer.stop()
             step += 1
             lval = float(loss.detach())
             meter.update(loss_fn.last_stats, loss=lval)
@@ -440,6 +451,8 @@ def _train_simcse(cfg, out_dir, *, on_step, guard) -> dict[str, Any]:
                                                          if train_time > 0 else None),
         "device": str(device), "world_size": ws, "batch_size": cfg.batch_size,
         "model_dir": str(out / "model"),
+        "step_timing": timer.result(),  # steps of this process after one warm-up step
+        "model_identity": identity,
         "last_stats": next(({k: v for k, v in r.items() if k != "step"}
                             for r in reversed(log.records) if "loss" in r), {}),
     }

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["resolve_device"]
+__all__ = ["resolve_device", "require_gpu"]
 
 
 def resolve_device(name: str | torch.device | None = "auto") -> torch.device:
@@ -37,3 +37,22 @@ def resolve_device(name: str | torch.device | None = "auto") -> torch.device:
                              f"(CUDA_VISIBLE_DEVICES renumbers them from 0); use device: cuda")
         torch.cuda.set_device(dev)
     return dev
+
+
+def require_gpu(gpus: int | None, job: str = "this job") -> None:
+    """Fail at once when a job was given ``gpus >= 1`` (its ``resources: gpu``) but no CUDA
+    device is visible: an old driver makes ``torch.cuda.is_available()`` false, and
+    ``device: auto`` would then train on the CPU for hours.
+
+    Raises:
+        RuntimeError: naming the job, the GPUs it was given and what to check.
+    """
+    if not gpus or int(gpus) < 1:
+        return
+    if torch.cuda.is_available():
+        return
+    raise RuntimeError(
+        f"{job} was given {int(gpus)} GPU(s) (resources: gpu) but torch sees no CUDA device "
+        f"(torch {torch.__version__}, built for CUDA {torch.version.cuda}); check nvidia-smi, "
+        f"the driver version and CUDA_VISIBLE_DEVICES, or run it without a GPU "
+        f"(resources: {{gpu: 0}}; the rehearsal does so by itself on a CPU-only machine)")

@@ -14,8 +14,9 @@ PARTIAL = "partially run"        # "partially run: k of n rows reproduced"
 SCALE_MODEL = "scale model"      # a setting the paper did not run: numbers, no verdict
 MISSING = "missing"              # a claim page the profile should have made does not exist
 VERDICT_FREE = "verdict-free"    # a page of numbers with no verdict (the ablations)
+REHEARSAL = "rehearsal: no verdict"  # a rehearsal's claim (config/rehearsal.yaml), C9 aside
 
 VERDICTS = (REPRODUCED, NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE)
 
 __all__ = ["REPRODUCED", "NOT_REPRODUCED", "NOT_RUN", "NOT_TESTABLE", "PARTIAL",
-           "SCALE_MODEL", "MISSING", "VERDICT_FREE", "VERDICTS"]
+           "SCALE_MODEL", "MISSING", "VERDICT_FREE", "VERDICTS", "REHEARSAL"]

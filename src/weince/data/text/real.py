@@ -185,7 +185,11 @@ def load_stsb(root: str | Path, split: str) -> STSPairs:
     candidates = _stsb_candidates(root, split)
     for path in candidates:
         if path.is_file():
-            return _read_senteval(path) if path.suffix == ".csv" else _read_glue(path, split)
+            pairs = _read_senteval(path) if path.suffix == ".csv" else _read_glue(path, split)
+            from weince.data.marker import synthetic_marker
+
+            pairs.synthetic = bool(synthetic_marker(path))   # `weince synthetic-data` files
+            return pairs
     listed = "\n  ".join(str(p) for p in candidates)
     raise FileNotFoundError(
         f"STS-B {split} split not found under {root}; expected one of:\n  {listed}\n{STSB_HELP}"

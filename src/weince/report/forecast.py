@@ -1,0 +1,453 @@
+"""The cost of the full paper run, forecast from a rehearsal's measured step times (issue 23).
+
+    from weince.report.forecast import build_forecast, write_forecast
+    fc = build_forecast(rehearsal_cfg)             # reads results/rehearsal/...
+    write_forecast(fc, "reports/rehearsal")         # forecast.md + resources.yaml
+
+Every pretraining and SimCSE run of the rehearsal records, in its ``train.json``,
+``step_timing``: the median wall time per optimiser step after warm-up and the peak memory
+on its device (:class:`weince.train.step_timer.StepTimer`). The forecast multiplies, for
+each run the paper profile (``rehearsal.paper_config``, default ``config/paper.yaml``)
+would train, that measured time by the paper's steps: ``epochs x (training images //
+batch)`` for SimCLR (the official training-split sizes, :data:`TRAIN_IMAGES`), ``epochs x
+(sentences // batch)`` for SimCSE. A rehearsal whose batch was smaller than the paper's
+(the CPU sizes of ``rehearsal.cpu``) has its step time scaled linearly to the paper's batch,
+and the page says so; on a CPU the figures are CPU-hours. Only training steps are counted:
+data loading before the first step, checkpoints, feature extraction, probes, k-NN, score
+collection and fits are not (they are minutes per run on a GPU; their measured rehearsal
+times are in ``results/<profile>/benchmarks/``).
+
+``resources.yaml`` is a config overlay holding only a ``resources:`` block with the shape
+of ``config/paper.yaml``'s: each rule's ``gpu`` and ``threads`` as the paper profile sets
+them, ``runtime`` (minutes) = the longest forecast run of that rule x ``safety_factor`` for
+``pretrain`` and ``simcse``, and for the other rules the paper profile's value, or the
+rehearsal's own measured time x ``safety_factor`` when that is already longer; ``mem_mb``
+likewise from the rehearsal's measured peak resident memory.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from weince.losses.arms import resolve_arm, split_arm
+from weince.pipeline import layout
+from weince.pipeline.ablations import ablation_inputs, ablation_plan
+from weince.pipeline.protocol import shares_seeds
+from weince.pipeline.stages import grid_arms
+from weince.pipeline.claims import load_claims
+
+__all__ = ["TRAIN_IMAGES", "WIKI1M_SENTENCES", "Forecast", "build_forecast",
+           "forecast_markdown", "resources_overlay", "write_forecast"]
+
+# images of each official training split (the data sets' own documentation)
+TRAIN_IMAGES = {
+    ("cifar10", "train"): 50_000, ("cifar100", "train"): 50_000,
+    ("stl10", "train"): 5_000, ("stl10", "unlabeled"): 100_000,
+    ("stl10", "train+unlabeled"): 105_000,
+    ("imagenet32", "train"): 1_281_167, ("tinyimagenet", "train"): 100_000,
+    ("digits", "train"): 1_438, ("mnist5k", "train"): 4_000,
+}
+WIKI1M_SENTENCES = 1_000_000   # wiki1m_for_simcse.txt
+
+
+@dataclass
+class RunCost:
+    """One training run of the paper profile and its forecast."""
+
+    stage: str                   # vision | text
+    setting: str                 # "cifar100/resnet18" or the text model
+    arm: str
+    seed: int
+    loss: str
+    steps: int
+    step_s: float | None = None  # at the paper's batch (scaled when the rehearsal's differed)
+    source: str = ""             # which rehearsal run(s) measured it
+    ablation: bool = False
+
+    @property
+    def hours(self) -> float | None:
+        return None if self.step_s is None else self.step_s * self.steps / 3600.0
+
+
+@dataclass
+class Forecast:
+    device: str                  # "cuda (NVIDIA ...)" or "cpu"
+    unit: str                    # "GPU-hours" or "CPU-hours"
+    safety: float
+    runs: list[RunCost] = field(default_factory=list)
+    measured: list[dict[str, Any]] = field(default_factory=list)
+    claims: list[dict[str, Any]] = field(default_factory=list)
+    memory: dict[str, dict[str, Any]] = field(default_factory=dict)
+    benchmarks: dict[str, float] = field(default_factory=dict)    # rule -> max seconds
+    bench_rss: dict[str, float] = field(default_factory=dict)     # rule -> max MB
+    paper_resources: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    synthetic: bool = False
+
+
+def _load(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _measurements(cfg: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The rehearsal's timed runs: one dict per train.json with ``step_timing``."""
+    root, profile = cfg.get("results", "results"), cfg["profile"]
+    vis, txt = [], []
+    for r in [*layout.vision_runs(cfg), *layout.vision_runs(cfg, grid=True),
+              *_ablation_runs(cfg)]:
+        d = _load(r.dir(root, profile) / "train.json")
+        if d and (d.get("step_timing") or {}).get("step_s_median"):
+            vis.append({"dataset": r.dataset, "backbone": r.backbone, "arm": r.arm,
+                        "seed": r.seed, "loss": d.get("loss"), "batch": d.get("batch_size"),
+                        **d["step_timing"]})
+    for r in layout.text_runs(cfg):
+        d = _load(r.dir(root, profile) / "train.json")
+        if d and (d.get("step_timing") or {}).get("step_s_median"):
+            ident = d.get("model_identity") or {}
+            txt.append({"model": r.model, "arm": r.arm, "seed": r.seed, "loss": d.get("loss"),
+                        "batch": d.get("batch_size"), "named": ident.get("named_model"),
+                        **d["step_timing"]})
+    return vis, txt
+
+
+def _ablation_runs(cfg: dict[str, Any]) -> list[layout.VisionRun]:
+    """The pretraining runs of the profile's ablation plan (parsed from its inputs)."""
+    import re
+
+    pat = re.compile(r"vision/([^/]+)/([^/]+)/([^/]+)/seed(\d+)/")
+    out = {}
+    try:
+        files = ablation_inputs(ablation_plan(cfg))
+    except (KeyError, ValueError):
+        return []
+    for f in files:
+        m = pat.search(str(f).replace("\\", "/"))
+        if m:
+            d, b, a, s = m.groups()
+            out[(d, b, a, int(s))] = layout.VisionRun(d, b, a, int(s))
+    return list(out.values())
+
+
+def _paper_vision_runs(paper: dict[str, Any]) -> list[tuple[layout.VisionRun, bool]]:
+    """Every pretraining run of the paper DAG: ``(run, is_ablation)``."""
+    garms = set(grid_arms(paper))
+    arms = (paper.get("vision") or {}).get("arms", [])
+    trained = [a for a in arms if a not in garms or not shares_seeds(paper)]
+    runs = {(r.dataset, r.backbone, r.arm, r.seed): (r, False)
+            for r in [*layout.vision_runs(paper, arms=trained),
+                      *layout.vision_runs(paper, grid=True)]}
+    for r in _ablation_runs(paper):
+        runs.setdefault((r.dataset, r.backbone, r.arm, r.seed), (r, True))
+    return list(runs.values())
+
+
+def _loss_of(arm: str, cfg: dict[str, Any]) -> str:
+    v = cfg.get("vision") or {}
+    base, _ = split_arm(arm)
+    try:
+        return resolve_arm(base, v.get("losses"), (v.get("pretrain") or {}).get("tau"))["loss"]
+    except (KeyError, ValueError):
+        return base
+
+
+def _paper_steps(paper: dict[str, Any], dataset: str, arm: str) -> int:
+    v = paper.get("vision") or {}
+    pre = {**(v.get("pretrain") or {}), **((v.get("pretrain_by_dataset") or {}).get(dataset)
+                                          or {})}
+    n = TRAIN_IMAGES.get((dataset, pre.get("train_split", "train")))
+    if n is None:
+        raise ValueError(f"no official training-split size for {dataset} "
+                         f"({pre.get('train_split', 'train')}); add it to TRAIN_IMAGES")
+    if pre.get("max_train_images"):
+        n = min(n, int(pre["max_train_images"]))
+    return int(pre.get("epochs", 100)) * (n // int(pre.get("batch_size", 256)))
+
+
+def _benchmarks(cfg: dict[str, Any]) -> tuple[dict[str, float], dict[str, float]]:
+    """rule -> (max seconds, max resident MB) over ``results/<profile>/benchmarks/``."""
+    base = Path(cfg.get("results", "results")) / cfg["profile"] / "benchmarks"
+    secs: dict[str, float] = {}
+    rss: dict[str, float] = {}
+    if not base.is_dir():
+        return secs, rss
+    for f in base.rglob("*.tsv"):
+        rel = f.relative_to(base).parts
+        rule = rel[0] if len(rel) > 1 else f.stem
+        try:
+            with f.open() as fh:
+                for row in csv.DictReader(fh, delimiter="\t"):
+                    secs[rule] = max(secs.get(rule, 0.0), float(row.get("s") or 0))
+                    m = row.get("max_rss")
+                    if m not in (None, "", "NA", "-"):
+                        rss[rule] = max(rss.get(rule, 0.0), float(m))
+        except (OSError, ValueError):
+            continue
+    return secs, rss
+
+
+def _paper_config(cfg: dict[str, Any]) -> dict[str, Any]:
+    path = Path((cfg.get("rehearsal") or {}).get("paper_config") or "config/paper.yaml")
+    if not path.is_file():
+        raise FileNotFoundError(f"the paper profile {path} (rehearsal.paper_config) does not "
+                                f"exist; the forecast needs its sizes")
+    paper = yaml.safe_load(path.read_text()) or {}
+    paper.setdefault("results", cfg.get("results", "results"))
+    return paper
+
+
+def _claim_pairs(claim: dict[str, Any], pairs: set[tuple[str, str]]) -> set[tuple[str, str]]:
+    if claim.get("rows") == "any":
+        return set(pairs)
+    if claim.get("grid"):
+        g = claim["grid"]
+        return {(d, b) for d in g["datasets"] for b in g["backbones"]} & pairs
+    return {(r.get("dataset"), r.get("backbone")) for r in claim.get("rows") or []} & pairs
+
+
+def build_forecast(cfg: dict[str, Any]) -> Forecast:
+    """The forecast of the paper profile's training cost from the rehearsal ``cfg``'s
+    measured runs (see the module docstring)."""
+    from weince.report.rehearsal import data_note
+
+    paper = _paper_config(cfg)
+    safety = float((cfg.get("rehearsal") or {}).get("safety_factor", 2.0))
+    vis, txt = _measurements(cfg)
+    devices = {m.get("device_name") or m.get("device") for m in vis + txt}
+    cuda = any(str(m.get("device", "")).startswith("cuda") for m in vis + txt)
+    fc = Forecast(device=", ".join(sorted(d for d in devices if d)) or "none measured",
+                  unit="GPU-hours" if cuda else "CPU-hours", safety=safety, measured=vis + txt,
+                  synthetic=bool(data_note(cfg)))
+    fc.benchmarks, fc.bench_rss = _benchmarks(cfg)
+    fc.paper_resources = dict(paper.get("resources") or {})
+    pv = paper.get("vision") or {}
+    paper_batch = int((pv.get("pretrain") or {}).get("batch_size", 256))
+
+    # measured step time at the paper's batch, per (dataset, backbone, loss)
+    by_key: dict[tuple, list[float]] = defaultdict(list)
+    by_pair: dict[tuple, list[float]] = defaultdict(list)
+    scaled = False
+    for m in vis:
+        t = float(m["step_s_median"]) * paper_batch / float(m["batch"])
+        scaled |= int(m["batch"]) != paper_batch
+        by_key[(m["dataset"], m["backbone"], m["loss"])].append(t)
+        by_pair[(m["dataset"], m["backbone"])].append(t)
+        mem = fc.memory.setdefault(m["backbone"], {"peak_mem_mb": 0.0, "kind": m["peak_mem_kind"],
+                                                  "batch": m["batch"], "at": ""})
+        if m["peak_mem_mb"] > mem["peak_mem_mb"]:
+            mem.update(peak_mem_mb=m["peak_mem_mb"], kind=m["peak_mem_kind"], batch=m["batch"],
+                       at=f"{m['dataset']}/{m['arm']}")
+    if scaled:
+        fc.notes.append(f"the rehearsal's pretraining batch was smaller than the paper's "
+                        f"{paper_batch}; step times are scaled linearly to {paper_batch} (a "
+                        f"rough bound: a GPU runs small batches below its throughput)")
+    for run, abl in _paper_vision_runs(paper):
+        loss = _loss_of(run.arm, paper)
+        key = (run.dataset, run.backbone, loss)
+        rc = RunCost("vision", f"{run.dataset}/{run.backbone}", run.arm, run.seed, loss,
+                     _paper_steps(paper, run.dataset, run.arm), ablation=abl)
+        if by_key.get(key):
+            rc.step_s, rc.source = _median(by_key[key]), f"{loss} measured"
+        elif by_pair.get(key[:2]):
+            rc.step_s, rc.source = max(by_pair[key[:2]]), "another arm of this pair (max)"
+        fc.runs.append(rc)
+
+    pt = paper.get("text") or {}
+    if pt.get("enabled", True):
+        s = pt.get("simcse") or {}
+        n = int(s.get("n_train") or 0) or WIKI1M_SENTENCES
+        t_batch = int(s.get("batch_size", 64))
+        steps = int(s.get("epochs", 1)) * (n // t_batch)
+        if s.get("max_steps"):
+            steps = min(steps, int(s["max_steps"]))
+        t_by: dict[str, list[float]] = defaultdict(list)
+        t_any: list[float] = []
+        for m in txt:
+            t = float(m["step_s_median"]) * t_batch / float(m["batch"])
+            if int(m["batch"]) != t_batch and not any("SimCSE batch" in x for x in fc.notes):
+                fc.notes.append(f"the rehearsal's SimCSE batch was {m['batch']}, the paper's "
+                                f"{t_batch}: step times scaled linearly")
+            t_by[m["loss"]].append(t)
+            t_any.append(t)
+            mem = fc.memory.setdefault(f"text: {m['model']}", {"peak_mem_mb": 0.0,
+                                                               "kind": m["peak_mem_kind"],
+                                                               "batch": m["batch"], "at": ""})
+            if m["peak_mem_mb"] > mem["peak_mem_mb"]:
+                mem.update(peak_mem_mb=m["peak_mem_mb"], kind=m["peak_mem_kind"],
+                           batch=m["batch"], at=m["arm"])
+        for r in layout.text_runs(paper):
+            rc = RunCost("text", r.model, r.arm, r.seed, r.arm, steps)
+            if t_by.get(r.arm):
+                rc.step_s, rc.source = _median(t_by[r.arm]), f"{r.arm} measured"
+            elif t_any:
+                rc.step_s, rc.source = max(t_any), "another arm (max)"
+            fc.runs.append(rc)
+        if any(m.get("named") is False for m in txt):
+            fc.notes.append("the SimCSE step times come from a stand-in model (e.g. the tiny "
+                            "random BERT of `weince synthetic-data`), not the paper's: the C7 "
+                            "hours say nothing until a rehearsal runs the real model")
+        if txt and any(m["model"] not in pt.get("models", []) for m in txt):
+            fc.notes.append("the SimCSE step times were measured on a different model from "
+                            "the paper's")
+
+    pairs = set(layout.vision_pairs(paper))
+    for claim in load_claims(cfg.get("claims", "config/claims.yaml"))["claims"]:
+        stage = claim.get("stage")
+        if stage == "vision":
+            want = _claim_pairs(claim, pairs)
+            runs = [r for r in fc.runs if r.stage == "vision" and not r.ablation
+                    and tuple(r.setting.split("/")) in want]
+        elif stage == "text":
+            runs = [r for r in fc.runs if r.stage == "text"]
+        else:
+            runs = []
+        fc.claims.append(_claim_row(claim, runs))
+    abl = [r for r in fc.runs if r.ablation]
+    if abl:
+        fc.claims.append(_claim_row({"id": "ablations", "title": "ablation arms "
+                                     "(docs/ablations.md)", "stage": "vision"}, abl))
+    return fc
+
+
+def _median(xs: list[float]) -> float:
+    s = sorted(xs)
+    k = len(s) // 2
+    return s[k] if len(s) % 2 else 0.5 * (s[k - 1] + s[k])
+
+
+def _claim_row(claim: dict[str, Any], runs: list[RunCost]) -> dict[str, Any]:
+    known = [r for r in runs if r.hours is not None]
+    return {"id": claim["id"], "title": claim.get("title", ""), "stage": claim.get("stage"),
+            "runs": len(runs), "measured_runs": len(known),
+            "hours": sum(r.hours for r in known) if known else None,
+            "unmeasured": sorted({r.setting for r in runs if r.hours is None})}
+
+
+def _total(fc: Forecast) -> tuple[float, int, int]:
+    known = [r for r in fc.runs if r.hours is not None]
+    return sum(r.hours for r in known), len(known), len(fc.runs)
+
+
+def _h(x: float | None) -> str:
+    if x is None:
+        return "not measured"
+    return f"{x:,.1f}" if x >= 10 else f"{x:.2f}"
+
+
+def resources_overlay(fc: Forecast) -> dict[str, Any]:
+    """``{"resources": {rule: {gpu, mem_mb, runtime, threads}}}``: the paper profile's
+    block with measured runtimes (see the module docstring)."""
+    out: dict[str, dict[str, int]] = {}
+    longest: dict[str, float] = {}
+    for r in fc.runs:
+        if r.hours is not None:
+            rule = "pretrain" if r.stage == "vision" else "simcse"
+            longest[rule] = max(longest.get(rule, 0.0), r.hours * 60.0)
+    rules = dict(fc.paper_resources)   # the paper's rules only (a benchmark folder such as
+    for rule in longest:               # `norms` holds two rules and is not one itself)
+        rules.setdefault(rule, {})
+    for rule, spec in rules.items():
+        spec = dict(spec or {})
+        if rule in longest:
+            spec["runtime"] = max(1, math.ceil(longest[rule] * fc.safety))
+        elif rule in fc.benchmarks and rule != "default":
+            measured = math.ceil(fc.benchmarks[rule] / 60.0 * fc.safety)
+            spec["runtime"] = max(int(spec.get("runtime", 1)), measured, 1)
+        if rule in fc.bench_rss:
+            spec["mem_mb"] = max(int(spec.get("mem_mb", 1)),
+                                 math.ceil(fc.bench_rss[rule] * fc.safety))
+        out[rule] = {k: int(v) for k, v in spec.items()
+                     if k in ("gpu", "mem_mb", "runtime", "threads")}
+    return {"resources": out}
+
+
+def forecast_markdown(fc: Forecast) -> str:
+    total, n_known, n_all = _total(fc)
+    L = ["# Forecast of the full paper run, from this rehearsal's measurements", "",
+         f"Measured on: **{fc.device}**; figures are **{fc.unit}**"
+         + (" (a CPU: a GPU node runs these steps far faster; rehearse there for a GPU "
+            "forecast)" if fc.unit == "CPU-hours" else "") + ".",
+         "Only optimiser steps are counted (time per step after warm-up x the paper's steps "
+         "per run x its runs); evaluation, feature extraction and fits are not.", ""]
+    if fc.synthetic:
+        L += ["The rehearsal ran on SYNTHETIC files in the real formats (`weince "
+              "synthetic-data`): step times depend on image size and model, not on the "
+              "pixels, so they hold for the real data; nothing else does.", ""]
+    L += [f"**Total: {_h(total)} {fc.unit}** for {n_known} of the paper's {n_all} training "
+          f"runs" + (f" ({n_all - n_known} runs of settings this rehearsal did not run are "
+                     f"not counted)" if n_known < n_all else "") + ".", "",
+          "## Per claim table", "",
+          f"| claim | what | training runs | {fc.unit} | not measured |",
+          "| --- | --- | ---: | ---: | --- |"]
+    for c in fc.claims:
+        if not c["runs"]:
+            hours = "no training run"
+        elif c["measured_runs"] < c["runs"]:
+            hours = (f"{_h(c['hours'])} for the {c['measured_runs']} measured runs"
+                     if c["measured_runs"] else "not measured")
+        else:
+            hours = _h(c["hours"])
+        L.append(f"| {c['id']} | {c['title']} | {c['runs']} | {hours} | "
+                 f"{', '.join(c['unmeasured']) or '-'} |")
+    L += ["", "A run serves several claims (C3-C6 share encoders), so the rows do not add up "
+          "to the total; claims with no training run (timing, checks, norms) cost minutes.",
+          "", "## Per setting", "",
+          f"| stage | setting | arm (loss) | runs | steps per run | s per step | {fc.unit} | "
+          "measured by |", "| --- | --- | --- | ---: | ---: | ---: | ---: | --- |"]
+    groups: dict[tuple, list[RunCost]] = defaultdict(list)
+    for r in fc.runs:
+        groups[(r.stage, r.setting, r.loss, r.ablation)].append(r)
+    for (stage, setting, loss, abl), rs in sorted(groups.items()):
+        hrs = [r.hours for r in rs if r.hours is not None]
+        L.append(f"| {stage}{' (ablation)' if abl else ''} | {setting} | {loss} | {len(rs)} | "
+                 f"{rs[0].steps:,} | {_f(rs[0].step_s)} | {_h(sum(hrs) if hrs else None)} | "
+                 f"{rs[0].source or '-'} |")
+    L += ["", "## Peak memory per backbone (on the device it ran on)", "",
+          "| backbone | peak MB | measured as | batch | run |", "| --- | ---: | --- | ---: | --- |"]
+    for b, m in sorted(fc.memory.items()):
+        L.append(f"| {b} | {m['peak_mem_mb']:,.0f} | {m['kind']} | {m['batch']} | {m['at']} |")
+    over = resources_overlay(fc)["resources"]
+    L += ["", f"## Suggested SLURM runtime per rule (minutes; safety factor {fc.safety:g})", "",
+          "`reports/rehearsal/resources.yaml` holds these as a config overlay: "
+          "`--configfile config/paper.yaml reports/rehearsal/resources.yaml`.", "",
+          "| rule | gpu | runtime (min) | mem_mb | from |", "| --- | ---: | ---: | ---: | --- |"]
+    for rule, spec in sorted(over.items()):
+        src = ("longest forecast run x safety" if rule in ("pretrain", "simcse") and any(
+            (r.stage == "vision") == (rule == "pretrain") and r.hours is not None
+            for r in fc.runs) else "paper profile (or measured x safety if longer)")
+        L.append(f"| {rule} | {spec.get('gpu', 0)} | {spec.get('runtime', '-')} | "
+                 f"{spec.get('mem_mb', '-')} | {src} |")
+    if fc.notes:
+        L += ["", "## Notes", ""] + [f"- {n}" for n in fc.notes]
+    return "\n".join(L) + "\n"
+
+
+def _f(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3g}"
+
+
+def write_forecast(fc: Forecast, out_dir: str | Path) -> tuple[Path, Path]:
+    """``forecast.md`` and ``resources.yaml`` in ``out_dir``."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    md = out / "forecast.md"
+    md.write_text(forecast_markdown(fc))
+    res = out / "resources.yaml"
+    head = (f"# Measured resources for the paper profile (weince rehearsal on {fc.device}; "
+            f"{fc.unit}; runtime = measured x {fc.safety:g}).\n"
+            "#   snakemake --configfile config/paper.yaml reports/rehearsal/resources.yaml ...\n")
+    if fc.unit == "CPU-hours":
+        head += ("# Measured on a CPU: these runtimes are CPU times, far above a GPU's; "
+                 "rehearse on a GPU node before using them on a cluster.\n")
+    res.write_text(head + yaml.safe_dump(resources_overlay(fc), sort_keys=True))
+    return md, res

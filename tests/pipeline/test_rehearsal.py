@@ -1,0 +1,249 @@
+"""The rehearsal overlay (config/rehearsal.yaml, issue 23): its config preparation, the
+forecast it writes from measured step times, and a report that gives no verdict but C9's."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from weince.pipeline.config import check_config
+from weince.pipeline.rehearsal import deep_merge, forecast_outputs, prepare_config
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
+
+
+def _yaml(name):
+    return yaml.safe_load((ROOT / "config" / name).read_text())
+
+
+def rehearsal_cfg(tmp_path, gpu=False, **over):
+    cfg = deep_merge(deep_merge(_yaml("config.yaml"), _yaml("paper.yaml")), _yaml("rehearsal.yaml"))
+    cfg["rehearsal"]["gpu"] = gpu
+    cfg["rehearsal"]["paper_config"] = str(ROOT / "config" / "paper.yaml")
+    cfg["results"], cfg["reports"] = str(tmp_path / "results"), str(tmp_path / "reports")
+    cfg["claims"] = str(ROOT / "config" / "claims.yaml")
+    cfg["data_root"] = str(tmp_path / "data")
+    deep_merge(cfg, over)
+    return prepare_config(cfg)
+
+
+def test_overlay_passes_the_strict_schema_and_keeps_the_protocol():
+    paper, over = _yaml("paper.yaml"), _yaml("rehearsal.yaml")
+    merged = deep_merge(copy.deepcopy(paper), over)
+    check_config(merged, SCHEMA, ["config/paper.yaml", "config/rehearsal.yaml"])
+    assert merged["profile"] == "rehearsal"
+    # only sizes change: the protocol keys of the paper profile are the same
+    for key in ("lr", "weight_decay", "tau", "proj_dim", "amp", "tf32", "forward",
+                "conv1_init", "batch_size"):
+        assert merged["vision"]["pretrain"][key] == paper["vision"]["pretrain"][key], key
+    assert merged["vision"]["datasets"] == paper["vision"]["datasets"]
+    assert merged["vision"]["backbones"] == paper["vision"]["backbones"]
+    assert merged["vision"]["arms"] == paper["vision"]["arms"]
+    assert merged["text"]["models"] == paper["text"]["models"] == ["bert-base-uncased"]
+    g = merged["vision"]["grid"]
+    assert g["seeds"] == merged["vision"]["seeds"] and len(g["seeds"]) >= 2
+    assert len(g["margin"]) * len(g["kappa_rho"]) * len(g["kappa_aic"]) >= 2
+
+
+def test_data_root_placeholders_follow_the_config_key(tmp_path):
+    cfg = rehearsal_cfg(tmp_path)
+    root = cfg["data_root"]
+    assert cfg["text"]["simcse"]["train_data"] == f"{root}/wiki1m_for_simcse.txt"
+    assert cfg["text"]["sts"]["data"] == f"{root}/stsbenchmark"
+
+
+def test_without_a_gpu_the_cpu_sizes_apply_and_no_job_asks_for_a_gpu(tmp_path):
+    cfg = rehearsal_cfg(tmp_path, gpu=False)
+    assert cfg["rehearsal"]["gpu_used"] is False
+    assert cfg["vision"]["pretrain"]["batch_size"] == _yaml("rehearsal.yaml")["rehearsal"][
+        "cpu"]["vision"]["pretrain"]["batch_size"]
+    assert all(r.get("gpu", 0) == 0 for r in cfg["resources"].values())
+    with_gpu = rehearsal_cfg(tmp_path, gpu=True)
+    assert with_gpu["vision"]["pretrain"]["batch_size"] == 256
+    assert with_gpu["resources"]["pretrain"]["gpu"] == 1
+
+
+def test_pairs_narrow_the_grid_and_a_wrong_pair_is_named(tmp_path):
+    from weince.pipeline.layout import vision_pairs
+
+    cfg = rehearsal_cfg(tmp_path, vision={"pairs": [["stl10", "vit_s"]]})
+    assert vision_pairs(cfg) == [("stl10", "vit_s")]
+    cfg["vision"]["pairs"] = [["stl10", "smallcnn"]]
+    with pytest.raises(ValueError, match="not among vision.datasets x vision.backbones"):
+        vision_pairs(cfg)
+
+
+def test_model_location_prefers_model_paths_then_a_local_copy(tmp_path):
+    from weince.pipeline.stages import model_location, simcse_config
+
+    cfg = rehearsal_cfg(tmp_path)
+    assert model_location(cfg, "bert-base-uncased", with_source=True) == (
+        "bert-base-uncased", "name")
+    local = Path(cfg["data_root"]) / "models" / "bert-base-uncased"
+    local.mkdir(parents=True)
+    assert model_location(cfg, "bert-base-uncased", with_source=True) == (str(local),
+                                                                           "local copy")
+    cfg["text"]["model_paths"] = {"bert-base-uncased": "minilm"}
+    s = simcse_config(cfg, "bert-base-uncased", "weince", 7)
+    assert (s["model"], s["model_name"], s["model_source"]) == ("minilm", "bert-base-uncased",
+                                                                "model_paths")
+
+
+def _timing(step_s, batch, device="cpu"):
+    return {"step_s_median": step_s, "step_s_mean": step_s, "n_timed": 3, "warmup": 1,
+            "steps_seen": 4, "peak_mem_mb": 1234.0, "peak_mem_kind": "cpu_max_rss",
+            "device": device, "device_name": device}
+
+
+def _write_runs(cfg, step_s=2.0):
+    from weince.pipeline import layout
+
+    root, prof = cfg["results"], cfg["profile"]
+    batch = cfg["vision"]["pretrain"]["batch_size"]
+    for r in [*layout.vision_runs(cfg), *layout.vision_runs(cfg, grid=True)]:
+        if r.dataset == "cifar100" and r.backbone == "resnet18" and r.arm.startswith("weince@"):
+            d = r.dir(root, prof)
+            d.mkdir(parents=True, exist_ok=True)
+            (d / "train.json").write_text(json.dumps(
+                {"loss": "weince", "batch_size": batch, "step_timing": _timing(step_s, batch)}))
+    for r in layout.text_runs(cfg):
+        d = r.dir(root, prof)
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "train.json").write_text(json.dumps(
+            {"loss": r.arm, "batch_size": cfg["text"]["simcse"]["batch_size"],
+             "step_timing": _timing(0.5, cfg["text"]["simcse"]["batch_size"])}))
+
+
+def test_forecast_multiplies_measured_steps_by_the_paper_sizes(tmp_path):
+    from weince.report.forecast import build_forecast, forecast_markdown, write_forecast
+
+    cfg = rehearsal_cfg(tmp_path)
+    _write_runs(cfg, step_s=2.0)
+    fc = build_forecast(cfg)
+    assert fc.unit == "CPU-hours"
+    paper = _yaml("paper.yaml")
+    steps = paper["vision"]["pretrain"]["epochs"] * (50_000 // 256)
+    per_step = 2.0 * 256 / cfg["vision"]["pretrain"]["batch_size"]   # scaled to the batch
+    weince_grid = [r for r in fc.runs if r.setting == "cifar100/resnet18"
+                   and r.arm.startswith("weince@")]
+    assert len(weince_grid) == 27 * 4                 # 27 points x 4 encoder seeds
+    assert weince_grid[0].steps == steps
+    assert weince_grid[0].hours == pytest.approx(per_step * steps / 3600)
+    c3 = next(c for c in fc.claims if c["id"] == "C3")
+    c3_runs = [r for r in fc.runs if r.setting == "cifar100/resnet18" and not r.ablation]
+    assert c3["hours"] == pytest.approx(sum(r.hours for r in c3_runs))
+    c7 = next(c for c in fc.claims if c["id"] == "C7")
+    text_steps = 1_000_000 // 64
+    assert c7["hours"] == pytest.approx(12 * 0.5 * 64 / cfg["text"]["simcse"]["batch_size"]
+                                        * text_steps / 3600)
+    other = next(c for c in fc.claims if c["id"] == "C5")
+    assert other["unmeasured"] and "stl10/vit_s" in other["unmeasured"]
+    md = forecast_markdown(fc)
+    assert "CPU-hours" in md and "| C3 |" in md and "scaled linearly" in md
+    md_path, res_path = write_forecast(fc, tmp_path / "reports")
+    assert md_path.read_text() == md
+
+
+def test_resources_overlay_has_the_paper_shape_and_passes_the_schema(tmp_path):
+    from weince.report.forecast import build_forecast, resources_overlay, write_forecast
+
+    cfg = rehearsal_cfg(tmp_path)
+    _write_runs(cfg, step_s=2.0)
+    fc = build_forecast(cfg)
+    _, res_path = write_forecast(fc, tmp_path / "reports")
+    over = yaml.safe_load(res_path.read_text())
+    assert set(over) == {"resources"}
+    paper = _yaml("paper.yaml")
+    assert set(paper["resources"]) <= set(over["resources"])
+    for rule, spec in over["resources"].items():
+        assert set(spec) <= {"gpu", "mem_mb", "runtime", "threads"}, rule
+        assert all(isinstance(v, int) for v in spec.values())
+    # the paper's GPUs, even though this rehearsal ran on the CPU
+    assert over["resources"]["pretrain"]["gpu"] == paper["resources"]["pretrain"]["gpu"]
+    longest = max(r.hours for r in fc.runs if r.stage == "vision" and r.hours) * 60
+    assert over["resources"]["pretrain"]["runtime"] == pytest.approx(
+        longest * fc.safety, abs=1)
+    merged = deep_merge(copy.deepcopy(paper), over)
+    check_config(merged, SCHEMA, ["config/paper.yaml", str(res_path)])
+    assert resources_overlay(fc) == over
+
+
+def test_forecast_is_a_target_of_the_rehearsal_only(tmp_path):
+    from weince.pipeline.targets import all_targets
+
+    cfg = rehearsal_cfg(tmp_path)
+    outs = forecast_outputs(cfg)
+    assert {p.name for p in outs.values()} == {"forecast.md", "resources.yaml"}
+    assert str(outs["md"]) in all_targets(cfg)
+    assert forecast_outputs(_yaml("paper.yaml")) == {}
+
+
+def test_a_rehearsal_report_gives_no_verdict_but_c9s(tmp_path):
+    from weince.report.build import evaluate, scale_line
+    from weince.utils.vocabulary import REHEARSAL
+
+    cfg = rehearsal_cfg(tmp_path)
+    checks = Path(cfg["results"]) / cfg["profile"] / "checks"
+    checks.mkdir(parents=True)
+    from weince.report.checks import special_case_check  # the real C9 computation
+
+    from weince.utils import write_json
+
+    write_json(checks / "special_case.json", special_case_check(), cfg={})
+    results = evaluate(cfg)
+    verdicts = {r.claim["id"]: r.verdict for r in results}
+    assert verdicts.pop("C9") == "reproduced"
+    assert set(verdicts.values()) == {REHEARSAL}
+    for r in results:
+        if r.claim["id"] != "C9":
+            assert all(v == REHEARSAL for row in r.rows for v in row.verdicts.values())
+    assert scale_line(cfg, "vision").startswith("REHEARSAL")
+
+
+def test_a_text_row_is_a_scale_model_unless_the_named_weights_ran(tmp_path):
+    from weince.pipeline.layout import Setting
+    from weince.report.rehearsal import text_identity
+
+    files = {"hub": tmp_path / "hub.json", "syn": tmp_path / "syn.json",
+             "old": tmp_path / "old.json"}
+    files["hub"].write_text(json.dumps({"model_identity": {
+        "named_model": True, "synthetic": False, "location": "bert-base-uncased"}}))
+    files["syn"].write_text(json.dumps({"model_identity": {
+        "named_model": False, "synthetic": True, "location": "/d/models/bert-base-uncased"}}))
+    files["old"].write_text(json.dumps({"loss": "infonce"}))   # written before identities
+    s = Setting("text", model="bert-base-uncased", corpus="wiki1m")
+    for which, named in (("hub", True), ("syn", False), ("old", False)):
+        out, fetch = text_identity([s], ["infonce"], lambda st, a, n, w=which: [files[w]])
+        assert (out[0].model == "bert-base-uncased") is named, which
+        assert fetch(out[0], "infonce", "train.json") == [files[which]]   # files still found
+    out, _ = text_identity([s], ["infonce"], lambda st, a, n: [files["hub"]],
+                           {"bert-base-uncased": "minilm"})
+    assert "stand-in: text.model_paths -> minilm" in out[0].model
+
+
+def test_benchmark_folders_that_are_not_rules_stay_out_of_the_overlay(tmp_path):
+    from weince.report.forecast import build_forecast, resources_overlay
+
+    cfg = rehearsal_cfg(tmp_path)
+    _write_runs(cfg, step_s=2.0)
+    bench = Path(cfg["results"]) / cfg["profile"] / "benchmarks"
+    for sub, secs in (("norms/cifar100", 30.0), ("linear/cifar100", 7200.0)):
+        (bench / sub).mkdir(parents=True)
+        (bench / sub / "a.tsv").write_text(f"s\tmax_rss\n{secs}\t40000\n")
+    over = resources_overlay(build_forecast(cfg))["resources"]
+    assert "norms" not in over
+    assert over["linear"]["runtime"] == 7200 / 60 * 2     # measured x safety: above the paper's
+    assert over["linear"]["mem_mb"] == 80000
+
+
+def test_the_scale_line_names_only_the_pairs_that_ran(tmp_path):
+    from weince.report.build import scale_line
+
+    cfg = rehearsal_cfg(tmp_path, vision={"pairs": [["cifar100", "resnet18"]]})
+    line = scale_line(cfg, "vision")
+    assert "cifar100 x resnet18" in line and "imagenet32" not in line

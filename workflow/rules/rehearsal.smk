@@ -1,0 +1,24 @@
+# The rehearsal (config/rehearsal.yaml, issue 23): the cost forecast of the full paper run.
+# Reads every pretraining and SimCSE run's step_timing (train.json) and the paper profile's
+# sizes; writes reports/rehearsal/forecast.md and the resources.yaml overlay
+# (weince.report.forecast). Only a rehearsal profile (rehearsal.enabled) has this rule.
+
+from weince.pipeline.rehearsal import forecast_inputs, forecast_outputs
+
+FORECAST_OUTPUTS = forecast_outputs(config)
+
+if FORECAST_OUTPUTS:
+
+    rule forecast:
+        input:
+            [str(p) for p in forecast_inputs(config)],
+        output:
+            md=str(FORECAST_OUTPUTS["md"]),
+            resources=str(FORECAST_OUTPUTS["resources"]),
+        log:
+            f"{RESULTS}/{PROFILE}/logs/report/forecast.log",
+        threads: 1
+        resources:
+            **resources_for("report"),
+        script:
+            "../scripts/forecast.py"
