@@ -163,9 +163,10 @@ def evaluate(cfg: dict[str, Any] | Profile, *, claims_path: str | Path | None = 
                                               prof.block("text").get("model_paths"))
         res = evaluate_claim(claim, settings, arms, claim_files, alpha=alpha,
                              scale=scale_line(prof, claim["stage"]))
+        if is_rehearsal(prof.config):
+            res = withhold_verdicts(res, prof.config)
         res.notes = claim_notes(prof.config, claim)
-        results.append(withhold_verdicts(res, prof.config) if is_rehearsal(prof.config)
-                       else res)
+        results.append(res)
     return results
 
 
@@ -285,13 +286,13 @@ def build_report(cfg: dict[str, Any] | Profile, *, claims_path: str | Path | Non
     fig_dir.mkdir(exist_ok=True)
     made = _figures(prof, {r.claim["id"]: r for r in results}, fig_dir) if with_figures else []
     forests = forest_figures(results, fig_dir, prof.name) if with_figures else []
-    items = scale_items(prof.config)
+    scale = scale_items(prof.config)
     if is_rehearsal(prof.config):
-        items.insert(0, rehearsal_note(prof.config))
+        scale = [rehearsal_note(prof.config), *scale]
     elif data_note(prof.config):
-        items.append(data_note(prof.config).lstrip("; "))
+        scale = [*scale, data_note(prof.config).removeprefix("; ")]
     text = summary_markdown(
-        results, info, [str(p.relative_to(out)) for p in made], items,
+        results, info, [str(p.relative_to(out)) for p in made], scale,
         companion_rows(out))
     (out / "summary.md").write_text(with_forest_section(text, forests, out))
     write_json(out / "claims.json", {
