@@ -24,9 +24,9 @@ from weince.pipeline.layout import VisionRun
 from weince.pipeline.profile import Profile
 from weince.report import figures as figs
 from weince.report.forest import forest_figures
+from weince.report.glance import claim_notes, scale_items
 from weince.report.rehearsal import (data_note, is_rehearsal, rehearsal_note,
                                      text_identity, withhold_verdicts)
-from weince.report.glance import claim_notes, scale_items
 from weince.report.selection import selection_section
 from weince.report.tables import (claim_latex, claim_markdown, latex_document,
                                   summary_markdown)
@@ -223,7 +223,7 @@ def companion_rows(out: Path) -> list[dict[str, str]]:
                      "verdict": VERDICT_FREE, "detail": "ablations (not in the paper): "
                      "tables with intervals", "page": "ablations.md"})
     if (out / "forecast.md").exists():
-        rows.append({"id": "forecast", "paper": "the full paper run's cost (issue 23)",
+        rows.append({"id": "forecast", "paper": "the full paper run's cost",
                      "verdict": VERDICT_FREE, "detail": "device-hours per claim table from "
                      "this rehearsal's measured step times", "page": "forecast.md"})
     return rows
@@ -292,7 +292,8 @@ def build_report(cfg: dict[str, Any] | Profile, *, claims_path: str | Path | Non
     elif data_note(prof.config):
         scale = [*scale, data_note(prof.config).removeprefix("; ")]
     text = summary_markdown(
-        results, info, [str(p.relative_to(out)) for p in made], scale, companion_rows(out))
+        results, info, [str(p.relative_to(out)) for p in made], scale,
+        companion_rows(out))
     (out / "summary.md").write_text(with_forest_section(text, forests, out))
     write_json(out / "claims.json", {
         "profile": prof.name,
