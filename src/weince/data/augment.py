@@ -336,7 +336,9 @@ class SimCLRAugment:
     def draw(batch: int, generator: torch.Generator | None = None,
              device: torch.device | str = "cpu") -> torch.Tensor:
         """The uniforms that :meth:`sample_params` turns into ``batch`` images' parameters."""
-        dev = generator.device if generator is not None else resolve_device(device)
+        # a torch.device (the images' own) is used as is: only a config string is resolved
+        dev = (generator.device if generator is not None
+               else device if isinstance(device, torch.device) else resolve_device(device))
         return torch.rand(batch, 4 * _N_ATTEMPTS + 13, generator=generator, device=dev)
 
     # ------------------------------------------------------------------ applying

@@ -8,7 +8,13 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["resolve_device", "require_gpu"]
+__all__ = ["resolve_device", "require_gpu", "cuda_visible"]
+
+
+def cuda_visible() -> bool:
+    """Whether torch sees a CUDA device (one function, so that the fake-CUDA tests, which make
+    CUDA tensors without a GPU, can declare the device visible to the resolver alone)."""
+    return torch.cuda.is_available()
 
 
 def resolve_device(name: str | torch.device | None = "auto") -> torch.device:
@@ -25,9 +31,9 @@ def resolve_device(name: str | torch.device | None = "auto") -> torch.device:
     if isinstance(name, torch.device):
         name = str(name)
     if name in (None, "", "auto"):
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        return torch.device("cuda" if cuda_visible() else "cpu")
     dev = torch.device(name)
-    if dev.type == "cuda" and not torch.cuda.is_available():
+    if dev.type == "cuda" and not cuda_visible():
         raise ValueError(f"device {name!r} was asked for but no CUDA device is visible; "
                          f"use device: cpu (or auto)")
     if dev.type == "cuda" and dev.index is not None:
