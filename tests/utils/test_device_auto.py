@@ -110,3 +110,10 @@ def test_a_job_given_a_gpu_that_sees_none_fails_at_once():
         with log_to(None, resources=Res()):
             ran.append(1)
     assert not ran                                  # the job's body never started
+    with pytest.raises(RuntimeError, match="resources: gpu"):
+        with log_to(None, resources=Res(), device="auto"):   # auto would fall back to the CPU
+            ran.append(1)
+    assert not ran
+    with log_to(None, resources=Res(), device="cpu"):        # CPU asked for on purpose (gloo)
+        ran.append(1)
+    assert ran == [1]

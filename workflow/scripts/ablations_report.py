@@ -2,7 +2,8 @@
 
 from weince.pipeline.logs import log_to
 
-with log_to(snakemake.log[0], resources=snakemake.resources):
+with log_to(snakemake.log[0], resources=snakemake.resources,
+            device=snakemake.config.get("device")):
     from weince.report.ablations import build_ablation_report
 
     outs = build_ablation_report(snakemake.config)

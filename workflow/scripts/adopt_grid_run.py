@@ -7,7 +7,8 @@ import shutil
 from weince.pipeline.logs import log_to
 from weince.utils import write_json
 
-with log_to(snakemake.log[0], resources=snakemake.resources):
+with log_to(snakemake.log[0], resources=snakemake.resources,
+            device=snakemake.config.get("device")):
     sel = json.loads(open(snakemake.input.selection).read())
     point = sel["chosen"]
     print(f"adopting point {point} (chosen by mean {sel['metric']})")

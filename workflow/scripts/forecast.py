@@ -4,7 +4,8 @@ from pathlib import Path
 
 from weince.pipeline.logs import log_to
 
-with log_to(snakemake.log[0], resources=snakemake.resources):
+with log_to(snakemake.log[0], resources=snakemake.resources,
+            device=snakemake.config.get("device")):
     from weince.report.forecast import build_forecast, write_forecast
 
     fc = build_forecast(dict(snakemake.config))

@@ -2,7 +2,8 @@
 
 from weince.pipeline.logs import log_to
 
-with log_to(snakemake.log[0], resources=snakemake.resources):
+with log_to(snakemake.log[0], resources=snakemake.resources,
+            device=snakemake.config.get("device")):
     from weince.report.norms import write_norms_report
     from weince.report.rehearsal import is_rehearsal, rehearsal_note
 

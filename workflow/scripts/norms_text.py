@@ -4,7 +4,8 @@ from pathlib import Path
 
 from weince.pipeline.logs import log_to
 
-with log_to(snakemake.log[0], resources=snakemake.resources):
+with log_to(snakemake.log[0], resources=snakemake.resources,
+            device=snakemake.config.get("device")):
     from weince.norms.run import analyse_text
 
     wc = snakemake.wildcards

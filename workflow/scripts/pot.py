@@ -2,7 +2,8 @@
 
 from weince.pipeline.logs import log_to
 
-with log_to(snakemake.log[0], resources=snakemake.resources):
+with log_to(snakemake.log[0], resources=snakemake.resources,
+            device=snakemake.config.get("device")):
     from weince.evt.fits import run_pot
 
     run_pot(snakemake.input[0], snakemake.output[0], **snakemake.params.kwargs)

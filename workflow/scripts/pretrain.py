@@ -5,7 +5,8 @@ from pathlib import Path
 from weince.pipeline.logs import log_to
 from weince.pipeline.stages import apply_selection
 
-with log_to(snakemake.log[0], resources=snakemake.resources):
+with log_to(snakemake.log[0], resources=snakemake.resources,
+            device=snakemake.config.get("device")):
     from weince.train.simclr import pretrain
 
     cfg = dict(snakemake.params.cfg, threads=snakemake.threads)

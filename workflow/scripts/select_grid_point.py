@@ -5,7 +5,8 @@ also one point per k-NN metric (weince.pipeline.selection)."""
 from weince.pipeline.logs import log_to
 from weince.utils import write_json
 
-with log_to(snakemake.log[0], resources=snakemake.resources):
+with log_to(snakemake.log[0], resources=snakemake.resources,
+            device=snakemake.config.get("device")):
     from weince.pipeline.selection import select_grid
 
     linear = {k: list(v) for k, v in snakemake.input.items() if not k.startswith("knn@")}

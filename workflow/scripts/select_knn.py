@@ -4,7 +4,8 @@ from the run of that metric's chosen point (weince.pipeline.selection.assemble_k
 from weince.pipeline.logs import log_to
 from weince.utils import write_json
 
-with log_to(snakemake.log[0], resources=snakemake.resources):
+with log_to(snakemake.log[0], resources=snakemake.resources,
+            device=snakemake.config.get("device")):
     from weince.pipeline.selection import assemble_knn
     from weince.utils.results import load_result
 

@@ -19,13 +19,17 @@ __all__ = ["log_to"]
 
 
 @contextlib.contextmanager
-def log_to(path: str | os.PathLike | None, resources: Any = None) -> Iterator[None]:
+def log_to(path: str | os.PathLike | None, resources: Any = None,
+           device: str | None = None) -> Iterator[None]:
     """Send stdout, stderr and ``logging`` of a rule's script to its log file.
 
     ``resources`` (the rule's ``snakemake.resources``): a job given ``gpu >= 1`` that sees
     no CUDA device fails at once, with the reason in its log
-    (:func:`weince.utils.device.require_gpu`)."""
+    (:func:`weince.utils.device.require_gpu`), unless the profile's ``device`` is ``cpu``:
+    then the GPUs are slots asked for on purpose (a CPU/gloo run of the multi-GPU rule)."""
     gpus = int(getattr(resources, "gpu", 0) or 0) if resources is not None else 0
+    if str(device or "").strip().lower() == "cpu":
+        gpus = 0
     if not path:
         _check_gpu(gpus, path)
         yield
