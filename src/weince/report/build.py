@@ -180,13 +180,14 @@ def _run_info(prof: Profile) -> dict[str, str]:
     }
 
 
-def write_tables(results: list[ClaimResult], cfg: dict[str, Any] | Profile, out: Path
-                 ) -> list[Path]:
-    """``table_cN.md`` and ``table_cN.tex`` for each claim result."""
+def write_tables(results: list[ClaimResult], cfg: dict[str, Any] | Profile, out: Path,
+                 claims_path: str | Path | None = None) -> list[Path]:
+    """``table_cN.md`` and ``table_cN.tex`` for each claim result; ``claims_path``: the
+    registry the results came from (default the profile's), for the page navigation."""
     prof = Profile.of(cfg)
     out.mkdir(parents=True, exist_ok=True)
     info = _run_info(prof)
-    ids = [c["id"] for c in load_claims(prof.claims)["claims"]]
+    ids = [c["id"] for c in load_claims(claims_path or prof.claims)["claims"]]
     written = []
     for res in results:
         stem = f"table_{res.claim['id'].lower()}"
@@ -275,7 +276,7 @@ def build_report(cfg: dict[str, Any] | Profile, *, claims_path: str | Path | Non
     out = Path(out_dir) if out_dir else prof.report_dir
     out.mkdir(parents=True, exist_ok=True)
     if tables:
-        write_tables(results, prof, out)
+        write_tables(results, prof, out, claims_path)
     if not summary:
         return results
     info = _run_info(prof)
