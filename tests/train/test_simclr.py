@@ -24,12 +24,13 @@ def _load(path):
 def test_kill_and_resume_equals_uninterrupted(tmp_path):
     full = tmp_path / "full"
     part = tmp_path / "part"
-    s_full = pretrain(dict(TINY), full)
+    keep = dict(TINY, keep_checkpoint=True)   # the final states are compared below
+    s_full = pretrain(dict(keep), full)
     # "killed" after epoch 1 (its checkpoint written), then the same call again resumes
     assert pretrain(dict(TINY), part, stop_after=1) == {"stopped_at": 1}
     assert not (part / "encoder.pt").exists()
     assert _load(part / "checkpoint.pt")["epoch"] == 1
-    s_part = pretrain(dict(TINY), part)
+    s_part = pretrain(dict(keep), part)
     assert s_part["resumed_from_epoch"] == 1 and s_full["resumed_from_epoch"] is None
 
     a, b = _load(full / "encoder.pt")["state_dict"], _load(part / "encoder.pt")["state_dict"]
@@ -65,8 +66,9 @@ def test_finished_run_is_not_retrained(tmp_path):
     cfg = dict(TINY, epochs=1, loss="infonce", loss_kwargs={})
     pretrain(cfg, tmp_path)
     w = _load(tmp_path / "encoder.pt")["state_dict"]
+    assert not (tmp_path / "checkpoint.pt").exists()   # removed once finished
     s = pretrain(cfg, tmp_path)
-    assert s["resumed_from_epoch"] == 1
+    assert s["already_finished"] and s["epochs"] == 1
     w2 = _load(tmp_path / "encoder.pt")["state_dict"]
     assert all(torch.equal(w[k], w2[k]) for k in w)
 
@@ -118,8 +120,9 @@ def test_pretrain_cli(tmp_path):
     train = json.loads((out / "train.json").read_text())
     assert train["provenance"]["config"]["lr"] == 1e-3
     assert train["loss"] == "weince" and train["epochs"] == 1
-    for name in ("encoder.pt", "train_log.jsonl", "checkpoint.pt"):
+    for name in ("encoder.pt", "train_log.jsonl"):
         assert (out / name).exists()
+    assert not (out / "checkpoint.pt").exists()   # a finished run's resume state is removed
     with pytest.raises(ValueError, match="'lrr'"):
         weince_main(["pretrain", "--config", str(cfg), "--out", str(out), "--set", "lrr=1"])
 

@@ -26,7 +26,8 @@ The protocol decisions and their official sources: ``docs/protocol.md``.
 Files written in ``out_dir``:
 
 - ``checkpoint.pt`` after every epoch: model, optimiser, scheduler, loss module state (the
-  recipe's ``beta_t`` buffer), every random generator, the epoch and the log so far. A
+  recipe's ``beta_t`` buffer), every random generator, the epoch and the log so far; removed
+  once the run has finished and written ``encoder.pt`` (``keep_checkpoint: true`` keeps it). A
   call with an existing checkpoint **resumes** from it; on CPU a resumed run ends with
   exactly the weights of an uninterrupted one (``tests/train/test_simclr.py``). On
   ``SIGTERM`` (SLURM's preemption or time-limit signal) it is also written after the step
@@ -128,11 +129,12 @@ class SimCLRConfig:
     threads: Optional[int] = None       # torch.set_num_threads on CPU (None: torch default)
     progress: Optional[bool] = None     # tqdm bar; None: only on a TTY or WEINCE_PROGRESS=1
     timing_warmup: int = 1              # steps not counted in train.json's step_timing
+    keep_checkpoint: bool = False       # keep checkpoint.pt after a finished run
 
 
 # keys that may differ between a checkpoint and the resuming call
-_RESUME_FREE = {"progress", "timing_warmup", "num_workers", "threads", "compile", "compile_step", "data_root",
-                "download"}
+_RESUME_FREE = {"progress", "timing_warmup", "num_workers", "threads", "compile", "compile_step",
+                "data_root", "download", "keep_checkpoint"}
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")
 
 
@@ -515,6 +517,9 @@ def _pretrain(cfg, out_dir, *, stop_after, on_step, guard) -> dict[str, Any]:
                          f"one batch of {cfg.batch_size}; lower batch_size")
     aug = build_augment(cfg.dataset, **{"image_size": cfg.image_size, **cfg.aug_kwargs})
     cfg_dict["norm_mean"], cfg_dict["norm_std"] = aug.mean, aug.std
+    done = _finished_run(out, cfg_dict)
+    if done is not None:        # finished before (its checkpoint removed): not retrained
+        return done
     images = train.images.to(dev) if cfg.aug == "batch" else train.images
 
     # ---- model, loss, optimiser (same init on every rank: seeded before building)
@@ -713,6 +718,10 @@ def _pretrain(cfg, out_dir, *, stop_after, on_step, guard) -> dict[str, Any]:
             "step_timing": timer.result(),  # steps of this process after timing_warmup
         }
         write_json(out / "train.json", summary, cfg=cfg_dict, seed=cfg.seed)
+        # the resume state of a finished run is 3x the encoder's size (weights + Adam's two
+        # moments): 135 MB for ResNet-18, ~280 MB for ResNet-50, per run of the paper's 3,424
+        if not cfg.keep_checkpoint:
+            (out / "checkpoint.pt").unlink(missing_ok=True)
     D.barrier()
     return summary
 
@@ -744,13 +753,31 @@ def _check_diverged(stats: _EpochStats, model: nn.Module, cfg: SimCLRConfig, epo
         f"to restart with a changed config delete {ckpt} or use another --out folder.")
 
 
-def _check_resumable(saved: dict[str, Any], now: dict[str, Any], out: Path) -> None:
+def _finished_run(out: Path, cfg_dict: dict[str, Any]) -> dict[str, Any] | None:
+    """The summary of a run already finished in ``out`` with this config (``encoder.pt`` and
+    ``train.json`` there, its checkpoint removed), or None; a different config is refused as
+    a checkpoint's would be."""
+    import json
+
+    summary_path = out / "train.json"
+    if (out / "checkpoint.pt").exists() or not (out / "encoder.pt").exists() \
+            or not summary_path.exists():
+        return None
+    summary = json.loads(summary_path.read_text())
+    saved = (summary.get("provenance") or {}).get("config") or {}
+    now = json.loads(json.dumps(cfg_dict, default=str))   # as train.json stored it
+    _check_resumable(saved, now, out, source=summary_path)
+    return {**summary, "already_finished": True}
+
+
+def _check_resumable(saved: dict[str, Any], now: dict[str, Any], out: Path,
+                     source: Path | None = None) -> None:
     diff = sorted(k for k in set(saved) | set(now)
                   if k not in _RESUME_FREE and saved.get(k) != now.get(k)
                   and not (k == "epochs" and now.get("schedule") == "none"
                            and now.get("warmup_epochs", 0) == 0))
     if diff:
         details = ", ".join(f"{k}: {saved.get(k)!r} -> {now.get(k)!r}" for k in diff)
-        raise ValueError(f"{out / 'checkpoint.pt'} was written with a different config "
-                         f"({details}); use another --out folder or delete the checkpoint "
-                         f"to start over")
+        src = source or out / "checkpoint.pt"
+        raise ValueError(f"{src} was written with a different config ({details}); use "
+                         f"another --out folder or delete {src.name} to start over")
