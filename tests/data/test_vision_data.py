@@ -231,3 +231,26 @@ def test_download_only_when_asked(tmp_path, monkeypatch, name, tv_class):
     assert calls == []
     ds = load_vision(name, root=tmp_path, split="test", download=True)
     assert len(calls) == 1 and calls[0][0] == str(tmp_path) and len(ds) > 0
+
+
+def test_digits_read_without_sklearn_equal_sklearns_loader():
+    """The digits are read from the file scikit-learn ships, without importing it; the
+    pixels and labels are exactly ``sklearn.datasets.load_digits()``'s."""
+    import subprocess
+    import sys
+
+    from sklearn.datasets import load_digits
+
+    vision._digits_raw.cache_clear()
+    x, y = vision._digits_raw()
+    d = load_digits()
+    ref = torch.from_numpy(d.images.astype(np.float32) * (255.0 / 16.0)).unsqueeze(1)
+    ref = torch.nn.functional.interpolate(ref, size=(16, 16), mode="bilinear",
+                                          align_corners=False)
+    assert np.array_equal(x, ref.round().clamp(0, 255).to(torch.uint8).numpy())
+    assert np.array_equal(y, d.target)
+    probe = ("import sys; from weince.data.vision import load_vision; "
+             "load_vision('digits', split='train'); print('sklearn' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "False"

@@ -298,3 +298,24 @@ def test_grid_point_names_round_trip():
     with pytest.raises(ValueError, match="bad grid point"):
         arms.parse_point("margin2")
     assert math.isfinite(len(arms.grid_points(None)))
+
+
+@pytest.mark.parametrize("df", [1, 2, 3, 4.7, 10, 29.3, 1000])
+def test_t_quantile_is_scipy_stats_t_ppf(df):
+    """The report's t quantile (scipy.special, no scipy.stats import) is scipy.stats's."""
+    from scipy import stats
+
+    from weince.report.stats import t_quantile
+
+    for p in (0.9, 0.975, 0.995):
+        assert t_quantile(p, df) == stats.t.ppf(p, df)
+
+
+def test_report_package_imports_without_scipy_stats():
+    import subprocess
+    import sys
+
+    probe = "import sys, weince.report, weince.report.html; print('scipy.stats' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "False"

@@ -11,11 +11,17 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from scipy import stats as _st
+from scipy.special import stdtrit
 
 from weince.utils.summary import summary
 
-__all__ = ["Estimate", "estimate", "diff_estimate", "summary"]
+__all__ = ["Estimate", "estimate", "diff_estimate", "summary", "t_quantile"]
+
+
+def t_quantile(p: float, df: float) -> float:
+    """Student t quantile: what ``scipy.stats.t.ppf(p, df)`` computes (it calls this same
+    ``scipy.special.stdtrit``), without importing ``scipy.stats`` (~1 s in every report job)."""
+    return float(stdtrit(df, p))
 
 
 @dataclass(frozen=True)
@@ -44,7 +50,7 @@ def estimate(values: Sequence[float], alpha: float = 0.05) -> Estimate:
         return Estimate(None, None, 0, None, None, ())
     if s["n"] == 1:
         return Estimate(s["mean"], None, 1, None, None, tuple(s["values"]))
-    half = _st.t.ppf(1 - alpha / 2, s["n"] - 1) * s["std"] / math.sqrt(s["n"])
+    half = t_quantile(1 - alpha / 2, s["n"] - 1) * s["std"] / math.sqrt(s["n"])
     return Estimate(s["mean"], s["std"], s["n"], s["mean"] - half, s["mean"] + half,
                     tuple(s["values"]))
 
@@ -66,5 +72,5 @@ def diff_estimate(treat: Estimate, base: Estimate, alpha: float = 0.05) -> Estim
     if se == 0.0:
         return Estimate(d, 0.0, n, d, d)
     df = (v1 + v2) ** 2 / (v1 ** 2 / (treat.n - 1) + v2 ** 2 / (base.n - 1))
-    half = _st.t.ppf(1 - alpha / 2, df) * se
+    half = t_quantile(1 - alpha / 2, df) * se
     return Estimate(d, se, n, d - half, d + half)
