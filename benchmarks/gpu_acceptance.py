@@ -208,8 +208,10 @@ def section_rehearsal(S: Section, P: dict, args) -> None:
 def section_cuda_tests(S: Section, P: dict, args) -> None:
     import torch
 
-    cmd = [sys.executable, "-m", "pytest", "-m", "cuda", "-q", "-rs", "-p", "no:cacheprovider",
-           *P["cuda_tests"]]
+    # `-o addopts=`: one process, without the suite's xdist options (pytest-xdist may not
+    # be installed where this runs; the cuda tests share one device anyway)
+    cmd = [sys.executable, "-m", "pytest", "-o", "addopts=", "--strict-markers", "-m", "cuda",
+           "-q", "-rs", "-p", "no:cacheprovider", *P["cuda_tests"]]
     rc, out = _run(cmd, S.left() - 5)
     lines = out.strip().splitlines()
     cuda = torch.cuda.is_available()

