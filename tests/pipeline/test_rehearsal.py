@@ -263,3 +263,47 @@ def test_the_rehearsal_summary_opens_with_the_rehearsal_note(tmp_path):
     build_report(cfg, with_figures=False)
     summary = (Path(cfg["reports"]) / "rehearsal" / "summary.md").read_text()
     assert "REHEARSAL" in summary and "SYNTHETIC" in summary
+
+
+def test_without_a_gpu_the_covering_pairs_run_and_a_set_pairs_wins(tmp_path):
+    from weince.pipeline.layout import vision_pairs
+
+    paper = _yaml("paper.yaml")["vision"]
+    cpu = rehearsal_cfg(tmp_path, gpu=False)
+    pairs = vision_pairs(cpu)
+    assert len(pairs) == 5 and cpu["rehearsal"]["cpu_pairs_used"] is True
+    assert {d for d, _ in pairs} == set(paper["datasets"])      # every loader ...
+    assert {b for _, b in pairs} == set(paper["backbones"])     # ... and every backbone
+    assert len(vision_pairs(rehearsal_cfg(tmp_path, gpu=True))) == 15
+    mine = rehearsal_cfg(tmp_path, gpu=False, vision={"pairs": [["stl10", "vit_s"]]})
+    assert vision_pairs(mine) == [("stl10", "vit_s")]
+    assert "cpu_pairs_used" not in mine["rehearsal"]
+
+
+def test_forecast_fills_pairs_not_rehearsed_from_the_same_backbone(tmp_path):
+    """cifar100/resnet18 measured: cifar10/resnet18 (32 px as well) takes its step time as
+    it is, stl10 (96 px) and tinyimagenet (64 px) scaled by pixels and marked; ViT-S, never
+    measured, stays unmeasured."""
+    from weince.report.forecast import build_forecast, forecast_markdown
+
+    cfg = rehearsal_cfg(tmp_path)
+    _write_runs(cfg, step_s=2.0)
+    fc = build_forecast(cfg)
+
+    def step(setting):
+        (r,) = {r.step_s: r for r in fc.runs if r.setting == setting and r.loss == "weince"
+                and not r.ablation}.values()
+        return r
+
+    base = step("cifar100/resnet18")
+    assert not base.filled
+    same, stl, tiny = step("cifar10/resnet18"), step("stl10/resnet18"), \
+        step("tinyimagenet/resnet18")
+    assert same.filled and same.step_s == base.step_s and "same 32px" in same.source
+    assert stl.step_s == pytest.approx(9 * base.step_s) and stl.source.startswith("estimate")
+    assert tiny.step_s == pytest.approx(4 * base.step_s)
+    assert all(r.step_s is None for r in fc.runs if r.setting.endswith("/vit_s"))
+    c4 = next(c for c in fc.claims if c["id"] == "C4")
+    md = forecast_markdown(fc)
+    assert "from another pair" in md and "were not rehearsed" in md
+    assert c4["filled"] or c4["unmeasured"]

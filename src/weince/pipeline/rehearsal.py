@@ -10,7 +10,10 @@ profile.
 - ``rehearsal.enabled`` and no GPU used (``rehearsal.gpu: false``, or ``auto`` on a machine
   where ``torch.cuda.is_available()`` is false): ``rehearsal.cpu`` is merged over the config
   (CPU-sized batches) and every rule's ``resources.gpu`` becomes 0, so no job asks for a
-  GPU that is not there. ``rehearsal.gpu_used`` records the decision for the forecast.
+  GPU that is not there. ``rehearsal.gpu_used`` records the decision for the forecast. There
+  ``rehearsal.cpu_pairs`` (when ``vision.pairs`` is not set) narrows the 15 data set x
+  backbone pairs to a covering subset, every loader and every backbone once
+  (``rehearsal.cpu_pairs_used``); the forecast fills the other pairs from the measured ones.
 """
 
 from __future__ import annotations
@@ -73,6 +76,10 @@ def prepare_config(cfg: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
         for res in (cfg.get("resources") or {}).values():
             if isinstance(res, dict) and res.get("gpu"):
                 res["gpu"] = 0
+        vis = cfg.get("vision")
+        if r.get("cpu_pairs") and isinstance(vis, dict) and vis.get("pairs") is None:
+            vis["pairs"] = copy.deepcopy(r["cpu_pairs"])   # a `vision.pairs` set wins
+            r["cpu_pairs_used"] = True
     return cfg
 
 

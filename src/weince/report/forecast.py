@@ -71,6 +71,7 @@ class RunCost:
     step_s: float | None = None  # at the paper's batch (scaled when the rehearsal's differed)
     source: str = ""             # which rehearsal run(s) measured it
     ablation: bool = False
+    filled: bool = False         # its pair was not rehearsed: from another pair's runs
 
     @property
     def hours(self) -> float | None:
@@ -233,6 +234,7 @@ def build_forecast(cfg: dict[str, Any]) -> Forecast:
     pv = paper.get("vision") or {}
     paper_batch = int((pv.get("pretrain") or {}).get("batch_size", 256))
 
+    filled: set[tuple[str, str]] = set()   # pairs not rehearsed, filled from another
     # measured step time at the paper's batch, per (dataset, backbone, loss)
     by_key: dict[tuple, list[float]] = defaultdict(list)
     by_pair: dict[tuple, list[float]] = defaultdict(list)
@@ -260,7 +262,20 @@ def build_forecast(cfg: dict[str, Any]) -> Forecast:
             rc.step_s, rc.source = _median(by_key[key]), f"{loss} measured"
         elif by_pair.get(key[:2]):
             rc.step_s, rc.source = max(by_pair[key[:2]]), "another arm of this pair (max)"
+        else:
+            est = _same_backbone(run.dataset, run.backbone, by_pair)
+            if est is not None:
+                (rc.step_s, rc.source), rc.filled = est, True
+                filled.add(key[:2])
         fc.runs.append(rc)
+    if filled:
+        fc.notes.append(
+            f"{len(filled)} pair(s) of the paper profile were not rehearsed "
+            f"({', '.join('/'.join(p) for p in sorted(filled))}; a rehearsal without a GPU "
+            f"runs `rehearsal.cpu_pairs`, every loader and backbone once): their step times "
+            f"are those of the same backbone measured on another data set, as measured at the "
+            f"same image size, else scaled by the pixel count (an estimate, marked per run; "
+            f"ViT-S's attention grows faster than its pixels)")
 
     pt = paper.get("text") or {}
     if pt.get("enabled", True):
@@ -319,6 +334,30 @@ def build_forecast(cfg: dict[str, Any]) -> Forecast:
     return fc
 
 
+def _same_backbone(dataset: str, backbone: str,
+                   by_pair: dict[tuple, list[float]]) -> tuple[float, str] | None:
+    """The step time of a pair that was not rehearsed, from a measured pair of the same
+    backbone: the slowest one at the same image size (the step does not depend on which
+    images), else the closest size scaled by the pixel count; with where it came from."""
+    from weince.data.vision import DATASETS
+
+    def size(d: str) -> int | None:
+        spec = DATASETS.get(d)
+        return spec.image_size if spec else None
+
+    want = size(dataset)
+    cands = [(d, max(ts)) for (d, b), ts in by_pair.items() if b == backbone and ts and size(d)]
+    if want is None or not cands:
+        return None
+    same = [(d, t) for d, t in cands if size(d) == want]
+    if same:
+        d, t = max(same, key=lambda c: c[1])
+        return t, f"{backbone} on {d} (same {want}px images)"
+    d, t = min(cands, key=lambda c: (abs(size(c[0]) - want), -c[1]))
+    return (t * (want / size(d)) ** 2,
+            f"estimate: {backbone} on {d} scaled by pixels ({size(d)}->{want}px)")
+
+
 def _median(xs: list[float]) -> float:
     s = sorted(xs)
     k = len(s) // 2
@@ -330,7 +369,8 @@ def _claim_row(claim: dict[str, Any], runs: list[RunCost]) -> dict[str, Any]:
     return {"id": claim["id"], "title": claim.get("title", ""), "stage": claim.get("stage"),
             "runs": len(runs), "measured_runs": len(known),
             "hours": sum(r.hours for r in known) if known else None,
-            "unmeasured": sorted({r.setting for r in runs if r.hours is None})}
+            "unmeasured": sorted({r.setting for r in runs if r.hours is None}),
+            "filled": sorted({r.setting for r in runs if r.filled})}
 
 
 def _total(fc: Forecast) -> tuple[float, int, int]:
@@ -387,8 +427,8 @@ def forecast_markdown(fc: Forecast) -> str:
           f"runs" + (f" ({n_all - n_known} runs of settings this rehearsal did not run are "
                      f"not counted)" if n_known < n_all else "") + ".", "",
           "## Per claim table", "",
-          f"| claim | what | training runs | {fc.unit} | not measured |",
-          "| --- | --- | ---: | ---: | --- |"]
+          f"| claim | what | training runs | {fc.unit} | from another pair | not measured |",
+          "| --- | --- | ---: | ---: | --- | --- |"]
     for c in fc.claims:
         if not c["runs"]:
             hours = "no training run"
@@ -398,6 +438,7 @@ def forecast_markdown(fc: Forecast) -> str:
         else:
             hours = _h(c["hours"])
         L.append(f"| {c['id']} | {c['title']} | {c['runs']} | {hours} | "
+                 f"{', '.join(c.get('filled') or []) or '-'} | "
                  f"{', '.join(c['unmeasured']) or '-'} |")
     L += ["", "A run serves several claims (C3-C6 share encoders), so the rows do not add up "
           "to the total; claims with no training run (timing, checks, norms) cost minutes.",
