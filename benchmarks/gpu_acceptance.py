@@ -210,7 +210,7 @@ def section_cuda_tests(S: Section, P: dict, args) -> None:
 
     # `-o addopts=`: one process, without the suite's xdist options (pytest-xdist may not
     # be installed where this runs; the cuda tests share one device anyway)
-    cmd = [sys.executable, "-m", "pytest", "-o", "addopts=", "--strict-markers", "-m", "cuda",
+    cmd = [sys.executable, "-m", "pytest", "-m", "cuda", "-o", "addopts=", "--strict-markers",
            "-q", "-rs", "-p", "no:cacheprovider", *P["cuda_tests"]]
     rc, out = _run(cmd, S.left() - 5)
     lines = out.strip().splitlines()
