@@ -247,6 +247,10 @@ def test_the_scale_line_names_only_the_pairs_that_ran(tmp_path):
     cfg = rehearsal_cfg(tmp_path, vision={"pairs": [["cifar100", "resnet18"]]})
     line = scale_line(cfg, "vision")
     assert "cifar100 x resnet18" in line and "imagenet32" not in line
+    from weince.report.glance import scale_items
+
+    vision = next(i for i in scale_items(cfg) if i.startswith("vision:"))   # the summary's
+    assert "cifar100 x resnet18" in vision and "imagenet32" not in vision
 
 
 def test_the_rehearsal_summary_opens_with_the_rehearsal_note(tmp_path):

@@ -151,8 +151,10 @@ def scale_items(cfg: dict[str, Any]) -> list[str]:
     v = cfg.get("vision") or {}
     if v.get("enabled", True) and v.get("datasets"):
         pre = v.get("pretrain") or {}
-        items.append(f"vision: {', '.join(v['datasets'])} x {', '.join(v.get('backbones', []))}"
-                     f", {pre.get('epochs', '?')} epoch(s), encoder seeds "
+        what = (", ".join(f"{d} x {b}" for d, b in layout.vision_pairs(cfg))
+                if v.get("pairs") is not None else
+                f"{', '.join(v['datasets'])} x {', '.join(v.get('backbones', []))}")
+        items.append(f"vision: {what}, {pre.get('epochs', '?')} epoch(s), encoder seeds "
                      f"{', '.join(map(str, v.get('seeds', [])))}")
         g = v.get("grid") or {}
         if g.get("arms"):
