@@ -24,7 +24,7 @@ from weince.pipeline.layout import VisionRun
 from weince.pipeline.profile import Profile
 from weince.report import figures as figs
 from weince.report.forest import forest_figures
-from weince.report.glance import claim_notes, scale_items
+from weince.report.glance import claim_notes, pairs_text, scale_items
 from weince.report.rehearsal import (data_note, is_rehearsal, rehearsal_note,
                                      text_identity, withhold_verdicts)
 from weince.report.selection import selection_section
@@ -67,11 +67,7 @@ def _scale_line(prof: Profile, stage: str) -> str:
         grid = (f"; grid of {len(grid_points(g))} point(s) for "
                 f"{', '.join(g.get('arms', []))} chosen on val" if g.get("arms") else "")
         opts = prof.options
-        pairs = (", ".join(f"{d} x {b}" for d, b in prof.vision_pairs) or "none"
-                 if v.get("pairs") is not None else
-                 f"{', '.join(v.get('datasets', [])) or 'none'} x "
-                 f"{', '.join(v.get('backbones', [])) or 'none'}")
-        return (f"profile {p}: {pairs}, "
+        return (f"profile {p}: {pairs_text(prof.config)}, "
                 f"{pre.get('epochs', '?')} epoch(s), batch {pre.get('batch_size', '?')}, "
                 f"encoder seeds {', '.join(map(str, v.get('seeds', [])))}{grid}; "
                 + (f"options off the official protocol: {'; '.join(opts)}" if opts else

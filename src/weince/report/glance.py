@@ -142,6 +142,18 @@ def summary_row(result, page: str) -> list[str]:
             f"[page]({page})"]
 
 
+def pairs_text(cfg: dict[str, Any]) -> str:
+    """The vision pairs the profile runs: ``d x b, ...`` when ``vision.pairs`` narrows them,
+    else ``datasets x backbones``."""
+    from weince.pipeline import layout
+
+    v = cfg.get("vision") or {}
+    if v.get("pairs") is not None:
+        return ", ".join(f"{d} x {b}" for d, b in layout.vision_pairs(cfg)) or "none"
+    return (f"{', '.join(v.get('datasets', [])) or 'none'} x "
+            f"{', '.join(v.get('backbones', [])) or 'none'}")
+
+
 def scale_items(cfg: dict[str, Any]) -> list[str]:
     """What the profile ran, one short item per stage (the claim pages have the details)."""
     from weince.pipeline import layout
@@ -151,10 +163,8 @@ def scale_items(cfg: dict[str, Any]) -> list[str]:
     v = cfg.get("vision") or {}
     if v.get("enabled", True) and v.get("datasets"):
         pre = v.get("pretrain") or {}
-        what = (", ".join(f"{d} x {b}" for d, b in layout.vision_pairs(cfg))
-                if v.get("pairs") is not None else
-                f"{', '.join(v['datasets'])} x {', '.join(v.get('backbones', []))}")
-        items.append(f"vision: {what}, {pre.get('epochs', '?')} epoch(s), encoder seeds "
+        items.append(f"vision: {pairs_text(cfg)}, {pre.get('epochs', '?')} epoch(s), "
+                     f"encoder seeds "
                      f"{', '.join(map(str, v.get('seeds', [])))}")
         g = v.get("grid") or {}
         if g.get("arms"):

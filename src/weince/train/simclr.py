@@ -505,6 +505,12 @@ def _pretrain(cfg, out_dir, *, stop_after, on_step, guard) -> dict[str, Any]:
         torch.set_float32_matmul_precision("high" if cfg.tf32 else "highest")
     cfg_dict = to_dict(cfg)
 
+    aug = build_augment(cfg.dataset, **{"image_size": cfg.image_size, **cfg.aug_kwargs})
+    cfg_dict["norm_mean"], cfg_dict["norm_std"] = aug.mean, aug.std
+    done = _finished_run(out, cfg_dict)
+    if done is not None:        # finished before (its checkpoint removed): not retrained,
+        return done             # and its data set is not loaded
+
     # ---- data
     train = load_vision(cfg.dataset, cfg.data_root, cfg.train_split, download=cfg.download)
     sub = _subset_indices(len(train), cfg.max_train_images)
@@ -515,11 +521,6 @@ def _pretrain(cfg, out_dir, *, stop_after, on_step, guard) -> dict[str, Any]:
     if steps_per_epoch < 1:
         raise ValueError(f"{cfg.dataset}/{cfg.train_split} has {n_train} images, fewer than "
                          f"one batch of {cfg.batch_size}; lower batch_size")
-    aug = build_augment(cfg.dataset, **{"image_size": cfg.image_size, **cfg.aug_kwargs})
-    cfg_dict["norm_mean"], cfg_dict["norm_std"] = aug.mean, aug.std
-    done = _finished_run(out, cfg_dict)
-    if done is not None:        # finished before (its checkpoint removed): not retrained
-        return done
     images = train.images.to(dev) if cfg.aug == "batch" else train.images
 
     # ---- model, loss, optimiser (same init on every rank: seeded before building)
@@ -759,11 +760,13 @@ def _finished_run(out: Path, cfg_dict: dict[str, Any]) -> dict[str, Any] | None:
     a checkpoint's would be."""
     import json
 
+    from weince.utils.results import load_result
+
     summary_path = out / "train.json"
     if (out / "checkpoint.pt").exists() or not (out / "encoder.pt").exists() \
             or not summary_path.exists():
         return None
-    summary = json.loads(summary_path.read_text())
+    summary = load_result(summary_path)
     saved = (summary.get("provenance") or {}).get("config") or {}
     now = json.loads(json.dumps(cfg_dict, default=str))   # as train.json stored it
     _check_resumable(saved, now, out, source=summary_path)
