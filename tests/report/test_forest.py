@@ -72,6 +72,27 @@ def test_html_pages_embed_the_forest_plot_and_render_the_table(fx, tmp_path):
     assert summary.count("<table>") >= 1 and "figures/forest_" not in summary
 
 
+def test_the_summary_copies_the_plot_a_claim_page_kept(fx, tmp_path):
+    """The workflow's table job draws a claim's plot once for its page; the summary copies
+    that file, and draws only a plot that nobody drew."""
+    from weince.report.forest import forest_figures
+    from weince.report.html import claim_page
+
+    res = by_id(build_report(fx, with_figures=False))
+    out = Path(fx["reports"], "fx")
+    keep = tmp_path / "forest" / "c3"
+    claim_page(res["C3"], out / "table_c3.md", tmp_path / "claim_c3.html", "fx",
+               figure_dir=keep)
+    kept = keep / "forest_c3.png"
+    assert kept.stat().st_size > 2000
+    kept.write_bytes(kept.read_bytes() + b"drawn-once")   # a mark that only a copy carries
+    made = forest_figures([res["C3"], res["C1"]], tmp_path / "figures", "fx",
+                          drawn={"C3": kept, "C1": tmp_path / "not-drawn.png"})
+    assert [p.name for p in made] == ["forest_c3.png", "forest_c1.png"]
+    assert made[0].read_bytes() == kept.read_bytes()
+    assert not made[1].read_bytes().endswith(b"drawn-once") and made[1].stat().st_size > 2000
+
+
 def test_figures_are_grouped_by_claim():
     from weince.report.html import figure_category
 

@@ -45,6 +45,7 @@ TRUN = layout.TEXT_RUN.format(
 )
 TIMING_DIR = layout.TIMING.format(results=RESULTS, profile="{profile}")
 CHECKS_DIR = layout.CHECKS.format(results=RESULTS, profile="{profile}")
+FOREST_DIR = layout.FOREST.format(results=RESULTS, profile="{profile}", cid="{cid}")
 REPORT_DIR = layout.REPORT.format(reports=config["reports"], profile="{profile}")
 LOGS = f"{RESULTS}/{{profile}}/logs"
 BENCH = f"{RESULTS}/{{profile}}/benchmarks"
@@ -157,6 +158,14 @@ def table_inputs(wildcards):
     claim = next(c for c in claims(config) if c["id"].lower() == wildcards.cid)
     return [str(p) for p in claim_inputs(config, claim)] + [
         str(p) for p in selection_paths(config, claim).values()
+    ]
+
+
+def forest_dirs(wildcards):
+    """Every claim's forest plot, drawn by its table job: the summary copies them."""
+    return [
+        FOREST_DIR.format(profile=wildcards.profile, cid=c["id"].lower())
+        for c in claims(config)
     ]
 
 

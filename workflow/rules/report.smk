@@ -47,6 +47,7 @@ rule claim_table:
             subcategory="table and forest plot",
             labels=lambda wc: {"claim": wc.cid.upper(), "page": "table"},
         ),
+        forest=directory(FOREST_DIR),
     log:
         f"{LOGS}/report/table_{{cid}}.log",
     benchmark:
@@ -62,6 +63,7 @@ rule report:
     input:
         report_inputs,
         claims=config["claims"],
+        forests=forest_dirs,
         companions=[str(p) for p in companion_targets(config)],
     output:
         summary=f"{REPORT_DIR}/summary.md",

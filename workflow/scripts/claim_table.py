@@ -14,4 +14,5 @@ with log_to(snakemake.log[0], resources=snakemake.resources,
     print(f"{cid}: {res[0].verdict} ({res[0].reason})")
     from weince.report.html import claim_page
 
-    claim_page(res[0], snakemake.output.md, snakemake.output.html, snakemake.config["profile"])
+    claim_page(res[0], snakemake.output.md, snakemake.output.html, snakemake.config["profile"],
+               figure_dir=snakemake.output.forest)

@@ -8,8 +8,11 @@ with log_to(snakemake.log[0], resources=snakemake.resources,
             device=snakemake.config.get("device")):
     from weince.report import build_report
 
+    # each claim's forest plot as its table job drew it (a folder per claim, named by its id)
+    drawn = {Path(d).name.upper(): Path(d) / f"forest_{Path(d).name}.png"
+             for d in snakemake.input.forests}
     res = build_report(snakemake.config, tables=False,
-                       out_dir=Path(snakemake.output.summary).parent)
+                       out_dir=Path(snakemake.output.summary).parent, forests=drawn)
     for r in res:
         print(f"{r.claim['id']}: {r.verdict} ({r.reason})")
     from weince.report.html import companion_pages, write_markdown_page

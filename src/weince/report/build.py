@@ -246,8 +246,8 @@ def with_forest_section(summary: str, forests: list[Path], out: Path) -> str:
 
 def build_report(cfg: dict[str, Any] | Profile, *, claims_path: str | Path | None = None,
                  out_dir: str | Path | None = None, with_figures: bool = True,
-                 only: list[str] | None = None, tables: bool = True, summary: bool = True
-                 ) -> list[ClaimResult]:
+                 only: list[str] | None = None, tables: bool = True, summary: bool = True,
+                 forests: dict[str, str | Path] | None = None) -> list[ClaimResult]:
     """Evaluate the claims on the profile's result files and write the report.
 
     Args:
@@ -259,6 +259,8 @@ def build_report(cfg: dict[str, Any] | Profile, *, claims_path: str | Path | Non
         tables: write ``table_cN.md/.tex``.
         summary: write ``summary.md``, ``tables.tex``, ``claims.json`` and figures (needs
             every claim: ``only`` must be None).
+        forests: ``{claim id: forest_<id>.png}`` the claim-table jobs drew from the same
+            result files; copied into ``figures/`` instead of drawn again.
 
     Raises:
         FileNotFoundError: the registry is missing.
@@ -282,7 +284,8 @@ def build_report(cfg: dict[str, Any] | Profile, *, claims_path: str | Path | Non
     fig_dir = out / "figures"
     fig_dir.mkdir(exist_ok=True)
     made = _figures(prof, {r.claim["id"]: r for r in results}, fig_dir) if with_figures else []
-    forests = forest_figures(results, fig_dir, prof.name) if with_figures else []
+    forests = (forest_figures(results, fig_dir, prof.name, drawn=forests)
+               if with_figures else [])
     scale = scale_items(prof.config)
     if is_rehearsal(prof.config):
         scale = [rehearsal_note(prof.config), *scale]

@@ -17,9 +17,11 @@ Nothing here computes a verdict: the figure only draws
 from __future__ import annotations
 
 import math
+import shutil
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
 __all__ = ["ForestLine", "forest_lines", "forest_panels", "forest_figure", "forest_figures"]
 
@@ -259,11 +261,24 @@ def forest_figure(result, out: str | Path, profile: str = "") -> Path | None:
     return out
 
 
-def forest_figures(results, fig_dir: str | Path, profile: str = "") -> list[Path]:
-    """``forest_<claim>.png`` in ``fig_dir`` for every claim with something to draw."""
+def forest_figures(results, fig_dir: str | Path, profile: str = "",
+                   drawn: Mapping[str, str | Path] | None = None) -> list[Path]:
+    """``forest_<claim>.png`` in ``fig_dir`` for every claim with something to draw.
+
+    ``drawn``: ``{claim id: PNG}`` already drawn from the same result files (the workflow's
+    claim-table jobs draw each claim's plot for its page): such a plot is copied, not drawn
+    a second time; a claim missing from it, or whose file is absent, is drawn here."""
     made = []
     for r in results:
-        f = forest_figure(r, Path(fig_dir) / f"forest_{r.claim['id'].lower()}.png", profile)
+        cid = r.claim["id"]
+        out = Path(fig_dir) / f"forest_{cid.lower()}.png"
+        src = Path((drawn or {}).get(cid, "")) if (drawn or {}).get(cid) else None
+        if src is not None and src.is_file():
+            out.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, out)
+            made.append(out)
+            continue
+        f = forest_figure(r, out, profile)
         if f is not None:
             made.append(f)
     return made

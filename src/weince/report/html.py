@@ -147,9 +147,12 @@ def write_markdown_page(md_path: str | Path, out: str | Path, title: str | None 
     return out
 
 
-def claim_page(result, table_md: str | Path, out: str | Path, profile: str = "") -> Path:
+def claim_page(result, table_md: str | Path, out: str | Path, profile: str = "",
+               figure_dir: str | Path | None = None) -> Path:
     """One claim's page: its forest plot above its table (Markdown as the table rule wrote
-    it), both in one HTML file."""
+    it), both in one HTML file. ``figure_dir``: keep the plot there as
+    ``forest_<id>.png`` (the workflow's summary copies it instead of drawing it again);
+    else it is drawn in a temporary folder."""
     import tempfile
 
     from weince.report.forest import forest_figure
@@ -157,7 +160,11 @@ def claim_page(result, table_md: str | Path, out: str | Path, profile: str = "")
     table_md, out = Path(table_md), Path(out)
     cid = result.claim["id"]
     with tempfile.TemporaryDirectory() as tmp:
-        fig = forest_figure(result, Path(tmp) / f"forest_{cid.lower()}.png", profile)
+        if figure_dir is not None:
+            Path(figure_dir).mkdir(parents=True, exist_ok=True)
+        target = Path(figure_dir or tmp) / f"forest_{cid.lower()}.png"
+        target.unlink(missing_ok=True)   # nothing to draw this time: no stale plot left
+        fig = forest_figure(result, target, profile)
         text = table_md.read_text()
         if fig is not None:
             # drawn outside the report folder: embedded here, not by _embed_images
