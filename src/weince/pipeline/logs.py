@@ -12,6 +12,7 @@ import gc
 import logging
 import os
 import sys
+import threading
 import traceback
 from pathlib import Path
 from typing import Any, Iterator
@@ -29,20 +30,25 @@ def log_to(path: str | os.PathLike | None, resources: Any = None,
     (:func:`weince.utils.device.require_gpu`), unless the profile's ``device`` is ``cpu``:
     then the GPUs are slots asked for on purpose (a CPU/gloo run of the multi-GPU rule).
 
-    The script's process ends with the block: on the way out every object still alive is
-    frozen (:func:`gc.freeze`), so that the interpreter's exit does not walk the million-odd
-    objects torch's import made (about 0.5 s of a small job's 2 s, on each of the DAG's
-    ~100 jobs). Nothing is skipped: files are closed and exit handlers run as before."""
+    Start-up and exit cost more than the work in most of the DAG's ~100 small jobs, and
+    much of that is the garbage collector walking the ~10^6 objects that importing torch,
+    torch._dynamo (every optimiser) and transformers create: see :func:`_quiet_start_up`.
+    Nothing is skipped: files are closed and exit handlers run as before."""
     gpus = int(getattr(resources, "gpu", 0) or 0) if resources is not None else 0
     if str(device or "").strip().lower() == "cpu":
         gpus = 0
-    if not path:
-        try:
+    with _quiet_start_up():
+        if not path:
             _check_gpu(gpus, path)
             yield
-        finally:
-            gc.freeze()
-        return
+            return
+        with _redirected(path):
+            _check_gpu(gpus, path)
+            yield
+
+
+@contextlib.contextmanager
+def _redirected(path: str | os.PathLike) -> Iterator[None]:
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", buffering=1) as fh:
         handler = logging.StreamHandler(fh)
@@ -52,7 +58,6 @@ def log_to(path: str | os.PathLike | None, resources: Any = None,
         old_out, old_err = sys.stdout, sys.stderr
         sys.stdout = sys.stderr = fh
         try:
-            _check_gpu(gpus, path)
             yield
         except SystemExit as e:   # a deliberate exit (e.g. SIGTERM: checkpoint written)
             print(f"exit {e.code}: {e}", file=fh)
@@ -63,7 +68,54 @@ def log_to(path: str | os.PathLike | None, resources: Any = None,
         finally:
             sys.stdout, sys.stderr = old_out, old_err
             root.removeHandler(handler)
-            gc.freeze()
+
+
+START_UP_S = 10.0   # longer than the imports of the heaviest job (SimCSE: ~8 s on 2 cores)
+
+
+@contextlib.contextmanager
+def _quiet_start_up(seconds: float = START_UP_S) -> Iterator[None]:
+    """No garbage collection during a job's first ``seconds`` (its imports), none at exit.
+
+    While modules load, the collector's full passes walk a heap that keeps growing (about
+    0.5 s of a 2 s job); at the interpreter's exit it walks it all again (another 0.5 s).
+    So collection is off for the first ``seconds``; then (a timer thread) everything alive
+    is frozen (:func:`gc.freeze`: the loaded modules, never garbage) and collection resumes
+    as usual, so a long training run collects its cycles like any other program. A job that
+    ends sooner never collects: the cycles a few seconds can make are a few MB at most. On
+    the way out everything alive is frozen too, so the exit does not walk it; the
+    collector's state is restored (this runs in-process under the tests too). A process
+    forked meanwhile (a data loader's worker) collects as usual from its start."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    _QUIET["restore"] = was_enabled
+
+    def resume() -> None:
+        _QUIET["restore"] = False
+        gc.freeze()
+        if was_enabled:
+            gc.enable()
+
+    timer = threading.Timer(seconds, resume)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        resume()
+
+
+_QUIET = {"restore": False}   # a quiet start-up is on, and collection was on before it
+
+
+def _after_fork_in_child() -> None:
+    if _QUIET["restore"]:   # the timer thread is not in the child: collect from the start
+        _QUIET["restore"] = False
+        gc.enable()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _check_gpu(gpus: int, log: Any) -> None:
