@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from weince.pipeline.protocol import shares_seeds
+from weince.pipeline.protocol import adopted_seeds, shares_seeds
 from weince.pipeline.selection import assemble_knn, choose_point, select_grid
 from weince.report.selection import selection_markdown
 from weince.utils import write_json
@@ -127,3 +127,8 @@ def test_shares_seeds_tells_the_official_grid_from_the_one_seed_option():
     one = {"vision": {"seeds": [7, 21, 63, 84], "grid": {"arms": ["weince"], "seeds": [7]}}}
     assert shares_seeds(four) and not shares_seeds(one)
     assert not shares_seeds({"vision": {"seeds": [7], "grid": {"arms": [], "seeds": [7]}}})
+    # the final arm adopts the point's run wherever the grid ran that seed
+    assert adopted_seeds(four) == [7, 21, 63, 84] and adopted_seeds(one) == [7]
+    assert adopted_seeds({"vision": {"seeds": [21], "grid": {"arms": ["weince"],
+                                                             "seeds": [7]}}}) == []
+    assert adopted_seeds({"vision": {"seeds": [7], "grid": {"arms": [], "seeds": [7]}}}) == []

@@ -24,7 +24,7 @@ from weince.pipeline.targets import (
     report_outputs,
     result_files,
 )
-from weince.pipeline.protocol import probe_kwargs, shares_seeds
+from weince.pipeline.protocol import adopted_seeds, probe_kwargs, shares_seeds
 from weince.report.selection import selection_paths
 
 RESULTS = config["results"]

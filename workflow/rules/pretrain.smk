@@ -41,14 +41,16 @@ rule select_grid_point:
         "../scripts/select_grid_point.py"
 
 
-if shares_seeds(config):
+ADOPTED_SEEDS = adopted_seeds(config)
 
-    # Four-seed grid (official): the final grid arm's runs ARE the chosen point's runs. Its
-    # encoder, training log and linear probe are the linear point's; its k-NN takes each
-    # metric from that metric's point. No retraining.
+if ADOPTED_SEEDS:
+
+    # The final grid arm's run at a grid seed IS the chosen point's run there: same config,
+    # same seed. Its encoder, training log and linear probe are the linear point's; no
+    # retraining. Four-seed grid (official): every seed; one-seed grid: seed 7 (the other
+    # seeds train the chosen point).
     ruleorder: adopt_grid_run > pretrain
     ruleorder: adopt_grid_run > linear
-    ruleorder: select_knn > knn
 
     rule adopt_grid_run:
         input:
@@ -68,11 +70,19 @@ if shares_seeds(config):
             f"{BENCH}/adopt/{VRUN_TAG}.tsv"
         wildcard_constraints:
             arm="|".join(re.escape(a) for a in grid_arms(config)),
+            seed="|".join(str(s) for s in ADOPTED_SEEDS),
         threads: 1
         resources:
             **resources_for("select_grid_point"),
         script:
             "../scripts/adopt_grid_run.py"
+
+
+if shares_seeds(config):
+
+    # Four-seed grid (official): the final arm's k-NN takes each metric from that metric's
+    # point.
+    ruleorder: select_knn > knn
 
     rule select_knn:
         input:

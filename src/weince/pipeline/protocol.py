@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-__all__ = ["OFFICIAL", "protocol_options", "probe_kwargs"]
+__all__ = ["OFFICIAL", "protocol_options", "probe_kwargs", "shares_seeds", "adopted_seeds"]
 
 # Values of the official CIFAR-100 ResNet-18 runs (hsme98/weince: slurm/submit_cifar100_r18_*,
 # main_hard_select.py, linear_evaluation.py, knn_eval.py, scripts/aggregate_table23_r18.py)
@@ -82,8 +82,8 @@ def protocol_options(cfg: Mapping[str, Any]) -> list[str]:
     g = v.get("grid") or {}
     if g.get("arms") and g.get("seeds") and not shares_seeds(cfg):
         out.append(f"grid at encoder seed(s) {', '.join(map(str, g['seeds']))} only, then the "
-                   f"chosen point retrained (official: every point at every seed; k-NN then "
-                   f"uses the linear point for every metric)")
+                   f"chosen point trained at the other seeds (official: every point at every "
+                   f"seed; k-NN then uses the linear point for every metric)")
     lin = {**OFFICIAL["linear"], **(v.get("linear") or {})}
     if lin.get("select") != "final":
         out.append(f"probe scored at its best validation epoch (select: {lin['select']})")
@@ -127,3 +127,16 @@ def shares_seeds(cfg: Mapping[str, Any]) -> bool:
     g = v.get("grid") or {}
     seeds = {int(s) for s in v.get("seeds", [])}
     return bool(g.get("arms")) and bool(seeds) and seeds <= {int(s) for s in g.get("seeds", [])}
+
+
+def adopted_seeds(cfg: Mapping[str, Any]) -> list[int]:
+    """The encoder seeds at which a final grid arm adopts the chosen point's run instead of
+    training it: the grid's seeds among the vision seeds (all of them in the four-seed grid;
+    seed 7 of the one-seed grid, whose point ran there with the very same config, so that a
+    second training would repeat it bit for bit). Empty without a grid."""
+    v = cfg.get("vision") or {}
+    g = v.get("grid") or {}
+    if not g.get("arms"):
+        return []
+    grid = {int(s) for s in g.get("seeds", [])}
+    return [int(s) for s in v.get("seeds", []) if int(s) in grid]

@@ -17,7 +17,8 @@ Two grid modes follow from the profile (:func:`shares_seeds`):
   seed; the final arm's runs ARE the chosen point's runs (no retraining), its ``knn.json``
   takes each metric from that metric's chosen point (:func:`assemble_knn`);
 - **one-seed grid** (the cheap option ``grid.seeds: [7]``): the points are compared at one
-  seed, the linear-probe point is then trained at every encoder seed and serves every
+  seed, the linear-probe point is then trained at every other encoder seed (at seed 7 the
+  final arm adopts the point's own run, which has the very same config) and serves every
   k-NN metric too.
 """
 
