@@ -93,6 +93,19 @@ def test_the_summary_copies_the_plot_a_claim_page_kept(fx, tmp_path):
     assert not made[1].read_bytes().endswith(b"drawn-once") and made[1].stat().st_size > 2000
 
 
+def test_names_only_mode_lists_the_same_plots_and_draws_none(fx, tmp_path):
+    """A bundle's verification compares the summary's text: the forest section must name the
+    same plots whether or not they are drawn."""
+    from weince.report.forest import forest_figures
+
+    res = build_report(fx, with_figures=False)
+    named = forest_figures(res, tmp_path / "named", "fx", draw=False)
+    assert named and not (tmp_path / "named").exists()
+    some = [r for r in res if r.claim["id"] in ("C1", "C3", "C9")]
+    assert ([p.name for p in forest_figures(some, tmp_path / "drawn", "fx")]
+            == [p.name for p in named if p.stem.split("_")[1].upper() in ("C1", "C3", "C9")])
+
+
 def test_figures_are_grouped_by_claim():
     from weince.report.html import figure_category
 

@@ -10,6 +10,7 @@ rule linear:
         f"{LOGS}/linear/{VRUN_TAG}.log",
     benchmark:
         f"{BENCH}/linear/{VRUN_TAG}.tsv"
+    priority: grid_chain_priority
     threads: threads_for("linear")
     resources:
         **resources_for("linear"),

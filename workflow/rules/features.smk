@@ -10,6 +10,7 @@ rule features:
         f"{LOGS}/features/{VRUN_TAG}.log",
     benchmark:
         f"{BENCH}/features/{VRUN_TAG}.tsv"
+    priority: grid_chain_priority
     threads: threads_for("features")
     resources:
         **resources_for("features"),

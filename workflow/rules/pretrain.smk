@@ -12,6 +12,7 @@ rule pretrain:
         f"{LOGS}/pretrain/{VRUN_TAG}.log",
     benchmark:
         f"{BENCH}/pretrain/{VRUN_TAG}.tsv"
+    priority: grid_chain_priority
     threads: threads_for("pretrain")
     resources:
         **resources_for("pretrain"),
@@ -31,6 +32,7 @@ rule select_grid_point:
         f"{LOGS}/select/{{dataset}}/{{backbone}}/{{arm}}.log",
     benchmark:
         f"{BENCH}/select/{{dataset}}/{{backbone}}/{{arm}}.tsv"
+    priority: 1
     threads: 1
     resources:
         **resources_for("select_grid_point"),

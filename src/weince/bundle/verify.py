@@ -434,7 +434,7 @@ def _verify(tar: tarfile.TarFile, tmp: Path, res: VerifyResult, *, keep, extract
                 shutil.copyfile(f, out / f.name)
     try:
         with _cwd(root):
-            _report.rebuild(cfg, claims_path, out)
+            _report.rebuild(cfg, claims_path, out, draw=bool(keep))
     except Exception as err:  # a tampered file can break the report in any way
         raise BundleError(f"rebuilding the report failed: {type(err).__name__}: "
                           f"{_in_bundle(err, root)[:500]}") from None

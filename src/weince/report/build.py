@@ -247,7 +247,8 @@ def with_forest_section(summary: str, forests: list[Path], out: Path) -> str:
 def build_report(cfg: dict[str, Any] | Profile, *, claims_path: str | Path | None = None,
                  out_dir: str | Path | None = None, with_figures: bool = True,
                  only: list[str] | None = None, tables: bool = True, summary: bool = True,
-                 forests: dict[str, str | Path] | None = None) -> list[ClaimResult]:
+                 forests: dict[str, str | Path] | None = None, draw_forests: bool = True
+                 ) -> list[ClaimResult]:
     """Evaluate the claims on the profile's result files and write the report.
 
     Args:
@@ -261,6 +262,8 @@ def build_report(cfg: dict[str, Any] | Profile, *, claims_path: str | Path | Non
             every claim: ``only`` must be None).
         forests: ``{claim id: forest_<id>.png}`` the claim-table jobs drew from the same
             result files; copied into ``figures/`` instead of drawn again.
+        draw_forests: False: the summary names the forest plots without drawing them (a
+            bundle's verification compares the text only).
 
     Raises:
         FileNotFoundError: the registry is missing.
@@ -284,7 +287,7 @@ def build_report(cfg: dict[str, Any] | Profile, *, claims_path: str | Path | Non
     fig_dir = out / "figures"
     fig_dir.mkdir(exist_ok=True)
     made = _figures(prof, {r.claim["id"]: r for r in results}, fig_dir) if with_figures else []
-    forests = (forest_figures(results, fig_dir, prof.name, drawn=forests)
+    forests = (forest_figures(results, fig_dir, prof.name, drawn=forests, draw=draw_forests)
                if with_figures else [])
     scale = scale_items(prof.config)
     if is_rehearsal(prof.config):

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-__all__ = ["ForestLine", "forest_lines", "forest_panels", "forest_figure", "forest_figures"]
+__all__ = ["ForestLine", "forest_lines", "forest_panels", "has_forest", "forest_figure",
+           "forest_figures"]
 
 
 @dataclass
@@ -218,11 +219,16 @@ def _panel(ax, lines: list[ForestLine], xlabel: str, title: str, band_label: str
     return list(handles.items())
 
 
+def has_forest(result) -> bool:
+    """Whether the claim has a forest plot: at least one finite estimate to draw."""
+    per_arm, gains = forest_lines(result)
+    return any(ln.mean is not None for ln in per_arm + gains)
+
+
 def forest_figure(result, out: str | Path, profile: str = "") -> Path | None:
     """Draw one claim's forest plot to ``out`` (PNG, 120 dpi); None when the claim has no
     finite estimate at this profile (nothing is drawn empty)."""
-    per_arm, gains = forest_lines(result)
-    if not any(ln.mean is not None for ln in per_arm + gains):
+    if not has_forest(result):
         return None
     import matplotlib
 
@@ -262,8 +268,12 @@ def forest_figure(result, out: str | Path, profile: str = "") -> Path | None:
 
 
 def forest_figures(results, fig_dir: str | Path, profile: str = "",
-                   drawn: Mapping[str, str | Path] | None = None) -> list[Path]:
+                   drawn: Mapping[str, str | Path] | None = None, draw: bool = True
+                   ) -> list[Path]:
     """``forest_<claim>.png`` in ``fig_dir`` for every claim with something to draw.
+
+    ``draw=False``: only the paths, nothing drawn (the summary's text is the same; a bundle's
+    verification compares text and never looks at the images).
 
     ``drawn``: ``{claim id: PNG}`` already drawn from the same result files (the workflow's
     claim-table jobs draw each claim's plot for its page): such a plot is copied, not drawn
@@ -272,6 +282,10 @@ def forest_figures(results, fig_dir: str | Path, profile: str = "",
     for r in results:
         cid = r.claim["id"]
         out = Path(fig_dir) / f"forest_{cid.lower()}.png"
+        if not draw:
+            if has_forest(r):
+                made.append(out)
+            continue
         src = Path((drawn or {}).get(cid, "")) if (drawn or {}).get(cid) else None
         if src is not None and src.is_file():
             out.parent.mkdir(parents=True, exist_ok=True)
