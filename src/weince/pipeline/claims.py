@@ -10,11 +10,13 @@ documents every field. Validation fills the schema's defaults.
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
 import jsonschema
-import yaml
+
+from weince.utils.config import parse_yaml
 
 __all__ = ["SCHEMA_PATH", "load_claims", "validate_with_defaults"]
 
@@ -46,15 +48,29 @@ def validate_with_defaults(instance: dict[str, Any], schema: dict[str, Any], wha
         raise ValueError(f"{what} does not follow its schema:\n" + "\n".join(lines))
 
 
+_LOADED: dict[tuple, dict[str, Any]] = {}   # (path, mtime, size) -> validated registry
+
+
 def load_claims(path: str | Path) -> dict[str, Any]:
     """Read and validate the registry: its claims, however many, each id once; the report
-    lists exactly these (no code counts them)."""
+    lists exactly these (no code counts them).
+
+    Read once per process and file version (Snakemake's input functions ask for it ~20 times
+    while building the DAG); each call returns its own copy."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"claims registry {path} does not exist; it ships with the "
                                 f"repository as config/claims.yaml")
-    reg = yaml.safe_load(path.read_text()) or {}
-    schema = yaml.safe_load(SCHEMA_PATH.read_text())
+    st = path.stat()
+    key = (str(path.resolve()), st.st_mtime_ns, st.st_size)
+    if key not in _LOADED:
+        _LOADED[key] = _read_claims(path)
+    return copy.deepcopy(_LOADED[key])
+
+
+def _read_claims(path: Path) -> dict[str, Any]:
+    reg = parse_yaml(path.read_text()) or {}
+    schema = parse_yaml(SCHEMA_PATH.read_text())
     validate_with_defaults(reg, schema, f"claims registry {path}")
     ids = [c["id"] for c in reg["claims"]]
     dup = sorted({i for i in ids if ids.count(i) > 1})

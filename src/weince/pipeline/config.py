@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import jsonschema
-import yaml
+
+from weince.utils.config import parse_yaml
 
 __all__ = ["ConfigError", "check_config", "config_errors"]
 
@@ -98,7 +99,7 @@ def config_errors(config: Mapping[str, Any], schema: Mapping[str, Any],
     for src in sources:
         p = Path(src)
         if p.exists():
-            data[str(src)] = yaml.safe_load(p.read_text()) or {}
+            data[str(src)] = parse_yaml(p.read_text()) or {}
     cls = jsonschema.validators.validator_for(schema)
     errors = sorted(cls(schema).iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
     return [_describe(e, data) for e in errors]
@@ -109,7 +110,7 @@ def check_config(config: Mapping[str, Any], schema: str | os.PathLike | Mapping[
     """Raise :class:`ConfigError` naming ``sources`` (the config files) and every problem
     of ``config`` under ``schema`` (a schema dict or its YAML file)."""
     if not isinstance(schema, Mapping):
-        schema = yaml.safe_load(Path(schema).read_text())
+        schema = parse_yaml(Path(schema).read_text())
     # a file named twice (Snakemake lists a --configfile in configfiles and again in
     # overwrite_configfiles) counts where it is applied last
     sources = list(reversed(dict.fromkeys(str(s) for s in reversed(list(sources)))))

@@ -193,9 +193,9 @@ def claim_categories(claims_path: str | Path) -> dict[str, str]:
     """``{"C1": "02 C1: <title>", ...}`` from the claims registry: the report's categories,
     numbered in the registry's order after the summary's (``01 Summary``), since Snakemake's
     menu sorts categories by name."""
-    import yaml
+    from weince.utils.config import parse_yaml
 
-    data = yaml.safe_load(Path(claims_path).read_text()) or {}
+    data = parse_yaml(Path(claims_path).read_text()) or {}
     claims = data.get("claims", [])
     width = max(2, len(str(len(claims) + 1)))
     return {c["id"]: f"{i + 2:0{width}d} {c['id']}: {c.get('title', '')}".strip()

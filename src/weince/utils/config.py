@@ -27,8 +27,19 @@ from typing import Any, Iterable, TypeVar
 
 import yaml
 
-__all__ = ["load_config", "config_from_dict", "to_dict", "parse_overrides", "apply_overrides",
-           "as_config", "add_config_arguments", "config_from_args"]
+__all__ = ["parse_yaml", "load_config", "config_from_dict", "to_dict", "parse_overrides",
+           "apply_overrides", "as_config", "add_config_arguments", "config_from_args"]
+
+# libyaml's parser when PyYAML was built with it (the wheels are): the same values as
+# yaml.safe_load (same constructor and resolver), about ten times faster, which matters in
+# the workflow, where the claims registry and the configs are read in every job
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def parse_yaml(text: str) -> Any:
+    """``yaml.safe_load(text)``, with libyaml's parser where available."""
+    return yaml.load(text, Loader=_SAFE_LOADER)
+
 
 T = TypeVar("T")
 
