@@ -85,8 +85,9 @@ def threads_for(rule_name):
 def grid_chain_priority(wildcards):
     """1 for the jobs of the DAG's longest chain, 0 for the rest: a grid point's training
     and probes, then (after the choice on validation) the final grid arm's training, which
-    cannot start before them. Ready jobs of priority 1 run first, so that the final arm's
-    runs do not trail at the end with one core idle."""
+    cannot start before them. Ready jobs of priority 1 run first (SimCSE and its STS runs,
+    the longest jobs, have it too), so that no long job trails at the end with one core
+    idle."""
     base, point = split_arm(wildcards.arm)
     return 1 if point is not None or base in grid_arms(config) else 0
 

@@ -10,6 +10,7 @@ rule simcse:
         f"{LOGS}/simcse/{TRUN_TAG}.log",
     benchmark:
         f"{BENCH}/simcse/{TRUN_TAG}.tsv"
+    priority: 1  # the longest jobs: started early, not left for the end
     threads: threads_for("simcse")
     resources:
         **resources_for("simcse"),
@@ -28,6 +29,7 @@ rule sts:
         f"{LOGS}/sts/{TRUN_TAG}.log",
     benchmark:
         f"{BENCH}/sts/{TRUN_TAG}.tsv"
+    priority: 1  # the longest jobs: started early, not left for the end
     threads: threads_for("sts")
     resources:
         **resources_for("sts"),
