@@ -77,7 +77,8 @@ def test_html_pages_link_only_to_files_that_exist(fx):
     pages = [write_markdown_page(out / "norms.md", html_page_for(out / "norms.md"))]
     for r in res:
         md = out / f"table_{r.claim['id'].lower()}.md"
-        pages.append(claim_page(r, md, html_page_for(md), "fx"))
+        drawn = out / "figures" / f"forest_{r.claim['id'].lower()}.png"   # by the summary
+        pages.append(claim_page(r, md, html_page_for(md), "fx", figure=drawn))
     pages.append(write_markdown_page(out / "summary.md", out / "html" / "summary.html"))
     checked = 0
     for page in pages:

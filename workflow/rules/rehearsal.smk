@@ -17,6 +17,8 @@ if FORECAST_OUTPUTS:
             resources=str(FORECAST_OUTPUTS["resources"]),
         log:
             f"{RESULTS}/{PROFILE}/logs/report/forecast.log",
+        benchmark:
+            f"{RESULTS}/{PROFILE}/benchmarks/forecast.tsv"
         threads: 1
         resources:
             **resources_for("report"),

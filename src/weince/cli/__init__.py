@@ -38,6 +38,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("weince.cli.report", "claims registry -> Markdown/LaTeX tables with verdicts"),
     "bundle": ("weince.cli.bundle", "pack a profile's results and reports in a checkable archive"),
     "verify": ("weince.cli.verify", "check a results bundle, rebuild its tables (no GPU)"),
+    "times": ("weince.cli.times", "where a finished run spent its time, per rule"),
     "synthetic-data": ("weince.cli.synthetic_data",
                        "write small synthetic files in every real data format (rehearsal)"),
 }

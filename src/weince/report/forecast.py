@@ -27,7 +27,6 @@ likewise from the rehearsal's measured peak resident memory.
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 from collections import defaultdict
@@ -177,24 +176,12 @@ def _paper_steps(paper: dict[str, Any], dataset: str, arm: str) -> int:
 
 def _benchmarks(cfg: dict[str, Any]) -> tuple[dict[str, float], dict[str, float]]:
     """rule -> (max seconds, max resident MB) over ``results/<profile>/benchmarks/``."""
-    base = Path(cfg.get("results", "results")) / cfg["profile"] / "benchmarks"
-    secs: dict[str, float] = {}
-    rss: dict[str, float] = {}
-    if not base.is_dir():
-        return secs, rss
-    for f in base.rglob("*.tsv"):
-        rel = f.relative_to(base).parts
-        rule = rel[0] if len(rel) > 1 else f.stem
-        try:
-            with f.open() as fh:
-                for row in csv.DictReader(fh, delimiter="\t"):
-                    secs[rule] = max(secs.get(rule, 0.0), float(row.get("s") or 0))
-                    m = row.get("max_rss")
-                    if m not in (None, "", "NA", "-"):
-                        rss[rule] = max(rss.get(rule, 0.0), float(m))
-        except (OSError, ValueError):
-            continue
-    return secs, rss
+    from weince.pipeline.benchmarks import job_times, per_rule
+
+    rules = per_rule(job_times(Path(cfg.get("results", "results")) / cfg["profile"]
+                               / "benchmarks"))
+    return ({r.rule: r.max_s for r in rules},
+            {r.rule: r.max_rss_mb for r in rules if r.max_rss_mb is not None})
 
 
 def _paper_config(cfg: dict[str, Any]) -> dict[str, Any]:

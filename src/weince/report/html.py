@@ -148,11 +148,13 @@ def write_markdown_page(md_path: str | Path, out: str | Path, title: str | None 
 
 
 def claim_page(result, table_md: str | Path, out: str | Path, profile: str = "",
-               figure_dir: str | Path | None = None) -> Path:
+               figure_dir: str | Path | None = None, figure: str | Path | None = None
+               ) -> Path:
     """One claim's page: its forest plot above its table (Markdown as the table rule wrote
     it), both in one HTML file. ``figure_dir``: keep the plot there as
     ``forest_<id>.png`` (the workflow's summary copies it instead of drawing it again);
-    else it is drawn in a temporary folder."""
+    else it is drawn in a temporary folder. ``figure``: the plot already drawn from the same
+    results (the summary's ``figures/forest_<id>.png``), embedded as it is."""
     import tempfile
 
     from weince.report.forest import forest_figure
@@ -162,9 +164,12 @@ def claim_page(result, table_md: str | Path, out: str | Path, profile: str = "",
     with tempfile.TemporaryDirectory() as tmp:
         if figure_dir is not None:
             Path(figure_dir).mkdir(parents=True, exist_ok=True)
-        target = Path(figure_dir or tmp) / f"forest_{cid.lower()}.png"
-        target.unlink(missing_ok=True)   # nothing to draw this time: no stale plot left
-        fig = forest_figure(result, target, profile)
+        if figure is not None and Path(figure).is_file():
+            fig = Path(figure)
+        else:
+            target = Path(figure_dir or tmp) / f"forest_{cid.lower()}.png"
+            target.unlink(missing_ok=True)   # nothing to draw this time: no stale plot left
+            fig = forest_figure(result, target, profile)
         text = table_md.read_text()
         if fig is not None:
             # drawn outside the report folder: embedded here, not by _embed_images
