@@ -1,4 +1,4 @@
-# Ablations (issue 9): extra arms trained by the same pretrain / features / linear rules as
+# Ablations: extra arms trained by the same pretrain / features / linear rules as
 # the main arms (an ablation arm is just another value of the {arm} wildcard; its loss, tau
 # and options come from weince.losses.arms.ARMS through pretrain_config), a probe on the
 # projection-head features, and reports/{profile}/ablations.md.

@@ -1,4 +1,4 @@
-# Embedding-norm dynamics (issue 10, claims N1-N3): heat, radial drift, equilibrium norm
+# Embedding-norm dynamics (claims N1-N3): heat, radial drift, equilibrium norm
 # and norm-aware re-scoring per vision encoder and text encoder, then one report page.
 # What a profile analyses: its `norms` block (weince.pipeline.norms); docs/norms.md.
 

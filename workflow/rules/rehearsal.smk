@@ -1,4 +1,4 @@
-# The rehearsal (config/rehearsal.yaml, issue 23): the cost forecast of the full paper run.
+# The rehearsal (config/rehearsal.yaml): the cost forecast of the full paper run.
 # Reads every pretraining and SimCSE run's step_timing (train.json) and the paper profile's
 # sizes; writes reports/rehearsal/forecast.md and the resources.yaml overlay
 # (weince.report.forecast). Only a rehearsal profile (rehearsal.enabled) has this rule.
