@@ -43,3 +43,12 @@ def test_weince_times_prints_the_table_and_says_what_to_run_without_files(tmp_pa
     assert "linear" in out and "1 jobs, 2 s of job time" in out and "slowest jobs" in out
     with pytest.raises(FileNotFoundError, match="--configfile config/smoke.yaml"):
         main(Namespace(results=str(tmp_path), profile="smoke", jobs=0))
+
+
+def test_repeats_count_their_longest_time_and_highest_memory(tmp_path):
+    f = tmp_path / "link" / "a.tsv"
+    f.parent.mkdir()
+    f.write_text(HEAD + "2.0\t0:00:02\t300\t1\t1\t1\t0\t0\t50\t2.0\n"
+                        "3.5\t0:00:03\t100\t1\t1\t1\t0\t0\t50\t3.4\n")
+    (t,) = job_times(tmp_path)
+    assert (t.seconds, t.max_rss_mb, t.cpu_seconds) == (3.5, 300.0, 3.4)

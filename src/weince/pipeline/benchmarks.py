@@ -49,7 +49,8 @@ def _number(value: str | None) -> float | None:
 
 def job_times(folder: str | os.PathLike) -> list[JobTime]:
     """One entry per benchmark file under ``folder`` (none when it does not exist); a file
-    Snakemake left unreadable or half-written is skipped."""
+    Snakemake left unreadable or half-written is skipped. With ``--benchmark-repeats`` a
+    file has a row per repeat: the longest time and the highest peak memory count."""
     base = Path(folder)
     out: list[JobTime] = []
     if not base.is_dir():
@@ -62,11 +63,12 @@ def job_times(folder: str | os.PathLike) -> list[JobTime]:
                 rows = list(csv.DictReader(fh, delimiter="\t"))
         except (OSError, csv.Error):
             continue
-        for row in rows[:1]:   # --benchmark-repeats would add rows: the first is the run
-            s = _number(row.get("s"))
-            if s is not None:
-                out.append(JobTime(rule, rel.with_suffix("").as_posix(), s,
-                                   _number(row.get("max_rss")), _number(row.get("cpu_time"))))
+        timed = [(s, row) for row in rows if (s := _number(row.get("s"))) is not None]
+        if timed:
+            s, row = max(timed, key=lambda t: t[0])
+            rss = [m for r in rows if (m := _number(r.get("max_rss"))) is not None]
+            out.append(JobTime(rule, rel.with_suffix("").as_posix(), s,
+                               max(rss) if rss else None, _number(row.get("cpu_time"))))
     return out
 
 

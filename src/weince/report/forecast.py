@@ -39,6 +39,7 @@ import yaml
 from weince.losses.arms import resolve_arm, split_arm
 from weince.pipeline import layout
 from weince.pipeline.ablations import ablation_inputs, ablation_plan
+from weince.pipeline.benchmarks import job_times, per_rule
 from weince.pipeline.protocol import shares_seeds
 from weince.pipeline.stages import grid_arms
 from weince.pipeline.claims import load_claims
@@ -176,8 +177,6 @@ def _paper_steps(paper: dict[str, Any], dataset: str, arm: str) -> int:
 
 def _benchmarks(cfg: dict[str, Any]) -> tuple[dict[str, float], dict[str, float]]:
     """rule -> (max seconds, max resident MB) over ``results/<profile>/benchmarks/``."""
-    from weince.pipeline.benchmarks import job_times, per_rule
-
     rules = per_rule(job_times(Path(cfg.get("results", "results")) / cfg["profile"]
                                / "benchmarks"))
     return ({r.rule: r.max_s for r in rules},

@@ -286,8 +286,8 @@ def forest_figures(results, fig_dir: str | Path, profile: str = "",
             if has_forest(r):
                 made.append(out)
             continue
-        src = Path((drawn or {}).get(cid, "")) if (drawn or {}).get(cid) else None
-        if src is not None and src.is_file():
+        src = (drawn or {}).get(cid)
+        if src is not None and Path(src).is_file():
             out.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(src, out)
             made.append(out)

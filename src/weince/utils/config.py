@@ -184,7 +184,7 @@ def parse_overrides(overrides: Iterable[str]) -> list[tuple[str, Any]]:
         if not key:
             raise ValueError(f"override {item!r} has an empty key")
         try:
-            value = yaml.safe_load(raw) if raw.strip() else ""
+            value = parse_yaml(raw) if raw.strip() else ""
         except yaml.YAMLError:
             value = raw
         out.append((key, value))
@@ -215,7 +215,7 @@ def _read_yaml(path: str | os.PathLike) -> dict[str, Any]:
     if not path.exists():
         raise FileNotFoundError(f"config file {path} does not exist; pass an existing YAML file "
                                 f"to --config (or omit it to use the defaults)")
-    data = yaml.safe_load(path.read_text())
+    data = parse_yaml(path.read_text())
     if data is None:
         return {}
     if not isinstance(data, dict):
