@@ -13,6 +13,7 @@ from snakemake.utils import min_version, validate
 
 from weince.pipeline.config import check_config
 from weince.pipeline.rehearsal import prepare_config
+from weince.pipeline import warm
 
 min_version("9.0")
 
@@ -46,6 +47,20 @@ include: "workflow/rules/ablations.smk"
 include: "workflow/rules/norms.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/rehearsal.smk"
+
+
+# warm_start: jobs fork from one process that imported torch once (weince.pipeline.warm)
+onstart:
+    if warm.wanted(config, workflow):
+        warm.start_server(f".snakemake/log/weince-warm-{config['profile']}.log")
+
+
+onsuccess:
+    warm.stop_server()
+
+
+onerror:
+    warm.stop_server()
 
 
 rule all:

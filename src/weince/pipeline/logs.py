@@ -33,7 +33,14 @@ def log_to(path: str | os.PathLike | None, resources: Any = None,
     Start-up and exit cost more than the work in most of the DAG's ~100 small jobs, and
     much of that is the garbage collector walking the ~10^6 objects that importing torch,
     torch._dynamo (every optimiser) and transformers create: see :func:`_quiet_start_up`.
-    Nothing is skipped: files are closed and exit handlers run as before."""
+    Nothing is skipped: files are closed and exit handlers run as before.
+
+    With a warm server running (``warm_start``, :mod:`weince.pipeline.warm`) the job is
+    handed to a fork of it here, before anything is imported, and this process exits with
+    the job's status; the fork runs the script again and passes through here as usual."""
+    from weince.pipeline.warm import hand_off
+
+    hand_off(path)
     gpus = int(getattr(resources, "gpu", 0) or 0) if resources is not None else 0
     if str(device or "").strip().lower() == "cpu":
         gpus = 0
