@@ -3,7 +3,10 @@
 Every rule writes ``results/<profile>/benchmarks/<rule>/<job>.tsv`` (a rule with a single
 job: ``benchmarks/<name>.tsv``), Snakemake's columns ``s`` (wall seconds), ``max_rss`` (MB),
 ``cpu_time``, ... . ``weince times`` prints them per rule; the rehearsal's forecast reads
-them (:mod:`weince.report.forecast`).
+them (:mod:`weince.report.forecast`). A job that ran warm (:mod:`weince.pipeline.warm`)
+was measured as its launcher: its memory and CPU come from the last line of its log
+(``results/<profile>/logs/<rule>/<job>.log``, the same path under ``logs/``), which the
+launcher writes from the job process's own resource usage.
 
     from weince.pipeline.benchmarks import job_times, per_rule
     rows = per_rule(job_times("results/default/benchmarks"))
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +51,21 @@ def _number(value: str | None) -> float | None:
         return None
 
 
+_WARM = re.compile(r"^\[warm start: .*peak memory (?P<rss>[0-9.]+) MB, CPU (?P<cpu>[0-9.]+) s")
+
+
+def _warm_usage(log: Path) -> tuple[float, float] | None:
+    """(peak MB, CPU s) of a job that ran warm, from its log's last line; else None."""
+    try:
+        with log.open("rb") as fh:
+            fh.seek(max(0, log.stat().st_size - 600))
+            tail = fh.read().decode(errors="replace").strip().splitlines()
+    except OSError:
+        return None
+    m = _WARM.match(tail[-1]) if tail else None
+    return (float(m["rss"]), float(m["cpu"])) if m else None
+
+
 def job_times(folder: str | os.PathLike) -> list[JobTime]:
     """One entry per benchmark file under ``folder`` (none when it does not exist); a file
     Snakemake left unreadable or half-written is skipped. With ``--benchmark-repeats`` a
@@ -67,8 +86,11 @@ def job_times(folder: str | os.PathLike) -> list[JobTime]:
         if timed:
             s, row = max(timed, key=lambda t: t[0])
             rss = [m for r in rows if (m := _number(r.get("max_rss"))) is not None]
-            out.append(JobTime(rule, rel.with_suffix("").as_posix(), s,
-                               max(rss) if rss else None, _number(row.get("cpu_time"))))
+            peak, cpu = (max(rss) if rss else None), _number(row.get("cpu_time"))
+            warm = _warm_usage(base.parent / "logs" / rel.with_suffix(".log"))
+            if warm:
+                peak, cpu = warm
+            out.append(JobTime(rule, rel.with_suffix("").as_posix(), s, peak, cpu))
     return out
 
 
