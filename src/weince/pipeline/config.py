@@ -81,7 +81,12 @@ def _value_problem(err: jsonschema.ValidationError, where: str) -> str:
         return f"{where} = {err.instance!r} matches none of the allowed forms ({err.message})"
     if v == "type":
         want = s["type"] if isinstance(s["type"], list) else [s["type"]]
-        return f"{where} = {err.instance!r} must be of type {' or '.join(want)}"
+        hint = ""
+        word = err.instance.lower() if isinstance(err.instance, str) else None
+        if "boolean" in want and "." not in where and word in ("true", "false"):
+            # Snakemake's --config reads only True and False as booleans
+            hint = f" (on the command line: --config {where}={word.capitalize()})"
+        return f"{where} = {err.instance!r} must be of type {' or '.join(want)}{hint}"
     if v in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
         op = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<=",
               "exclusiveMaximum": "<"}[v]
