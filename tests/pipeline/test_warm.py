@@ -236,7 +236,8 @@ def test_a_torch_job_writes_the_same_bytes_warm_and_cold(tmp_path):
 
 def _workflow(**kw):
     base = dict(local_exec=True, is_main_process=True, use_threads=False,
-                deployment_settings=SimpleNamespace(deployment_method=frozenset()))
+                deployment_settings=SimpleNamespace(deployment_method=frozenset()),
+                dag=[None] * warm.MIN_JOBS)
     return SimpleNamespace(**{**base, **kw})
 
 
@@ -247,6 +248,7 @@ def test_the_server_is_wanted_only_for_local_cold_capable_runs():
     assert not warm.wanted(on, _workflow(local_exec=False))          # a cluster's executor
     assert not warm.wanted(on, _workflow(is_main_process=False))     # a job on a node
     assert not warm.wanted(on, _workflow(use_threads=True))
+    assert not warm.wanted(on, _workflow(dag=[None] * (warm.MIN_JOBS - 1)))   # a few jobs
     assert not warm.wanted(on, _workflow(deployment_settings=SimpleNamespace(
         deployment_method=frozenset({"apptainer"}))))                # the container's Python
     assert not warm.wanted(on, object())

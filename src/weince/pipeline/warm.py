@@ -365,16 +365,21 @@ def _alive(pid: int) -> bool:
 
 
 # ---------------------------------------------------------------------------- Snakefile side
+MIN_JOBS = 8   # fewer jobs than this: the server's own imports would cost what it saves
+
+
 def wanted(config: dict, workflow: Any) -> bool:
-    """The profile asks for it and the jobs run here, on this Python, as processes: not on
-    a cluster's nodes, not in a container or conda env, not as threads; Linux (pidfd)."""
+    """The profile asks for it, the run has at least ``MIN_JOBS`` jobs to run, and they run
+    here, on this Python, as processes: not on a cluster's nodes, not in a container or
+    conda env, not as threads; Linux (pidfd)."""
     if not config.get("warm_start") or not hasattr(os, "pidfd_open"):
         return False
     try:
         methods = workflow.deployment_settings.deployment_method
         return bool(workflow.local_exec and workflow.is_main_process
-                    and not workflow.use_threads and not methods)
-    except AttributeError:           # another Snakemake's workflow object: stay cold
+                    and not workflow.use_threads and not methods
+                    and len(workflow.dag) >= MIN_JOBS)
+    except (AttributeError, TypeError):   # another Snakemake's workflow object: stay cold
         return False
 
 
