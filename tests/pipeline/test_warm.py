@@ -39,7 +39,8 @@ def server(tmp_path_factory):
     sock = f"/tmp/weince-warm-test-{os.getpid()}-{os.urandom(3).hex()}.sock"
     log = open(d / "server.log", "w")
     proc = subprocess.Popen([sys.executable, "-m", "weince.pipeline.warm", sock,
-                             str(os.getpid()), "--preload", "json,weince.pipeline.logs"],
+                             str(os.getpid()), "--preload", "json,weince.pipeline.logs",
+                             "--extras", "colorsys,no_such_module_here"],
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         _wait_for(lambda: os.path.exists(sock) or proc.poll() is not None, what="server")
@@ -59,7 +60,8 @@ JOB = textwrap.dedent("""
     log = sys.argv[1]
     with log_to(log):
         print(json.dumps({"pid": os.getpid(), "worker": in_worker(), "cwd": os.getcwd(),
-                          "env": os.environ.get("JOB_SETTING"), "argv": sys.argv[1:]}))
+                          "env": os.environ.get("JOB_SETTING"), "argv": sys.argv[1:],
+                          "extra": "colorsys" in sys.modules}))
     print("after the log")                     # the job's own stdout
     print("to stderr", file=sys.stderr)
     sys.exit(int(sys.argv[2]))
@@ -82,6 +84,10 @@ def _launch(script: Path, args: list[str], cwd: Path, sock: str | None, **kw):
 
 
 def test_a_handed_off_job_keeps_its_status_streams_cwd_env_and_argv(server, tmp_path):
+    # the extras are imported between jobs; one that does not exist is named and skipped
+    _wait_for(lambda: "no_such_module_here not imported" in server.log.read_text(),
+              what="the extras")
+    assert "colorsys imported" in server.log.read_text()
     work = tmp_path / "work"
     work.mkdir()
     log = tmp_path / "job.log"
@@ -93,6 +99,7 @@ def test_a_handed_off_job_keeps_its_status_streams_cwd_env_and_argv(server, tmp_
     rec = json.loads(lines[0])
     assert rec["worker"] is True and rec["cwd"] == str(work)
     assert rec["env"] == "from the launcher" and rec["argv"] == [str(log), "3"]
+    assert rec["extra"] is True                 # forked after the server imported it
     assert lines[-1].startswith("[warm start: the job ran in process ")
     assert f"process {rec['pid']}," in lines[-1]
 
@@ -174,7 +181,7 @@ def test_the_server_stops_with_its_owner_and_removes_its_socket(tmp_path):
     owner = subprocess.Popen(["sleep", "60"])
     sock = f"/tmp/weince-warm-test-{os.getpid()}-owner.sock"
     srv = subprocess.Popen([sys.executable, "-m", "weince.pipeline.warm", sock,
-                            str(owner.pid), "--preload", "json"],
+                            str(owner.pid), "--preload", "json", "--extras", ""],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         _wait_for(lambda: os.path.exists(sock), what="server")
@@ -214,7 +221,8 @@ def test_a_torch_job_writes_the_same_bytes_warm_and_cold(tmp_path):
     script = _job(tmp_path, body)
     sock = f"/tmp/weince-warm-test-{os.getpid()}-torch.sock"
     srv = subprocess.Popen([sys.executable, "-m", "weince.pipeline.warm", sock,
-                            str(os.getpid()), "--preload", "numpy,torch,weince.pipeline.logs"],
+                            str(os.getpid()), "--preload", "numpy,torch,weince.pipeline.logs",
+                            "--extras", ""],
                            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     try:
         _wait_for(lambda: os.path.exists(sock), timeout=120, what="server")

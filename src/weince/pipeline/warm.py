@@ -46,8 +46,8 @@ __all__ = ["ENV", "hand_off", "in_worker", "serve", "start_server", "stop_server
 
 ENV = "WEINCE_WARM_SOCKET"   # set in Snakemake's environment, so every job's launcher sees it
 IDLE_S = 120.0               # a server with no job for this long exits
-PRELOAD = (                  # what the jobs import; the rest (scipy.stats, matplotlib, ...)
-    "numpy",                 # is imported by the jobs that need it
+PRELOAD = (                  # imported before the server answers: what nearly every job uses
+    "numpy",
     "torch",
     "torchvision",
     "snakemake.script",
@@ -56,6 +56,16 @@ PRELOAD = (                  # what the jobs import; the rest (scipy.stats, matp
     "weince.eval.features",
     "weince.eval.linear",
     "weince.eval.knn",
+)
+EXTRAS = (                   # imported while it answers, one between two jobs: what the
+    "scipy.stats",           # tail fits, reports, norms and text jobs add (a job forked
+    "pandas",                # before one of them is in imports it itself)
+    "matplotlib.pyplot",
+    "weince.report",
+    "weince.report.html",
+    "weince.norms.run",
+    "transformers",
+    "transformers.models.bert.modeling_bert",
 )
 _SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
             signal.SIGUSR2)
@@ -288,11 +298,13 @@ def _kill_group(pid: int, sig: int) -> None:
 
 
 def serve(path: str, owner: int | None = None, idle: float = IDLE_S,
-          preload: tuple[str, ...] = PRELOAD) -> None:
+          preload: tuple[str, ...] = PRELOAD, extras: tuple[str, ...] = EXTRAS) -> None:
     """Import ``preload``, then fork a supervisor per connection on the Unix socket ``path``
-    until ``owner`` (a pid) exits or no job came for ``idle`` seconds."""
+    until ``owner`` (a pid) exits or no job came for ``idle`` seconds; import ``extras``
+    one at a time whenever no connection is waiting."""
     import gc
     import importlib
+    import select
 
     t0 = time.monotonic()
     for name in preload:
@@ -316,9 +328,9 @@ def serve(path: str, owner: int | None = None, idle: float = IDLE_S,
         os.umask(old)
     server.listen(64)
     os.replace(tmp, path)            # clients see a socket only once it answers
-    server.settimeout(1.0)
     print(f"weince warm server {os.getpid()}: {', '.join(preload)} imported in "
           f"{time.monotonic() - t0:.1f} s; listening on {path}", flush=True)
+    pending = list(extras)
     last = time.monotonic()
     served = 0
     try:
@@ -328,9 +340,14 @@ def serve(path: str, owner: int | None = None, idle: float = IDLE_S,
             if time.monotonic() - last > idle:
                 break
             try:
-                conn, _ = server.accept()
-            except (TimeoutError, socket.timeout, InterruptedError):
+                ready, _, _ = select.select([server], [], [], 0.0 if pending else 1.0)
+            except InterruptedError:
                 continue
+            if not ready:
+                if pending:
+                    _import_extra(pending.pop(0))
+                continue
+            conn, _ = server.accept()
             creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
                                     struct.calcsize("3i"))
             _pid, uid, _gid = struct.unpack("3i", creds)
@@ -352,6 +369,22 @@ def serve(path: str, owner: int | None = None, idle: float = IDLE_S,
         except OSError:
             pass
         print(f"weince warm server {os.getpid()}: stopped after {served} jobs", flush=True)
+
+
+def _import_extra(name: str) -> None:
+    import gc
+    import importlib
+
+    t0 = time.monotonic()
+    try:
+        importlib.import_module(name)
+    except Exception as e:           # an optional extra (no transformers): jobs import it
+        print(f"weince warm server: {name} not imported ({type(e).__name__}: {e})",
+              flush=True)
+        return
+    gc.freeze()
+    print(f"weince warm server: {name} imported in {time.monotonic() - t0:.1f} s",
+          flush=True)
 
 
 def _alive(pid: int) -> bool:
@@ -424,10 +457,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--idle", type=float, default=IDLE_S, help="stop after this many "
                     f"seconds without a job (default {IDLE_S:.0f})")
     ap.add_argument("--preload", default=",".join(PRELOAD),
-                    help="comma-separated modules to import first")
+                    help="comma-separated modules to import before answering")
+    ap.add_argument("--extras", default=",".join(EXTRAS),
+                    help="comma-separated modules to import between jobs")
     args = ap.parse_args(argv)
     serve(args.socket, owner=args.owner, idle=args.idle,
-          preload=tuple(m for m in args.preload.split(",") if m))
+          preload=tuple(m for m in args.preload.split(",") if m),
+          extras=tuple(m for m in args.extras.split(",") if m))
 
 
 if __name__ == "__main__":   # run as the importable module, whose flags the jobs read
