@@ -9,6 +9,8 @@ Containers: add `--sdm apptainer --apptainer-args "--nv"` to run every rule in t
 image (config key `container`).
 """
 
+import os
+
 from snakemake.utils import min_version, validate
 
 from weince.pipeline.config import check_config
@@ -30,6 +32,9 @@ check_config(
 validate(config, "workflow/schemas/config.schema.yaml", set_default=True)
 # {data_root} placeholders; a rehearsal on a machine without a GPU: CPU sizes, no GPU jobs
 prepare_config(config)
+# offline: every job (and the warm server) inherits it; transformers reads it once, at import
+if config["offline"]:
+    os.environ["HF_HUB_OFFLINE"] = "1"
 
 
 container: config["container"]

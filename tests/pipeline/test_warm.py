@@ -122,6 +122,21 @@ def test_a_server_of_another_python_refuses_and_the_job_starts_cold(server, tmp_
     s.close()
 
 
+def test_a_launcher_that_gives_up_before_go_never_gets_a_twin(server, tmp_path):
+    """A launcher that timed out waiting (a busy server) starts cold: the server, reading
+    the request later, must not run the job as well."""
+    marker = tmp_path / "ran"
+    script = _job(tmp_path, f"open({str(marker)!r}, 'w').write('twice')\n")
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(server.sock)
+    warm._send(s, {"executable": sys.executable, "argv": [str(script)], "cwd": str(tmp_path),
+                   "env": dict(os.environ), "path": sys.path}, fds=[0, 1, 2])
+    assert "ready" in warm._recv(s)
+    s.close()                                 # gave up: no "go"
+    time.sleep(1.0)
+    assert not marker.exists()
+
+
 def test_sigterm_reaches_the_job_which_can_still_write_its_checkpoint(server, tmp_path):
     body = textwrap.dedent("""
         import signal, sys, time

@@ -135,8 +135,10 @@ def load_text_encoder(name_or_path: str | os.PathLike, *, offline: bool = True):
     target = resolve_model(name_or_path)
     try:
         with _quiet_hf():
-            tokenizer = AutoTokenizer.from_pretrained(target)
-            encoder = AutoModel.from_pretrained(target)
+            # offline asked of the call itself too: HF_HUB_OFFLINE is read once, when
+            # transformers is first imported, which may have been before this call
+            tokenizer = AutoTokenizer.from_pretrained(target, local_files_only=offline)
+            encoder = AutoModel.from_pretrained(target, local_files_only=offline)
     except OSError as err:
         if Path(target).is_dir():
             raise

@@ -56,6 +56,7 @@ PRELOAD = (                  # imported before the server answers: what nearly e
     "weince.eval.features",
     "weince.eval.linear",
     "weince.eval.knn",
+    "threadpoolctl",
 )
 EXTRAS = (                   # imported while it answers, one between two jobs: what the
     "scipy.stats",           # tail fits, reports, norms and text jobs add (a job forked
@@ -126,13 +127,15 @@ def hand_off(log: str | os.PathLike | None = None) -> None:
         _send(sock, {"executable": sys.executable, "argv": [script, *sys.argv[1:]],
                      "cwd": os.getcwd(), "env": dict(os.environ), "path": sys.path},
               fds=[0, 1, 2])
-        reply = _recv(sock)
+        if "ready" not in _recv(sock):
+            sock.close()
+            return                  # refused (another Python): cold start
+        # from here on the job is the server's: it forks only after this "go", so a
+        # launcher that timed out above (and starts cold) can never have a twin
+        _send(sock, {"go": True})
     except (OSError, EOFError, ValueError):
         sock.close()
-        return                      # no server, or one that cannot take it: cold start
-    if "pid" not in reply:
-        sock.close()
-        return                      # refused (another Python): cold start
+        return                      # no server, or one too busy to answer: cold start
     sock.settimeout(None)
 
     def forward(signum: int, _frame: Any) -> None:
@@ -143,12 +146,11 @@ def hand_off(log: str | os.PathLike | None = None) -> None:
 
     for sig in _SIGNALS:
         signal.signal(sig, forward)
+    pid = None
     try:
         while True:
-            try:
-                msg = _recv(sock)
-            except InterruptedError:
-                continue
+            msg = _recv(sock)
+            pid = msg.get("pid", pid)
             if "rc" in msg:
                 break
     except (OSError, EOFError, ValueError) as e:
@@ -158,7 +160,7 @@ def hand_off(log: str | os.PathLike | None = None) -> None:
     if log and msg.get("maxrss_mb") is not None:
         try:
             with open(log, "a") as fh:
-                fh.write(f"[warm start: the job ran in process {reply['pid']}, forked from "
+                fh.write(f"[warm start: the job ran in process {pid}, forked from "
                          f"the warm server; its peak memory {msg['maxrss_mb']:.0f} MB, CPU "
                          f"{msg['cpu_s']:.1f} s; the benchmark file's memory columns "
                          f"measure the launcher]\n")
@@ -199,6 +201,7 @@ def _run_job(req: dict, fds: list[int]) -> None:
         sys.argv = list(req["argv"])
         sys.path[:] = [os.path.dirname(sys.argv[0])] + [
             p for p in req["path"][1:] if p]
+        _thread_limits(os.environ)
         import random
 
         random.seed()                # a fresh process's unseeded generators, not the server's
@@ -237,6 +240,23 @@ def _run_job(req: dict, fds: list[int]) -> None:
         os._exit(code)
 
 
+def _thread_limits(env: dict) -> None:
+    """The thread counts Snakemake gives the job (``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS``
+    = its ``threads``): a cold job's BLAS and OpenMP read them as they load; here they were
+    loaded by the server, so they are set now (threadpoolctl), to the same numbers."""
+    blas, omp = env.get("OPENBLAS_NUM_THREADS"), env.get("OMP_NUM_THREADS")
+    if not (blas or omp):
+        return
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return
+    if blas and blas.isdigit():
+        threadpool_limits(int(blas), user_api="blas")
+    if omp and omp.isdigit():
+        threadpool_limits(int(omp), user_api="openmp")
+
+
 def _supervise(conn: socket.socket) -> None:
     """In a fork of the server: take one job, fork it, relay its signals and exit status."""
     code = 1
@@ -252,6 +272,12 @@ def _supervise(conn: socket.socket) -> None:
         if len(fds) != 3:
             _send(conn, {"refuse": "expected the job's three standard streams"})
             return
+        _send(conn, {"ready": True})
+        try:
+            if "go" not in _recv(conn):
+                return
+        except (OSError, EOFError, ValueError):
+            return                   # the launcher gave up waiting and starts cold
         pid = os.fork()
         if pid == 0:
             conn.close()
