@@ -9,11 +9,9 @@ Containers: add `--sdm apptainer --apptainer-args "--nv"` to run every rule in t
 image (config key `container`).
 """
 
-import os
-
 from snakemake.utils import min_version, validate
 
-from weince.pipeline.config import check_config
+from weince.pipeline.config import check_config, set_run_environment
 from weince.pipeline.rehearsal import prepare_config
 from weince.pipeline import warm
 
@@ -32,9 +30,8 @@ check_config(
 validate(config, "workflow/schemas/config.schema.yaml", set_default=True)
 # {data_root} placeholders; a rehearsal on a machine without a GPU: CPU sizes, no GPU jobs
 prepare_config(config)
-# offline: every job (and the warm server) inherits it; transformers reads it once, at import
-if config["offline"]:
-    os.environ["HF_HUB_OFFLINE"] = "1"
+# offline: HF_HUB_OFFLINE=1 for every job and the warm server (transformers reads it at import)
+set_run_environment(config)
 
 
 container: config["container"]

@@ -219,3 +219,13 @@ def test_validation_fills_defaults_of_omitted_blocks():
     validate_with_defaults(cfg, _schema(), "config")
     assert cfg["ablations"]["groups"] == [] and cfg["norms"]["vision"]["enabled"] is True
     assert copy.deepcopy(cfg)["vision"]["grid"]["metric"] == "val_acc"
+
+
+def test_an_offline_profile_sets_hf_hub_offline_for_every_job(monkeypatch):
+    from weince.pipeline.config import set_run_environment
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    set_run_environment({"offline": False})
+    assert "HF_HUB_OFFLINE" not in os.environ
+    set_run_environment({"offline": True})
+    assert os.environ["HF_HUB_OFFLINE"] == "1"

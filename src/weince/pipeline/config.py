@@ -20,7 +20,7 @@ import jsonschema
 
 from weince.utils.config import parse_yaml
 
-__all__ = ["ConfigError", "check_config", "config_errors"]
+__all__ = ["ConfigError", "check_config", "config_errors", "set_run_environment"]
 
 
 class ConfigError(ValueError):
@@ -123,3 +123,12 @@ def check_config(config: Mapping[str, Any], schema: str | os.PathLike | Mapping[
     if problems:
         files = ", ".join(sources) or "the config"
         raise ConfigError(f"invalid workflow config ({files}):\n  - " + "\n  - ".join(problems))
+
+
+def set_run_environment(config: Mapping[str, Any]) -> None:
+    """The environment every job of a run inherits from Snakemake's process: with
+    ``offline: true``, ``HF_HUB_OFFLINE=1``. The text jobs set it too, but transformers
+    reads it once, when it is first imported, which in a warm job (weince.pipeline.warm)
+    happened in the server before the job began."""
+    if config.get("offline"):
+        os.environ["HF_HUB_OFFLINE"] = "1"
