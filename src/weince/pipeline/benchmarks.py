@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import csv
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from weince.pipeline.warm import job_usage
 
 __all__ = ["JobTime", "RuleTime", "job_times", "per_rule"]
 
@@ -51,21 +52,6 @@ def _number(value: str | None) -> float | None:
         return None
 
 
-_WARM = re.compile(r"^\[warm start: .*peak memory (?P<rss>[0-9.]+) MB, CPU (?P<cpu>[0-9.]+) s")
-
-
-def _warm_usage(log: Path) -> tuple[float, float] | None:
-    """(peak MB, CPU s) of a job that ran warm, from its log's last line; else None."""
-    try:
-        with log.open("rb") as fh:
-            fh.seek(max(0, log.stat().st_size - 600))
-            tail = fh.read().decode(errors="replace").strip().splitlines()
-    except OSError:
-        return None
-    m = _WARM.match(tail[-1]) if tail else None
-    return (float(m["rss"]), float(m["cpu"])) if m else None
-
-
 def job_times(folder: str | os.PathLike) -> list[JobTime]:
     """One entry per benchmark file under ``folder`` (none when it does not exist); a file
     Snakemake left unreadable or half-written is skipped. With ``--benchmark-repeats`` a
@@ -87,7 +73,7 @@ def job_times(folder: str | os.PathLike) -> list[JobTime]:
             s, row = max(timed, key=lambda t: t[0])
             rss = [m for r in rows if (m := _number(r.get("max_rss"))) is not None]
             peak, cpu = (max(rss) if rss else None), _number(row.get("cpu_time"))
-            warm = _warm_usage(base.parent / "logs" / rel.with_suffix(".log"))
+            warm = job_usage(base.parent / "logs" / rel.with_suffix(".log"))
             if warm:
                 peak, cpu = warm
             out.append(JobTime(rule, rel.with_suffix("").as_posix(), s, peak, cpu))

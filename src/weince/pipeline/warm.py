@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import struct
@@ -42,7 +43,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ENV", "hand_off", "in_worker", "serve", "start_server", "stop_server", "wanted"]
+__all__ = ["ENV", "hand_off", "in_worker", "job_usage", "serve", "start_server", "stop_server",
+           "wanted"]
 
 ENV = "WEINCE_WARM_SOCKET"   # set in Snakemake's environment, so every job's launcher sees it
 IDLE_S = 120.0               # a server with no job for this long exits
@@ -169,13 +171,28 @@ def hand_off(log: str | os.PathLike | None = None) -> None:
     os._exit(int(msg["rc"]))
 
 
+_USAGE = re.compile(r"^\[warm start: .*peak memory (?P<rss>[0-9.]+) MB, CPU (?P<cpu>[0-9.]+) s")
+
+
+def job_usage(log: str | os.PathLike) -> tuple[float, float] | None:
+    """(peak MB, CPU s) of a job that ran warm, from the last line of its log that
+    :func:`hand_off` wrote; None for a cold job or no log."""
+    log = Path(log)
+    try:
+        with log.open("rb") as fh:
+            fh.seek(max(0, log.stat().st_size - 600))
+            tail = fh.read().decode(errors="replace").strip().splitlines()
+    except OSError:
+        return None
+    m = _USAGE.match(tail[-1]) if tail else None
+    return (float(m["rss"]), float(m["cpu"])) if m else None
+
+
 # ---------------------------------------------------------------------------- server side
 def _exit_code(status: int) -> int:
-    if os.WIFEXITED(status):
-        return os.WEXITSTATUS(status)
-    if os.WIFSIGNALED(status):
-        return 128 + os.WTERMSIG(status)
-    return 1
+    """The status a shell reports: 128 + N for a job killed by signal N."""
+    rc = os.waitstatus_to_exitcode(status)
+    return 128 - rc if rc < 0 else rc
 
 
 def _run_job(req: dict, fds: list[int]) -> None:
