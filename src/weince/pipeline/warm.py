@@ -84,32 +84,29 @@ def in_worker() -> bool:
 def _send(sock: socket.socket, obj: dict, fds: list[int] | None = None) -> None:
     data = json.dumps(obj).encode()
     frame = struct.pack("!I", len(data)) + data
-    if fds:
-        socket.send_fds(sock, [frame], fds)
-    else:
-        sock.sendall(frame)
+    sent = socket.send_fds(sock, [frame], fds) if fds else 0   # fds ride on the first bytes
+    sock.sendall(frame[sent:])       # sendmsg may send part of a large frame
+
+
+def _read(sock: socket.socket, n: int, buf: bytes = b"") -> bytes:
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise EOFError("connection closed")
+        buf += chunk
+    return buf
 
 
 def _recv(sock: socket.socket, fds: list[int] | None = None) -> dict:
     """One message; with ``fds``, the descriptors that came with its first bytes too."""
     head = b""
-    while len(head) < 4:
-        if fds is not None and not head:
-            chunk, got, _flags, _addr = socket.recv_fds(sock, 4, 8)
-            fds.extend(got)
-        else:
-            chunk = sock.recv(4 - len(head))
-        if not chunk:
+    if fds is not None:
+        head, got, _flags, _addr = socket.recv_fds(sock, 4, 8)
+        fds.extend(got)
+        if not head:
             raise EOFError("connection closed")
-        head += chunk
-    (n,) = struct.unpack("!I", head)
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise EOFError("connection closed")
-        data += chunk
-    return json.loads(data)
+    (n,) = struct.unpack("!I", _read(sock, 4, head))
+    return json.loads(_read(sock, n))
 
 
 # ---------------------------------------------------------------------------- launcher
