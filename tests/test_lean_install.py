@@ -1,14 +1,18 @@
 """The lean install: the wheel, installed WITHOUT extras into a fresh virtual environment, gives
 the losses and the statistics with torch, numpy and scipy only.
 
-The environment is really fresh (``python3.11 -m venv``, no system site-packages): pip resolves
-the wheel's own dependencies, so a core module that imports pandas, tqdm, matplotlib, snakemake
-or transformers at import time fails here. Installing torch takes about 90 s from the local
-wheel cache (minutes from PyPI), hence ``slow``.
+The environment is really fresh (``python3.11 -m venv``, no system site-packages) and holds
+exactly what pip resolves for the wheel (``pip install --dry-run --report`` against that empty
+environment): the wheel itself, installed by pip, and each resolved dependency laid out file
+by file from this test environment's copy of the same version (symlinks; another version is
+installed from the index). So a core module that imports pandas, tqdm, matplotlib, snakemake
+or transformers at import time fails here. pip's resolution takes about 15 s, hence ``slow``.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
+import json
 import os
 import shutil
 import subprocess
@@ -66,6 +70,24 @@ def _run(cmd, **kw):
     return out.stdout
 
 
+def _link_distribution(dist, site: Path) -> int:
+    """Every file of an installed distribution (its RECORD) symlinked at the same place under
+    ``site``: the package as pip would lay it out, without copying it. Returns the count."""
+    n = 0
+    for rel in dist.files or ():
+        if rel.parts[0] == "..":                 # console scripts in bin/: not needed here
+            continue
+        src = Path(dist.locate_file(rel))
+        if not src.is_file():
+            continue
+        dest = site / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if not dest.exists():
+            dest.symlink_to(src)
+            n += 1
+    return n
+
+
 def test_wheel_installs_without_extras_and_runs_the_core(tmp_path):
     py = shutil.which("python3.11")
     if py is None:
@@ -76,16 +98,47 @@ def test_wheel_installs_without_extras_and_runs_the_core(tmp_path):
           "-w", str(wheels), str(ROOT)])
     (wheel,) = wheels.glob("weince-*.whl")
     venv = tmp_path / "venv"
-    _run([py, "-m", "venv", str(venv)])
+    _run([py, "-m", "venv", "--without-pip", str(venv)])
     vpy = venv / "bin" / "python"
     env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV"}}
-    # --no-compile: no byte-compiling of torch's ~2,400 modules at install (what is imported
-    # compiles on import); what pip resolves and installs is the same
-    _run([str(vpy), "-m", "pip", "install", "-q", "--no-compile", str(wheel)], env=env)
+    pip = [sys.executable, "-m", "pip", "--python", str(vpy)]   # pip acting on the fresh venv
 
-    listed = _run([str(vpy), "-m", "pip", "list", "--format=freeze"], env=env).lower()
-    names = {line.split("==")[0] for line in listed.split()}
-    assert {"weince", "torch", "numpy", "scipy"} <= names
+    # pip resolves the wheel's dependencies for the empty environment ...
+    report = tmp_path / "resolved.json"
+    _run(pip + ["install", "-q", "--dry-run", "--report", str(report), str(wheel)], env=env)
+    resolved = {m["metadata"]["name"].lower().replace("_", "-"): m["metadata"]["version"]
+                for m in json.loads(report.read_text())["install"]}
+    assert {"weince", "torch", "numpy", "scipy"} <= resolved.keys()
+    leaked = resolved.keys() & set(EXTRA_ONLY)
+    assert not leaked, f"extras leaked into the core install: {leaked}"
+
+    # ... and the venv gets exactly what it resolved: the wheel installed by pip; each
+    # dependency whose resolved version is the one this test environment has is laid out from
+    # this environment's files (symlinks: torch and its CUDA wheels are 5 GB, and copying them
+    # was most of this test's time); any other version is installed from the index
+    site = Path(_run([str(vpy), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                     env=env).strip())
+    _run(pip + ["install", "-q", "--no-deps", "--no-compile", str(wheel)], env=env)
+    to_install = []
+    for name, version in resolved.items():
+        if name == "weince":
+            continue
+        try:
+            have = importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError:
+            have = None
+        if have is not None and have.version == version and have.files:
+            assert _link_distribution(have, site) > 0, name
+        else:
+            to_install.append(f"{name}=={version}")
+    if to_install:
+        _run(pip + ["install", "-q", "--no-deps", "--no-compile", *to_install], env=env)
+
+    listed = _run([str(vpy), "-c", "import importlib.metadata as m; "
+                   "print('\\n'.join(d.metadata['Name'] for d in m.distributions()))"],
+                  env=env).lower().replace("_", "-")
+    names = set(listed.split())
+    assert names == set(resolved), (names ^ set(resolved))
     assert not names & set(EXTRA_ONLY), f"extras leaked into the core install: {names & set(EXTRA_ONLY)}"
 
     out = _run([str(vpy), "-c", USE_THE_CORE], env=env, cwd=tmp_path)
