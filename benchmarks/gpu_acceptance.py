@@ -83,7 +83,7 @@ def settings(cpu: bool, args) -> dict:
             timing=dict(device="cpu", losses=["infonce", "weince"], sizes=[8], loss_reps=2,
                         warmup=1, backbone="smallcnn", image_size=8, channels=3,
                         step_batch=4, step_reps=2, compile="eager", amp=False, n_boot=50),
-            budget=args.budget or 900)
+            compile_backend=args.compile_backend, budget=args.budget or 900)
     arms = args.compiled_arms or list(ARMS)
     return dict(
         device="cuda", image_size=32, batch=256, warmup=3, steps=10,
@@ -99,7 +99,7 @@ def settings(cpu: bool, args) -> dict:
                     sizes=[512, 4096], loss_reps=30, warmup=5, backbone="resnet18",
                     image_size=32, channels=3, step_batch=256, step_reps=30, compile="both",
                     amp=False),
-        budget=args.budget or 480)
+        compile_backend=args.compile_backend, budget=args.budget or 480)
 
 
 # ----------------------------------------------------------------------------- files
@@ -284,7 +284,7 @@ def throughput_run(backbone, arm, precision, mode, images, device, P) -> dict:
     else:
         torch._dynamo.reset()   # a fresh step function: no recompile limit across runs
         cs = CompiledStep(model, loss_fn, opt, aug, use_amp=use_amp, channels_last=cuda,
-                          mode=mode)
+                          mode=mode, backend=P["compile_backend"])
 
         def step(batch):
             return cs(batch, gen)[0]
@@ -384,6 +384,9 @@ def section_throughput(S: Section, P: dict, args) -> None:
                 f"backbone/precision/mode; `cudagraph_skips`: graphs that CUDA graphs did not "
                 f"capture (mode `reduce-overhead`; 0 is the expected count). Compiled runs "
                 f"reset Dynamo before each new step function.", ""]
+        if P["compile_backend"] != "inductor":
+            S.md[-2] += (f" Compiled rows: backend `{P['compile_backend']}` (Dynamo's single "
+                         f"graph run without Inductor's code generation: not Inductor's speed).")
         S.md += table(S.rows, keys)
         if skipped:
             S.md += ["", "Not run (section time): " + ", ".join(skipped)]
@@ -449,7 +452,8 @@ def section_equality(S: Section, P: dict, args) -> None:
         if S.left() < 10:
             S.rows.append({"backbone": backbone, "arm": arm, "error": "not run (section time)"})
             continue
-        row = {"backbone": backbone, "arm": arm, "mode": P["compile_mode"]}
+        row = {"backbone": backbone, "arm": arm, "mode": P["compile_mode"],
+               "backend": P["compile_backend"]}
         try:
             ref = _build(backbone, arm, P, device, eps=0.1)
             got_model = copy.deepcopy(ref[0])
@@ -457,7 +461,7 @@ def section_equality(S: Section, P: dict, args) -> None:
             got_opt = torch.optim.Adam(got_model.parameters(), lr=3e-4, eps=0.1)
             torch._dynamo.reset()
             step = CompiledStep(got_model, got_loss, got_opt, ref[3], channels_last=cuda,
-                                mode=P["compile_mode"])
+                                mode=P["compile_mode"], backend=P["compile_backend"])
             g1 = torch.Generator(device=device).manual_seed(5)
             g2 = torch.Generator(device=device).manual_seed(5)
             dl = []
@@ -492,7 +496,8 @@ def section_equality(S: Section, P: dict, args) -> None:
             S.ok = False
         S.rows.append(row)
         S.md = [f"Two training steps, eager (`torch.optim.Adam`, `loss.backward()`) and "
-                f"compiled (`CompiledStep`, mode `{P['compile_mode']}`), from the same "
+                f"compiled (`CompiledStep`, mode `{P['compile_mode']}`, backend "
+                f"`{P['compile_backend']}`), from the same "
                 f"weights and the same random draws (batch {P['equality_batch']}, "
                 f"{P['image_size']} px, Adam eps 0.1). Equal: every weight and buffer within "
                 f"`atol + rtol * |w|` (rtol {tol['rtol']:g}, atol {tol['atol']:g}; "
@@ -641,6 +646,10 @@ def main(argv=None) -> int:
     p.add_argument("--compiled-arms", nargs="+", default=None, choices=ARMS)
     p.add_argument("--compile-mode", default=None,
                    help="torch.compile mode of the compiled step (GPU default reduce-overhead)")
+    p.add_argument("--compile-backend", default="inductor", choices=("inductor", "aot_eager"),
+                   help="torch.compile backend of the compiled step (default inductor; "
+                        "aot_eager: the same single graph without code generation, the test "
+                        "suite's check of this script's compiled sections)")
     p.add_argument("--full", action="store_true", help="compiled step in fp32 and bf16 too")
     p.add_argument("--recompile-limit", type=int, default=None,
                    help="torch._dynamo recompile limit in the sections (1: any missing reset fails)")
@@ -694,6 +703,7 @@ def main(argv=None) -> int:
                 if val:
                     cmd.append(flag)
             for flag, val in (("--compile-mode", args.compile_mode),
+                              ("--compile-backend", args.compile_backend),
                               ("--recompile-limit", args.recompile_limit)):
                 if val:
                     cmd += [flag, str(val)]

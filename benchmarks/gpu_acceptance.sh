@@ -19,7 +19,8 @@
 #   Where the pinned environment is installed (pip install -e ".[all,test]"), no --wheels.
 #
 #   bash benchmarks/gpu_acceptance.sh [REPORT.md] [--budget S] [--sections NAME...]
-#        [--compiled-arms ARM...] [--full] [--compile-mode MODE] [--wheels DIR]
+#        [--compiled-arms ARM...] [--full] [--compile-mode MODE]
+#        [--compile-backend inductor|aot_eager] [--wheels DIR]
 #   bash benchmarks/gpu_acceptance.sh --cpu REPORT.md    # tiny sizes on CPU (the tests run it)
 # Default report: ${OUT:-gpu_acceptance_out}/gpu_acceptance.md. Exit 0: every section passed
 # or was skipped with its reason; 1: a section failed or timed out; 143: interrupted.

@@ -2,13 +2,14 @@
 
 The suite runs on two processes (``pytest-xdist``: ``-n`` and ``--dist loadscope`` in
 ``pyproject.toml``): each test module runs whole on one process, so a module's expensive
-fixture (the smoke DAG, a bundle, a trained model) is built once. The modules holding
-end-to-end (``slow``) tests are handed out first, so that the longest ones start at once
-instead of trailing behind the quick ones.
+fixture (the smoke DAG, a bundle, a trained model) is built once. The heaviest modules
+are handed out first, longest first, then the other end-to-end (``slow``) ones, so that the
+long ones start at once instead of trailing behind the quick ones.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -36,13 +37,47 @@ def copy_workflow():
     return _copy_workflow
 
 
+def pytest_configure(config):
+    """On more than one test process, every process and what it starts uses one thread
+    (OpenMP, BLAS): two processes on two cores, each running torch on both, plus the
+    processes a test starts (torchrun ranks, Snakemake jobs get their own counts from
+    Snakemake), oversubscribed the cores, and OpenMP's idle threads spin. Set here, in the
+    controller, before the workers start; a value the user set is kept."""
+    n = getattr(config.option, "numprocesses", None)
+    if n and n != 1 and not os.environ.get("PYTEST_XDIST_WORKER"):
+        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ.setdefault(var, "1")
+
+
+# The heaviest modules, longest first (seconds of one process, `pytest --durations`, 2 workers,
+# 2026-12-01): handed out before the rest so that neither process is left with a long module
+# at the end while the other one idles.
+LONGEST_FIRST = (
+    "tests/workflow/test_workflow.py",            # 175 s: the smoke DAG, killed and resumed
+    "tests/test_gpu_acceptance.py",               # 115 s: the acceptance script's CPU mode
+    "tests/train/test_torchrun_simcse_rule.py",   # 49 s
+    "tests/test_lean_install.py",                 # 35 s
+    "tests/test_bundle_hostile.py",               # 30 s
+    "tests/train/test_preempt.py",                # 27 s
+    "tests/train/test_simcse_ddp.py",             # 27 s
+    "tests/train/test_step_compile.py",           # 26 s
+    "tests/train/test_torchrun_rule.py",          # 26 s
+)
+
+
 def pytest_collection_modifyitems(session, config, items):
-    """Modules with a ``slow`` test first, each module's tests kept together and in order
-    (a module-scoped fixture is set up once per module run). The same order on every
-    process, as xdist requires."""
+    """The heaviest modules first (``LONGEST_FIRST``), then the other modules with a ``slow``
+    test, then the rest; each module's tests kept together and in order (a module-scoped
+    fixture is set up once per module run). The same order on every process, as xdist
+    requires."""
     modules: dict[str, list] = {}
     for item in items:
         modules.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
-    slow_first = sorted(modules.values(),
-                        key=lambda its: not any(i.get_closest_marker("slow") for i in its))
-    items[:] = [item for its in slow_first for item in its]
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+
+    def key(name: str) -> tuple[int, int]:
+        if name in rank:
+            return 0, rank[name]
+        return (1 if any(i.get_closest_marker("slow") for i in modules[name]) else 2), 0
+
+    items[:] = [item for name in sorted(modules, key=key) for item in modules[name]]

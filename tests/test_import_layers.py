@@ -194,3 +194,17 @@ def test_no_two_packages_import_each_other():
                          + (f" (+{len(via) - 1} more)" if len(via) > 1 else ""))
         msgs.append("package cycle " + " -> ".join(cyc) + "\n" + "\n".join(steps))
     assert not msgs, "\n".join(msgs)
+
+
+def test_the_suite_s_longest_first_list_names_modules_that_exist():
+    """tests/conftest.py hands these modules out first; a renamed one would silently fall back
+    to the ordinary order."""
+    import importlib.util
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("_suite_conftest", root / "tests/conftest.py")
+    suite = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(suite)
+    assert suite.LONGEST_FIRST
+    missing = [m for m in suite.LONGEST_FIRST if not (root / m).is_file()]
+    assert not missing, missing

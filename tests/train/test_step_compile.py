@@ -41,7 +41,7 @@ def _images(n: int, size: int, channels: int, seed: int = 1):
     return torch.randint(0, 256, (n, channels, size, size), generator=g, dtype=torch.uint8)
 
 
-def run_both(loss: str, steps: int = 2, batch: int = 24, **kw):
+def run_both(loss: str, steps: int = 2, batch: int = 24, backend: str = "inductor", **kw):
     size, channels = kw.get("size", 16), kw.get("channels", 1)
     images = _images(batch, size, channels)
     ref = _setup(loss, **kw)
@@ -50,7 +50,7 @@ def run_both(loss: str, steps: int = 2, batch: int = 24, **kw):
     got = (got[0], got[1], torch.optim.Adam(got[0].parameters(), lr=1e-3, weight_decay=1e-6,
                                             eps=ADAM_EPS), got[3])
     g_ref, g_got = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
-    step = CompiledStep(got[0], got[1], got[2], got[3], mode="default")
+    step = CompiledStep(got[0], got[1], got[2], got[3], mode="default", backend=backend)
     losses = []
     for _ in range(steps):
         a = eager_step(ref[0], ref[1], ref[2], ref[3], images, g_ref)
@@ -73,6 +73,22 @@ def test_compiled_step_equals_eager(loss):
         torch.testing.assert_close(got[1].beta_t, ref[1].beta_t, rtol=1e-5, atol=1e-6)
     # the optimiser state is Adam's own: an eager step continues from it
     assert int(got[2].state[next(got[0].parameters())]["step"]) == len(losses)
+
+
+def test_aot_eager_backend_equals_eager_and_takes_the_default_mode_only():
+    """``CompiledStep(backend="aot_eager")`` (the acceptance script's CPU check) is the same
+    step: one Dynamo graph through AOTAutograd, run without Inductor; Inductor's compile modes
+    are refused with it."""
+    model, loss_fn, opt, aug = _setup("weince")
+    with pytest.raises(ValueError, match="Inductor's"):
+        CompiledStep(model, loss_fn, opt, aug, mode="reduce-overhead", backend="aot_eager")
+    torch._dynamo.reset()
+    ref, got, losses, step = run_both("weince", backend="aot_eager")
+    assert step.backend == "aot_eager"
+    for a, b in losses:
+        assert b == pytest.approx(a, rel=1e-5, abs=1e-6)
+    for (name, p), q in zip(ref[0].named_parameters(), got[0].parameters()):
+        torch.testing.assert_close(q, p, rtol=1e-5, atol=1e-6, msg=f"parameter {name}")
 
 
 @pytest.mark.slow

@@ -353,11 +353,15 @@ class CompiledStep:
     uniforms of the views are drawn outside with the run's generator, one ``torch.rand``
     call, exactly the draw of the eager step: both consume the same random stream.
 
-    ``mode=None`` runs the same function eagerly (no compile), for comparison.
+    ``mode=None`` runs the same function eagerly (no compile), for comparison. ``backend``:
+    torch.compile's backend, Inductor unless asked; ``"aot_eager"`` traces the same single
+    graph (Dynamo, AOTAutograd) and runs it without generating code, a check of the capture
+    that costs seconds instead of Inductor's minute of C++ compilation on a CPU.
     """
 
     def __init__(self, model, loss_fn, opt, aug, *, use_amp=False, channels_last=False,
-                 mode: Optional[str] = "default", forward: str = "per_view"):
+                 mode: Optional[str] = "default", forward: str = "per_view",
+                 backend: str = "inductor"):
         if not isinstance(opt, torch.optim.Adam) or len(opt.param_groups) != 1:
             raise ValueError("CompiledStep needs a torch.optim.Adam with one parameter group")
         g = opt.param_groups[0]
@@ -379,13 +383,16 @@ class CompiledStep:
             elif st["step"].device != dev:
                 st["step"] = st["step"].to(dev)
         self.lr = torch.tensor(float(g["lr"]), dtype=torch.float32, device=dev)
-        self.mode = mode
+        self.mode, self.backend = mode, backend
         if mode is None:
             self.fn = self._step
         else:
             if mode not in COMPILE_MODES:
                 raise ValueError(f"mode must be one of {COMPILE_MODES} or None, got {mode!r}")
-            self.fn = torch.compile(self._step, fullgraph=True,
+            if backend != "inductor" and mode != "default":
+                raise ValueError(f"compile mode {mode!r} is Inductor's; backend {backend!r} "
+                                 "takes mode 'default' only")
+            self.fn = torch.compile(self._step, fullgraph=True, backend=backend,
                                     mode=None if mode == "default" else mode)
 
     def _step(self, batch: torch.Tensor, u: torch.Tensor, lr: torch.Tensor):
