@@ -29,6 +29,8 @@ Compiled runs call ``torch._dynamo.reset()`` before each new step function: each
 ``CompiledStep`` is one more graph of the same ``_step`` code, and with ``fullgraph=True``
 the ninth such graph in one process fails (``FailOnRecompileLimitHit``) without a reset.
 ``--recompile-limit 1`` (the CPU test uses it) makes any missing reset fail at once.
+``--compile-backend aot_eager`` (the CPU test uses it too) compiles the same single graph
+without Inductor's code generation; the default, and the GPU run, is Inductor.
 
 Oldest torch: 2.11 (the compiled step traces ``torch.autograd.grad`` with Dynamo's
 ``trace_autograd_ops``, new in 2.11); with an older torch the compiled rows say so and the

@@ -9,7 +9,6 @@ long ones start at once instead of trailing behind the quick ones.
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
@@ -35,18 +34,6 @@ def copy_workflow():
     """``copy_workflow(dest, extra_configs=None) -> dest``: a runnable copy of the workflow,
     so that a test never writes into the repository."""
     return _copy_workflow
-
-
-def pytest_configure(config):
-    """On more than one test process, every process and what it starts uses one thread
-    (OpenMP, BLAS): two processes on two cores, each running torch on both, plus the
-    processes a test starts (torchrun ranks, Snakemake jobs get their own counts from
-    Snakemake), oversubscribed the cores, and OpenMP's idle threads spin. Set here, in the
-    controller, before the workers start; a value the user set is kept."""
-    n = getattr(config.option, "numprocesses", None)
-    if n and n != 1 and not os.environ.get("PYTEST_XDIST_WORKER"):
-        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-            os.environ.setdefault(var, "1")
 
 
 # The heaviest modules, longest first (seconds of one process, `pytest --durations`, 2 workers,
