@@ -21,6 +21,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -106,7 +107,7 @@ def test_wheel_installs_without_extras_and_runs_the_core(tmp_path):
     # pip resolves the wheel's dependencies for the empty environment ...
     report = tmp_path / "resolved.json"
     _run(pip + ["install", "-q", "--dry-run", "--report", str(report), str(wheel)], env=env)
-    resolved = {m["metadata"]["name"].lower().replace("_", "-"): m["metadata"]["version"]
+    resolved = {canonicalize_name(m["metadata"]["name"]): m["metadata"]["version"]
                 for m in json.loads(report.read_text())["install"]}
     assert {"weince", "torch", "numpy", "scipy"} <= resolved.keys()
     leaked = resolved.keys() & set(EXTRA_ONLY)
@@ -136,8 +137,8 @@ def test_wheel_installs_without_extras_and_runs_the_core(tmp_path):
 
     listed = _run([str(vpy), "-c", "import importlib.metadata as m; "
                    "print('\\n'.join(d.metadata['Name'] for d in m.distributions()))"],
-                  env=env).lower().replace("_", "-")
-    names = set(listed.split())
+                  env=env)
+    names = {canonicalize_name(n) for n in listed.split()}
     assert names == set(resolved), (names ^ set(resolved))
     assert not names & set(EXTRA_ONLY), f"extras leaked into the core install: {names & set(EXTRA_ONLY)}"
 
