@@ -17,7 +17,10 @@ other, directly or through a chain of others.
 from __future__ import annotations
 
 import ast
+import os
 from pathlib import Path
+
+import pytest
 
 import weince
 
@@ -208,3 +211,25 @@ def test_the_suite_s_longest_first_list_names_modules_that_exist():
     assert suite.LONGEST_FIRST
     missing = [m for m in suite.LONGEST_FIRST if not (root / m).is_file()]
     assert not missing, missing
+
+
+def test_each_test_process_runs_torch_on_its_share_of_the_cores():
+    """With ``-n N`` (``pyproject.toml``) tests/conftest.py gives each test process
+    ``cores // N`` OpenMP threads through the environment, so it must be set before torch
+    loads in the process: torch's thread count is that number here."""
+    import importlib.util
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("_suite_conftest2", root / "tests/conftest.py")
+    suite = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(suite)
+    share = suite.threads_per_process
+    assert (share(2, 2), share(16, 2), share(3, 2), share(1, 2), share(None, 2)) == (1, 8, 1, 1, 1)
+    assert share(8, 0) == 8
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    if workers < 2:
+        pytest.skip("one test process (-n 0): torch keeps its own thread count")
+    import torch
+
+    assert "OMP_NUM_THREADS" in os.environ
+    assert torch.get_num_threads() == int(os.environ["OMP_NUM_THREADS"])
