@@ -42,8 +42,23 @@ def test_forest_lines_carry_our_estimates_and_the_papers_figures(fx):
     assert all(ln.paper_range is None for ln in c2_lines if arm_of[id(ln)] != primary)
 
 
-def test_summary_shows_one_forest_plot_per_claim_inline(fx):
-    res = build_report(fx)
+@pytest.fixture(scope="module")
+def drawn(tmp_path_factory):
+    """The fixture report built once with its figures (drawing 13 forest plots is most of a
+    report's time), for the tests below that only read it."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_forest_report_fixtures",
+                                                  Path(__file__).with_name("conftest.py"))
+    fixtures = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fixtures)
+    cfg = fixtures.fixture_config(tmp_path_factory.mktemp("drawn"))
+    fixtures.write_fixture_results(cfg)
+    return cfg, build_report(cfg)
+
+
+def test_summary_shows_one_forest_plot_per_claim_inline(drawn):
+    fx, res = drawn
     out = Path(fx["reports"], "fx")
     summary = (out / "summary.md").read_text()
     images = re.findall(r"!\[forest plot ([CN]\d+)\]\((figures/forest_[cn]\d+\.png)\)", summary)
@@ -57,10 +72,11 @@ def test_summary_shows_one_forest_plot_per_claim_inline(fx):
     assert summary.index("## Forest plots") < summary.index("## Provenance")
 
 
-def test_html_pages_embed_the_forest_plot_and_render_the_table(fx, tmp_path):
+def test_html_pages_embed_the_forest_plot_and_render_the_table(drawn, tmp_path):
     from weince.report.html import claim_page, write_markdown_page
 
-    res = by_id(build_report(fx))
+    fx, res = drawn
+    res = by_id(res)
     out = Path(fx["reports"], "fx")
     page = claim_page(res["C3"], out / "table_c3.md", tmp_path / "claim_c3.html", "fx")
     text = page.read_text()
