@@ -199,17 +199,26 @@ def test_no_two_packages_import_each_other():
     assert not msgs, "\n".join(msgs)
 
 
+SUITE_ROOT = Path(__file__).resolve().parents[1]
+
+
+def _suite_conftest():
+    """tests/conftest.py as a module (pytest registers it under a name of its own)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_suite_conftest",
+                                                  SUITE_ROOT / "tests/conftest.py")
+    suite = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(suite)
+    return suite
+
+
 def test_the_suite_s_longest_first_list_names_modules_that_exist():
     """tests/conftest.py hands these modules out first; a renamed one would silently fall back
     to the ordinary order."""
-    import importlib.util
-
-    root = Path(__file__).resolve().parents[1]
-    spec = importlib.util.spec_from_file_location("_suite_conftest", root / "tests/conftest.py")
-    suite = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(suite)
+    suite = _suite_conftest()
     assert suite.LONGEST_FIRST
-    missing = [m for m in suite.LONGEST_FIRST if not (root / m).is_file()]
+    missing = [m for m in suite.LONGEST_FIRST if not (SUITE_ROOT / m).is_file()]
     assert not missing, missing
 
 
@@ -217,13 +226,7 @@ def test_each_test_process_runs_torch_on_its_share_of_the_cores():
     """With ``-n N`` (``pyproject.toml``) tests/conftest.py gives each test process
     ``cores // N`` OpenMP threads through the environment, so it must be set before torch
     loads in the process: torch's thread count is that number here."""
-    import importlib.util
-
-    root = Path(__file__).resolve().parents[1]
-    spec = importlib.util.spec_from_file_location("_suite_conftest2", root / "tests/conftest.py")
-    suite = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(suite)
-    share = suite.threads_per_process
+    share = _suite_conftest().threads_per_process
     assert (share(2, 2), share(16, 2), share(3, 2), share(1, 2), share(None, 2)) == (1, 8, 1, 1, 1)
     assert share(8, 0) == 8
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))

@@ -126,3 +126,11 @@ def fx(tmp_path):
     cfg = fixture_config(tmp_path)
     write_fixture_results(cfg)
     return cfg
+
+
+@pytest.fixture(scope="module")
+def fx_module(tmp_path_factory):
+    """The same results written once for a test module, for tests that only read them."""
+    cfg = fixture_config(tmp_path_factory.mktemp("fx"))
+    write_fixture_results(cfg)
+    return cfg

@@ -43,18 +43,10 @@ def test_forest_lines_carry_our_estimates_and_the_papers_figures(fx):
 
 
 @pytest.fixture(scope="module")
-def drawn(tmp_path_factory):
+def drawn(fx_module):
     """The fixture report built once with its figures (drawing 13 forest plots is most of a
     report's time), for the tests below that only read it."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("_forest_report_fixtures",
-                                                  Path(__file__).with_name("conftest.py"))
-    fixtures = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(fixtures)
-    cfg = fixtures.fixture_config(tmp_path_factory.mktemp("drawn"))
-    fixtures.write_fixture_results(cfg)
-    return cfg, build_report(cfg)
+    return fx_module, build_report(fx_module)
 
 
 def test_summary_shows_one_forest_plot_per_claim_inline(drawn):
