@@ -47,6 +47,7 @@ include: "workflow/rules/timing.smk"
 include: "workflow/rules/simcse.smk"
 include: "workflow/rules/ablations.smk"
 include: "workflow/rules/norms.smk"
+include: "workflow/rules/synthetic.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/rehearsal.smk"
 

@@ -45,6 +45,7 @@ TRUN = layout.TEXT_RUN.format(
 )
 TIMING_DIR = layout.TIMING.format(results=RESULTS, profile="{profile}")
 CHECKS_DIR = layout.CHECKS.format(results=RESULTS, profile="{profile}")
+SYNTHETIC_DIR = layout.SYNTHETIC.format(results=RESULTS, profile="{profile}")
 FOREST_DIR = layout.FOREST.format(results=RESULTS, profile="{profile}", cid="{cid}")
 REPORT_DIR = layout.REPORT.format(reports=config["reports"], profile="{profile}")
 LOGS = f"{RESULTS}/{{profile}}/logs"

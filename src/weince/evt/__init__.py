@@ -5,6 +5,10 @@
   of fit), with :func:`threshold_stability` and :func:`mean_excess`.
 - :func:`fit_link_selection` — maximum-likelihood fit of the nested softmax /
   Weibull-shortfall link family, likelihood-ratio test of ``lambda = 0``.
+- :func:`simulate_noise_floor` — the paper's synthetic noise-floor experiment (claim C11):
+  Monte-Carlo MSE of the Weibit and restricted-softmax estimators of a top-vs-reference
+  log-odds, with the analytic ``c / n`` line and the softmax's squared-bias floor
+  (:func:`noise_floor_theory`).
 - :mod:`weince.evt.collect` — score collection from a frozen encoder (needs torch).
 - :mod:`weince.evt.plots` — figures; :mod:`weince.evt.fits` — the fits of a score file
   written as ``pot.json`` / ``link.json``; ``weince evt`` (:mod:`weince.cli.evt`) runs both.
@@ -28,6 +32,11 @@ _LAZY = {
     "fit_link_selection": "link",
     "link_loglik": "link",
     "prepare_link_data": "link",
+    "NoiseFloorResult": "noise_floor",
+    "simulate_noise_floor": "noise_floor",
+    "noise_floor_theory": "noise_floor",
+    "loglog_slope": "noise_floor",
+    "write_noise_floor": "noise_floor",
 }
 
 __all__ = list(_LAZY)
@@ -37,6 +46,9 @@ if TYPE_CHECKING:   # for type checkers and IDEs: the names as if imported eager
                                 gpd_profile_loglik, mean_excess, threshold_stability)
     from weince.evt.link import (LinkFit, fit_link_selection, link_loglik,  # noqa: F401
                                  prepare_link_data)
+    from weince.evt.noise_floor import (NoiseFloorResult, loglog_slope,  # noqa: F401
+                                        noise_floor_theory, simulate_noise_floor,
+                                        write_noise_floor)
 
 
 def __getattr__(name: str):

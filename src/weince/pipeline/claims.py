@@ -98,6 +98,16 @@ def _check_claim(c: dict[str, Any], path: Path) -> None:
                              f"paper's models (a backbone or a model each): only units on "
                              f"them get a verdict")
         return
+    if (kind == "noise_floor") != (c["stage"] == "synthetic"):
+        raise ValueError(f"{where}: kind 'noise_floor' and stage 'synthetic' go together (the "
+                         f"synthetic experiment's file is read by that kind only)")
+    if kind == "noise_floor":
+        missing = [k for k in ("tolerance", "slope_min_n") if k not in c]
+        if missing or "baseline" not in c["arms"]:
+            raise ValueError(f"{where}: kind 'noise_floor' needs tolerance, slope_min_n and "
+                             f"arms.baseline (the softmax estimator); missing: "
+                             f"{missing or ['arms.baseline']}")
+        return
     if kind in ("gain", "noninferior", "overhead") and "baseline" not in c["arms"]:
         raise ValueError(f"{where}: kind {kind!r} needs arms.baseline")
     if kind in ("gain", "noninferior", "sign", "overhead", "exact") and "tolerance" not in c:

@@ -10,6 +10,7 @@ here, so a rule's output and the file the report reads can never drift apart.
     results/{profile}/text/{model}/{arm}/seed{seed}/                 train.json sts.json
     results/{profile}/timing/timing.json
     results/{profile}/checks/special_case.json
+    results/{profile}/synthetic/noise_floor.json, noise_floor.csv   (C11, no training)
     results/{profile}/forest/{claim}/forest_{claim}.png    (a claim-table job's plot)
     reports/{profile}/summary.md, table_<id>.md/.tex, figures/
 
@@ -26,7 +27,8 @@ from typing import Any, Callable, Iterable, Iterator
 
 from weince.losses.arms import grid_points
 
-__all__ = ["VISION_RUN", "VISION_PAIR", "TEXT_RUN", "TIMING", "CHECKS", "REPORT", "VisionRun",
+__all__ = ["VISION_RUN", "VISION_PAIR", "TEXT_RUN", "TIMING", "CHECKS", "SYNTHETIC",
+           "REPORT", "VisionRun",
            "TextRun", "Setting", "FOREST", "vision_runs", "text_runs", "vision_pairs", "run_dir",
            "norms_vision_runs", "norms_text_runs", "PRETRAINED_ARM", "STAGES",
            "settings_for", "files_for", "report_dir", "EVT_FILES"]
@@ -36,10 +38,11 @@ VISION_PAIR = "{results}/{profile}/vision/{dataset}/{backbone}"
 TEXT_RUN = "{results}/{profile}/text/{model}/{arm}/seed{seed}"
 TIMING = "{results}/{profile}/timing"
 CHECKS = "{results}/{profile}/checks"
+SYNTHETIC = "{results}/{profile}/synthetic"   # the paper's synthetic experiment (C11)
 REPORT = "{reports}/{profile}"
 FOREST = "{results}/{profile}/forest/{cid}"   # drawn by a claim-table job, copied by the summary
 PRETRAINED_ARM = "pretrained"   # a text unit of the norms analysis as shipped (seed 0)
-STAGES = ("vision", "text", "timing", "checks", "norms")   # a claim's ``stage``
+STAGES = ("vision", "text", "timing", "checks", "synthetic", "norms")   # a claim's ``stage``
 
 @dataclass(frozen=True)
 class VisionRun:
@@ -148,7 +151,7 @@ def report_dir(cfg: dict[str, Any]) -> Path:
 @dataclass(frozen=True)
 class Setting:
     """Where a row's numbers come from: a vision pair, a text model/corpus, or a single
-    profile-wide file (timing, checks)."""
+    profile-wide file (timing, checks, synthetic)."""
 
     stage: str
     dataset: str | None = None
@@ -167,6 +170,8 @@ class Setting:
             return f"{self.model} (text)"
         if self.stage == "timing":
             return f"whole step, {self.backbone}"
+        if self.stage == "synthetic":
+            return "synthetic (the paper's setting)"
         return self.stage
 
 
@@ -190,6 +195,10 @@ def settings_for(cfg: dict[str, Any], stage: str) -> tuple[list[Setting], list[s
     if stage == "checks":
         c = cfg.get("checks") or {}
         return ([Setting("checks")] if c.get("enabled", True) else [], ["weince"])
+    if stage == "synthetic":
+        nf = (cfg.get("synthetic") or {}).get("noise_floor") or {}
+        return ([Setting("synthetic")] if nf.get("enabled", True) else [],
+                ["weibit", "softmax"])
     if stage == "norms":
         vis, txt = norms_vision_runs(cfg), norms_text_runs(cfg)
         settings = [Setting("norms", dataset=d, backbone=b) for d, b in
@@ -226,6 +235,8 @@ def files_for(cfg: dict[str, Any]) -> Callable[[Setting, str, str], list[Path]]:
             return [Path(TIMING.format(results=root, profile=profile)) / name]
         if setting.stage == "checks":
             return [Path(CHECKS.format(results=root, profile=profile)) / name]
+        if setting.stage == "synthetic":
+            return [Path(SYNTHETIC.format(results=root, profile=profile)) / name]
         if setting.stage == "norms":
             runs: list[VisionRun | TextRun] = (
                 [r for r in norms_vision_runs(cfg) if r.arm == arm

@@ -32,6 +32,7 @@ from weince.report.tables import (claim_latex, claim_markdown, latex_document,
                                   summary_markdown)
 from weince.report.verdicts import ClaimResult, evaluate_claim
 from weince.utils import write_json
+from weince.utils.results import load_result
 from weince.utils.provenance import git_commit
 from weince.utils.vocabulary import VERDICT_FREE
 
@@ -43,7 +44,7 @@ def scale_line(cfg: dict[str, Any] | Profile, stage: str) -> str:
     rehearsal's (and a run on synthetic files') says so first."""
     prof = Profile.of(cfg)
     line = _scale_line(prof, stage)
-    if is_rehearsal(prof.config):
+    if is_rehearsal(prof.config) and stage != "synthetic":   # C11 runs its own setting
         return f"{rehearsal_note(prof.config)}. {line}"
     return line + data_note(prof.config)
 
@@ -90,6 +91,12 @@ def _scale_line(prof: Profile, stage: str) -> str:
                 f"whole step with backbone {t.get('backbone', '?')} at "
                 f"{t.get('image_size', '?')} px, 2 x {t.get('step_batch', '?')} views, "
                 f"loss {mode}")
+    if stage == "synthetic":
+        nf = (prof.block("synthetic").get("noise_floor") or {})
+        return (f"profile {p}: the paper's synthetic setting (numpy, no training), "
+                f"{nf.get('replicates', '?')} replicates at each n in "
+                f"{', '.join(map(str, nf.get('sample_sizes', [])))}, seed "
+                f"{nf.get('seed', '?')}")
     if stage == "norms":
         a = prof.block("norms").get("analysis") or {}
         return (f"profile {p}: embedding norms of {len(prof.norms_vision)} vision "
@@ -120,6 +127,15 @@ def _figures(prof: Profile, results: dict[str, ClaimResult], fig_dir: Path) -> l
             f"(profile {profile})")
         if f:
             made.append(f)
+    for res in results.values():   # C11: the paper's synthetic figure, from its file
+        if res.claim.get("kind") != "noise_floor":
+            continue
+        files = [p for row in res.rows for c in row.cells.values() for p in c.present]
+        if files:
+            made.append(figs.noise_floor_figure(
+                load_result(files[0]), fig_dir / f"{res.claim['id'].lower()}_noise_floor.png",
+                f"{res.claim['id']}: Weibit removes the softmax's error floor "
+                f"(profile {profile})"))
     for cid, ylabel, ref in (("C1", "xi (POT/GPD)", -0.39), ("C2", "lambda_hat (link)",
                                                                 (0.33, 0.50))):
         res = results.get(cid)

@@ -1,5 +1,6 @@
 """Every report figure: the gate (lambda, rho0) over training, tail index and link weight
-per encoder, and the EVT diagnostic plots collected from the run folders.
+per encoder, the EVT diagnostic plots collected from the run folders, and the synthetic
+noise-floor figure of C11 as the paper draws it.
 
 All figures are written as PNG (and PDF for the ones drawn here) with matplotlib's Agg
 backend; a figure whose inputs are all missing is skipped, never drawn empty.
@@ -18,7 +19,8 @@ import numpy as np
 from weince.train.logging import read_jsonl
 
 __all__ = ["training_curves", "training_curves_figure", "estimates_figure",
-           "collect_evt_figures", "norms_figures", "LAMBDA_KEYS", "GATE_KEYS"]
+           "collect_evt_figures", "norms_figures", "noise_floor_figure", "LAMBDA_KEYS",
+           "GATE_KEYS"]
 
 # a curve name -> the log keys that hold it (first present wins)
 LAMBDA_KEYS = ("lambda_mean", "lam_mean", "lambda")
@@ -190,3 +192,41 @@ def norms_figures(units: Sequence[tuple[str, Mapping[str, Any]]], fig_dir: str |
     fig.savefig(out["n2"], dpi=120)
     plt.close(fig)
     return out
+
+
+def noise_floor_figure(data: Mapping[str, Any], out: str | os.PathLike, title: str = ""
+                       ) -> Path:
+    """C11 as the paper draws it, from ``noise_floor.json``'s content: both estimators' MSE
+    of the top-vs-reference log-odds against n on log-log axes (bars: 95% Monte-Carlo
+    intervals), the Weibit ``c / n`` line and the softmax's squared-bias floor."""
+    plt = _plt()
+    rows = sorted(data["rows"], key=lambda r: r["n"])
+    n = np.array([r["n"] for r in rows], dtype=float)
+    th = data.get("theory") or {}
+    fig, ax = plt.subplots(figsize=(6.4, 4.6))
+    for key, lab, color, marker in (
+            ("weibit", "Weibit estimator (correctly specified)", "C0", "o"),
+            ("softmax", "restricted softmax estimator", "C3", "s")):
+        m = np.array([r[f"mse_{key}"] for r in rows], dtype=float)
+        se = np.array([r[f"se_{key}"] for r in rows], dtype=float)
+        ax.errorbar(n, m, yerr=1.96 * se, color=color, marker=marker, ms=5, lw=1.6,
+                    capsize=2, label=f"{lab}: MSE")
+    # the analytic lines in black, drawn over the curves: the Weibit MSE lies on c/n
+    ax.plot(n, [r["theory_weibit"] for r in rows], color="k", ls=":", lw=1.8, zorder=4,
+            label=f"Weibit theory c/n (c = {th.get('weibit_c', float('nan')):.2f}, Fisher)")
+    floor = float(rows[0]["softmax_floor"])
+    ax.axhline(floor, color="k", ls="--", lw=1.2, zorder=4,
+               label=f"softmax squared-bias floor ({floor:.3g})")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("sample size n (draws per replicate)")
+    ax.set_ylabel("MSE of the top-vs-reference log-odds")
+    st = data.get("setting") or {}
+    sub = (f"scores {st.get('scores')}, endpoint {st.get('endpoint')}, beta {st.get('beta')}, "
+           f"seed {st.get('seed')}\n{st.get('replicates')} replicates per n; bars: 95% "
+           f"Monte-Carlo intervals (most smaller than the markers)")
+    ax.set_title((title + "\n" if title else "") + sub, fontsize=8)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, loc="lower left")
+    fig.tight_layout()
+    return _save(plt, fig, Path(out))

@@ -220,7 +220,11 @@ def _panel(ax, lines: list[ForestLine], xlabel: str, title: str, band_label: str
 
 
 def has_forest(result) -> bool:
-    """Whether the claim has a forest plot: at least one finite estimate to draw."""
+    """Whether the claim has a forest plot: at least one finite estimate to draw. Not the
+    noise-floor kind (C11): its rows mix a slope and MSEs over three decades; its figure is
+    the paper's (``weince.report.figures.noise_floor_figure``)."""
+    if result.claim.get("kind") == "noise_floor":
+        return False
     per_arm, gains = forest_lines(result)
     return any(ln.mean is not None for ln in per_arm + gains)
 

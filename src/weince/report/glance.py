@@ -119,6 +119,16 @@ def headline(result) -> Headline | None:
     if kind in ("sign", "reject") and cell is not None and not e.has_interval \
             and cell.extra.get("lo") is not None:
         fit_iv = (cell.extra["lo"], cell.extra["hi"])
+    if kind == "noise_floor":
+        last = result.rows[-1]
+        sm, fl = last.cells.get(base), None
+        if sm is not None:
+            fl = sm.extra["theory"]["floor"]
+        text = (f"Weibit slope {e.mean:+.3f} [{e.lo:+.3f}, {e.hi:+.3f}]"
+                + (f"; softmax MSE {sm.est.mean:.2e} vs floor {fl:.2e} at {last.label[7:]}"
+                   if sm is not None else ""))
+        n = int(last.cells[primary].extra["replicates"]) if primary in last.cells else e.n
+        return Headline(text, n, "replicates per sample size; the paper's setting", True)
     if kind == "exact":
         text = f"max |diff| {max(e.values):.1e}"
     else:

@@ -4,7 +4,8 @@ because of the data or weights that ran (issue 23).
 - A rehearsal (``rehearsal.enabled``, config/rehearsal.yaml) runs the paper's data sets and
   backbones for a few steps. :func:`withhold_verdicts` replaces every verdict (claim, arm
   and row) by :data:`weince.utils.vocabulary.REHEARSAL` except for the ``exact`` kind (C9,
-  a property of the loss that holds at any size).
+  a property of the loss that holds at any size) and the ``noise_floor`` kind (C11, the
+  paper's synthetic experiment at its own setting, which involves no training).
 - :func:`data_note` says when the data root is a tree of ``weince synthetic-data``.
 - :func:`text_identity` reads the ``model_identity`` of each text run's ``train.json``: a
   setting whose weights are not the named model (a ``text.model_paths`` stand-in, the
@@ -25,7 +26,9 @@ from weince.utils.vocabulary import REHEARSAL
 __all__ = ["is_rehearsal", "withhold_verdicts", "rehearsal_note", "data_note",
            "text_identity", "REHEARSAL"]
 
-KEEPS_VERDICT = ("exact",)   # C9: lambda = 0 is InfoNCE exactly, at any size
+# C9: lambda = 0 is InfoNCE exactly, at any size; C11: the paper's synthetic experiment at
+# its own setting (numpy, no training), the same run in a rehearsal as anywhere
+KEEPS_VERDICT = ("exact", "noise_floor")
 
 
 def is_rehearsal(cfg: dict[str, Any]) -> bool:
@@ -36,7 +39,7 @@ def rehearsal_note(cfg: dict[str, Any]) -> str:
     """The sentence every rehearsal scale line and table carries."""
     return ("REHEARSAL (config/rehearsal.yaml over the paper profile): a few optimiser steps "
             "per run on a few hundred images; the numbers check that every rule runs and "
-            "mean nothing about the paper; no verdict but C9's" + data_note(cfg))
+            "mean nothing about the paper; no verdict but C9's and C11's" + data_note(cfg))
 
 
 def data_note(cfg: dict[str, Any]) -> str:
@@ -53,7 +56,7 @@ def data_note(cfg: dict[str, Any]) -> str:
 
 def withhold_verdicts(result: Any, cfg: dict[str, Any]) -> Any:
     """``result`` (a ClaimResult) with no verdict but the rehearsal's, unless its kind is
-    ``exact``; the reason says why."""
+    one of :data:`KEEPS_VERDICT`; the reason says why."""
     if result.claim.get("kind") in KEEPS_VERDICT:
         return result
     why = "a rehearsal gives no verdict: a few steps, numbers that mean nothing (see Scale)"

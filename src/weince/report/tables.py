@@ -49,9 +49,25 @@ def _digits(claim: dict[str, Any]) -> int:
     return {"sign": 3, "reject": 3, "exact": 2}.get(claim["kind"], 2)
 
 
+def _nf_ours(row: Row, arm: str) -> str:
+    """Kind noise_floor: the slope with its interval, or an MSE with its Monte-Carlo
+    standard error (three significant digits: the MSEs span three decades)."""
+    cell = row.cells.get(arm)
+    if cell is None or cell.est.mean is None:
+        return "missing"
+    e = cell.est
+    if row.metric == "slope":
+        return f"{e.mean:+.3f} [{e.lo:+.3f}, {e.hi:+.3f}] ({e.n} sample sizes)"
+    return f"{e.mean:.3e} +- {cell.extra['se']:.1e} SE ({e.n} replicates)"
+
+
 def _paper_cell(claim: dict[str, Any], row: Row, arm: str, base: str | None) -> str:
     p = row.paper
     kind = claim["kind"]
+    if kind == "noise_floor":
+        if row.metric != "slope":
+            return "-"
+        return "slope -1 (MSE ~ c/n)" if arm != base else "levels off at its floor"
     if not row.paper_setting or (not p and kind != "norms"):
         return "(not the paper's setting)" if not row.paper_setting else "-"
     if kind == "gain":
@@ -122,6 +138,14 @@ def _detail(claim: dict[str, Any], row: Row, arm: str, base: str | None) -> str:
         return txt
     if kind == "norms":
         return "; ".join(cell.extra.get("units", [])) or "n/a"
+    if kind == "noise_floor":
+        if row.metric == "slope":
+            sl = cell.extra["slope"]
+            return (f"SE {max(sl['se_mc'], sl['se_resid']):.3f} (Monte Carlo {sl['se_mc']:.3f}, "
+                    f"residual {sl['se_resid']:.3f})")
+        th = "; ".join(f"{k} {v:.3e}" for k, v in cell.extra["theory"].items())
+        deg = cell.extra.get("degenerate", 0)
+        return f"theory: {th}" + (f"; {deg} degenerate left out" if deg else "")
     if kind == "exact":
         w = cell.extra.get("worst")
         return f"max |diff| {w:.1e} (tol {claim.get('tolerance'):.0e})" if w is not None \
@@ -174,9 +198,14 @@ def claim_lines(res: ClaimResult) -> list[list[str]]:
         arms = list(row.cells) or list(row.verdicts) or [claim["arms"]["primary"]]
         for arm in arms:
             cell = row.cells.get(arm)
-            ours = (fmt_estimate(cell.est, _digits(claim), len(cell.missing))
-                    if cell else "missing")
+            if claim["kind"] == "noise_floor":
+                ours = _nf_ours(row, arm)
+            else:
+                ours = (fmt_estimate(cell.est, _digits(claim), len(cell.missing))
+                        if cell else "missing")
             verdict, why = _verdict_cells(row, arm, base)
+            if claim["kind"] == "noise_floor" and row.metric != "slope":
+                verdict = "reading (no verdict)"   # the rule reads these, row 1 says how
             lines.append([row.setting.label(), row.label or row.metric, arm, ours,
                           _detail(claim, row, arm, base), _paper_cell(claim, row, arm, base),
                           verdict, why])

@@ -1,0 +1,19 @@
+# The paper's synthetic noise-floor experiment (claim C11): numpy only, seconds on a CPU,
+# run by every profile (weince.evt.noise_floor).
+
+
+rule noise_floor:
+    output:
+        json=f"{SYNTHETIC_DIR}/noise_floor.json",
+        csv=f"{SYNTHETIC_DIR}/noise_floor.csv",
+    log:
+        f"{LOGS}/synthetic/noise_floor.log",
+    benchmark:
+        f"{BENCH}/synthetic/noise_floor.tsv"
+    threads: 1
+    resources:
+        **resources_for("noise_floor"),
+    params:
+        kwargs=config["synthetic"]["noise_floor"],
+    script:
+        "../scripts/noise_floor.py"
