@@ -35,6 +35,40 @@ def test_choose_point_mean_over_seeds_complete_first_ties_first():
         choose_point({"a": {7: None}}, expected=1)
 
 
+def test_exact_ties_go_where_the_official_aggregator_puts_them():
+    """Official: pandas groupby over the runs' yaml.dump-sorted config keys, then idxmax:
+    the first of equal means in ascending (margin, kappa_aic, kappa_rho), whatever our
+    grid order (margin, kappa_rho, kappa_aic) or the dict's order."""
+    tie = {s: 60.0 for s in SEEDS}
+    for order in (["m0_kr5_ka1", "m0_kr10_ka0.5"], ["m0_kr10_ka0.5", "m0_kr5_ka1"]):
+        vals = {name: dict(tie) for name in order}
+        assert choose_point(vals, expected=4)["chosen"] == "m0_kr10_ka0.5"
+    # margin first, then kappa_aic, then kappa_rho
+    vals = {"m2_kr5_ka0.5": dict(tie), "m0_kr20_ka2": dict(tie), "m0_kr5_ka2": dict(tie)}
+    assert choose_point(vals, expected=4)["chosen"] == "m0_kr5_ka2"
+    # a strictly better mean still wins, wherever it sorts
+    vals["m6_kr20_ka2"] = {**tie, 7: 60.5}
+    assert choose_point(vals, expected=4)["chosen"] == "m6_kr20_ka2"
+
+
+def test_knn_metric_ties_follow_the_official_order(tmp_path):
+    """The per-metric k-NN choice (counts over the validation split: exact ties plausible)
+    breaks ties the same way."""
+    linear, knn = {}, {}
+    for name, lin in (("m0_kr5_ka1", 70.0), ("m0_kr10_ka0.5", 60.0)):
+        linear[name], knn[name] = [], []
+        for seed in SEEDS:
+            d = tmp_path / f"weince@{name}" / f"seed{seed}"
+            write_json(d / "linear.json", {"val_acc": _summary([lin])})
+            write_json(d / "knn.json", {"recall@1": _summary([1.0]),
+                                        "val": {"recall@1": _summary([60.0])}})
+            linear[name].append(d / "linear.json")
+            knn[name].append(d / "knn.json")
+    sel = select_grid(linear, knn, expected_seeds=4)
+    assert sel["chosen"] == "m0_kr5_ka1"                       # no tie: the better probe
+    assert sel["knn"]["recall@1"]["chosen"] == "m0_kr10_ka0.5"  # tie: the official order
+
+
 def _grid_files(tmp_path):
     """Two points, four seeds. At seed 7 alone point B wins every metric; over the four
     seeds A wins the linear probe and recall@1, B keeps acc@50. Test values point the other

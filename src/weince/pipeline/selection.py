@@ -5,7 +5,10 @@ The official ``scripts/aggregate_table23_r18.py`` (hsme98/weince) picks, per arm
 (probe or split seeds averaged within each encoder first), looking only at **complete**
 points (a value at every encoder seed) when there is at least one; and for k-NN **one
 choice per metric** (acc@50, recall@1 ... recall@50), each on that metric's validation
-value. Test values never enter a choice.
+value. Test values never enter a choice. Exact ties go where the official aggregator's
+pandas ``groupby`` + ``idxmax`` puts them: to the first point in ascending order of
+(margin, kappa_aic, kappa_rho), the alphabetical order of the keys ``yaml.dump`` writes
+into each run's ``config.yaml``.
 
     from weince.pipeline.selection import choose_point, select_grid
     choose_point({"m0": {7: 50.1, 21: 49.8}, "m2": {7: 51.0}}, expected=2)["chosen"]  # "m0"
@@ -34,7 +37,7 @@ from weince.losses.arms import grid_points, parse_point
 from weince.pipeline.protocol import shares_seeds
 from weince.utils.results import encoder_value, get_key, load_result
 
-__all__ = ["choose_point", "read_values", "select_grid", "assemble_knn", "knn_metric_names",
+__all__ = ["choose_point", "OFFICIAL_TIE_ORDER", "read_values", "select_grid", "assemble_knn", "knn_metric_names",
            "seed_of"]
 
 PathLike = str | os.PathLike
@@ -48,13 +51,34 @@ def seed_of(path: PathLike) -> int:
     return int(m.group(1))
 
 
+# the official aggregator's row order: pandas groupby sorts the runs by their config
+# columns, which yaml.dump wrote in alphabetical order (select_aic_margin,
+# select_kappa_aic, select_kappa_rho), and idxmax takes the first of equal maxima
+OFFICIAL_TIE_ORDER = ("margin", "kappa_aic", "kappa_rho")
+
+
+def _official_order(names: Sequence[str]):
+    """Sort key of point names in the official aggregator's order: ascending (margin,
+    kappa_aic, kappa_rho); a name that is not a grid point keeps its place, after them."""
+    def key(name: str) -> tuple:
+        try:
+            p = parse_point(name.rsplit("@", 1)[-1])
+        except ValueError:
+            return (1, names.index(name))
+        return (0, tuple(p.get(k, 0.0) for k in OFFICIAL_TIE_ORDER))
+
+    return key
+
+
 def choose_point(values: Mapping[str, Mapping[int, float | None]], expected: int
                  ) -> dict[str, Any]:
     """The point with the best mean over encoder seeds, complete points first.
 
     Args:
-        values: point name -> {encoder seed: validation value (None: missing or NaN)}, in
-            grid order (ties go to the first point in that order).
+        values: point name -> {encoder seed: validation value (None: missing or NaN)}.
+            An exact tie of means goes, as in the official aggregator, to the first point
+            in ascending order of (margin, kappa_aic, kappa_rho) (:data:`OFFICIAL_TIE_ORDER`;
+            ``m0_kr10_ka0.5`` before ``m0_kr5_ka1``), whatever the order of ``values``.
         expected: number of encoder seeds a complete point has.
     Returns:
         ``{"chosen", "complete_only", "expected_seeds", "points": {name: {"mean", "n",
@@ -74,9 +98,9 @@ def choose_point(values: Mapping[str, Mapping[int, float | None]], expected: int
         raise ValueError("no grid point has a finite validation value; check the grid runs' "
                          "result files")
     complete = [n for n in scored if table[n]["complete"]]
-    pool = complete or scored
+    pool = sorted(complete or scored, key=_official_order(list(values)))
     best = pool[0]
-    for n in pool[1:]:
+    for n in pool[1:]:   # strictly better only: an exact tie keeps the earlier point
         if table[n]["mean"] > table[best]["mean"]:
             best = n
     return {"chosen": best, "complete_only": bool(complete), "expected_seeds": int(expected),
