@@ -126,7 +126,7 @@ def test_dry_run_builds_the_dag(name, tmp_path):
     counts = job_counts(proc.stdout)
     for rule in ("pretrain", "features", "linear", "knn", "collect_scores", "pot", "link",
                  "simcse", "sts", "timing", "special_case", "claim_table", "report",
-                 "select_grid_point"):
+                 "select_grid_point", "noise_floor"):
         assert counts.get(rule, 0) >= 1, f"{name}: no {rule} job in {counts}"
     n_claims = len(yaml.safe_load((REPO / "config/claims.yaml").read_text())["claims"])
     assert counts["claim_table"] == n_claims   # one table per registry claim
