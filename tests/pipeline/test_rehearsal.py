@@ -1,5 +1,5 @@
 """The rehearsal overlay (config/rehearsal.yaml, issue 23): its config preparation, the
-forecast it writes from measured step times, and a report that gives no verdict but C9's."""
+forecast it writes from measured step times, and a report that gives no verdict but C9's and C11's."""
 
 from __future__ import annotations
 
@@ -183,7 +183,8 @@ def test_forecast_is_a_target_of_the_rehearsal_only(tmp_path):
     assert forecast_outputs(_yaml("paper.yaml")) == {}
 
 
-def test_a_rehearsal_report_gives_no_verdict_but_c9s(tmp_path):
+def test_a_rehearsal_report_gives_no_verdict_but_c9s_and_c11s(tmp_path):
+    from weince.evt import simulate_noise_floor, write_noise_floor
     from weince.report.build import evaluate, scale_line
     from weince.utils.vocabulary import REHEARSAL
 
@@ -195,14 +196,19 @@ def test_a_rehearsal_report_gives_no_verdict_but_c9s(tmp_path):
     from weince.utils import write_json
 
     write_json(checks / "special_case.json", special_case_check(), cfg={})
+    # the real C11 computation, at fewer replicates (its own setting: no training involved)
+    write_noise_floor(simulate_noise_floor(replicates=2000, seed=1),
+                      Path(cfg["results"]) / cfg["profile"] / "synthetic" / "noise_floor.json")
     results = evaluate(cfg)
     verdicts = {r.claim["id"]: r.verdict for r in results}
     assert verdicts.pop("C9") == "reproduced"
+    assert verdicts.pop("C11") in ("reproduced", "not reproduced")   # computed, not withheld
     assert set(verdicts.values()) == {REHEARSAL}
     for r in results:
-        if r.claim["id"] != "C9":
+        if r.claim["id"] not in ("C9", "C11"):
             assert all(v == REHEARSAL for row in r.rows for v in row.verdicts.values())
     assert scale_line(cfg, "vision").startswith("REHEARSAL")
+    assert not scale_line(cfg, "synthetic").startswith("REHEARSAL")
 
 
 def test_a_text_row_is_a_scale_model_unless_the_named_weights_ran(tmp_path):
