@@ -100,3 +100,16 @@ def test_without_a_process_group_the_flag_changes_nothing():
     b = build_loss("weince", tau=0.5)(z1, z2)
     assert torch.equal(a, b)
     assert "gather_distributed=True" in repr(build_loss("infonce", gather_distributed=True))
+
+
+def test_training_configs_refuse_the_flag():
+    """The training loops gather the embeddings themselves: the loss must not gather again."""
+    from weince.train.simclr import resolve_config
+    from weince.train.simcse import SimCSEConfig
+
+    with pytest.raises(ValueError, match="loss_kwargs.gather_distributed"):
+        resolve_config({"loss": "weince", "loss_kwargs": {"gather_distributed": True}})
+    cfg = SimCSEConfig()
+    cfg.loss_kwargs = {"gather_distributed": False}
+    with pytest.raises(ValueError, match="loss_kwargs.gather_distributed"):
+        cfg.validate()
