@@ -166,7 +166,9 @@ def test_wheel_installs_beside_an_existing_torch_without_replacing_it(wheel, tmp
     meta = wheel_metadata(wheel)
     oldest = {canonicalize_name(r.name): next(s.version for s in r.specifier if s.operator == ">=")
               for r in map(Requirement, meta.get_all("Requires-Dist")) if r.marker is None}
-    env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV"}}
+    env = {k: v for k, v in os.environ.items()
+           if k not in {"PYTHONPATH", "VIRTUAL_ENV"} and not k.startswith("PIP_")}
+    env["PIP_CONFIG_FILE"] = os.devnull   # no configured find-links: only what is installed
     pip = [sys.executable, "-m", "pip"]
 
     def resolve(versions: dict[str, str], name: str):
