@@ -36,11 +36,14 @@ RUN apt-get update \
 WORKDIR /work
 # dependencies first (cached layer), then the code
 COPY pyproject.toml README.md ./
+COPY requirements/lock.txt ./requirements/lock.txt
 COPY src ./src
-# every Python dependency is pinned exactly in pyproject.toml (DL3013 cannot see that)
+# every Python dependency is pinned exactly by the lock file, used as constraints
+# (DL3013 cannot see that)
 # hadolint ignore=DL3013
 RUN pip install --upgrade pip==25.3 \
-    && pip install --extra-index-url https://download.pytorch.org/whl/cu130 ".[all,slurm]"
+    && pip install -c requirements/lock.txt \
+        --extra-index-url https://download.pytorch.org/whl/cu130 ".[all,slurm]"
 COPY Snakefile ./
 COPY config ./config
 COPY workflow ./workflow

@@ -7,10 +7,17 @@ environment): the wheel itself, installed by pip, and each resolved dependency l
 by file from this test environment's copy of the same version (symlinks; another version is
 installed from the index). So a core module that imports pandas, tqdm, matplotlib, snakemake
 or transformers at import time fails here. pip's resolution takes about 15 s, hence ``slow``.
+
+The wheel's metadata declares ranges, not pins, and the Pythons it admits; in a fresh
+environment of each Python 3.11+ on the machine that already holds torch, numpy and scipy
+at the oldest versions of those ranges, ``pip install <wheel>`` adds the wheel and
+replaces nothing (offline: the installed packages are stand-ins made of their metadata,
+which is all pip's resolver reads).
 """
 
 from __future__ import annotations
 
+import email
 import importlib.metadata
 import json
 import os
@@ -21,7 +28,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -89,15 +99,104 @@ def _link_distribution(dist, site: Path) -> int:
     return n
 
 
-def test_wheel_installs_without_extras_and_runs_the_core(tmp_path):
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    """The wheel of this checkout (no build isolation: setuptools/wheel of the test
+    environment, so nothing is downloaded)."""
+    wheels = tmp_path_factory.mktemp("dist")
+    _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+          "-w", str(wheels), str(ROOT)])
+    (whl,) = wheels.glob("weince-*.whl")
+    return whl
+
+
+def wheel_metadata(whl: Path) -> email.message.Message:
+    import zipfile
+
+    with zipfile.ZipFile(whl) as z:
+        name = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+        return email.message_from_bytes(z.read(name))
+
+
+def test_wheel_metadata_declares_ranges_and_pythons(wheel):
+    meta = wheel_metadata(wheel)
+    python = SpecifierSet(meta["Requires-Python"])
+    for v in ("3.11", "3.12", "3.13"):
+        assert Version(v) in python, f"Requires-Python {python} refuses {v}"
+    assert Version("3.10") not in python        # tomllib, PEP 604 unions at run time
+    reqs = [Requirement(r) for r in meta.get_all("Requires-Dist")]
+    core = [r for r in reqs if r.marker is None]
+    assert {canonicalize_name(r.name) for r in core} == {"torch", "numpy", "scipy"}
+    for r in reqs:
+        ops = {s.operator for s in r.specifier}
+        assert not ops & {"==", "==="}, f"the wheel pins {r} exactly (pins belong in requirements/lock.txt)"
+    for r in core:
+        assert any(s.operator == ">=" for s in r.specifier), r
+        assert not any(s.operator in ("<", "<=") for s in r.specifier), f"core upper bound: {r}"
+
+
+def _python(v: str) -> str | None:
+    """An interpreter of Python ``v``: on PATH, or one that pyenv installed (its shim on PATH
+    fails unless that version is selected)."""
+    root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
+    for exe in [shutil.which(f"python{v}"), *sorted(root.glob(f"versions/{v}.*/bin/python{v}"))]:
+        if exe is None:
+            continue
+        out = subprocess.run([str(exe), "-c", "import sys; print(sys.version_info[:2])"],
+                             capture_output=True, text=True)
+        if out.returncode == 0:
+            return str(exe)
+    return None
+
+
+def _stand_in(site: Path, name: str, version: str) -> None:
+    """An installed distribution as pip's resolver sees it: its metadata directory."""
+    d = site / f"{name}-{version}.dist-info"
+    d.mkdir(parents=True)
+    (d / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    (d / "INSTALLER").write_text("pip\n")
+    (d / "RECORD").write_text(f"{d.name}/METADATA,,\n{d.name}/INSTALLER,,\n{d.name}/RECORD,,\n")
+
+
+@pytest.mark.parametrize("pyver", ["3.11", "3.12", "3.13"])
+def test_wheel_installs_beside_an_existing_torch_without_replacing_it(wheel, tmp_path, pyver):
+    py = _python(pyver)
+    if py is None:
+        pytest.skip(f"no Python {pyver} on this machine")
+    meta = wheel_metadata(wheel)
+    oldest = {canonicalize_name(r.name): next(s.version for s in r.specifier if s.operator == ">=")
+              for r in map(Requirement, meta.get_all("Requires-Dist")) if r.marker is None}
+    env = {k: v for k, v in os.environ.items()
+           if k not in {"PYTHONPATH", "VIRTUAL_ENV"} and not k.startswith("PIP_")}
+    env["PIP_CONFIG_FILE"] = os.devnull   # no configured find-links: only what is installed
+    pip = [sys.executable, "-m", "pip"]
+
+    def resolve(versions: dict[str, str], name: str):
+        venv = tmp_path / name
+        _run([py, "-m", "venv", "--without-pip", str(venv)], env=env)
+        site = next(venv.glob("lib/python*/site-packages"))
+        for dist, version in versions.items():
+            _stand_in(site, dist, version)
+        report = tmp_path / f"{name}.json"
+        out = subprocess.run(pip + ["--python", str(venv / "bin" / "python"), "install",
+                                    "--dry-run", "--no-index", "--report", str(report), str(wheel)],
+                             capture_output=True, text=True, env=env)
+        if out.returncode:
+            return None, out.stdout + out.stderr
+        return [m["metadata"]["name"] for m in json.loads(report.read_text())["install"]], ""
+
+    # torch, numpy and scipy at the oldest versions the ranges admit: only the wheel is added
+    installs, err = resolve(oldest, "oldest")
+    assert installs == ["weince"], (installs, err)
+    # a torch older than the range: pip would have to replace it (offline, it cannot)
+    installs, err = resolve({**oldest, "torch": "2.12.0"}, "too-old")
+    assert installs is None and "torch>=" in err, (installs, err)
+
+
+def test_wheel_installs_without_extras_and_runs_the_core(tmp_path, wheel):
     py = shutil.which("python3.11")
     if py is None:
         pytest.skip("python3.11 not on PATH (needed for a fresh virtual environment)")
-    # the wheel of this checkout (no build isolation: setuptools/wheel of the test environment)
-    wheels = tmp_path / "dist"
-    _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-          "-w", str(wheels), str(ROOT)])
-    (wheel,) = wheels.glob("weince-*.whl")
     venv = tmp_path / "venv"
     _run([py, "-m", "venv", "--without-pip", str(venv)])
     vpy = venv / "bin" / "python"

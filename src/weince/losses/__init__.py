@@ -1,6 +1,6 @@
 """Losses: InfoNCE, WEINCE, the authors' recipe terms, and a name -> module registry.
 
-Functional API (SPEC 3.5)::
+Functional API (``docs/method.md`` has the method, ``docs/using-the-loss.md`` advice)::
 
     from weince.losses import info_nce, weince
     loss = info_nce(sim, targets, mask=None, tau=0.5)
@@ -25,6 +25,7 @@ _HOMES = {
     "build_loss": "modules", "register_loss": "modules",
     "fit_batch_beta": "recipe", "topm_softmax": "recipe", "topm_weibull": "recipe",
     "tail_size": "weince", "weince": "weince", "weince_statistics": "weince",
+    "ShortTailWarning": "weince",
 }
 
 
@@ -63,5 +64,5 @@ __all__ = [
     "info_nce", "weince", "weince_statistics", "tail_size", "pair_similarities",
     "topm_softmax", "topm_weibull", "fit_batch_beta",
     "InfoNCELoss", "WEINCELoss", "WEINCERecipeLoss", "WEINCERecipeNoWeibLoss", "InfoNCETopMLoss",
-    "LOSSES", "build_loss", "register_loss",
+    "LOSSES", "build_loss", "register_loss", "ShortTailWarning",
 ]

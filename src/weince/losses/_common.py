@@ -183,17 +183,36 @@ def unit_rows(z: torch.Tensor) -> torch.Tensor:
 
 
 def pair_similarities(z1: torch.Tensor, z2: torch.Tensor, layout: Layout = "simclr"):
-    """Cosine similarities of two views in the generic ``(sim, targets, mask)`` form.
+    """Cosine similarities of two views in the generic ``(sim, targets, mask)`` form that
+    :func:`weince.losses.info_nce` and :func:`weince.losses.weince` take
+    (``docs/method.md``, "Notation").
 
     Args:
-        z1, z2: ``(N, d)`` embeddings of the two views (normalised here).
-        layout: ``"simclr"``: ``Z = cat(z1, z2)`` ``(2N, d)``, ``sim = Z Z^T`` ``(2N, 2N)``,
-            the diagonal masked, positive of row ``i`` is ``i + N`` (mod ``2N``), ``K = 2N - 2``
-            (NT-Xent). ``"pairs"``: ``sim = z1 z2^T`` ``(N, N)``, positive on the diagonal,
-            no mask, ``K = N - 1`` (SimCSE, dual encoders).
+        z1, z2: ``(N, d)`` embeddings of the two views, any floating dtype, ``N >= 2``
+            (normalised to unit length here; a gradient flows back to them).
+        layout: ``"simclr"`` (default): ``Z = cat(z1, z2)`` ``(2N, d)``, ``sim = Z Z^T``
+            ``(2N, 2N)``, the diagonal masked, positive of row ``i`` is ``i + N``
+            (mod ``2N``), ``K = 2N - 2`` (NT-Xent). ``"pairs"``: ``sim = z1 z2^T``
+            ``(N, N)``, positive on the diagonal, no mask, ``K = N - 1`` (SimCSE, dual
+            encoders).
 
     Returns:
-        ``(sim, targets, mask)``; ``mask`` is ``None`` for ``"pairs"``.
+        ``(sim, targets, mask)``: ``sim`` ``(B, C)`` in ``z1``'s dtype, ``targets``
+        ``(B,)`` int64, ``mask`` ``(B, C)`` bool, or ``None`` for ``"pairs"``.
+
+    Raises:
+        ValueError: views that are not floating ``(N, d)`` tensors of one shape with
+            ``N >= 2`` and ``d >= 1``, or an unknown ``layout``.
+
+    Example:
+        >>> import torch
+        >>> from weince.losses import pair_similarities
+        >>> sim, targets, mask = pair_similarities(torch.randn(3, 5), torch.randn(3, 5))
+        >>> sim.shape, targets.tolist(), mask.diagonal().any().item()
+        (torch.Size([6, 6]), [3, 4, 5, 0, 1, 2], False)
+        >>> sim, targets, mask = pair_similarities(torch.randn(3, 5), torch.randn(3, 5), "pairs")
+        >>> sim.shape, targets.tolist(), mask
+        (torch.Size([3, 3]), [0, 1, 2], None)
     """
     check_views(z1, z2)
     if layout not in LAYOUTS:

@@ -197,6 +197,7 @@ class HCLLoss(_TwoViewLoss):
         tau: temperature. layout: ``"simclr"`` or ``"pairs"`` (see
             :func:`weince.losses.pair_similarities`).
         beta: hardness concentration ``>= 0``. tau_plus: class prior in ``[0, 1)``.
+        gather_distributed: as in :class:`weince.losses.InfoNCELoss`.
 
     ``forward(z1, z2)`` with ``z1, z2`` ``(N, d)`` (normalised inside) returns the scalar
     loss; ``last_stats["hcl_floor_frac"]`` is the fraction of rows whose corrected negative
@@ -204,8 +205,8 @@ class HCLLoss(_TwoViewLoss):
     """
 
     def __init__(self, tau: float = 0.5, layout: str = "simclr", *, beta: float = 1.0,
-                 tau_plus: float = 0.1):
-        super().__init__(tau, layout)
+                 tau_plus: float = 0.1, gather_distributed: bool = False):
+        super().__init__(tau, layout, gather_distributed=gather_distributed)
         _check_hcl_args(beta, tau_plus)
         self.beta, self.tau_plus = float(beta), float(tau_plus)
 
@@ -242,8 +243,9 @@ class DCLWLoss(DCLLoss):
     ``sigma`` (default 0.5) on each positive term; see :func:`dcl`. ``last_stats`` holds
     the smallest and largest weight of the batch."""
 
-    def __init__(self, tau: float = 0.5, layout: str = "simclr", *, sigma: float = 0.5):
-        super().__init__(tau, layout)
+    def __init__(self, tau: float = 0.5, layout: str = "simclr", *, sigma: float = 0.5,
+                 gather_distributed: bool = False):
+        super().__init__(tau, layout, gather_distributed=gather_distributed)
         _check_sigma(sigma)
         if sigma is None:
             raise ValueError("DCLWLoss needs a positive sigma; use the 'dcl' loss for no weight")

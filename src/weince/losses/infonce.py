@@ -1,4 +1,4 @@
-"""InfoNCE (NT-Xent with SimCLR views): SPEC section 2."""
+"""InfoNCE (NT-Xent with SimCLR views): ``docs/method.md``, "InfoNCE"."""
 
 from __future__ import annotations
 
@@ -20,28 +20,41 @@ def info_nce(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None
              tau: float = 0.5, *, check: bool = True) -> torch.Tensor:
     """InfoNCE: mean over rows of the cross-entropy of ``sim / tau`` over the valid columns.
 
+    The baseline that WEINCE corrects (``docs/method.md``, "InfoNCE"); the softmax of
+    ``s / tau`` is the choice model of scores with additive Gumbel noise.
+
     Args:
-        sim: ``(B, C)`` cosine similarities (row = anchor, column = candidate).
+        sim: ``(B, C)`` cosine similarities (row = anchor, column = candidate); any
+            floating dtype (computed in float32, or float64 for float64 input).
         targets: ``(B,)`` integer column of each row's positive.
-        mask: optional ``(B, C)`` boolean, ``False`` drops a column for that row.
-        tau: temperature, ``> 0``.
-        check: validate the tensors' contents (targets in range, valid positives, equal
-            negative counts); each such check reads a value back from the device, i.e. is a
-            host synchronisation. ``check=False`` keeps the free shape/dtype checks only, for
-            GPU loops whose batches are well formed by construction.
+        mask: optional ``(B, C)`` boolean, ``False`` drops a column for that row. Default
+            ``None``.
+        tau: temperature, a finite number ``> 0`` usable in ``sim``'s dtype. Default ``0.5``.
+        check: validate the tensors' contents (finite, targets in range, valid positives,
+            equal negative counts); each such check reads a value back from the device,
+            i.e. is a host synchronisation. ``check=False`` keeps the free shape/dtype
+            checks only, for GPU loops whose batches are well formed by construction.
+            Default ``True``.
 
     Returns:
-        Scalar loss (float32). With SimCLR views (``pair_similarities(z1, z2, "simclr")``)
-        this is NT-Xent exactly.
+        Scalar loss (float32; float64 for float64 input). With SimCLR views
+        (``pair_similarities(z1, z2, "simclr")``) this is NT-Xent exactly.
 
     Raises:
         ValueError: a ``tau`` that is not a finite positive number usable in ``sim``'s
-            dtype, a ``sim`` that is not a floating-point tensor, mismatched shapes, a masked-out positive, or rows with
-            unequal numbers of negatives.
+            dtype, a ``sim`` that is not a floating-point tensor, mismatched shapes, a
+            masked-out positive, or rows with unequal numbers of negatives.
 
     Example:
-        >>> sim, targets, mask = pair_similarities(z1, z2, "simclr")
-        >>> loss = info_nce(sim, targets, mask, tau=0.5)
+        >>> import torch
+        >>> from weince.losses import info_nce, pair_similarities
+        >>> _ = torch.manual_seed(0)
+        >>> sim, targets, mask = pair_similarities(torch.randn(8, 4), torch.randn(8, 4), "simclr")
+        >>> info_nce(sim, targets, mask, tau=0.5).shape
+        torch.Size([])
+        >>> sim = torch.tensor([[0.9, 0.2], [0.2, 0.9]])
+        >>> round(float(info_nce(sim, torch.tensor([0, 1]), tau=1.0)), 4)  # log(1 + e^-0.7)
+        0.4032
     """
     tau = check_tau(tau, getattr(sim, "dtype", None))
     if check:

@@ -1,13 +1,27 @@
-"""``nn.Module`` wrappers for two-view batches, and the name -> loss registry.
+"""``nn.Module`` losses for two-view batches, and the name -> loss registry.
 
 Every module takes ``z1, z2`` of shape ``(N, d)`` (normalised inside), builds the
 similarities for its ``layout`` (``"simclr"``: ``2N x 2N`` NT-Xent views; ``"pairs"``:
 ``N x N`` with the positive on the diagonal, as SimCSE), returns a scalar loss and keeps
 ``last_stats``: a dict of detached 0-d tensors for logging (``float(v)`` to read; no
 host synchronisation happens inside the loss). No module has a trainable parameter.
+``gather_distributed=True`` gathers the embeddings of every process (with gradient)
+before the loss, so that negatives and batch statistics cover the global batch.
 
+The method, its statistics and its options: ``docs/method.md``; advice for adopters:
+``docs/using-the-loss.md``.
+
+Example:
+    >>> import torch
+    >>> from weince.losses import build_loss
+    >>> _ = torch.manual_seed(0)
+    >>> z1 = torch.randn(32, 16, requires_grad=True)
+    >>> z2 = torch.randn(32, 16, requires_grad=True)
     >>> loss_fn = build_loss("weince", tau=0.5)
-    >>> loss = loss_fn(z1, z2); loss.backward()
+    >>> loss = loss_fn(z1, z2)
+    >>> loss.backward()
+    >>> loss.shape, z1.grad.shape
+    (torch.Size([]), torch.Size([32, 16]))
 """
 
 from __future__ import annotations
@@ -29,6 +43,7 @@ from weince.losses.recipe import (
     topm_softmax,
 )
 from weince.losses.weince import _weince, check_weince_args
+from weince.utils.distributed import gather_with_grad
 
 __all__ = ["InfoNCELoss", "WEINCELoss", "WEINCERecipeLoss", "WEINCERecipeNoWeibLoss",
            "InfoNCETopMLoss", "LOSSES", "register_loss", "build_loss"]
@@ -37,7 +52,23 @@ LOSSES: dict[str, type[nn.Module]] = {}
 
 
 def register_loss(name: str) -> Callable[[type[nn.Module]], type[nn.Module]]:
-    """Class decorator: make a loss module available to :func:`build_loss` by ``name``."""
+    """Class decorator: make a loss module available to :func:`build_loss` by ``name``.
+
+    Args:
+        name: the registry key (the ``loss.name`` of a training config).
+
+    Raises:
+        ValueError: ``name`` is already registered to another class.
+
+    Example:
+        >>> from weince.losses import LOSSES, InfoNCELoss, build_loss, register_loss
+        >>> @register_loss("my_infonce")
+        ... class MyInfoNCE(InfoNCELoss):
+        ...     pass
+        >>> type(build_loss("my_infonce", tau=0.2)).__name__
+        'MyInfoNCE'
+        >>> del LOSSES["my_infonce"]
+    """
     def deco(cls):
         if name in LOSSES and LOSSES[name] is not cls:
             raise ValueError(f"loss name {name!r} is already registered to {LOSSES[name].__name__}")
@@ -48,7 +79,36 @@ def register_loss(name: str) -> Callable[[type[nn.Module]], type[nn.Module]]:
 
 
 def build_loss(name: str, **kwargs) -> nn.Module:
-    """Instantiate a registered loss by name (training code picks losses from config)."""
+    """Instantiate a registered loss module by name (training code picks losses from config).
+
+    The names: ``"infonce"`` (:class:`InfoNCELoss`), ``"weince"`` (:class:`WEINCELoss`),
+    ``"weince_recipe"`` (:class:`WEINCERecipeLoss`, the authors' training recipe),
+    ``"weince_recipe_no_weib"`` (:class:`WEINCERecipeNoWeibLoss`), ``"infonce_topm"``
+    (:class:`InfoNCETopMLoss`), and the hard-negative baselines ``"hcl"``, ``"dcl"``,
+    ``"dclw"`` (:mod:`weince.losses.baselines`); ``LOSSES`` maps every name to its class.
+
+    Args:
+        name: a registered name (above, or one added with :func:`register_loss`).
+        **kwargs: the class's keyword arguments (``tau``, ``layout``,
+            ``gather_distributed``, and the loss's own options).
+
+    Returns:
+        The ``nn.Module``; call it as ``loss_fn(z1, z2)``.
+
+    Raises:
+        ValueError: an unknown ``name`` (the message lists the valid ones), or options the
+            class does not take or refuses.
+
+    Example:
+        >>> from weince.losses import build_loss
+        >>> loss_fn = build_loss("weince_recipe", tau=0.5, top_m=20)
+        >>> type(loss_fn).__name__, float(loss_fn.beta_t)
+        ('WEINCERecipeLoss', 4.0)
+        >>> build_loss("nce")
+        Traceback (most recent call last):
+        ...
+        ValueError: unknown loss 'nce'; valid names: [...]
+    """
     if name not in LOSSES:
         raise ValueError(f"unknown loss {name!r}; valid names: {sorted(LOSSES)}")
     try:
@@ -79,18 +139,39 @@ def _quantiles(x: torch.Tensor) -> dict[str, torch.Tensor]:
     return {"lambda_mean": x.mean(), "lambda_q10": q10, "lambda_q50": q50, "lambda_q90": q90}
 
 
+_GATHER_DOC = """gather_distributed: gather ``z1`` and ``z2`` from every process of the
+            default process group (``torch.distributed``, with gradient: see
+            :mod:`weince.utils.distributed`) before building the similarities, so that the
+            negatives, the statistics and ``last_stats`` cover the global batch; every
+            process then computes the same loss. Ranks may hold different ``N``. A no-op
+            when no process group is initialised. Default ``False``."""
+
+
 class _TwoViewLoss(nn.Module):
-    def __init__(self, tau: float = 0.5, layout: str = "simclr"):
+    def __init__(self, tau: float = 0.5, layout: str = "simclr", *,
+                 gather_distributed: bool = False):
         super().__init__()
         tau = check_tau(tau)
         if layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+        if gather_distributed and not torch.distributed.is_available():
+            raise ValueError("gather_distributed=True needs torch.distributed, which this "
+                             "PyTorch build does not have; pass gather_distributed=False")
         self.tau = tau
         self.layout = layout
+        self.gather_distributed = bool(gather_distributed)
         self.last_stats: dict[str, torch.Tensor] = {}
 
+    def views(self, z1: torch.Tensor, z2: torch.Tensor):
+        """``(z1, z2)``, gathered from every process when ``gather_distributed`` is set."""
+        if self.gather_distributed:
+            return gather_with_grad(z1, uneven=True), gather_with_grad(z2, uneven=True)
+        return z1, z2
+
     def similarities(self, z1: torch.Tensor, z2: torch.Tensor):
-        """``(sim, targets, mask)`` of the two views for this module's layout (SPEC section 1)."""
+        """``(sim, targets, mask)`` of the two views for this module's layout, as
+        :func:`weince.losses.pair_similarities` returns them (after the gather, if any)."""
+        z1, z2 = self.views(z1, z2)
         out = pair_similarities(z1, z2, self.layout)
         check_tau_dtype(self.tau, z1.dtype)  # Python arithmetic: no device work
         return out
@@ -98,34 +179,109 @@ class _TwoViewLoss(nn.Module):
     def batch(self, z1: torch.Tensor, z2: torch.Tensor):
         """``(sim, targets, invalid, K)``: as :meth:`similarities` with the mask's complement
         built directly, for the internal loss functions."""
+        z1, z2 = self.views(z1, z2)
         out = two_view_batch(z1, z2, self.layout)
         check_tau_dtype(self.tau, z1.dtype)
         return out
 
     def extra_repr(self) -> str:
-        return f"tau={self.tau}, layout={self.layout!r}"
+        extra = ", gather_distributed=True" if self.gather_distributed else ""
+        return f"tau={self.tau}, layout={self.layout!r}{extra}"
+
+
+_COMMON_ARGS = """tau: softmax temperature, a finite number ``> 0`` usable in the inputs' dtype
+            (the paper's lie in 0.05 .. 0.5). Default ``0.5``.
+        layout: ``"simclr"`` (default): the ``2N`` views ``cat(z1, z2)`` against each
+            other, the anchor itself masked, the other view of the same item the positive,
+            ``K = 2N - 2`` negatives per anchor (NT-Xent). ``"pairs"``: ``z1`` against
+            ``z2`` (``N x N``), positive on the diagonal, ``K = N - 1`` (SimCSE, dual
+            encoders). See :func:`weince.losses.pair_similarities`."""
+
+_SHAPES = """Shape:
+        - ``z1``, ``z2``: ``(N, d)`` embeddings of the two views, any floating dtype
+          (normalised to unit length inside), ``N >= 2``.
+        - output: ``()``, the scalar loss (float32; float64 for float64 input)."""
 
 
 @register_loss("infonce")
 class InfoNCELoss(_TwoViewLoss):
-    """InfoNCE / NT-Xent on two views (SPEC section 2)."""
+    """InfoNCE (NT-Xent) on two views: the baseline that WEINCE corrects.
+
+    The mean over anchors of the cross-entropy of the logits ``s_ij / tau`` over the
+    anchor's valid candidates, the positive as target (``docs/method.md``, "InfoNCE").
+    With ``layout="simclr"`` this is SimCLR's NT-Xent; :class:`WEINCELoss` with ``lam=0``
+    returns the same number bit for bit.
+
+    Args:
+        {common}
+        {gather}
+
+    {shapes}
+
+    ``last_stats`` stays empty (nothing to log).
+
+    Raises:
+        ValueError: a bad ``tau`` or ``layout`` (at construction), or views that are not
+            two floating ``(N, d)`` tensors of one shape with ``N >= 2`` (on call).
+
+    Example:
+        >>> import torch
+        >>> from weince.losses import InfoNCELoss
+        >>> _ = torch.manual_seed(0)
+        >>> z1, z2 = torch.randn(32, 16), torch.randn(32, 16)
+        >>> loss = InfoNCELoss(tau=0.5)(z1, z2)
+        >>> loss.shape
+        torch.Size([])
+    """
 
     def forward(self, z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor:
+        """The InfoNCE loss of the views ``z1``, ``z2`` (``(N, d)`` each): a 0-d tensor."""
         sim, targets, invalid, _ = self.batch(z1, z2)
         return _info_nce(sim, targets, invalid, self.tau)
 
 
 @register_loss("infonce_topm")
 class InfoNCETopMLoss(_TwoViewLoss):
-    """InfoNCE + ``w_soft * L_soft_topM``: isolates the recipe's softmax top-M term."""
+    """InfoNCE plus the recipe's softmax top-M term: isolates that term's effect.
 
-    def __init__(self, tau: float = 0.5, layout: str = "simclr", top_m: int = 50, w_soft: float = 0.5):
-        super().__init__(tau, layout)
+    ``InfoNCE + w_soft * L_soft_topM``, where ``L_soft_topM`` is the cross-entropy of
+    ``s / tau`` over the positive and the ``top_m`` most similar negatives of each anchor
+    (``docs/method.md``, "The authors' recipe"). The authors' WEINCE runs carry this term
+    and their InfoNCE baseline does not; this arm shows how much of a gain the term alone
+    gives.
+
+    Args:
+        {common}
+        top_m: number of hardest negatives in the top-M term, ``>= 1`` (``min(top_m, K)``
+            are used). Default ``50``.
+        w_soft: weight of the top-M term (any real; ``0`` is InfoNCE). Default ``0.5``.
+        {gather}
+
+    {shapes}
+
+    ``last_stats`` stays empty.
+
+    Raises:
+        ValueError: ``top_m < 1``, or as :class:`InfoNCELoss`.
+
+    Example:
+        >>> import torch
+        >>> from weince.losses import InfoNCETopMLoss
+        >>> _ = torch.manual_seed(0)
+        >>> z1, z2 = torch.randn(32, 16), torch.randn(32, 16)
+        >>> InfoNCETopMLoss(tau=0.5, top_m=10)(z1, z2).shape
+        torch.Size([])
+    """
+
+    def __init__(self, tau: float = 0.5, layout: str = "simclr", top_m: int = 50,
+                 w_soft: float = 0.5, *, gather_distributed: bool = False):
+        super().__init__(tau, layout, gather_distributed=gather_distributed)
         if top_m < 1:
             raise ValueError(f"top_m must be >= 1, got {top_m!r}")
         self.top_m, self.w_soft = int(top_m), float(w_soft)
 
     def forward(self, z1, z2):
+        """The loss of the views ``z1``, ``z2`` (``(N, d)`` each): a 0-d tensor."""
         sim, targets, invalid, K = self.batch(z1, z2)
         base = _info_nce(sim, targets, invalid, self.tau)
         with torch.no_grad():
@@ -134,16 +290,97 @@ class InfoNCETopMLoss(_TwoViewLoss):
         return base + self.w_soft * topm_softmax(sim, targets, None, self.tau, self.top_m, idx)
 
 
+_WEINCE_ARGS = """q: quantile of the cap proximity ``rho`` over the batch's anchors that sets
+            the pivot ``rho0``, in ``[0, 1]``. Default ``0.2``.
+        margin: the AIC difference at which the AIC gate is one half (finite). Default
+            ``2.0``.
+        kappa_rho: slope of the proximity gate, ``>= 0``. Default ``10.0``.
+        kappa_aic: slope of the AIC gate, ``>= 0``. Default ``1.0``.
+        tail_frac: share of an anchor's ``K`` negatives in its tail fit, ``> 0``.
+            Default ``0.10``.
+        min_tail: the smallest tail, ``>= 1``; the tail is
+            ``k = max(min_tail, round(tail_frac * K))``, at least 10 and at most ``K``.
+            A batch with ``K < min_tail`` negatives per anchor fits a shorter tail and
+            warns once per process (:class:`weince.losses.ShortTailWarning`); with
+            ``K < 3`` no fit is possible and ``lambda = 0`` (InfoNCE). Default ``32``.
+        eps: floor of the shortfalls ``1 - s``, in ``(0, 0.5)``. Default ``1e-6``.
+        beta: the Weibull exponent of the endpoint logit: ``"one"`` (default; the
+            authors' code) or ``"anchor"`` (the paper's printed formula: each anchor's
+            fitted Weibull slope, clamped to ``[beta_min, beta_max]``).
+        gate: ``"both"`` (default: the product of the two gates), ``"rho"`` or ``"aic"``
+            (one gate alone).
+        lam: ``None`` (default: the per-anchor blend weight) or a number in ``[0, 1]``
+            forced on every anchor (ablations; ``lam=0`` is InfoNCE exactly).
+        beta_min, beta_max: the clamp of ``beta="anchor"``, ``0 < beta_min <= beta_max``.
+            Defaults ``0.5``, ``16.0``."""
+
+_WEINCE_STATS = """After each call ``last_stats`` holds detached 0-d float64 tensors of the batch
+    (read with ``float(v)``; nothing in the loss waits for the device):
+
+    - ``lambda_mean``, ``lambda_q10``, ``lambda_q50``, ``lambda_q90``: the mean and the
+      10/50/90% quantiles of the blend weights ``lambda_i`` over the anchors (0: InfoNCE
+      for that anchor; 1: the endpoint logit alone);
+    - ``rho0``: the pivot of the proximity gate (the ``q``-quantile of ``rho``);
+    - ``daic_mean``: the mean AIC difference (positive favours the endpoint geometry);
+    - ``beta_w_mean``: the mean fitted Weibull slope of the anchors' tails."""
+
+
 @register_loss("weince")
 class WEINCELoss(_TwoViewLoss):
-    """WEINCE on two views (SPEC 3.1-3.3); keyword arguments as :func:`weince.losses.weince`."""
+    """WEINCE on two views: InfoNCE with a per-anchor Weibull endpoint correction.
+
+    From Erol et al., *When Softmax Fails at the Top: Extreme Value Corrections for
+    InfoNCE*, ICML 2026 (arXiv 2606.00262). Each anchor ``i`` gets a blend weight
+    ``lambda_i`` in ``[0, 1]`` from statistics of its hardest negatives, computed without
+    gradient (``docs/method.md``, "WEINCE" / "Per-anchor statistics"): how close its
+    nearest negative is to the similarity cap ``1``, relative to the batch, and whether a
+    Weibull (finite endpoint) line fits its tail better than a Gumbel one. The logits are
+
+        ``l_ij = (1 - lambda_i) * s_ij / tau + lambda_i * (-beta * log(1 - s_ij))``
+
+    and the loss is their mean cross-entropy with the positive as target
+    (``docs/method.md``, "The loss"). ``lambda = 0`` is InfoNCE exactly. No trainable
+    parameter. The authors' headline runs use :class:`WEINCERecipeLoss`, which adds two
+    top-M terms to this loss (``docs/using-the-loss.md`` on which to pick).
+
+    Args:
+        {common}
+        {weince}
+        {gather}
+
+    {shapes}
+
+    {stats}
+
+    Raises:
+        ValueError: an argument outside its range (at construction; the message names
+            it), or views that are not two floating ``(N, d)`` tensors of one shape with
+            ``N >= 2`` (on call).
+
+    Example:
+        >>> import torch
+        >>> from weince.losses import WEINCELoss
+        >>> _ = torch.manual_seed(0)
+        >>> z1 = torch.randn(64, 32, requires_grad=True)
+        >>> z2 = z1.detach() + 0.1 * torch.randn(64, 32)
+        >>> loss_fn = WEINCELoss(tau=0.5)
+        >>> loss = loss_fn(z1, z2)
+        >>> loss.backward()
+        >>> sorted(loss_fn.last_stats)
+        ['beta_w_mean', 'daic_mean', 'lambda_mean', 'lambda_q10', 'lambda_q50', 'lambda_q90', 'rho0']
+        >>> 0.0 <= float(loss_fn.last_stats["lambda_mean"]) <= 1.0
+        True
+        >>> infonce = InfoNCELoss(tau=0.5)(z1, z2)
+        >>> bool(WEINCELoss(tau=0.5, lam=0.0)(z1, z2) == infonce)
+        True
+    """
 
     def __init__(self, tau: float = 0.5, layout: str = "simclr", *, q: float = 0.2,
                  margin: float = 2.0, kappa_rho: float = 10.0, kappa_aic: float = 1.0,
                  tail_frac: float = 0.10, min_tail: int = 32, eps: float = 1e-6, beta: str = "one",
                  gate: str = "both", lam: float | None = None, beta_min: float = 0.5,
-                 beta_max: float = 16.0):
-        super().__init__(tau, layout)
+                 beta_max: float = 16.0, gather_distributed: bool = False):
+        super().__init__(tau, layout, gather_distributed=gather_distributed)
         check_weince_args(tau, q, margin, kappa_rho, kappa_aic, tail_frac, min_tail, eps, beta, gate,
                           lam, beta_min, beta_max)
         self.opts = dict(q=q, margin=margin, kappa_rho=kappa_rho, kappa_aic=kappa_aic,
@@ -151,8 +388,9 @@ class WEINCELoss(_TwoViewLoss):
                          lam=lam, beta_min=beta_min, beta_max=beta_max)
 
     def core(self, z1, z2, topk_extra: int = 0):
+        """``(loss, sim, targets, invalid, K, stats)``: the loss with what the recipe reuses."""
         sim, targets, invalid, K = self.batch(z1, z2)
-        half = z1.shape[0] if self.layout == "simclr" else None
+        half = sim.shape[0] // 2 if self.layout == "simclr" else None
         loss, stats = _weince(sim, targets, invalid, K, self.tau, return_stats=True,
                               topk_extra=topk_extra, half=half, **self.opts)
         # 0-d float64 tensors (read with float()); nothing here waits for the device
@@ -161,6 +399,8 @@ class WEINCELoss(_TwoViewLoss):
         return loss, sim, targets, invalid, K, stats
 
     def forward(self, z1, z2):
+        """The WEINCE loss of the views ``z1``, ``z2`` (``(N, d)`` each): a 0-d tensor;
+        updates ``last_stats``."""
         return self.core(z1, z2)[0]
 
     def extra_repr(self) -> str:
@@ -169,10 +409,59 @@ class WEINCELoss(_TwoViewLoss):
 
 @register_loss("weince_recipe")
 class WEINCERecipeLoss(WEINCELoss):
-    """The authors' training recipe (SPEC 3.4): WEINCE ``+ w_weib * L_weib_topM +
-    w_soft * L_soft_topM`` with a batch-level ``beta_t`` kept as an EMA in a buffer (saved in
-    ``state_dict``; updated in training mode only, before it is used for the batch, as the
-    official code does)."""
+    """The authors' training recipe: WEINCE plus two top-M terms with a batch exponent.
+
+    ``WEINCE + w_weib * L_weib_topM + w_soft * L_soft_topM`` (``docs/method.md``, "The
+    authors' recipe"): both extra terms are cross-entropies over the positive and the
+    ``top_m`` most similar negatives of each anchor, with logits ``s / tau`` (soft) and
+    ``-beta_t * log(1 - s)`` (Weibull). ``beta_t`` is one exponent for the whole batch,
+    kept as an exponential moving average in a buffer (saved in ``state_dict``): in
+    training mode each call first fits a line to the pooled tail of the batch's
+    negatives and, when the fit is accepted (positive slope, ``R^2 >= r2_min``), moves
+    ``beta_t`` towards the clamped slope; then the terms use it. In eval mode ``beta_t``
+    stays fixed. This is what the paper's headline WEINCE rows were trained with; its
+    InfoNCE baseline has neither extra term (``"infonce_topm"`` isolates one of them).
+
+    Args:
+        {common}
+        top_m: number of hardest negatives in the top-M terms, ``>= 1``. Default ``50``.
+        w_weib: weight of the Weibull top-M term. Default ``0.5``.
+        w_soft: weight of the softmax top-M term. Default ``0.5``.
+        beta_t_init: the starting value of ``beta_t``. Default ``4.0``.
+        momentum: EMA momentum ``m`` in ``[0, 1)``:
+            ``beta_t <- m * beta_t + (1 - m) * clamp(slope)``. Default ``0.9``.
+        r2_min: the least ``R^2`` of the pooled fit that updates ``beta_t``. Default ``0.85``.
+        beta_t_min, beta_t_max: the clamp of the fitted slope. Defaults ``0.5``, ``16.0``.
+        pool_min, pool_frac: the pooled fit keeps the
+            ``min(count, max(pool_min, int(pool_frac * count)))`` largest negative
+            similarities of the batch. Defaults ``1024``, ``0.05``.
+        **kwargs: the options of :class:`WEINCELoss` (``q``, ``margin``, ``kappa_rho``,
+            ``kappa_aic``, ``tail_frac``, ``min_tail``, ``eps``, ``beta``, ``gate``,
+            ``lam``, ``beta_min``, ``beta_max``, ``gather_distributed``).
+
+    {shapes}
+
+    ``last_stats``: the keys of :class:`WEINCELoss`, and ``beta_t`` (the exponent the
+    call used); in training mode also ``beta_hat`` (the batch's fitted slope) and
+    ``beta_r2`` (its ``R^2``).
+
+    Raises:
+        ValueError: ``top_m < 1``, ``momentum`` outside ``[0, 1)``, or as
+            :class:`WEINCELoss`.
+
+    Example:
+        >>> import torch
+        >>> from weince.losses import WEINCERecipeLoss
+        >>> _ = torch.manual_seed(0)
+        >>> z1 = torch.randn(64, 32, requires_grad=True)
+        >>> z2 = z1.detach() + 0.1 * torch.randn(64, 32)
+        >>> loss_fn = WEINCERecipeLoss(tau=0.5, top_m=20)
+        >>> loss_fn(z1, z2).backward()
+        >>> sorted(set(loss_fn.last_stats) - set(WEINCELoss(tau=0.5).last_stats))[:3]
+        ['beta_hat', 'beta_r2', 'beta_t']
+        >>> "beta_t" in loss_fn.state_dict()
+        True
+    """
 
     def __init__(self, tau: float = 0.5, layout: str = "simclr", *, top_m: int = 50,
                  w_weib: float = 0.5, w_soft: float = 0.5, beta_t_init: float = 4.0,
@@ -207,12 +496,14 @@ class WEINCERecipeLoss(WEINCELoss):
         self.last_stats.update(beta_hat=slope, beta_r2=r2)
 
     def forward(self, z1, z2):
+        """The recipe's loss of the views ``z1``, ``z2`` (``(N, d)`` each): a 0-d tensor;
+        in training mode updates ``beta_t`` first; updates ``last_stats``."""
         loss, sim, targets, invalid, K, stats = self.core(z1, z2, topk_extra=self.top_m)
         eps = self.opts["eps"]
         if self.training:  # the EMA step comes before beta_t is used, as in the official code
             k = pool_size(sim.shape[0] * K, self.pool_min, self.pool_frac)
             if stats["neg"] is None:  # CPU path: NumPy selection straight from sim
-                half = z1.shape[0] if self.layout == "simclr" else None
+                half = sim.shape[0] // 2 if self.layout == "simclr" else None
                 top = pooled_top_cpu(sim, k, targets, invalid, half)
             else:
                 top = torch.topk(stats["neg"].flatten(), k, sorted=True).values
@@ -250,8 +541,30 @@ class WEINCERecipeLoss(WEINCELoss):
 
 @register_loss("weince_recipe_no_weib")
 class WEINCERecipeNoWeibLoss(WEINCERecipeLoss):
-    """Ablation: the recipe without its Weibull top-M term (WEINCE + ``w_soft * L_soft_topM``)."""
+    """Ablation: the recipe without its Weibull top-M term (WEINCE + ``w_soft * L_soft_topM``).
+
+    Takes the arguments of :class:`WEINCERecipeLoss` (``w_weib`` is forced to ``0``);
+    ``last_stats`` as there.
+
+    Example:
+        >>> import torch
+        >>> from weince.losses import WEINCERecipeNoWeibLoss
+        >>> _ = torch.manual_seed(0)
+        >>> z1, z2 = torch.randn(32, 16), torch.randn(32, 16)
+        >>> WEINCERecipeNoWeibLoss(tau=0.5, top_m=10)(z1, z2).shape
+        torch.Size([])
+    """
 
     def __init__(self, tau: float = 0.5, layout: str = "simclr", **kwargs):
         kwargs["w_weib"] = 0.0
         super().__init__(tau, layout, **kwargs)
+
+
+def _fill_docs() -> None:
+    parts = dict(common=_COMMON_ARGS, gather=_GATHER_DOC, shapes=_SHAPES, weince=_WEINCE_ARGS,
+                 stats=_WEINCE_STATS)
+    for cls in (InfoNCELoss, InfoNCETopMLoss, WEINCELoss, WEINCERecipeLoss):
+        cls.__doc__ = cls.__doc__.format(**parts)
+
+
+_fill_docs()

@@ -1,9 +1,11 @@
 """WEINCE: the per-anchor blend of softmax logits and a Weibull endpoint-shortfall logit.
 
-Paper: Erol et al., *When Softmax Fails at the Top: Extreme Value Corrections for InfoNCE*,
-ICML 2026. Definitions follow the authors' official implementation (``shared/SPEC.md``
-section 3): for row ``i`` with blend weight ``lambda_i`` (online batch statistics, no
-gradient, no trainable parameter) the logit of candidate ``j`` is
+Paper: Erol, Evren, Ozel, Morgan, Ryu, Zheng, *When Softmax Fails at the Top: Extreme
+Value Corrections for InfoNCE*, ICML 2026 (arXiv 2606.00262). The definitions follow the
+behaviour of the authors' official implementation, with the paper's printed variant as an
+option (``docs/method.md``, "WEINCE"): for row ``i`` with blend weight ``lambda_i``
+(online batch statistics, no gradient, no trainable parameter) the logit of candidate
+``j`` is
 
     l_ij = (1 - lambda_i) * s_ij / tau + lambda_i * (-beta * log(1 - min(s_ij, 1 - eps)))
 
@@ -14,6 +16,7 @@ and the loss is the mean cross-entropy of ``l_i`` with the positive as target.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Literal
 
 import numpy as np
@@ -22,19 +25,51 @@ import torch.nn.functional as F
 
 from weince.losses._common import cached, check_batch, check_tau, cpu_selection, invert, negative_values, upcast
 
-__all__ = ["weince", "tail_size", "weince_statistics", "GATES", "BETAS"]
+__all__ = ["weince", "tail_size", "weince_statistics", "GATES", "BETAS", "ShortTailWarning"]
 
 GATES = ("both", "rho", "aic")
 BETAS = ("one", "anchor")
 
 
 def tail_size(K: int, tail_frac: float = 0.10, min_tail: int = 32) -> int:
-    """SPEC 3.1 step 1: ``k = max(min_tail, round(tail_frac*K))``, then ``min(k, K)``,
-    ``max(10, k)``, ``min(k, K)``."""
+    """The number ``k`` of hardest negatives in an anchor's tail fit (``docs/method.md``,
+    "Per-anchor statistics"): ``max(min_tail, round(tail_frac * K))``, then at most ``K``,
+    at least 10, at most ``K``.
+
+    Example:
+        >>> from weince.losses import tail_size
+        >>> tail_size(510), tail_size(5000), tail_size(14)
+        (51, 500, 14)
+    """
     k = max(int(min_tail), int(round(tail_frac * K)))
     k = min(k, K)
     k = max(10, k)
     return min(k, K)
+
+
+class ShortTailWarning(UserWarning):
+    """A batch gives each anchor fewer negatives ``K`` than the configured ``min_tail``:
+    the tail fit runs on all ``K`` of them (or, below 3, not at all: ``lambda = 0``).
+    Issued once per process; silence it with
+    ``warnings.simplefilter("ignore", ShortTailWarning)``."""
+
+
+_SHORT_TAIL_WARNED = False
+
+
+def _warn_short_tail(K: int, k: int, min_tail: int) -> None:
+    """Warn once per process that the tail is shorter than ``min_tail`` (Python ints only:
+    no device work; nothing inside a compiled graph)."""
+    global _SHORT_TAIL_WARNED
+    if _SHORT_TAIL_WARNED or torch.compiler.is_compiling():
+        return
+    _SHORT_TAIL_WARNED = True
+    what = (f"the tail fit uses all k={k} of them" if k - max(1, k // 20) >= 2 else
+            "that is too few for a tail fit, so lambda = 0 (InfoNCE) for every anchor")
+    warnings.warn(f"WEINCE: each anchor has K={K} negatives, fewer than min_tail={min_tail}; "
+                  f"{what}. The tail statistics need larger batches (K = 2N - 2 for the "
+                  f"'simclr' layout, N - 1 for 'pairs'; see docs/using-the-loss.md) or a "
+                  f"smaller min_tail. Shown once per process.", ShortTailWarning, stacklevel=4)
 
 
 def check_weince_args(tau, q, margin, kappa_rho, kappa_aic, tail_frac, min_tail, eps, beta,
@@ -137,9 +172,29 @@ def weince_statistics(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tens
                       q: float = 0.2, margin: float = 2.0, kappa_rho: float = 10.0,
                       kappa_aic: float = 1.0, tail_frac: float = 0.10, min_tail: int = 32,
                       eps: float = 1e-6, gate: str = "both", check: bool = True) -> dict:
-    """Per-anchor statistics of SPEC 3.1 (no gradient), as ``weince(..., return_stats=True)``
-    returns them: ``(B,)`` tensors ``lambda``, ``rho``, ``daic``, ``beta_w``; ``rho0``, ``k``, ``n``.
-    ``check``: as in :func:`weince`."""
+    """WEINCE's per-anchor statistics of a batch, without the loss (no gradient).
+
+    The same numbers as ``weince(..., return_stats=True)`` returns (``docs/method.md``,
+    "Per-anchor statistics"); arguments and shapes as in :func:`weince`.
+
+    Returns:
+        A dict: ``(B,)`` float32 tensors ``lambda`` (blend weight in ``[0, 1]``), ``rho``
+        (cap proximity ``1 - max negative``, at least ``eps``), ``daic`` (AIC of the Gumbel
+        line minus AIC of the Weibull line) and ``beta_w`` (Weibull slope); the 0-d tensor
+        ``rho0`` (the pivot); the ints ``k`` (tail size) and ``n`` (points in the fits).
+
+    Raises:
+        ValueError: as :func:`weince`.
+
+    Example:
+        >>> import torch
+        >>> from weince.losses import pair_similarities, weince_statistics
+        >>> _ = torch.manual_seed(0)
+        >>> sim, targets, mask = pair_similarities(torch.randn(64, 8), torch.randn(64, 8))
+        >>> st = weince_statistics(sim, targets, mask)
+        >>> st["lambda"].shape, st["k"], st["n"]
+        (torch.Size([128]), 32, 31)
+    """
     check_weince_args(0.5, q, margin, kappa_rho, kappa_aic, tail_frac, min_tail, eps, "one", gate,
                       None, 0.5, 16.0)
     K = check_batch(sim, targets, mask, sync=check)
@@ -174,6 +229,8 @@ def _statistics(sim: torch.Tensor, targets: torch.Tensor, invalid: torch.Tensor 
     s = sim if sim.dtype in (torch.float32, torch.float64) else sim.float()
     B = s.shape[0]
     k = tail_size(K, tail_frac, min_tail)
+    if K < min_tail:
+        _warn_short_tail(K, k, int(min_tail))
     width = max(k, min(topk_extra, K))
     if cpu_selection(s):
         top_vals, top_idx = _top_negatives_cpu(s, targets, invalid, width,
@@ -302,31 +359,53 @@ def weince(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None =
            beta: Literal["one", "anchor"] = "one", gate: Literal["both", "rho", "aic"] = "both",
            lam: float | None = None, return_stats: bool = False, beta_min: float = 0.5,
            beta_max: float = 16.0, check: bool = True, num_negatives: int | None = None):
-    """WEINCE loss (SPEC section 3).
+    """The WEINCE loss of a batch of similarities (the functional form of ``WEINCELoss``).
+
+    From Erol et al., *When Softmax Fails at the Top: Extreme Value Corrections for
+    InfoNCE*, ICML 2026 (arXiv 2606.00262); ``docs/method.md``, "WEINCE". Per row ``i``,
+    without gradient: the ``k`` hardest negatives' shortfalls ``1 - s`` give a Weibull and
+    a Gumbel line (their AIC difference ``daic``) and the cap proximity ``rho``; the blend
+    weight is ``lambda_i = sigmoid(kappa_rho (log rho0 - log rho_i)) * sigmoid(kappa_aic
+    (daic_i - margin))``. The logits ``(1 - lambda_i) s_ij / tau + lambda_i (-beta
+    log(1 - s_ij))`` go into a cross-entropy with the positive as target, averaged over
+    rows. ``lambda = 0`` is :func:`info_nce` exactly.
 
     Args:
-        sim: ``(B, C)`` cosine similarities (row = anchor, column = candidate); any float
-            dtype (statistics and logits are computed in float32/float64).
-        targets: ``(B,)`` column of each row's positive.
-        mask: optional ``(B, C)`` boolean of valid candidates; every row must keep its
-            positive and the same number ``K`` of negatives.
-        tau: temperature of the softmax part.
-        q: quantile of ``rho`` over rows that sets the pivot ``rho0``.
-        margin, kappa_rho, kappa_aic: gate offsets and slopes.
-        tail_frac, min_tail: tail size ``k`` (SPEC 3.1 step 1).
-        eps: floor of shortfalls and of ``1 - s`` in the Weibull logit.
-        beta: ``"one"`` (official code, ``beta = 1``) or ``"anchor"`` (paper's printed
-            formula: per-anchor Weibull slope clamped to ``[beta_min, beta_max]``).
-        gate: ``"both"`` (product of the two sigmoids), ``"rho"`` or ``"aic"``.
-        lam: force every row's ``lambda`` (ablations); ``lam=0`` equals :func:`info_nce`.
-        return_stats: also return the statistics.
-        check: validate the tensors' contents (targets in range, a valid positive, equal
-            negative counts). These checks read values back from the device, i.e. each is a
-            host synchronisation; ``check=False`` skips them (shapes and dtypes are still
-            checked, which costs nothing) for a GPU loop whose batches are known to be well
-            formed, e.g. from :func:`weince.losses.pair_similarities`. With a ``mask`` the
-            tail size needs ``K`` as a Python number: pass ``num_negatives=K`` (``2N - 2``
-            for SimCLR views) too, or ``K`` is read from the mask's first row (one sync).
+        sim: ``(B, C)`` cosine similarities (row = anchor, column = candidate), in
+            ``[-1, 1]``; any floating dtype (statistics and logits are computed in float32,
+            or float64 for float64 input).
+        targets: ``(B,)`` integer column of each row's positive.
+        mask: optional ``(B, C)`` boolean of valid candidates (``False`` drops a column for
+            that row); every row must keep its positive and the same number ``K`` of
+            negatives. Default ``None`` (every column valid).
+        tau: softmax temperature, finite, ``> 0``. Default ``0.5``.
+        q: quantile of ``rho`` over rows that sets the pivot ``rho0``, in ``[0, 1]``.
+            Default ``0.2``.
+        margin: AIC difference at which the AIC gate is one half (finite). Default ``2.0``.
+        kappa_rho, kappa_aic: slopes of the two gates, ``>= 0``. Defaults ``10.0``, ``1.0``.
+        tail_frac, min_tail: tail size ``k = max(min_tail, round(tail_frac * K))``, at
+            least 10, at most ``K``; ``tail_frac > 0``, ``min_tail >= 1``. Defaults
+            ``0.10``, ``32``. ``K < min_tail`` warns once per process
+            (:class:`ShortTailWarning`); ``K < 3`` gives ``lambda = 0``.
+        eps: floor of the shortfalls and of ``1 - s`` in the Weibull logit, in
+            ``(0, 0.5)``. Default ``1e-6``.
+        beta: ``"one"`` (default; the official code, ``beta = 1``) or ``"anchor"`` (the
+            paper's printed formula: each row's Weibull slope clamped to
+            ``[beta_min, beta_max]``).
+        gate: ``"both"`` (default; product of the two gates), ``"rho"`` or ``"aic"``.
+        lam: ``None`` (default) or a number in ``[0, 1]`` forced on every row (ablations;
+            ``lam=0`` equals :func:`info_nce`).
+        return_stats: also return the statistics. Default ``False``.
+        beta_min, beta_max: clamp of ``beta="anchor"``, ``0 < beta_min <= beta_max``.
+            Defaults ``0.5``, ``16.0``.
+        check: validate the tensors' contents (finite, targets in range, a valid positive,
+            equal negative counts). These checks read values back from the device, i.e.
+            each is a host synchronisation; ``check=False`` skips them (shapes and dtypes
+            are still checked, which costs nothing) for a GPU loop whose batches are known
+            to be well formed, e.g. from :func:`weince.losses.pair_similarities`. With a
+            ``mask`` the tail size needs ``K`` as a Python number: pass
+            ``num_negatives=K`` (``2N - 2`` for SimCLR views) too, or ``K`` is read from
+            the mask's first row (one sync). Default ``True``.
         num_negatives: ``K``, the number of negatives of every row (see ``check``).
 
     Returns:
@@ -334,14 +413,25 @@ def weince(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None =
         ``lambda``, ``rho``, ``daic``, ``beta_w`` and scalars ``rho0``, ``k``, ``n``.
 
     Raises:
-        ValueError: bad arguments (``tau <= 0``, ``q`` outside ``[0, 1]``, unknown
-            ``beta``/``gate``), mismatched shapes, a masked-out positive, unequal negative
-            counts.
+        ValueError: an argument outside its range (the message names it), a ``sim`` that
+            is not a 2-D floating tensor, mismatched shapes, and, with ``check=True``,
+            non-finite similarities, targets out of range, a masked-out positive, or
+            unequal negative counts.
 
     Example:
-        >>> sim, targets, mask = pair_similarities(z1, z2, "simclr")
+        >>> import torch
+        >>> from weince.losses import info_nce, pair_similarities, weince
+        >>> _ = torch.manual_seed(0)
+        >>> z1 = torch.randn(64, 16, requires_grad=True)
+        >>> sim, targets, mask = pair_similarities(z1, z1.detach() + 0.1 * torch.randn(64, 16))
+        >>> sim.shape, targets.shape, mask.shape
+        (torch.Size([128, 128]), torch.Size([128]), torch.Size([128, 128]))
         >>> loss, stats = weince(sim, targets, mask, tau=0.5, return_stats=True)
-        >>> stats["lambda"].mean()
+        >>> loss.backward()
+        >>> stats["lambda"].shape, stats["k"]
+        (torch.Size([128]), 32)
+        >>> bool(weince(sim, targets, mask, lam=0.0) == info_nce(sim, targets, mask))
+        True
     """
     tau = check_tau(tau, getattr(sim, "dtype", None))
     check_weince_args(tau, q, margin, kappa_rho, kappa_aic, tail_frac, min_tail, eps, beta, gate,

@@ -152,6 +152,9 @@ def resolve_config(cfg: SimCLRConfig | dict) -> SimCLRConfig:
         raise ValueError(f"unknown backbone {cfg.backbone!r}; valid: {', '.join(BACKBONES)}")
     if cfg.loss not in LOSSES:
         raise ValueError(f"unknown loss {cfg.loss!r}; valid: {', '.join(sorted(LOSSES))}")
+    if "gather_distributed" in cfg.loss_kwargs:   # twice would repeat every process's rows
+        raise ValueError("loss_kwargs.gather_distributed: the training loop already gathers the "
+                         "embeddings of every process; remove the key from the config")
     spec = DATASETS[name]
     if cfg.channels is not None and cfg.channels != spec.channels:
         raise ValueError(f"channels={cfg.channels} but {name} has {spec.channels}; "

@@ -127,6 +127,9 @@ class SimCSEConfig:
         from weince.losses import LOSSES
         if self.loss not in LOSSES:
             raise ValueError(f"unknown loss {self.loss!r}; valid names: {sorted(LOSSES)}")
+        if "gather_distributed" in self.loss_kwargs:  # twice would repeat every process's rows
+            raise ValueError("loss_kwargs.gather_distributed: the training loop already gathers "
+                             "the embeddings of every process; remove the key from the config")
         if self.device != "auto" and not self.device.startswith(("cpu", "cuda")):
             raise ValueError(f"device must be 'auto', 'cpu' or 'cuda[:i]', got {self.device!r}")
 
