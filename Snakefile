@@ -11,7 +11,7 @@ image (config key `container`).
 
 from snakemake.utils import min_version, validate
 
-from weince.pipeline.config import check_config, set_run_environment
+from weince.pipeline.config import check_config, retype_overrides, set_run_environment
 from weince.pipeline.rehearsal import prepare_config
 from weince.pipeline import warm
 
@@ -22,10 +22,12 @@ configfile: "config/config.yaml"
 
 
 # one profile = one config file; unknown keys and bad values stop here, naming the file
+# (--config values, nested ones typed as YAML like the top-level ones, are named as such)
 check_config(
     config,
     "workflow/schemas/config.schema.yaml",
     [*workflow.configfiles, *(workflow.overwrite_configfiles or [])],
+    command_line=retype_overrides(config, workflow.config_settings.config),
 )
 validate(config, "workflow/schemas/config.schema.yaml", set_default=True)
 # {data_root} placeholders; a rehearsal on a machine without a GPU: CPU sizes, no GPU jobs
