@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from weince.utils.diskspace import atomic_write
 from weince.utils.provenance import jsonable, provenance
 
 __all__ = ["write_json", "read_json", "ResultSchemaError", "InvalidResultError", "load_result",
@@ -39,10 +40,8 @@ def write_json(path: str | os.PathLike, data: dict[str, Any], *, cfg: Any = None
     payload = dict(jsonable(data))
     if add_provenance and "provenance" not in payload:
         payload["provenance"] = provenance(cfg, seed)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(payload, indent=2, sort_keys=False) + "\n")
-    os.replace(tmp, path)
-    return path
+    text = json.dumps(payload, indent=2, sort_keys=False) + "\n"
+    return atomic_write(path, lambda tmp: tmp.write_text(text), need=len(text.encode()))
 
 
 def read_json(path: str | os.PathLike) -> dict[str, Any]:
