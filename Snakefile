@@ -13,7 +13,8 @@ from snakemake.utils import min_version, validate
 
 from weince.pipeline.config import check_config, retype_overrides, set_run_environment
 from weince.pipeline.rehearsal import prepare_config
-from weince.pipeline import warm
+from weince.pipeline import preflight, warm
+from weince.pipeline.preflight import check_data
 
 min_version("9.0")
 
@@ -34,6 +35,8 @@ validate(config, "workflow/schemas/config.schema.yaml", set_default=True)
 prepare_config(config)
 # offline: HF_HUB_OFFLINE=1 for every job and the warm server (transformers reads it at import)
 set_run_environment(config)
+# the data sets the profile reads: each missing path and how to obtain it, before planning
+check_data(config)
 
 
 container: config["container"]
@@ -55,6 +58,10 @@ include: "workflow/rules/rehearsal.smk"
 
 # warm_start: jobs fork from one process that imported torch once (weince.pipeline.warm)
 onstart:
+    # no job of another live run in this profile's results; the disk space it needs, checked
+    preflight.on_start(
+        config, workflow.cores if workflow.local_exec else workflow.nodes
+    )
     if warm.wanted(config, workflow):
         warm.start_server(f".snakemake/log/weince-warm-{config['profile']}.log")
 
