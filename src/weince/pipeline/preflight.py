@@ -138,13 +138,13 @@ PER_RUN = 2_000_000                   # JSON results, logs, benchmarks, figures 
 
 def _vision_model(backbone: str, image_size: int, channels: int, run: Mapping[str, Any]
                   ) -> tuple[int, int, int]:
-    """(parameters, backbone feature size, head size) of the SimCLR model, built on the
-    meta device (no memory)."""
+    """(parameters, backbone feature size, head size) of the SimCLR model (built once on
+    the CPU: the meta device would import a good part of torch first)."""
     import torch
 
     from weince.models import build_simclr_model
 
-    with torch.device("meta"):
+    with torch.no_grad():
         m = build_simclr_model(backbone, image_size, channels,
                                hidden_dim=run.get("proj_hidden"),
                                out_dim=int(run.get("proj_dim", 128)))
