@@ -32,7 +32,7 @@ def _no_tmp(folder: Path) -> None:
 
 def _check(err, path: Path, need: bool = True) -> None:
     msg = str(err.value)
-    assert str(path) in msg and "no space left" in msg and "free in" in msg, msg
+    assert str(path) in msg and "no space left" in msg and "were free in" in msg, msg
     assert ("needs about" in msg) == need, msg
     assert "\n" not in msg and "unexpected pos" not in msg
     assert is_disk_full(err.value)

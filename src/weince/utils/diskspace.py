@@ -98,18 +98,22 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Path], Any], *,
     path = Path(path)
     tmp = Path(tmp) if tmp is not None else path.with_name(path.name + ".tmp")
     path.parent.mkdir(parents=True, exist_ok=True)
+    free = None
     try:
+        # the free space before the write: after a failed one the writer (torch's) may
+        # still hold the partial file open, its blocks not yet given back
+        free = free_bytes(path.parent)
         write(tmp)
         os.replace(tmp, path)
     except BaseException as err:
         _remove(tmp)
         if not is_disk_full(err):
             raise
-        free = free_bytes(path.parent)
         needs = f"needs about {human_bytes(need)}, " if need else ""
+        left = f"{human_bytes(free)} were free" if free is not None else "free space unknown"
         raise DiskFullError(
             errno.ENOSPC,
-            f"{path}: no space left on the device while writing it ({needs}"
-            f"{human_bytes(free)} free in {path.parent}); free space there (or point "
+            f"{path}: no space left on the device while writing it ({needs}{left} in "
+            f"{path.parent}); free space there (or point "
             f"`results:` at a larger disk) and re-run; no partial file was left") from None
     return path
