@@ -140,3 +140,12 @@ def test_a_live_writer_in_the_profiles_results_stops_a_second_run(tmp_path):
         p.kill()
         p.wait()
     check_no_live_writers(cfg)
+
+
+def test_the_skip_variable_plans_without_the_data(tmp_path, monkeypatch):
+    cfg = profile("paper.yaml", data_root=str(tmp_path / "none"))
+    monkeypatch.setenv("WEINCE_SKIP_PREFLIGHT", "1")
+    check_data(cfg)                       # counting the jobs of a profile needs no data
+    monkeypatch.delenv("WEINCE_SKIP_PREFLIGHT")
+    with pytest.raises(DataMissingError, match="WEINCE_SKIP_PREFLIGHT=1 plans without"):
+        check_data(cfg)

@@ -12,6 +12,9 @@
   this profile's results (:mod:`weince.utils.runlock`), e.g. after ``snakemake --unlock``
   of a run that is still going.
 
+``WEINCE_SKIP_PREFLIGHT=1`` skips them all (to plan a profile without its data, e.g. to
+count its jobs; or when the disk estimate is wrong).
+
     from weince.pipeline.preflight import check_data, space_needed
     check_data(config)                 # DataMissingError naming each missing path
     space_needed(config, parallel=2)   # {"peak": bytes, "final": ..., "lines": [...]}
@@ -118,12 +121,16 @@ def missing_data(cfg: Mapping[str, Any]) -> list[str]:
 
 
 def check_data(cfg: Mapping[str, Any]) -> None:
-    """Raise :class:`DataMissingError` listing every missing data file of the profile."""
+    """Raise :class:`DataMissingError` listing every missing data file of the profile
+    (``WEINCE_SKIP_PREFLIGHT=1``: plan without them, e.g. to count a profile's jobs)."""
+    if os.environ.get("WEINCE_SKIP_PREFLIGHT"):
+        return
     gone = missing_data(cfg)
     if gone:
         raise DataMissingError(
             f"profile {cfg.get('profile')!r} reads data that are not on disk (nothing was "
-            f"planned):\n  - " + "\n  - ".join(gone) + f"\nObtain them as said; or, {REHEARSE}.")
+            f"planned):\n  - " + "\n  - ".join(gone) + f"\nObtain them as said; or, {REHEARSE} "
+            f"(WEINCE_SKIP_PREFLIGHT=1 plans without the data, e.g. to count the jobs).")
 
 
 # ------------------------------------------------------------------ disk space
