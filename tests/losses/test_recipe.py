@@ -8,7 +8,7 @@ import torch
 from weince.losses._common import negative_values
 
 from weince.losses import (
-    InfoNCETopMLoss, WEINCERecipeLoss, build_loss, fit_batch_beta, info_nce, pair_similarities,
+    LOSSES, InfoNCETopMLoss, WEINCERecipeLoss, build_loss, fit_batch_beta, info_nce, pair_similarities,
     topm_softmax, topm_weibull, weince,
 )
 
@@ -129,7 +129,7 @@ _DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 
 
 @pytest.mark.parametrize("dtype", _DTYPES, ids=str)
-@pytest.mark.parametrize("name", sorted(__import__("weince.losses", fromlist=["LOSSES"]).LOSSES))
+@pytest.mark.parametrize("name", sorted(LOSSES))
 def test_every_loss_trains_a_step_in_every_dtype_on_cpu(name, dtype):
     """Inputs in the dtype itself, and a float32 forward under CPU autocast to it: a finite
     float32 loss and finite gradients. The recipe's NumPy top-k used to refuse bfloat16
