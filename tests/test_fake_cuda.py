@@ -171,6 +171,17 @@ def test_no_host_copy_or_read_per_step_after_warm_up(fake_cuda, arm):
     assert warm.reads == 0          # not even the first step reads a value
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("arm", ARMS)
+def test_every_arm_takes_every_dtype_on_the_device(fake_cuda, arm, dtype):
+    """Embeddings in float16/bfloat16 (as an autocast forward gives them): a float32 loss on
+    the device, the recipe's top-k included."""
+    loss_fn = build_loss(arm, tau=0.5).train()
+    z1, z2 = torch.randn(16, 8, dtype=dtype), torch.randn(16, 8, dtype=dtype)
+    loss = loss_fn(z1, z2)
+    assert loss.device.type == "cuda" and loss.dtype == torch.float32 and loss.shape == ()
+
+
 def test_feature_extraction_on_cuda(fake_cuda):
     from weince.eval.features import embed_images
 

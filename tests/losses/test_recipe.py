@@ -8,7 +8,7 @@ import torch
 from weince.losses._common import negative_values
 
 from weince.losses import (
-    InfoNCETopMLoss, WEINCERecipeLoss, build_loss, fit_batch_beta, info_nce, pair_similarities,
+    LOSSES, InfoNCETopMLoss, WEINCERecipeLoss, build_loss, fit_batch_beta, info_nce, pair_similarities,
     topm_softmax, topm_weibull, weince,
 )
 
@@ -122,3 +122,43 @@ def test_recipe_rejects_bad_options():
         WEINCERecipeLoss(momentum=1.0)
     with pytest.raises(ValueError, match="bad options"):
         build_loss("infonce", nonsense=1)
+
+
+# ---------------------------------------------------------------- every loss x dtype
+_DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+
+
+@pytest.mark.parametrize("dtype", _DTYPES, ids=str)
+@pytest.mark.parametrize("name", sorted(LOSSES))
+def test_every_loss_trains_a_step_in_every_dtype_on_cpu(name, dtype):
+    """Inputs in the dtype itself, and a float32 forward under CPU autocast to it: a finite
+    float32 loss and finite gradients. The recipe's NumPy top-k used to refuse bfloat16
+    (`Unsupported dtype in DLTensor`)."""
+    g = torch.Generator().manual_seed(3)
+    z1, z2 = torch.randn(64, 16, generator=g), torch.randn(64, 16, generator=g)
+    ref = build_loss(name, tau=0.5).train()(z1, z2)
+    a = z1.to(dtype).requires_grad_(True)
+    loss = build_loss(name, tau=0.5).train()(a, z2.to(dtype))
+    loss.backward()
+    assert loss.dtype == torch.float32 and torch.isfinite(loss)
+    assert a.grad is not None and torch.isfinite(a.grad.float()).all()
+    # the same batch rounded to the dtype: the loss moves by the rounding only
+    assert float(loss.detach()) == pytest.approx(float(ref.detach()), rel=0.05)
+    if dtype is torch.float32:
+        return
+    w = torch.nn.Linear(16, 16)
+    with torch.autocast("cpu", dtype=dtype):
+        out = build_loss(name, tau=0.5).train()(w(z1), w(z2))
+    out.backward()
+    assert out.dtype == torch.float32 and torch.isfinite(out)
+    assert torch.isfinite(w.weight.grad).all()
+
+
+def test_recipe_top_negatives_of_bf16_are_those_of_its_float32_copy():
+    from weince.losses.recipe import pooled_top_cpu
+
+    sim, t = power_tail_batch(3.0, B=16, C=64)
+    s16 = sim.bfloat16()
+    got = pooled_top_cpu(s16, 40, targets=t)
+    want = pooled_top_cpu(s16.float(), 40, targets=t)
+    assert got.dtype == torch.float64 and torch.equal(got, want)

@@ -56,8 +56,25 @@ def test_ours_is_the_paper_setting_else_the_closest_scale_model_row(fx):
     # C7: MiniLM on synthetic pairs only
     h7 = headline(res["C7"])
     assert not h7.paper_setting and h7.setting == "minilm / synthetic" and h7.n == 2
-    # a single timing file: a number and n = 1, no interval
-    assert headline(res["C8"]).text == "overhead +0.90%" and headline(res["C8"]).n == 1
+    # a single timing file: n = 1, with the interval over its timed steps
+    assert headline(res["C8"]).text == ("overhead +0.90% [+0.20, +1.40] (timed steps of one "
+                                        "run)") and headline(res["C8"]).n == 1
+
+
+def test_c8_without_an_interval_says_it_is_one_run(fx):
+    """A CPU overhead of one timing run ranged from -27% to +48% across identical runs: the
+    summary never prints it bare."""
+    import json
+
+    from weince.pipeline import layout
+
+    p = Path(layout.TIMING.format(results=fx["results"], profile=fx["profile"])) / "timing.json"
+    d = json.loads(p.read_text())
+    for arm in d["whole_step"]["losses"].values():
+        arm["overhead_ci"] = None
+    p.write_text(json.dumps(d))
+    h = headline(by_id(build_report(fx, with_figures=False))["C8"])
+    assert h.text == "overhead +0.90% (noise: n = 1)" and h.n == 1
 
 
 def test_no_interval_with_one_encoder(fx):

@@ -71,3 +71,47 @@ def test_finite_values_still_read(value, expect):
 def test_encoder_value_rejects_non_finite(value):
     with pytest.raises(InvalidResultError, match="f.json"):
         encoder_value(value, "f.json", "k")
+
+
+# ------------------------------------------------------------------ impossible values
+@pytest.mark.parametrize("bad", [150.0, -5.0])
+def test_an_impossible_accuracy_is_refused_not_tabled(fx, bad):
+    """A linear.json with test_acc 150 (or -5) used to print "gain +120.19 pts"."""
+    p = _linear(fx)
+    d = json.loads(p.read_text())
+    d["test_acc"] = bad
+    p.write_text(json.dumps(d))
+    with pytest.raises(InvalidResultError) as err:
+        build_report(fx, with_figures=False)
+    msg = str(err.value)
+    assert str(p) in msg and "'test_acc'" in msg and repr(bad) in msg and "[0, 100]" in msg
+
+
+def test_a_mean_that_contradicts_its_values_is_refused(fx):
+    p = _linear(fx)
+    d = json.loads(p.read_text())
+    d["test_acc"]["mean"] = 90.0          # the values say ~50
+    p.write_text(json.dumps(d))
+    with pytest.raises(InvalidResultError, match=r"'test_acc\.mean' = 90\.0 but the mean of "
+                                                 r"'test_acc\.values' is"):
+        build_report(fx, with_figures=False)
+
+
+def test_report_cli_refuses_an_impossible_value_in_one_line(fx, tmp_path, monkeypatch,
+                                                             capsys):
+    import yaml
+
+    from weince import cli
+
+    p = layout.run_dir(fx, layout.VisionRun("cifar100", "resnet18", "infonce", 7)) / "link.json"
+    d = json.loads(p.read_text())
+    d["fit"]["lam"] = 1.7
+    p.write_text(json.dumps(d))
+    cfg = tmp_path / "fx.yaml"
+    cfg.write_text(yaml.safe_dump(fx))
+    monkeypatch.delenv("WEINCE_DEBUG", raising=False)
+    monkeypatch.setattr("sys.argv", ["weince", "report", "--config", str(cfg), "--no-figures"])
+    assert cli.main() == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(p) in err[0] and "'fit.lam' = 1.7" in err[0]
+    assert "[0, 1]" in err[0]

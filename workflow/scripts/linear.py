@@ -8,7 +8,9 @@ with log_to(snakemake.log[0], resources=snakemake.resources,
 
     from weince.eval.linear import linear_probe
     from weince.utils import write_json
+    from weince.utils.runlock import hold_run_lock
 
+    hold_run_lock(snakemake.output[0])   # one writer per output file
     torch.set_num_threads(snakemake.threads)
     kwargs = {"device": snakemake.params.device, **snakemake.params.kwargs}
     result = linear_probe(snakemake.input[0], **kwargs)

@@ -14,6 +14,8 @@ import json
 from dataclasses import dataclass
 from typing import Literal, Optional
 
+from weince.utils.runlock import locks_output
+
 __all__ = ["LinearProbeConfig", "KNNConfig", "run_linear", "run_knn"]
 
 
@@ -58,6 +60,7 @@ def _provenance_cfg(cfg, feats_path, meta) -> dict:
             "encoder_cfg": (meta or {}).get("encoder_cfg")}
 
 
+@locks_output("out_path", parent=True)   # one writer per output file
 def run_linear(features_path, out_path, cfg: LinearProbeConfig | dict | None = None) -> dict:
     """Linear probe on a feature file; write ``out_path`` (JSON with provenance)."""
     from weince.eval.linear import linear_probe, load_features
@@ -73,6 +76,7 @@ def run_linear(features_path, out_path, cfg: LinearProbeConfig | dict | None = N
     return res
 
 
+@locks_output("out_path", parent=True)
 def run_knn(features_path, out_path, cfg: KNNConfig | dict | None = None) -> dict:
     """k-NN / recall@k on a feature file; write ``out_path`` (JSON with provenance)."""
     from weince.eval.knn import knn_eval

@@ -59,6 +59,9 @@ from typing import Callable
 import numpy as np
 import torch
 
+from weince.data.locations import (CIFAR, IN32_TRAIN, IN32_VAL, STL_FILES, find_imagenet32,
+                                   how_to_obtain)
+
 __all__ = ["ImageSet", "DatasetSpec", "DATASETS", "load_vision", "default_root", "stratified_split"]
 
 _SPLIT_SEED = 0
@@ -179,15 +182,8 @@ def _check_split(name: str, split: str, valid: tuple[str, ...]) -> None:
 
 
 # --------------------------------------------------------------------------- CIFAR
-_CIFAR = {
-    "cifar10": dict(folder="cifar-10-batches-py",
-                    train=[f"data_batch_{i}" for i in range(1, 6)], test=["test_batch"],
-                    meta="batches.meta", names_key="label_names", label_key="labels",
-                    num_classes=10, tv="CIFAR10"),
-    "cifar100": dict(folder="cifar-100-python", train=["train"], test=["test"], meta="meta",
-                     names_key="fine_label_names", label_key="fine_labels",
-                     num_classes=100, tv="CIFAR100"),
-}
+# the layouts on disk and how to obtain them: weince.data.locations (also the workflow's check)
+_CIFAR = CIFAR
 
 
 def _load_cifar(name: str, root: Path, split: str, download: bool) -> ImageSet:
@@ -202,11 +198,7 @@ def _load_cifar(name: str, root: Path, split: str, download: bool) -> ImageSet:
                                                    download=True)
         missing = [f for f in files if not f.exists()]
     if missing:
-        raise _missing(missing[0], name,
-                       f"Set `download: true` for this data set (torchvision fetches it into "
-                       f"{root}/) or extract the official python-version archive so that "
-                       f"{folder}/ holds {', '.join(info['train'] + info['test'])} and "
-                       f"{info['meta']}.")
+        raise _missing(missing[0], name, how_to_obtain(name, root))
     data, labels = [], []
     for f in files:
         entry = _unpickle(f)
@@ -222,8 +214,7 @@ def _load_cifar(name: str, root: Path, split: str, download: bool) -> ImageSet:
 
 
 # --------------------------------------------------------------------------- STL-10
-_STL_FILES = {"train": ("train_X.bin", "train_y.bin"), "test": ("test_X.bin", "test_y.bin"),
-              "unlabeled": ("unlabeled_X.bin", None)}
+_STL_FILES = STL_FILES
 
 
 def _read_stl(folder: Path, split: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -254,11 +245,7 @@ def _load_stl10(name: str, root: Path, split: str, download: bool) -> ImageSet:
         torchvision.datasets.STL10(str(root), split="train", download=True)
         missing = [f for f in needed if not f.exists()]
     if missing:
-        raise _missing(missing[0], name,
-                       f"Set `download: true` for this data set (torchvision fetches "
-                       f"stl10_binary.tar.gz into {root}/) or extract the official binary "
-                       f"archive so that {folder}/ holds train_X.bin, train_y.bin, test_X.bin, "
-                       f"test_y.bin and unlabeled_X.bin.")
+        raise _missing(missing[0], name, how_to_obtain(name, root))
     read = [_read_stl(folder, p) for p in parts]
     images = torch.cat([r[0] for r in read]) if len(read) > 1 else read[0][0]
     labels = torch.cat([r[1] for r in read]) if len(read) > 1 else read[0][1]
@@ -270,27 +257,14 @@ def _load_stl10(name: str, root: Path, split: str, download: bool) -> ImageSet:
 
 
 # --------------------------------------------------------------------------- ImageNet-32
-_IN32_TRAIN = [f"train_data_batch_{i}" for i in range(1, 11)]
-_IN32_VAL = ["val_data"]
-
-
-def _find_imagenet32(root: Path, files: list[str]) -> Path | None:
-    base = root / "imagenet32"
-    for d in (base, base / "Imagenet32_train", base / "Imagenet32_val", root):
-        if all((d / f).exists() for f in files):
-            return d
-    return None
+_IN32_TRAIN, _IN32_VAL, _find_imagenet32 = IN32_TRAIN, IN32_VAL, find_imagenet32
 
 
 def _load_imagenet32(name: str, root: Path, split: str, download: bool) -> ImageSet:
     files = _IN32_TRAIN if split == "train" else _IN32_VAL
     folder = _find_imagenet32(root, files)
     if folder is None:
-        raise _missing(root / "imagenet32" / files[0], name,
-                       f"ImageNet-32 is not downloaded automatically (it needs an image-net.org "
-                       f"account): download Imagenet32_train.zip and Imagenet32_val.zip "
-                       f"(downsampled ImageNet, 32x32, pickle format) and extract them so that "
-                       f"{root / 'imagenet32'}/ holds {', '.join(_IN32_TRAIN)} and val_data.")
+        raise _missing(root / "imagenet32" / files[0], name, how_to_obtain(name, root))
     data, labels = [], []
     for f in files:
         entry = _unpickle(folder / f)
@@ -333,10 +307,7 @@ def _load_tinyimagenet(name: str, root: Path, split: str, download: bool, cache:
                        ) -> ImageSet:
     split = "val" if split == "test" else split
     base = root / "tiny-imagenet-200"
-    how = ("Tiny-ImageNet is not downloaded automatically: download tiny-imagenet-200.zip "
-           "(http://cs231n.stanford.edu/tiny-imagenet-200.zip) and extract it into "
-           f"{root}/ so that {base}/ holds wnids.txt, train/<wnid>/images/*.JPEG, "
-           "val/images/*.JPEG and val/val_annotations.txt.")
+    how = how_to_obtain(name, root)
     wnids_file = base / "wnids.txt"
     if not wnids_file.exists():
         raise _missing(wnids_file, name, how)

@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from weince.utils.device import resolve_device
+from weince.utils.runlock import locks_output
 
 __all__ = ["extract_features", "embed_images"]
 
@@ -60,6 +61,7 @@ def embed_images(model: torch.nn.Module, images: torch.Tensor, *, mean, std,
     return torch.cat(hs), torch.cat(zs)
 
 
+@locks_output("out_path", parent=True)   # one writer per output file
 def extract_features(encoder_path: str | os.PathLike, out_path: str | os.PathLike | None,
                      dataset: Optional[str] = None, data_root: Optional[str] = None,
                      batch_size: int = 512, device: str = "auto", *, download: bool = False,

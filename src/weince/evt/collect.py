@@ -30,7 +30,6 @@ one batch share its images, so they are not independent draws.
 from __future__ import annotations
 
 import json
-import os
 import warnings
 import zipfile
 from pathlib import Path
@@ -196,11 +195,12 @@ def save_scores(path, scores, link: dict[str, Any] | None = None,
             arrays["mask"] = np.asarray(link["mask"], dtype=bool)
     if meta is not None:
         arrays["meta"] = np.array(json.dumps(meta, default=str))
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        np.savez(fh, **arrays)
-    os.replace(tmp, path)
-    return path
+    from weince.utils.diskspace import atomic_write, payload_bytes
+
+    def write(tmp):
+        with open(tmp, "wb") as fh:
+            np.savez(fh, **arrays)
+    return atomic_write(path, write, need=payload_bytes(arrays))
 
 
 def load_scores(path) -> dict[str, Any]:

@@ -107,7 +107,8 @@ def pooled_top_cpu(sim: torch.Tensor, k: int, targets: torch.Tensor | None = Non
     (CPU, NumPy introselect: the same numbers as ``torch.topk`` of the flattened
     :func:`negative_values`). ``half``: the SimCLR layout with ``N = half`` (positive
     ``(i + N) mod 2N``, diagonal invalid) instead of ``targets``/``invalid``."""
-    a = np.array(np.from_dlpack(sim.data))      # one scratch copy
+    src = sim.data if sim.dtype != torch.bfloat16 else sim.data.float()   # NumPy has no bf16
+    a = np.array(np.from_dlpack(src))           # one scratch copy
     rows = np.arange(a.shape[0])
     if half is None:
         if invalid is not None:

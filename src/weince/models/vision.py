@@ -250,12 +250,10 @@ def save_encoder(path: str | os.PathLike, model: SimCLRModel, cfg: dict[str, Any
     arch = {k: cfg[k] for k in _ARCH_KEYS}
     arch.update(model.head.dims())
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    torch.save({"arch": arch, "state_dict": state, "cfg": dict(cfg)}, tmp)
-    os.replace(tmp, path)
-    return path
+    from weince.utils.diskspace import atomic_write, payload_bytes
+
+    blob = {"arch": arch, "state_dict": state, "cfg": dict(cfg)}
+    return atomic_write(path, lambda tmp: torch.save(blob, tmp), need=payload_bytes(state))
 
 
 def load_encoder(path: str | os.PathLike, map_location: str | torch.device = "cpu"

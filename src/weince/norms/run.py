@@ -213,9 +213,10 @@ def _write(out_dir: str | os.PathLike | None, result: dict, arrays: dict, cfg: N
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    tmp = out / (PROBES_FILE + ".tmp.npz")
-    np.savez(tmp, **arrays)
-    os.replace(tmp, out / PROBES_FILE)
+    from weince.utils.diskspace import atomic_write, payload_bytes
+
+    atomic_write(out / PROBES_FILE, lambda tmp: np.savez(tmp, **arrays),
+                 need=payload_bytes(arrays), tmp=out / (PROBES_FILE + ".tmp.npz"))
     write_json(out / RESULT_FILE, result, cfg=to_dict(cfg), seed=cfg.seed)
 
 

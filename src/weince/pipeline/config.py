@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -20,7 +21,11 @@ import jsonschema
 
 from weince.utils.config import parse_yaml
 
-__all__ = ["ConfigError", "check_config", "config_errors", "set_run_environment"]
+__all__ = ["ConfigError", "check_config", "config_errors", "set_run_environment",
+           "retype_overrides", "COMMAND_LINE", "name_registry", "rule_names"]
+
+#: how an error names a value given on the command line (``snakemake --config k=v``)
+COMMAND_LINE = "the command line (--config)"
 
 
 class ConfigError(ValueError):
@@ -60,6 +65,10 @@ def _describe(err: jsonschema.ValidationError, sources: Mapping[str, Any]) -> st
     keys = list(err.absolute_path)
     where = _path(keys)
     v, s = err.validator, err.schema
+    if "propertyNames" in err.schema_path:   # a map keyed by names: the key is the problem
+        choices = _choices(err)
+        return (f"{_origin(keys + [err.instance], sources)}unknown name {err.instance!r} as a "
+                f"key of {where}; valid: {choices}")
     if v == "additionalProperties":
         allowed = sorted(s.get("properties", {}))
         extra = sorted(k for k in err.instance if k not in allowed)
@@ -72,11 +81,18 @@ def _describe(err: jsonschema.ValidationError, sources: Mapping[str, Any]) -> st
     return _origin(keys, sources, err.instance) + _value_problem(err, where)
 
 
+def _choices(err: jsonschema.ValidationError) -> list[Any]:
+    if err.validator == "names":
+        return list(err.cause.args[0]) if err.cause else []
+    return list(err.schema.get("enum", [err.schema.get("const")]))
+
+
 def _value_problem(err: jsonschema.ValidationError, where: str) -> str:
     v, s = err.validator, err.schema
-    if v in ("enum", "const"):
-        choices = s.get("enum", [s.get("const")])
-        return f"{where} = {err.instance!r} is not a valid choice; valid: {choices}"
+    if v in ("enum", "const", "names"):
+        whose = " (the profile's vision.arms)" if s.get("names") == "vision.arms" else ""
+        return (f"{where} = {err.instance!r} is not a valid choice; valid{whose}: "
+                f"{_choices(err)}")
     if v == "oneOf":
         return f"{where} = {err.instance!r} matches none of the allowed forms ({err.message})"
     if v == "type":
@@ -96,32 +112,146 @@ def _value_problem(err: jsonschema.ValidationError, where: str) -> str:
     return f"{where} = {err.instance!r}: {err.message}"
 
 
+# ------------------------------------------------------------------ names
+_RULE = re.compile(r"^[ \t]*(?:rule|checkpoint)\s+([A-Za-z_]\w*)\s*:", re.M)
+
+
+def rule_names(workflow_dir: str | os.PathLike = "workflow") -> list[str] | None:
+    """The rules of the workflow (``Snakefile`` beside ``workflow_dir`` and
+    ``workflow_dir/rules/*.smk``), ``None`` when none is found there."""
+    wd = Path(workflow_dir)
+    files = [wd.parent / "Snakefile", *sorted((wd / "rules").glob("*.smk"))]
+    found = [m for f in files if f.is_file() for m in _RULE.findall(f.read_text())]
+    return sorted(set(found)) or None
+
+
+def name_registry(kind: str, config: Mapping[str, Any],
+                  workflow_dir: str | os.PathLike = "workflow") -> list[str] | None:
+    """The valid names of a schema key marked ``names: <kind>`` (``None``: not checkable):
+    ``arms`` the named arms (:data:`weince.losses.arms.ARMS`, every registered loss among
+    them), ``vision.arms`` the profile's own vision arms (a grid, tail-fit or norms arm that
+    the profile does not train would silently drop its jobs), ``rules`` the workflow's rules
+    (keys of ``resources``) and ``default``."""
+    if kind == "arms":
+        from weince.losses.arms import ARMS
+        return sorted(ARMS)
+    if kind == "vision.arms":
+        return list(((config.get("vision") or {}).get("arms")) or [])
+    if kind == "rules":
+        rules = rule_names(workflow_dir)
+        return None if rules is None else ["default", *rules]
+    raise ValueError(f"schema keyword names: {kind!r} is not a known registry "
+                     f"(arms, vision.arms, rules)")
+
+
+def _validator(schema: Mapping[str, Any], config: Mapping[str, Any],
+               workflow_dir: str | os.PathLike):
+    """The schema's validator class plus the keyword ``names`` (:func:`name_registry`)."""
+    cache: dict[str, list[str] | None] = {}
+
+    def names(validator, kind, instance, _schema):
+        if not isinstance(instance, str):
+            return
+        if kind not in cache:
+            cache[kind] = name_registry(kind, config, workflow_dir)
+        valid = cache[kind]
+        if valid is not None and instance not in valid:
+            err = jsonschema.ValidationError(f"{instance!r} is not one of {valid}")
+            err.cause = ValueError(valid)
+            yield err
+
+    base = jsonschema.validators.validator_for(schema)
+    return jsonschema.validators.extend(base, {"names": names})
+
+
 def config_errors(config: Mapping[str, Any], schema: Mapping[str, Any],
-                  sources: Iterable[str | os.PathLike] = ()) -> list[str]:
+                  sources: Iterable[str | os.PathLike] = (),
+                  workflow_dir: str | os.PathLike = "workflow",
+                  command_line: Mapping[str, Any] | None = None) -> list[str]:
     """One sentence per problem of ``config`` under ``schema`` (empty when it is valid),
-    each prefixed with the file of ``sources`` that sets the key, when one does."""
-    data = {}
+    each prefixed with the file of ``sources`` (or the command line, ``command_line``,
+    applied last) that sets the key, when one does."""
+    data: dict[str, Any] = {}
     for src in sources:
         p = Path(src)
         if p.exists():
             data[str(src)] = parse_yaml(p.read_text()) or {}
-    cls = jsonschema.validators.validator_for(schema)
+    if command_line:
+        data[COMMAND_LINE] = command_line
+    cls = _validator(schema, config, workflow_dir)
     errors = sorted(cls(schema).iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
     return [_describe(e, data) for e in errors]
 
 
+def _scalar(text: str) -> Any:
+    """A ``--config`` value as Snakemake reads a top-level one: int, float, ``True`` /
+    ``False``, else YAML."""
+    for parse in (int, float):
+        try:
+            return parse(text)
+        except ValueError:
+            pass
+    if text in ("True", "False"):
+        return text == "True"
+    try:
+        return parse_yaml(text)
+    except Exception:   # noqa: BLE001 - not YAML: the string as given
+        return text
+
+
+def _retype(over: Any, conf: Any) -> Any:
+    """``over`` with each string leaf parsed (:func:`_scalar`); the same leaves of ``conf``
+    (the merged config, a dict or list) replaced where they still hold the string."""
+    if isinstance(over, dict):
+        out = {}
+        for k, v in over.items():
+            sub = conf.get(k) if isinstance(conf, dict) else None
+            out[k] = new = _retype(v, sub)
+            if isinstance(conf, dict) and isinstance(v, str) and conf.get(k) == v:
+                conf[k] = new
+        return out
+    if isinstance(over, list):
+        out = []
+        for i, v in enumerate(over):
+            sub = conf[i] if isinstance(conf, list) and i < len(conf) else None
+            out.append(_retype(v, sub))
+            if isinstance(conf, list) and i < len(conf) and isinstance(v, str) and conf[i] == v:
+                conf[i] = out[-1]
+        return out
+    return _scalar(over) if isinstance(over, str) else over
+
+
+def retype_overrides(config: dict[str, Any], overrides: Mapping[str, Any] | None
+                     ) -> dict[str, Any]:
+    """The ``--config`` overrides with nested values typed, and ``config`` with them.
+
+    Snakemake parses a top-level ``--config key=value`` as a number, a boolean or YAML, but
+    a nested one (``vision={pretrain: {batch_size: 128}}``) arrives with every value a
+    string (``'128'``); each is parsed here as the top-level ones are, in the returned
+    overrides and in ``config`` (the merged config the rules read) where it holds them."""
+    out = {}
+    for k, v in (overrides or {}).items():
+        out[k] = _retype(v, config.get(k)) if isinstance(v, (dict, list)) else v
+    return out
+
+
 def check_config(config: Mapping[str, Any], schema: str | os.PathLike | Mapping[str, Any],
-                 sources: Iterable[str | os.PathLike] = ()) -> None:
-    """Raise :class:`ConfigError` naming ``sources`` (the config files) and every problem
-    of ``config`` under ``schema`` (a schema dict or its YAML file)."""
+                 sources: Iterable[str | os.PathLike] = (),
+                 command_line: Mapping[str, Any] | None = None) -> None:
+    """Raise :class:`ConfigError` naming ``sources`` (the config files, applied in this
+    order) and every problem of ``config`` under ``schema`` (a schema dict or its YAML file),
+    each blamed on the file or the command line (``command_line``: the ``--config``
+    overrides, :func:`retype_overrides`) that sets the refused value."""
+    workflow_dir = "workflow"
     if not isinstance(schema, Mapping):
+        workflow_dir = Path(schema).resolve().parent.parent
         schema = parse_yaml(Path(schema).read_text())
     # a file named twice (Snakemake lists a --configfile in configfiles and again in
     # overwrite_configfiles) counts where it is applied last
     sources = list(reversed(dict.fromkeys(str(s) for s in reversed(list(sources)))))
-    problems = config_errors(config, schema, sources)
+    problems = config_errors(config, schema, sources, workflow_dir, command_line)
     if problems:
-        files = ", ".join(sources) or "the config"
+        files = ", ".join(sources + ([COMMAND_LINE] if command_line else [])) or "the config"
         raise ConfigError(f"invalid workflow config ({files}):\n  - " + "\n  - ".join(problems))
 
 

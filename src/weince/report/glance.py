@@ -133,8 +133,12 @@ def headline(result) -> Headline | None:
         text = f"max |diff| {max(e.values):.1e}"
     else:
         text = f"{_what(claim, row, several)} {_fmt(e, digits, signed, fit_iv)}".strip()
-        if kind == "overhead":
-            text += "%"
+        if kind == "overhead":   # one timing run: its steps' interval, else say so
+            iv = cell.extra.get("interval") if cell is not None else None
+            iv = iv[0] if iv and len(iv) == 1 and iv[0] and None not in iv[0] else None
+            text += ("%" if e.has_interval else
+                     f"% [{_num(iv[0], 2, True)}, {_num(iv[1], 2, True)}] (timed steps of "
+                     f"one run)" if iv else "% (noise: n = 1)")
         elif kind in ("gain", "noninferior") and claim.get("unit") == "%":
             text += " pts"
     if kind == "gain" and base is None:   # pragma: no cover - the registry requires one

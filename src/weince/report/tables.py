@@ -130,8 +130,9 @@ def _detail(claim: dict[str, Any], row: Row, arm: str, base: str | None) -> str:
         return txt
     if kind == "overhead":
         txt = f"trainable parameters: {cell.extra.get('params_total', 'n/a')}"
-        if len(cell.extra.get("interval") or []) == 1:   # one timing file per profile
-            lo, hi = cell.extra["interval"][0]
+        iv = cell.extra.get("interval") or []
+        if len(iv) == 1 and iv[0] and None not in iv[0]:   # one timing file per profile
+            lo, hi = iv[0]
             txt += f"; 95% CI [{lo:+.2f}, {hi:+.2f}]%"
         if len(cell.extra.get("attributed") or []) == 1:
             txt += f"; attributed from the loss alone {cell.extra['attributed'][0]:+.3f}%"

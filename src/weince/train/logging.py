@@ -68,10 +68,10 @@ class JsonlLogger:
     def reset(self, records: Iterable[Mapping[str, Any]] = ()) -> None:
         """Rewrite the file to hold exactly ``records`` (atomic replace)."""
         self.records = [_clean(dict(r)) for r in records]
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(self.path.suffix + ".tmp")
-        tmp.write_text("".join(json.dumps(r) + "\n" for r in self.records))
-        os.replace(tmp, self.path)
+        from weince.utils.diskspace import atomic_write
+
+        text = "".join(json.dumps(r) + "\n" for r in self.records)
+        atomic_write(self.path, lambda tmp: tmp.write_text(text), need=len(text.encode()))
 
     def append(self, record: Mapping[str, Any]) -> dict[str, Any]:
         rec = _clean(dict(record))

@@ -66,6 +66,7 @@ from torch import nn
 
 from weince.utils.config import as_config, to_dict
 from weince.train.logging import JsonlLogger
+from weince.utils.runlock import locks_output
 
 __all__ = ["SimCLRConfig", "pretrain", "resolve_config", "LARS", "DivergedError", "CompiledStep",
            "eager_step", "embed_views", "COMPILE_MODES"]
@@ -451,6 +452,7 @@ class CompiledStep:
 
 
 # ------------------------------------------------------------------------- main loop
+@locks_output("out_dir", "train")   # one writer per run folder
 def pretrain(cfg: SimCLRConfig | dict, out_dir: str | os.PathLike, *,
              stop_after: Optional[int] = None,
              on_step: Optional[Callable[[int, int], None]] = None) -> dict[str, Any]:

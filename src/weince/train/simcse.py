@@ -63,6 +63,7 @@ import torch
 from weince.utils.config import as_config, to_dict
 from weince.train.logging import JsonlLogger, StatsMeter
 from weince.utils import write_json
+from weince.utils.runlock import locks_output
 from weince.utils.checkpoint import (load_checkpoint, restore_rng, rng_state, save_checkpoint,
                                      seed_everything)
 
@@ -218,6 +219,7 @@ class _Records:
         self.records.append(dict(record))
 
 
+@locks_output("out_dir", "train")   # one writer per run folder
 def train_simcse(cfg: SimCSEConfig | dict[str, Any] | None, out_dir: str | os.PathLike, *,
                  on_step: Callable[[int, float], None] | None = None) -> dict[str, Any]:
     """Train a SimCSE encoder, keep the best dev checkpoint, write ``train.json``.

@@ -167,13 +167,11 @@ def restore_generator(gen: torch.Generator, state: torch.Tensor, path: str | os.
 
 
 def save_checkpoint(path: str | os.PathLike, **state: Any) -> Path:
-    """``torch.save`` to a temporary file then rename: never a torn checkpoint."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    torch.save(state, tmp)
-    os.replace(tmp, path)
-    return path
+    """``torch.save`` to a temporary file then rename: never a torn checkpoint; a full disk
+    is one line naming the file and the space (:func:`weince.utils.diskspace.atomic_write`)."""
+    from weince.utils.diskspace import atomic_write, payload_bytes
+
+    return atomic_write(path, lambda tmp: torch.save(state, tmp), need=payload_bytes(state))
 
 
 def load_torch_file(path: str | os.PathLike, *, what: str, remake: str,

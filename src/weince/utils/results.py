@@ -23,10 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from weince.utils.diskspace import atomic_write
 from weince.utils.provenance import jsonable, provenance
 
 __all__ = ["write_json", "read_json", "ResultSchemaError", "InvalidResultError", "load_result",
-           "get_key", "encoder_value", "finite_value", "Provenance", "collect_provenance"]
+           "get_key", "encoder_value", "finite_value", "check_plausible", "RANGES",
+           "Provenance", "collect_provenance"]
 
 
 def write_json(path: str | os.PathLike, data: dict[str, Any], *, cfg: Any = None,
@@ -38,10 +40,8 @@ def write_json(path: str | os.PathLike, data: dict[str, Any], *, cfg: Any = None
     payload = dict(jsonable(data))
     if add_provenance and "provenance" not in payload:
         payload["provenance"] = provenance(cfg, seed)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(payload, indent=2, sort_keys=False) + "\n")
-    os.replace(tmp, path)
-    return path
+    text = json.dumps(payload, indent=2, sort_keys=False) + "\n"
+    return atomic_write(path, lambda tmp: tmp.write_text(text), need=len(text.encode()))
 
 
 def read_json(path: str | os.PathLike) -> dict[str, Any]:
@@ -50,9 +50,10 @@ def read_json(path: str | os.PathLike) -> dict[str, Any]:
         raise FileNotFoundError(f"result file {path} does not exist; run the rule that makes it "
                                 f"(e.g. `snakemake {path}`)")
     try:
-        return json.loads(path.read_text())
+        data = json.loads(path.read_text())
     except json.JSONDecodeError as err:
         raise ValueError(f"{path} is not valid JSON ({err}); delete it and re-run its rule") from err
+    return check_plausible(data, path)
 
 
 class ResultSchemaError(ValueError):
@@ -84,6 +85,130 @@ def finite_value(v: Any, path: str | Path, key: str) -> float:
     return float(v)
 
 
+# ------------------------------------------------------------------ plausible values
+@dataclass(frozen=True)
+class Range:
+    """The values a metric can take: ``lo``/``hi`` (inclusive unless ``open_lo``/``open_hi``)."""
+
+    what: str
+    lo: float = -math.inf
+    hi: float = math.inf
+    open_lo: bool = False
+    open_hi: bool = False
+
+    def holds(self, v: float) -> bool:
+        return ((v > self.lo if self.open_lo else v >= self.lo)
+                and (v < self.hi if self.open_hi else v <= self.hi))
+
+    def __str__(self) -> str:
+        if self.lo == -math.inf and self.hi == math.inf:
+            return "finite"
+        if self.hi == math.inf:
+            return f"{'>' if self.open_lo else '>='} {self.lo:g}"
+        return (f"{'(' if self.open_lo else '['}{self.lo:g}, {self.hi:g}"
+                f"{')' if self.open_hi else ']'}")
+
+
+_PCT = Range("an accuracy/recall in percent", 0.0, 100.0)
+_TIME = Range("a time", 0.0, open_lo=True)
+#: metric key (the last part of a dotted key, matched whole) -> the range of its values.
+#: A number, each number of a list (an interval, a profile) and a summary's mean and values
+#: are checked, wherever the key sits in a result file.
+RANGES: list[tuple[re.Pattern, Range]] = [(re.compile(f"(?:{k})" + r"\Z"), r) for k, r in [
+    (r"(test|val|train)_acc|acc@\d+|recall@\d+", _PCT),
+    (r"spearman|pearson", Range("a correlation x 100 (STS)", -100.0, 100.0)),
+    (r"r", Range("a correlation", -1.0, 1.0)),
+    (r"lam|lam_ci|lam_ci_pairs|lambda|lambda_mean|lambda_q\d+", Range("a blend weight lambda",
+                                                                      0.0, 1.0)),
+    (r"xi|xi_ci|xi_ci_batch", Range("a GPD shape xi")),
+    (r"p|p_value\w*|\w*_pvalue\w*", Range("a p-value", 0.0, 1.0)),
+    (r"(median|loss|step)_ms|times_ms|step_s_(median|mean)", _TIME),
+    (r"wall_s|epoch_s", Range("a duration", 0.0)),
+    (r"overhead_pct|overhead_ci", Range("an overhead in percent of a step (a step takes "
+                                        "time)", -100.0, open_lo=True)),
+    (r"ratio|ratio_ci", Range("a time ratio", 0.0, open_lo=True)),
+    (r"max_abs_diff|std", Range("a non-negative size", 0.0)),
+]]
+
+
+def range_of(key: str) -> Range | None:
+    """The :data:`RANGES` entry of a (dotted) metric key, by its last part."""
+    leaf = str(key).rsplit(".", 1)[-1]
+    for pat, rng in RANGES:
+        if pat.match(leaf):
+            return rng
+    return None
+
+
+def _implausible(path: str | Path, key: str, v: float, rng: Range) -> InvalidResultError:
+    return InvalidResultError(
+        f"{path}: {key!r} = {v!r} is outside the range of {rng.what} ({rng}), an impossible "
+        f"result (a corrupted or foreign file, or a bug in the stage that wrote it): delete it "
+        f"and re-run the rule that writes it (`snakemake --forcerun {path}`)")
+
+
+def _check_number(v: Any, path: str | Path, key: str, rng: Range | None) -> None:
+    if rng is None or v is None or isinstance(v, bool) or not isinstance(v, (int, float)):
+        return   # null and non-numbers: finite_value/encoder_value judge them where read
+    x = finite_value(v, path, key)
+    if not rng.holds(x):
+        raise _implausible(path, key, x, rng)
+
+
+def _check_summary(d: dict[str, Any], path: str | Path, key: str) -> None:
+    """A stored summary ``{"mean", "values", ...}`` agrees with itself: its mean is the
+    mean of its values and its ``n`` their count."""
+    vals, mean = d.get("values"), d.get("mean")
+    if not (isinstance(vals, list) and vals and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            for v in vals)):
+        return
+    if isinstance(d.get("n"), int) and not isinstance(d["n"], bool) and d["n"] != len(vals):
+        raise InvalidResultError(
+            f"{path}: {key + '.n'!r} = {d['n']} but {key + '.values'!r} holds {len(vals)} "
+            f"values, a summary that contradicts itself: re-run the rule that writes it "
+            f"(`snakemake --forcerun {path}`)")
+    if mean is None or isinstance(mean, bool) or not isinstance(mean, (int, float)):
+        return
+    m = finite_value(mean, path, f"{key}.mean")
+    avg = math.fsum(vals) / len(vals)
+    if not math.isclose(m, avg, rel_tol=1e-6, abs_tol=1e-9 * max(1.0, *map(abs, vals))):
+        raise InvalidResultError(
+            f"{path}: {key + '.mean'!r} = {m!r} but the mean of {key + '.values'!r} is "
+            f"{avg!r}, a summary that contradicts itself (a hand-edited or corrupted file): "
+            f"re-run the rule that writes it (`snakemake --forcerun {path}`)")
+
+
+def check_plausible(data: Any, path: str | Path, key: str = "") -> Any:
+    """``data`` unchanged, or an :class:`InvalidResultError` naming the file, the key, the
+    value and its range (:data:`RANGES`): an accuracy of 150 %, a lambda of 2, a negative
+    time, a p-value above 1, a summary whose ``mean`` is not the mean of its ``values``.
+    NaN/inf at a ranged key is an invalid result too; ``null`` is left to the reader that
+    needs the number."""
+    if isinstance(data, dict):
+        if "values" in data and "mean" in data:
+            _check_summary(data, path, key or "<top level>")
+        for k, v in data.items():
+            sub = f"{key}.{k}" if key else str(k)
+            rng = range_of(str(k))
+            if rng is not None and isinstance(v, (int, float)):
+                _check_number(v, path, sub, rng)
+            elif rng is not None and isinstance(v, list):
+                for i, x in enumerate(v):
+                    _check_number(x, path, f"{sub}[{i}]", rng)
+            elif rng is not None and isinstance(v, dict) and "values" in v:
+                _check_number(v.get("mean"), path, f"{sub}.mean", rng)
+                for i, x in enumerate(v["values"] if isinstance(v["values"], list) else []):
+                    _check_number(x, path, f"{sub}.values[{i}]", rng)
+            if isinstance(v, (dict, list)):
+                check_plausible(v, path, sub)
+    elif isinstance(data, list):
+        for i, v in enumerate(data):
+            if isinstance(v, (dict, list)):
+                check_plausible(v, path, f"{key}[{i}]")
+    return data
+
+
 def load_result(path: str | Path) -> dict[str, Any]:
     """Parse one result JSON; a file that is not a JSON object is a ``ResultSchemaError``."""
     path = Path(path)
@@ -95,7 +220,7 @@ def load_result(path: str | Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ResultSchemaError(f"{path}: expected a JSON object at top level, got "
                                 f"{type(data).__name__}")
-    return data
+    return check_plausible(data, path)
 
 
 def get_key(data: dict[str, Any], key: str, path: str | Path, *, needed_by: str = "") -> Any:
@@ -131,8 +256,12 @@ def encoder_value(value: Any, path: str | Path, key: str) -> float:
         raise ResultSchemaError(f"{path}: key {key!r} is a boolean, expected a number or a "
                                 f"{{'mean', 'std', 'n', 'values'}} summary")
     if value is None or isinstance(value, (int, float)):
-        return finite_value(value, path, key)
+        x = finite_value(value, path, key)
+        _check_number(x, path, key, range_of(key))
+        return x
     if isinstance(value, dict):
+        check_plausible({key.rsplit(".", 1)[-1]: value}, path, key.rsplit(".", 1)[0]
+                        if "." in key else "")
         if "values" in value and isinstance(value["values"], list):
             if "mean" in value:  # a NaN mean beside finite values is still a broken summary
                 finite_value(value["mean"], path, f"{key}.mean")

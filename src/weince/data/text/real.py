@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["STSPairs", "SPLITS", "load_wiki1m", "load_stsb"]
+__all__ = ["STSPairs", "SPLITS", "load_wiki1m", "load_stsb", "missing_wiki1m", "missing_stsb"]
 
 SPLITS = ("train", "dev", "test")
 WIKI1M_HELP = (
@@ -90,8 +90,9 @@ def load_wiki1m(path: str | Path, limit: int | None = None) -> list[str]:
         ValueError: the file holds no sentence.
     """
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"wiki1m corpus not found at {path}; {WIKI1M_HELP}")
+    gone = missing_wiki1m(path)
+    if gone:
+        raise FileNotFoundError(gone)
     out: list[str] = []
     with path.open(encoding="utf-8") as fh:
         for line in fh:
@@ -103,6 +104,24 @@ def load_wiki1m(path: str | Path, limit: int | None = None) -> list[str]:
     if not out:
         raise ValueError(f"{path} holds no sentence (expected one sentence a line)")
     return out
+
+
+def missing_wiki1m(path: str | Path) -> str | None:
+    """``None`` when the wiki1m file exists, else what is missing and how to get it."""
+    path = Path(path)
+    return None if path.is_file() else f"wiki1m corpus not found at {path}; {WIKI1M_HELP}"
+
+
+def missing_stsb(root: str | Path, split: str, sep: str = "\n  ") -> str | None:
+    """``None`` when an STS-B file of ``split`` exists under ``root`` (:func:`load_stsb`'s
+    search), else the paths looked for and how to get them."""
+    candidates = _stsb_candidates(Path(root), split)
+    if any(p.is_file() for p in candidates):
+        return None
+    listed = sep.join(str(p) for p in candidates)
+    lead = sep if "\n" in sep else " "
+    return (f"STS-B {split} split not found under {root}; expected one of:{lead}{listed}"
+            f"{chr(10) if sep.startswith(chr(10)) else '; '}{STSB_HELP}")
 
 
 def _stsb_candidates(root: Path, split: str) -> list[Path]:
@@ -190,7 +209,4 @@ def load_stsb(root: str | Path, split: str) -> STSPairs:
 
             pairs.synthetic = bool(synthetic_marker(path))   # `weince synthetic-data` files
             return pairs
-    listed = "\n  ".join(str(p) for p in candidates)
-    raise FileNotFoundError(
-        f"STS-B {split} split not found under {root}; expected one of:\n  {listed}\n{STSB_HELP}"
-    )
+    raise FileNotFoundError(missing_stsb(root, split))

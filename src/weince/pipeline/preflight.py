@@ -1,0 +1,295 @@
+"""What a run checks before it plans or starts a job: its data, the disk, other writers.
+
+- :func:`check_data` (Snakefile, before planning): every data file the profile's runs read
+  exists (or ``download: true`` will fetch it); otherwise one error naming each missing
+  path and how to obtain it, and how to rehearse the run on synthetic files instead
+  (``weince synthetic-data``). The paths and the how-to are the loaders' own
+  (:mod:`weince.data.locations`, :mod:`weince.data.text.real`).
+- :func:`space_needed` / :func:`check_space` (Snakefile ``onstart``): the peak disk space
+  of the profile's result files, training checkpoints included, against the free space of
+  the results folder; printed, and an error when short.
+- :func:`check_no_live_writers` (``onstart``): no job of another live run holds a lock in
+  this profile's results (:mod:`weince.utils.runlock`), e.g. after ``snakemake --unlock``
+  of a run that is still going.
+
+``WEINCE_SKIP_PREFLIGHT=1`` skips them all (to plan a profile without its data, e.g. to
+count its jobs; or when the disk estimate is wrong).
+
+    from weince.pipeline.preflight import check_data, space_needed
+    check_data(config)                 # DataMissingError naming each missing path
+    space_needed(config, parallel=2)   # {"peak": bytes, "final": ..., "lines": [...]}
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any, Mapping
+
+from weince.pipeline import layout
+
+__all__ = ["DataMissingError", "DiskSpaceError", "LiveRunError", "missing_data", "check_data",
+           "space_needed", "check_space", "check_no_live_writers", "on_start"]
+
+REHEARSE = ("to rehearse the run without the data first: `weince synthetic-data --root "
+            "synthetic_data`, then add `--config data_root=synthetic_data` (with "
+            "config/rehearsal.yaml for the one-batch sizes)")
+
+
+class DataMissingError(FileNotFoundError):
+    """A data set the profile reads is not on disk."""
+
+
+class DiskSpaceError(OSError):
+    """The results folder has less free space than the profile needs."""
+
+
+class LiveRunError(RuntimeError):
+    """Another live run writes this profile's results."""
+
+
+# ------------------------------------------------------------------ data
+def _vision_needs(cfg: Mapping[str, Any]) -> list[tuple[str, Path, str, bool]]:
+    """(dataset, root, split, download) of every split the vision runs read."""
+    from weince.pipeline.stages import pretrain_config
+
+    v = cfg.get("vision") or {}
+    if not v.get("enabled", True) or not v.get("arms") or not v.get("seeds"):
+        return []
+    arm, seed = v["arms"][0], v["seeds"][0]
+    feats = v.get("features") or {}
+    collect = (v.get("evt") or {}).get("collect") or {}
+    out = []
+    for dataset, backbone in layout.vision_pairs(dict(cfg)):
+        run = pretrain_config(cfg, dataset, backbone, arm, seed)
+        root = Path(str(run.get("data_root") or cfg.get("data_root") or "data"))
+        dl = bool(run.get("download", False))
+        out.append((dataset, root, str(run.get("train_split") or "train"), dl))
+        for other, extra in ((feats, ("train", "test")), (collect, ("train",))):
+            name = other.get("dataset") or dataset
+            r = Path(str(other.get("data_root") or cfg.get("data_root") or "data"))
+            d = bool(other.get("download", cfg.get("download", False)))
+            out += [(name, r, s, d) for s in extra]
+    return list(dict.fromkeys(out))
+
+
+def _text_needs(cfg: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """("wiki1m" | "stsb", path, split) of every text file the runs read."""
+    out: list[tuple[str, str, str]] = []
+    t = cfg.get("text") or {}
+    if t.get("enabled", True) and t.get("arms") and t.get("models") and t.get("seeds"):
+        s = t.get("simcse") or {}
+        if s.get("train_data", "synthetic") != "synthetic":
+            out.append(("wiki1m", str(s["train_data"]), ""))
+        if s.get("sts_data", "synthetic") != "synthetic":
+            out.append(("stsb", str(s["sts_data"]), "dev"))
+        sts = t.get("sts") or {}
+        if str(sts.get("data", "synthetic")) != "synthetic":
+            out += [("stsb", str(sts["data"]), sp) for sp in sts.get("splits", ["dev", "test"])]
+    n = cfg.get("norms") or {}
+    nt, a = n.get("text") or {}, n.get("analysis") or {}
+    if nt.get("enabled", True) and nt.get("models"):
+        if a.get("text_train_data", "synthetic") != "synthetic":
+            out.append(("wiki1m", str(a["text_train_data"]), ""))
+        if a.get("sts_data", "synthetic") != "synthetic":
+            out += [("stsb", str(a["sts_data"]), sp) for sp in ("dev", "test")]
+    return list(dict.fromkeys(out))
+
+
+def missing_data(cfg: Mapping[str, Any]) -> list[str]:
+    """One sentence per data file the profile reads that is not on disk (empty: all
+    present, or fetched by ``download: true``)."""
+    from weince.data.locations import missing_vision
+    from weince.data.text.real import missing_stsb, missing_wiki1m
+
+    out, by_set = [], {}
+    for name, root, split, dl in _vision_needs(cfg):
+        gone = missing_vision(name, root, split, dl)
+        if gone:   # one line per data set: its missing files, then how to obtain it
+            paths, _ = by_set.setdefault((name, str(root)), ([], gone[1]))
+            if gone[0] not in paths:
+                paths.append(gone[0])
+    for (name, _), (paths, how) in by_set.items():
+        out.append(f"{name}: {', '.join(map(str, paths))} "
+                   f"{'does' if len(paths) == 1 else 'do'} not exist. {how}")
+    for kind, path, split in _text_needs(cfg):
+        msg = missing_wiki1m(path) if kind == "wiki1m" else missing_stsb(path, split, sep=", ")
+        if msg:
+            out.append(msg)
+    return list(dict.fromkeys(out))
+
+
+def check_data(cfg: Mapping[str, Any]) -> None:
+    """Raise :class:`DataMissingError` listing every missing data file of the profile
+    (``WEINCE_SKIP_PREFLIGHT=1``: plan without them, e.g. to count a profile's jobs)."""
+    if os.environ.get("WEINCE_SKIP_PREFLIGHT"):
+        return
+    gone = missing_data(cfg)
+    if gone:
+        raise DataMissingError(
+            f"profile {cfg.get('profile')!r} reads data that are not on disk (nothing was "
+            f"planned):\n  - " + "\n  - ".join(gone) + f"\nObtain them as said; or, {REHEARSE} "
+            f"(WEINCE_SKIP_PREFLIGHT=1 plans without the data, e.g. to count the jobs).")
+
+
+# ------------------------------------------------------------------ disk space
+SPLIT_SIZES = {   # images per split (train, test) of each data set, for the estimate
+    "cifar10": (50_000, 10_000), "cifar100": (50_000, 10_000), "stl10": (5_000, 8_000),
+    "imagenet32": (1_281_167, 50_000), "tinyimagenet": (100_000, 10_000),
+    "digits": (1_438, 359), "mnist5k": (4_000, 1_000)}
+TEXT_PARAMS = {"minilm": 22_713_216, "bert-base-uncased": 109_482_240}
+OPT_STATES = {"adam": 2, "lars": 1}   # per-parameter optimiser buffers in a checkpoint
+PER_RUN = 2_000_000                   # JSON results, logs, benchmarks, figures per run
+
+
+def _vision_model(backbone: str, image_size: int, channels: int, run: Mapping[str, Any]
+                  ) -> tuple[int, int, int]:
+    """(parameters, backbone feature size, head size) of the SimCLR model (built once on
+    the CPU: the meta device would import a good part of torch first)."""
+    import torch
+
+    from weince.models import build_simclr_model
+
+    with torch.no_grad():
+        m = build_simclr_model(backbone, image_size, channels,
+                               hidden_dim=run.get("proj_hidden"),
+                               out_dim=int(run.get("proj_dim", 128)))
+    dims = m.head.dims()
+    return sum(p.numel() for p in m.parameters()), int(dims["in_dim"]), int(dims["out_dim"])
+
+
+def _text_params(cfg: Mapping[str, Any], model: str) -> tuple[int, bool]:
+    """(parameters, known) of a text model: its weight files' size / 4 where it is on
+    disk, else a table, else bert-base's (``known`` False)."""
+    from weince.pipeline.stages import model_location
+
+    loc = model_location(cfg, model)
+    try:
+        from weince.models.text import resolve_model
+
+        folder = Path(resolve_model(loc))
+    except Exception:   # noqa: BLE001 - a hub name, or not installed: the table
+        folder = Path(loc)
+    if folder.is_dir():
+        size = sum(p.stat().st_size for p in folder.rglob("*")
+                   if p.suffix in (".safetensors", ".bin", ".pt"))
+        if size:
+            return size // 4, True
+    if model in TEXT_PARAMS:
+        return TEXT_PARAMS[model], True
+    return TEXT_PARAMS["bert-base-uncased"], False
+
+
+def space_needed(cfg: Mapping[str, Any], parallel: int = 1) -> dict[str, Any]:
+    """The profile's disk use, estimated: ``final`` (bytes of the files that stay),
+    ``checkpoints`` (of the ``parallel`` largest trainings at once, or every one kept with
+    ``keep_checkpoint``), ``peak`` (their sum) and ``lines`` (what each part holds)."""
+    from weince.pipeline.ablations import ablation_plan
+    from weince.pipeline.stages import pretrain_config, simcse_config
+
+    c = dict(cfg)
+    runs = {r.dir(c.get("results", "results"), c["profile"]): r
+            for r in [*layout.vision_runs(c), *layout.vision_runs(c, grid=True)]}
+    plan = ablation_plan(c)
+    for d, b in plan.pairs:
+        for arm in plan.run_arms():
+            for s in plan.seeds:
+                runs.setdefault(plan.run_dir(d, b, arm, s), layout.VisionRun(d, b, arm, s))
+    v = c.get("vision") or {}
+    feats = v.get("features") or {}
+    evt_arms = set((v.get("evt") or {}).get("arms") or [])
+    col = (v.get("evt") or {}).get("collect") or {}
+    final, ckpts, kept = 0, [], 0
+    models: dict[tuple, tuple[int, int, int]] = {}
+    n_vis = 0
+    from weince.data.vision import DATASETS
+
+    for run in runs.values():
+        rc = pretrain_config(c, run.dataset, run.backbone, run.arm.split("@")[0], run.seed)
+        spec = DATASETS[run.dataset]
+        size = int(rc.get("image_size") or spec.image_size)
+        key = (run.backbone, size, spec.channels, rc.get("proj_hidden"), rc.get("proj_dim"))
+        if key not in models:
+            models[key] = _vision_model(run.backbone, size, spec.channels, rc)
+        n, feat, head = models[key]
+        n_img = sum(min(k, int(feats.get("max_images") or k))
+                    for k in SPLIT_SIZES.get(run.dataset, (50_000, 10_000)))
+        final += 4 * n + n_img * (4 * (feat + head) + 8) + PER_RUN
+        if run.arm in evt_arms:
+            b = int(col.get("batch_size", 256))
+            lb = int(col.get("link_batch_size") or b)
+            final += 4 * int(col.get("n_batches", 64)) * b * (2 * b - 2) \
+                + 5 * int(col.get("link_batches", 40)) * (2 * lb) ** 2
+        ck = 4 * n * (1 + OPT_STATES.get(str(rc.get("optimizer", "adam")), 2))
+        (ckpts.append(ck) if not rc.get("keep_checkpoint") else None)
+        kept += ck if rc.get("keep_checkpoint") else 0
+        n_vis += 1
+    n_text, guessed = 0, []
+    for run in layout.text_runs(c):
+        sc = simcse_config(c, run.model, run.arm, run.seed)
+        n, known = _text_params(c, run.model)
+        if not known:
+            guessed.append(run.model)
+        final += 4 * n + PER_RUN   # the model folder
+        ck = 4 * n * 3             # weights + Adam's two moments
+        (ckpts.append(ck) if not sc.get("keep_checkpoint") else None)
+        kept += ck if sc.get("keep_checkpoint") else 0
+        n_text += 1
+    live = sum(sorted(ckpts, reverse=True)[:max(1, int(parallel))])
+    from weince.utils.diskspace import human_bytes
+
+    lines = [f"{n_vis} vision and {n_text} text runs: {human_bytes(final)} of results",
+             f"checkpoints while training ({min(len(ckpts), max(1, parallel))} at once): "
+             f"{human_bytes(live)}" + (f", kept: {human_bytes(kept)}" if kept else "")]
+    if guessed:
+        lines.append(f"size of {', '.join(sorted(set(guessed)))} not known here: taken as "
+                     f"bert-base's")
+    return {"final": final, "checkpoints": live + kept, "peak": final + live + kept,
+            "lines": lines}
+
+
+def check_space(cfg: Mapping[str, Any], parallel: int = 1, *, out=None) -> dict:
+    """Print the estimate of :func:`space_needed`; raise :class:`DiskSpaceError` when the
+    results folder has less free space than its peak."""
+    from weince.utils.diskspace import free_bytes, human_bytes
+
+    est = space_needed(cfg, parallel)
+    root = Path(str(cfg.get("results", "results")))
+    free = free_bytes(root)
+    print(f"disk: this profile needs about {human_bytes(est['peak'])} at its peak in "
+          f"{root}/ ({'; '.join(est['lines'])}); {human_bytes(free)} free there",
+          file=out or sys.stderr)
+    if free < est["peak"]:
+        raise DiskSpaceError(
+            f"{root}/ has {human_bytes(free)} free but profile {cfg.get('profile')!r} needs "
+            f"about {human_bytes(est['peak'])} at its peak ({'; '.join(est['lines'])}); free "
+            f"{human_bytes(est['peak'] - free)} or more there, or set `results:` to a folder "
+            f"on a larger disk (WEINCE_SKIP_PREFLIGHT=1 skips this check)")
+    return est
+
+
+# ------------------------------------------------------------------ other writers
+def check_no_live_writers(cfg: Mapping[str, Any]) -> None:
+    """Raise :class:`LiveRunError` when a live process holds a run lock in this profile's
+    results (another run is still writing them)."""
+    from weince.utils.runlock import held_locks
+
+    root = Path(str(cfg.get("results", "results"))) / str(cfg["profile"])
+    held = held_locks(root)
+    if held:
+        shown = "; ".join(f"{p.parent} ({who})" for p, who in held[:3])
+        raise LiveRunError(
+            f"{len(held)} job(s) of another live run are writing {root}/ ({shown}"
+            f"{'; ...' if len(held) > 3 else ''}); wait for that run, or stop it (see "
+            f"`ps -ef | grep 'weince\\|snakemake'`, then `kill PID`) before starting this one. "
+            f"Never `snakemake --unlock` while such a run is alive")
+
+
+def on_start(cfg: Mapping[str, Any], parallel: int = 1) -> None:
+    """The Snakefile's ``onstart`` checks (a real run, not a dry run): no live writer in
+    the profile's results, and the disk estimate printed and checked."""
+    if os.environ.get("WEINCE_SKIP_PREFLIGHT"):
+        return
+    check_no_live_writers(cfg)
+    check_space(cfg, parallel)

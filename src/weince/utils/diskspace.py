@@ -1,0 +1,119 @@
+"""Atomic writes that say when the disk is full, and the free space of a folder.
+
+Every result, checkpoint, encoder and feature file is written to ``<file>.tmp`` and renamed
+over ``<file>`` (:func:`atomic_write`): a crash never leaves a torn file that a resumed
+workflow would take for a finished one. When the write fails for lack of space (``ENOSPC``
+or a quota, ``EDQUOT``; ``torch.save`` reports it as ``[enforce fail at
+inline_container.cc] unexpected pos ...`` or ``file write failed``) the ``*.tmp`` is removed
+and one line names the file, the space it needed and the space left::
+
+    from weince.utils.diskspace import atomic_write
+    atomic_write(path, lambda tmp: torch.save(state, tmp), need=payload_bytes(state))
+    # DiskFullError: results/.../checkpoint.pt: no space left on the device while writing
+    #   it (needs about 273.1 MB, 12.0 MB free in results/...): free space ...
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any, Callable
+
+__all__ = ["DiskFullError", "atomic_write", "is_disk_full", "free_bytes", "human_bytes",
+           "payload_bytes"]
+
+_TORCH_FULL = re.compile(r"unexpected pos \d+ vs \d+|file write failed|No space left on device"
+                         r"|Disk quota exceeded")
+
+
+class DiskFullError(OSError):
+    """A write failed because the disk (or the quota) is full."""
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1000.0
+    return f"{n:.1f} TB"   # pragma: no cover
+
+
+def free_bytes(path: str | os.PathLike) -> int:
+    """Free bytes (for this user) on the file system that holds ``path`` or its nearest
+    existing parent."""
+    p = Path(path).absolute()
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    return shutil.disk_usage(p).free
+
+
+def is_disk_full(err: BaseException) -> bool:
+    """Whether ``err`` (or an error it was raised from) is a full disk or quota."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if isinstance(err, RuntimeError) and _TORCH_FULL.search(str(err)):
+            return True
+        err = err.__cause__ or err.__context__
+    return False
+
+
+def payload_bytes(obj: Any) -> int:
+    """Bytes of the tensors and arrays in ``obj`` (nested dicts, lists, tuples): about
+    what ``torch.save``/``np.savez`` write."""
+    if hasattr(obj, "element_size") and hasattr(obj, "numel"):
+        return int(obj.element_size() * obj.numel())
+    if hasattr(obj, "nbytes") and not isinstance(obj, (bytes, bytearray)):
+        return int(obj.nbytes)
+    if isinstance(obj, (bytes, bytearray, str)):
+        return len(obj)
+    if isinstance(obj, dict):
+        return sum(payload_bytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(payload_bytes(v) for v in obj)
+    return 0
+
+
+def _remove(tmp: Path) -> None:
+    try:
+        if tmp.is_dir() and not tmp.is_symlink():
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            tmp.unlink(missing_ok=True)
+    except OSError:   # pragma: no cover - nothing more can be done here
+        pass
+
+
+def atomic_write(path: str | os.PathLike, write: Callable[[Path], Any], *,
+                 need: int | None = None, tmp: str | os.PathLike | None = None) -> Path:
+    """``write(tmp)`` then rename ``tmp`` over ``path`` (``tmp``: ``<path>.tmp`` unless
+    given). On any failure the temporary file is removed; a full disk is a
+    :class:`DiskFullError` naming the file, ``need`` (bytes, when known) and the free
+    space left."""
+    path = Path(path)
+    tmp = Path(tmp) if tmp is not None else path.with_name(path.name + ".tmp")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    free = None
+    try:
+        # the free space before the write: after a failed one the writer (torch's) may
+        # still hold the partial file open, its blocks not yet given back
+        free = free_bytes(path.parent)
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException as err:
+        _remove(tmp)
+        if not is_disk_full(err):
+            raise
+        needs = f"needs about {human_bytes(need)}, " if need else ""
+        left = f"{human_bytes(free)} were free" if free is not None else "free space unknown"
+        raise DiskFullError(
+            errno.ENOSPC,
+            f"{path}: no space left on the device while writing it ({needs}{left} in "
+            f"{path.parent}); free space there (or point "
+            f"`results:` at a larger disk) and re-run; no partial file was left") from None
+    return path
