@@ -51,7 +51,8 @@ __all__ = ["TRAIN_IMAGES", "WIKI1M_SENTENCES", "STSB_DEV_SENTENCES", "DEVICES_FI
            "load_devices", "device_names", "vision_step_flops", "simcse_step_flops",
            "utilisation", "family_of", "precision_of", "SettingCost", "RunEstimate",
            "Estimate", "estimate", "claim_rows", "job_runtime", "retries_for",
-           "paper_vision_runs", "vision_steps", "claim_pairs", "cost_settings"]
+           "paper_vision_runs", "vision_steps", "claim_pairs", "cost_settings",
+           "CHEAPER_OPTIONS", "with_overlay", "hours_range", "claims_markdown", "anchor_table"]
 
 # images of each official training split (the data sets' own documentation)
 TRAIN_IMAGES = {
@@ -280,6 +281,8 @@ def paper_vision_runs(cfg: dict[str, Any]) -> list[tuple[layout.VisionRun, bool]
     for r in layout.vision_runs(cfg, grid=True):
         runs[(r.dataset, r.backbone, r.arm, r.seed)] = (r, False)
     for r in _ablation_runs(cfg):
+        if r.arm in garms and r.seed in adopted:
+            continue       # a final grid arm the ablation reads: adopted, not trained
         runs.setdefault((r.dataset, r.backbone, r.arm, r.seed), (r, True))
     return list(runs.values())
 
@@ -554,3 +557,84 @@ def retries_for(cfg: dict[str, Any], stage: str) -> int | None:
             keys = {f"text/{m}" for m in t.get("models", [])}
     segs = max((job_runtime(cfg, k)["segments"] for k in keys), default=1)
     return segs - 1 + int(c["extra_restarts"])
+
+
+# ----------------------------------------------------------------------------- options
+# The documented options that make the paper profile cheaper (docs/protocol.md, "option"
+# rows; weince.train.simclr's docstring), as config overlays, with what they do to a verdict.
+CHEAPER_OPTIONS: list[dict[str, Any]] = [
+    {"key": "vision.grid.seeds: [7]",
+     "overlay": {"vision": {"grid": {"seeds": [7]}}},
+     "verdict": "the 27 grid points are compared at encoder seed 7 only (then the chosen point "
+                "is trained at the other seeds); the reported rows are still four-seed "
+                "comparisons, but the point is chosen on one seed (noisier), and k-NN uses the "
+                "linear point for every metric; the report's Scale line lists it as off the "
+                "official protocol (docs/protocol.md)"},
+    {"key": "vision.pretrain.tf32: true",
+     "overlay": {"vision": {"pretrain": {"tf32": True}}},
+     "verdict": "TF32 matmuls (ViT-S, the heads): same runs, rounding differs from the official "
+                "float32; listed as off-protocol (ResNets change little: their convolutions "
+                "are TF32 already)"},
+    {"key": "vision.pretrain.amp: true",
+     "overlay": {"vision": {"pretrain": {"amp": True}}},
+     "verdict": "bf16 autocast: same runs, not the official float32 arithmetic; results differ "
+                "beyond rounding, so a verdict compares against the paper at another "
+                "precision; listed as off-protocol"},
+]
+
+
+def with_overlay(cfg: dict[str, Any], overlay: dict[str, Any]) -> dict[str, Any]:
+    import copy
+
+    out = copy.deepcopy(cfg)
+
+    def merge(a, b):
+        for k, val in b.items():
+            if isinstance(val, dict) and isinstance(a.get(k), dict):
+                merge(a[k], val)
+            else:
+                a[k] = copy.deepcopy(val)
+    merge(out, overlay)
+    return out
+
+
+def _fmt_h(x: float) -> str:
+    return f"{x:,.0f}" if x >= 100 else (f"{x:.1f}" if x >= 1 else f"{x:.2f}")
+
+
+def hours_range(lo: float, hi: float) -> str:
+    return "-" if hi == 0 else (_fmt_h(lo) if lo == hi else f"{_fmt_h(lo)}-{_fmt_h(hi)}")
+
+
+def claims_markdown(cfg: dict[str, Any], gpu: str, config_name: str = "") -> str:
+    """The per-claim GPU-hour table of a profile on ``gpu`` with its assumptions and the
+    per-setting estimates (docs/cost.md is generated from it)."""
+    est = estimate(cfg, gpu)
+    L = [f"GPU-hours of the training runs of {config_name or 'the profile'}, **an estimate for "
+         f"`--gpu {est.gpu}`** ({est.device['name']}), as a range (fast end - slow end):", "",
+         "| claim | what | training runs | GPU-hours | from |", "| --- | --- | ---: | ---: | --- |"]
+    for r in claim_rows(est, cfg):
+        what = r["title"].replace("|", "\\|")
+        L.append(f"| {r['id']} | {what} | {r['runs']} | {hours_range(r['low'], r['high'])} | "
+                 f"{r['source']} |")
+    L += ["", "A run serves several claims (C3-C6 and C10 share encoders), so the rows do not "
+          "add up to the total; claims with no training run (timing, checks, norms) cost "
+          "minutes.", "", "Per setting (one run):", "",
+          "| setting | steps | TFLOP per step | precision | s per step | GPU-hours per run | "
+          "runs | SLURM runtime (min) x segments |",
+          "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |"]
+    counts: dict[str, int] = {}
+    for r in est.runs:
+        counts[r.setting.key] = counts.get(r.setting.key, 0) + 1
+    for key, s in est.settings.items():
+        if s.measured_s is not None:
+            step = f"{s.measured_s:.3g} (measured)"
+        else:
+            step = f"{s.step_s[0]:.3g}-{s.step_s[1]:.3g}"
+        req = job_runtime(cfg, key) if cost_settings(cfg)["enabled"] else None
+        slurm = f"{req['runtime']} x {req['segments']}" if req else "-"
+        L.append(f"| {key} | {s.steps:,} | {s.flops_per_step / 1e12:.2f} | "
+                 f"{s.precision.upper()} | {step} | {hours_range(*s.hours)} | {counts[key]} | "
+                 f"{slurm} |")
+    L += ["", "Assumptions:", ""] + [f"- {a}" for a in est.assumptions]
+    return "\n".join(L) + "\n"
