@@ -394,7 +394,8 @@ def test_sigterm_mid_epoch_requeues_and_ends_as_an_uninterrupted_run(slurm_clust
           f"equal to the uninterrupted run")
 
 
-CAPPED_EPOCHS = 40   # ~1-10 s per epoch (batches of 8 digits): one to several 1-minute jobs
+CAPPED_EPOCHS = 60   # ~1.5-10 s per epoch (batches of 8 digits): 2 to ~8 two-minute jobs
+CAPPED_MINUTES = 2   # each job's start-up (Snakemake in the job, imports, data) is ~15-55 s
 
 
 def test_capped_run_continues_as_segments_from_its_checkpoint(slurm_cluster, repo_copy,
@@ -410,9 +411,10 @@ def test_capped_run_continues_as_segments_from_its_checkpoint(slurm_cluster, rep
     v = smoke["vision"]
     key = f"{v['datasets'][0]}/{v['backbones'][0]}"
     override = work / "config" / "cluster_capped.yaml"
-    # a measured step time that makes the run need ~12 minutes: 12 one-minute segments
-    cost = {"enabled": True, "max_runtime": 1, "overhead_min": 0, "safety_factor": 1.0,
-            "extra_restarts": 1, "step_s": {key: 720.0 / (CAPPED_EPOCHS * (1438 // 8))}}
+    # a measured step time that makes the run need ~24 minutes: 12 two-minute segments
+    cost = {"enabled": True, "max_runtime": CAPPED_MINUTES, "overhead_min": 0,
+            "safety_factor": 1.0, "extra_restarts": 1,
+            "step_s": {key: 1440.0 / (CAPPED_EPOCHS * (1438 // 8))}}
     override.write_text(yaml.safe_dump({
         "vision": {"pretrain": {"epochs": CAPPED_EPOCHS, "batch_size": 8,
                                 "max_train_images": None}},
@@ -425,7 +427,7 @@ def test_capped_run_continues_as_segments_from_its_checkpoint(slurm_cluster, rep
     merged["vision"]["pretrain"] = {**smoke["vision"]["pretrain"],
                                     **yaml.safe_load(override.read_text())["vision"]["pretrain"]}
     plan = job_runtime(merged, key)
-    assert plan["runtime"] == 1 and plan["segments"] >= 10, plan
+    assert plan["runtime"] == CAPPED_MINUTES and plan["segments"] >= 12, plan
     retries = retries_for(merged, "vision")
     assert retries == plan["segments"] - 1 + cost["extra_restarts"]
 
@@ -435,7 +437,7 @@ def test_capped_run_continues_as_segments_from_its_checkpoint(slurm_cluster, rep
     encoder = str((run_dir / "encoder.pt").relative_to(work))
     args = (encoder, "--configfile", SMOKE_ARGS[1], str(override.relative_to(work)),
             "--slurm-status-command", "squeue")
-    rc, out = run_snakemake(work, *args, timeout=1500, log=tmp_path / "capped.log")
+    rc, out = run_snakemake(work, *args, timeout=2400, log=tmp_path / "capped.log")
     assert rc == 0, f"the capped run did not finish (exit {rc}):\n{failure_context(work, out)}"
 
     jobs = sacct_jobs(run_id(out))
@@ -447,10 +449,10 @@ def test_capped_run_continues_as_segments_from_its_checkpoint(slurm_cluster, rep
     limits = subprocess.run(
         ["sacct", "-X", "-n", "-P", "--name", run_id(out), "-S", "now-2days", "-o",
          "Timelimit"], capture_output=True, text=True, timeout=30).stdout.split()
-    assert set(limits) == {"00:01:00"}, limits         # every segment asked for the cap
+    assert set(limits) == {f"00:0{CAPPED_MINUTES}:00"}, limits   # every segment: the cap
     summary = json.loads((run_dir / "train.json").read_text())
     assert summary["resumed_from_epoch"] is not None and summary["resumed_from_epoch"] >= 1
     assert [r["epoch"] for r in read_log(run_dir / "train_log.jsonl")] == \
         list(range(1, CAPPED_EPOCHS + 1))
-    print(f"capped run: {len(jobs)} one-minute jobs ({', '.join(states)}), planned at most "
+    print(f"capped run: {len(jobs)} {CAPPED_MINUTES}-minute jobs ({', '.join(states)}), planned at most "
           f"{retries + 1}; resumed last from epoch {summary['resumed_from_epoch']}")
