@@ -92,6 +92,13 @@ def estimated_runtime(wildcards, attempt):
     return job_runtime(config, key)["runtime"]
 
 
+def training_retries(stage):
+    """Resubmissions of a training job: its planned segments and cost.extra_restarts
+    (weince.pipeline.cost.retries_for), on the submitting side only: inside a SLURM job
+    a failed run is not restarted in the same allocation."""
+    return None if workflow.remote_exec else retries_for(config, stage)
+
+
 def threads_for(rule_name):
     res = config.get("resources", {})
     return res.get(rule_name, {}).get(

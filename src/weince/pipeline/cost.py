@@ -637,4 +637,16 @@ def claims_markdown(cfg: dict[str, Any], gpu: str, config_name: str = "") -> str
                  f"{s.precision.upper()} | {step} | {hours_range(*s.hours)} | {counts[key]} | "
                  f"{slurm} |")
     L += ["", "Assumptions:", ""] + [f"- {a}" for a in est.assumptions]
+    L += ["", "Devices (`--gpu`; dense peaks, TFLOP/s):", "",
+          "| --gpu | device | FP32 | TF32 | BF16 | memory GB/s | source |",
+          "| --- | --- | ---: | ---: | ---: | ---: | --- |"]
+    for name, d in load_devices()["devices"].items():
+        L.append(f"| {name} | {d['name']} | {d['fp32']:g} | {d['tf32']:g} | {d['bf16']:g} | "
+                 f"{d['bandwidth']:g} | {d['source']} |")
+    L += ["", "Utilisation anchors (public training times; FLOPs counted by this model):", "",
+          "| anchor | family | what | implied utilisation | source |",
+          "| --- | --- | --- | ---: | --- |"]
+    for a in anchor_table():
+        L.append(f"| {a['id']} | {a['family']} | {a['what']} | {a['utilisation']:.1%} | "
+                 f"{a['source']} |")
     return "\n".join(L) + "\n"
