@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -321,3 +322,38 @@ def test_forecast_fills_pairs_not_rehearsed_from_the_same_backbone(tmp_path):
     md = forecast_markdown(fc)
     assert "from another pair" in md and "were not rehearsed" in md
     assert c4["filled"] or c4["unmeasured"]
+
+
+def test_a_gpu_rehearsal_replaces_the_estimate_of_the_settings_it_measured(tmp_path):
+    """Step times measured on a GPU become that setting's figure on the page (`measured`)
+    and its `cost.step_s` in resources.yaml, which the jobs' runtime then follows; the other
+    settings keep their counted-FLOPs estimate."""
+    from weince.pipeline.cost import job_runtime
+    from weince.report.forecast import build_forecast, forecast_markdown, resources_overlay
+
+    cfg = rehearsal_cfg(tmp_path, gpu=True)
+    from weince.pipeline import layout
+
+    root, prof = cfg["results"], cfg["profile"]
+    for r in layout.vision_runs(cfg, grid=True):
+        if (r.dataset, r.backbone) == ("cifar100", "resnet18"):
+            d = r.dir(root, prof)
+            d.mkdir(parents=True, exist_ok=True)
+            (d / "train.json").write_text(json.dumps(
+                {"loss": "weince", "batch_size": 256,
+                 "step_timing": _timing(0.02, 256, device="cuda")}))
+    fc = build_forecast(cfg)
+    assert fc.unit == "GPU-hours"
+    assert fc.measured_step_s() == {"cifar100/resnet18": 0.02}
+    over = resources_overlay(fc)
+    assert over["cost"] == {"step_s": {"cifar100/resnet18": 0.02}}
+    md = forecast_markdown(fc)
+    row = next(line for line in md.splitlines() if line.startswith("| cifar100/resnet18 |"))
+    assert "(measured)" in row
+    other = next(line for line in md.splitlines() if line.startswith("| cifar10/resnet18 |"))
+    assert "measured" not in other
+    paper = deep_merge(_yaml("paper.yaml"), over)
+    steps = 100 * (50_000 // 256)
+    assert job_runtime(paper, "cifar100/resnet18")["runtime"] == math.ceil(
+        0.02 * steps / 60 * paper["cost"]["safety_factor"] + paper["cost"]["overhead_min"])
+    check_config(paper, SCHEMA, ["config/paper.yaml", "resources.yaml"])
