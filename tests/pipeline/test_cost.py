@@ -145,9 +145,18 @@ def test_plan_prints_gpu_hours_per_claim_and_writes_the_table(plan, tmp_path, ca
 
 def test_plan_of_a_target_names_its_runs_hours_and_cheaper_options(plan):
     text = plan.target_plan("reports/paper/table_c3.md", ["config/paper.yaml"], "h100-sxm")
-    assert "training runs: 224 (claim C3)" in text
+    assert "training runs: 224 (the rows of claim C3)" in text
     assert "`vision.grid.seeds: [7]`: 68 training runs (now 224)" in text
     assert "verdict:" in text and "h100-sxm" in text
+    jobs = [plan.JobInfo("pretrain", False, [f"results/paper/vision/cifar100/resnet18/infonce/"
+                                             f"seed{s}/encoder.pt"]) for s in (7, 21)]
+    jobs.append(plan.JobInfo("claim_table", False, ["reports/paper/table_c3.md"]))
+    listed = plan.target_plan("reports/paper/table_c3.md", ["config/paper.yaml"], "h100-sxm",
+                              jobs)
+    one = cost.estimate(_paper()).settings["cifar100/resnet18"].hours
+    assert "pretrain 2, claim_table 1" in listed
+    assert (f"training jobs of that dry run: 2; GPU-hours "
+            f"{cost.hours_range(2 * one[0], 2 * one[1])}") in listed
     with pytest.raises(SystemExit, match="no claim C99"):
         plan.target_plan("reports/paper/table_c99.md", ["config/paper.yaml"], "h100-sxm")
 

@@ -377,8 +377,19 @@ def target_plan(target: str, configfiles: list[str], gpu: str, jobs=None) -> str
                 by_rule[j.rule] = by_rule.get(j.rule, 0) + 1
         L.append("jobs by rule (dry run of the target): " + ", ".join(
             f"{r} {n}" for r, n in sorted(by_rule.items(), key=lambda x: (-x[1], x[0]))))
-    L += [f"training runs: {base['runs']} ({'claim ' + cid if cid else 'every run'}); "
-          f"GPU-hours: {hours_range(base['low'], base['high'])} ({base['source']})", "",
+        lo = hi = 0.0
+        n = 0
+        for j in jobs:
+            if j.rule in ("pretrain", "simcse") and j.output:
+                parts = Path(j.output[0]).parts
+                key = ("/".join(parts[3:5]) if j.rule == "pretrain" else f"text/{parts[3]}")
+                s = est.settings.get(key)
+                if s is not None:
+                    lo, hi, n = lo + s.hours[0], hi + s.hours[1], n + 1
+        L.append(f"training jobs of that dry run: {n}; GPU-hours {hours_range(lo, hi)} "
+                 f"(every run the target's inputs reach, not only the claim's rows)")
+    L += [f"training runs: {base['runs']} ({'the rows of claim ' + cid if cid else 'every run'})"
+          f"; GPU-hours: {hours_range(base['low'], base['high'])} ({base['source']})", "",
           "Cheaper documented options (docs/protocol.md):", ""]
     for opt in CHEAPER_OPTIONS:
         r = row(with_overlay(cfg, opt["overlay"]))
