@@ -392,3 +392,69 @@ def test_sigterm_mid_epoch_requeues_and_ends_as_an_uninterrupted_run(slurm_clust
           f"signal, job ended {exit_s:.0f} s after it (sacct End, 1 s resolution); resumed at "
           f"step {summary['resumed_in_epoch_at_step']} of {summary['steps_per_epoch']} and "
           f"equal to the uninterrupted run")
+
+
+CAPPED_EPOCHS = 60   # ~1.5-10 s per epoch (batches of 8 digits): 2 to ~8 two-minute jobs
+CAPPED_MINUTES = 2   # each job's start-up (Snakemake in the job, imports, data) is ~15-55 s
+
+
+def test_capped_run_continues_as_segments_from_its_checkpoint(slurm_cluster, repo_copy,
+                                                              tmp_path):
+    """`cost.max_runtime` caps each job's request; a run that needs longer is planned as
+    segments (the rule's retries), each ended by SLURM at the cap and resumed from the
+    checkpoint by the next attempt, until the run is complete and equal in its epochs to an
+    uninterrupted one (each epoch logged once)."""
+    from weince.pipeline.cost import job_runtime, retries_for
+
+    work = repo_copy
+    smoke = yaml.safe_load((work / SMOKE_ARGS[1]).read_text())
+    v = smoke["vision"]
+    key = f"{v['datasets'][0]}/{v['backbones'][0]}"
+    override = work / "config" / "cluster_capped.yaml"
+    # a measured step time that makes the run need 48 minutes: 24 two-minute segments, room
+    # for a loaded machine (each job trains for about a minute after its start-up)
+    cost = {"enabled": True, "max_runtime": CAPPED_MINUTES, "overhead_min": 0,
+            "safety_factor": 1.0, "extra_restarts": 1,
+            "step_s": {key: 2880.0 / (CAPPED_EPOCHS * (1438 // 8))}}
+    override.write_text(yaml.safe_dump({
+        "vision": {"pretrain": {"epochs": CAPPED_EPOCHS, "batch_size": 8,
+                                "max_train_images": None}},
+        "cost": cost}))
+    merged = yaml.safe_load((work / "config" / "config.yaml").read_text())
+    for extra in (smoke, yaml.safe_load(override.read_text())):
+        for k, val in extra.items():
+            merged[k] = {**merged[k], **val} if isinstance(val, dict) and isinstance(
+                merged.get(k), dict) else val
+    merged["vision"]["pretrain"] = {**smoke["vision"]["pretrain"],
+                                    **yaml.safe_load(override.read_text())["vision"]["pretrain"]}
+    plan = job_runtime(merged, key)
+    assert plan["runtime"] == CAPPED_MINUTES and plan["segments"] == 24, plan
+    retries = retries_for(merged, "vision")
+    assert retries == plan["segments"] - 1 + cost["extra_restarts"]
+
+    run_dir = work / VISION_RUN.format(
+        results=smoke["results"], profile=smoke["profile"], dataset=v["datasets"][0],
+        backbone=v["backbones"][0], arm="infonce", seed=v["seeds"][0])
+    encoder = str((run_dir / "encoder.pt").relative_to(work))
+    args = (encoder, "--configfile", SMOKE_ARGS[1], str(override.relative_to(work)),
+            "--slurm-status-command", "squeue")
+    rc, out = run_snakemake(work, *args, timeout=3000, log=tmp_path / "capped.log")
+    assert rc == 0, f"the capped run did not finish (exit {rc}):\n{failure_context(work, out)}"
+
+    jobs = sacct_jobs(run_id(out))
+    states = [j["State"].split()[0] for j in jobs]
+    assert len(jobs) >= 2, f"the run was not capped (one job): {jobs}"
+    assert states[-1] == "COMPLETED" and all(s in ("TIMEOUT", "FAILED") for s in states[:-1]), \
+        states
+    assert len(jobs) <= retries + 1
+    limits = subprocess.run(
+        ["sacct", "-X", "-n", "-P", "--name", run_id(out), "-S", "now-2days", "-o",
+         "Timelimit"], capture_output=True, text=True, timeout=30).stdout.split()
+    assert set(limits) == {f"00:0{CAPPED_MINUTES}:00"}, limits   # every segment: the cap
+    summary = json.loads((run_dir / "train.json").read_text())
+    assert summary["resumed_from_epoch"] is not None and summary["resumed_from_epoch"] >= 1
+    assert [r["epoch"] for r in read_log(run_dir / "train_log.jsonl")] == \
+        list(range(1, CAPPED_EPOCHS + 1))
+    print(f"capped run: {len(jobs)} {CAPPED_MINUTES}-minute jobs ({', '.join(states)}), "
+          f"planned at most {retries + 1}; resumed last from epoch "
+          f"{summary['resumed_from_epoch']}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -145,6 +146,11 @@ def test_forecast_multiplies_measured_steps_by_the_paper_sizes(tmp_path):
     assert other["unmeasured"] and "stl10/vit_s" in other["unmeasured"]
     md = forecast_markdown(fc)
     assert "CPU-hours" in md and "| C3 |" in md and "scaled linearly" in md
+    # the page's figures for the paper run are GPU-hours from counted FLOPs; the CPU-hours
+    # are labelled as this machine's, not a forecast
+    assert "GPU-hours" in md.split("## This rehearsal")[0]
+    assert "not a forecast of the paper run" in md
+    assert fc.measured_step_s() == {}                  # a CPU's step times reach no estimate
     md_path, res_path = write_forecast(fc, tmp_path / "reports")
     assert md_path.read_text() == md
 
@@ -163,11 +169,10 @@ def test_resources_overlay_has_the_paper_shape_and_passes_the_schema(tmp_path):
     for rule, spec in over["resources"].items():
         assert set(spec) <= {"gpu", "mem_mb", "runtime", "threads"}, rule
         assert all(isinstance(v, int) for v in spec.values())
-    # the paper's GPUs, even though this rehearsal ran on the CPU
+    # the paper's GPUs, even though this rehearsal ran on the CPU; and no CPU time becomes a
+    # GPU job's runtime: each setting's comes from the paper's cost block
     assert over["resources"]["pretrain"]["gpu"] == paper["resources"]["pretrain"]["gpu"]
-    longest = max(r.hours for r in fc.runs if r.stage == "vision" and r.hours) * 60
-    assert over["resources"]["pretrain"]["runtime"] == pytest.approx(
-        longest * fc.safety, abs=1)
+    assert over["resources"]["pretrain"]["runtime"] == paper["resources"]["pretrain"]["runtime"]
     merged = deep_merge(copy.deepcopy(paper), over)
     check_config(merged, SCHEMA, ["config/paper.yaml", str(res_path)])
     assert resources_overlay(fc) == over
@@ -292,8 +297,10 @@ def test_without_a_gpu_the_covering_pairs_run_and_a_set_pairs_wins(tmp_path):
 
 def test_forecast_fills_pairs_not_rehearsed_from_the_same_backbone(tmp_path):
     """cifar100/resnet18 measured: cifar10/resnet18 (32 px as well) takes its step time as
-    it is, stl10 (96 px) and tinyimagenet (64 px) scaled by pixels and marked; ViT-S, never
-    measured, stays unmeasured."""
+    it is, stl10 (96 px) and tinyimagenet (64 px) scaled by the ratio of counted FLOPs (not
+    pixels: STL-10's 7x7 stem makes its step cheaper) and marked; ViT-S, never measured,
+    stays unmeasured."""
+    from weince.pipeline.cost import vision_step_flops
     from weince.report.forecast import build_forecast, forecast_markdown
 
     cfg = rehearsal_cfg(tmp_path)
@@ -310,10 +317,49 @@ def test_forecast_fills_pairs_not_rehearsed_from_the_same_backbone(tmp_path):
     same, stl, tiny = step("cifar10/resnet18"), step("stl10/resnet18"), \
         step("tinyimagenet/resnet18")
     assert same.filled and same.step_s == base.step_s and "same 32px" in same.source
-    assert stl.step_s == pytest.approx(9 * base.step_s) and stl.source.startswith("estimate")
-    assert tiny.step_s == pytest.approx(4 * base.step_s)
+    flops = {d: vision_step_flops("resnet18", size, 3, 256) for d, size in
+             (("cifar100", 32), ("stl10", 96), ("tinyimagenet", 64))}
+    assert stl.step_s == pytest.approx(flops["stl10"] / flops["cifar100"] * base.step_s)
+    assert stl.step_s < base.step_s < tiny.step_s     # 96 px with the 7x7 stem is cheaper
+    assert stl.source.startswith("estimate") and "counted FLOPs" in stl.source
+    assert tiny.step_s == pytest.approx(flops["tinyimagenet"] / flops["cifar100"] * base.step_s)
     assert all(r.step_s is None for r in fc.runs if r.setting.endswith("/vit_s"))
     c4 = next(c for c in fc.claims if c["id"] == "C4")
     md = forecast_markdown(fc)
     assert "from another pair" in md and "were not rehearsed" in md
     assert c4["filled"] or c4["unmeasured"]
+
+
+def test_a_gpu_rehearsal_replaces_the_estimate_of_the_settings_it_measured(tmp_path):
+    """Step times measured on a GPU become that setting's figure on the page (`measured`)
+    and its `cost.step_s` in resources.yaml, which the jobs' runtime then follows; the other
+    settings keep their counted-FLOPs estimate."""
+    from weince.pipeline.cost import job_runtime
+    from weince.report.forecast import build_forecast, forecast_markdown, resources_overlay
+
+    cfg = rehearsal_cfg(tmp_path, gpu=True)
+    from weince.pipeline import layout
+
+    root, prof = cfg["results"], cfg["profile"]
+    for r in layout.vision_runs(cfg, grid=True):
+        if (r.dataset, r.backbone) == ("cifar100", "resnet18"):
+            d = r.dir(root, prof)
+            d.mkdir(parents=True, exist_ok=True)
+            (d / "train.json").write_text(json.dumps(
+                {"loss": "weince", "batch_size": 256,
+                 "step_timing": _timing(0.02, 256, device="cuda")}))
+    fc = build_forecast(cfg)
+    assert fc.unit == "GPU-hours"
+    assert fc.measured_step_s() == {"cifar100/resnet18": 0.02}
+    over = resources_overlay(fc)
+    assert over["cost"] == {"step_s": {"cifar100/resnet18": 0.02}}
+    md = forecast_markdown(fc)
+    row = next(line for line in md.splitlines() if line.startswith("| cifar100/resnet18 |"))
+    assert "(measured)" in row
+    other = next(line for line in md.splitlines() if line.startswith("| cifar10/resnet18 |"))
+    assert "measured" not in other
+    paper = deep_merge(_yaml("paper.yaml"), over)
+    steps = 100 * (50_000 // 256)
+    assert job_runtime(paper, "cifar100/resnet18")["runtime"] == math.ceil(
+        0.02 * steps / 60 * paper["cost"]["safety_factor"] + paper["cost"]["overhead_min"])
+    check_config(paper, SCHEMA, ["config/paper.yaml", "resources.yaml"])

@@ -97,7 +97,9 @@ def test_the_forecast_gives_hours_per_claim_table(rehearsal):
     wf, _ = rehearsal
     md = (wf / "reports" / "rehearsal" / "forecast.md").read_text()
     assert "CPU-hours" in md and "| C3 |" in md and "| C7 |" in md
-    c3 = next(line for line in md.splitlines() if line.startswith("| C3 |"))
+    assert "GPU-hours" in md and "not a forecast of the paper run" in md
+    c3 = next(line for line in md.split("## This rehearsal")[1].splitlines()
+              if line.startswith("| C3 |"))
     assert re.search(r"\| [\d,.]+ \|", c3), c3                 # a number, not 'not measured'
     import yaml
 

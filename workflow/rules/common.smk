@@ -7,6 +7,7 @@ import re
 from weince.losses.arms import grid_points, split_arm
 from weince.pipeline import layout
 from weince.pipeline.ablations import ablation_inputs, ablation_outputs, ablation_plan
+from weince.pipeline.cost import cost_settings, job_runtime, retries_for
 from weince.pipeline.norms import norms_outputs, norms_results
 from weince.pipeline.stages import (
     PRETRAINED_ARM,
@@ -68,12 +69,35 @@ wildcard_constraints:
 
 
 def resources_for(rule_name):
-    """gpu / mem_mb / runtime of a rule: config resources[rule] over resources[default]."""
+    """gpu / mem_mb / runtime of a rule: config resources[rule] over resources[default];
+    with `cost.enabled`, a pretrain or simcse job's runtime is its own setting's estimate
+    (weince.pipeline.cost.job_runtime, docs/cost.md)."""
     res = config.get("resources", {})
     out = {"gpu": 0, "mem_mb": 2000, "runtime": 30}
     out.update({k: v for k, v in res.get("default", {}).items() if k != "threads"})
     out.update({k: v for k, v in res.get(rule_name, {}).items() if k != "threads"})
+    if cost_settings(config)["enabled"] and rule_name in ("pretrain", "simcse"):
+        out["runtime"] = estimated_runtime
     return out
+
+
+def estimated_runtime(wildcards, attempt):
+    """Minutes of one pretrain/simcse job: its setting's estimate x safety, capped by
+    cost.max_runtime (a longer run continues in the next attempt, from its checkpoint).
+    """
+    key = (
+        f"{wildcards.dataset}/{wildcards.backbone}"
+        if hasattr(wildcards, "dataset")
+        else f"text/{wildcards.model}"
+    )
+    return job_runtime(config, key)["runtime"]
+
+
+def training_retries(stage):
+    """Resubmissions of a training job: its planned segments and cost.extra_restarts
+    (weince.pipeline.cost.retries_for), on the submitting side only: inside a SLURM job
+    a failed run is not restarted in the same allocation."""
+    return None if workflow.remote_exec else retries_for(config, stage)
 
 
 def threads_for(rule_name):

@@ -13,6 +13,7 @@ rule pretrain:
     benchmark:
         f"{BENCH}/pretrain/{VRUN_TAG}.tsv"
     priority: grid_chain_priority
+    retries: training_retries("vision")
     threads: threads_for("pretrain")
     resources:
         **resources_for("pretrain"),

@@ -11,6 +11,7 @@ rule simcse:
     benchmark:
         f"{BENCH}/simcse/{TRUN_TAG}.tsv"
     priority: 1  # the longest jobs: started early, not left for the end
+    retries: training_retries("text")
     threads: threads_for("simcse")
     resources:
         **resources_for("simcse"),

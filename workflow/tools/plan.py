@@ -21,6 +21,15 @@ only the jobs still to run in this checkout. ``--submissions`` also counts the `
 calls: one per job (a profile without job arrays and groups) and with the profile's
 ``slurm-array-jobs`` and ``groups``/``group-components`` (:func:`submissions`).
 
+``--gpu NAME --claims`` prints the GPU-hours of every claim and in total, estimated from
+counted FLOPs without a GPU (weince.pipeline.cost, docs/cost.md); ``--out FILE`` also writes
+that table (docs/cost_claims.md is made so). ``--target FILE --gpu NAME`` prints the jobs
+one target needs (a dry run of that target, by rule), its GPU-hours, and the documented
+cheaper options with their effect on the run count, the hours and the verdict:
+
+    python workflow/tools/plan.py --gpu h100-sxm --claims --out docs/cost_claims.md
+    python workflow/tools/plan.py --target reports/paper/table_c3.md --gpu h100-sxm
+
 ``--forecast`` prints instead the measured forecast of a finished rehearsal (the same page
 as ``reports/rehearsal/forecast.md``, weince.report.forecast):
 
@@ -43,7 +52,8 @@ REPO = HERE.parents[1]
 SLURM_PROFILE = REPO / "workflow" / "profiles" / "slurm"
 
 __all__ = ["JobInfo", "parse_dry_run", "summarise", "submissions", "profile_settings",
-           "dry_run", "dry_run_profile", "forecast_text", "main"]
+           "dry_run", "dry_run_profile", "forecast_text", "load_profile", "target_plan",
+           "main"]
 
 # placeholders so that a dry run works before the user has set the real values
 _ENV_DEFAULTS = {
@@ -315,6 +325,80 @@ def forecast_text(configfiles: list[str]) -> str:
     return forecast_markdown(build_forecast(prepare_config(cfg)))
 
 
+def load_profile(configfiles: list[str]) -> dict:
+    """The merged config of ``configfiles`` over the embedded default, as Snakemake sees it."""
+    import yaml
+
+    from weince.pipeline.rehearsal import deep_merge, prepare_config
+
+    cfg: dict = {}
+    for cf in ["config/config.yaml", *configfiles]:
+        path = Path(cf) if Path(cf).exists() else REPO / cf
+        deep_merge(cfg, yaml.safe_load(path.read_text()) or {})
+    if not Path(cfg.get("claims", "config/claims.yaml")).exists():
+        cfg["claims"] = str(REPO / cfg.get("claims", "config/claims.yaml"))
+    return prepare_config(cfg)
+
+
+def _claim_of_target(target: str, cfg: dict) -> str | None:
+    """The claim id a target reads (``table_c3.md`` -> C3), None for other targets."""
+    from weince.pipeline.claims import load_claims
+
+    m = re.search(r"table_([a-z0-9]+)\.(md|tex)$", target)
+    if not m:
+        return None
+    ids = {c["id"].lower(): c["id"] for c in load_claims(cfg["claims"])["claims"]}
+    if m.group(1) not in ids:
+        raise SystemExit(f"{target}: no claim {m.group(1).upper()} in {cfg['claims']}")
+    return ids[m.group(1)]
+
+
+def target_plan(target: str, configfiles: list[str], gpu: str, jobs=None) -> str:
+    """The plan of one target: its jobs by rule (``jobs``: a parsed dry run of the target),
+    its GPU-hours on ``gpu`` and the cheaper options' effect (weince.pipeline.cost)."""
+    from weince.pipeline.cost import (CHEAPER_OPTIONS, claim_rows, estimate, hours_range,
+                                      with_overlay)
+
+    cfg = load_profile(configfiles)
+    cid = _claim_of_target(target, cfg)
+
+    def row(c):
+        rows = claim_rows(estimate(c, gpu), c)
+        return next(r for r in rows if r["id"] == (cid or "total"))
+
+    base = row(cfg)
+    est = estimate(cfg, gpu)
+    L = [f"Plan for {target} ({', '.join(configfiles)}), an estimate for --gpu {est.gpu} "
+         f"({est.device['name']}):", ""]
+    if jobs is not None:
+        by_rule: dict = {}
+        for j in jobs:
+            if j.output:
+                by_rule[j.rule] = by_rule.get(j.rule, 0) + 1
+        L.append("jobs by rule (dry run of the target): " + ", ".join(
+            f"{r} {n}" for r, n in sorted(by_rule.items(), key=lambda x: (-x[1], x[0]))))
+        lo = hi = 0.0
+        n = 0
+        for j in jobs:
+            if j.rule in ("pretrain", "simcse") and j.output:
+                parts = Path(j.output[0]).parts
+                key = ("/".join(parts[3:5]) if j.rule == "pretrain" else f"text/{parts[3]}")
+                s = est.settings.get(key)
+                if s is not None:
+                    lo, hi, n = lo + s.hours[0], hi + s.hours[1], n + 1
+        L.append(f"training jobs of that dry run: {n}; GPU-hours {hours_range(lo, hi)} "
+                 f"(every run the target's inputs reach, not only the claim's rows)")
+    L += [f"training runs: {base['runs']} ({'the rows of claim ' + cid if cid else 'every run'})"
+          f"; GPU-hours: {hours_range(base['low'], base['high'])} ({base['source']})", "",
+          "Cheaper documented options (docs/protocol.md):", ""]
+    for opt in CHEAPER_OPTIONS:
+        r = row(with_overlay(cfg, opt["overlay"]))
+        L.append(f"- `{opt['key']}`: {r['runs']} training runs (now {base['runs']}), "
+                 f"GPU-hours {hours_range(r['low'], r['high'])}; verdict: {opt['verdict']}")
+    L += ["", "Assumptions:"] + [f"- {a}" for a in est.assumptions]
+    return "\n".join(L) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--configfile", nargs="*", default=["config/paper.yaml"],
@@ -329,13 +413,39 @@ def main(argv: list[str] | None = None) -> int:
                         "groups) and with the profile's job arrays and groups")
     p.add_argument("--forecast", action="store_true",
                    help="print the measured cost forecast of a finished rehearsal instead")
+    p.add_argument("--gpu", help="estimate GPU-hours for this GPU (weince.pipeline.cost: "
+                   "h100-sxm h100-pcie h200 a100-40gb a100-80gb l40s)")
+    p.add_argument("--claims", action="store_true",
+                   help="with --gpu: GPU-hours per claim and in total (no dry run)")
+    p.add_argument("--target", help="with --gpu: the plan of one target, e.g. "
+                   "reports/paper/table_c3.md")
+    p.add_argument("--out", help="with --claims: also write the table to this file")
     args = p.parse_args(argv)
 
+    if (args.claims or args.target) and not args.gpu:
+        p.error("--claims and --target need --gpu NAME (e.g. --gpu h100-sxm)")
     for cf in args.configfile:
         if not (REPO / cf).exists() and not Path(cf).exists():
             p.error(f"config file {cf} not found (relative paths are taken from {REPO})")
     if args.forecast:
         print(forecast_text(args.configfile))
+        return 0
+    if args.claims:
+        from weince.pipeline.cost import claims_markdown
+
+        text = claims_markdown(load_profile(args.configfile), args.gpu,
+                               " ".join(args.configfile))
+        if args.out:
+            Path(args.out).write_text(
+                f"<!-- generated by: python workflow/tools/plan.py --configfile "
+                f"{' '.join(args.configfile)} --gpu {args.gpu} --claims --out {args.out} -->\n"
+                + text)
+        print(text)
+        return 0
+    if args.target:
+        listing = dry_run(args.configfile, Path(args.profile), forceall=True,
+                          extra=[args.target])
+        print(target_plan(args.target, args.configfile, args.gpu, parse_dry_run(listing)))
         return 0
     text = dry_run(args.configfile, Path(args.profile), forceall=not args.outstanding)
     rows = summarise(parse_dry_run(text))

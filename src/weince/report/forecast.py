@@ -1,4 +1,4 @@
-"""The cost of the full paper run, forecast from a rehearsal's measured step times (issue 23).
+"""The cost of the full paper run: counted-FLOPs GPU-hours, measured where a rehearsal ran on a GPU.
 
     from weince.report.forecast import build_forecast, write_forecast
     fc = build_forecast(rehearsal_cfg)             # reads results/rehearsal/...
@@ -12,15 +12,22 @@ would train, that measured time by the paper's steps: ``epochs x (training image
 batch)`` for SimCLR (the official training-split sizes, :data:`TRAIN_IMAGES`), ``epochs x
 (sentences // batch)`` for SimCSE. A rehearsal whose batch was smaller than the paper's
 (the CPU sizes of ``rehearsal.cpu``) has its step time scaled linearly to the paper's batch,
-and the page says so; on a CPU the figures are CPU-hours. Only training steps are counted:
+and the page says so; on a CPU those figures are CPU-hours of that machine and the page says
+they are no forecast. The page opens with the GPU-hours of the paper run on ``cost.gpu``
+from counted FLOPs (:mod:`weince.pipeline.cost`, docs/cost.md), in which the settings this
+rehearsal measured on a GPU take their measured step time; pairs not rehearsed are filled
+from a measured pair of the same backbone scaled by the two steps' counted FLOPs. Only
+training steps are counted:
 data loading before the first step, checkpoints, feature extraction, probes, k-NN, score
 collection and fits are not (they are minutes per run on a GPU; their measured rehearsal
 times are in ``results/<profile>/benchmarks/``).
 
-``resources.yaml`` is a config overlay holding only a ``resources:`` block with the shape
-of ``config/paper.yaml``'s: each rule's ``gpu`` and ``threads`` as the paper profile sets
-them, ``runtime`` (minutes) = the longest forecast run of that rule x ``safety_factor`` for
-``pretrain`` and ``simcse``, and for the other rules the paper profile's value, or the
+``resources.yaml`` is a config overlay holding a ``resources:`` block with the shape of
+``config/paper.yaml``'s: each rule's ``gpu`` and ``threads`` as the paper profile sets
+them; for ``pretrain`` and ``simcse`` with the paper's ``cost.enabled``, the per-setting
+seconds per step measured on a GPU as ``cost.step_s`` (each job's runtime then follows its
+own setting), else (a GPU rehearsal) ``runtime`` = the longest forecast run x
+``safety_factor``; for the other rules the paper profile's value, or the
 rehearsal's own measured time x ``safety_factor`` when that is already longer; ``mem_mb``
 likewise from the rehearsal's measured peak resident memory.
 """
@@ -38,24 +45,15 @@ import yaml
 
 from weince.losses.arms import resolve_arm, split_arm
 from weince.pipeline import layout
-from weince.pipeline.ablations import ablation_inputs, ablation_plan
 from weince.pipeline.benchmarks import job_times, per_rule
-from weince.pipeline.protocol import shares_seeds
-from weince.pipeline.stages import grid_arms
 from weince.pipeline.claims import load_claims
 
 __all__ = ["TRAIN_IMAGES", "WIKI1M_SENTENCES", "Forecast", "build_forecast",
            "forecast_markdown", "resources_overlay", "write_forecast"]
 
-# images of each official training split (the data sets' own documentation)
-TRAIN_IMAGES = {
-    ("cifar10", "train"): 50_000, ("cifar100", "train"): 50_000,
-    ("stl10", "train"): 5_000, ("stl10", "unlabeled"): 100_000,
-    ("stl10", "train+unlabeled"): 105_000,
-    ("imagenet32", "train"): 1_281_167, ("tinyimagenet", "train"): 100_000,
-    ("digits", "train"): 1_438, ("mnist5k", "train"): 4_000,
-}
-WIKI1M_SENTENCES = 1_000_000   # wiki1m_for_simcse.txt
+# the official split sizes and the paper's runs: one home, the cost model
+from weince.pipeline.cost import TRAIN_IMAGES, WIKI1M_SENTENCES  # noqa: E402
+from weince.pipeline.cost import _ablation_runs  # noqa: E402
 
 
 @dataclass
@@ -92,6 +90,24 @@ class Forecast:
     paper_resources: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     synthetic: bool = False
+    paper: dict[str, Any] = field(default_factory=dict)
+    gpu: str = ""                # the GPU of the counted-FLOPs estimate (paper cost.gpu)
+
+    @property
+    def cuda(self) -> bool:
+        return self.unit == "GPU-hours"
+
+    def measured_step_s(self) -> dict[str, float]:
+        """Seconds per step per setting measured on a GPU (``cost.step_s`` keys); none from
+        a CPU rehearsal, whose times say nothing about a GPU."""
+        if not self.cuda:
+            return {}
+        out: dict[str, list[float]] = defaultdict(list)
+        for r in self.runs:
+            if r.step_s is not None and not r.filled and "measured" in r.source:
+                key = r.setting if r.stage == "vision" else f"text/{r.setting}"
+                out[key].append(r.step_s)
+        return {k: round(_median(v), 6) for k, v in sorted(out.items())}
 
 
 def _load(path: Path) -> dict[str, Any] | None:
@@ -122,35 +138,11 @@ def _measurements(cfg: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[
     return vis, txt
 
 
-def _ablation_runs(cfg: dict[str, Any]) -> list[layout.VisionRun]:
-    """The pretraining runs of the profile's ablation plan (parsed from its inputs)."""
-    import re
-
-    pat = re.compile(r"vision/([^/]+)/([^/]+)/([^/]+)/seed(\d+)/")
-    out = {}
-    try:
-        files = ablation_inputs(ablation_plan(cfg))
-    except (KeyError, ValueError):
-        return []
-    for f in files:
-        m = pat.search(str(f).replace("\\", "/"))
-        if m:
-            d, b, a, s = m.groups()
-            out[(d, b, a, int(s))] = layout.VisionRun(d, b, a, int(s))
-    return list(out.values())
-
-
 def _paper_vision_runs(paper: dict[str, Any]) -> list[tuple[layout.VisionRun, bool]]:
-    """Every pretraining run of the paper DAG: ``(run, is_ablation)``."""
-    garms = set(grid_arms(paper))
-    arms = (paper.get("vision") or {}).get("arms", [])
-    trained = [a for a in arms if a not in garms or not shares_seeds(paper)]
-    runs = {(r.dataset, r.backbone, r.arm, r.seed): (r, False)
-            for r in [*layout.vision_runs(paper, arms=trained),
-                      *layout.vision_runs(paper, grid=True)]}
-    for r in _ablation_runs(paper):
-        runs.setdefault((r.dataset, r.backbone, r.arm, r.seed), (r, True))
-    return list(runs.values())
+    """Every pretraining run the paper DAG trains: ``(run, is_ablation)``."""
+    from weince.pipeline.cost import paper_vision_runs
+
+    return paper_vision_runs(paper)
 
 
 def _loss_of(arm: str, cfg: dict[str, Any]) -> str:
@@ -163,16 +155,9 @@ def _loss_of(arm: str, cfg: dict[str, Any]) -> str:
 
 
 def _paper_steps(paper: dict[str, Any], dataset: str, arm: str) -> int:
-    v = paper.get("vision") or {}
-    pre = {**(v.get("pretrain") or {}), **((v.get("pretrain_by_dataset") or {}).get(dataset)
-                                          or {})}
-    n = TRAIN_IMAGES.get((dataset, pre.get("train_split", "train")))
-    if n is None:
-        raise ValueError(f"no official training-split size for {dataset} "
-                         f"({pre.get('train_split', 'train')}); add it to TRAIN_IMAGES")
-    if pre.get("max_train_images"):
-        n = min(n, int(pre["max_train_images"]))
-    return int(pre.get("epochs", 100)) * (n // int(pre.get("batch_size", 256)))
+    from weince.pipeline.cost import vision_steps
+
+    return vision_steps(paper, dataset)
 
 
 def _benchmarks(cfg: dict[str, Any]) -> tuple[dict[str, float], dict[str, float]]:
@@ -194,12 +179,9 @@ def _paper_config(cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 def _claim_pairs(claim: dict[str, Any], pairs: set[tuple[str, str]]) -> set[tuple[str, str]]:
-    if claim.get("rows") == "any":
-        return set(pairs)
-    if claim.get("grid"):
-        g = claim["grid"]
-        return {(d, b) for d in g["datasets"] for b in g["backbones"]} & pairs
-    return {(r.get("dataset"), r.get("backbone")) for r in claim.get("rows") or []} & pairs
+    from weince.pipeline.cost import claim_pairs
+
+    return claim_pairs(claim, pairs)
 
 
 def build_forecast(cfg: dict[str, Any]) -> Forecast:
@@ -215,6 +197,8 @@ def build_forecast(cfg: dict[str, Any]) -> Forecast:
     fc = Forecast(device=", ".join(sorted(d for d in devices if d)) or "none measured",
                   unit="GPU-hours" if cuda else "CPU-hours", safety=safety, measured=vis + txt,
                   synthetic=bool(data_note(cfg)))
+    fc.paper = paper
+    fc.gpu = str(((paper.get("cost") or {}).get("gpu")) or "h100-sxm")
     fc.benchmarks, fc.bench_rss = _benchmarks(cfg)
     fc.paper_resources = dict(paper.get("resources") or {})
     pv = paper.get("vision") or {}
@@ -249,7 +233,7 @@ def build_forecast(cfg: dict[str, Any]) -> Forecast:
         elif by_pair.get(key[:2]):
             rc.step_s, rc.source = max(by_pair[key[:2]]), "another arm of this pair (max)"
         else:
-            est = _same_backbone(run.dataset, run.backbone, by_pair)
+            est = _same_backbone(run.dataset, run.backbone, by_pair, paper)
             if est is not None:
                 (rc.step_s, rc.source), rc.filled = est, True
                 filled.add(key[:2])
@@ -260,8 +244,8 @@ def build_forecast(cfg: dict[str, Any]) -> Forecast:
             f"({', '.join('/'.join(p) for p in sorted(filled))}; a rehearsal without a GPU "
             f"runs `rehearsal.cpu_pairs`, every loader and backbone once): their step times "
             f"are those of the same backbone measured on another data set, as measured at the "
-            f"same image size, else scaled by the pixel count (an estimate, marked per run; "
-            f"ViT-S's attention grows faster than its pixels)")
+            f"same image size, else scaled by the ratio of the two steps' counted FLOPs (an "
+            f"estimate, marked per run; weince.pipeline.cost)")
 
     pt = paper.get("text") or {}
     if pt.get("enabled", True):
@@ -320,12 +304,15 @@ def build_forecast(cfg: dict[str, Any]) -> Forecast:
     return fc
 
 
-def _same_backbone(dataset: str, backbone: str,
-                   by_pair: dict[tuple, list[float]]) -> tuple[float, str] | None:
+def _same_backbone(dataset: str, backbone: str, by_pair: dict[tuple, list[float]],
+                   paper: dict[str, Any] | None = None) -> tuple[float, str] | None:
     """The step time of a pair that was not rehearsed, from a measured pair of the same
     backbone: the slowest one at the same image size (the step does not depend on which
-    images), else the closest size scaled by the pixel count; with where it came from."""
+    images), else the closest size scaled by the ratio of the two steps' counted FLOPs
+    (weince.pipeline.cost: STL-10's 7x7 stem and max-pool make its 96 px step cheaper than
+    a 32 px one); with where it came from."""
     from weince.data.vision import DATASETS
+    from weince.pipeline.cost import vision_step_flops
 
     def size(d: str) -> int | None:
         spec = DATASETS.get(d)
@@ -340,8 +327,16 @@ def _same_backbone(dataset: str, backbone: str,
         d, t = max(same, key=lambda c: c[1])
         return t, f"{backbone} on {d} (same {want}px images)"
     d, t = min(cands, key=lambda c: (abs(size(c[0]) - want), -c[1]))
-    return (t * (want / size(d)) ** 2,
-            f"estimate: {backbone} on {d} scaled by pixels ({size(d)}->{want}px)")
+    pre = ((paper or {}).get("vision") or {}).get("pretrain") or {}
+    batch, proj = int(pre.get("batch_size", 256)), int(pre.get("proj_dim", 64))
+
+    def flops(ds: str) -> float:
+        spec = DATASETS[ds]
+        return vision_step_flops(backbone, spec.image_size, spec.channels, batch, proj)
+
+    ratio = flops(dataset) / flops(d)
+    return (t * ratio, f"estimate: {backbone} on {d} x {ratio:.2g} counted FLOPs "
+                       f"({size(d)}->{want}px)")
 
 
 def _median(xs: list[float]) -> float:
@@ -382,9 +377,10 @@ def resources_overlay(fc: Forecast) -> dict[str, Any]:
     rules = dict(fc.paper_resources)   # the paper's rules only (a benchmark folder such as
     for rule in longest:               # `norms` holds two rules and is not one itself)
         rules.setdefault(rule, {})
+    per_setting = bool((fc.paper.get("cost") or {}).get("enabled"))
     for rule, spec in rules.items():
         spec = dict(spec or {})
-        if rule in longest:
+        if rule in longest and fc.cuda and not per_setting:
             spec["runtime"] = max(1, math.ceil(longest[rule] * fc.safety))
         elif rule in fc.benchmarks and rule != "default":
             measured = math.ceil(fc.benchmarks[rule] / 60.0 * fc.safety)
@@ -394,17 +390,39 @@ def resources_overlay(fc: Forecast) -> dict[str, Any]:
                                  math.ceil(fc.bench_rss[rule] * fc.safety))
         out[rule] = {k: int(v) for k, v in spec.items()
                      if k in ("gpu", "mem_mb", "runtime", "threads")}
-    return {"resources": out}
+    over: dict[str, Any] = {"resources": out}
+    measured = fc.measured_step_s()
+    if per_setting and measured:
+        # each setting's own time: the runtime of its jobs follows it (weince.pipeline.cost)
+        over["cost"] = {"step_s": measured}
+    return over
+
+
+def estimate_markdown(fc: Forecast) -> str:
+    """The paper run's GPU-hours on ``fc.gpu`` from counted FLOPs, with the settings this
+    rehearsal measured on a GPU in place of their estimate (weince.pipeline.cost)."""
+    from weince.pipeline.cost import claims_markdown, with_overlay
+
+    paper = with_overlay(fc.paper, {"cost": {"step_s": fc.measured_step_s()}})
+    return claims_markdown(paper, fc.gpu, "config/paper.yaml")
 
 
 def forecast_markdown(fc: Forecast) -> str:
     total, n_known, n_all = _total(fc)
-    L = ["# Forecast of the full paper run, from this rehearsal's measurements", "",
-         f"Measured on: **{fc.device}**; figures are **{fc.unit}**"
-         + (" (a CPU: a GPU node runs these steps far faster; rehearse there for a GPU "
-            "forecast)" if fc.unit == "CPU-hours" else "") + ".",
-         "Only optimiser steps are counted (time per step after warm-up x the paper's steps "
-         "per run x its runs); evaluation, feature extraction and fits are not.", ""]
+    L = ["# Cost of the full paper run", "",
+         "## GPU-hours (counted FLOPs; measured where this rehearsal ran on a GPU)", "",
+         "`from` says per row whether a setting's step time was measured here (on a GPU) or "
+         "estimated (docs/cost.md).", "", estimate_markdown(fc).rstrip("\n"), ""]
+    if fc.unit == "CPU-hours":
+        L += ["## This rehearsal's own step times (a CPU: not a forecast of the paper run)", "",
+              f"Measured on: **{fc.device}**. The rows below multiply this CPU's step times by "
+              "the paper's steps: **CPU-hours of this machine**, which say nothing about a "
+              "GPU's; they show that every setting ran and how its step scales.", ""]
+    else:
+        L += ["## Measured on this GPU", "",
+              f"Measured on: **{fc.device}**; figures are **{fc.unit}**.", ""]
+    L += ["Only optimiser steps are counted (time per step after warm-up x the paper's steps "
+          "per run x its runs); evaluation, feature extraction and fits are not.", ""]
     if fc.synthetic:
         L += ["The rehearsal ran on SYNTHETIC files in the real formats (`weince "
               "synthetic-data`): step times depend on image size and model, not on the "
@@ -412,7 +430,7 @@ def forecast_markdown(fc: Forecast) -> str:
     L += [f"**Total: {_h(total)} {fc.unit}** for {n_known} of the paper's {n_all} training "
           f"runs" + (f" ({n_all - n_known} runs of settings this rehearsal did not run are "
                      f"not counted)" if n_known < n_all else "") + ".", "",
-          "## Per claim table", "",
+          "### Per claim table", "",
           f"| claim | what | training runs | {fc.unit} | from another pair | not measured |",
           "| --- | --- | ---: | ---: | --- | --- |"]
     for c in fc.claims:
@@ -428,7 +446,7 @@ def forecast_markdown(fc: Forecast) -> str:
                  f"{', '.join(c['unmeasured']) or '-'} |")
     L += ["", "A run serves several claims (C3-C6 share encoders), so the rows do not add up "
           "to the total; claims with no training run (timing, checks, norms) cost minutes.",
-          "", "## Per setting", "",
+          "", "### Per setting", "",
           f"| stage | setting | arm (loss) | runs | steps per run | s per step | {fc.unit} | "
           "measured by |", "| --- | --- | --- | ---: | ---: | ---: | ---: | --- |"]
     groups: dict[tuple, list[RunCost]] = defaultdict(list)
@@ -439,23 +457,26 @@ def forecast_markdown(fc: Forecast) -> str:
         L.append(f"| {stage}{' (ablation)' if abl else ''} | {setting} | {loss} | {len(rs)} | "
                  f"{rs[0].steps:,} | {_f(rs[0].step_s)} | {_h(sum(hrs) if hrs else None)} | "
                  f"{rs[0].source or '-'} |")
-    L += ["", "## Peak memory per backbone (on the device it ran on)", "",
+    L += ["", "### Peak memory per backbone (on the device it ran on)", "",
           "| backbone | peak MB | measured as | batch | run |", "| --- | ---: | --- | ---: | --- |"]
     for b, m in sorted(fc.memory.items()):
         L.append(f"| {b} | {m['peak_mem_mb']:,.0f} | {m['kind']} | {m['batch']} | {m['at']} |")
     over = resources_overlay(fc)["resources"]
-    L += ["", f"## Suggested SLURM runtime per rule (minutes; safety factor {fc.safety:g})", "",
+    L += ["", f"### Suggested SLURM runtime per rule (minutes; safety factor {fc.safety:g})", "",
           "`reports/rehearsal/resources.yaml` holds these as a config overlay: "
           "`--configfile config/paper.yaml reports/rehearsal/resources.yaml`.", "",
           "| rule | gpu | runtime (min) | mem_mb | from |", "| --- | ---: | ---: | ---: | --- |"]
     for rule, spec in sorted(over.items()):
-        src = ("longest forecast run x safety" if rule in ("pretrain", "simcse") and any(
-            (r.stage == "vision") == (rule == "pretrain") and r.hours is not None
-            for r in fc.runs) else "paper profile (or measured x safety if longer)")
+        if rule in ("pretrain", "simcse") and (fc.paper.get("cost") or {}).get("enabled"):
+            src = "per setting: its estimate or measured step time (cost block, docs/cost.md)"
+        elif rule in ("pretrain", "simcse") and fc.cuda:
+            src = "longest forecast run x safety"
+        else:
+            src = "paper profile (or measured x safety if longer)"
         L.append(f"| {rule} | {spec.get('gpu', 0)} | {spec.get('runtime', '-')} | "
                  f"{spec.get('mem_mb', '-')} | {src} |")
     if fc.notes:
-        L += ["", "## Notes", ""] + [f"- {n}" for n in fc.notes]
+        L += ["", "### Notes", ""] + [f"- {n}" for n in fc.notes]
     return "\n".join(L) + "\n"
 
 
@@ -470,11 +491,12 @@ def write_forecast(fc: Forecast, out_dir: str | Path) -> tuple[Path, Path]:
     md = out / "forecast.md"
     md.write_text(forecast_markdown(fc))
     res = out / "resources.yaml"
-    head = (f"# Measured resources for the paper profile (weince rehearsal on {fc.device}; "
-            f"{fc.unit}; runtime = measured x {fc.safety:g}).\n"
-            "#   snakemake --configfile config/paper.yaml reports/rehearsal/resources.yaml ...\n")
+    head = (f"# Measured resources for the paper profile (weince rehearsal on {fc.device}).\n"
+            "#   snakemake --configfile config/paper.yaml reports/rehearsal/resources.yaml ...\n"
+            "# pretrain/simcse runtimes: per setting from the cost model (docs/cost.md); a GPU\n"
+            "# rehearsal's measured seconds per step (cost.step_s) replace the estimates.\n")
     if fc.unit == "CPU-hours":
-        head += ("# Measured on a CPU: these runtimes are CPU times, far above a GPU's; "
-                 "rehearse on a GPU node before using them on a cluster.\n")
+        head += ("# Measured on a CPU: no step time is carried over (a CPU's say nothing about "
+                 "a GPU's); memory and the short rules' times are.\n")
     res.write_text(head + yaml.safe_dump(resources_overlay(fc), sort_keys=True))
     return md, res
