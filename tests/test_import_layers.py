@@ -236,3 +236,28 @@ def test_each_test_process_runs_torch_on_its_share_of_the_cores():
 
     assert "OMP_NUM_THREADS" in os.environ
     assert torch.get_num_threads() == int(os.environ["OMP_NUM_THREADS"])
+
+
+def _private_imports(path: Path, mod: str) -> list[str]:
+    """``from weince.<pkg>... import _name`` (or from a private module ``_x``) where
+    ``<pkg>`` is not the importing module's own subpackage."""
+    own = package(mod)
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("weince.") \
+                and not node.level and package(node.module) != own:
+            private = [a.name for a in node.names if a.name.startswith("_")
+                       and not a.name.startswith("__")]
+            if any(p.startswith("_") and not p.startswith("__")
+                   for p in node.module.split(".")) or private:
+                found.append(f"{mod} imports {private or [a.name for a in node.names]} from "
+                             f"{node.module}")
+    return found
+
+
+def test_no_private_name_crosses_a_package():
+    """A name another subpackage needs is public in its home (``weince.data.vision.
+    subset_indices``, ``weince.eval.linear.features_of``), not reached for with ``_``."""
+    bad = [line for p in sorted(ROOT.rglob("*.py"))
+           for line in _private_imports(p, module_name(p))]
+    assert not bad, "\n".join(bad)

@@ -196,7 +196,7 @@ def test_a_rehearsal_report_gives_no_verdict_but_c9s_and_c11s(tmp_path):
     cfg = rehearsal_cfg(tmp_path)
     checks = Path(cfg["results"]) / cfg["profile"] / "checks"
     checks.mkdir(parents=True)
-    from weince.report.checks import special_case_check  # the real C9 computation
+    from weince.eval.special_case import special_case_check  # the real C9 computation
 
     from weince.utils import write_json
 
@@ -266,7 +266,7 @@ def test_the_scale_line_names_only_the_pairs_that_ran(tmp_path):
 
 def test_the_rehearsal_summary_opens_with_the_rehearsal_note(tmp_path):
     from weince.report.build import build_report
-    from weince.report.checks import special_case_check
+    from weince.eval.special_case import special_case_check
     from weince.utils import write_json
 
     cfg = rehearsal_cfg(tmp_path)

@@ -59,7 +59,7 @@ def test_simcse_config_sets_run_keys():
 
 
 def test_special_case_check_is_exact():
-    from weince.report.checks import special_case_check
+    from weince.eval.special_case import special_case_check
 
     r = special_case_check([("simclr", 16, 8, 0.5), ("pairs", 24, 8, 0.1)])
     assert r["max_abs_diff"] < 1e-5

@@ -26,7 +26,7 @@ from weince.pipeline.targets import (
     result_files,
 )
 from weince.pipeline.protocol import adopted_seeds, probe_kwargs, shares_seeds
-from weince.report.selection import selection_paths
+from weince.pipeline.selection import selection_paths
 
 RESULTS = config["results"]
 PROFILE = config["profile"]

@@ -1,10 +1,10 @@
-"""Snakemake adapter: C9, WEINCE with lambda = 0 equals InfoNCE (weince.report.checks)."""
+"""Snakemake adapter: C9, WEINCE with lambda = 0 equals InfoNCE (weince.eval.special_case)."""
 
 from weince.pipeline.logs import log_to
 
 with log_to(snakemake.log[0], resources=snakemake.resources,
             device=snakemake.config.get("device")):
-    from weince.report.checks import DEFAULT_CASES, special_case_check
+    from weince.eval.special_case import DEFAULT_CASES, special_case_check
     from weince.utils import write_json
 
     cases = snakemake.params.cases or DEFAULT_CASES

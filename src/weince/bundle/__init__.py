@@ -7,7 +7,9 @@ and rebuilds its tables with the installed code (offline, no GPU, no torch).
     print(verify_bundle("smoke.tar.gz").render())
 """
 
+from weince.bundle._archive import DEFAULT_MAX_BYTES, DEFAULT_MAX_MANIFEST_BYTES, parse_size
 from weince.bundle.make import make_bundle, rebuild_command
 from weince.bundle.verify import VerifyResult, verify_bundle
 
-__all__ = ["make_bundle", "verify_bundle", "VerifyResult", "rebuild_command"]
+__all__ = ["make_bundle", "verify_bundle", "VerifyResult", "rebuild_command",
+           "DEFAULT_MAX_BYTES", "DEFAULT_MAX_MANIFEST_BYTES", "parse_size"]

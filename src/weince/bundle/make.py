@@ -239,23 +239,7 @@ def make_bundle(profile: str, out: str | Path, *, reports: str | Path = "reports
     readers = _report.report_inputs(cfg, claims_src)
     wanted = {"result"} | ({"model"} if with_models else set()) | (
         {"scores"} if with_scores else set())
-    entries: list[Entry] = []
-    counts: dict[str, int] = {}
-    for f in sorted(p for p in res_dir.rglob("*") if p.is_file()):
-        rel = PurePosixPath(f.relative_to(res_dir).as_posix())
-        if rel.parts[0] == META:
-            continue
-        kind = classify(rel)
-        if kind not in wanted:
-            continue
-        role = kind
-        who = readers.get(f)
-        if who:
-            role = f"report input ({', '.join(who)})"
-        entries.append(Entry(f, f"{arc_res}/{rel}", role))
-        counts[kind] = counts.get(kind, 0) + 1
-    absent = sorted(f"{arc_res}/{PurePosixPath(p.relative_to(res_dir).as_posix())}"
-                    for p in readers if not p.exists() and _is_under(p, res_dir))
+    entries, counts, absent = _result_entries(res_dir, arc_res, readers, wanted)
     for f in sorted(p for p in rep_dir.rglob("*") if p.is_file()):
         rel = PurePosixPath(f.relative_to(rep_dir).as_posix())
         if classify(rel) == "skip":
@@ -302,7 +286,37 @@ def make_bundle(profile: str, out: str | Path, *, reports: str | Path = "reports
     sums = "".join(f"{f['sha256']}  {f['path']}\n" for f in files).encode()
     man = (json.dumps(manifest, indent=1) + "\n").encode()
 
-    out = Path(out)
+    _write_archive(Path(out), meta, man, sums, entries)
+    return manifest
+
+
+def _result_entries(res_dir: Path, arc_res: str, readers: dict[Path, Any], wanted: set[str]
+                    ) -> tuple[list[Entry], dict[str, int], list[str]]:
+    """The result files of the kinds ``wanted`` (role: what reads them), their counts per
+    kind, and the report inputs that do not exist (``absent``)."""
+    entries: list[Entry] = []
+    counts: dict[str, int] = {}
+    for f in sorted(p for p in res_dir.rglob("*") if p.is_file()):
+        rel = PurePosixPath(f.relative_to(res_dir).as_posix())
+        if rel.parts[0] == META:
+            continue
+        kind = classify(rel)
+        if kind not in wanted:
+            continue
+        role = kind
+        who = readers.get(f)
+        if who:
+            role = f"report input ({', '.join(who)})"
+        entries.append(Entry(f, f"{arc_res}/{rel}", role))
+        counts[kind] = counts.get(kind, 0) + 1
+    absent = sorted(f"{arc_res}/{PurePosixPath(p.relative_to(res_dir).as_posix())}"
+                    for p in readers if not p.exists() and _is_under(p, res_dir))
+    return entries, counts, absent
+
+
+def _write_archive(out: Path, meta: str, man: bytes, sums: bytes, entries: list[Entry]) -> None:
+    """The ``.tar.gz``: manifest and sums first, then every entry (written beside ``out``
+    and renamed over it)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".part")
     with tarfile.open(tmp, "w:gz", dereference=True) as tar:
@@ -314,7 +328,6 @@ def make_bundle(profile: str, out: str | Path, *, reports: str | Path = "reports
             else:
                 tar.add(e.src, arcname=e.arc, recursive=False, filter=_anonymous)
     tmp.replace(out)
-    return manifest
 
 
 def _is_under(p: Path, d: Path) -> bool:

@@ -315,6 +315,27 @@ def _verify(tar: tarfile.TarFile, tmp: Path, res: VerifyResult, *, keep, extract
     members = scan(tar)
     res.unsafe = list(members.unsafe) + [f"{n} (stored twice: which copy counts is "
                                          f"ambiguous)" for n in members.duplicates]
+    manifest, man_bytes = _read_manifest(tar, members, res, max_manifest_bytes)
+    # 1. the files against the manifest: sizes from the headers, then hashes while unpacking
+    listed, own = _check_files(tar, members, manifest, man_bytes, root, res, max_bytes)
+    if res.unsafe:
+        res.notes.append("the report is not rebuilt from an archive that holds members "
+                         "other than regular files and folders")
+        return
+    # 2. commits
+    shipped, shipped_claims = _commits(manifest, root, res)
+    # 3. rebuild the report from the bundle's result files
+    out, rebuilt, hash_free = _rebuild(manifest, root, tmp, shipped, res, keep)
+    # 4. compare
+    _compare(rebuilt, shipped, out, hash_free, shipped_claims, res)
+    # 5. unpack into a checkout, only what was verified
+    if extract is not None:
+        res.extracted = _extract_into(root, [*listed, *own], Path(extract), res)
+
+
+def _read_manifest(tar: tarfile.TarFile, members, res: VerifyResult,
+                   max_manifest_bytes: int) -> tuple[dict[str, Any], bytes]:
+    """The bundle's one ``*/bundle/manifest.json``, checked, and its bytes."""
     mans = [n for n in members.files if n.endswith("/bundle/manifest.json")
             or n == "bundle/manifest.json"]
     if len(mans) != 1:
@@ -335,7 +356,14 @@ def _verify(tar: tarfile.TarFile, tmp: Path, res: VerifyResult, *, keep, extract
     res.created = manifest.get("created") or ""
     res.absent = [str(a) for a in manifest.get("absent") or []]
 
-    # 1. the files against the manifest: sizes from the headers, then hashes while unpacking
+    return manifest, man_bytes
+
+
+def _check_files(tar: tarfile.TarFile, members, manifest: dict[str, Any], man_bytes: bytes,
+                 root: Path, res: VerifyResult, max_bytes: int) -> tuple[dict, set[str]]:
+    """Unpack the listed files into ``root``, checking sizes and hashes against the
+    manifest; ``(listed, own)``: the manifest's files and the bundle's own two."""
+    meta = manifest["meta"]
     listed = {f["path"]: f for f in manifest["files"]}
     res.n_files = len(listed)
     own = {f"{meta}/manifest.json", f"{meta}/SHA256SUMS"}
@@ -369,12 +397,13 @@ def _verify(tar: tarfile.TarFile, tmp: Path, res: VerifyResult, *, keep, extract
             (root / meta / "SHA256SUMS").write_bytes(got)
     (root / meta).mkdir(parents=True, exist_ok=True)
     (root / meta / "manifest.json").write_bytes(man_bytes)
-    if res.unsafe:
-        res.notes.append("the report is not rebuilt from an archive that holds members "
-                         "other than regular files and folders")
-        return
+    return listed, own
 
-    # 2. commits
+
+def _commits(manifest: dict[str, Any], root: Path, res: VerifyResult
+             ) -> tuple[Path, dict[str, Any]]:
+    """The commits of the results, the report, the bundle and the installed code; returns
+    the shipped report folder and its ``claims.json``."""
     results_commits = sorted({_short(str(f["provenance"]["git_commit"]))
                               for f in manifest["files"]
                               if (f.get("provenance") or {}).get("git_commit")
@@ -397,7 +426,14 @@ def _verify(tar: tarfile.TarFile, tmp: Path, res: VerifyResult, *, keep, extract
                    "installed": _short(installed),
                    "same": results_commits == [_short(installed)]}
 
-    # 3. rebuild the report from the bundle's result files
+    return shipped, shipped_claims
+
+
+def _rebuild(manifest: dict[str, Any], root: Path, tmp: Path, shipped: Path,
+             res: VerifyResult, keep) -> tuple[Path, list[str], bool]:
+    """Rebuild the report from the bundle's result files into ``tmp/rebuilt``; returns
+    that folder, the rebuilt file names and whether the config hash line is left out of
+    the comparison."""
     resolved = root / manifest["resolved_config"]
     if not resolved.is_file():
         raise BundleError(f"{manifest['resolved_config']} is missing: cannot rebuild")
@@ -441,7 +477,12 @@ def _verify(tar: tarfile.TarFile, tmp: Path, res: VerifyResult, *, keep, extract
     if keep:
         shutil.copytree(out, keep, dirs_exist_ok=True)
 
-    # 4. compare
+    return out, rebuilt, hash_free
+
+
+def _compare(rebuilt: list[str], shipped: Path, out: Path, hash_free: bool,
+             shipped_claims: dict[str, Any], res: VerifyResult) -> None:
+    """Each rebuilt page against the shipped one, and the verdicts claim by claim."""
     for name in rebuilt:
         a, b = shipped / name, out / name
         label = name
@@ -483,10 +524,6 @@ def _verify(tar: tarfile.TarFile, tmp: Path, res: VerifyResult, *, keep, extract
         elif not res.verdict_changes:
             res.differing["claims.json"] = ["the claims' reasons or provenance differ "
                                             "(same verdicts)"]
-
-    # 5. unpack into a checkout, only what was verified
-    if extract is not None:
-        res.extracted = _extract_into(root, [*listed, *own], Path(extract), res)
 
 
 def _extract_into(root: Path, names: list[str], dest: Path, res: VerifyResult) -> str:

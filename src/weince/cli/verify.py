@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import argparse
 
-from weince.bundle._archive import DEFAULT_MAX_BYTES, DEFAULT_MAX_MANIFEST_BYTES, parse_size
+from weince.bundle import DEFAULT_MAX_BYTES, DEFAULT_MAX_MANIFEST_BYTES, parse_size
 
 __all__ = ["add_arguments", "main"]
 

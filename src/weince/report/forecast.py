@@ -201,6 +201,15 @@ def build_forecast(cfg: dict[str, Any]) -> Forecast:
     fc.gpu = str(((paper.get("cost") or {}).get("gpu")) or "h100-sxm")
     fc.benchmarks, fc.bench_rss = _benchmarks(cfg)
     fc.paper_resources = dict(paper.get("resources") or {})
+    _vision_costs(fc, paper, vis)
+    _text_costs(fc, paper, txt)
+    _claim_costs(fc, cfg, paper)
+    return fc
+
+
+def _vision_costs(fc: Forecast, paper: dict[str, Any], vis: list[dict[str, Any]]) -> None:
+    """Every SimCLR run of the paper profile priced from the measured step times (scaled to
+    the paper's batch); peak memory per backbone."""
     pv = paper.get("vision") or {}
     paper_batch = int((pv.get("pretrain") or {}).get("batch_size", 256))
 
@@ -247,6 +256,9 @@ def build_forecast(cfg: dict[str, Any]) -> Forecast:
             f"same image size, else scaled by the ratio of the two steps' counted FLOPs (an "
             f"estimate, marked per run; weince.pipeline.cost)")
 
+
+def _text_costs(fc: Forecast, paper: dict[str, Any], txt: list[dict[str, Any]]) -> None:
+    """Every SimCSE run of the paper profile priced from the measured step times."""
     pt = paper.get("text") or {}
     if pt.get("enabled", True):
         s = pt.get("simcse") or {}
@@ -285,6 +297,9 @@ def build_forecast(cfg: dict[str, Any]) -> Forecast:
             fc.notes.append("the SimCSE step times were measured on a different model from "
                             "the paper's")
 
+
+def _claim_costs(fc: Forecast, cfg: dict[str, Any], paper: dict[str, Any]) -> None:
+    """The cost of each claim (the runs it needs) and of the ablation arms."""
     pairs = set(layout.vision_pairs(paper))
     for claim in load_claims(cfg.get("claims", "config/claims.yaml"))["claims"]:
         stage = claim.get("stage")
@@ -301,7 +316,6 @@ def build_forecast(cfg: dict[str, Any]) -> Forecast:
     if abl:
         fc.claims.append(_claim_row({"id": "ablations", "title": "ablation arms "
                                      "(docs/ablations.md)", "stage": "vision"}, abl))
-    return fc
 
 
 def _same_backbone(dataset: str, backbone: str, by_pair: dict[tuple, list[float]],

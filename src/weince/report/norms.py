@@ -185,6 +185,92 @@ def _unit(r: dict[str, Any]) -> str:
                        for k, v in r.items()})
 
 
+def _n1_lines(results: Sequence[dict[str, Any]], figures: dict[str, str] | None
+        ) -> list[str]:
+    """The N1 section: predicted vs measured equilibrium norm, per unit."""
+    L: list[str] = ["## N1: equilibrium norm, predicted vs measured", "",
+          "`R_eq^2 = (D* + sqrt(D*^2 + 2 V*^2)) / 2`, `D* = D_out / (eta lambda_rad)`, "
+          "`V*^2 = Sigma^2 / (eta lambda_rad)`, against the measured `||z||` of the same "
+          "training inputs (Pearson / Spearman, bootstrap 95% intervals).", "",
+          "| unit | n | Pearson r [95% CI] | Spearman rho [95% CI] | eta | lambda_rad | "
+          "decoupled decay | verdict |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in results:
+        n1 = r["n1"]
+        pvm = n1.get("predicted_vs_measured", {})
+        prem = n1.get("premise", {})
+        L.append(f"| {_unit(r)} | {md_escape(r.get('n_probes', 'n/a'))} | "
+                 f"{_rci(pvm.get('pearson'))} | "
+                 f"{_rci(pvm.get('spearman'))} | {_g(prem.get('eta'))} | "
+                 f"{_g(prem.get('lambda_rad'))} | {'yes' if prem.get('decoupled') else 'no'}"
+                 f" | {md_escape(n1['verdict'])} |")
+    notes = _premise_note(results)
+    if notes:
+        L += ["", "Premise: " + "; ".join(sorted({n.split(': ', 1)[1] for n in notes})) + "."]
+    if figures and figures.get("n1"):
+        L += ["", f"![N1 predicted vs measured]({figures['n1']})"]
+    return L
+
+
+def _n2_lines(results: Sequence[dict[str, Any]], figures: dict[str, str] | None
+        ) -> list[str]:
+    """The N2 section: heat and radial drift against the norm, per unit."""
+    L: list[str] = ["", "## N2: heat and radial drift vs norm", "",
+          "Pearson r with the measured `||z||` (bootstrap 95% interval). Paper: heat "
+          "+0.38, drift -0.58. `drift` = mean radial component `<g, u>` of the gradient "
+          "with respect to the unit embedding (the norm moves along `-<g, u>` under "
+          "descent); `heat` = trace of its covariance over minibatch resamplings; "
+          "`heat_pre` = the same for the pre-normalisation gradient (scales as "
+          "`1/||z||^2` by construction).", "",
+          "| unit | n | heat [95% CI] | drift [95% CI] | heat_pre [95% CI] | heat (Spearman) | "
+          "drift (Spearman) | verdict |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in results:
+        n2 = r["n2"]
+        L.append(f"| {_unit(r)} | {md_escape(r.get('n_probes', 'n/a'))} | "
+                 f"{_rci(n2['heat_vs_norm']['pearson'])} | {_rci(n2['drift_vs_norm']['pearson'])} | "
+                 f"{_rci(n2['heat_pre_vs_norm']['pearson'])} | "
+                 f"{_f(n2['heat_vs_norm']['spearman']['r'])} | "
+                 f"{_f(n2['drift_vs_norm']['spearman']['r'])} | {md_escape(n2['verdict'])} |")
+    if figures and figures.get("n2"):
+        L += ["", f"![N2 heat and drift vs norm]({figures['n2']})"]
+    return L
+
+
+def _n3_lines(results: Sequence[dict[str, Any]], figures: dict[str, str] | None
+        ) -> list[str]:
+    """The N3 section: norm-aware re-scoring gains, and the scale-invariance check."""
+    L: list[str] = ["", "## N3: norm-aware re-scoring `cos / (1 + alpha ||z|| / median)`", "",
+          "`alpha` chosen on the validation split only (k-NN: 10% of the training set; "
+          "STS: dev pairs); gain = re-scored minus plain cosine on test, paired bootstrap "
+          "95% interval. Paper: +1.2 to +2.3 points on frequent items and low-quality "
+          "samples. Primary rows (marked *) decide the verdict. The discount with the "
+          "backbone norm `||h||` is in each `norms.json` (`n3.rows`, `norm_feature`).", "",
+          "| unit | task | norm of | metric | subset | alpha | plain | re-scored | gain [95% CI] "
+          "| n | verdict |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in results:
+        rows = r.get("n3", {}).get("rows", [])
+        shown = rows[0].get("norm_feature") if rows else None
+        for row in rows:
+            if row.get("norm_feature") != shown:
+                continue  # other norms (e.g. the backbone's) are in norms.json
+            star = "*" if row.get("primary") else ""
+            e = {k: md_escape(row.get(k, "")) for k in ("task", "norm_feature", "metric",
+                                                        "subset", "n", "verdict")}
+            L.append(f"| {_unit(r)} | {e['task']} | {e['norm_feature']} | "
+                     f"{e['metric']}{star} | {e['subset']} | {row['alpha']:g} | "
+                     f"{_f(row['plain'])} | {_f(row['rescored'])} | {_f(row['gain'])} "
+                     f"[{_f(row['ci'][0])}, {_f(row['ci'][1])}] | {e['n']} | "
+                     f"{e['verdict']} |")
+    L += ["", "k-NN subsets: `frequent` = queries whose plain top-1 item is a hub (top 10% "
+          "of bank items by 10-occurrence); `low_quality` = the 25% of queries with the "
+          "lowest maximum plain cosine. STS pairs are discounted by the geometric mean of "
+          "the two sentence norms.", ""]
+    checks = [r.get("checks", {}).get("max_abs_drift_pre", float("nan")) for r in results]
+    if checks:
+        L += [f"Check: the radial part of the pre-normalisation gradient is at most "
+              f"{max(checks):.1e} over all units (0 by scale invariance).", ""]
+    return L
+
+
 def render_markdown(results: Sequence[dict[str, Any]], *, profile: str = "",
                     figures: dict[str, str] | None = None,
                     paper_rows: dict[str, list[dict[str, Any]]] | None = None) -> str:
@@ -216,77 +302,9 @@ def render_markdown(results: Sequence[dict[str, Any]], *, profile: str = "",
           "none. The per-unit verdict columns below say whether a unit shows the effect; on "
           "our own encoders that is a scale-model reading. `not testable at this scale`: too "
           "few probes/queries/pairs (fewer than `min_n`) or no weight decay.", ""]
-    # N1
-    L += ["## N1: equilibrium norm, predicted vs measured", "",
-          "`R_eq^2 = (D* + sqrt(D*^2 + 2 V*^2)) / 2`, `D* = D_out / (eta lambda_rad)`, "
-          "`V*^2 = Sigma^2 / (eta lambda_rad)`, against the measured `||z||` of the same "
-          "training inputs (Pearson / Spearman, bootstrap 95% intervals).", "",
-          "| unit | n | Pearson r [95% CI] | Spearman rho [95% CI] | eta | lambda_rad | "
-          "decoupled decay | verdict |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for r in results:
-        n1 = r["n1"]
-        pvm = n1.get("predicted_vs_measured", {})
-        prem = n1.get("premise", {})
-        L.append(f"| {_unit(r)} | {md_escape(r.get('n_probes', 'n/a'))} | "
-                 f"{_rci(pvm.get('pearson'))} | "
-                 f"{_rci(pvm.get('spearman'))} | {_g(prem.get('eta'))} | "
-                 f"{_g(prem.get('lambda_rad'))} | {'yes' if prem.get('decoupled') else 'no'}"
-                 f" | {md_escape(n1['verdict'])} |")
-    notes = _premise_note(results)
-    if notes:
-        L += ["", "Premise: " + "; ".join(sorted({n.split(': ', 1)[1] for n in notes})) + "."]
-    if figures and figures.get("n1"):
-        L += ["", f"![N1 predicted vs measured]({figures['n1']})"]
-    # N2
-    L += ["", "## N2: heat and radial drift vs norm", "",
-          "Pearson r with the measured `||z||` (bootstrap 95% interval). Paper: heat "
-          "+0.38, drift -0.58. `drift` = mean radial component `<g, u>` of the gradient "
-          "with respect to the unit embedding (the norm moves along `-<g, u>` under "
-          "descent); `heat` = trace of its covariance over minibatch resamplings; "
-          "`heat_pre` = the same for the pre-normalisation gradient (scales as "
-          "`1/||z||^2` by construction).", "",
-          "| unit | n | heat [95% CI] | drift [95% CI] | heat_pre [95% CI] | heat (Spearman) | "
-          "drift (Spearman) | verdict |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for r in results:
-        n2 = r["n2"]
-        L.append(f"| {_unit(r)} | {md_escape(r.get('n_probes', 'n/a'))} | "
-                 f"{_rci(n2['heat_vs_norm']['pearson'])} | {_rci(n2['drift_vs_norm']['pearson'])} | "
-                 f"{_rci(n2['heat_pre_vs_norm']['pearson'])} | "
-                 f"{_f(n2['heat_vs_norm']['spearman']['r'])} | "
-                 f"{_f(n2['drift_vs_norm']['spearman']['r'])} | {md_escape(n2['verdict'])} |")
-    if figures and figures.get("n2"):
-        L += ["", f"![N2 heat and drift vs norm]({figures['n2']})"]
-    # N3
-    L += ["", "## N3: norm-aware re-scoring `cos / (1 + alpha ||z|| / median)`", "",
-          "`alpha` chosen on the validation split only (k-NN: 10% of the training set; "
-          "STS: dev pairs); gain = re-scored minus plain cosine on test, paired bootstrap "
-          "95% interval. Paper: +1.2 to +2.3 points on frequent items and low-quality "
-          "samples. Primary rows (marked *) decide the verdict. The discount with the "
-          "backbone norm `||h||` is in each `norms.json` (`n3.rows`, `norm_feature`).", "",
-          "| unit | task | norm of | metric | subset | alpha | plain | re-scored | gain [95% CI] "
-          "| n | verdict |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for r in results:
-        rows = r.get("n3", {}).get("rows", [])
-        shown = rows[0].get("norm_feature") if rows else None
-        for row in rows:
-            if row.get("norm_feature") != shown:
-                continue  # other norms (e.g. the backbone's) are in norms.json
-            star = "*" if row.get("primary") else ""
-            e = {k: md_escape(row.get(k, "")) for k in ("task", "norm_feature", "metric",
-                                                        "subset", "n", "verdict")}
-            L.append(f"| {_unit(r)} | {e['task']} | {e['norm_feature']} | "
-                     f"{e['metric']}{star} | {e['subset']} | {row['alpha']:g} | "
-                     f"{_f(row['plain'])} | {_f(row['rescored'])} | {_f(row['gain'])} "
-                     f"[{_f(row['ci'][0])}, {_f(row['ci'][1])}] | {e['n']} | "
-                     f"{e['verdict']} |")
-    L += ["", "k-NN subsets: `frequent` = queries whose plain top-1 item is a hub (top 10% "
-          "of bank items by 10-occurrence); `low_quality` = the 25% of queries with the "
-          "lowest maximum plain cosine. STS pairs are discounted by the geometric mean of "
-          "the two sentence norms.", ""]
-    checks = [r.get("checks", {}).get("max_abs_drift_pre", float("nan")) for r in results]
-    if checks:
-        L += [f"Check: the radial part of the pre-normalisation gradient is at most "
-              f"{max(checks):.1e} over all units (0 by scale invariance).", ""]
+    L += _n1_lines(results, figures)
+    L += _n2_lines(results, figures)
+    L += _n3_lines(results, figures)
     L += ["Definitions and choices: `docs/norms.md`. Source files:", ""]
     L += [f"- `{r['_path']}`" for r in results if r.get("_path")]
     return "\n".join(L) + "\n"

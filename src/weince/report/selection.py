@@ -4,14 +4,12 @@ grid arm uses and what it was chosen on (the ``selection.json`` files of
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from weince.losses.arms import grid_points
-from weince.pipeline import layout
+from weince.pipeline.selection import selection_paths
 from weince.utils.results import load_result
 
-__all__ = ["selection_markdown", "selection_paths", "selection_section"]
+__all__ = ["selection_markdown", "selection_section"]
 
 def _fmt(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.2f}"
@@ -48,33 +46,6 @@ def selection_markdown(selections: Mapping[str, Mapping[str, Any]], metrics: Seq
             lines.append(f"| {label} | {name} | {ch['chosen']} | {_fmt(best['mean'])} "
                          f"({best['n']}) | {runner} | {len(pts)}, {pool} |")
     return "\n".join(lines) + "\n"
-
-
-_SELECTED_FILES = ("linear.json", "knn.json")
-
-
-def selection_paths(cfg: Mapping[str, Any], claim: Mapping[str, Any]) -> dict[str, Path]:
-    """label -> ``selection.json`` of every grid arm a linear/k-NN claim table shows, for
-    the claim's (dataset, backbone) rows that the profile runs (all pairs for ``any``)."""
-    if claim.get("stage") != "vision" or claim.get("file") not in _SELECTED_FILES:
-        return {}
-    v = cfg.get("vision") or {}
-    g = v.get("grid") or {}
-    if not (grid_points(g) and g.get("seeds")):
-        return {}
-    a = claim.get("arms") or {}
-    shown = [x for x in [a.get("baseline"), a.get("primary"), *a.get("others", [])]
-             if x in g.get("arms", []) and x in v.get("arms", [])]
-    pairs = layout.vision_pairs(dict(cfg))
-    rows = claim.get("rows")
-    if isinstance(rows, list):
-        wanted = {(r.get("dataset"), r.get("backbone")) for r in rows}
-        pairs = [p for p in pairs if p in wanted] or pairs
-    root = cfg.get("results", "results")
-    return {f"{d}/{b} {arm}": Path(layout.VISION_PAIR.format(results=root, profile=cfg["profile"],
-                                                            dataset=d, backbone=b))
-            / arm / "selection.json"
-            for d, b in pairs for arm in dict.fromkeys(shown)}
 
 
 def selection_section(cfg: Mapping[str, Any], claim: Mapping[str, Any]) -> str:

@@ -591,6 +591,62 @@ def _norms_paper(claim: dict[str, Any], s: Setting, metric: str) -> tuple[bool, 
     return bool(hit) or on_paper_model(fields, rows), dict(hit[0]["paper"]) if hit else {}, label
 
 
+def _norms_unit(claim: dict[str, Any], s: Setting, f: Path, metrics: list[str],
+                per_line: dict[str, dict[str, list]], prov: Provenance, needed_by: str) -> str:
+    """Read one unit's ``norms.json``: its verdict word (returned) and its numbers, added
+    to ``per_line`` (one entry per line of the claim's table)."""
+    data = load_result(f)
+    check_norms_result(data, f)
+    prov.add(data, f)
+    v = get_key(data, claim["verdict_key"], f, needed_by=needed_by)
+    if v not in VERDICTS:
+        raise ResultSchemaError(f"{f}: {claim['verdict_key']!r} is {v!r}, not a "
+                                f"verdict word ({', '.join(VERDICTS)}); re-run "
+                                f"the rule that writes it (`snakemake "
+                                f"--forcerun {f}`)")
+    unit = f.parent.name
+    for key in metrics:
+        on_paper, paper, lab = _norms_paper(claim, s, key)
+        try:
+            value = get_key(data, key, f, needed_by=needed_by)
+        except ResultSchemaError:
+            if v != NOT_TESTABLE:
+                raise
+            value = None   # e.g. N1 without weight decay: nothing predicted
+        for line, val, ci in _norms_lines(value, key, lab, f):
+            d = per_line.setdefault(line, {"key": [key], "vals": [], "units": [],
+                                           "paper": (on_paper, paper)})
+            if val is not None:
+                d["vals"].append(float(val))
+            iv = (f" [{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci and None not in ci
+                  else "")
+            num = "n/a" if val is None else f"{val:+.2f}"
+            # a unit's verdict word only where it counts (the paper's models)
+            d["units"].append(f"{unit}: {num}{iv}" + (f" ({v})" if on_paper
+                                                      else ""))
+    return v
+
+
+def _norms_verdict(units: list[str], scale_units: list[str], names: str,
+                   any_settings: bool) -> tuple[str, str]:
+    """A companion claim's verdict and reason from its units on the paper's models."""
+    if units:
+        verdict = combine(units)
+        k = sum(x == REPRODUCED for x in units)
+        t = sum(x not in (NOT_TESTABLE, NOT_RUN) for x in units)
+        reason = (f"{k} of {t} testable unit(s) on the companion paper's models reproduced "
+                  f"({len(units)} unit(s) analysed)")
+    else:
+        verdict = NOT_RUN
+        if scale_units:
+            reason = (f"the profile analyses none of the companion paper's models ({names}); "
+                      f"{len(scale_units)} scale-model unit(s) shown")
+        else:
+            reason = ("the profile analyses no unit" if not any_settings else
+                      "no norms.json of the profile exists yet")
+    return verdict, reason
+
+
 def _evaluate_norms(claim: dict[str, Any], settings: list[Setting], arms: list[str],
                     files_for: Callable[[Setting, str, str], list[Path]], alpha: float,
                     scale: str) -> ClaimResult:
@@ -617,37 +673,8 @@ def _evaluate_norms(claim: dict[str, Any], settings: list[Setting], arms: list[s
                 if not f.exists():
                     missing.append(f)
                     continue
-                data = load_result(f)
-                check_norms_result(data, f)
-                prov.add(data, f)
                 present.append(f)
-                v = get_key(data, claim["verdict_key"], f, needed_by=needed_by)
-                if v not in VERDICTS:
-                    raise ResultSchemaError(f"{f}: {claim['verdict_key']!r} is {v!r}, not a "
-                                            f"verdict word ({', '.join(VERDICTS)}); re-run "
-                                            f"the rule that writes it (`snakemake "
-                                            f"--forcerun {f}`)")
-                verdicts.append(v)
-                unit = f.parent.name
-                for key in metrics:
-                    on_paper, paper, lab = _norms_paper(claim, s, key)
-                    try:
-                        value = get_key(data, key, f, needed_by=needed_by)
-                    except ResultSchemaError:
-                        if v != NOT_TESTABLE:
-                            raise
-                        value = None   # e.g. N1 without weight decay: nothing predicted
-                    for line, val, ci in _norms_lines(value, key, lab, f):
-                        d = per_line.setdefault(line, {"key": [key], "vals": [], "units": [],
-                                                       "paper": (on_paper, paper)})
-                        if val is not None:
-                            d["vals"].append(float(val))
-                        iv = (f" [{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci and None not in ci
-                              else "")
-                        num = "n/a" if val is None else f"{val:+.2f}"
-                        # a unit's verdict word only where it counts (the paper's models)
-                        d["units"].append(f"{unit}: {num}{iv}" + (f" ({v})" if on_paper
-                                                                  else ""))
+                verdicts.append(_norms_unit(claim, s, f, metrics, per_line, prov, needed_by))
             on_paper = _norms_paper(claim, s, metrics[0])[0]
             (units if on_paper else scale_units).extend(verdicts)
             lines = per_line or {_norms_paper(claim, s, metrics[0])[2]:
@@ -689,20 +716,7 @@ def _evaluate_norms(claim: dict[str, Any], settings: list[Setting], arms: list[s
     rows = absent + rows
     names = ", ".join(dict.fromkeys(r.get("backbone") or r.get("model")
                                     for r in claim.get("rows") or []))
-    if units:
-        verdict = combine(units)
-        k = sum(x == REPRODUCED for x in units)
-        t = sum(x not in (NOT_TESTABLE, NOT_RUN) for x in units)
-        reason = (f"{k} of {t} testable unit(s) on the companion paper's models reproduced "
-                  f"({len(units)} unit(s) analysed)")
-    else:
-        verdict = NOT_RUN
-        if scale_units:
-            reason = (f"the profile analyses none of the companion paper's models ({names}); "
-                      f"{len(scale_units)} scale-model unit(s) shown")
-        else:
-            reason = ("the profile analyses no unit" if not settings else
-                      "no norms.json of the profile exists yet")
+    verdict, reason = _norms_verdict(units, scale_units, names, bool(settings))
     arm_verdicts = {a: combine(vs) for a in arms
                     if (vs := [r.verdicts[a] for r in rows if a in r.verdicts
                                and r.paper_setting])}

@@ -51,10 +51,10 @@ BatchNorm layers become ``SyncBatchNorm`` on CUDA (``sync_bn``).
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import os
 import random
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,8 +64,19 @@ import numpy as np
 import torch
 from torch import nn
 
+import weince.losses as losses     # build_loss looked up at each build (tests replace it)
+from weince.data.augment import PerImageTwoViews, build_augment
+from weince.data.vision import DATASETS, load_vision, subset_indices
+from weince.models import BACKBONES, build_simclr_model, save_encoder
+from weince.train import distributed as D
+from weince.train.loop import (DivergedError, EpochStats, TrainingRun, check_same_config,
+                               diverged, progress_bar, progress_enabled, progress_note,
+                               unwrap_model, weights_finite)
+from weince.train.preempt import PreemptionGuard
+from weince.utils.checkpoint import (check_resume_device, restore_generator, restore_rng,
+                                     rng_state)
 from weince.utils.config import as_config, to_dict
-from weince.train.logging import JsonlLogger
+from weince.utils.results import load_result
 from weince.utils.runlock import locks_output
 
 __all__ = ["SimCLRConfig", "pretrain", "resolve_config", "LARS", "DivergedError", "CompiledStep",
@@ -141,18 +152,14 @@ COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")
 
 def resolve_config(cfg: SimCLRConfig | dict) -> SimCLRConfig:
     """Validate a config and fill ``image_size``/``channels`` from the data set registry."""
-    from weince.data.vision import DATASETS
-    from weince.losses import LOSSES
-    from weince.models import BACKBONES
-
     cfg = dataclasses.replace(as_config(SimCLRConfig, cfg))  # never mutate the caller's
     name = cfg.dataset.lower()
     if name not in DATASETS:
         raise ValueError(f"unknown dataset {cfg.dataset!r}; valid: {', '.join(DATASETS)}")
     if cfg.backbone not in BACKBONES:
         raise ValueError(f"unknown backbone {cfg.backbone!r}; valid: {', '.join(BACKBONES)}")
-    if cfg.loss not in LOSSES:
-        raise ValueError(f"unknown loss {cfg.loss!r}; valid: {', '.join(sorted(LOSSES))}")
+    if cfg.loss not in losses.LOSSES:
+        raise ValueError(f"unknown loss {cfg.loss!r}; valid: {', '.join(sorted(losses.LOSSES))}")
     if "gather_distributed" in cfg.loss_kwargs:   # twice would repeat every process's rows
         raise ValueError("loss_kwargs.gather_distributed: the training loop already gathers the "
                          "embeddings of every process; remove the key from the config")
@@ -248,68 +255,6 @@ def _build_scheduler(cfg: SimCLRConfig, opt: torch.optim.Optimizer, steps_per_ep
     return torch.optim.lr_scheduler.LambdaLR(opt, factor)
 
 
-# ------------------------------------------------------------------------- helpers
-def _progress_enabled(flag: Optional[bool]) -> bool:
-    if flag is not None:
-        return bool(flag)
-    return bool(os.environ.get("WEINCE_PROGRESS")) or sys.stderr.isatty()
-
-
-def _unwrap(model: nn.Module) -> nn.Module:
-    model = getattr(model, "_orig_mod", model)
-    model = getattr(model, "module", model)
-    return getattr(model, "_orig_mod", model)
-
-
-def _subset_indices(n: int, m: Optional[int]) -> Optional[torch.Tensor]:
-    if m is None or m >= n:
-        return None
-    g = torch.Generator().manual_seed(0)  # fixed: every seed/arm trains on the same subset
-    return torch.randperm(n, generator=g)[:m].sort().values
-
-
-class _EpochStats:
-    """Per-epoch sums of the loss and ``last_stats`` kept on the device (one host sync
-    per epoch, not per step). ``first_bad`` (also on the device) is the 0-based index of
-    the epoch's first step with a non-finite loss, -1 while there is none: the divergence
-    check reads it at the epoch's sync point instead of syncing at every step."""
-
-    def __init__(self) -> None:
-        self.sums: dict[str, torch.Tensor] = {}
-        self.counts: dict[str, int] = {}
-        self.first_bad: Optional[torch.Tensor] = None
-
-    def update(self, stats: dict[str, Any]) -> None:
-        for k, v in stats.items():
-            if not torch.is_tensor(v):
-                v = torch.tensor(float(v))
-            if v.numel() != 1:
-                continue
-            v = v.detach().float().reshape(())
-            if k == "loss":
-                step = self.counts.get(k, 0)
-                if self.first_bad is None:
-                    self.first_bad = torch.full((), -1, dtype=torch.long, device=v.device)
-                new_bad = (~torch.isfinite(v)) & (self.first_bad < 0)
-                self.first_bad = torch.where(new_bad, step, self.first_bad)
-            self.sums[k] = self.sums[k] + v if k in self.sums else v.clone()
-            self.counts[k] = self.counts.get(k, 0) + 1
-
-    def means(self) -> dict[str, float]:
-        return {k: float(s) / self.counts[k] for k, s in self.sums.items()}
-
-    def state(self) -> dict[str, Any]:
-        """The sums so far, on the CPU (a checkpoint written mid-epoch)."""
-        return {"sums": {k: v.cpu() for k, v in self.sums.items()}, "counts": dict(self.counts),
-                "first_bad": None if self.first_bad is None else self.first_bad.cpu()}
-
-    def load_state(self, state: dict[str, Any], device) -> None:
-        self.sums = {k: v.to(device) for k, v in state["sums"].items()}
-        self.counts = {k: int(v) for k, v in state["counts"].items()}
-        fb = state.get("first_bad")
-        self.first_bad = None if fb is None else fb.to(device)
-
-
 # ------------------------------------------------------------------------- one step
 def embed_views(fwd, v1: torch.Tensor, v2: torch.Tensor, *, forward: str = "per_view",
                 channels_last: bool = False, use_amp: bool = False
@@ -330,8 +275,6 @@ def eager_step(model, loss_fn, opt, aug, batch, generator, *, use_amp=False, cha
     ``generator`` (or the given ``views``), forward, loss, backward, optimiser step. Returns
     the detached loss; ``loss_fn.last_stats`` holds the loss's statistics. Nothing here waits
     for the device."""
-    from weince.train import distributed as D
-
     v1, v2 = views if views is not None else aug.two_views(batch, generator=generator)
     z1, z2 = embed_views(fwd or model, v1, v2, forward=forward, channels_last=channels_last,
                          use_amp=use_amp)
@@ -476,281 +419,316 @@ def pretrain(cfg: SimCLRConfig | dict, out_dir: str | os.PathLike, *,
             position in the epoch; the next call resumes there with the same data order
             and random state (the process exits with 143).
     """
-    from weince.train.preempt import PreemptionGuard
-
     with PreemptionGuard() as guard:
         return _pretrain(cfg, out_dir, stop_after=stop_after, on_step=on_step, guard=guard)
 
 
 def _pretrain(cfg, out_dir, *, stop_after, on_step, guard) -> dict[str, Any]:
-    from tqdm.auto import tqdm
-
-    from weince.data.augment import PerImageTwoViews, build_augment
-    from weince.data.vision import load_vision
-    from weince.losses import build_loss
-    from weince.models import build_simclr_model, save_encoder
-    from weince.train import distributed as D
-    from weince.utils import write_json
-    from weince.utils.checkpoint import (check_resume_device, load_checkpoint, restore_generator,
-                                         restore_rng, rng_state, save_checkpoint)
-    from weince.train.step_timer import StepTimer
-
     cfg = resolve_config(cfg)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     if cfg.threads:
         torch.set_num_threads(int(cfg.threads))
-    info = D.setup_distributed(cfg.device)
-    dev, ws, rank = info.device, info.world_size, info.rank
-    if cfg.batch_size % ws:
-        raise ValueError(f"batch_size={cfg.batch_size} must be divisible by the number of "
-                         f"processes ({ws})")
-    local_bs = cfg.batch_size // ws
-    cuda = dev.type == "cuda"
-    use_amp = bool(cfg.amp and cuda)
-    channels_last = cuda if cfg.channels_last is None else bool(cfg.channels_last)
-    if cuda:
-        torch.backends.cudnn.benchmark = True          # fixed shapes: pick the fastest kernels
-        # TF32 float32 matmuls only as an option (official runs: PyTorch's default, full
-        # float32 matmuls; cuDNN convolutions keep PyTorch's default, TF32 on Ampere or
-        # newer, in both cases: train.json's tf32_cudnn_conv and provenance record it)
-        torch.set_float32_matmul_precision("high" if cfg.tf32 else "highest")
-    cfg_dict = to_dict(cfg)
-
-    aug = build_augment(cfg.dataset, **{"image_size": cfg.image_size, **cfg.aug_kwargs})
-    cfg_dict["norm_mean"], cfg_dict["norm_std"] = aug.mean, aug.std
-    done = _finished_run(out, cfg_dict)
+    job = _Pretraining(cfg, TrainingRun(out_dir, cfg.device, guard))
+    done = _finished_run(job.run.out, job.cfg_dict)
     if done is not None:        # finished before (its checkpoint removed): not retrained,
         return done             # and its data set is not loaded
+    job.load_data()
+    job.build()
+    job.resume()
+    job.wrap()
+    end_epoch = cfg.epochs if stop_after is None else min(cfg.epochs, int(stop_after))
+    job.start_clock()
+    for epoch in range(job.start_epoch, end_epoch):
+        job.train_epoch(epoch, end_epoch, on_step)
+    return job.finish(end_epoch)
 
-    # ---- data
-    train = load_vision(cfg.dataset, cfg.data_root, cfg.train_split, download=cfg.download)
-    sub = _subset_indices(len(train), cfg.max_train_images)
-    if sub is not None:
-        train = train.subset(sub)
-    n_train = len(train)
-    steps_per_epoch = n_train // cfg.batch_size
-    if steps_per_epoch < 1:
-        raise ValueError(f"{cfg.dataset}/{cfg.train_split} has {n_train} images, fewer than "
-                         f"one batch of {cfg.batch_size}; lower batch_size")
-    images = train.images.to(dev) if cfg.aug == "batch" else train.images
 
-    # ---- model, loss, optimiser (same init on every rank: seeded before building)
-    torch.manual_seed(cfg.seed)
-    random.seed(cfg.seed)
-    np.random.seed(cfg.seed % 2**32)
-    model = build_simclr_model(cfg.backbone, cfg.image_size, cfg.channels,
-                               hidden_dim=cfg.proj_hidden, out_dim=cfg.proj_dim,
-                               batch_norm=cfg.proj_batch_norm,
-                               conv1_init=cfg.conv1_init).to(dev)
-    if channels_last:
-        model = model.to(memory_format=torch.channels_last)
-    loss_fn = build_loss(cfg.loss, tau=cfg.tau, **cfg.loss_kwargs).to(dev)
-    opt = _build_optimizer(cfg, model)
-    sched = _build_scheduler(cfg, opt, steps_per_epoch)
-    shuffle_gen = torch.Generator().manual_seed(cfg.seed)
-    aug_gen = torch.Generator(device=dev).manual_seed(cfg.seed * 1000 + 1 + rank)
+class _Pretraining:
+    """The state of one SimCLR run, built in the named steps :func:`_pretrain` calls in
+    order (hardware, data, model, resume, wrappers, epochs, summary)."""
 
-    # ---- resume
-    start_epoch, log_records, wall_before, resume_in_epoch = 0, [], 0.0, None
-    preemptions: list[dict] = []     # where earlier attempts stopped on a signal
-    ckpt = load_checkpoint(out / "checkpoint.pt", map_location="cpu",
-                           remake="re-run `weince pretrain` (the pretrain rule): it starts "
-                                  "over from epoch 0")
-    if ckpt is not None:
-        _check_resumable(ckpt.get("cfg", {}), cfg_dict, out)
-        check_resume_device(ckpt.get("device"), dev, out / "checkpoint.pt")
-        model.load_state_dict(ckpt["model"])
-        opt.load_state_dict(ckpt["optimizer"])
-        sched.load_state_dict(ckpt["scheduler"])
-        loss_fn.load_state_dict(ckpt["loss"])
-        restore_rng(ckpt["rng"], dev)
-        shuffle_gen.set_state(ckpt["shuffle_gen"])
-        states = ckpt.get("aug_gen", [])
-        if len(states) == ws:
-            restore_generator(aug_gen, states[rank], out / "checkpoint.pt")
-        start_epoch = int(ckpt["epoch"])
-        resume_in_epoch = ckpt.get("in_epoch")   # a checkpoint written mid-epoch (SIGTERM)
-        preemptions = list(ckpt.get("preempted", []))
-        log_records = list(ckpt.get("log", []))
-        wall_before = float(ckpt.get("wall_s", 0.0))
-    logger = JsonlLogger(out / "train_log.jsonl", log_records) if info.is_main else None
+    def __init__(self, cfg: SimCLRConfig, run: TrainingRun) -> None:
+        self.cfg, self.run = cfg, run
+        info = run.info
+        dev, ws = info.device, info.world_size
+        if cfg.batch_size % ws:
+            raise ValueError(f"batch_size={cfg.batch_size} must be divisible by the number of "
+                             f"processes ({ws})")
+        self.dev, self.ws, self.rank = dev, ws, info.rank
+        self.local_bs = cfg.batch_size // ws
+        self.cuda = cuda = dev.type == "cuda"
+        self.use_amp = bool(cfg.amp and cuda)
+        self.channels_last = cuda if cfg.channels_last is None else bool(cfg.channels_last)
+        if cuda:
+            torch.backends.cudnn.benchmark = True      # fixed shapes: pick the fastest kernels
+            # TF32 float32 matmuls only as an option (official runs: PyTorch's default, full
+            # float32 matmuls; cuDNN convolutions keep PyTorch's default, TF32 on Ampere or
+            # newer, in both cases: train.json's tf32_cudnn_conv and provenance record it)
+            torch.set_float32_matmul_precision("high" if cfg.tf32 else "highest")
+        self.cfg_dict = to_dict(cfg)
+        self.aug = build_augment(cfg.dataset, **{"image_size": cfg.image_size, **cfg.aug_kwargs})
+        self.cfg_dict["norm_mean"], self.cfg_dict["norm_std"] = self.aug.mean, self.aug.std
+        self.show = progress_enabled(cfg.progress) and info.is_main
 
-    if info.distributed:
-        if cuda and cfg.sync_bn:
-            model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
-        model = nn.parallel.DistributedDataParallel(
-            model, device_ids=[dev.index] if cuda else None)
-    fwd = torch.compile(model) if cfg.compile else model
-    step_fn = None
-    if cfg.compile_step is not None:
+    def load_data(self) -> None:
+        """The training split (its seeded subset), full batches per epoch."""
+        cfg = self.cfg
+        train = load_vision(cfg.dataset, cfg.data_root, cfg.train_split, download=cfg.download)
+        sub = subset_indices(len(train), cfg.max_train_images)
+        if sub is not None:
+            train = train.subset(sub)
+        self.train, self.n_train = train, len(train)
+        self.steps_per_epoch = self.n_train // cfg.batch_size
+        if self.steps_per_epoch < 1:
+            raise ValueError(f"{cfg.dataset}/{cfg.train_split} has {self.n_train} images, fewer "
+                             f"than one batch of {cfg.batch_size}; lower batch_size")
+        self.images = train.images.to(self.dev) if cfg.aug == "batch" else train.images
+
+    def build(self) -> None:
+        """Model, loss, optimiser, schedule and generators (the same init on every rank:
+        seeded before building)."""
+        cfg, dev = self.cfg, self.dev
+        torch.manual_seed(cfg.seed)
+        random.seed(cfg.seed)
+        np.random.seed(cfg.seed % 2**32)
+        model = build_simclr_model(cfg.backbone, cfg.image_size, cfg.channels,
+                                   hidden_dim=cfg.proj_hidden, out_dim=cfg.proj_dim,
+                                   batch_norm=cfg.proj_batch_norm,
+                                   conv1_init=cfg.conv1_init).to(dev)
+        if self.channels_last:
+            model = model.to(memory_format=torch.channels_last)
+        self.model = model
+        self.loss_fn = losses.build_loss(cfg.loss, tau=cfg.tau, **cfg.loss_kwargs).to(dev)
+        self.opt = _build_optimizer(cfg, model)
+        self.sched = _build_scheduler(cfg, self.opt, self.steps_per_epoch)
+        self.shuffle_gen = torch.Generator().manual_seed(cfg.seed)
+        self.aug_gen = torch.Generator(device=dev).manual_seed(cfg.seed * 1000 + 1 + self.rank)
+
+    def resume(self) -> None:
+        """Continue from ``checkpoint.pt`` when there is one (at an epoch's end or, after a
+        signal, inside an epoch), then open the log."""
+        run, dev = self.run, self.dev
+        self.start_epoch, self.wall_before, self.resume_in_epoch = 0, 0.0, None
+        log_records: list[dict] = []
+        self.ckpt = ckpt = run.load_checkpoint(
+            map_location="cpu", remake="re-run `weince pretrain` (the pretrain rule): it starts "
+                                       "over from epoch 0")
+        if ckpt is not None:
+            _check_resumable(ckpt.get("cfg", {}), self.cfg_dict, run.out)
+            check_resume_device(ckpt.get("device"), dev, run.checkpoint_path)
+            self.model.load_state_dict(ckpt["model"])
+            self.opt.load_state_dict(ckpt["optimizer"])
+            self.sched.load_state_dict(ckpt["scheduler"])
+            self.loss_fn.load_state_dict(ckpt["loss"])
+            restore_rng(ckpt["rng"], dev)
+            self.shuffle_gen.set_state(ckpt["shuffle_gen"])
+            states = ckpt.get("aug_gen", [])
+            if len(states) == self.ws:
+                restore_generator(self.aug_gen, states[self.rank], run.checkpoint_path)
+            self.start_epoch = int(ckpt["epoch"])
+            self.resume_in_epoch = ckpt.get("in_epoch")  # written mid-epoch (SIGTERM)
+            run.preemptions = list(ckpt.get("preempted", []))
+            log_records = list(ckpt.get("log", []))
+            self.wall_before = float(ckpt.get("wall_s", 0.0))
+        run.open_log(log_records)
+
+    def wrap(self) -> None:
+        """DDP and SyncBatchNorm under torchrun, ``torch.compile`` of the model or of the
+        whole step, the per-image data set."""
+        cfg, info = self.cfg, self.run.info
+        model = self.model
         if info.distributed:
-            raise ValueError("compile_step runs single-process only; set compile_step: null "
-                             "for torchrun")
-        step_fn = CompiledStep(model, loss_fn, opt, aug, use_amp=use_amp,
-                               channels_last=channels_last, mode=cfg.compile_step,
-                               forward=cfg.forward)
+            if self.cuda and cfg.sync_bn:
+                model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
+            model = nn.parallel.DistributedDataParallel(
+                model, device_ids=[self.dev.index] if self.cuda else None)
+        self.model = model
+        self.fwd = torch.compile(model) if cfg.compile else model
+        self.step_fn = None
+        if cfg.compile_step is not None:
+            if info.distributed:
+                raise ValueError("compile_step runs single-process only; set compile_step: "
+                                 "null for torchrun")
+            self.step_fn = CompiledStep(model, self.loss_fn, self.opt, self.aug,
+                                        use_amp=self.use_amp, channels_last=self.channels_last,
+                                        mode=cfg.compile_step, forward=cfg.forward)
+        if cfg.aug == "per_image":
+            self.per_image = PerImageTwoViews(self.train.images, self.train.labels, self.aug)
 
-    if cfg.aug == "per_image":
-        per_image = PerImageTwoViews(train.images, train.labels, aug)
+    def start_clock(self) -> None:
+        self.t_run = time.perf_counter()
+        self.last: dict[str, Any] = {}
+        self.run.start_timer(self.cfg.timing_warmup)  # step time + peak memory (forecast)
 
-    def write_checkpoint(epochs_done: int, shuffle_state: torch.Tensor, **extra) -> None:
+    def write_checkpoint(self, epochs_done: int, shuffle_state: torch.Tensor, **extra) -> None:
         """checkpoint.pt (rank 0; every rank takes part in gathering the generators):
         ``shuffle_gen`` is the state the epoch after ``epochs_done`` draws its order from."""
+        run = self.run
         # every rank's augmentation generator, so a resumed multi-GPU run continues exactly
-        aug_states = [aug_gen.get_state()]
-        if info.distributed:
-            aug_states = [None] * ws
-            torch.distributed.all_gather_object(aug_states, aug_gen.get_state())
-        if info.is_main:
-            save_checkpoint(out / "checkpoint.pt", model=_unwrap(model).state_dict(),
-                            optimizer=opt.state_dict(), scheduler=sched.state_dict(),
-                            loss=loss_fn.state_dict(), rng=rng_state(dev), device=str(dev),
-                            shuffle_gen=shuffle_state, aug_gen=aug_states,
-                            epoch=epochs_done, log=logger.records, cfg=cfg_dict,
-                            wall_s=wall_before + time.perf_counter() - t_run,
-                            preempted=preemptions, **extra)
-        D.barrier()
+        aug_states = run.gather(self.aug_gen.get_state())
+        run.save_checkpoint(lambda: dict(
+            model=unwrap_model(self.model).state_dict(), optimizer=self.opt.state_dict(),
+            scheduler=self.sched.state_dict(), loss=self.loss_fn.state_dict(),
+            rng=rng_state(self.dev), device=str(self.dev), shuffle_gen=shuffle_state,
+            aug_gen=aug_states, epoch=epochs_done, log=run.log.records, cfg=self.cfg_dict,
+            wall_s=self.wall_before + time.perf_counter() - self.t_run,
+            preempted=run.preemptions, **extra))
 
-    show = _progress_enabled(cfg.progress) and info.is_main
-    end_epoch = cfg.epochs if stop_after is None else min(cfg.epochs, int(stop_after))
-    t_run = time.perf_counter()
-    last = {}
-    timer = StepTimer(dev, warmup=cfg.timing_warmup)   # step time + peak memory (forecast)
-    for epoch in range(start_epoch, end_epoch):
-        model.train()
-        loss_fn.train()
-        stats = _EpochStats()
-        epoch_shuffle = shuffle_gen.get_state()     # this epoch's order is drawn from it
-        perm = torch.randperm(n_train, generator=shuffle_gen)
-        batches = perm[:steps_per_epoch * cfg.batch_size].view(steps_per_epoch, cfg.batch_size)
-        local = batches[:, rank * local_bs:(rank + 1) * local_bs]
+    def epoch_batches(self, epoch: int):
+        """This epoch's batches of this rank (minus the steps done before a mid-epoch
+        stop): ``(source, skip, done_s, stats, epoch_shuffle)``."""
+        cfg, rank = self.cfg, self.rank
+        stats = EpochStats()
+        epoch_shuffle = self.shuffle_gen.get_state()   # this epoch's order is drawn from it
+        perm = torch.randperm(self.n_train, generator=self.shuffle_gen)
+        spe = self.steps_per_epoch
+        batches = perm[:spe * cfg.batch_size].view(spe, cfg.batch_size)
+        local = batches[:, rank * self.local_bs:(rank + 1) * self.local_bs]
         skip, done_s = 0, 0.0   # resumed mid-epoch: the same order, minus the steps done
-        if resume_in_epoch is not None and epoch == start_epoch:
-            skip, done_s = int(resume_in_epoch["step"]), float(resume_in_epoch["epoch_s"])
-            stats.load_state(resume_in_epoch["stats"], dev)
+        if self.resume_in_epoch is not None and epoch == self.start_epoch:
+            skip, done_s = int(self.resume_in_epoch["step"]), float(self.resume_in_epoch["epoch_s"])
+            stats.load_state(self.resume_in_epoch["stats"], self.dev)
             local = local[skip:]
         if cfg.aug == "per_image":
             loader_gen = torch.Generator().manual_seed(
-                int(torch.randint(0, 2**62, (1,), generator=shuffle_gen)) + rank)
+                int(torch.randint(0, 2**62, (1,), generator=self.shuffle_gen)) + rank)
             source = torch.utils.data.DataLoader(
-                per_image, batch_sampler=local.tolist(), num_workers=cfg.num_workers,
-                generator=loader_gen, persistent_workers=False,
-                pin_memory=cuda)
+                self.per_image, batch_sampler=local.tolist(), num_workers=cfg.num_workers,
+                generator=loader_gen, persistent_workers=False, pin_memory=self.cuda)
         else:
-            source = local.to(dev) if cuda else local
-        if cuda:
-            torch.cuda.synchronize(dev)
+            source = local.to(self.dev) if self.cuda else local
+        return source, skip, done_s, stats, epoch_shuffle
+
+    def step(self, item) -> torch.Tensor:
+        """One optimiser step (compiled or eager) and the schedule's step; the detached loss."""
+        cfg = self.cfg
+        if self.step_fn is not None:
+            loss, _ = self.step_fn(self.images[item], self.aug_gen)
+        else:
+            views = None
+            if cfg.aug == "per_image":
+                views = (item[0].to(self.dev, non_blocking=True),
+                         item[1].to(self.dev, non_blocking=True))
+            loss = eager_step(self.model, self.loss_fn, self.opt, self.aug,
+                              None if views else self.images[item], self.aug_gen,
+                              use_amp=self.use_amp, channels_last=self.channels_last,
+                              fwd=self.fwd, distributed=self.run.info.distributed,
+                              forward=cfg.forward, views=views)
+        self.sched.step()
+        return loss
+
+    def train_epoch(self, epoch: int, end_epoch: int, on_step) -> None:
+        cfg, run, spe = self.cfg, self.run, self.steps_per_epoch
+        self.model.train()
+        self.loss_fn.train()
+        source, skip, done_s, stats, epoch_shuffle = self.epoch_batches(epoch)
+        if self.cuda:
+            torch.cuda.synchronize(self.dev)
         t0 = time.perf_counter() - done_s
-        bar = tqdm(source, total=steps_per_epoch, initial=skip, leave=False,
-                   desc=f"epoch {epoch + 1}/{cfg.epochs}", disable=not show, dynamic_ncols=True)
+        bar = progress_bar(source, show=self.show, total=spe, initial=skip, leave=False,
+                           desc=f"epoch {epoch + 1}/{cfg.epochs}")
         for step, item in enumerate(bar, start=skip):
-            timer.start()
-            if step_fn is not None:
-                loss, _ = step_fn(images[item], aug_gen)
-            else:
-                views = None
-                if cfg.aug == "per_image":
-                    views = (item[0].to(dev, non_blocking=True),
-                             item[1].to(dev, non_blocking=True))
-                loss = eager_step(model, loss_fn, opt, aug, None if views else images[item],
-                                  aug_gen, use_amp=use_amp, channels_last=channels_last,
-                                  fwd=fwd, distributed=info.distributed, forward=cfg.forward,
-                                  views=views)
-            sched.step()
-            timer.stop()
-            stats.update({"loss": loss.detach(), **loss_fn.last_stats})
+            run.timer.start()
+            loss = self.step(item)
+            run.timer.stop()
+            stats.update({"loss": loss.detach(), **self.loss_fn.last_stats})
             if on_step is not None:
                 on_step(epoch + 1, step + 1)
-            if step + 1 < steps_per_epoch and guard.stop(info.distributed, dev):
+            if step + 1 < spe and run.should_stop():
                 bar.close()
-                preemptions.append(guard.event(epoch=epoch + 1, step=step + 1))
-                write_checkpoint(epoch, epoch_shuffle, in_epoch={
+                run.note_preemption(epoch=epoch + 1, step=step + 1)
+                self.write_checkpoint(epoch, epoch_shuffle, in_epoch={
                     "step": step + 1, "stats": stats.state(),
                     "epoch_s": time.perf_counter() - t0})
-                raise guard.preempted(f"checkpoint.pt at epoch {epoch + 1}, step {step + 1} "
-                                      f"of {steps_per_epoch}")
-            if show and (step % 10 == 0 or step == steps_per_epoch - 1):
-                m = stats.means()
-                el = time.perf_counter() - t0
-                post = {"loss": f"{m['loss']:.4f}",
-                        "img/s": f"{(step + 1) * cfg.batch_size / max(el, 1e-9):.0f}"}
-                if "lambda_mean" in m:
-                    post["lambda"] = f"{m['lambda_mean']:.3f}"
-                bar.set_postfix(post)
+                raise run.preempted(f"checkpoint.pt at epoch {epoch + 1}, step {step + 1} "
+                                    f"of {spe}")
+            if self.show and (step % 10 == 0 or step == spe - 1):
+                self.show_progress(bar, stats, step, t0)
         bar.close()
-        if cuda:
-            torch.cuda.synchronize(dev)
-        epoch_s = time.perf_counter() - t0
-        means = stats.means()
-        _check_diverged(stats, model, cfg, epoch, steps_per_epoch, out)  # before any write
-        rec = {"epoch": epoch + 1, **means,
-               "img_s": steps_per_epoch * cfg.batch_size / max(epoch_s, 1e-9),
-               "lr": opt.param_groups[0]["lr"], "epoch_s": epoch_s}
-        last = rec
-        if info.is_main:
-            logger.append(rec)
-            if show:
-                tqdm.write(f"epoch {epoch + 1}/{cfg.epochs}: loss {means['loss']:.4f} "
-                           f"{rec['img_s']:.0f} img/s", file=sys.stderr)
-        stopping = epoch + 1 < end_epoch and guard.stop(info.distributed, dev)
-        if stopping:
-            preemptions.append(guard.event(epoch=epoch + 1, step=steps_per_epoch))
-        write_checkpoint(epoch + 1, shuffle_gen.get_state())
-        if stopping:
-            raise guard.preempted(f"checkpoint.pt at the end of epoch {epoch + 1}")
+        if self.cuda:
+            torch.cuda.synchronize(self.dev)
+        self.end_epoch(epoch, end_epoch, stats, time.perf_counter() - t0)
 
-    wall_s = wall_before + time.perf_counter() - t_run
-    done = end_epoch if end_epoch > start_epoch else start_epoch
-    if done < cfg.epochs:
-        return {"stopped_at": done}
-    summary: dict[str, Any] = {}
-    if info.is_main:
-        records = logger.records
-        save_encoder(out / "encoder.pt", _unwrap(model), cfg_dict)
-        summary = {
+    def show_progress(self, bar, stats: EpochStats, step: int, t0: float) -> None:
+        m = stats.means()
+        el = time.perf_counter() - t0
+        post = {"loss": f"{m['loss']:.4f}",
+                "img/s": f"{(step + 1) * self.cfg.batch_size / max(el, 1e-9):.0f}"}
+        if "lambda_mean" in m:
+            post["lambda"] = f"{m['lambda_mean']:.3f}"
+        bar.set_postfix(post)
+
+    def end_epoch(self, epoch: int, end_epoch: int, stats: EpochStats, epoch_s: float) -> None:
+        """The divergence check, the epoch's log record, the checkpoint; a stop signal
+        that arrived during the epoch's last step ends the run here."""
+        cfg, run, spe = self.cfg, self.run, self.steps_per_epoch
+        means = stats.means()
+        _check_diverged(stats, self.model, cfg, epoch, spe, run.out)  # before any write
+        rec = {"epoch": epoch + 1, **means,
+               "img_s": spe * cfg.batch_size / max(epoch_s, 1e-9),
+               "lr": self.opt.param_groups[0]["lr"], "epoch_s": epoch_s}
+        self.last = rec
+        if run.is_main:
+            run.log.append(rec)
+            if self.show:
+                progress_note(f"epoch {epoch + 1}/{cfg.epochs}: loss {means['loss']:.4f} "
+                              f"{rec['img_s']:.0f} img/s")
+        stopping = epoch + 1 < end_epoch and run.should_stop()
+        if stopping:
+            run.note_preemption(epoch=epoch + 1, step=spe)
+        self.write_checkpoint(epoch + 1, self.shuffle_gen.get_state())
+        if stopping:
+            raise run.preempted(f"checkpoint.pt at the end of epoch {epoch + 1}")
+
+    def finish(self, end_epoch: int) -> dict[str, Any]:
+        """``encoder.pt`` and ``train.json`` once every epoch is done (rank 0)."""
+        cfg, run = self.cfg, self.run
+        wall_s = self.wall_before + time.perf_counter() - self.t_run
+        done = end_epoch if end_epoch > self.start_epoch else self.start_epoch
+        if done < cfg.epochs:
+            return {"stopped_at": done}
+        summary: dict[str, Any] = {}
+        if run.is_main:
+            save_encoder(run.out / "encoder.pt", unwrap_model(self.model), self.cfg_dict)
+            summary = self.summary(wall_s)
+        # the resume state of a finished run is 3x the encoder's size (weights + Adam's two
+        # moments): 135 MB for ResNet-18, ~280 MB for ResNet-50, per run of the paper's 3,424
+        run.finish(summary, self.cfg_dict, seed=cfg.seed, keep_checkpoint=cfg.keep_checkpoint)
+        return summary
+
+    def summary(self, wall_s: float) -> dict[str, Any]:
+        cfg, run, cuda = self.cfg, self.run, self.cuda
+        records = run.log.records
+        rie = self.resume_in_epoch
+        return {
             "dataset": cfg.dataset, "backbone": cfg.backbone, "loss": cfg.loss,
-            "seed": cfg.seed, "epochs": cfg.epochs, "n_train": n_train,
-            "batch_size": cfg.batch_size, "steps_per_epoch": steps_per_epoch,
-            "final": records[-1] if records else last,
+            "seed": cfg.seed, "epochs": cfg.epochs, "n_train": self.n_train,
+            "batch_size": cfg.batch_size, "steps_per_epoch": self.steps_per_epoch,
+            "final": records[-1] if records else self.last,
             "img_s_mean": float(np.mean([r["img_s"] for r in records])) if records else None,
             "wall_s": wall_s,
-            "resumed_from_epoch": start_epoch if ckpt is not None else None,
-            "resumed_in_epoch_at_step": (int(resume_in_epoch["step"])
-                                         if resume_in_epoch is not None else None),
-            "preempted": preemptions,
-            "device": str(dev), "world_size": ws, "amp_bf16": use_amp,
+            "resumed_from_epoch": self.start_epoch if self.ckpt is not None else None,
+            "resumed_in_epoch_at_step": int(rie["step"]) if rie is not None else None,
+            "preempted": run.preemptions,
+            "device": str(self.dev), "world_size": self.ws, "amp_bf16": self.use_amp,
             "tf32_matmul": bool(cuda and cfg.tf32),
             "tf32_cudnn_conv": bool(cuda and torch.backends.cudnn.allow_tf32),
             "forward": cfg.forward,
-            "channels_last": channels_last, "compile": cfg.compile,
+            "channels_last": self.channels_last, "compile": cfg.compile,
             "compile_step": cfg.compile_step,
-            "n_params": sum(p.numel() for p in _unwrap(model).parameters()),
+            "n_params": sum(p.numel() for p in unwrap_model(self.model).parameters()),
             "torch_threads": torch.get_num_threads(),
-            "augment": aug.config(),
-            "step_timing": timer.result(),  # steps of this process after timing_warmup
+            "augment": self.aug.config(),
+            "step_timing": run.timer.result(),  # steps of this process after timing_warmup
         }
-        write_json(out / "train.json", summary, cfg=cfg_dict, seed=cfg.seed)
-        # the resume state of a finished run is 3x the encoder's size (weights + Adam's two
-        # moments): 135 MB for ResNet-18, ~280 MB for ResNet-50, per run of the paper's 3,424
-        if not cfg.keep_checkpoint:
-            (out / "checkpoint.pt").unlink(missing_ok=True)
-    D.barrier()
-    return summary
 
 
-class DivergedError(RuntimeError):
-    """The training loss or the weights became non-finite; nothing of the epoch is kept."""
-
-
-def _check_diverged(stats: _EpochStats, model: nn.Module, cfg: SimCLRConfig, epoch: int,
+def _check_diverged(stats: EpochStats, model: nn.Module, cfg: SimCLRConfig, epoch: int,
                     steps_per_epoch: int, out: Path) -> None:
     """Raise :class:`DivergedError` when the epoch had a non-finite loss or left non-finite
     weights. Called once per epoch, where the loop syncs anyway (the loss sums are already
-    read); the per-step bookkeeping stays on the device (:class:`_EpochStats`)."""
-    bad_step = int(stats.first_bad) if stats.first_bad is not None else -1
-    params_ok = bool(torch.stack([torch.isfinite(p).all()
-                                  for p in _unwrap(model).parameters()]).all())  # one sync
+    read); the per-step bookkeeping stays on the device (:class:`EpochStats`)."""
+    bad_step = stats.bad_step()
+    params_ok = weights_finite(model)
     if bad_step < 0 and params_ok:
         return
     where = (f"non-finite loss at epoch {epoch + 1}, step {bad_step + 1} of {steps_per_epoch}"
@@ -758,22 +736,19 @@ def _check_diverged(stats: _EpochStats, model: nn.Module, cfg: SimCLRConfig, epo
     ckpt = out / "checkpoint.pt"
     kept = (f"the last good checkpoint ({ckpt}, epoch {epoch}) is kept" if epoch > 0 and
             ckpt.exists() else "no checkpoint was written")
-    raise DivergedError(
-        f"SimCLR training diverged: {where} (loss {cfg.loss}, lr {cfg.lr:g}, tau {cfg.tau:g}, "
-        f"batch {cfg.batch_size}, optimizer {cfg.optimizer}); {kept} and nothing of this epoch "
-        f"was saved. Likely cause: a learning rate too high for this optimizer/batch (or no "
-        f"warmup for LARS), else a very small tau or bf16 overflow (try amp: false). Lower lr; "
-        f"to restart with a changed config delete {ckpt} or use another --out folder.")
+    kept += " and nothing of this epoch was saved"
+    raise diverged(
+        "SimCLR", where, f"loss {cfg.loss}, lr {cfg.lr:g}, tau {cfg.tau:g}, batch "
+        f"{cfg.batch_size}, optimizer {cfg.optimizer}", kept,
+        f"Likely cause: a learning rate too high for this optimizer/batch (or no warmup for "
+        f"LARS), else a very small tau or bf16 overflow (try amp: false). Lower lr; to "
+        f"restart with a changed config delete {ckpt} or use another --out folder.")
 
 
 def _finished_run(out: Path, cfg_dict: dict[str, Any]) -> dict[str, Any] | None:
     """The summary of a run already finished in ``out`` with this config (``encoder.pt`` and
     ``train.json`` there, its checkpoint removed), or None; a different config is refused as
     a checkpoint's would be."""
-    import json
-
-    from weince.utils.results import load_result
-
     summary_path = out / "train.json"
     if (out / "checkpoint.pt").exists() or not (out / "encoder.pt").exists() \
             or not summary_path.exists():
@@ -787,12 +762,7 @@ def _finished_run(out: Path, cfg_dict: dict[str, Any]) -> dict[str, Any] | None:
 
 def _check_resumable(saved: dict[str, Any], now: dict[str, Any], out: Path,
                      source: Path | None = None) -> None:
-    diff = sorted(k for k in set(saved) | set(now)
-                  if k not in _RESUME_FREE and saved.get(k) != now.get(k)
-                  and not (k == "epochs" and now.get("schedule") == "none"
-                           and now.get("warmup_epochs", 0) == 0))
-    if diff:
-        details = ", ".join(f"{k}: {saved.get(k)!r} -> {now.get(k)!r}" for k in diff)
-        src = source or out / "checkpoint.pt"
-        raise ValueError(f"{src} was written with a different config ({details}); use "
-                         f"another --out folder or delete {src.name} to start over")
+    free = set(_RESUME_FREE)
+    if now.get("schedule") == "none" and now.get("warmup_epochs", 0) == 0:
+        free.add("epochs")      # a constant rate: more epochs continue the same run
+    check_same_config(saved, now, source or out / "checkpoint.pt", free=free)

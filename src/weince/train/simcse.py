@@ -52,7 +52,6 @@ from __future__ import annotations
 import math
 import os
 import shutil
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,12 +59,18 @@ from typing import Any, Callable, Optional
 
 import torch
 
+import weince.losses as losses
+from weince.data.text import load_sts, load_train_sentences
+from weince.eval.sts import evaluate_sts
+from weince.models.text import SimCSEModel, load_text_encoder, model_identity
+from weince.train import distributed as D
+from weince.train.logging import StatsMeter
+from weince.train.loop import (TrainingRun, check_same_config, diverged, progress_bar,
+                               progress_enabled)
+from weince.train.preempt import PreemptionGuard
+from weince.utils.checkpoint import restore_rng, rng_state, seed_everything
 from weince.utils.config import as_config, to_dict
-from weince.train.logging import JsonlLogger, StatsMeter
-from weince.utils import write_json
 from weince.utils.runlock import locks_output
-from weince.utils.checkpoint import (load_checkpoint, restore_rng, rng_state, save_checkpoint,
-                                     seed_everything)
 
 __all__ = ["SimCSEConfig", "train_simcse"]
 
@@ -125,9 +130,8 @@ class SimCSEConfig:
         if self.dropout is not None and not 0.0 <= float(self.dropout) < 1.0:
             raise ValueError(f"SimCSEConfig.dropout must be in [0, 1) or null (the model's), "
                              f"got {self.dropout!r}")
-        from weince.losses import LOSSES
-        if self.loss not in LOSSES:
-            raise ValueError(f"unknown loss {self.loss!r}; valid names: {sorted(LOSSES)}")
+        if self.loss not in losses.LOSSES:
+            raise ValueError(f"unknown loss {self.loss!r}; valid names: {sorted(losses.LOSSES)}")
         if "gather_distributed" in self.loss_kwargs:  # twice would repeat every process's rows
             raise ValueError("loss_kwargs.gather_distributed: the training loop already gathers "
                              "the embeddings of every process; remove the key from the config")
@@ -178,11 +182,6 @@ def _save_best(model, tokenizer, out_dir: Path) -> Path:
     return final
 
 
-def _cfg_for_compare(d: dict[str, Any]) -> dict[str, Any]:
-    # a checkpoint from before the ``dropout`` key had the model's dropout (None)
-    return {"dropout": None, **{k: v for k, v in d.items() if k not in _RESUME_FREE_KEYS}}
-
-
 def _set_dropout(encoder: torch.nn.Module, p: float) -> None:
     """Every ``nn.Dropout`` of the encoder (BERT's attention dropout reads its module's ``p``)
     and the config's probabilities, so a saved model records what it was trained with."""
@@ -206,19 +205,6 @@ def _rank_seed(seed: int, rank: int) -> int:
     return seed * 1000 + 1 + rank
 
 
-class _Records:
-    """The log's records without a file (ranks other than 0 write nothing)."""
-
-    def __init__(self) -> None:
-        self.records: list[dict[str, Any]] = []
-
-    def reset(self, records) -> None:
-        self.records = [dict(r) for r in records]
-
-    def append(self, record) -> None:
-        self.records.append(dict(record))
-
-
 @locks_output("out_dir", "train")   # one writer per run folder
 def train_simcse(cfg: SimCSEConfig | dict[str, Any] | None, out_dir: str | os.PathLike, *,
                  on_step: Callable[[int, float], None] | None = None) -> dict[str, Any]:
@@ -238,8 +224,6 @@ def train_simcse(cfg: SimCSEConfig | dict[str, Any] | None, out_dir: str | os.Pa
             signal): ``checkpoint.pt`` was written after the step in flight and the next
             call resumes at that step (the process exits with 143).
     """
-    from weince.train.preempt import PreemptionGuard
-
     with PreemptionGuard() as guard:
         return _train_simcse(cfg, out_dir, on_step=on_step, guard=guard)
 
@@ -247,226 +231,267 @@ def train_simcse(cfg: SimCSEConfig | dict[str, Any] | None, out_dir: str | os.Pa
 def _train_simcse(cfg, out_dir, *, on_step, guard) -> dict[str, Any]:
     cfg = as_config(SimCSEConfig, cfg)
     cfg.validate()
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    if cfg.offline:
-        os.environ["HF_HUB_OFFLINE"] = "1"
+    job = _SimCSETraining(cfg, TrainingRun(out_dir, cfg.device, guard))
+    job.check_resumable()
+    job.load_data()
+    job.build()
+    job.resume()
+    job.wrap()
+    if job.ckpt is None and cfg.eval_at_start:
+        r = job.dev_eval()
+        job.init_dev = r["spearman"]
+        job.run.log.append({"step": 0, "dev_spearman": r["spearman"],
+                            "dev_pearson": r["pearson"]})
+    job.train(on_step)
+    return job.finish()
 
-    from weince.data.text import load_sts, load_train_sentences
-    from weince.eval.sts import evaluate_sts
-    from weince.losses import build_loss
-    from weince.models.text import SimCSEModel, load_text_encoder
 
-    cfg_dict = to_dict(cfg)
-    ckpt_path = out / "checkpoint.pt"
-    ckpt = load_checkpoint(ckpt_path, remake="re-run `weince simcse` (the simcse rule): it "
-                                             "starts over from step 0")
-    if ckpt is not None:
-        old = _cfg_for_compare(ckpt["cfg"])
-        new = _cfg_for_compare(cfg_dict)
-        if old != new:
-            diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
-            raise ValueError(
-                f"{ckpt_path} was written by a run with a different config (keys differ: "
-                f"{', '.join(diff)}); delete it to start afresh or use another --out")
+class _SimCSETraining:
+    """The state of one SimCSE run, built in the named steps :func:`_train_simcse` calls in
+    order (resume check, data, model, resume, DDP, the steps, the summary)."""
 
-    from weince.train import distributed as D
+    def __init__(self, cfg: SimCSEConfig, run: TrainingRun) -> None:
+        self.cfg, self.run = cfg, run
+        if cfg.offline:
+            os.environ["HF_HUB_OFFLINE"] = "1"
+        self.cfg_dict = to_dict(cfg)
+        self.device, self.ws, self.rank = run.device, run.info.world_size, run.info.rank
 
-    info = D.setup_distributed(cfg.device)
-    device, ws, rank = info.device, info.world_size, info.rank
-    seed_everything(cfg.seed)
-    sentences = load_train_sentences(cfg.train_data, n=cfg.n_train or None, seed=cfg.data_seed)
-    dev = load_sts(cfg.sts_data, "dev", n_synthetic=cfg.n_sts, seed=cfg.data_seed)
-    synthetic = str(cfg.train_data) == "synthetic" or dev.synthetic
+    def check_resumable(self) -> None:
+        """Load ``checkpoint.pt`` if there is one; refuse one from a different config."""
+        run = self.run
+        self.ckpt = run.load_checkpoint(remake="re-run `weince simcse` (the simcse rule): it "
+                                               "starts over from step 0")
+        if self.ckpt is not None:
+            # a checkpoint from before the ``dropout`` key had the model's dropout (None)
+            check_same_config(self.ckpt["cfg"], self.cfg_dict, run.checkpoint_path,
+                              free=_RESUME_FREE_KEYS, defaults={"dropout": None})
 
-    encoder, tokenizer = load_text_encoder(cfg.model, offline=cfg.offline)
-    from weince.models.text import model_identity
+    def load_data(self) -> None:
+        cfg = self.cfg
+        seed_everything(cfg.seed)
+        self.sentences = load_train_sentences(cfg.train_data, n=cfg.n_train or None,
+                                              seed=cfg.data_seed)
+        self.dev = load_sts(cfg.sts_data, "dev", n_synthetic=cfg.n_sts, seed=cfg.data_seed)
+        self.synthetic = str(cfg.train_data) == "synthetic" or self.dev.synthetic
 
-    identity = model_identity(encoder, cfg.model_name or cfg.model, cfg.model,
-                              cfg.model_source)   # before training: the weights that ran
-    if cfg.dropout is not None:
-        _set_dropout(encoder, cfg.dropout)
-    model = SimCSEModel(encoder, mlp=cfg.mlp).to(device)
-    loss_fn = build_loss(cfg.loss, tau=cfg.tau, layout="pairs", **cfg.loss_kwargs).to(device)
+    def build(self) -> None:
+        """Encoder and tokenizer, the SimCSE model, loss, AdamW and its linear schedule."""
+        cfg, device = self.cfg, self.device
+        encoder, self.tokenizer = load_text_encoder(cfg.model, offline=cfg.offline)
+        self.identity = model_identity(encoder, cfg.model_name or cfg.model, cfg.model,
+                                       cfg.model_source)   # before training: the weights that ran
+        if cfg.dropout is not None:
+            _set_dropout(encoder, cfg.dropout)
+        self.model = SimCSEModel(encoder, mlp=cfg.mlp).to(device)
+        self.loss_fn = losses.build_loss(cfg.loss, tau=cfg.tau, layout="pairs",
+                                         **cfg.loss_kwargs).to(device)
+        n = self.n = len(self.sentences)
+        spe = n // cfg.batch_size + (1 if n % cfg.batch_size >= 2 else 0)  # drop a 1-row tail
+        if spe == 0:
+            raise ValueError(f"{n} training sentence(s): need at least 2")
+        self.spe = spe
+        total = cfg.epochs * spe
+        if cfg.max_steps:
+            total = min(total, cfg.max_steps)
+        self.total = total
+        self.optimizer = _optimizer(self.model, cfg)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, _linear_schedule(cfg.warmup_steps, total))
 
-    n = len(sentences)
-    spe = n // cfg.batch_size + (1 if n % cfg.batch_size >= 2 else 0)  # drop a 1-sentence tail
-    if spe == 0:
-        raise ValueError(f"{n} training sentence(s): need at least 2")
-    total = cfg.epochs * spe
-    if cfg.max_steps:
-        total = min(total, cfg.max_steps)
-    optimizer = _optimizer(model, cfg)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer,
-                                                  _linear_schedule(cfg.warmup_steps, total))
-
-    log = JsonlLogger(out / "train_log.jsonl") if info.is_main else _Records()
-    meter = StatsMeter()
-    step, best, best_step, init_dev = 0, -math.inf, None, None
-    resumed_from = None
-    if ckpt is not None:
-        model.load_state_dict(ckpt["model"])
-        optimizer.load_state_dict(ckpt["optimizer"])
-        scheduler.load_state_dict(ckpt["scheduler"])
-        loss_fn.load_state_dict(ckpt["loss"])
-        step, best, best_step = ckpt["step"], ckpt["best"], ckpt["best_step"]
-        init_dev = ckpt.get("init_dev")
-        meter.sums, meter.counts = dict(ckpt["meter"][0]), dict(ckpt["meter"][1])
-        log.reset(ckpt["log"])
+    def resume(self) -> None:
+        """The step, best score, log, meter and random state of the checkpoint (or a fresh
+        start: a dropout stream per rank)."""
+        cfg, ckpt, device, ws, rank = self.cfg, self.ckpt, self.device, self.ws, self.rank
+        self.meter = StatsMeter()
+        self.step, self.best, self.best_step, self.init_dev = 0, -math.inf, None, None
+        self.resumed_from = None
+        # time and sentences of the training steps (evaluation excluded), summed over resumes
+        self.train_time, self.trained_sentences = (ckpt.get("timing", (0.0, 0)) if ckpt
+                                                   else (0.0, 0))
+        if ckpt is None:
+            self.run.open_log([])
+            if ws > 1:  # same init everywhere (seeded above); now a dropout stream per rank
+                seed_everything(_rank_seed(cfg.seed, rank))
+            return
+        self.model.load_state_dict(ckpt["model"])
+        self.optimizer.load_state_dict(ckpt["optimizer"])
+        self.scheduler.load_state_dict(ckpt["scheduler"])
+        self.loss_fn.load_state_dict(ckpt["loss"])
+        self.step, self.best, self.best_step = ckpt["step"], ckpt["best"], ckpt["best_step"]
+        self.init_dev = ckpt.get("init_dev")
+        self.meter.sums, self.meter.counts = dict(ckpt["meter"][0]), dict(ckpt["meter"][1])
+        self.run.open_log(ckpt["log"])
         ranks = ckpt.get("rng_ranks") or [ckpt["rng"]]
         if len(ranks) == ws:     # every rank continues its own dropout stream
             restore_rng(ranks[rank], device)
         else:                    # resumed on another number of processes: fresh streams
             restore_rng(ckpt["rng"], device)
             if ws > 1:
-                seed_everything(_rank_seed(cfg.seed, rank) + 7919 * step)
-        resumed_from = step
-    else:
-        log.reset([])
-        if ws > 1:  # same init everywhere (seeded above); now a dropout stream per rank
-            seed_everything(_rank_seed(cfg.seed, rank))
+                seed_everything(_rank_seed(cfg.seed, rank) + 7919 * self.step)
+        self.resumed_from = self.step
 
-    fwd = model
-    if info.distributed:
-        # static_graph: the set of used parameters never changes (BERT's pooler is never
-        # used), so DDP needs no per-step search for unused ones; no BatchNorm: no buffers
-        fwd = torch.nn.parallel.DistributedDataParallel(
-            model, device_ids=[device.index] if device.type == "cuda" else None,
-            broadcast_buffers=False, static_graph=True)
+    def wrap(self) -> None:
+        self.fwd = self.model
+        if self.run.info.distributed:
+            # static_graph: the set of used parameters never changes (BERT's pooler is never
+            # used), so DDP needs no per-step search for unused ones; no BatchNorm: no buffers
+            self.fwd = torch.nn.parallel.DistributedDataParallel(
+                self.model, device_ids=[self.device.index] if self.device.type == "cuda"
+                else None, broadcast_buffers=False, static_graph=True)
 
-    def dev_eval() -> dict[str, float]:
+    def dev_eval(self) -> dict[str, float]:
         """Rank 0 evaluates (the weights are the same on every rank); all get its scores."""
+        cfg, info = self.cfg, self.run.info
         r = None
         if info.is_main:
-            r = evaluate_sts(model, dev, tokenizer=tokenizer, batch_size=cfg.eval_batch_size,
-                             max_length=cfg.eval_max_length or None, device=device)
+            r = evaluate_sts(self.model, self.dev, tokenizer=self.tokenizer,
+                             batch_size=cfg.eval_batch_size,
+                             max_length=cfg.eval_max_length or None, device=self.device)
         if info.distributed:
             box = [r]
             torch.distributed.broadcast_object_list(box, src=0)
             r = box[0]
         return r
 
-    if ckpt is None and cfg.eval_at_start:
-        r = dev_eval()
-        init_dev = r["spearman"]
-        log.append({"step": 0, "dev_spearman": r["spearman"], "dev_pearson": r["pearson"]})
-
-    use_amp = cfg.amp and device.type == "cuda"
-    show = (sys.stderr.isatty() or os.environ.get("WEINCE_PROGRESS") == "1") and info.is_main
-    from tqdm.auto import tqdm
-    bar = tqdm(total=total, initial=step, desc=f"simcse[{cfg.loss}]", unit="step",
-               disable=not show, dynamic_ncols=True)
-    model.train()
-    loss_fn.train()
-    # time and sentences of the training steps (evaluation excluded), summed over resumes
-    train_time, trained_sentences = ckpt.get("timing", (0.0, 0)) if ckpt else (0.0, 0)
-    order_epoch, order = -1, []
-
-    def write_checkpoint() -> None:
+    def write_checkpoint(self) -> None:
         """checkpoint.pt at ``step`` (rank 0; every rank gathers its RNG state)."""
-        rngs = [rng_state(device)]
-        if info.distributed:
-            rngs = [None] * ws
-            torch.distributed.all_gather_object(rngs, rng_state(device))
-        if info.is_main:
-            save_checkpoint(ckpt_path, cfg=cfg_dict, step=step,
-                            model=model.state_dict(), optimizer=optimizer.state_dict(),
-                            scheduler=scheduler.state_dict(), loss=loss_fn.state_dict(),
-                            best=best, best_step=best_step, init_dev=init_dev,
-                            meter=(meter.sums, meter.counts), log=log.records,
-                            timing=(train_time, trained_sentences), rng=rngs[0],
-                            rng_ranks=rngs)
-        D.barrier()  # the checkpoint and model/ are complete before anyone goes on
+        rngs = self.run.gather(rng_state(self.device))
+        self.run.save_checkpoint(lambda: dict(
+            cfg=self.cfg_dict, step=self.step, model=self.model.state_dict(),
+            optimizer=self.optimizer.state_dict(), scheduler=self.scheduler.state_dict(),
+            loss=self.loss_fn.state_dict(), best=self.best, best_step=self.best_step,
+            init_dev=self.init_dev, meter=(self.meter.sums, self.meter.counts),
+            log=self.run.log.records, timing=(self.train_time, self.trained_sentences),
+            rng=rngs[0], rng_ranks=rngs))
+        # the checkpoint and model/ are complete before anyone goes on
 
-    from weince.train.step_timer import StepTimer
+    def train(self, on_step) -> None:
+        cfg, run = self.cfg, self.run
+        self.use_amp = cfg.amp and self.device.type == "cuda"
+        bar = progress_bar(show=progress_enabled() and run.is_main, total=self.total,
+                           initial=self.step, desc=f"simcse[{cfg.loss}]", unit="step")
+        self.model.train()
+        self.loss_fn.train()
+        self.order_epoch, self.order = -1, []
+        run.start_timer(warmup=1)   # time per step after warm-up, peak memory
+        try:
+            while self.step < self.total:
+                run.timer.start()
+                t0 = time.perf_counter()
+                loss, b = self.one_step()
+                run.timer.stop()
+                self.step += 1
+                lval = float(loss.detach())
+                self.meter.update(self.loss_fn.last_stats, loss=lval)
+                self.train_time += time.perf_counter() - t0
+                self.trained_sentences += b
+                bar.update(1)
+                bar.set_postfix(loss=f"{lval:.4f}",
+                                best=f"{self.best:.2f}" if self.best > -math.inf else "-")
+                self.log_and_evaluate()
+                if on_step is not None:
+                    on_step(self.step, lval)
+                if self.step < self.total and run.should_stop():
+                    if self.step % cfg.eval_every:        # else written just above
+                        self.write_checkpoint()
+                    raise run.preempted(f"checkpoint.pt at step {self.step} of {self.total}")
+        finally:
+            bar.close()
 
-    timer = StepTimer(device, warmup=1)   # time per step after warm-up, peak memory
-    try:
-        while step < total:
-            timer.start()
-            t0 = time.perf_counter()
-            epoch, pos = divmod(step, spe)
-            if epoch != order_epoch:
-                order, order_epoch = _epoch_order(n, cfg.seed, epoch), epoch
-            idx = order[pos * cfg.batch_size:(pos + 1) * cfg.batch_size]
-            batch = tokenizer([sentences[i] for i in idx], padding=True, truncation=True,
-                              max_length=cfg.max_length, return_tensors="pt")
-            b = len(idx)
-            lo, hi = _shard(b, ws, rank)  # (0, b) on one process
-            # a rank without rows encodes row 0 and keeps none of it (DDP needs the graph)
-            rows = slice(lo, hi) if hi > lo else slice(0, 1)
-            twice = {k: torch.cat([v[rows], v[rows]]).to(device) for k, v in batch.items()}
-            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_amp):
-                _, z = fwd(**twice)
-            z1, z2 = z.float().chunk(2)
-            if info.distributed:
-                z1, z2 = z1[:hi - lo], z2[:hi - lo]
-                z1 = D.gather_with_grad(z1, uneven=True)
-                z2 = D.gather_with_grad(z2, uneven=True)
-            loss = loss_fn(z1, z2)
-            if not torch.isfinite(loss):
-                raise FloatingPointError(
-                    f"loss is {loss.item()} at step {step + 1} ({cfg.loss}); lower lr or "
-                    f"check the data (empty sentences?)")
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if cfg.grad_clip:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            optimizer.step()
-            scheduler.step()
-            timer.stop()
-            step += 1
-            lval = float(loss.detach())
-            meter.update(loss_fn.last_stats, loss=lval)
-            train_time += time.perf_counter() - t0
-            trained_sentences += b
-            bar.update(1)
-            bar.set_postfix(loss=f"{lval:.4f}", best=f"{best:.2f}" if best > -math.inf else "-")
-            if step % cfg.log_every == 0 or step == total:
-                log.append({"step": step, "lr": scheduler.get_last_lr()[0], **meter.means()})
-                meter = StatsMeter()
-            if step % cfg.eval_every == 0 or step == total:
-                r = dev_eval()
-                score = r["spearman"] if math.isfinite(r["spearman"]) else -math.inf
-                improved = best_step is None or score > best  # the first is always kept
-                if improved:
-                    best, best_step = score, step
-                    if info.is_main:
-                        _save_best(model, tokenizer, out)
-                log.append({"step": step, "dev_spearman": r["spearman"],
+    def batch(self) -> tuple[dict[str, torch.Tensor], int, int, int]:
+        """This step's sentences, tokenized: ``(batch, rows, lo, hi)``, this rank's rows
+        ``[lo, hi)`` of the ``rows``-row global batch."""
+        cfg = self.cfg
+        epoch, pos = divmod(self.step, self.spe)
+        if epoch != self.order_epoch:
+            self.order, self.order_epoch = _epoch_order(self.n, cfg.seed, epoch), epoch
+        idx = self.order[pos * cfg.batch_size:(pos + 1) * cfg.batch_size]
+        batch = self.tokenizer([self.sentences[i] for i in idx], padding=True, truncation=True,
+                               max_length=cfg.max_length, return_tensors="pt")
+        b = len(idx)
+        lo, hi = _shard(b, self.ws, self.rank)  # (0, b) on one process
+        return batch, b, lo, hi
+
+    def one_step(self) -> tuple[torch.Tensor, int]:
+        """Encode this rank's rows twice, the loss on the global batch, one AdamW step;
+        ``(loss, rows of the global batch)``."""
+        cfg = self.cfg
+        batch, b, lo, hi = self.batch()
+        # a rank without rows encodes row 0 and keeps none of it (DDP needs the graph)
+        rows = slice(lo, hi) if hi > lo else slice(0, 1)
+        twice = {k: torch.cat([v[rows], v[rows]]).to(self.device) for k, v in batch.items()}
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.use_amp):
+            _, z = self.fwd(**twice)
+        z1, z2 = z.float().chunk(2)
+        if self.run.info.distributed:
+            z1, z2 = z1[:hi - lo], z2[:hi - lo]
+            z1 = D.gather_with_grad(z1, uneven=True)
+            z2 = D.gather_with_grad(z2, uneven=True)
+        loss = self.loss_fn(z1, z2)
+        if not torch.isfinite(loss):
+            self.diverged(loss)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if cfg.grad_clip:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
+        self.optimizer.step()
+        self.scheduler.step()
+        return loss, b
+
+    def diverged(self, loss: torch.Tensor) -> None:
+        cfg, path = self.cfg, self.run.checkpoint_path
+        kept = (f"the last checkpoint ({path}) is kept" if path.exists()
+                else "no checkpoint was written")
+        raise diverged(
+            "SimCSE", f"loss is {loss.item()} at step {self.step + 1} of {self.total}",
+            f"loss {cfg.loss}, lr {cfg.lr:g}, tau {cfg.tau:g}, batch {cfg.batch_size}",
+            kept + " and nothing after it was saved",
+            "Likely cause: a learning rate too high; lower lr, or check the data (empty "
+            "sentences?); to restart with a changed config delete the checkpoint or use "
+            "another --out folder.")
+
+    def log_and_evaluate(self) -> None:
+        """The interval's log record; at an evaluation step the dev score, the best model
+        (``model/``) and the checkpoint."""
+        cfg, run, step = self.cfg, self.run, self.step
+        if step % cfg.log_every == 0 or step == self.total:
+            run.log.append({"step": step, "lr": self.scheduler.get_last_lr()[0],
+                            **self.meter.means()})
+            self.meter = StatsMeter()
+        if step % cfg.eval_every == 0 or step == self.total:
+            r = self.dev_eval()
+            score = r["spearman"] if math.isfinite(r["spearman"]) else -math.inf
+            improved = self.best_step is None or score > self.best  # the first is always kept
+            if improved:
+                self.best, self.best_step = score, step
+                if run.is_main:
+                    _save_best(self.model, self.tokenizer, run.out)
+            run.log.append({"step": step, "dev_spearman": r["spearman"],
                             "dev_pearson": r["pearson"], "best": improved})
-                write_checkpoint()
-            if on_step is not None:
-                on_step(step, lval)
-            if step < total and guard.stop(info.distributed, device):
-                if step % cfg.eval_every:        # else written just above
-                    write_checkpoint()
-                raise guard.preempted(f"checkpoint.pt at step {step} of {total}")
-    finally:
-        bar.close()
+            self.write_checkpoint()
 
-    result = {
-        "model": cfg.model, "loss": cfg.loss, "synthetic": synthetic,
-        "train_data": str(cfg.train_data), "sts_data": str(cfg.sts_data),
-        "n_sentences": n, "steps": step, "total_steps": total, "steps_per_epoch": spe,
-        "best_step": best_step, "best_dev_spearman": best if math.isfinite(best) else None,
-        "dev_spearman_init": init_dev,
-        "dev_n": len(dev), "resumed_from_step": resumed_from,
-        "train_seconds": train_time, "sentences_per_s": (trained_sentences / train_time
-                                                         if train_time > 0 else None),
-        "device": str(device), "world_size": ws, "batch_size": cfg.batch_size,
-        "model_dir": str(out / "model"),
-        "step_timing": timer.result(),  # steps of this process after one warm-up step
-        "model_identity": identity,
-        "last_stats": next(({k: v for k, v in r.items() if k != "step"}
-                            for r in reversed(log.records) if "loss" in r), {}),
-    }
-    if synthetic:
-        result["note"] = ("SYNTHETIC data (weince.data.text generators): a pipeline check, "
-                          "not an STS-B result")
-    if info.is_main:
-        write_json(out / "train.json", result, cfg=cfg_dict, seed=cfg.seed)
-        if not cfg.keep_checkpoint and ckpt_path.exists():
-            ckpt_path.unlink()
-    D.barrier()
-    return result
+    def finish(self) -> dict[str, Any]:
+        cfg, run, best, tt = self.cfg, self.run, self.best, self.train_time
+        result = {
+            "model": cfg.model, "loss": cfg.loss, "synthetic": self.synthetic,
+            "train_data": str(cfg.train_data), "sts_data": str(cfg.sts_data),
+            "n_sentences": self.n, "steps": self.step, "total_steps": self.total,
+            "steps_per_epoch": self.spe,
+            "best_step": self.best_step, "best_dev_spearman": best if math.isfinite(best) else None,
+            "dev_spearman_init": self.init_dev,
+            "dev_n": len(self.dev), "resumed_from_step": self.resumed_from,
+            "train_seconds": tt,
+            "sentences_per_s": self.trained_sentences / tt if tt > 0 else None,
+            "device": str(self.device), "world_size": self.ws, "batch_size": cfg.batch_size,
+            "model_dir": str(run.out / "model"),
+            "step_timing": run.timer.result(),  # steps of this process after one warm-up step
+            "model_identity": self.identity,
+            "last_stats": next(({k: v for k, v in r.items() if k != "step"}
+                                for r in reversed(run.log.records) if "loss" in r), {}),
+        }
+        if self.synthetic:
+            result["note"] = ("SYNTHETIC data (weince.data.text generators): a pipeline check, "
+                              "not an STS-B result")
+        run.finish(result, self.cfg_dict, seed=cfg.seed, keep_checkpoint=cfg.keep_checkpoint)
+        return result

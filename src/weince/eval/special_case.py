@@ -1,4 +1,5 @@
-"""Claim C9 as a computed result: WEINCE with ``lambda = 0`` is InfoNCE, exactly.
+"""Claim C9 as a computed result (the ``special_case`` stage): WEINCE with ``lambda = 0``
+is InfoNCE, exactly.
 
 :func:`special_case_check` compares, on random batches of both layouts (SimCLR ``2N x 2N``
 with the diagonal masked, and SimCSE ``B x B`` pairs), in float32 and float64:
@@ -16,6 +17,10 @@ losses and gradients) and one record per case.
 from __future__ import annotations
 
 from typing import Any, Sequence
+
+import torch
+
+from weince.losses import build_loss, info_nce, pair_similarities, weince
 
 __all__ = ["special_case_check", "DEFAULT_CASES"]
 
@@ -36,10 +41,6 @@ def special_case_check(cases: Sequence[Sequence[Any]] = DEFAULT_CASES, seed: int
                        arms: Sequence[str] = ("infonce", "weince", "weince_recipe",
                                               "infonce_topm")) -> dict[str, Any]:
     """Run the comparisons; returns the JSON-able result (see the module docstring)."""
-    import torch
-
-    from weince.losses import build_loss, info_nce, pair_similarities, weince
-
     g = torch.Generator().manual_seed(seed)
     records = []
     for layout, n, d, tau in cases:
