@@ -47,7 +47,7 @@ import yaml
 
 from weince.pipeline import layout
 
-__all__ = ["TRAIN_IMAGES", "WIKI1M_SENTENCES", "STSB_DEV_SENTENCES", "DEVICES_FILE",
+__all__ = ["TRAIN_IMAGES", "ablation_runs", "WIKI1M_SENTENCES", "STSB_DEV_SENTENCES", "DEVICES_FILE",
            "load_devices", "device_names", "vision_step_flops", "simcse_step_flops",
            "utilisation", "family_of", "precision_of", "SettingCost", "RunEstimate",
            "Estimate", "estimate", "claim_rows", "job_runtime", "retries_for",
@@ -245,7 +245,7 @@ def vision_steps(cfg: dict[str, Any], dataset: str) -> int:
     return int(pre.get("epochs", 100)) * max(1, n // int(pre.get("batch_size", 256)))
 
 
-def _ablation_runs(cfg: dict[str, Any]) -> list[layout.VisionRun]:
+def ablation_runs(cfg: dict[str, Any]) -> list[layout.VisionRun]:
     """The pretraining runs of the profile's ablation plan (parsed from its inputs)."""
     import re
 
@@ -280,7 +280,7 @@ def paper_vision_runs(cfg: dict[str, Any]) -> list[tuple[layout.VisionRun, bool]
         runs[(r.dataset, r.backbone, r.arm, r.seed)] = (r, False)
     for r in layout.vision_runs(cfg, grid=True):
         runs[(r.dataset, r.backbone, r.arm, r.seed)] = (r, False)
-    for r in _ablation_runs(cfg):
+    for r in ablation_runs(cfg):
         if r.arm in garms and r.seed in adopted:
             continue       # a final grid arm the ablation reads: adopted, not trained
         runs.setdefault((r.dataset, r.backbone, r.arm, r.seed), (r, True))

@@ -35,7 +35,6 @@ from typing import Any, Mapping, Sequence
 
 from weince.losses.arms import grid_points, parse_point
 from weince.pipeline import layout
-from weince.pipeline.protocol import shares_seeds
 from weince.utils.results import encoder_value, get_key, load_result
 
 __all__ = ["choose_point", "OFFICIAL_TIE_ORDER", "read_values", "select_grid", "assemble_knn",

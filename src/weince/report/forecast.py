@@ -47,13 +47,12 @@ from weince.losses.arms import resolve_arm, split_arm
 from weince.pipeline import layout
 from weince.pipeline.benchmarks import job_times, per_rule
 from weince.pipeline.claims import load_claims
+# the official split sizes and the paper's runs: one home, the cost model
+from weince.pipeline.cost import TRAIN_IMAGES, WIKI1M_SENTENCES, ablation_runs
 
 __all__ = ["TRAIN_IMAGES", "WIKI1M_SENTENCES", "Forecast", "build_forecast",
            "forecast_markdown", "resources_overlay", "write_forecast"]
 
-# the official split sizes and the paper's runs: one home, the cost model
-from weince.pipeline.cost import TRAIN_IMAGES, WIKI1M_SENTENCES  # noqa: E402
-from weince.pipeline.cost import _ablation_runs  # noqa: E402
 
 
 @dataclass
@@ -122,7 +121,7 @@ def _measurements(cfg: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[
     root, profile = cfg.get("results", "results"), cfg["profile"]
     vis, txt = [], []
     for r in [*layout.vision_runs(cfg), *layout.vision_runs(cfg, grid=True),
-              *_ablation_runs(cfg)]:
+              *ablation_runs(cfg)]:
         d = _load(r.dir(root, profile) / "train.json")
         if d and (d.get("step_timing") or {}).get("step_s_median"):
             vis.append({"dataset": r.dataset, "backbone": r.backbone, "arm": r.arm,
