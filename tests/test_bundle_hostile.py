@@ -527,10 +527,9 @@ def test_a_markdown_image_in_a_provenance_string_is_refused(bundle, host, tmp_pa
     assert_contained(host, events)
 
 
-# ------------------------------------------------------------------ the README's next step
+# ------------------------------------------------------------ the reviewer's page, next step
 def test_the_unpacking_commands_we_document_are_the_safe_one(bundle):
-    text = (REPO / "README.md").read_text()
-    section = text.split("## Checking the numbers as a reviewer", 1)[1].split("\n## ", 1)[0]
+    section = (REPO / "docs" / "reviewing.md").read_text()
     assert "weince verify default.tar.gz --extract CHECKOUT && cd CHECKOUT" in section
     assert "-C CHECKOUT" not in section.replace("--extract CHECKOUT", "")
     with tarfile.open(bundle) as tar:

@@ -83,3 +83,32 @@ def test_licence_and_citation():
     assert [a["family-names"] for a in paper["authors"]] == [
         "Erol", "Evren", "Ozel", "Morgan", "Ryu", "Zheng"]
     assert paper["year"] == 2026 and "2606.00262" in paper["url"]
+
+
+def relative_links(page: Path) -> list[str]:
+    """The relative targets of a page's Markdown links ``[text](target)``, anchors dropped."""
+    text = re.sub(r"^```.*?^```", "", page.read_text(), flags=re.S | re.M)   # not in code
+    out = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
+            continue                                  # https:, mailto:, an anchor on the page
+        out.append(target.split("#", 1)[0])
+    return out
+
+
+def test_relative_links_of_the_docs_point_to_files():
+    """Every relative link of docs/*.md names a file of the repository (pages move; a link
+    to a page that does not exist reads as a dead end)."""
+    dead = {}
+    for page in sorted(DOCS.glob("*.md")):
+        for target in relative_links(page):
+            if not (page.parent / target).exists():
+                dead.setdefault(page.name, []).append(target)
+    assert not dead, dead
+
+
+def test_relative_links_check_sees_a_dead_link(tmp_path):
+    page = tmp_path / "p.md"
+    page.write_text("[a](there.md) [b](https://x.org/y.md) [c](#sec) [d](p.md#sec)\n"
+                    "```\n[e](code.md)\n```\n")
+    assert relative_links(page) == ["there.md", "p.md"]

@@ -159,16 +159,16 @@ def test_installed_versions_match_the_lock():
 
 
 def test_default_container_is_the_image_the_dockerfile_builds():
-    """The config's `container` is the local image built from the Dockerfile, and the README
-    gives the exact commands that build it under that name."""
+    """The config's `container` is the local image built from the Dockerfile, and
+    docs/cluster.md gives the exact commands that build it under that name."""
     version = project()["version"]
     sif = f"weince-{version}.sif"
     for name in ("config.yaml", "smoke.yaml", "paper.yaml"):
         cfg = yaml.safe_load((ROOT / "config" / name).read_text())
         assert cfg["container"] == sif, name
-    readme = (ROOT / "README.md").read_text()
-    assert f"docker build -t weince:{version} ." in readme
-    assert f"apptainer build {sif} docker-daemon://weince:{version}" in readme
+    page = (ROOT / "docs" / "cluster.md").read_text()
+    assert f"docker build -t weince:{version} ." in page
+    assert f"apptainer build {sif} docker-daemon://weince:{version}" in page
 
 
 def test_dockerfile_image_can_compile():

@@ -11,8 +11,7 @@ calls on one workflow copy:
 
 The overlays change sizes only, except one setting changed for time: the timing job times the
 losses eagerly (`compile: eager`; inductor on a 2-core CPU cost ~200 s). Run it as its own
-step: `pytest -m rehearsal` (73 jobs; measured 13 min 46 s wall and 718 s CPU on 2 cores
-shared with another test run; README, "Before you spend GPU-hours")."""
+step: `pytest -m rehearsal` (docs/rehearsal.md, "The CI's rehearsal")."""
 
 from __future__ import annotations
 
