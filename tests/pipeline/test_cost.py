@@ -174,3 +174,18 @@ def test_the_paper_dry_run_asks_each_pretrain_job_for_its_settings_runtime(plan)
         parts = Path(j.output[0]).parts
         key = ("/".join(parts[3:5]) if j.rule == "pretrain" else f"text/{parts[3]}")
         assert j.runtime_min == cost.job_runtime(cfg, key)["runtime"], (key, j.resources)
+
+
+def test_the_one_claim_overlay_trains_only_table_2s_headline_setting():
+    """config/paper_cifar100_r18.yaml (the README's one claim at paper scale) keeps the paper
+    protocol and trains C3's 224 runs, all on CIFAR-100 x ResNet-18, and nothing else."""
+    from weince.pipeline.rehearsal import deep_merge
+
+    overlay = yaml.safe_load((REPO / "config" / "paper_cifar100_r18.yaml").read_text())
+    cfg = deep_merge(_paper(), overlay)
+    runs = cost.paper_vision_runs(cfg)
+    assert {(r.dataset, r.backbone) for r, _ in runs} == {("cifar100", "resnet18")}
+    assert not any(is_ablation for _, is_ablation in runs)
+    assert len(runs) == 224
+    assert cfg["vision"]["pretrain"] == _paper()["vision"]["pretrain"]   # the protocol as is
+    assert cfg["vision"]["grid"] == _paper()["vision"]["grid"]

@@ -37,7 +37,10 @@ backward)`` of its training (under 1 % of it).
 
 from __future__ import annotations
 
+import copy
+import json
 import math
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -46,6 +49,11 @@ from typing import Any, Iterable
 import yaml
 
 from weince.pipeline import layout
+from weince.pipeline.ablations import ablation_inputs, ablation_plan
+from weince.pipeline.claims import load_claims
+from weince.pipeline.protocol import adopted_seeds
+from weince.pipeline.rehearsal import deep_merge
+from weince.pipeline.stages import grid_arms
 
 __all__ = ["TRAIN_IMAGES", "ablation_runs", "WIKI1M_SENTENCES", "STSB_DEV_SENTENCES", "DEVICES_FILE",
            "load_devices", "device_names", "vision_step_flops", "simcse_step_flops",
@@ -247,9 +255,7 @@ def vision_steps(cfg: dict[str, Any], dataset: str) -> int:
 
 def ablation_runs(cfg: dict[str, Any]) -> list[layout.VisionRun]:
     """The pretraining runs of the profile's ablation plan (parsed from its inputs)."""
-    import re
 
-    from weince.pipeline.ablations import ablation_inputs, ablation_plan
 
     pat = re.compile(r"vision/([^/]+)/([^/]+)/([^/]+)/seed(\d+)/")
     out = {}
@@ -268,8 +274,6 @@ def ablation_runs(cfg: dict[str, Any]) -> list[layout.VisionRun]:
 def paper_vision_runs(cfg: dict[str, Any]) -> list[tuple[layout.VisionRun, bool]]:
     """Every pretraining run the profile trains: ``(run, is_ablation)`` (a final grid arm
     adopting its chosen point's runs is not trained again)."""
-    from weince.pipeline.protocol import adopted_seeds
-    from weince.pipeline.stages import grid_arms
 
     garms = set(grid_arms(cfg))
     adopted = set(adopted_seeds(cfg))
@@ -461,7 +465,6 @@ def _assumptions(est: Estimate) -> list[str]:
 def claim_rows(est: Estimate, cfg: dict[str, Any]) -> list[dict[str, Any]]:
     """Per claim of the registry: training runs and GPU-hours (low, high), then the ablation
     arms and the total (a run serves several claims: rows do not add up)."""
-    from weince.pipeline.claims import load_claims
 
     pairs = set(layout.vision_pairs(cfg))
     rows = []
@@ -516,7 +519,6 @@ def job_runtime(cfg: dict[str, Any], key: str) -> dict[str, Any]:
 
 @lru_cache(maxsize=256)
 def _settings_cached(cfg_key: str, key: str) -> SettingCost:
-    import json
 
     cfg = json.loads(cfg_key)
     c = cost_settings(cfg)
@@ -533,7 +535,6 @@ def _settings_cached(cfg_key: str, key: str) -> SettingCost:
 
 
 def _settings_for(cfg: dict[str, Any], key: str) -> SettingCost:
-    import json
 
     keep = {k: cfg.get(k) for k in ("vision", "text", "cost")}
     return _settings_cached(json.dumps(keep, sort_keys=True, default=str), key)
@@ -584,18 +585,8 @@ CHEAPER_OPTIONS: list[dict[str, Any]] = [
 
 
 def with_overlay(cfg: dict[str, Any], overlay: dict[str, Any]) -> dict[str, Any]:
-    import copy
-
-    out = copy.deepcopy(cfg)
-
-    def merge(a, b):
-        for k, val in b.items():
-            if isinstance(val, dict) and isinstance(a.get(k), dict):
-                merge(a[k], val)
-            else:
-                a[k] = copy.deepcopy(val)
-    merge(out, overlay)
-    return out
+    """A deep copy of ``cfg`` with ``overlay`` merged in, dict by dict (``cfg`` unchanged)."""
+    return deep_merge(copy.deepcopy(cfg), overlay)
 
 
 def _fmt_h(x: float) -> str:
