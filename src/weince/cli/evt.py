@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from weince.evt.fits import SPEC_QS, run_evt
+from weince.evt.fits import STABILITY_QS, run_evt
 
 __all__ = ["add_arguments", "main"]
 
@@ -18,7 +18,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scores", required=True, help="score file from `weince collect-scores` (.npz)")
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--q", type=float, default=0.99, help="threshold quantile (default 0.99)")
-    p.add_argument("--qs", type=float, nargs="+", default=list(SPEC_QS),
+    p.add_argument("--qs", type=float, nargs="+", default=list(STABILITY_QS),
                    help="threshold-stability grid (default 0.95 0.975 0.99 0.995)")
     p.add_argument("--tau", type=float, default=None,
                    help="the encoder's training temperature (default: the score file's meta, else 0.5)")

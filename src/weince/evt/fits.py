@@ -1,11 +1,11 @@
-"""The tail and link fits of a saved score file, written as result files (SPEC 4-5).
+"""The tail and link fits of a saved score file, written as result files.
 
     from weince.evt.fits import run_evt, run_pot, run_link
     run_pot("scores.npz", "pot.json")      # + figures/ beside it
     run_link("scores.npz", "link.json")
 
-``pot.json``: GPD fit at ``q``, threshold stability over SPEC's q grid, mean-excess data;
-``link.json``: the SPEC-5 link fit when the file holds ``sim`` and ``targets`` (otherwise a
+``pot.json``: GPD fit at ``q``, threshold stability over ``STABILITY_QS``, mean-excess data;
+``link.json``: the link-selection fit when the file holds ``sim`` and ``targets`` (otherwise a
 ``not_run`` record saying why). Warnings raised by the fits are printed and recorded.
 """
 
@@ -17,16 +17,17 @@ from pathlib import Path
 
 from weince.utils import write_json
 
-__all__ = ["run_evt", "run_pot", "run_link", "SPEC_QS", "PAPER"]
+__all__ = ["run_evt", "run_pot", "run_link", "STABILITY_QS", "PAPER"]
 
-SPEC_QS = (0.95, 0.975, 0.99, 0.995)
+STABILITY_QS = (0.95, 0.975, 0.99, 0.995)
 PAPER = {"xi": -0.39, "lambda": [0.33, 0.50]}
 
 
 
-def run_pot(scores_path, out_json, *, q: float = 0.99, qs=SPEC_QS, n_boot: int = 200,
+def run_pot(scores_path, out_json, *, q: float = 0.99, qs=STABILITY_QS, n_boot: int = 200,
             gof_boot: int = 100, seed: int = 0, figures: bool = True) -> dict[str, Path]:
-    """POT/GPD fit (SPEC 4) of the ``scores`` in ``scores_path``: writes ``out_json`` and,
+    """POT/GPD fit (``docs/method.md``, "Tail diagnostics") of the ``scores`` in
+    ``scores_path``: writes ``out_json`` and,
     with ``figures``, ``figures/gpd_density``, ``gpd_qq``, ``xi_threshold``, ``mean_excess``
     (PNG and PDF) next to it. Returns the written paths by name."""
     from weince.evt.collect import load_scores
@@ -67,7 +68,8 @@ def run_pot(scores_path, out_json, *, q: float = 0.99, qs=SPEC_QS, n_boot: int =
 
 def run_link(scores_path, out_json, *, tau: float | None = None, beta: float = 1.0,
              eps: float = 1e-6, seed: int = 0, figures: bool = True) -> dict[str, Path]:
-    """Link-selection fit (SPEC 5) of the ``sim, targets, mask`` in ``scores_path``: writes
+    """Link-selection fit (``docs/method.md``, "Link selection") of the ``sim, targets,
+    mask`` in ``scores_path``: writes
     ``out_json`` and ``figures/lambda_profile`` next to it. ``tau`` defaults to the score
     file's ``meta["tau"]`` (the encoder's training temperature), else 0.5. Without link
     batches in the file, ``out_json`` records ``status: not_run`` and the reason."""
@@ -107,7 +109,7 @@ def run_link(scores_path, out_json, *, tau: float | None = None, beta: float = 1
     return written
 
 
-def run_evt(scores_path, out_dir, *, q: float = 0.99, qs=SPEC_QS, tau: float | None = None,
+def run_evt(scores_path, out_dir, *, q: float = 0.99, qs=STABILITY_QS, tau: float | None = None,
             beta: float = 1.0, n_boot: int = 200, gof_boot: int = 100, seed: int = 0,
             figures: bool = True) -> dict[str, Path]:
     """Both fits: ``out_dir/pot.json``, ``out_dir/link.json``, ``out_dir/figures/*``."""
