@@ -2,7 +2,7 @@
 
     python benchmarks/bench_evt.py [--anchors 20000] [--candidates 512] [--exceed 100000]
 
-Targets (SPEC / issue 3, on a 2-core CPU): ``fit_link_selection`` on 20,000 anchors x 512
+Targets (on a 2-core CPU): ``fit_link_selection`` on 20,000 anchors x 512
 candidates in under 10 s; ``fit_gpd_pot`` with its profile interval on 100,000 exceedances
 in under 2 s. Prints one line per timing (best of ``--repeat``; wall clock and this
 process's CPU time, which is what an idle machine's wall clock would be when other jobs
@@ -19,7 +19,7 @@ import numpy as np
 
 
 def _link_data(B: int, C: int, *, c: float, lam: float, tau: float, seed: int):
-    """Candidates ``s = 1 - 1.5 V^(1/2.5)``; winners drawn from the SPEC-5 family."""
+    """Candidates ``s = 1 - 1.5 V^(1/2.5)``; winners drawn from the link-selection family."""
     rng = np.random.default_rng(seed)
     sim = (1.0 - 1.5 * rng.uniform(size=(B, C)) ** (1 / 2.5)).astype(np.float32)
     targets = np.empty(B, np.int64)

@@ -1,9 +1,9 @@
-"""The GPU acceptance run (issues 17 and 24): one script, five sections, a report that
+"""The GPU acceptance run: one script, five sections, a report that
 survives anything. How to run it, on the GPU machine or here: ``benchmarks/gpu_acceptance.sh``.
 
 Sections, in order (each in its own process, with its own timeout):
 
-1. ``rehearsal``: the paper profile's rehearsal (issue 23) on CUDA: ``weince synthetic-data
+1. ``rehearsal``: the paper profile's rehearsal on CUDA: ``weince synthetic-data
    --root DIR`` then ``snakemake --cores N --configfile config/paper.yaml
    config/rehearsal.yaml --config data_root=DIR``; its cost forecast
    (``reports/rehearsal/forecast.md``) is copied into the report. Skipped, saying so, while
@@ -177,7 +177,7 @@ def section_rehearsal(S: Section, P: dict, args) -> None:
     overlay = REPO / "config" / "rehearsal.yaml"
     if not overlay.exists():
         S.skipped = ("config/rehearsal.yaml is not in this tree (the rehearsal overlay of "
-                     "issue 23); nothing to rehearse")
+                     "the paper profile); nothing to rehearse")
         return
     py = sys.executable
     with tempfile.TemporaryDirectory() as tmp:

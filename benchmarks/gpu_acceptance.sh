@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU acceptance run (issues 17, 24): five sections, each with its own timeout, under
+# The GPU acceptance run: five sections, each with its own timeout, under
 # 8 minutes on one H200 (--budget SECONDS, default 480), a report rewritten after every
 # section (Markdown + JSON twin): the rehearsal of the paper profile, the CUDA tests, img/s
 # and peak memory per backbone x arm (eager and compiled, CUDA-graph skips counted), the

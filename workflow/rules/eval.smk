@@ -1,4 +1,4 @@
-# Linear probe and k-NN / recall@k on cached features (SPEC 6 protocol).
+# Linear probe and k-NN / recall@k on cached features (docs/protocol.md).
 
 
 rule linear:

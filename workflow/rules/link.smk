@@ -1,4 +1,4 @@
-# Link selection (SPEC 5): softmax vs Weibull-shortfall link on two-view batches.
+# Link selection (docs/method.md): softmax vs Weibull-shortfall link on two-view batches.
 
 
 rule link:

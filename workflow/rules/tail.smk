@@ -1,4 +1,4 @@
-# Tail diagnostics (SPEC 4): similarity scores of a frozen encoder, then the POT/GPD fit.
+# Tail diagnostics (docs/method.md): similarity scores of a frozen encoder, then the POT/GPD fit.
 
 
 rule collect_scores:

@@ -1,4 +1,4 @@
-"""Snakemake adapter: similarity scores of a frozen encoder (weince.evt, SPEC 4-5)."""
+"""Snakemake adapter: similarity scores of a frozen encoder (weince.evt)."""
 
 from weince.pipeline.logs import log_to
 

@@ -1,4 +1,4 @@
-"""Snakemake adapter: link-selection fit on two-view batches (weince.evt, SPEC 5)."""
+"""Snakemake adapter: link-selection fit on two-view batches (weince.evt)."""
 
 from weince.pipeline.logs import log_to
 

@@ -1,4 +1,4 @@
-"""Snakemake adapter: POT/GPD tail fit of the pooled scores (weince.evt, SPEC 4)."""
+"""Snakemake adapter: POT/GPD tail fit of the pooled scores (weince.evt)."""
 
 from weince.pipeline.logs import log_to
 

@@ -3,7 +3,7 @@
     weince eval linear --features run/features.pt --out run/linear.json [--set epochs=50]
     weince eval knn --features run/features.pt --out run/knn.json [--set split_seeds=[1,2]]
 
-Options are the fields of :class:`LinearProbeConfig` / :class:`KNNConfig` (SPEC 6
+Options are the fields of :class:`LinearProbeConfig` / :class:`KNNConfig` (``docs/protocol.md``
 defaults), from ``--config file.yaml`` and ``--set key=value``.
 """
 
@@ -21,7 +21,7 @@ __all__ = ["LinearProbeConfig", "KNNConfig", "run_linear", "run_knn"]
 
 @dataclass
 class LinearProbeConfig:
-    """:func:`weince.eval.linear.linear_probe` options (SPEC 6 defaults)."""
+    """:func:`weince.eval.linear.linear_probe` options (``docs/protocol.md`` defaults)."""
 
     feature: Literal["backbone", "head"] = "backbone"
     seeds: tuple[int, ...] = (1,)
@@ -40,7 +40,7 @@ class LinearProbeConfig:
 
 @dataclass
 class KNNConfig:
-    """:func:`weince.eval.knn.knn_eval` options (SPEC 6 defaults)."""
+    """:func:`weince.eval.knn.knn_eval` options (``docs/protocol.md`` defaults)."""
 
     feature: Literal["backbone", "head"] = "backbone"
     k: int = 50

@@ -1,4 +1,4 @@
-"""``weince collect-scores``: similarity scores of a frozen encoder (SPEC 4-5) -> ``.npz``.
+"""``weince collect-scores``: similarity scores of a frozen encoder (tail/link fits) -> ``.npz``.
 
     weince collect-scores --encoder ENCODER.pt --dataset NAME --data-root DIR --out scores.npz \\
         [--batch-size 256] [--n-batches 64] [--link-batches 40] [--seed 0]

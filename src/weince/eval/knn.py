@@ -1,4 +1,4 @@
-"""k-NN classification and recall@k on frozen features (SPEC 6, claim C6).
+"""k-NN classification and recall@k on frozen features (``docs/protocol.md``, claim C6).
 
 Cosine similarity; the bank is the training part of a stratified 80/20 train/validation
 split of the training set, one split per split seed (official: seeds 1-5, ``knn_eval.py
@@ -104,7 +104,7 @@ def knn_eval(features: str | os.PathLike | dict, *, k: int = 50, temperature: fl
 
     Args:
         features: dict or path written by :func:`weince.eval.features.extract_features`.
-        k, temperature: vote size and temperature (SPEC: 50, 0.1).
+        k, temperature: vote size and temperature (official: 50, 0.1).
         recall_ks: the ``k`` of recall@k.
         val_frac: stratified fraction of the training set held out of the bank and used
             as validation queries (0 keeps the whole training set as bank, no val).

@@ -1,4 +1,4 @@
-"""Linear probe on frozen features (SPEC 6, the protocol behind claims C3-C5).
+"""Linear probe on frozen features (``docs/protocol.md``, the protocol behind claims C3-C5).
 
 A multinomial logistic regression (one linear layer) on the frozen backbone features:
 Adam, lr 3e-4, no weight decay, 100 epochs, batch 256, trained on the training part of a
@@ -163,7 +163,7 @@ def linear_probe(features: str | os.PathLike | dict, *, feature: str = "backbone
 
     Args:
         features: dict (or path) with ``train``/``test`` -> ``{feature: (N, D), "labels": (N,)}``.
-        feature: which features to probe, ``"backbone"`` (``h``, the SPEC protocol) or
+        feature: which features to probe, ``"backbone"`` (``h``, the official protocol) or
             ``"head"`` (``z``).
         seeds: probe seeds; each fixes the initialisation and the minibatch order (and
             the split when ``split_seed`` is None).
@@ -177,7 +177,7 @@ def linear_probe(features: str | os.PathLike | dict, *, feature: str = "backbone
             ``"best_epoch"``: the weights of the epoch with the best validation accuracy
             (first on ties).
         standardize: z-score the features with the training-part mean/std (off by
-            default: the SPEC protocol probes raw features).
+            default: the official protocol probes raw features).
         device: where to train (``"cpu"`` or ``"cuda"``).
         threads: CPU threads for torch during the probe; ``None`` picks 1 for small
             problems (under 1e7 multiply-adds per step, e.g. digits/MNIST features: more

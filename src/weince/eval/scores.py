@@ -1,4 +1,4 @@
-"""Similarity scores of a frozen encoder (SPEC 4-5) -> ``scores.npz``.
+"""Similarity scores of a frozen encoder (tail and link diagnostics) -> ``scores.npz``.
 
     from weince.eval.scores import collect_score_file
     collect_score_file("encoder.pt", "scores.npz", n_batches=64, link_batches=40)

@@ -1,4 +1,5 @@
-"""Extreme-value diagnostics (SPEC sections 4-5): numpy/scipy only, importable without torch.
+"""Extreme-value diagnostics (``docs/method.md``, "Tail diagnostics" / "Link selection"):
+numpy/scipy only, importable without torch.
 
 - :func:`fit_gpd_pot` — peaks-over-threshold generalised Pareto fit of pooled similarity
   scores (``xi``, ``sigma``, profile interval, endpoint, exponential comparison, goodness

@@ -1,11 +1,12 @@
-"""Similarity scores from a frozen encoder, for the tail and link diagnostics (SPEC 4-5).
+"""Similarity scores from a frozen encoder, for the tail and link diagnostics.
 
-Tail scores (official protocol, SPEC 4): draw batches of ``K + 1 = 256`` images, one
+Tail scores (official protocol, ``docs/method.md``, "Tail diagnostics"): draw batches of
+``K + 1 = 256`` images, one
 augmented view each, embed with the projection head, L2-normalise, and keep the strictly
 lower-triangular entries of ``Z Z^T`` (pairs of different images); repeat over 64
 batches and pool (64 * 256 * 255 / 2 = 2,088,960 scores).
 
-Link batches (SPEC 5): two-view SimCLR batches in the layout of
+Link batches (``docs/method.md``, "Link selection"): two-view SimCLR batches in the layout of
 ``weince.losses.pair_similarities(..., layout="simclr")`` (docs/architecture.md):
 ``Z = cat(z1, z2)`` of ``2N`` views, ``sim = Z Z^T`` ``(2N, 2N)``, the diagonal masked,
 the positive of row ``i`` at column ``(i + N) mod 2N``. Batches are stacked row-wise, so
@@ -95,7 +96,8 @@ def _rng_context(device):
 
 def collect_scores(embed_fn: Callable, images, augment: Callable, *, batch_size: int = 256,
                    n_batches: int = 64, device: str = "cpu", seed: int = 0) -> np.ndarray:
-    """Pooled strictly-lower-triangular similarities of single augmented views (SPEC 4).
+    """Pooled strictly-lower-triangular similarities of single augmented views
+    (``docs/method.md``, "Tail diagnostics").
 
     Args:
         embed_fn: ``float (B, C, H, W) -> (B, d)`` projection embeddings (frozen encoder;
@@ -131,7 +133,7 @@ def collect_scores(embed_fn: Callable, images, augment: Callable, *, batch_size:
 
 def collect_link_batches(embed_fn: Callable, images, augment: Callable, *, batch_size: int = 256,
                          n_batches: int = 40, device: str = "cpu", seed: int = 0) -> dict[str, np.ndarray]:
-    """Two-view SimCLR batches for the link-selection fit (SPEC 5).
+    """Two-view SimCLR batches for the link-selection fit.
 
     Each batch takes ``N = batch_size`` distinct images, two independent augmented views
     each, ``Z = cat(z1, z2)`` normalised, ``sim = Z Z^T`` with the diagonal masked and the

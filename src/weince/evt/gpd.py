@@ -1,6 +1,7 @@
 """Peaks over threshold: generalised Pareto fits of the upper tail of similarity scores.
 
-SPEC section 4. Scores ``s`` (cosines of L2-normalised embeddings, pooled over pairs of
+``docs/method.md``, "Tail diagnostics". Scores ``s`` (cosines of L2-normalised embeddings,
+pooled over pairs of
 different images) are thresholded at ``u`` = the ``q`` quantile of the pool; the
 exceedances ``y = s - u`` (``s > u``) are fitted by maximum likelihood with a generalised
 Pareto distribution of location 0,

@@ -1,5 +1,6 @@
 """Link selection: is the observed positive chosen by a softmax of ``s / tau``, or does a
-Weibull-shortfall term ``-beta * log(1 - s)`` improve the likelihood? (SPEC section 5)
+Weibull-shortfall term ``-beta * log(1 - s)`` improve the likelihood?
+(``docs/method.md``, "Link selection")
 
 For anchor ``i`` with valid candidates ``j`` (the positive ``t_i`` among them), the nested
 family is
@@ -114,7 +115,8 @@ def prepare_link_data(sim, targets, mask=None, *, tau: float = 0.5, beta: float 
 
     Raises:
         ValueError: shapes, a target out of range, a masked-out positive, rows with
-            different numbers of valid candidates (SPEC 1), NaN or out-of-range similarities.
+            different numbers of valid candidates (``docs/method.md``, "Notation"), NaN or
+            out-of-range similarities.
     """
     if not tau > 0:
         raise ValueError(f"tau must be > 0, got {tau}")
@@ -152,8 +154,8 @@ def prepare_link_data(sim, targets, mask=None, *, tau: float = 0.5, beta: float 
         counts = m.sum(axis=1)
         if counts.min() != counts.max():
             vals, freq = np.unique(counts, return_counts=True)
-            raise ValueError("every row must have the same number of valid candidates "
-                             f"(SPEC 1); found counts {dict(zip(vals.tolist(), freq.tolist()))}")
+            raise ValueError("every row must have the same number of valid candidates"
+                             f"; found counts {dict(zip(vals.tolist(), freq.tolist()))}")
         if counts[0] < 2:
             raise ValueError("each row needs the positive and at least one valid negative")
         if counts[0] < C:
@@ -276,7 +278,7 @@ def _loglik64(data: LinkData, alpha: float, gamma: float) -> float:
 
 def link_loglik(sim, targets, mask=None, *, c: float, lam: float, tau: float = 0.5,
                 beta: float = 1.0, eps: float = 1e-6) -> float:
-    """Log-likelihood of the SPEC-5 family at ``(c, lam)``, summed over anchors (float64)."""
+    """Log-likelihood of the tested link family at ``(c, lam)``, summed over anchors (float64)."""
     data = prepare_link_data(sim, targets, mask, tau=tau, beta=beta, eps=eps)
     return _loglik64(data, c * (1.0 - lam), c * lam)
 

@@ -85,7 +85,8 @@ def check_tau_dtype(tau: float, dtype: torch.dtype) -> None:
 
 def check_batch(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None,
                 sync: bool = True, num_negatives: int | None = None) -> int:
-    """Validate a generic batch (SPEC section 1) and return ``K``, the number of negatives
+    """Validate a generic batch (``docs/method.md``, "Notation") and return ``K``, the
+    number of negatives
     of every row.
 
     Raises ``ValueError`` for a non-2-D ``sim``, mismatched shapes, a target outside the

@@ -27,7 +27,7 @@ __all__ = ["Arm", "ARMS", "DEFAULT_TAU", "GRID_KEYS", "arm_settings", "apply_arm
            "canonical_arm", "profile_tau", "resolve_arm", "tau_arm_name", "TAUS",
            "point_name", "parse_point", "split_arm", "grid_points"]
 
-DEFAULT_TAU = 0.5  # weince.train.simclr.SimCLRConfig.tau (SPEC 6)
+DEFAULT_TAU = 0.5  # weince.train.simclr.SimCLRConfig.tau (docs/protocol.md)
 TAUS = (0.1, 0.2, 0.5, 1.0)  # the temperature arms
 
 
@@ -56,9 +56,9 @@ def tau_arm_name(loss: str, tau: float) -> str:
 
 
 _ARM_LIST = [
-    Arm("infonce", "infonce", note="InfoNCE / NT-Xent (SPEC 2)"),
+    Arm("infonce", "infonce", note="InfoNCE / NT-Xent"),
     Arm("infonce_topm", "infonce_topm", note="InfoNCE + 0.5 softmax top-50 term"),
-    Arm("weince", "weince", note="WEINCE core (SPEC 3.1-3.2)"),
+    Arm("weince", "weince", note="WEINCE core"),
     Arm("weince_recipe", "weince_recipe", note="WEINCE + both top-M terms (authors' recipe)"),
     Arm("weince_recipe_no_weib", "weince_recipe_no_weib",
         note="WEINCE + softmax top-M term only"),

@@ -1,9 +1,9 @@
-"""Hard-negative baselines from the literature, for the ablations (issue 9).
+"""Hard-negative baselines from the literature, for the ablations.
 
 Two losses that also change how InfoNCE treats its hardest negatives, so that a gain of
 WEINCE can be compared with what existing fixes already give. Both are written from the
-papers' formulas on the generic ``(sim, targets, mask)`` batch of ``shared/SPEC.md``
-section 1 (``K`` negatives per row), with no trainable parameter.
+papers' formulas on the generic ``(sim, targets, mask)`` batch of ``docs/method.md``,
+"Notation" (``K`` negatives per row), with no trainable parameter.
 
 **HCL** -- Robinson, Chuang, Sra, Jegelka, *Contrastive Learning with Hard Negative
 Samples*, ICLR 2021. With ``p = exp(s_pos / tau)`` and ``n_j = exp(s_j / tau)`` over the

@@ -1,4 +1,5 @@
-"""The two top-M terms of the authors' CIFAR-100 training recipe (SPEC section 3.4).
+"""The two top-M terms of the authors' CIFAR-100 training recipe (``docs/method.md``,
+"The authors' recipe").
 
 The official WEINCE runs add ``0.5 * L_weib_topM + 0.5 * L_soft_topM`` (M = 50) to the
 WEINCE loss, while their InfoNCE baseline gets neither: a confound that the artifact
@@ -67,7 +68,8 @@ def topm_weibull(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | 
 @torch.no_grad()
 def fit_batch_beta(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None = None,
                    eps: float = 1e-6, min_points: int = 1024, frac: float = 0.05):
-    """Batch-level Weibull exponent of the pooled negative shortfalls (SPEC 3.4).
+    """Batch-level Weibull exponent of the pooled negative shortfalls (``docs/method.md``,
+    "The authors' recipe").
 
     Pools every (row, negative) shortfall ``1 - s``, keeps the smallest
     ``k = min(count, max(min_points, int(frac * count)))``, drops ``max(1, k // 20)``
@@ -96,7 +98,7 @@ def _largest(vals: torch.Tensor, k: int, inplace: bool = False) -> torch.Tensor:
 
 
 def pool_size(count: int, min_points: int = 1024, frac: float = 0.05) -> int:
-    """SPEC 3.4: the pooled fit keeps the smallest ``min(count, max(min_points, frac*count))``
+    """The recipe's pooled fit keeps the smallest ``min(count, max(min_points, frac*count))``
     shortfalls."""
     return min(count, max(int(min_points), int(frac * count)))
 
@@ -126,7 +128,7 @@ _POOL: dict = {}
 
 
 def fit_pooled(top: torch.Tensor, k: int, eps: float = 1e-6):
-    """The pooled Weibull fit of SPEC 3.4 on ``top``, the ``k`` largest negative similarities
+    """The recipe's pooled Weibull fit on ``top``, the ``k`` largest negative similarities
     (largest first): drop ``b = max(1, k // 20)`` burn-in points, regress ``log F_m`` on
     ``log delta``. Returns ``(slope, r2)`` as 0-d float64 tensors, ``(0, 0)`` when ``k < 10``.
     A dozen ops: the centred responses are cached per ``k``, ``SSE = S_yy - slope S_xy``."""

@@ -217,7 +217,8 @@ def _statistics(sim: torch.Tensor, targets: torch.Tensor, invalid: torch.Tensor 
                 q: float, margin: float, kappa_rho: float, kappa_aic: float, tail_frac: float,
                 min_tail: int, eps: float, gate: str, topk_extra: int = 0,
                 half: int | None = None) -> dict:
-    """Vectorised SPEC 3.1 over rows, in few large ops (each op is a kernel launch on a GPU).
+    """Vectorised per-anchor statistics (``docs/method.md``, "Per-anchor statistics") over
+    rows, in few large ops (each op is a kernel launch on a GPU).
 
     Returns ``lambda`` (float32, the loss needs it so) and ``rho``, ``daic``, ``beta_w``,
     ``rho0`` (float64; :func:`public_stats` converts), ``k``, ``n``; besides, ``neg`` (the

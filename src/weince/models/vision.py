@@ -11,7 +11,7 @@ Backbones (``BACKBONES``; every one returns pooled features, the classifier remo
 
 - ``resnet18`` / ``resnet50`` (torchvision, random init; feat 512 / 2048). For
   ``image_size <= 64`` the CIFAR stem (3x3 conv, stride 1, padding 1, no max-pool), as the
-  official code does for CIFAR and ImageNet-32 (and as issue 4 asks for Tiny-ImageNet);
+  official code does for CIFAR and ImageNet-32 (and for Tiny-ImageNet);
   above 64 px (STL-10, 96 px) the standard 7x7 stride-2 stem with max-pool. The first conv
   takes ``channels`` inputs.
 - ``vit_s``: torchvision ``VisionTransformer`` with ViT-Small dims (hidden 384, 6 heads,
@@ -24,7 +24,7 @@ Backbones (``BACKBONES``; every one returns pooled features, the classifier remo
 
 Projection head: as the official code (the Spijkervet SimCLR fork),
 ``Linear(in, hidden, bias=False) - ReLU - Linear(hidden, out, bias=False)`` with
-``hidden = in_dim`` and ``out = 64`` (SPEC 6); ``batch_norm=True`` inserts a BatchNorm1d
+``hidden = in_dim`` and ``out = 64`` (official); ``batch_norm=True`` inserts a BatchNorm1d
 after the first layer (SimCLR v2 style) as an option.
 """
 

@@ -1,4 +1,4 @@
-"""Embedding-norm dynamics analysis (claims N1-N3 of issue 10; ``docs/norms.md``): one
+"""Embedding-norm dynamics analysis (claims N1-N3; ``docs/norms.md``): one
 ``norms.json`` per encoder. The page that combines them is :mod:`weince.report.norms`.
 
     from weince.norms import analyse_vision, analyse_text

@@ -136,7 +136,7 @@ def _progress(flag: Optional[bool]) -> bool:
 def training_settings(enc_cfg: dict[str, Any], cfg: NormsConfig, loss: str | None
                       ) -> dict[str, Any]:
     """Loss, tau, batch size and decay rate: overrides in ``cfg``, else the encoder's
-    training config (``weince.train.simclr.SimCLRConfig`` keys), else SPEC 6 defaults."""
+    training config (``weince.train.simclr.SimCLRConfig`` keys), else the protocol's defaults."""
     name = loss or enc_cfg.get("loss") or "infonce"
     kwargs = dict(enc_cfg.get("loss_kwargs") or {}) if name == enc_cfg.get("loss") else {}
     tau = cfg.tau if cfg.tau is not None else float(enc_cfg.get("tau", 0.5))

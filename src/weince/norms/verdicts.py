@@ -29,7 +29,7 @@ from weince.utils.vocabulary import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRO
 __all__ = ["PAPER", "UNIT_RULES", "interval_side", "correlation_verdict", "gain_verdict",
            "combine", "unit_fields", "on_paper_model"]
 
-# the companion paper's figures, as printed (issue 10)
+# the companion paper's figures, as printed
 PAPER = {
     "N1": "R_eq^2 = (D* + sqrt(D*^2 + 2 V*^2)) / 2 predicts the norm (decoupled weight decay)",
     "N2": "r(heat, norm) = +0.38, r(drift, norm) = -0.58 (CLIP ViT-B/32, MiniLM-L12)",

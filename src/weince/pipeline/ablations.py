@@ -1,4 +1,4 @@
-"""The ablation plan: which groups of arms a profile trains and reads (issue 9).
+"""The ablation plan: which groups of arms a profile trains and reads.
 
 A reviewer's questions, each answered by one group of arms (:data:`GROUPS`) trained with
 the same SimCLR pretraining, feature extraction and linear probe as the main arms:

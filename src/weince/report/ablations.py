@@ -1,5 +1,5 @@
 """``reports/<profile>/ablations.md``: one table per ablation group, with commentary made
-from the numbers (issue 9; the groups and the plan: :mod:`weince.pipeline.ablations`).
+from the numbers (the groups and the plan: :mod:`weince.pipeline.ablations`).
 
 Per row: the encoder-level value of each seed's probe result, then the mean and 95%
 t-interval across encoder seeds (n); the difference to the group's reference row with a
@@ -230,7 +230,7 @@ def build_ablation_report(cfg: Mapping[str, Any], plan: Plan | None = None, *,
     over training per arm).
 
     Numbers: per row, the encoder-level value of each seed's probe result (the mean over
-    probe seeds of ``test_acc``; SPEC 6), then the mean and 95% t-interval across encoder
+    probe seeds of ``test_acc``), then the mean and 95% t-interval across encoder
     seeds; differences to the group's reference use a Welch interval.
 
     Args:

@@ -1,5 +1,5 @@
 """What a rehearsal report says instead of a verdict, and which rows are scale models
-because of the data or weights that ran (issue 23).
+because of the data or weights that ran.
 
 - A rehearsal (``rehearsal.enabled``, config/rehearsal.yaml) runs the paper's data sets and
   backbones for a few steps. :func:`withhold_verdicts` replaces every verdict (claim, arm

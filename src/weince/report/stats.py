@@ -1,6 +1,7 @@
 """Aggregation over seeds: summaries, t-intervals, and the interval of a difference.
 
-SPEC section 6: average the probe/split seeds within an encoder first, then take the mean
+``docs/protocol.md``, "Aggregation": average the probe/split seeds within an encoder first,
+then take the mean
 and a 95% t-interval across encoder seeds. A summary is ``{"mean", "std", "n", "values"}``
 (:func:`weince.utils.summary.summary`: ``std`` with ``ddof=1``, ``None`` when ``n < 2``).
 """

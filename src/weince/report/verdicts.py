@@ -1,6 +1,7 @@
 """Verdicts computed from result files, one evaluator per claim kind.
 
-Vocabulary (SPEC 6): ``reproduced``, ``not reproduced``, ``not run at this profile``, and
+Vocabulary (``docs/verdicts.md``): ``reproduced``, ``not reproduced``, ``not run at this
+profile``, and
 ``partially run: k of n rows reproduced`` when only some of a claim's paper rows ran.
 
 Every claim in ``config/claims.yaml`` lists the paper's own settings as ``rows`` (C9, a

@@ -17,7 +17,8 @@ Each step embeds the two views in one forward pass each (``forward: per_view``, 
 official code: BatchNorm statistics per view; ``forward: joint`` is the faster option of one
 pass over ``cat(v1, v2)``, BatchNorm over all ``2N`` views), evaluates the loss
 (``weince.losses.build_loss(cfg.loss, tau=cfg.tau, **cfg.loss_kwargs)``) in float32, and
-steps Adam (SPEC 6: lr 3e-4, **no** weight decay, constant) or, as an option, LARS with a
+steps Adam (``docs/protocol.md``: lr 3e-4, **no** weight decay, constant) or, as an option,
+LARS with a
 cosine schedule. Precision defaults to the official float32 throughout: no autocast and
 full-float32 matmuls; ``amp: true`` (bf16 autocast) and ``tf32: true`` (TF32 matmuls) are
 the faster CUDA options. On CUDA: ``channels_last`` and optional ``torch.compile``.
@@ -87,7 +88,8 @@ __all__ = ["SimCLRConfig", "pretrain", "resolve_config", "LARS", "DivergedError"
 class SimCLRConfig:
     """Options of :func:`pretrain` (YAML keys of ``weince pretrain --config``).
 
-    Defaults are SPEC 6's protocol (batch 256, 100 epochs, Adam 3e-4 without weight decay,
+    Defaults are the official protocol (``docs/protocol.md``: batch 256, 100 epochs, Adam 3e-4
+    without weight decay,
     tau 0.5, 64-d projection, float32, one forward per view, PyTorch's default ``conv1``
     init) except the data set and backbone, which default to the offline CPU setting
     (``digits``, ``smallcnn``). Cheaper options: ``amp``, ``tf32``, ``forward: joint``.
@@ -106,7 +108,7 @@ class SimCLRConfig:
     num_workers: int = 0                # DataLoader workers (aug: per_image only)
     # model
     backbone: str = "smallcnn"          # resnet18 | resnet50 | vit_s | smallcnn
-    proj_dim: int = 64                  # projection output (SPEC 6)
+    proj_dim: int = 64                  # projection output (docs/protocol.md)
     proj_hidden: Optional[int] = None   # None: the backbone's feature width (official code)
     proj_batch_norm: bool = False
     conv1_init: Literal["default", "kaiming"] = "default"  # ResNet stem conv: PyTorch's default

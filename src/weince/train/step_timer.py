@@ -1,4 +1,4 @@
-"""Time per optimiser step after warm-up and peak memory of a training run (issue 23: the
+"""Time per optimiser step after warm-up and peak memory of a training run (the
 rehearsal's measured cost forecast).
 
     timer = StepTimer(device, warmup=1)

@@ -9,7 +9,7 @@ selection, adopting a grid run), the report and the bundle check.
 A metric is addressed by a dotted key (``"test_acc"``, ``"test.spearman"``,
 ``"step.overhead_pct"``). Its value is a number or a summary ``{"mean", "std", "n",
 "values"}`` over probe/split seeds; a summary counts as one encoder-level value, the mean
-of its ``values`` (SPEC 6: average probe/split seeds within an encoder first).
+of its ``values`` (``docs/protocol.md``: average probe/split seeds within an encoder first).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The verdict words of every report page (SPEC 6), defined once.
+"""The verdict words of every report page (``docs/verdicts.md``), defined once.
 
 Every registry claim (:mod:`weince.report.verdicts`: the paper's C's, and the companion
 claims N1-N3, judged per unit by :mod:`weince.norms.verdicts`) uses these strings,
