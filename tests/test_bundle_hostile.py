@@ -1,4 +1,4 @@
-"""``weince verify`` probed as a hostile reviewer would (issue 25): every archive is built
+"""``weince verify`` probed as a hostile reviewer would: every archive is built
 from a real bundle of the report fixtures, then altered. Each probe asserts the exit code,
 the message, and that nothing outside the temporary folder was read or written: a canary
 file on the host (content and access time, and every file event Python audits), a host

@@ -1,4 +1,4 @@
-"""Errors a user can act on (issue 19, item 6): a corrupt file's error names the file, what
+"""Errors a user can act on: a corrupt file's error names the file, what
 is wrong and the rule that remakes it (no numpy advice to allow pickles); on the command
 line an error is one line, the traceback only under ``--debug`` or ``WEINCE_DEBUG=1``."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A diverged run is never accepted as a result (issue 19, item 2): SimCLR stops at the
+"""A diverged run is never accepted as a result: SimCLR stops at the
 first non-finite loss naming the epoch and step, keeps the last good checkpoint, and the
 stages downstream (features, linear probe, k-NN, score collection) refuse non-finite
 weights or features, naming the file."""

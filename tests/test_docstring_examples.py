@@ -70,4 +70,3 @@ def test_help_of_the_loss_modules_is_complete():
     for key in ("lambda_mean", "lambda_q10", "lambda_q50", "lambda_q90", "rho0", "daic_mean",
                 "beta_w_mean"):
         assert f"``{key}``" in doc, key
-    assert "SPEC" not in doc

@@ -194,7 +194,7 @@ def test_feature_extraction_on_cuda(fake_cuda):
 
 
 def test_score_collection_embeds_on_the_device_with_one_check_per_batch(fake_cuda):
-    """The embedding step of the tail scores (SPEC 4) runs on the device; its zero-embedding
+    """The embedding step of the tail scores runs on the device; its zero-embedding
     check is one host read per batch of 256 (by design: a clear error beats a NaN)."""
     from weince.evt.collect import _embed
 

@@ -1,4 +1,4 @@
-"""Imports run one way (STYLE habit 8; issue 16). The layers, lowest first:
+"""Imports run one way . The layers, lowest first:
 
     0  weince.data, weince.models, weince.losses, weince.evt, weince.utils
     1  weince.train, weince.eval, weince.norms (the analysis), weince.timing

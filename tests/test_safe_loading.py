@@ -1,4 +1,4 @@
-"""Opening a torch file never runs code (issue 19, item 1): every loader reads with
+"""Opening a torch file never runs code: every loader reads with
 ``weights_only=True``; a crafted ``.pt`` whose unpickling would run a shell command is
 refused with an error naming the file, and the command never runs. Old checkpoints and
 corrupt files get the same kind of error (no fallback to an unsafe load)."""

@@ -243,7 +243,7 @@ def test_test_profile_uses_the_slurm_profiles_arrays_and_groups(plan):
     for path in (REPO / "workflow/profiles/slurm/config.yaml",
                  REPO / "tests/cluster/profile/config.yaml"):
         prof = yaml.safe_load(path.read_text())
-        # arrays need the whole selection of ready jobs (plugin issue #473): no job cap
+        # arrays need every ready job selected (snakemake-executor-plugin-slurm#473): no job cap
         assert prof["jobs"] == "unlimited", path
         assert int(str(prof["max-jobs-per-timespan"]).split("/")[0]) >= 20000, path
         assert "gpu=local" in prof["set-resource-scopes"], path

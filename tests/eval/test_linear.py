@@ -38,7 +38,7 @@ def test_stratified_split_is_stratified_and_seeded():
 
 
 def test_probe_learns_toy_problem():
-    # lr 1e-2: at the SPEC lr 3e-4 a 360-example toy set gets too few Adam steps
+    # lr 1e-2: at the protocol's lr 3e-4 a 360-example toy set gets too few Adam steps
     res = linear_probe(toy_features(), seeds=(0, 1), epochs=30, batch_size=64, lr=1e-2)
     assert res["test_acc"]["n"] == 2
     assert res["test_acc"]["mean"] > 80  # chance is 25%

@@ -17,7 +17,7 @@ def endpoint_scores(n: int, alpha: float, scale: float = 1.5, seed: int = 0) -> 
 
 def link_data(n_anchors: int, n_cand: int, *, c: float, lam: float, tau: float = 0.5,
               beta: float = 1.0, eps: float = 1e-6, alpha: float = 2.5, seed: int = 0):
-    """Candidates from :func:`endpoint_scores`; each row's winner drawn from the SPEC-5
+    """Candidates from :func:`endpoint_scores`; each row's winner drawn from the link-selection
     family at ``(c, lam)`` (Gumbel-max). Returns ``sim (B, C) float32, targets (B,)``."""
     rng = np.random.default_rng(seed)
     sim = (1.0 - 1.5 * rng.uniform(size=(n_anchors, n_cand)) ** (1.0 / alpha)).astype(np.float32)

@@ -1,4 +1,4 @@
-"""Score collection from a frozen encoder (SPEC 4) and the two-view link batches (SPEC 5)."""
+"""Score collection from a frozen encoder (tail diagnostics) and the two-view link batches."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Dependence-aware intervals (issue 15, item 6): batch ids in score files, the batch
+"""Dependence-aware intervals: batch ids in score files, the batch
 bootstrap of xi, the pair-robust link test, and their calibration on null data with the
 dependence of real batches (shared images, shared positive pairs)."""
 

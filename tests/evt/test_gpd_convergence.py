@@ -1,5 +1,5 @@
 """A bootstrap replicate that repeats a batch ties the largest exceedances; at the
-``xi -> -1`` boundary the scale's Newton steps then fall below float64 resolution (issue 23:
+``xi -> -1`` boundary the scale's Newton steps then fall below float64 resolution (the rehearsal:
 a paper-path `pot` job died on "GPD scale did not converge at xi=-0.99999991"). The root
 search must stop there, and a replicate that still fails is dropped and counted."""
 

@@ -1,4 +1,4 @@
-"""Link selection (SPEC 5): the likelihood against a slow per-anchor loop, parameter
+"""Link selection (``docs/method.md``): the likelihood against a slow per-anchor loop, parameter
 recovery from winners simulated from the family, the boundary null, the profile interval,
 input handling."""
 
@@ -15,7 +15,7 @@ from weince.evt import fit_link_selection, link_loglik
 
 
 def slow_loglik(sim, targets, mask, c, lam, tau=0.5, beta=1.0, eps=1e-6):
-    """Per-anchor float64 loop, straight from the SPEC-5 formula."""
+    """Per-anchor float64 loop, straight from the formula in ``docs/method.md``."""
     total = 0.0
     for i in range(sim.shape[0]):
         logits = []

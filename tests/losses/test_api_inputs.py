@@ -1,4 +1,4 @@
-"""The loss API refuses what it cannot use (issue 25, item 7): integer, bool, non-tensor and
+"""The loss API refuses what it cannot use: integer, bool, non-tensor and
 ``d = 0`` inputs, and a ``tau`` that is not a finite positive number usable in the input's
 dtype, raise a ``ValueError`` naming the argument (before: ``torch.finfo``/``amax`` errors
 from deep inside, NaN for ``tau=1e-300``, a constant loss for ``tau=inf``). A NumPy scalar

@@ -1,4 +1,4 @@
-"""Numerics at the edges (issue 19, item 7): a batch of one raises a clear error for every
+"""Numerics at the edges: a batch of one raises a clear error for every
 loss, the functional API refuses NaN/inf, and huge or tiny embedding norms normalise to
 unit vectors instead of zero vectors."""
 from __future__ import annotations

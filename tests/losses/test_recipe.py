@@ -1,4 +1,4 @@
-"""The recipe terms of SPEC 3.4: top-M losses and the beta_t EMA."""
+"""The authors' recipe terms (``docs/method.md``): top-M losses and the beta_t EMA."""
 
 import math
 

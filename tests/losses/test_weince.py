@@ -25,7 +25,7 @@ def ref_info_nce(sim, targets, mask, tau):
 
 
 def ref_stats_row(negs, K, *, tail_frac=0.10, min_tail=32, eps=1e-6):
-    """SPEC 3.1 steps 1-4 for one row, written out literally in float64."""
+    """The per-anchor statistics for one row, written out literally in float64."""
     k = max(min_tail, round(tail_frac * K))
     k = min(k, K)
     k = max(10, k)
@@ -401,7 +401,7 @@ def test_weince_module_records_lambda_quantiles():
     assert 0.0 <= float(st["lambda_mean"]) <= 1.0
 
 
-# ---------------------------------------------------------------- no host sync (issue 17)
+# ---------------------------------------------------------------- no host sync
 def test_check_false_gives_the_same_loss_and_keeps_free_checks():
     sim, t, m = simclr_batch(n=32, seed=2)
     K = sim.shape[1] - 2

@@ -181,7 +181,7 @@ def test_not_testable_null_is_a_legitimate_absence(tmp_path):
 
 
 def test_strings_from_result_files_are_escaped_on_the_page(tmp_path):
-    """Issue 25, item 5: a result file's strings (labels, notes, row fields) cannot add
+    """A result file's strings (labels, notes, row fields) cannot add
     images, links, raw HTML or table cells to the page."""
     from markdown_it import MarkdownIt
 

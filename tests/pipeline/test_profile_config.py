@@ -1,5 +1,5 @@
-"""One profile = one config file, checked by one schema before anything runs (issue 19,
-item 3): unknown keys at every level and bad types/ranges fail ``snakemake -n`` with the
+"""One profile = one config file, checked by one schema before anything runs:
+unknown keys at every level and bad types/ranges fail ``snakemake -n`` with the
 file, the key's path and the valid choices; the schema's stage blocks list exactly the
 keys the library accepts."""
 
@@ -106,7 +106,7 @@ def test_dry_run_stops_on_a_typo_before_any_job(tmp_path):
 
 
 def test_a_bad_value_is_blamed_on_the_file_that_sets_it(tmp_path):
-    """Issue 25, item 8: Snakemake lists a ``--configfile`` first in ``configfiles`` and
+    """Snakemake lists a ``--configfile`` first in ``configfiles`` and
     again in ``overwrite_configfiles``; a bad value the user's file sets, at a key
     config/config.yaml sets too, was reported as config/config.yaml's."""
     cfg = load("smoke.yaml")

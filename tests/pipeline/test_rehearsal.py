@@ -1,4 +1,4 @@
-"""The rehearsal overlay (config/rehearsal.yaml, issue 23): its config preparation, the
+"""The rehearsal overlay (config/rehearsal.yaml): its config preparation, the
 forecast it writes from measured step times, and a report that gives no verdict but C9's and C11's."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A bad value is not a missing one (issue 19, item 5): NaN, inf or null where the report
+"""A bad value is not a missing one: NaN, inf or null where the report
 needs a number is an error naming the file and the rule to re-run, never `missing` /
 `not run at this profile`."""
 

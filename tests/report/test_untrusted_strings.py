@@ -1,4 +1,4 @@
-"""Strings from result files reach the reports validated or escaped (issue 25, item 5): a
+"""Strings from result files reach the reports validated or escaped: a
 provenance string must have its format (hex commit, hex config hash, ISO date), and the
 HTML builder embeds only images inside the report folder (before: any local file a
 Markdown image named, absolute or ``../``, was inlined as base64)."""

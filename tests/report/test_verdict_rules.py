@@ -1,5 +1,5 @@
 """Each decision rule of the verdict code, table-driven on synthetic result trees, with the
-counter-examples of issue 15: toy-data C1/C2, the STL-10 gain whose interval spans zero,
+counter-examples: toy-data C1/C2, the STL-10 gain whose interval spans zero,
 one of three paper rows run, and the recipe confound. Every case asserts the verdict and
 the reason it gives."""
 

@@ -88,9 +88,9 @@ def test_config_errors():
 
 @pytest.mark.slow
 def test_two_epochs_on_digits_learn(tmp_path):
-    """2 epochs (10 steps of 256) on digits, then features and the SPEC linear probe.
+    """2 epochs (10 steps of 256) on digits, then features and the protocol's linear probe.
 
-    Verified: the trained smallcnn gives ~68% probe accuracy (SPEC probe: raw features,
+    Verified: the trained smallcnn gives ~68% probe accuracy (the protocol's probe: raw features,
     Adam 3e-4, 100 epochs), its random initialisation ~14%, chance 10%. Threshold 50%.
     """
     from weince.eval.features import extract_features

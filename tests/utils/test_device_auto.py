@@ -1,5 +1,5 @@
 """``device: auto`` (every device setting of the paper profile) reaches torch only through
-``weince.utils.device.resolve_device`` (issue 23: the probe and k-NN passed "auto" straight
+``weince.utils.device.resolve_device`` (the probe and k-NN passed "auto" straight
 to ``torch.device`` and 6,792 paper jobs would have failed), and a job given a GPU that
 sees none fails at once."""
 

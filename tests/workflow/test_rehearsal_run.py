@@ -1,4 +1,4 @@
-"""The rehearsal end to end on the CPU (issue 23): synthetic files in the real formats,
+"""The rehearsal end to end on the CPU: synthetic files in the real formats,
 `snakemake --configfile config/paper.yaml config/rehearsal.yaml --config data_root=DIR` in two
 calls on one workflow copy:
 

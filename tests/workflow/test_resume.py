@@ -1,4 +1,4 @@
-"""Plain `snakemake` resumes after a hard kill (issue 19, item 4).
+"""Plain `snakemake` resumes after a hard kill.
 
 The kill-and-resume run is the smoke run every smoke test reads (the ``smoke_kill``
 fixture of test_workflow.py runs :func:`kill_mid_pretraining_then_resume` once and

@@ -256,7 +256,7 @@ def test_smoke_summary_lists_every_claim_with_a_verdict(smoke_run):
 
 @pytest.mark.slow
 def test_smoke_every_job_has_a_benchmark(smoke_run):
-    """Every rule has a `benchmark:` under results/{profile}/benchmarks (issue 23's cost
+    """Every rule has a `benchmark:` under results/{profile}/benchmarks (the rehearsal's cost
     forecast reads them): one benchmark per job, at the same place as the job's log."""
     logs = smoke_run / "results/smoke/logs"
     bench = smoke_run / "results/smoke/benchmarks"
@@ -339,7 +339,7 @@ def test_smoke_latex_tables_compile(smoke_run):
 # ----------------------------------------------------------------------------- results bundle
 @pytest.mark.slow
 def test_smoke_bundle_verifies_and_rebuilds_without_training(smoke_run, tmp_path):
-    """Issue 20: bundle the smoke run, verify it, unpack it into a fresh checkout and run
+    """Bundle the smoke run, verify it, unpack it into a fresh checkout and run
     the documented command: only report jobs, and the same tables."""
     from weince.bundle import rebuild_command, verify_bundle
     from weince.bundle.make import REPORT_RULES
