@@ -13,7 +13,6 @@ from snakemake.utils import min_version, validate
 
 from weince.pipeline.config import check_config, set_run_environment
 from weince.pipeline.rehearsal import prepare_config
-from weince.pipeline import warm
 
 min_version("9.0")
 
@@ -30,7 +29,7 @@ check_config(
 validate(config, "workflow/schemas/config.schema.yaml", set_default=True)
 # {data_root} placeholders; a rehearsal on a machine without a GPU: CPU sizes, no GPU jobs
 prepare_config(config)
-# offline: HF_HUB_OFFLINE=1 for every job and the warm server (transformers reads it at import)
+# offline: HF_HUB_OFFLINE=1 for every job (transformers reads it at import)
 set_run_environment(config)
 
 
@@ -49,20 +48,6 @@ include: "workflow/rules/ablations.smk"
 include: "workflow/rules/norms.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/rehearsal.smk"
-
-
-# warm_start: jobs fork from one process that imported torch once (weince.pipeline.warm)
-onstart:
-    if warm.wanted(config, workflow):
-        warm.start_server(f".snakemake/log/weince-warm-{config['profile']}.log")
-
-
-onsuccess:
-    warm.stop_server()
-
-
-onerror:
-    warm.stop_server()
 
 
 rule all:

@@ -47,8 +47,8 @@ def _write(tmp_path, cfg, name="bad.yaml"):
     (("vision", "backbones"), ["resnet181"], "vision.backbones.0 = 'resnet181' is not a "
                                              "valid choice; valid: ['resnet18'"),
     (("ablations", "groups"), ["gates"], "ablations.groups"),
-    (("warm_start",), "false", "warm_start = 'false' must be of type boolean (on the "
-                               "command line: --config warm_start=False)"),
+    (("download",), "false", "download = 'false' must be of type boolean (on the "
+                             "command line: --config download=False)"),
     (("norms", "analysis", "pooling"), "max", "norms.analysis.pooling = 'max' is not a valid "
                                               "choice; valid: ['mean', 'cls']"),
 ])

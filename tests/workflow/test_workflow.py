@@ -266,24 +266,6 @@ def test_smoke_every_job_has_a_benchmark(smoke_run):
         assert head.split("\t")[0] == "s" and float(row.split("\t")[0]) >= 0, p
 
 
-def test_smoke_jobs_ran_warm_and_the_server_stopped_with_snakemake(smoke_run):
-    """The smoke profile's warm start (weince.pipeline.warm): jobs forked from the warm
-    server say so in their logs with their own peak memory; the server of the last run
-    served jobs and stopped when Snakemake exited, leaving no socket behind."""
-    logs = list((smoke_run / "results/smoke/logs").rglob("*.log"))
-    warm_lines = [ln for p in logs for ln in p.read_text().splitlines()
-                  if ln.startswith("[warm start: the job ran in process ")]
-    assert len(warm_lines) >= len(logs) // 2, (len(warm_lines), len(logs))
-    log = smoke_run / ".snakemake/log/weince-warm-smoke.log"
-    deadline = time.monotonic() + 15      # it checks on its Snakemake once a second
-    while "stopped after" not in log.read_text() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    server = log.read_text()
-    m = re.search(r"listening on (\S+)", server)
-    assert m and re.search(r"stopped after [1-9][0-9]* jobs", server), server
-    assert not Path(m.group(1)).exists()
-
-
 def test_smoke_deleting_one_result_reruns_only_its_dependents(smoke_run):
     knn = smoke_run / "results/smoke/vision/digits/smallcnn/weince/seed7/knn.json"
     keep = smoke_run / "results/smoke/vision/digits/smallcnn/weince/seed7/linear.json"

@@ -127,8 +127,7 @@ def check_config(config: Mapping[str, Any], schema: str | os.PathLike | Mapping[
 
 def set_run_environment(config: Mapping[str, Any]) -> None:
     """The environment every job of a run inherits from Snakemake's process: with
-    ``offline: true``, ``HF_HUB_OFFLINE=1``. The text jobs set it too, but transformers
-    reads it once, when it is first imported, which in a warm job (weince.pipeline.warm)
-    happened in the server before the job began."""
+    ``offline: true``, ``HF_HUB_OFFLINE=1`` (the Hugging Face libraries read it when they
+    are imported, so it is set before any job starts)."""
     if config.get("offline"):
         os.environ["HF_HUB_OFFLINE"] = "1"
