@@ -3,7 +3,7 @@
     snakemake --cores 2                                  # embedded default -> reports/default/
     snakemake --cores 2 --configfile config/smoke.yaml   # smallest sizes (tests)
     snakemake --configfile config/paper.yaml --profile workflow/profiles/slurm   # paper grid
-    snakemake --cores 2 reports/default/table_c3.md      # one table and only what it needs
+    snakemake --cores 2 reports/default/table_c3.md      # the claim tables, not the summary
 
 Containers: add `--sdm apptainer --apptainer-args "--nv"` to run every rule in the pinned
 image (config key `container`).

@@ -132,13 +132,12 @@ def headline(result) -> Headline | None:
     return Headline(text, e.n, row.setting.label(), bool(row.paper_setting))
 
 
-def summary_row(result, page: str) -> list[str]:
-    """The summary's cells of one claim: id, what, paper, ours, verdict, page link."""
-    c = result.claim
-    h = headline(result)
-    ours = h.cell() if h is not None else "nothing ran"
+def summary_row(record, page: str) -> list[str]:
+    """The summary's cells of one claim (a :class:`weince.report.claim_file.ClaimRecord`):
+    id, what, paper, ours (as the claim's table job wrote it), verdict, page link."""
+    c = record.claim
     return [c["id"], c.get("short_title", c["title"]),
-            c.get("short_paper", c["paper_figure"]), ours, f"**{result.verdict}**",
+            c.get("short_paper", c["paper_figure"]), record.ours, f"**{record.verdict}**",
             f"[page]({page})"]
 
 
