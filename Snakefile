@@ -9,7 +9,7 @@ Containers: add `--sdm apptainer --apptainer-args "--nv"` to run every rule in t
 image (config key `container`).
 """
 
-from snakemake.utils import min_version, validate
+from snakemake.utils import min_version
 
 from weince.pipeline.config import check_config, set_run_environment
 from weince.pipeline.rehearsal import prepare_config
@@ -20,13 +20,13 @@ min_version("9.0")
 configfile: "config/config.yaml"
 
 
-# one profile = one config file; unknown keys and bad values stop here, naming the file
+# one profile = one config file; unknown keys and bad values stop here, naming the file;
+# then the schema's defaults fill what the config leaves out (the one check of the config)
 check_config(
     config,
     "workflow/schemas/config.schema.yaml",
     [*workflow.configfiles, *(workflow.overwrite_configfiles or [])],
 )
-validate(config, "workflow/schemas/config.schema.yaml", set_default=True)
 # {data_root} placeholders; a rehearsal on a machine without a GPU: CPU sizes, no GPU jobs
 prepare_config(config)
 # offline: HF_HUB_OFFLINE=1 for every job (transformers reads it at import)

@@ -1,8 +1,9 @@
 """The profile config's check against ``workflow/schemas/config.schema.yaml``, with errors a
 person can act on: the config file, the key's path and the valid choices.
 
-The Snakefile calls :func:`check_config` before anything is planned, so a typo fails
-``snakemake -n`` instead of the first job (``visoin:`` -> "unknown key 'visoin' at the top
+The Snakefile calls :func:`check_config` (the one check of the config, which also fills
+the schema's defaults) before anything is planned, so a typo fails ``snakemake -n``
+instead of the first job (``visoin:`` -> "unknown key 'visoin' at the top
 level; did you mean 'vision'?").
 
     from weince.pipeline.config import check_config
@@ -18,6 +19,7 @@ from typing import Any, Iterable, Mapping
 
 import jsonschema
 
+from weince.pipeline.claims import validate_with_defaults
 from weince.utils.config import parse_yaml
 
 __all__ = ["ConfigError", "check_config", "config_errors", "set_run_environment"]
@@ -111,9 +113,12 @@ def config_errors(config: Mapping[str, Any], schema: Mapping[str, Any],
 
 
 def check_config(config: Mapping[str, Any], schema: str | os.PathLike | Mapping[str, Any],
-                 sources: Iterable[str | os.PathLike] = ()) -> None:
+                 sources: Iterable[str | os.PathLike] = (), *, fill_defaults: bool = True
+                 ) -> None:
     """Raise :class:`ConfigError` naming ``sources`` (the config files) and every problem
-    of ``config`` under ``schema`` (a schema dict or its YAML file)."""
+    of ``config`` under ``schema`` (a schema dict or its YAML file); else, with
+    ``fill_defaults``, fill the keys the config leaves out with the schema's defaults (in
+    place), so that the workflow checks its config once."""
     if not isinstance(schema, Mapping):
         schema = parse_yaml(Path(schema).read_text())
     # a file named twice (Snakemake lists a --configfile in configfiles and again in
@@ -123,6 +128,8 @@ def check_config(config: Mapping[str, Any], schema: str | os.PathLike | Mapping[
     if problems:
         files = ", ".join(sources) or "the config"
         raise ConfigError(f"invalid workflow config ({files}):\n  - " + "\n  - ".join(problems))
+    if fill_defaults:   # the schema's defaults, as Snakemake's validate(set_default=True)
+        validate_with_defaults(config, schema, "the workflow config")
 
 
 def set_run_environment(config: Mapping[str, Any]) -> None:

@@ -27,7 +27,8 @@ from typing import Any, Callable, Iterable, Iterator
 from weince.losses.arms import grid_points
 
 __all__ = ["VISION_RUN", "VISION_PAIR", "TEXT_RUN", "TIMING", "CHECKS", "REPORT", "VisionRun",
-           "TextRun", "Setting", "FOREST", "CLAIM_FILES", "vision_runs", "text_runs", "vision_pairs", "run_dir",
+           "TextRun", "Setting", "FOREST", "CLAIM_FILES", "vision_runs", "text_runs",
+           "vision_pairs", "run_dir",
            "norms_vision_runs", "norms_text_runs", "PRETRAINED_ARM", "STAGES",
            "settings_for", "files_for", "report_dir", "EVT_FILES"]
 

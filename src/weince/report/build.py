@@ -13,7 +13,7 @@
 The workflow runs step 1 in its ``claim_tables`` job and step 2 in its ``report`` job;
 ``weince report`` and a bundle's verification run both, one after the other. The config
 is resolved once into a :class:`weince.pipeline.profile.Profile` (its settings, runs,
-options and paths), which the steps below share; each also accepts the dict.
+options and paths), which the steps below share.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from __future__ import annotations
 import datetime as _dt
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from weince.losses.arms import grid_points
 from weince.pipeline.claims import load_claims
@@ -32,8 +32,8 @@ from weince.report.claim_file import (ClaimRecord, claim_file, read_claim_files,
                                       write_claim_file)
 from weince.report.forest import forest_figure
 from weince.report.glance import claim_notes, pairs_text, scale_items
-from weince.report.rehearsal import (data_note, is_rehearsal, rehearsal_note,
-                                     text_identity, withhold_verdicts)
+from weince.report.rehearsal import (data_note, rehearsal_note, text_identity,
+                                     withhold_verdicts)
 from weince.report.selection import selection_section
 from weince.report.tables import (claim_latex, claim_markdown, latex_document,
                                   summary_markdown)
@@ -46,14 +46,13 @@ __all__ = ["build_report", "build_summary", "evaluate", "write_tables", "scale_l
            "companion_rows"]
 
 
-def scale_line(cfg: dict[str, Any] | Profile, stage: str) -> str:
+def scale_line(prof: Profile, stage: str) -> str:
     """One line on the scale a stage ran at: profile, data, model, epochs, seeds; a
     rehearsal's (and a run on synthetic files') says so first."""
-    prof = Profile.of(cfg)
     line = _scale_line(prof, stage)
-    if is_rehearsal(prof.config):
-        return f"{rehearsal_note(prof.config)}. {line}"
-    return line + data_note(prof.config)
+    if prof.rehearsal:
+        return f"{rehearsal_note(prof.data_root)}. {line}"
+    return line + data_note(prof.data_root)
 
 
 def stages_run(prof: Profile) -> list[str]:
@@ -75,7 +74,7 @@ def _scale_line(prof: Profile, stage: str) -> str:
         grid = (f"; grid of {len(grid_points(g))} point(s) for "
                 f"{', '.join(g.get('arms', []))} chosen on val" if g.get("arms") else "")
         opts = prof.options
-        return (f"profile {p}: {pairs_text(prof.config)}, "
+        return (f"profile {p}: {pairs_text(prof)}, "
                 f"{pre.get('epochs', '?')} epoch(s), batch {pre.get('batch_size', '?')}, "
                 f"encoder seeds {', '.join(map(str, v.get('seeds', [])))}{grid}; "
                 + (f"options off the official protocol: {'; '.join(opts)}" if opts else
@@ -147,10 +146,9 @@ def _figures(prof: Profile, records: dict[str, ClaimRecord], fig_dir: Path) -> l
     return made
 
 
-def evaluate(cfg: dict[str, Any] | Profile, *, claims_path: str | Path | None = None,
+def evaluate(prof: Profile, *, claims_path: str | Path | None = None,
              only: list[str] | None = None) -> list[ClaimResult]:
     """Evaluate the registry's claims (or those in ``only``) on the profile's results."""
-    prof = Profile.of(cfg)
     reg = load_claims(claims_path or prof.claims)
     alpha = float(reg.get("alpha", 0.05))
     if only is not None:
@@ -168,9 +166,9 @@ def evaluate(cfg: dict[str, Any] | Profile, *, claims_path: str | Path | None = 
                                               prof.block("text").get("model_paths"))
         res = evaluate_claim(claim, settings, arms, claim_files, alpha=alpha,
                              scale=scale_line(prof, claim["stage"]))
-        if is_rehearsal(prof.config):
-            res = withhold_verdicts(res, prof.config)
-        res.notes = claim_notes(prof.config, claim)
+        if prof.rehearsal:
+            res = withhold_verdicts(res)
+        res.notes = claim_notes(prof, claim)
         results.append(res)
     return results
 
@@ -185,12 +183,11 @@ def _run_info(prof: Profile) -> dict[str, str]:
     }
 
 
-def write_tables(results: list[ClaimResult], cfg: dict[str, Any] | Profile, out: Path,
+def write_tables(results: list[ClaimResult], prof: Profile, out: Path,
                  claims_path: str | Path | None = None) -> list[Path]:
     """``table_cN.md``, ``table_cN.tex`` and the claim file ``claims/cN.json`` for each
     claim result; ``claims_path``: the registry the results came from (default the
     profile's), for the page navigation."""
-    prof = Profile.of(cfg)
     out.mkdir(parents=True, exist_ok=True)
     info = _run_info(prof)
     ids = [c["id"] for c in load_claims(claims_path or prof.claims)["claims"]]
@@ -255,7 +252,7 @@ def with_forest_section(summary: str, forests: list[Path], out: Path) -> str:
     return summary + "\n" + section
 
 
-def build_report(cfg: dict[str, Any] | Profile, *, claims_path: str | Path | None = None,
+def build_report(cfg: Mapping[str, Any], *, claims_path: str | Path | None = None,
                  out_dir: str | Path | None = None, with_figures: bool = True,
                  only: list[str] | None = None, summary: bool = True,
                  draw_forests: bool = True) -> list[ClaimResult]:
@@ -263,7 +260,8 @@ def build_report(cfg: dict[str, Any] | Profile, *, claims_path: str | Path | Non
     file and (``summary``) the summary built from those files.
 
     Args:
-        cfg: the workflow config of one profile (or its :class:`Profile`).
+        cfg: the workflow config of one profile, resolved here once into its
+            :class:`Profile`.
         claims_path: the registry (default ``cfg["claims"]``).
         out_dir: default ``{reports}/{profile}``.
         with_figures: draw ``figures/`` (summary only), the forest plots included.
@@ -294,8 +292,8 @@ def build_report(cfg: dict[str, Any] | Profile, *, claims_path: str | Path | Non
                               prof.name)
             if f is not None:
                 drawn[r.claim["id"]] = f
-    build_summary(prof, claims_path=claims_path, out_dir=out, with_figures=with_figures,
-                  forests=drawn, draw_forests=draw_forests)
+    _write_summary(prof, claims_path=claims_path, out=out, with_figures=with_figures,
+                   forests=drawn, draw_forests=draw_forests)
     return results
 
 
@@ -321,7 +319,7 @@ def _forest_paths(records: list[ClaimRecord], fig_dir: Path,
     return made
 
 
-def build_summary(cfg: dict[str, Any] | Profile, *, claims_path: str | Path | None = None,
+def build_summary(cfg: Mapping[str, Any], *, claims_path: str | Path | None = None,
                   out_dir: str | Path | None = None, with_figures: bool = True,
                   forests: dict[str, str | Path] | None = None, draw_forests: bool = True
                   ) -> list[ClaimRecord]:
@@ -338,6 +336,13 @@ def build_summary(cfg: dict[str, Any] | Profile, *, claims_path: str | Path | No
     """
     prof = Profile.of(cfg)
     out = Path(out_dir) if out_dir else prof.report_dir
+    return _write_summary(prof, claims_path=claims_path, out=out, with_figures=with_figures,
+                          forests=forests, draw_forests=draw_forests)
+
+
+def _write_summary(prof: Profile, *, claims_path: str | Path | None, out: Path,
+                   with_figures: bool, forests: dict[str, str | Path] | None,
+                   draw_forests: bool) -> list[ClaimRecord]:
     out.mkdir(parents=True, exist_ok=True)
     ids = [c["id"] for c in load_claims(claims_path or prof.claims)["claims"]]
     records = read_claim_files(out, ids)
@@ -349,11 +354,11 @@ def build_summary(cfg: dict[str, Any] | Profile, *, claims_path: str | Path | No
     fig_dir.mkdir(exist_ok=True)
     made = _figures(prof, {r.id: r for r in records}, fig_dir) if with_figures else []
     forest_pngs = _forest_paths(records, fig_dir, forests, draw_forests) if with_figures else []
-    scale = scale_items(prof.config)
-    if is_rehearsal(prof.config):
-        scale = [rehearsal_note(prof.config), *scale]
-    elif data_note(prof.config):
-        scale = [*scale, data_note(prof.config).removeprefix("; ")]
+    scale = scale_items(prof)
+    if prof.rehearsal:
+        scale = [rehearsal_note(prof.data_root), *scale]
+    elif data_note(prof.data_root):
+        scale = [*scale, data_note(prof.data_root).removeprefix("; ")]
     text = summary_markdown(
         records, info, [str(p.relative_to(out)) for p in made], scale,
         companion_rows(out))

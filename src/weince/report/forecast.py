@@ -214,7 +214,7 @@ def build_forecast(cfg: dict[str, Any]) -> Forecast:
     cuda = any(str(m.get("device", "")).startswith("cuda") for m in vis + txt)
     fc = Forecast(device=", ".join(sorted(d for d in devices if d)) or "none measured",
                   unit="GPU-hours" if cuda else "CPU-hours", safety=safety, measured=vis + txt,
-                  synthetic=bool(data_note(cfg)))
+                  synthetic=bool(data_note(cfg.get("data_root"))))
     fc.benchmarks, fc.bench_rss = _benchmarks(cfg)
     fc.paper_resources = dict(paper.get("resources") or {})
     pv = paper.get("vision") or {}
