@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 
 from weince.pipeline.logs import log_to
@@ -15,3 +17,12 @@ def test_the_log_gets_the_output_and_the_error(tmp_path):
             raise ValueError("bad input")
     text = log.read_text()
     assert "step 1 done" in text and "ValueError: bad input" in text
+
+
+def test_a_job_collects_less_often_and_the_caller_s_collector_comes_back():
+    before = gc.get_threshold()
+    with log_to(None):
+        assert gc.isenabled()                    # cycles are still collected
+        assert gc.get_threshold()[0] >= 100_000  # but not after every 700 new objects
+        assert gc.get_threshold()[1:] == before[1:]
+    assert gc.get_threshold() == before and gc.isenabled()
