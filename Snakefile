@@ -3,17 +3,17 @@
     snakemake --cores 2                                  # embedded default -> reports/default/
     snakemake --cores 2 --configfile config/smoke.yaml   # smallest sizes (tests)
     snakemake --configfile config/paper.yaml --profile workflow/profiles/slurm   # paper grid
-    snakemake --cores 2 reports/default/table_c3.md      # one table and only what it needs
+    snakemake --cores 2 reports/default/table_c3.md      # the claim tables, not the summary
 
 Containers: add `--sdm apptainer --apptainer-args "--nv"` to run every rule in the pinned
 image (config key `container`).
 """
 
-from snakemake.utils import min_version, validate
+from snakemake.utils import min_version
 
 from weince.pipeline.config import check_config, retype_overrides, set_run_environment
 from weince.pipeline.rehearsal import prepare_config
-from weince.pipeline import preflight, warm
+from weince.pipeline import preflight
 from weince.pipeline.preflight import check_data
 
 min_version("9.0")
@@ -23,17 +23,17 @@ configfile: "config/config.yaml"
 
 
 # one profile = one config file; unknown keys and bad values stop here, naming the file
-# (--config values, nested ones typed as YAML like the top-level ones, are named as such)
+# (--config values, nested ones typed as YAML like the top-level ones, are named as such);
+# then the schema's defaults fill what the config leaves out (the one check of the config)
 check_config(
     config,
     "workflow/schemas/config.schema.yaml",
     [*workflow.configfiles, *(workflow.overwrite_configfiles or [])],
     command_line=retype_overrides(config, workflow.config_settings.config),
 )
-validate(config, "workflow/schemas/config.schema.yaml", set_default=True)
 # {data_root} placeholders; a rehearsal on a machine without a GPU: CPU sizes, no GPU jobs
 prepare_config(config)
-# offline: HF_HUB_OFFLINE=1 for every job and the warm server (transformers reads it at import)
+# offline: HF_HUB_OFFLINE=1 for every job (transformers reads it at import)
 set_run_environment(config)
 # the data sets the profile reads: each missing path and how to obtain it, before planning
 check_data(config)
@@ -57,22 +57,11 @@ include: "workflow/rules/report.smk"
 include: "workflow/rules/rehearsal.smk"
 
 
-# warm_start: jobs fork from one process that imported torch once (weince.pipeline.warm)
 onstart:
     # no job of another live run in this profile's results; the disk space it needs, checked
     preflight.on_start(
         config, workflow.cores if workflow.local_exec else workflow.nodes
     )
-    if warm.wanted(config, workflow):
-        warm.start_server(f".snakemake/log/weince-warm-{config['profile']}.log")
-
-
-onsuccess:
-    warm.stop_server()
-
-
-onerror:
-    warm.stop_server()
 
 
 rule all:

@@ -79,9 +79,10 @@ def test_clean_bundle_verifies(bundle, capsys):
     rc, out = run_verify(bundle, capsys)
     assert rc == 0, out
     assert "OK: every file matches its hash and the report rebuilds identically" in out
-    # every registry claim's table (md, tex), summary.md, tables.tex, claims.json
+    # every registry claim's table (md, tex) and claim file, summary.md, tables.tex,
+    # claims.json
     n_claims = len(load_claims(REPO / "config" / "claims.yaml")["claims"])
-    assert f"rebuilt report: {2 * n_claims + 3} file(s) identical" in out
+    assert f"rebuilt report: {3 * n_claims + 3} file(s) identical" in out
 
 
 def test_bundle_holds_what_the_report_reads_and_says_so(bundle):
@@ -242,6 +243,10 @@ def test_a_verdict_that_would_change_is_named(bundle, tmp_path, capsys):
     # the fixture runs one of C1's paper rows (cifar100/resnet18), which the edit flips
     assert re.search(r"C1: partially run: 1 of \d+ rows reproduced -> "
                      r"partially run: 0 of \d+ rows reproduced", out), out
+    # the claim file the summary reads differs in its verdict too, and says so
+    assert "DIFFERS claims/c1.json:" in out
+    assert re.search(r"verdict: 'partially run: 1 of \d+ rows reproduced' -> "
+                     r"'partially run: 0 of \d+ rows reproduced'", out), out
 
 
 def test_an_edited_hash_list_is_named(bundle, tmp_path, capsys):

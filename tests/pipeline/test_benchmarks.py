@@ -52,18 +52,3 @@ def test_repeats_count_their_longest_time_and_highest_memory(tmp_path):
                         "3.5\t0:00:03\t100\t1\t1\t1\t0\t0\t50\t3.4\n")
     (t,) = job_times(tmp_path)
     assert (t.seconds, t.max_rss_mb, t.cpu_seconds) == (3.5, 300.0, 3.4)
-
-
-def test_a_warm_job_s_memory_and_cpu_come_from_its_log(tmp_path):
-    bench = tmp_path / "default" / "benchmarks"
-    _bench(bench, "linear/a/seed7.tsv", 2.0, "21.5")       # the launcher's memory
-    _bench(bench, "linear/b/seed7.tsv", 2.0, "480.0")      # a cold job
-    log = tmp_path / "default" / "logs" / "linear" / "a" / "seed7.log"
-    log.parent.mkdir(parents=True)
-    log.write_text("probe done\n[warm start: the job ran in process 81, forked from the warm "
-                   "server; its peak memory 507 MB, CPU 1.5 s; the benchmark file's memory "
-                   "columns measure the launcher]\n")
-    (tmp_path / "default" / "logs" / "linear" / "b").mkdir()
-    (tmp_path / "default" / "logs" / "linear" / "b" / "seed7.log").write_text("done\n")
-    got = {t.job: (t.max_rss_mb, t.cpu_seconds) for t in job_times(bench)}
-    assert got == {"linear/a/seed7": (507.0, 1.5), "linear/b/seed7": (480.0, 2.0)}

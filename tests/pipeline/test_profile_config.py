@@ -32,6 +32,18 @@ def test_shipped_profiles_are_valid(name):
     check_config(load(name), SCHEMA, [f"config/{name}"])
 
 
+def test_the_one_check_fills_the_schema_s_defaults():
+    """The Snakefile checks its config once: the check also fills what the config leaves
+    out with the schema's defaults (as Snakemake's validate(set_default=True) did)."""
+    cfg = load("smoke.yaml")
+    del cfg["download"], cfg["data_root"]
+    check_config(cfg, SCHEMA, ["config/smoke.yaml"])
+    assert cfg["download"] is False and cfg["data_root"] == "data"
+    bare = {"profile": "x"}
+    check_config(bare, SCHEMA, fill_defaults=False)
+    assert bare == {"profile": "x"}
+
+
 def _write(tmp_path, cfg, name="bad.yaml"):
     p = tmp_path / name
     p.write_text(yaml.safe_dump(cfg))
@@ -47,8 +59,8 @@ def _write(tmp_path, cfg, name="bad.yaml"):
     (("vision", "backbones"), ["resnet181"], "vision.backbones.0 = 'resnet181' is not a "
                                              "valid choice; valid: ['resnet18'"),
     (("ablations", "groups"), ["gates"], "ablations.groups"),
-    (("warm_start",), "false", "warm_start = 'false' must be of type boolean (on the "
-                               "command line: --config warm_start=False)"),
+    (("download",), "false", "download = 'false' must be of type boolean (on the "
+                             "command line: --config download=False)"),
     (("norms", "analysis", "pooling"), "max", "norms.analysis.pooling = 'max' is not a valid "
                                               "choice; valid: ['mean', 'cls']"),
 ])

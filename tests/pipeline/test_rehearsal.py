@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from weince.pipeline.config import check_config
+from weince.pipeline.profile import Profile
 from weince.pipeline.rehearsal import deep_merge, forecast_outputs, prepare_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -204,7 +205,7 @@ def test_a_rehearsal_report_gives_no_verdict_but_c9s_and_c11s(tmp_path):
     # the real C11 computation, at fewer replicates (its own setting: no training involved)
     write_noise_floor(simulate_noise_floor(replicates=2000, seed=1),
                       Path(cfg["results"]) / cfg["profile"] / "synthetic" / "noise_floor.json")
-    results = evaluate(cfg)
+    results = evaluate(Profile.of(cfg))
     verdicts = {r.claim["id"]: r.verdict for r in results}
     assert verdicts.pop("C9") == "reproduced"
     assert verdicts.pop("C11") in ("reproduced", "not reproduced")   # computed, not withheld
@@ -212,8 +213,8 @@ def test_a_rehearsal_report_gives_no_verdict_but_c9s_and_c11s(tmp_path):
     for r in results:
         if r.claim["id"] not in ("C9", "C11"):
             assert all(v == REHEARSAL for row in r.rows for v in row.verdicts.values())
-    assert scale_line(cfg, "vision").startswith("REHEARSAL")
-    assert not scale_line(cfg, "synthetic").startswith("REHEARSAL")
+    assert scale_line(Profile.of(cfg), "vision").startswith("REHEARSAL")
+    assert not scale_line(Profile.of(cfg), "synthetic").startswith("REHEARSAL")
 
 
 def test_a_text_row_is_a_scale_model_unless_the_named_weights_ran(tmp_path):
@@ -256,11 +257,11 @@ def test_the_scale_line_names_only_the_pairs_that_ran(tmp_path):
     from weince.report.build import scale_line
 
     cfg = rehearsal_cfg(tmp_path, vision={"pairs": [["cifar100", "resnet18"]]})
-    line = scale_line(cfg, "vision")
+    line = scale_line(Profile.of(cfg), "vision")
     assert "cifar100 x resnet18" in line and "imagenet32" not in line
     from weince.report.glance import scale_items
 
-    vision = next(i for i in scale_items(cfg) if i.startswith("vision:"))   # the summary's
+    vision = next(i for i in scale_items(Profile.of(cfg)) if i.startswith("vision:"))   # the summary's
     assert "cifar100 x resnet18" in vision and "imagenet32" not in vision
 
 

@@ -204,12 +204,13 @@ def test_attribution_names_the_difference_that_carries_the_gain(tmp_path, topm_g
     assert {"weince_recipe - infonce_topm", "weince - infonce",
             "weince_recipe - infonce"} <= set(names)
     # the selection note: the paper's (registry) beside this profile's, from its grid
+    from weince.pipeline.profile import Profile
     from weince.report.glance import claim_notes
 
-    prof = {"vision": {"arms": ["infonce", "weince_recipe", "weince", "infonce_topm"],
+    cfg = {"profile": "t", "vision": {"arms": ["infonce", "weince_recipe", "weince", "infonce_topm"],
                        "grid": {"arms": ["weince_recipe"], "seeds": [7, 21],
                                 "margin": [0, 2, 6], "kappa_rho": [], "kappa_aic": []}}}
-    res.notes = claim_notes(prof, res.claim)
+    res.notes = claim_notes(Profile.of(cfg), res.claim)
     md = claim_markdown(res, {"profile": "t", "config_hash": "x", "built": "now",
                               "git_commit": "y"})
     assert "Which difference carries the gain: " + res.attribution in md
@@ -219,9 +220,10 @@ def test_attribution_names_the_difference_that_carries_the_gain(tmp_path, topm_g
             "at encoder seed(s) 7, 21, chosen on validation; weince, infonce_topm: one fixed "
             "configuration; infonce: one fixed configuration.") in note
     assert note in md
-    prof["vision"]["grid"]["arms"] = ["weince"]
-    assert "Here: weince: the best of 3 grid point(s)" in claim_notes(prof, res.claim)[0]
-    assert "weince_recipe, infonce_topm: one fixed" in claim_notes(prof, res.claim)[0]
+    cfg["vision"]["grid"]["arms"] = ["weince"]
+    note = claim_notes(Profile.of(cfg), res.claim)[0]
+    assert "Here: weince: the best of 3 grid point(s)" in note
+    assert "weince_recipe, infonce_topm: one fixed" in note
 
 
 def test_attribution_without_infonce_topm_says_so(tmp_path):

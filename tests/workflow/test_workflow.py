@@ -9,7 +9,6 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -127,11 +126,10 @@ def test_dry_run_builds_the_dag(name, tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     counts = job_counts(proc.stdout)
     for rule in ("pretrain", "features", "linear", "knn", "collect_scores", "pot", "link",
-                 "simcse", "sts", "timing", "special_case", "claim_table", "report",
+                 "simcse", "sts", "timing", "special_case", "claim_tables", "report",
                  "select_grid_point", "noise_floor"):
         assert counts.get(rule, 0) >= 1, f"{name}: no {rule} job in {counts}"
-    n_claims = len(yaml.safe_load((REPO / "config/claims.yaml").read_text())["claims"])
-    assert counts["claim_table"] == n_claims   # one table per registry claim
+    assert counts["claim_tables"] == 1   # every claim's table (and verdict) in one job
     cfg = yaml.safe_load((wf / "config" / name).read_text())
     v = cfg["vision"]
     pairs = len(v["datasets"]) * len(v["backbones"])
@@ -167,13 +165,15 @@ def test_dry_run_builds_the_dag(name, tmp_path):
         assert shared and counts["pretrain"] == 15 * (2 * 4 + 2 * 27 * 4) + len(extra)
 
 
-def test_one_table_needs_only_its_own_results(tmp_path):
-    """`snakemake reports/default/table_c8.md` plans the timing job and that table only."""
+def test_one_table_is_a_target_of_the_claim_tables_job(tmp_path):
+    """`snakemake reports/default/table_c8.md` plans the one job that writes every claim's
+    table (with what they read), and not the summary."""
     wf = workflow_copy(tmp_path / "wf")
     proc = snakemake(wf, "-n", "--cores", "2", "reports/default/table_c8.md")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     counts = job_counts(proc.stdout)
-    assert counts == {"timing": 1, "claim_table": 1, "total": 2}, counts
+    assert counts["claim_tables"] == 1 and counts["timing"] == 1, counts
+    assert "report" not in counts and "all" not in counts, counts
 
 
 # ----------------------------------------------------------------------------- smoke, end to end
@@ -268,24 +268,6 @@ def test_smoke_every_job_has_a_benchmark(smoke_run):
         assert head.split("\t")[0] == "s" and float(row.split("\t")[0]) >= 0, p
 
 
-def test_smoke_jobs_ran_warm_and_the_server_stopped_with_snakemake(smoke_run):
-    """The smoke profile's warm start (weince.pipeline.warm): jobs forked from the warm
-    server say so in their logs with their own peak memory; the server of the last run
-    served jobs and stopped when Snakemake exited, leaving no socket behind."""
-    logs = list((smoke_run / "results/smoke/logs").rglob("*.log"))
-    warm_lines = [ln for p in logs for ln in p.read_text().splitlines()
-                  if ln.startswith("[warm start: the job ran in process ")]
-    assert len(warm_lines) >= len(logs) // 2, (len(warm_lines), len(logs))
-    log = smoke_run / ".snakemake/log/weince-warm-smoke.log"
-    deadline = time.monotonic() + 15      # it checks on its Snakemake once a second
-    while "stopped after" not in log.read_text() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    server = log.read_text()
-    m = re.search(r"listening on (\S+)", server)
-    assert m and re.search(r"stopped after [1-9][0-9]* jobs", server), server
-    assert not Path(m.group(1)).exists()
-
-
 def test_smoke_deleting_one_result_reruns_only_its_dependents(smoke_run):
     knn = smoke_run / "results/smoke/vision/digits/smallcnn/weince/seed7/knn.json"
     keep = smoke_run / "results/smoke/vision/digits/smallcnn/weince/seed7/linear.json"
@@ -296,8 +278,8 @@ def test_smoke_deleting_one_result_reruns_only_its_dependents(smoke_run):
     counts = job_counts(proc.stdout)
     assert counts, proc.stdout[-3000:]
     # the final grid arm's k-NN, assembled per metric from the grid runs (select_knn), the
-    # two tables that read knn.json (C6, C10), the summary, `all`
-    assert counts == {"select_knn": 1, "claim_table": 2, "report": 1, "all": 1, "total": 5}, \
+    # claim tables (C6 and C10 read knn.json), the summary, `all`
+    assert counts == {"select_knn": 1, "claim_tables": 1, "report": 1, "all": 1, "total": 4}, \
         counts
     proc = snakemake(smoke_run, "--cores", "2", "--configfile", "config/smoke.yaml")
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -316,7 +298,7 @@ def test_smoke_wrong_schema_result_is_a_clear_error(smoke_run):
         proc = snakemake(smoke_run, "reports/smoke/table_c3.md", "--cores", "1",
                          "--configfile", "config/smoke.yaml")
         assert proc.returncode != 0
-        log = (smoke_run / "results/smoke/logs/report/table_c3.log").read_text()
+        log = (smoke_run / "results/smoke/logs/claim_tables.log").read_text()
         assert str(lin.relative_to(smoke_run)) in log and "'test_acc'" in log, log[-2000:]
     finally:
         lin.write_text(saved)
@@ -375,13 +357,13 @@ def test_smoke_bundle_verifies_and_rebuilds_without_training(smoke_run, tmp_path
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     counts = job_counts(proc.stdout)
     assert set(counts) - {"total", "all"} == set(REPORT_RULES), counts
-    n_claims = len(yaml.safe_load((REPO / "config/claims.yaml").read_text())["claims"])
-    assert counts["claim_table"] == n_claims   # one table per registry claim
+    assert counts["claim_tables"] == 1   # every claim's table in one job
     proc = snakemake(checkout, *args, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     shipped = checkout / "results/smoke/bundle/reports"
     names = ["summary.md", "tables.tex", "ablations.md", "norms.md"] + [
-        f"table_{cid.lower()}.{ext}" for cid in CLAIM_IDS for ext in ("md", "tex")]
+        f"table_{cid.lower()}.{ext}" for cid in CLAIM_IDS for ext in ("md", "tex")] + [
+        f"claims/{cid.lower()}.json" for cid in CLAIM_IDS]
     for name in names:
         assert normalise((checkout / "reports/smoke" / name).read_text()) == \
             normalise((shipped / name).read_text()), name

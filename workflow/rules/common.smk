@@ -24,6 +24,7 @@ from weince.pipeline.targets import (
     companion_targets,
     report_outputs,
     result_files,
+    table_files,
 )
 from weince.pipeline.protocol import adopted_seeds, probe_kwargs, shares_seeds
 from weince.pipeline.selection import selection_paths
@@ -56,6 +57,7 @@ TRUN_TAG = "{model}/{arm}/seed{seed}"
 ABLATION_PLAN = ablation_plan(config)
 ABLATION_OUTPUTS = ablation_outputs(config)
 NORMS_OUTPUTS = norms_outputs(config)
+CLAIM_IDS = [c["id"].lower() for c in claims(config)]
 
 
 wildcard_constraints:
@@ -189,15 +191,17 @@ def grid_run_files(*names):
     return inputs
 
 
-def table_inputs(wildcards):
-    claim = next(c for c in claims(config) if c["id"].lower() == wildcards.cid)
-    return [str(p) for p in claim_inputs(config, claim)] + [
-        str(p) for p in selection_paths(config, claim).values()
-    ]
+def all_table_inputs(wildcards):
+    """Every result file a claim table reads, and the grid selections its pages show."""
+    files = []
+    for claim in claims(config):
+        files += [str(p) for p in claim_inputs(config, claim)]
+        files += [str(p) for p in selection_paths(config, claim).values()]
+    return list(dict.fromkeys(files))
 
 
 def forest_dirs(wildcards):
-    """Every claim's forest plot, drawn by its table job: the summary copies them."""
+    """Every claim's forest plot, drawn by the claim tables: the summary copies them."""
     return [
         FOREST_DIR.format(profile=wildcards.profile, cid=c["id"].lower())
         for c in claims(config)
@@ -205,6 +209,33 @@ def forest_dirs(wildcards):
 
 
 def report_inputs(wildcards):
+    """The result files the summary's figures read, every claim's table and its claim
+    file (the summary reads the verdicts there)."""
     outs = report_outputs(config)
-    tables = [str(p) for k, p in outs.items() if k.endswith("_md")]
+    tables = [
+        str(p)
+        for k, p in outs.items()
+        if k.endswith(("_md", "_json")) and k != "claims_json"
+    ]
     return [str(p) for p in result_files(config)] + tables
+
+
+def claim_table_outputs(categories):
+    """Every claim's table (md, tex), claim file, HTML page and forest-plot folder, named
+    ``<id>_md`` ..., so that `snakemake reports/<profile>/table_c3.md` finds the job;
+    ``categories``: claim id -> category of `snakemake --report`."""
+    out = {}
+    for cid in CLAIM_IDS:
+        files = table_files(config, cid)
+        out[f"{cid}_md"] = str(files["md"])
+        out[f"{cid}_tex"] = str(files["tex"])
+        out[f"{cid}_json"] = str(files["json"])
+        out[f"{cid}_html"] = report(
+            f"{REPORT_DIR.format(profile=PROFILE)}/html/claim_{cid}.html",
+            caption="../report/claim.rst",
+            category=categories.get(cid.upper(), cid.upper()),
+            subcategory="table and forest plot",
+            labels={"claim": cid.upper(), "page": "table"},
+        )
+        out[f"{cid}_forest"] = directory(FOREST_DIR.format(profile=PROFILE, cid=cid))
+    return out

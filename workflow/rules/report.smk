@@ -1,4 +1,6 @@
-# C9 special-case check, one table per claim, and the summary with its figures.
+# C9 special-case check, every claim's table (one job: each verdict computed once, into
+# the claim's file reports/<profile>/claims/<id>.json), and the summary with its figures,
+# built from those files.
 # `snakemake --report reports/<profile>/report.html --configfile ...` gathers the outputs
 # marked with report() below, one category per claim (captions: workflow/report/*.rst).
 
@@ -17,6 +19,9 @@ report: "../report/workflow.rst"
 CLAIM_CATEGORIES = claim_categories(config["claims"])
 
 
+CLAIM_TABLE_OUTPUTS = claim_table_outputs(CLAIM_CATEGORIES)
+
+
 rule special_case:
     output:
         f"{CHECKS_DIR}/special_case.json",
@@ -33,30 +38,21 @@ rule special_case:
         "../scripts/special_case.py"
 
 
-rule claim_table:
+rule claim_tables:
     input:
-        table_inputs,
+        all_table_inputs,
         claims=config["claims"],
     output:
-        md=f"{REPORT_DIR}/table_{{cid}}.md",
-        tex=f"{REPORT_DIR}/table_{{cid}}.tex",
-        html=report(
-            f"{REPORT_DIR}/html/claim_{{cid}}.html",
-            caption="../report/claim.rst",
-            category=lambda wc: CLAIM_CATEGORIES.get(wc.cid.upper(), wc.cid.upper()),
-            subcategory="table and forest plot",
-            labels=lambda wc: {"claim": wc.cid.upper(), "page": "table"},
-        ),
-        forest=directory(FOREST_DIR),
+        **CLAIM_TABLE_OUTPUTS,
     log:
-        f"{LOGS}/report/table_{{cid}}.log",
+        f"{RESULTS}/{PROFILE}/logs/claim_tables.log",
     benchmark:
-        f"{BENCH}/report/table_{{cid}}.tsv"
+        f"{RESULTS}/{PROFILE}/benchmarks/claim_tables.tsv"
     threads: 1
     resources:
         **resources_for("report"),
     script:
-        "../scripts/claim_table.py"
+        "../scripts/claim_tables.py"
 
 
 rule report:

@@ -8,8 +8,8 @@ with log_to(snakemake.log[0], resources=snakemake.resources,
     from weince.report.rehearsal import is_rehearsal, rehearsal_note
 
     cfg = dict(snakemake.config)
+    note = rehearsal_note(cfg.get("data_root")) if is_rehearsal(cfg) else None
     cv = write_norms_report(list(snakemake.input.results), snakemake.output.md,
-                            profile=cfg["profile"], claims=cfg["claims"],
-                            rehearsal_note=rehearsal_note(cfg) if is_rehearsal(cfg) else None)
+                            profile=cfg["profile"], claims=cfg["claims"], rehearsal_note=note)
     for c, v in cv.items():
         print(f"{c}: {v['verdict']} ({v['n_reproduced']}/{v['n_testable']} units)")

@@ -1,4 +1,5 @@
-"""Snakemake adapter: the profile's summary, LaTeX document, claims.json and figures."""
+"""Snakemake adapter: the profile's summary, LaTeX document, claims.json and figures, from
+the claim files the claim tables wrote (no verdict is computed here)."""
 
 from pathlib import Path
 
@@ -6,17 +7,16 @@ from weince.pipeline.logs import log_to
 
 with log_to(snakemake.log[0], resources=snakemake.resources,
             device=snakemake.config.get("device")):
-    from weince.report import build_report
-
-    # each claim's forest plot as its table job drew it (a folder per claim, named by its id)
-    drawn = {Path(d).name.upper(): Path(d) / f"forest_{Path(d).name}.png"
-             for d in snakemake.input.forests}
-    res = build_report(snakemake.config, tables=False,
-                       out_dir=Path(snakemake.output.summary).parent, forests=drawn)
-    for r in res:
-        print(f"{r.claim['id']}: {r.verdict} ({r.reason})")
+    from weince.report.build import build_summary
     from weince.report.html import companion_pages, write_markdown_page
 
+    # each claim's forest plot as the claim tables drew it (a folder per claim, named by its id)
+    drawn = {Path(d).name.upper(): Path(d) / f"forest_{Path(d).name}.png"
+             for d in snakemake.input.forests}
+    records = build_summary(snakemake.config, out_dir=Path(snakemake.output.summary).parent,
+                            forests=drawn)
+    for r in records:
+        print(f"{r.id}: {r.verdict} ({r.reason})")
     write_markdown_page(snakemake.output.summary, snakemake.output.summary_html)
     companion_pages([f for f in snakemake.input.companions if str(f).endswith(".md")],
                     snakemake.output.companions_html)

@@ -37,7 +37,8 @@ def report_dir(cfg: dict[str, Any]) -> Path:
 
 def rebuilt_names(cfg: dict[str, Any]) -> list[str]:
     """Names (relative to the report folder) of the files :func:`rebuild` writes and the
-    bundle compares: the summary, ``claims.json``, ``tables.tex`` and every claim table."""
+    bundle compares: the summary, ``claims.json``, ``tables.tex``, every claim table and
+    every claim file (``claims/<id>.json``)."""
     from weince.pipeline.targets import report_outputs
 
     outs = report_outputs(cfg)
@@ -47,8 +48,9 @@ def rebuilt_names(cfg: dict[str, Any]) -> list[str]:
 
 def rebuild(cfg: dict[str, Any], claims_path: str | Path, out_dir: str | Path,
             draw: bool = False) -> list[Any]:
-    """Rebuild every claim table, the summary, ``claims.json`` and the figures of ``cfg``
-    into ``out_dir`` (the installed report code; no training, no torch). The forest plots,
+    """Rebuild every claim table and claim file, then the summary, ``claims.json`` and the
+    figures from those claim files (as the workflow does: each verdict computed once), of
+    ``cfg`` into ``out_dir`` (the installed report code; no training, no torch). The forest plots,
     ~6 s of a ~8 s rebuild, are named in the summary but drawn only when ``draw`` (the
     rebuilt report is kept for its reader): the comparison reads text, never images."""
     from weince.report.build import build_report

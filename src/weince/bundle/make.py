@@ -51,7 +51,7 @@ SKIP_SUFFIXES = {".tmp", ".lock", ".pyc"}
 SKIP_NAMES = {"checkpoint.pt"}            # resume state of a finished run
 REPORT_ARRAYS = {"norms_probes.npz"}      # small per-probe arrays the norms page plots
 # The rules that write reports (workflow/rules/report.smk, norms.smk, ablations.smk).
-REPORT_RULES = ("claim_table", "report", "norms_report", "ablations_report")
+REPORT_RULES = ("claim_tables", "report", "norms_report", "ablations_report")
 
 
 def rebuild_command(profile: str) -> str:

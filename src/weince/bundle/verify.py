@@ -219,6 +219,22 @@ def _diff_lines(old: list[str], new: list[str]) -> list[str]:
             if d[:1] in "+-" and not d.startswith(("+++", "---")) and d[1:].strip()]
 
 
+_CLAIM_FILE_KEYS = ("id", "verdict", "reason", "rule", "arm_verdicts", "ours", "forest")
+
+
+def _claim_file_diff(shipped: Path, rebuilt: Path) -> list[str]:
+    """What differs between a shipped and a rebuilt claim file, in the keys the summary
+    reads (result paths inside may differ with where the bundle was unpacked)."""
+    try:
+        a, b = (json.loads(f.read_text()) for f in (shipped, rebuilt))
+    except (ValueError, OSError) as err:
+        return [f"unreadable: {err}"[:200]]
+    if not isinstance(a, dict):
+        return ["not a claim file"]
+    return [f"{k}: {a.get(k)!r} -> {b.get(k)!r}"[:300] for k in _CLAIM_FILE_KEYS
+            if a.get(k) != b.get(k)]
+
+
 def _verdicts(claims: dict[str, Any]) -> dict[str, tuple[str, dict[str, str]]]:
     return {c["id"]: (c.get("verdict", "?"), dict(c.get("arm_verdicts") or {}))
             for c in claims.get("claims", [])}
@@ -493,6 +509,12 @@ def _compare(rebuilt: list[str], shipped: Path, out: Path, hash_free: bool,
             res.differing[label] = ["not rebuilt"]
             continue
         if name.endswith(".json"):
+            if name != "claims.json":   # a claim file: what the summary read from it
+                diff = _claim_file_diff(a, b)
+                if diff:
+                    res.differing[label] = diff
+                else:
+                    res.identical.append(label)
             continue  # claims.json: compared verdict by verdict below
         old = normalise(a.read_text(errors="replace"), config_hash=hash_free)
         new = normalise(b.read_text(errors="replace"), config_hash=hash_free)

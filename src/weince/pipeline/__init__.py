@@ -18,8 +18,6 @@
 - :mod:`~weince.pipeline.targets`: ``all_targets(config)``, the input of ``rule all``;
 - :mod:`~weince.pipeline.config`: the profile config's check against the schema;
 - :mod:`~weince.pipeline.logs`: ``log_to``, the log redirection of the rules' scripts;
-- :mod:`~weince.pipeline.warm`: the warm start (``warm_start``): jobs run in forks of one
-  process that imported torch once;
 - :mod:`~weince.pipeline.benchmarks`: the rules' benchmark files per job and per rule.
 
 Nothing is imported here, so a rule's script imports only what it uses.

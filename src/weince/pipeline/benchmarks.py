@@ -3,10 +3,7 @@
 Every rule writes ``results/<profile>/benchmarks/<rule>/<job>.tsv`` (a rule with a single
 job: ``benchmarks/<name>.tsv``), Snakemake's columns ``s`` (wall seconds), ``max_rss`` (MB),
 ``cpu_time``, ... . ``weince times`` prints them per rule; the rehearsal's forecast reads
-them (:mod:`weince.report.forecast`). A job that ran warm (:mod:`weince.pipeline.warm`)
-was measured as its launcher: its memory and CPU come from the last line of its log
-(``results/<profile>/logs/<rule>/<job>.log``, the same path under ``logs/``), which the
-launcher writes from the job process's own resource usage.
+them (:mod:`weince.report.forecast`).
 
     from weince.pipeline.benchmarks import job_times, per_rule
     rows = per_rule(job_times("results/default/benchmarks"))
@@ -18,8 +15,6 @@ import csv
 import os
 from dataclasses import dataclass
 from pathlib import Path
-
-from weince.pipeline.warm import job_usage
 
 __all__ = ["JobTime", "RuleTime", "job_times", "per_rule"]
 
@@ -73,9 +68,6 @@ def job_times(folder: str | os.PathLike) -> list[JobTime]:
             s, row = max(timed, key=lambda t: t[0])
             rss = [m for r in rows if (m := _number(r.get("max_rss"))) is not None]
             peak, cpu = (max(rss) if rss else None), _number(row.get("cpu_time"))
-            warm = job_usage(base.parent / "logs" / rel.with_suffix(".log"))
-            if warm:
-                peak, cpu = warm
             out.append(JobTime(rule, rel.with_suffix("").as_posix(), s, peak, cpu))
     return out
 

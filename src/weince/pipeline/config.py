@@ -1,8 +1,9 @@
 """The profile config's check against ``workflow/schemas/config.schema.yaml``, with errors a
 person can act on: the config file, the key's path and the valid choices.
 
-The Snakefile calls :func:`check_config` before anything is planned, so a typo fails
-``snakemake -n`` instead of the first job (``visoin:`` -> "unknown key 'visoin' at the top
+The Snakefile calls :func:`check_config` (the one check of the config, which also fills
+the schema's defaults) before anything is planned, so a typo fails ``snakemake -n``
+instead of the first job (``visoin:`` -> "unknown key 'visoin' at the top
 level; did you mean 'vision'?").
 
     from weince.pipeline.config import check_config
@@ -19,6 +20,7 @@ from typing import Any, Iterable, Mapping
 
 import jsonschema
 
+from weince.pipeline.claims import validate_with_defaults
 from weince.utils.config import parse_yaml
 
 __all__ = ["ConfigError", "check_config", "config_errors", "set_run_environment",
@@ -237,11 +239,14 @@ def retype_overrides(config: dict[str, Any], overrides: Mapping[str, Any] | None
 
 def check_config(config: Mapping[str, Any], schema: str | os.PathLike | Mapping[str, Any],
                  sources: Iterable[str | os.PathLike] = (),
-                 command_line: Mapping[str, Any] | None = None) -> None:
+                 command_line: Mapping[str, Any] | None = None, *,
+                 fill_defaults: bool = True) -> None:
     """Raise :class:`ConfigError` naming ``sources`` (the config files, applied in this
     order) and every problem of ``config`` under ``schema`` (a schema dict or its YAML file),
     each blamed on the file or the command line (``command_line``: the ``--config``
-    overrides, :func:`retype_overrides`) that sets the refused value."""
+    overrides, :func:`retype_overrides`) that sets the refused value; else, with
+    ``fill_defaults``, fill the keys the config leaves out with the schema's defaults (in
+    place), so that the workflow checks its config once."""
     workflow_dir = "workflow"
     if not isinstance(schema, Mapping):
         workflow_dir = Path(schema).resolve().parent.parent
@@ -253,12 +258,13 @@ def check_config(config: Mapping[str, Any], schema: str | os.PathLike | Mapping[
     if problems:
         files = ", ".join(sources + ([COMMAND_LINE] if command_line else [])) or "the config"
         raise ConfigError(f"invalid workflow config ({files}):\n  - " + "\n  - ".join(problems))
+    if fill_defaults:   # the schema's defaults, as Snakemake's validate(set_default=True)
+        validate_with_defaults(config, schema, "the workflow config")
 
 
 def set_run_environment(config: Mapping[str, Any]) -> None:
     """The environment every job of a run inherits from Snakemake's process: with
-    ``offline: true``, ``HF_HUB_OFFLINE=1``. The text jobs set it too, but transformers
-    reads it once, when it is first imported, which in a warm job (weince.pipeline.warm)
-    happened in the server before the job began."""
+    ``offline: true``, ``HF_HUB_OFFLINE=1`` (the Hugging Face libraries read it when they
+    are imported, so it is set before any job starts)."""
     if config.get("offline"):
         os.environ["HF_HUB_OFFLINE"] = "1"

@@ -28,8 +28,8 @@ from typing import Any, Callable, Iterable, Iterator
 from weince.losses.arms import grid_points
 
 __all__ = ["VISION_RUN", "VISION_PAIR", "TEXT_RUN", "TIMING", "CHECKS", "SYNTHETIC",
-           "REPORT", "VisionRun",
-           "TextRun", "Setting", "FOREST", "vision_runs", "text_runs", "vision_pairs", "run_dir",
+           "REPORT", "VisionRun", "TextRun", "Setting", "FOREST", "CLAIM_FILES", "vision_runs",
+           "text_runs", "vision_pairs", "run_dir",
            "norms_vision_runs", "norms_text_runs", "PRETRAINED_ARM", "STAGES",
            "settings_for", "files_for", "report_dir", "EVT_FILES"]
 
@@ -40,6 +40,7 @@ TIMING = "{results}/{profile}/timing"
 CHECKS = "{results}/{profile}/checks"
 SYNTHETIC = "{results}/{profile}/synthetic"   # the paper's synthetic experiment (C11)
 REPORT = "{reports}/{profile}"
+CLAIM_FILES = "claims"   # {reports}/{profile}/claims/<id>.json: a claim's computed result
 FOREST = "{results}/{profile}/forest/{cid}"   # drawn by a claim-table job, copied by the summary
 PRETRAINED_ARM = "pretrained"   # a text unit of the norms analysis as shipped (seed 0)
 STAGES = ("vision", "text", "timing", "checks", "synthetic", "norms")   # a claim's ``stage``

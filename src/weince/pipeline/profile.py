@@ -20,6 +20,7 @@ from typing import Any, Callable, Mapping
 from weince.pipeline import layout
 from weince.pipeline.layout import Setting, TextRun, VisionRun
 from weince.pipeline.protocol import protocol_options
+from weince.pipeline.rehearsal import is_rehearsal
 from weince.utils.provenance import config_hash
 
 __all__ = ["Profile"]
@@ -40,14 +41,14 @@ class Profile:
     norms_text: list[TextRun]
     options: list[str]                     # the options off the official protocol, in words
     config_hash: str
+    rehearsal: bool                        # config/rehearsal.yaml is on (``rehearsal.enabled``)
+    data_root: str | None                  # ``data_root`` (its data may be synthetic files)
     files: Callable[[Setting, str, str], list[Path]] = field(repr=False)
     _stages: dict[str, tuple[list[Setting], list[str]]] = field(repr=False)
 
     @classmethod
-    def of(cls, cfg: "Mapping[str, Any] | Profile") -> "Profile":
-        """The profile of a workflow config (a :class:`Profile` is returned as is)."""
-        if isinstance(cfg, Profile):
-            return cfg
+    def of(cls, cfg: Mapping[str, Any]) -> "Profile":
+        """The profile of a workflow config."""
         if "profile" not in cfg:
             raise ValueError("config has no 'profile' key (e.g. profile: default)")
         c = dict(cfg)
@@ -59,6 +60,8 @@ class Profile:
             evt_arms=list((v.get("evt") or {}).get("arms", [])),
             norms_vision=layout.norms_vision_runs(c), norms_text=layout.norms_text_runs(c),
             options=protocol_options(c), config_hash=config_hash(cfg),
+            rehearsal=is_rehearsal(c),
+            data_root=None if c.get("data_root") is None else str(c["data_root"]),
             files=layout.files_for(c),
             _stages={s: layout.settings_for(c, s) for s in layout.STAGES})
 

@@ -17,7 +17,8 @@ from typing import Any, Mapping
 from weince.pipeline.rehearsal import forecast_outputs
 from weince.pipeline.ablations import ablation_inputs, ablation_outputs, ablation_plan
 from weince.pipeline.claims import load_claims
-from weince.pipeline.layout import files_for, report_dir, settings_for, summary_logs
+from weince.pipeline.layout import (CLAIM_FILES, files_for, report_dir, settings_for,
+                                    summary_logs)
 from weince.pipeline.norms import norms_outputs, norms_results
 
 __all__ = ["claims", "claim_inputs", "figure_inputs", "result_files", "report_outputs",
@@ -63,14 +64,18 @@ def result_files(cfg: Mapping[str, Any]) -> list[Path]:
 
 
 def table_files(cfg: Mapping[str, Any], claim_id: str) -> dict[str, Path]:
-    """``{"md", "tex"}`` of one claim's table."""
+    """``{"md", "tex", "json"}`` of one claim: its table and its claim file (the computed
+    result the summary reads)."""
     d = report_dir(cfg)
-    return {ext: d / f"table_{claim_id.lower()}.{ext}" for ext in ("md", "tex")}
+    out = {ext: d / f"table_{claim_id.lower()}.{ext}" for ext in ("md", "tex")}
+    out["json"] = d / CLAIM_FILES / f"{claim_id.lower()}.json"
+    return out
 
 
 def report_outputs(cfg: Mapping[str, Any]) -> dict[str, Path]:
     """The summary's files and every claim's table: ``summary``, ``claims_json``,
-    ``tables_tex``, ``figures`` and ``{id}_md`` / ``{id}_tex`` per registry claim."""
+    ``tables_tex``, ``figures`` and ``{id}_md`` / ``{id}_tex`` / ``{id}_json`` (its claim
+    file) per registry claim."""
     d = report_dir(cfg)
     out = {"summary": d / "summary.md", "claims_json": d / "claims.json",
            "tables_tex": d / "tables.tex", "figures": d / "figures"}
@@ -96,7 +101,8 @@ def companion_targets(cfg: Mapping[str, Any]) -> list[Path]:
 def all_targets(cfg: Mapping[str, Any]) -> list[str]:
     """Everything ``rule all`` builds, as strings, without duplicates."""
     outs = report_outputs(cfg)
-    tables = [p for k, p in outs.items() if k.endswith(("_md", "_tex"))]
+    tables = [p for k, p in outs.items() if k.endswith(("_md", "_tex", "_json"))
+              and k != "claims_json"]
     files = [outs["summary"], *tables, *result_files(cfg), *companion_targets(cfg)]
     if ablation_targets(cfg):
         files += ablation_inputs(ablation_plan(cfg))

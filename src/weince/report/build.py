@@ -1,32 +1,39 @@
-"""Build a profile's report: every claim's table (Markdown + LaTeX), the summary and the
-figures, from the claims registry and the result files.
+"""Build a profile's report from the claims registry and the result files, in two steps.
+
+1. :func:`build_report` evaluates each claim once and writes its table (``table_<id>.md`` and
+   ``.tex``) and its claim file (``claims/<id>.json``: verdict, rows, Ours cell, rule text,
+   provenance; :mod:`weince.report.claim_file`).
+2. :func:`build_summary` writes ``summary.md``, ``tables.tex`` (a standalone document that
+   inputs every table), ``claims.json`` (the verdicts, machine-readable) and ``figures/``
+   from the claim files alone: it never evaluates a claim.
 
     from weince.report import build_report
     results = build_report(cfg)      # cfg: the workflow config of one profile (a dict)
 
-The config is resolved once into a :class:`weince.pipeline.profile.Profile` (its settings,
-runs, options and paths), which the steps below share; each also accepts the dict.
-
-Writes ``{reports}/{profile}/``: ``summary.md``, ``table_<id>.md`` and ``.tex`` for every
-claim of the registry, ``tables.tex`` (a standalone document that inputs every table), ``claims.json``
-(the verdicts, machine-readable) and ``figures/``.
+The workflow runs step 1 in its ``claim_tables`` job and step 2 in its ``report`` job;
+``weince report`` and a bundle's verification run both, one after the other. The config
+is resolved once into a :class:`weince.pipeline.profile.Profile` (its settings, runs,
+options and paths), which the steps below share.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from weince.losses.arms import grid_points
 from weince.pipeline.claims import load_claims
 from weince.pipeline.layout import VisionRun
 from weince.pipeline.profile import Profile
 from weince.report import figures as figs
-from weince.report.forest import forest_figures
+from weince.report.claim_file import (ClaimRecord, claim_file, read_claim_files,
+                                      write_claim_file)
+from weince.report.forest import forest_figure
 from weince.report.glance import claim_notes, pairs_text, scale_items
-from weince.report.rehearsal import (data_note, is_rehearsal, rehearsal_note,
-                                     text_identity, withhold_verdicts)
+from weince.report.rehearsal import (data_note, rehearsal_note, text_identity,
+                                     withhold_verdicts)
 from weince.report.selection import selection_section
 from weince.report.tables import (claim_latex, claim_markdown, latex_document,
                                   summary_markdown)
@@ -36,17 +43,17 @@ from weince.utils.results import load_result
 from weince.utils.provenance import git_commit
 from weince.utils.vocabulary import VERDICT_FREE
 
-__all__ = ["build_report", "evaluate", "write_tables", "scale_line", "companion_rows"]
+__all__ = ["build_report", "build_summary", "evaluate", "write_tables", "scale_line",
+           "companion_rows"]
 
 
-def scale_line(cfg: dict[str, Any] | Profile, stage: str) -> str:
+def scale_line(prof: Profile, stage: str) -> str:
     """One line on the scale a stage ran at: profile, data, model, epochs, seeds; a
     rehearsal's (and a run on synthetic files') says so first."""
-    prof = Profile.of(cfg)
     line = _scale_line(prof, stage)
-    if is_rehearsal(prof.config) and stage != "synthetic":   # C11 runs its own setting
-        return f"{rehearsal_note(prof.config)}. {line}"
-    return line + data_note(prof.config)
+    if prof.rehearsal and stage != "synthetic":   # C11 runs its own setting
+        return f"{rehearsal_note(prof.data_root)}. {line}"
+    return line + data_note(prof.data_root)
 
 
 def stages_run(prof: Profile) -> list[str]:
@@ -68,7 +75,7 @@ def _scale_line(prof: Profile, stage: str) -> str:
         grid = (f"; grid of {len(grid_points(g))} point(s) for "
                 f"{', '.join(g.get('arms', []))} chosen on val" if g.get("arms") else "")
         opts = prof.options
-        return (f"profile {p}: {pairs_text(prof.config)}, "
+        return (f"profile {p}: {pairs_text(prof)}, "
                 f"{pre.get('epochs', '?')} epoch(s), batch {pre.get('batch_size', '?')}, "
                 f"encoder seeds {', '.join(map(str, v.get('seeds', [])))}{grid}; "
                 + (f"options off the official protocol: {'; '.join(opts)}" if opts else
@@ -105,7 +112,7 @@ def _scale_line(prof: Profile, stage: str) -> str:
     return f"profile {p}"
 
 
-def _figures(prof: Profile, results: dict[str, ClaimResult], fig_dir: Path) -> list[Path]:
+def _figures(prof: Profile, records: dict[str, ClaimRecord], fig_dir: Path) -> list[Path]:
     made: list[Path] = []
     profile, evt_arms = prof.name, prof.evt_arms
     seeds = prof.block("vision").get("seeds")
@@ -127,26 +134,27 @@ def _figures(prof: Profile, results: dict[str, ClaimResult], fig_dir: Path) -> l
             f"(profile {profile})")
         if f:
             made.append(f)
-    for res in results.values():   # C11: the paper's synthetic figure, from its file
-        if res.claim.get("kind") != "noise_floor":
+    for rec in records.values():   # C11: the paper's synthetic figure, from its file
+        if rec.claim.get("kind") != "noise_floor":
             continue
-        files = [p for row in res.rows for c in row.cells.values() for p in c.present]
+        files = [p for row in rec.rows for c in row["cells"].values() for p in c["files"]]
         if files:
             made.append(figs.noise_floor_figure(
-                load_result(files[0]), fig_dir / f"{res.claim['id'].lower()}_noise_floor.png",
-                f"{res.claim['id']}: Weibit removes the softmax's error floor "
+                load_result(files[0]), fig_dir / f"{rec.claim['id'].lower()}_noise_floor.png",
+                f"{rec.claim['id']}: Weibit removes the softmax's error floor "
                 f"(profile {profile})"))
     for cid, ylabel, ref in (("C1", "xi (POT/GPD)", -0.39), ("C2", "lambda_hat (link)",
                                                                 (0.33, 0.50))):
-        res = results.get(cid)
-        if res is None:
+        rec = records.get(cid)
+        if rec is None:
             continue
         pts = []
-        for row in res.rows:
-            for arm, cell in row.cells.items():
-                for path, val in zip(cell.present, cell.est.values):
-                    seed = path.parent.name
-                    pts.append((f"{row.setting.label()} {arm} {seed}", val, None, None))
+        for row in rec.rows:
+            for arm, cell in row["cells"].items():
+                values = (cell["estimate"] or {}).get("values") or []
+                for path, val in zip(cell["files"], values):
+                    seed = Path(path).parent.name
+                    pts.append((f"{row['setting']} {arm} {seed}", val, None, None))
         f = figs.estimates_figure(pts, fig_dir / f"{cid.lower()}_estimates.png", ylabel,
                                   f"{cid}: one point per encoder (profile {profile})", ref)
         if f:
@@ -154,10 +162,9 @@ def _figures(prof: Profile, results: dict[str, ClaimResult], fig_dir: Path) -> l
     return made
 
 
-def evaluate(cfg: dict[str, Any] | Profile, *, claims_path: str | Path | None = None,
+def evaluate(prof: Profile, *, claims_path: str | Path | None = None,
              only: list[str] | None = None) -> list[ClaimResult]:
     """Evaluate the registry's claims (or those in ``only``) on the profile's results."""
-    prof = Profile.of(cfg)
     reg = load_claims(claims_path or prof.claims)
     alpha = float(reg.get("alpha", 0.05))
     if only is not None:
@@ -175,9 +182,9 @@ def evaluate(cfg: dict[str, Any] | Profile, *, claims_path: str | Path | None = 
                                               prof.block("text").get("model_paths"))
         res = evaluate_claim(claim, settings, arms, claim_files, alpha=alpha,
                              scale=scale_line(prof, claim["stage"]))
-        if is_rehearsal(prof.config):
-            res = withhold_verdicts(res, prof.config)
-        res.notes = claim_notes(prof.config, claim)
+        if prof.rehearsal:
+            res = withhold_verdicts(res)
+        res.notes = claim_notes(prof, claim)
         results.append(res)
     return results
 
@@ -192,11 +199,11 @@ def _run_info(prof: Profile) -> dict[str, str]:
     }
 
 
-def write_tables(results: list[ClaimResult], cfg: dict[str, Any] | Profile, out: Path,
+def write_tables(results: list[ClaimResult], prof: Profile, out: Path,
                  claims_path: str | Path | None = None) -> list[Path]:
-    """``table_cN.md`` and ``table_cN.tex`` for each claim result; ``claims_path``: the
-    registry the results came from (default the profile's), for the page navigation."""
-    prof = Profile.of(cfg)
+    """``table_cN.md``, ``table_cN.tex`` and the claim file ``claims/cN.json`` for each
+    claim result; ``claims_path``: the registry the results came from (default the
+    profile's), for the page navigation."""
     out.mkdir(parents=True, exist_ok=True)
     info = _run_info(prof)
     ids = [c["id"] for c in load_claims(claims_path or prof.claims)["claims"]]
@@ -206,7 +213,8 @@ def write_tables(results: list[ClaimResult], cfg: dict[str, Any] | Profile, out:
         (out / f"{stem}.md").write_text(claim_markdown(res, info, claim_nav(ids, res.claim["id"]))
                                         + selection_section(prof.config, res.claim))
         (out / f"{stem}.tex").write_text(claim_latex(res, info))
-        written += [out / f"{stem}.md", out / f"{stem}.tex"]
+        written += [out / f"{stem}.md", out / f"{stem}.tex",
+                    write_claim_file(res, claim_file(out, res.claim["id"]))]
     return written
 
 
@@ -260,24 +268,22 @@ def with_forest_section(summary: str, forests: list[Path], out: Path) -> str:
     return summary + "\n" + section
 
 
-def build_report(cfg: dict[str, Any] | Profile, *, claims_path: str | Path | None = None,
+def build_report(cfg: Mapping[str, Any], *, claims_path: str | Path | None = None,
                  out_dir: str | Path | None = None, with_figures: bool = True,
-                 only: list[str] | None = None, tables: bool = True, summary: bool = True,
-                 forests: dict[str, str | Path] | None = None, draw_forests: bool = True
-                 ) -> list[ClaimResult]:
-    """Evaluate the claims on the profile's result files and write the report.
+                 only: list[str] | None = None, summary: bool = True,
+                 draw_forests: bool = True) -> list[ClaimResult]:
+    """Evaluate the claims on the profile's result files, write each one's table and claim
+    file and (``summary``) the summary built from those files.
 
     Args:
-        cfg: the workflow config of one profile (or its :class:`Profile`).
+        cfg: the workflow config of one profile, resolved here once into its
+            :class:`Profile`.
         claims_path: the registry (default ``cfg["claims"]``).
         out_dir: default ``{reports}/{profile}``.
-        with_figures: draw ``figures/`` (summary only).
-        only: claim ids to evaluate (a per-claim table rule); None = all.
-        tables: write ``table_cN.md/.tex``.
-        summary: write ``summary.md``, ``tables.tex``, ``claims.json`` and figures (needs
-            every claim: ``only`` must be None).
-        forests: ``{claim id: forest_<id>.png}`` the claim-table jobs drew from the same
-            result files; copied into ``figures/`` instead of drawn again.
+        with_figures: draw ``figures/`` (summary only), the forest plots included.
+        only: claim ids to evaluate; None = all.
+        summary: then write the summary (:func:`build_summary`; needs every claim: ``only``
+            must be None).
         draw_forests: False: the summary names the forest plots without drawing them (a
             bundle's verification compares the text only).
 
@@ -292,34 +298,93 @@ def build_report(cfg: dict[str, Any] | Profile, *, claims_path: str | Path | Non
     results = evaluate(prof, claims_path=claims_path, only=only)
     out = Path(out_dir) if out_dir else prof.report_dir
     out.mkdir(parents=True, exist_ok=True)
-    if tables:
-        write_tables(results, prof, out, claims_path)
+    write_tables(results, prof, out, claims_path)
     if not summary:
         return results
+    drawn: dict[str, Path] = {}
+    if with_figures and draw_forests:
+        for r in results:
+            f = forest_figure(r, out / "figures" / f"forest_{r.claim['id'].lower()}.png",
+                              prof.name)
+            if f is not None:
+                drawn[r.claim["id"]] = f
+    _write_summary(prof, claims_path=claims_path, out=out, with_figures=with_figures,
+                   forests=drawn, draw_forests=draw_forests)
+    return results
+
+
+def _forest_paths(records: list[ClaimRecord], fig_dir: Path,
+                  drawn: dict[str, str | Path] | None, draw: bool) -> list[Path]:
+    """``figures/forest_<id>.png`` of every claim whose file says it has a forest plot:
+    the plot its table job drew, copied (``draw``), or only named (a bundle's check)."""
+    made = []
+    for rec in records:
+        if not rec.forest:
+            continue
+        out = fig_dir / f"forest_{rec.id.lower()}.png"
+        if draw:
+            src = Path((drawn or {}).get(rec.id, out))
+            if not src.is_file():
+                raise FileNotFoundError(
+                    f"the forest plot of {rec.id} ({src}) is missing: the claim tables draw "
+                    f"it; re-run them (`snakemake --forcerun claim_tables` or `weince report`)")
+            if src.resolve() != out.resolve():
+                out.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(src, out)
+        made.append(out)
+    return made
+
+
+def build_summary(cfg: Mapping[str, Any], *, claims_path: str | Path | None = None,
+                  out_dir: str | Path | None = None, with_figures: bool = True,
+                  forests: dict[str, str | Path] | None = None, draw_forests: bool = True
+                  ) -> list[ClaimRecord]:
+    """Write ``summary.md``, ``tables.tex``, ``claims.json`` and ``figures/`` from the claim
+    files that :func:`build_report` wrote (``{out_dir}/claims/<id>.json``, one per claim of
+    the registry). No claim is evaluated here.
+
+    ``forests``: ``{claim id: forest_<id>.png}`` as the claim tables drew them, copied into
+    ``figures/``; ``draw_forests`` False: named in the summary, not copied.
+
+    Raises:
+        FileNotFoundError / ValueError: a claim file is missing or malformed (the message
+            names it and the rule that writes it).
+    """
+    prof = Profile.of(cfg)
+    out = Path(out_dir) if out_dir else prof.report_dir
+    return _write_summary(prof, claims_path=claims_path, out=out, with_figures=with_figures,
+                          forests=forests, draw_forests=draw_forests)
+
+
+def _write_summary(prof: Profile, *, claims_path: str | Path | None, out: Path,
+                   with_figures: bool, forests: dict[str, str | Path] | None,
+                   draw_forests: bool) -> list[ClaimRecord]:
+    out.mkdir(parents=True, exist_ok=True)
+    ids = [c["id"] for c in load_claims(claims_path or prof.claims)["claims"]]
+    records = read_claim_files(out, ids)
     info = _run_info(prof)
-    tex_files = [f"table_{r.claim['id'].lower()}.tex" for r in results]
+    tex_files = [f"table_{r.id.lower()}.tex" for r in records]
     (out / "tables.tex").write_text(latex_document(
         tex_files, f"WEINCE reproduction: claims at profile {prof.name}"))
     fig_dir = out / "figures"
     fig_dir.mkdir(exist_ok=True)
-    made = _figures(prof, {r.claim["id"]: r for r in results}, fig_dir) if with_figures else []
-    forests = (forest_figures(results, fig_dir, prof.name, drawn=forests, draw=draw_forests)
-               if with_figures else [])
-    scale = scale_items(prof.config)
-    if is_rehearsal(prof.config):
-        scale = [rehearsal_note(prof.config), *scale]
-    elif data_note(prof.config):
-        scale = [*scale, data_note(prof.config).removeprefix("; ")]
+    made = _figures(prof, {r.id: r for r in records}, fig_dir) if with_figures else []
+    forest_pngs = _forest_paths(records, fig_dir, forests, draw_forests) if with_figures else []
+    scale = scale_items(prof)
+    if prof.rehearsal:
+        scale = [rehearsal_note(prof.data_root), *scale]
+    elif data_note(prof.data_root):
+        scale = [*scale, data_note(prof.data_root).removeprefix("; ")]
     text = summary_markdown(
-        results, info, [str(p.relative_to(out)) for p in made], scale,
+        records, info, [str(p.relative_to(out)) for p in made], scale,
         companion_rows(out))
-    (out / "summary.md").write_text(with_forest_section(text, forests, out))
+    (out / "summary.md").write_text(with_forest_section(text, forest_pngs, out))
     write_json(out / "claims.json", {
         "profile": prof.name,
-        "claims": [{"id": r.claim["id"], "title": r.claim["title"], "verdict": r.verdict,
+        "claims": [{"id": r.id, "title": r.claim["title"], "verdict": r.verdict,
                     "reason": r.reason, "rule": r.rule, "attribution": r.attribution,
                     "primary_arm": r.claim["arms"]["primary"],
                     "arm_verdicts": r.arm_verdicts,
-                    "result_provenance": r.provenance.describe()} for r in results],
+                    "result_provenance": r.provenance.describe()} for r in records],
     }, cfg=prof.config)
-    return results
+    return records

@@ -195,7 +195,7 @@ def build_forecast(cfg: dict[str, Any]) -> Forecast:
     cuda = any(str(m.get("device", "")).startswith("cuda") for m in vis + txt)
     fc = Forecast(device=", ".join(sorted(d for d in devices if d)) or "none measured",
                   unit="GPU-hours" if cuda else "CPU-hours", safety=safety, measured=vis + txt,
-                  synthetic=bool(data_note(cfg)))
+                  synthetic=bool(data_note(cfg.get("data_root"))))
     fc.paper = paper
     fc.gpu = str(((paper.get("cost") or {}).get("gpu")) or "h100-sxm")
     fc.benchmarks, fc.bench_rss = _benchmarks(cfg)

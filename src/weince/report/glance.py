@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from weince.losses.arms import grid_points
+from weince.pipeline.profile import Profile
 from weince.report.stats import Estimate
 
 __all__ = ["Headline", "headline", "summary_row", "scale_items", "claim_notes",
@@ -146,38 +147,32 @@ def headline(result) -> Headline | None:
     return Headline(text, e.n, row.setting.label(), bool(row.paper_setting))
 
 
-def summary_row(result, page: str) -> list[str]:
-    """The summary's cells of one claim: id, what, paper, ours, verdict, page link."""
-    c = result.claim
-    h = headline(result)
-    ours = h.cell() if h is not None else "nothing ran"
+def summary_row(record, page: str) -> list[str]:
+    """The summary's cells of one claim (a :class:`weince.report.claim_file.ClaimRecord`):
+    id, what, paper, ours (as the claim's table job wrote it), verdict, page link."""
+    c = record.claim
     return [c["id"], c.get("short_title", c["title"]),
-            c.get("short_paper", c["paper_figure"]), ours, f"**{result.verdict}**",
+            c.get("short_paper", c["paper_figure"]), record.ours, f"**{record.verdict}**",
             f"[page]({page})"]
 
 
-def pairs_text(cfg: dict[str, Any]) -> str:
+def pairs_text(prof: Profile) -> str:
     """The vision pairs the profile runs: ``d x b, ...`` when ``vision.pairs`` narrows them,
     else ``datasets x backbones``."""
-    from weince.pipeline import layout
-
-    v = cfg.get("vision") or {}
+    v = prof.block("vision")
     if v.get("pairs") is not None:
-        return ", ".join(f"{d} x {b}" for d, b in layout.vision_pairs(cfg)) or "none"
+        return ", ".join(f"{d} x {b}" for d, b in prof.vision_pairs) or "none"
     return (f"{', '.join(v.get('datasets', [])) or 'none'} x "
             f"{', '.join(v.get('backbones', [])) or 'none'}")
 
 
-def scale_items(cfg: dict[str, Any]) -> list[str]:
+def scale_items(prof: Profile) -> list[str]:
     """What the profile ran, one short item per stage (the claim pages have the details)."""
-    from weince.pipeline import layout
-    from weince.pipeline.protocol import protocol_options
-
     items = []
-    v = cfg.get("vision") or {}
+    v = prof.block("vision")
     if v.get("enabled", True) and v.get("datasets"):
         pre = v.get("pretrain") or {}
-        items.append(f"vision: {pairs_text(cfg)}, {pre.get('epochs', '?')} epoch(s), "
+        items.append(f"vision: {pairs_text(prof)}, {pre.get('epochs', '?')} epoch(s), "
                      f"encoder seeds "
                      f"{', '.join(map(str, v.get('seeds', [])))}")
         g = v.get("grid") or {}
@@ -185,11 +180,11 @@ def scale_items(cfg: dict[str, Any]) -> list[str]:
             items.append(f"grid: {len(grid_points(g))} point(s) for {', '.join(g['arms'])} at "
                          f"seed(s) {', '.join(map(str, g.get('seeds', [])))}, chosen on "
                          f"validation")
-        opts = protocol_options(cfg)
+        opts = prof.options
         if opts:
             items.append(f"{len(opts)} option(s) off the official protocol, listed on every "
                          f"vision claim's page (docs/protocol.md)")
-    t = cfg.get("text") or {}
+    t = prof.block("text")
     if t.get("enabled", True) and t.get("models"):
         s = t.get("simcse") or {}
         corpus = t.get("corpus", "?")
@@ -198,29 +193,30 @@ def scale_items(cfg: dict[str, Any]) -> list[str]:
                         if corpus == "synthetic" else corpus)
                      + f", {s.get('epochs', '?')} epoch(s), seeds "
                      f"{', '.join(map(str, t.get('seeds', [])))}")
-    tm = cfg.get("timing") or {}
+    tm = prof.block("timing")
     if tm.get("enabled", False):
         tc = tm.get("config") or {}
         items.append(f"timing: {tc.get('backbone', '?')} step on "
-                     f"{tc.get('device', cfg.get('device', 'auto'))}")
-    nv, nt = layout.norms_vision_runs(cfg), layout.norms_text_runs(cfg)
+                     f"{tc.get('device', prof.config.get('device', 'auto'))}")
+    nv, nt = prof.norms_vision, prof.norms_text
     if nv or nt:
         items.append(f"norms: {len(nv)} vision and {len(nt)} text unit(s)")
     return items
 
 
-def claim_notes(cfg: dict[str, Any], claim: dict[str, Any]) -> list[str]:
+def claim_notes(prof: Profile, claim: dict[str, Any]) -> list[str]:
     """Notes computed from the profile: for a claim whose comparison involves a tuned arm,
     the paper's selection (the registry's ``paper_selection``) beside this profile's own
     (how many grid points, at which seeds, for which arms), which are different facts."""
     out = []
     if claim.get("paper_selection"):
-        g = ((cfg.get("vision") or {}).get("grid") or {})
+        v = prof.block("vision")
+        g = v.get("grid") or {}
         arms = [a for a in [claim["arms"].get("primary"), *claim["arms"].get("others", [])]
                 if a]
         tuned = [a for a in arms if a in (g.get("arms") or [])]
         fixed = [a for a in arms if a not in tuned and a != claim["arms"].get("baseline")
-                 and a in ((cfg.get("vision") or {}).get("arms") or [])]
+                 and a in (v.get("arms") or [])]
         n = len(grid_points(g))
         here = []
         if tuned and n:

@@ -35,26 +35,27 @@ def is_rehearsal(cfg: dict[str, Any]) -> bool:
     return bool((cfg.get("rehearsal") or {}).get("enabled"))
 
 
-def rehearsal_note(cfg: dict[str, Any]) -> str:
-    """The sentence every rehearsal scale line and table carries."""
+def rehearsal_note(data_root: str | None = None) -> str:
+    """The sentence every rehearsal scale line and table carries (``data_root``: the
+    profile's, named when it holds synthetic files)."""
     return ("REHEARSAL (config/rehearsal.yaml over the paper profile): a few optimiser steps "
             "per run on a few hundred images; the numbers check that every rule runs and "
-            "mean nothing about the paper; no verdict but C9's and C11's" + data_note(cfg))
+            "mean nothing about the paper; no verdict but C9's and C11's" + data_note(data_root))
 
 
-def data_note(cfg: dict[str, Any]) -> str:
-    """``"; data: SYNTHETIC files ..."`` when ``data_root`` was written by
+def data_note(data_root: str | None) -> str:
+    """``"; data: SYNTHETIC files ..."`` when the profile's ``data_root`` was written by
     ``weince synthetic-data``, else ``""``."""
     from weince.data.marker import synthetic_marker
 
-    root = cfg.get("data_root")
+    root = data_root
     if root and synthetic_marker(Path(str(root))):
         return (f"; data: SYNTHETIC files in the real formats (`weince synthetic-data`, "
                 f"{root}), not the data sets")
     return ""
 
 
-def withhold_verdicts(result: Any, cfg: dict[str, Any]) -> Any:
+def withhold_verdicts(result: Any) -> Any:
     """``result`` (a ClaimResult) with no verdict but the rehearsal's, unless its kind is
     one of :data:`KEEPS_VERDICT`; the reason says why."""
     if result.claim.get("kind") in KEEPS_VERDICT:

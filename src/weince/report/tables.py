@@ -12,12 +12,15 @@ table is typed by hand.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from weince.report.escape import md_escape
 from weince.report.stats import Estimate
 from weince.report.verdicts import (COMMON_RULE, CONTRASTS, NOT_RUN, SCALE_MODEL, ClaimResult,
                                     Row)
+
+if TYPE_CHECKING:
+    from weince.report.claim_file import ClaimRecord
 
 __all__ = ["claim_lines", "claim_markdown", "claim_latex", "summary_markdown",
            "latex_document", "latex_escape", "md_escape", "fmt_estimate"]
@@ -350,12 +353,13 @@ def latex_document(table_files: list[str], title: str) -> str:
     ])
 
 
-def summary_markdown(results: list[ClaimResult], run_info: dict[str, str],
+def summary_markdown(results: list[ClaimRecord], run_info: dict[str, str],
                      figures: list[str], scale: list[str] | str,
                      companions: list[dict] | None = None) -> str:
     """The profile's summary: what it ran (a short list), one short row per claim (claim,
     what, paper, ours, verdict, its page), the companion pages and the provenance. Rules,
-    attribution, other arms and notes are on each claim's page."""
+    attribution, other arms and notes are on each claim's page. ``results``: the claims'
+    records as their table job wrote them (:mod:`weince.report.claim_file`)."""
     items = [scale] if isinstance(scale, str) else list(scale)
     lines = [
         f"# WEINCE reproduction: claims at profile `{run_info['profile']}`",
@@ -369,9 +373,9 @@ def summary_markdown(results: list[ClaimResult], run_info: dict[str, str],
         "run at this profile`. **Ours** is the claim's headline number: on the paper's "
         "setting when it ran, else on the closest scale-model row, labelled with its "
         "setting; an interval is the 95% t-interval across encoder seeds, shown only when "
-        "n >= 2. Each verdict is computed by `weince report` from the result files; the "
-        "rule, the other arms and the notes are on the claim's page and in "
-        "`docs/verdicts.md`.",
+        "n >= 2. Each verdict is computed once from the result files and kept in the "
+        "claim's file (`claims/<id>.json`), which this summary reads; the rule, the other "
+        "arms and the notes are on the claim's page and in `docs/verdicts.md`.",
         "",
         "| Claim | What | Paper | Ours | Verdict | Page |",
         "|---|---|---|---|---|---|",

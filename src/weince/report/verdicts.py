@@ -776,7 +776,6 @@ def _evaluate_noise_floor(claim: dict[str, Any], settings: list[Setting], arms: 
     data = load_result(f)
     prov.add(data, f)
     rows = _nf_rows(data, f, needed_by)
-    n = [r["n"] for r in rows]
     sel = [r for r in rows if r["n"] >= min_n]
     if len(sel) < 3:
         raise ResultSchemaError(f"{f}: only {len(sel)} sample size(s) n >= {min_n:g}; the "
