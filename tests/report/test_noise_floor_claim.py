@@ -90,10 +90,10 @@ def test_a_bad_file_fails_naming_the_key(tmp_path):
 
 def test_the_rehearsal_keeps_its_verdict(tmp_path):
     res = judge(tmp_path)
-    kept = withhold_verdicts(res, {"rehearsal": {"enabled": True}})
+    kept = withhold_verdicts(res)
     assert kept.verdict == REPRODUCED
     other = dataclasses.replace(res, claim={**res.claim, "kind": "gain"})
-    assert withhold_verdicts(other, {}).verdict == REHEARSAL
+    assert withhold_verdicts(other).verdict == REHEARSAL
 
 
 def test_table_summary_row_and_figure(tmp_path):
