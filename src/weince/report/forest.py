@@ -177,29 +177,59 @@ def _relabel(lines: list[ForestLine], several: bool) -> tuple[list[ForestLine], 
     return out, common
 
 
+def _merge_not_run(lines: list[ForestLine], several: bool = False) -> list[ForestLine]:
+    """The paper's figure alone on several settings that did not run, the same figure for
+    the same arm (C1's xi ~ -0.39 on six settings): one line, ``"<arm> (6 settings, not
+    run)"``, in place of the first, its metric kept where the panel has ``several``; the
+    claim's page lists the settings."""
+    groups: dict[tuple, list[ForestLine]] = {}
+    for ln in lines:
+        if ln.mean is None:
+            what = ln.label.split(" | ")[-1]
+            groups.setdefault((what, ln.paper, ln.paper_range, ln.metric), []).append(ln)
+    out = []
+    for ln in lines:
+        if ln.mean is not None:
+            out.append(ln)
+            continue
+        what = ln.label.split(" | ")[-1]
+        same = groups[(what, ln.paper, ln.paper_range, ln.metric)]
+        if len(same) == 1:
+            out.append(ln)
+        elif ln is same[0]:
+            label = what.replace(" (not run)", f" ({len(same)} settings, not run)")
+            out.append(ForestLine(**{**ln.__dict__, "label": f"{ln.metric} | {label}"
+                                     if several and ln.metric else label}))
+    return out
+
+
 def _panel_grid(result) -> list[tuple[tuple | None, tuple | None]]:
     """Rows of (values panel, gain panel), each ``(title, lines, x label)`` or None: the
-    paper's settings, then the scale-model settings; a claim's metrics share a group's
-    panels (each label names its metric; they share the unit)."""
+    paper's settings, then the scale-model settings; a group's metrics share its panels
+    (each label names its metric; they share the unit), a single metric names the axis."""
     claim = result.claim
     per_arm, gains = forest_lines(result)
-    several = len({ln.metric for ln in per_arm + gains}) > 1
     unit = _unit(claim)
     name = claim.get("label") or claim.get("metric") or "estimate"
-    if not several and (per_arm or gains):
-        name = claim.get("label") or (per_arm + gains)[0].metric or name
     grid = []
     for paper_group, group in ((True, PAPER_GROUP), (False, SCALE_GROUP)):
+        mine = [ln for ln in per_arm if ln.paper_setting == paper_group]
+        gain = [ln for ln in gains if ln.paper_setting == paper_group]
+        metrics = list(dict.fromkeys(ln.metric for ln in mine + gain))
+        several = len(metrics) > 1
+        value_name = name if several or not metrics else (claim.get("label") or metrics[0]
+                                                          or name)
         row = []
-        for lines, xl in (([ln for ln in per_arm if ln.paper_setting == paper_group],
-                           _axis_label(name, unit)),
-                          ([ln for ln in gains if ln.paper_setting == paper_group],
-                           _axis_label("gain (primary - baseline)", unit))):
+        for lines, xl in ((mine, _axis_label(value_name, unit)),
+                          (gain, _axis_label("gain (primary - baseline)", unit))):
             if not lines:
                 row.append(None)
                 continue
             lines, common = _relabel(lines, several)
+            lines = _merge_not_run(lines, several)
             title = group[0].upper() + group[1:] + (f": {common}" if common else "")
+            if not several and metrics[0] and claim.get("label") is None and "gain" in xl:
+                xl = _axis_label(f"gain in {metrics[0]}", unit)
             row.append((title, lines, xl))
         if any(row):
             grid.append(tuple(row))
@@ -258,7 +288,7 @@ def _panel(ax, lines: list[ForestLine], xlabel: str, title: str, band_label: str
     ax.set_ylim(-0.7, len(lines) - 0.3)
     ax.set_xlabel(xlabel, fontsize=_LABEL)
     if title:
-        ax.set_title("\n".join(textwrap.wrap(title, 46)), fontsize=_TITLE, loc="left")
+        ax.set_title("\n".join(textwrap.wrap(title, 40)), fontsize=_TITLE, loc="left")
     ax.tick_params(axis="x", labelsize=_TICK)
     ax.grid(axis="x", alpha=0.3)
     xs = [v for ln in lines for v in (ln.mean, ln.lo, ln.hi, ln.paper) if _finite(v)]
@@ -315,7 +345,8 @@ def forest_figure(result, out: str | Path, profile: str = "") -> Path | None:
     fig.suptitle("\n".join(textwrap.wrap(head, 80) + [sub]), fontsize=11)
     if handles:
         fig.legend(list(handles.values()), list(handles.keys()), loc="outside lower center",
-                   ncols=min(3, len(handles)), fontsize=_TICK, frameon=False)
+                   ncols=min(3 if ncols == 2 else 2, len(handles)), fontsize=_TICK,
+                   frameon=False)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=120)

@@ -456,8 +456,9 @@ def summary_markdown(results: list[ClaimResult], run_info: dict[str, str],
         lines += ["", f"## Companion claims {name}: not from the WEINCE paper", "",
                   f"{name} come from a companion paper on embedding norms"
                   + (f" ({'; '.join(sources)})" if sources else "")
-                  + ": its figures, on its own models, stand in the Paper column; only "
-                  "those models would get a verdict here. Definitions: docs/norms.md.", "",
+                  + ": its figures, on its own models, stand in the Companion paper "
+                  "column; only those models would get a verdict here. Definitions: "
+                  "docs/norms.md.", "",
                   "| Claim | What | Companion paper | Ours | Verdict | Page |",
                   "|---|---|---|---|---|---|", *[row(r) for r in comp]]
     if companions:
