@@ -163,31 +163,43 @@ def _contrast_lines(claim: dict[str, Any], row: Row) -> list[list[str]]:
     return out
 
 
-def _says_more_than_not_run(claim: dict[str, Any], row: Row, arm: str, base: str | None,
-                            verdict: str) -> bool:
-    """Whether a line with no value of ours still tells something: a missing result (not
-    a setting the profile left out), or the paper's own number for that setting (C4's
-    gains); a line that would only say "not run" beside a blanket paper figure (C5's
-    ``gain >= 0`` on each of 15 pairs) is left out."""
-    if verdict != NOT_RUN:
-        return True
-    if not row.paper_setting:
-        return False
-    paper = _paper_cell(claim, row, arm, base)
-    return claim["kind"] not in ("noninferior",) and paper not in ("-", "")
+def _kept_not_run(res: ClaimResult) -> set[tuple[int, str]]:
+    """``(row index, arm)`` of the lines with no value of ours that still tell something:
+    a missing result (not a setting the profile left out), or a number of the paper's
+    that is that setting's own (C4's three gains). A line that would only say "not run"
+    beside a figure the paper gives for several settings alike (C1's xi ~ -0.39 on six,
+    C5's ``gain >= 0`` on fifteen) is left out; :func:`not_run_settings` lists them."""
+    claim = res.claim
+    base = claim["arms"].get("baseline")
+    keep, blanket = set(), {}
+    for i, row in enumerate(res.rows):
+        arms = list(row.cells) or list(row.verdicts) or [claim["arms"]["primary"]]
+        for arm in arms:
+            if arm in row.cells:
+                continue
+            if _verdict_cells(row, arm, base)[0] != NOT_RUN:
+                keep.add((i, arm))
+                continue
+            paper = _paper_cell(claim, row, arm, base) if row.paper_setting else "-"
+            if paper in ("-", "") or claim["kind"] == "noninferior":
+                continue
+            blanket.setdefault((row.label or row.metric, arm, paper), []).append((i, arm))
+    for lines in blanket.values():
+        if len(lines) == 1:
+            keep.update(lines)
+    return keep
 
 
 def not_run_settings(res: ClaimResult) -> list[str]:
     """The paper's settings the profile did not run, whose lines the table leaves out."""
     claim = res.claim
-    base = claim["arms"].get("baseline")
+    kept = _kept_not_run(res)
     out = []
-    for row in res.rows:
+    for i, row in enumerate(res.rows):
         if row.cells or not row.paper_setting:
             continue
         arms = list(row.verdicts) or [claim["arms"]["primary"]]
-        if not any(_says_more_than_not_run(claim, row, a, base, _verdict_cells(row, a, base)[0])
-                   for a in arms):
+        if not any((i, a) in kept for a in arms):
             out.append(row.setting.label())
     return list(dict.fromkeys(out))
 
@@ -198,12 +210,13 @@ def claim_lines(res: ClaimResult) -> list[list[str]]:
     claim = res.claim
     base = claim["arms"].get("baseline")
     lines = []
-    for row in res.rows:
+    kept = _kept_not_run(res)
+    for i, row in enumerate(res.rows):
         arms = list(row.cells) or list(row.verdicts) or [claim["arms"]["primary"]]
         for arm in arms:
             cell = row.cells.get(arm)
             verdict, why = _verdict_cells(row, arm, base)
-            if cell is None and not _says_more_than_not_run(claim, row, arm, base, verdict):
+            if cell is None and (i, arm) not in kept:
                 continue   # listed under the table (not_run_settings)
             ours = (fmt_estimate(cell.est, _digits(claim), len(cell.missing))
                     if cell else ("not run here" if verdict == NOT_RUN else "missing"))
@@ -261,8 +274,9 @@ def claim_markdown(res: ClaimResult, run_info: dict[str, str], nav: str = "") ->
     ]
     skipped = not_run_settings(res)
     if skipped:
-        parts += [f"Not run at this profile ({len(skipped)} of the paper's settings, "
-                  f"paper: {c.get('short_paper', c['paper_figure'])}): "
+        whose = "companion paper's models" if is_companion(c) else "paper's settings"
+        parts += [f"Not run at this profile ({len(skipped)} of the {whose}, "
+                  f"{paper.lower()}: {c.get('short_paper', c['paper_figure'])}): "
                   f"{', '.join(skipped)}.", ""]
     notes = [n for r in res.rows for n in r.notes]
     if notes:
@@ -290,7 +304,7 @@ def claim_markdown(res: ClaimResult, run_info: dict[str, str], nav: str = "") ->
 
 _LATEX_MAP = {
     "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-    "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+    "{": r"\{", "}": r"\}", "~": r"$\sim$", "^": r"\textasciicircum{}",
     "<": r"\textless{}", ">": r"\textgreater{}", "|": r"\textbar{}",
 }
 
