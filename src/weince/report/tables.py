@@ -338,14 +338,17 @@ MAX_CAPTION_WORDS = 60
 
 def latex_lines(res: ClaimResult) -> list[list[str]]:
     """The LaTeX table's rows, in :data:`LATEX_HEADER`'s columns: the Markdown table's
-    lines with the metric folded into the setting (when a claim has several), the gain's
+    lines with the metric folded into the setting (where a setting has several), the gain's
     line (``primary - baseline``) carrying the gain, and verdicts in one or two words."""
-    several = len({r.label or r.metric for r in res.rows}) > 1
+    metrics: dict[str, set] = {}
+    for r in res.rows:
+        metrics.setdefault(r.setting.label(), set()).add(r.label or r.metric)
     out = []
     for ln in claim_lines(res):
         setting, metric, arm, ours, detail, paper, verdict, _ = ln
-        if several:
+        if len(metrics.get(setting, ())) > 1:   # this setting has several metrics
             setting = f"{setting}, {metric}"
+        paper = paper.replace(" (95% CI)", "")   # the caption says what +- is
         if detail.startswith("[") and "(n=1)" in ours:   # a single fit's own interval
             ours = ours.replace(" (n=1)", f" {detail.split(' (', 1)[0]} (n=1, fit)")
         verdict = {"attribution (no verdict)": "-", f"{SCALE_MODEL} (no verdict)": SCALE_MODEL
@@ -363,8 +366,10 @@ def latex_caption(res: ClaimResult, run_info: dict[str, str]) -> str:
     return (f"{c['id']}: {c.get('short_title', c['title'])}. "
             f"Paper{src}: {c.get('short_paper', c['paper_figure'])}. "
             f"Verdict ({c['arms']['primary']}): {res.verdict}. "
-            f"Profile {run_info['profile']}; 95% t-intervals across encoder seeds; "
-            f"only the paper's settings get a verdict. Rule, selection and scale: "
+            f"Profile {run_info['profile']}; 95% t-intervals across encoder seeds"
+            + ("; the paper's +- is a 95% half-width" if "+-" in " ".join(
+                ln[3] for ln in latex_lines(res)) else "")
+            + f"; only the paper's settings get a verdict. Rule, selection and scale: "
             f"table_{c['id'].lower()}.md.")
 
 
