@@ -369,8 +369,9 @@ def latex_caption(res: ClaimResult, run_info: dict[str, str]) -> str:
             f"Profile {run_info['profile']}; 95% t-intervals across encoder seeds"
             + ("; the paper's +- is a 95% half-width" if "+-" in " ".join(
                 ln[3] for ln in latex_lines(res)) else "")
-            + f"; only the paper's settings get a verdict. Rule, selection and scale: "
-            f"table_{c['id'].lower()}.md.")
+            + f"; only the paper's settings get a verdict"
+            + (f" ({len(not_run_settings(res))} did not run)" if not_run_settings(res) else "")
+            + f". Rule, selection and scale: table_{c['id'].lower()}.md.")
 
 
 def claim_latex(res: ClaimResult, run_info: dict[str, str]) -> str:
