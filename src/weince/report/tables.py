@@ -420,9 +420,12 @@ def _figure_note(path: str) -> str:
     seeds."""
     name = path.replace("\\", "/")
     if "/evt/" in f"/{name}":
-        claim = "C2" if "lambda_profile" in name else "C1"
-        return (f": one encoder's fit (setting and seed in its title); the {claim} row "
-                "above is the mean across encoder seeds, with its t-interval")
+        if "lambda_profile" in name:
+            return (": one encoder's link fit (setting and seed in its title), its lambda "
+                    "and profile interval; the C2 row above is the mean of lambda across "
+                    "encoder seeds, with its t-interval")
+        return (": one encoder's tail (setting and seed in its title); the C1 row above is "
+                "the mean of xi across encoder seeds, with its t-interval")
     if name.rsplit("/", 1)[-1].startswith(("c1_estimates", "c2_estimates")):
         return ": one point per encoder, the values the claim's mean is taken over"
     return ""
