@@ -176,3 +176,20 @@ def test_report_categories_sort_in_claim_order_after_the_summary():
 
     ids = [c["id"] for c in load_claims(CLAIMS)["claims"]]
     assert [n.split(" ", 1)[1].split(":")[0] for n in sorted(cats.values())] == ids
+
+
+def test_the_summary_says_which_lambda_is_one_encoders_and_which_the_mean():
+    """The lambda profile figure shows one encoder's fit; the summary's C2 number is the
+    mean across encoder seeds: the figure list says which is which."""
+    from weince.report.tables import summary_markdown
+
+    text = summary_markdown([], {"profile": "p", "config_hash": "h", "built": "b",
+                                 "git_commit": "c"},
+                            ["figures/evt/digits_smallcnn_infonce_lambda_profile.png",
+                             "figures/evt/digits_smallcnn_infonce_gpd_qq.png",
+                             "figures/lambda_training_digits_smallcnn.png"], [])
+    lines = {ln.split("](")[0]: ln for ln in text.splitlines() if ln.startswith("- [figures/")}
+    prof = lines["- [figures/evt/digits_smallcnn_infonce_lambda_profile.png"]
+    assert "one encoder's link fit" in prof and "C2 row above is the mean" in prof
+    assert "C1 row above is the mean of xi" in lines["- [figures/evt/digits_smallcnn_infonce_gpd_qq.png"]
+    assert lines["- [figures/lambda_training_digits_smallcnn.png"].endswith(".png)")
