@@ -60,3 +60,73 @@ def test_benchmark_commands_write_json(argv, tmp_path, capsys):
     data = json.loads(out.read_text())
     assert "provenance" in data
     assert "weince" in capsys.readouterr().out
+
+
+def _options(parser, prefix):
+    """``(command path, action)`` of every argument of ``parser`` and its sub-commands."""
+    import argparse
+
+    for a in parser._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            for name, sub in a.choices.items():
+                yield from _options(sub, f"{prefix} {name}")
+        elif not isinstance(a, (argparse._HelpAction, argparse._VersionAction)):
+            yield prefix, a
+
+
+def _undocumented(parser, prefix):
+    """Arguments with no help text, and options whose help does not state their default
+    (a flag's False and an absent None need no word; ``[]`` and ``""`` do)."""
+    bad = []
+    for where, a in _options(parser, prefix):
+        name = "/".join(a.option_strings) or a.dest
+        if not (a.help or "").strip():
+            bad.append(f"{where} {name}: no help")
+        elif a.option_strings and a.default not in (None, False) \
+                and "%(default)" not in a.help and "default" not in a.help.lower():
+            bad.append(f"{where} {name}: help does not state the default {a.default!r}")
+    return bad
+
+
+def test_every_option_of_every_command_has_help_with_its_default():
+    import argparse
+    import importlib
+
+    bad = []
+    for name, (mod, _) in COMMANDS.items():
+        p = argparse.ArgumentParser(prog=f"weince {name}")
+        importlib.import_module(mod).add_arguments(p)
+        bad += _undocumented(p, f"weince {name}")
+    assert not bad, "\n".join(bad)
+
+
+def test_the_help_check_catches_an_option_without_help():
+    import argparse
+
+    p = argparse.ArgumentParser()
+    p.add_argument("--dim", type=int, default=64)
+    p.add_argument("--reps", type=int, default=30, help="repetitions")
+    p.add_argument("--ok", type=int, default=3, help="fine (default %(default)s)")
+    bad = _undocumented(p, "x")
+    assert len(bad) == 2 and "--dim: no help" in bad[0] and "--reps" in bad[1]
+
+
+def test_bench_loss_states_its_spread_and_warns_on_few_repetitions(capsys):
+    from weince.cli.bench_loss import MIN_STABLE_REPS
+
+    assert main(["bench-loss", "--sizes", "16", "--dim", "8", "--reps", "3",
+                 "--losses", "infonce", "weince", "--device", "cpu"]) == 0
+    out, err = capsys.readouterr()
+    assert "95% CI" in out and "min-max" in out
+    assert "3 repetition(s) per loss are too few" in err and f"at least {MIN_STABLE_REPS}" in err
+
+
+def test_noise_warnings_threshold_and_interval_width():
+    from weince.cli.bench_loss import MAX_CI_REL, MIN_STABLE_REPS, noise_warnings
+
+    tight = {"loss": "weince", "2N": 512, "device": "cpu", "ratio": 1.5, "ratio_ci": [1.45, 1.55]}
+    wide = {**tight, "ratio_ci": [1.5 - MAX_CI_REL, 1.5 + MAX_CI_REL]}   # width 0.4 > 0.3
+    assert noise_warnings([tight], MIN_STABLE_REPS) == []
+    assert len(noise_warnings([tight], MIN_STABLE_REPS - 1)) == 1
+    w = noise_warnings([tight, wide], MIN_STABLE_REPS)
+    assert len(w) == 1 and "[1.30, 1.70]" in w[0]

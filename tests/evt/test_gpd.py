@@ -224,3 +224,14 @@ def test_weince_evt_imports_and_fits_without_torch():
             "assert 'torch' not in sys.modules\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
+
+
+def test_figure_titles_name_the_setting_and_the_encoder_seed():
+    from weince.evt.plots import setting_label
+
+    meta = {"dataset": "digits", "backbone": "smallcnn", "loss": "infonce",
+            "encoder": "results/default/vision/digits/smallcnn/infonce/seed21/encoder.pt"}
+    assert setting_label(meta) == "digits / smallcnn, infonce, encoder seed 21"
+    assert setting_label({**meta, "encoder_seed": 7}).endswith("encoder seed 7")
+    assert setting_label({"dataset": "digits"}) == "digits"
+    assert setting_label(None) == ""

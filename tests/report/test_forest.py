@@ -141,16 +141,26 @@ def test_forest_panels_show_the_papers_figure_and_one_metric_each(fx):
     _, g3 = forest_lines(res["C3"])
     p = res["C3"].claim["rows"][0]["paper"]
     assert any(ln.paper == pytest.approx(p["treatment"] - p["baseline"]) for ln in g3)
-    # C5: the paper's ">= 0" on its settings
+    # C5: the paper's ">= 0" on its settings that ran; not a line per setting that did not
     _, g5 = forest_lines(res["C5"])
     assert any(ln.paper_range == (0.0, float("inf")) for ln in g5)
+    assert not [ln for ln in g5 if ln.mean is None]
     # C9: the tolerance band
     per9, _ = forest_lines(res["C9"])
     assert per9[0].paper_range == (0.0, res["C9"].claim["tolerance"])
-    # C6: one metric per panel (values and gains), seven metrics
+    # C6: seven metrics in a group's two panels (values and gains), each line naming its
+    # metric; the paper's setting and the scale-model setting in separate panels
     panels = forest_panels(res["C6"])
-    assert len(panels) == 14 and all(len({ln.metric for ln in lines}) == 1
-                                     for _, lines, _ in panels)
+    assert len(panels) == 4
+    for title, lines, _ in panels:
+        assert len({ln.metric for ln in lines}) == 7
+        assert all(ln.label.startswith(f"{ln.metric} | ") for ln in lines)
+        assert len({ln.paper_setting for ln in lines}) == 1   # never both on one axis
+        paper_group = lines[0].paper_setting
+        assert title.lower().startswith("the paper's settings" if paper_group else "scale-model")
+        assert ("cifar100 / resnet18" if paper_group else "digits / resnet18") in title
+        if not paper_group:
+            assert all(ln.paper is None and ln.paper_range is None for ln in lines)
     # units once: C8's label carries "(%)", C7's unit is "(x100)"
     assert all(xl.count("(%)") == 1 for _, _, xl in forest_panels(res["C8"]))
     assert all("((x100))" not in xl for _, _, xl in forest_panels(res["C7"]))
@@ -158,3 +168,17 @@ def test_forest_panels_show_the_papers_figure_and_one_metric_each(fx):
     per8, _ = forest_lines(res["C8"])
     w = next(ln for ln in per8 if ln.label.endswith("| weince"))
     assert (w.lo, w.hi, w.fit_interval) == (0.2, 1.4, True)
+
+
+@pytest.mark.parametrize("cid", ["C3", "C4", "C7", "N2"])
+def test_paper_and_scale_model_settings_never_share_an_axis(fx, cid):
+    from weince.report.forest import forest_panels
+
+    res = by_id(build_report(fx, with_figures=False))
+    panels = forest_panels(res[cid])
+    assert panels
+    for _, lines, _ in panels:
+        assert len({ln.paper_setting for ln in lines}) == 1, [ln.label for ln in lines]
+    # the paper's settings first
+    groups = [lines[0].paper_setting for _, lines, _ in panels]
+    assert groups == sorted(groups, reverse=True)

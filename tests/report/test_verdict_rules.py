@@ -230,8 +230,9 @@ def test_attribution_without_infonce_topm_says_so(tmp_path):
     res = run(tmp_path, REG["C3"], {V("cifar100", "resnet18"): {
         "infonce": acc(BASE), "weince_recipe": acc(shifted(BASE, 3.2))}})
     assert "infonce_topm not run" in res.attribution
-    line = next(ln for ln in claim_lines(res) if ln[2] == "weince_recipe - infonce_topm")
-    assert line[3].startswith("not run")
+    # the table has no line that would only say so
+    assert all(ln[2] != "weince_recipe - infonce_topm" for ln in claim_lines(res))
+    assert any(ln[2] == "weince_recipe - infonce" for ln in claim_lines(res))
 
 
 def test_c7_synthetic_text_is_never_labelled_sts_b_and_shows_simcse(tmp_path):

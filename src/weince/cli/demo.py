@@ -14,9 +14,11 @@ from weince.losses import LOSSES, build_loss, info_nce, pair_similarities, weinc
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--n", type=int, default=256, help="images per view (2N = 2n rows)")
-    p.add_argument("--dim", type=int, default=64)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--n", type=int, default=256, help="images per view, 2N = 2n rows (default %(default)s)")
+    p.add_argument("--dim", type=int, default=64,
+                   help="embedding dimension (default %(default)s)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the random embeddings (default %(default)s)")
 
 
 def main(args: argparse.Namespace) -> int:

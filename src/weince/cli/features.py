@@ -14,8 +14,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dataset", default=None,
                         help="data set to embed (default: the encoder's training set)")
     parser.add_argument("--data-root", default=None, help="data folder (default: as trained)")
-    parser.add_argument("--batch-size", type=int, default=512)
-    parser.add_argument("--device", default="auto", help="auto | cpu | cuda[:N]")
+    parser.add_argument("--batch-size", type=int, default=512,
+                        help="images per forward pass (default %(default)s)")
+    parser.add_argument("--device", default="auto", help="auto | cpu | cuda[:N] (default %(default)s)")
     parser.add_argument("--download", action="store_true",
                         help="allow torchvision to download CIFAR/STL-10 if missing")
 

@@ -50,7 +50,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--results", help="results root (default: the config's 'results')")
     parser.add_argument("--reports", help="reports root (default: the config's 'reports')")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a config key (value parsed as YAML)")
+                        help="override a config key (value parsed as YAML; repeatable; "
+                             "default: none)")
     parser.add_argument("--no-figures", action="store_true", help="tables only")
 
 

@@ -26,8 +26,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="synthetic pairs per split (default 500)")
     parser.add_argument("--seed", type=int, default=0,
                         help="data seed of the synthetic pairs (default 0, as training)")
-    parser.add_argument("--pooling", choices=("cls", "mean"), default="cls")
-    parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--pooling", choices=("cls", "mean"), default="cls",
+                        help="sentence vector: last-layer [CLS] (SimCSE's evaluation) or the "
+                             "mean over tokens (default %(default)s)")
+    parser.add_argument("--batch-size", type=int, default=128,
+                        help="sentences per forward pass (default %(default)s)")
     parser.add_argument("--max-length", type=int, default=0,
                         help="truncate to this many tokens (0: none up to 512)")
     parser.add_argument("--device", default="auto",

@@ -57,7 +57,8 @@ def _print(result: dict) -> None:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", default=None, help="YAML with TimingConfig fields")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override one TimingConfig field (repeatable), e.g. --set sizes=[512]")
+                   help="override one TimingConfig field (repeatable; default: none), "
+                        "e.g. --set sizes=[512]")
     p.add_argument("--out", default=None, help="write the result JSON here")
 
 

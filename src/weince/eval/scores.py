@@ -67,6 +67,7 @@ def collect_score_file(encoder, out, *, dataset: str | None = None, data_root=No
             "backbone": cfg.get("backbone"), "batch_size": min(batch_size, images.shape[0]),
             "n_batches": n_batches, "link_batches": link_batches,
             "link_batch_size": min(link_batch_size or batch_size, images.shape[0]),
-            "seed": seed, "n_images": int(images.shape[0]), "augment": augment.config()}
+            "seed": seed, "encoder_seed": cfg.get("seed"), "n_images": int(images.shape[0]),
+            "augment": augment.config()}
     batch = score_batch_ids(n_batches, min(batch_size, images.shape[0]))
     return save_scores(out, scores, link, meta=meta, batch=batch)

@@ -57,11 +57,12 @@ def run_pot(scores_path, out_json, *, q: float = 0.99, qs=STABILITY_QS, n_boot: 
         from weince.evt import plots
 
         fig_dir = out_json.parent / "figures"
+        setting = plots.setting_label(meta)
         for name, fn, arg in [("gpd_density", plots.plot_exceedance_density, pot),
                               ("gpd_qq", plots.plot_qq, pot),
                               ("xi_threshold", plots.plot_threshold_stability, stab),
                               ("mean_excess", plots.plot_mean_excess, me)]:
-            png, pdf = fn(arg, fig_dir / name)
+            png, pdf = fn(arg, fig_dir / name, setting=setting)
             written[f"figures/{name}.png"], written[f"figures/{name}.pdf"] = png, pdf
     return written
 
@@ -98,7 +99,8 @@ def run_link(scores_path, out_json, *, tau: float | None = None, beta: float = 1
         if figures:
             from weince.evt import plots
 
-            png, pdf = plots.plot_lambda_profile(link, out_json.parent / "figures" / "lambda_profile")
+            png, pdf = plots.plot_lambda_profile(link, out_json.parent / "figures" / "lambda_profile",
+                                                 setting=plots.setting_label(meta))
             written["figures/lambda_profile.png"], written["figures/lambda_profile.pdf"] = png, pdf
     else:
         msg = (f"{scores_path} holds no sim/targets (collect them with `weince collect-scores "

@@ -257,7 +257,9 @@ def with_forest_section(summary: str, forests: list[Path], out: Path) -> str:
         return summary
     block = ["## Forest plots", "",
              "Per claim: our mean and 95% interval for every setting x arm (blue), the paper's "
-             "figure on the paper's own settings (orange diamond, or band for a range).", ""]
+             "figure on the paper's own settings (orange diamond, or band for a range). The "
+             "paper's settings and this profile's scale-model settings are drawn in separate "
+             "panels, never on one axis.", ""]
     for f in forests:
         rel = f.relative_to(out).as_posix()
         block += [f"![forest plot {f.stem.split('_', 1)[1].upper()}]({rel})", ""]

@@ -6,10 +6,12 @@ over encoder seeds, the bar its 95% t-interval (no bar with fewer than two encod
 encoder, the single fit's or timing's own interval where the table shows one, dashed). The
 paper's number is an orange diamond on the lines of the paper's own settings only (a band
 where the paper gives a range, e.g. C2's ``lambda`` of 0.33-0.50; for C5 and C10 the
-paper's ``gain >= 0``, for C9 the exactness tolerance); a scale-model row carries no paper
-marker, since its table rules the comparison out. Claims with gains (primary minus
-baseline) get a gain panel with the paper's gain, the paper's settings that did not run
-included. A claim with several metrics (C6, C10) gets one pair of panels per metric.
+paper's ``gain >= 0``, for C9 the exactness tolerance). The paper's settings and the
+profile's scale-model settings never share an axis: each has its own panels (values, and
+for claims with gains the primary arm's gain over the baseline beside them), the paper's
+first, so that no scale-model interval can be read against the paper's figure. A claim with
+several metrics (C6, C10) draws them in the same panels (they share a unit), each line
+naming its metric.
 Nothing here computes a verdict: the figure only draws
 :class:`~weince.report.verdicts.ClaimResult`.
 """
@@ -41,6 +43,7 @@ class ForestLine:
     paper_range: tuple[float, float] | None = None
     fit_interval: bool = False
     metric: str = ""
+    paper_setting: bool = True   # False: a scale-model row (its own panels, no paper mark)
 
 
 def _finite(x) -> bool:
@@ -114,23 +117,23 @@ def forest_lines(result) -> tuple[list[ForestLine], list[ForestLine]]:
             label = arm if arm != "all" else "all units"
             if est is None or not _finite(est.mean):
                 if paper is not None or band is not None:   # the paper's figure alone
-                    per_arm.append(ForestLine(f"{where} | {label} (not run here)", None,
-                                              paper=paper, paper_range=band, metric=metric))
+                    per_arm.append(ForestLine(f"{where} | {label} (not run)", None,
+                                              paper=paper, paper_range=band, metric=metric,
+                                              paper_setting=paper_row))
                 continue
             lo, hi, fit = (est.lo, est.hi, False) if est.has_interval else (None, None, False)
             if lo is None and est.n == 1 and _single_interval(cell) is not None:
                 (lo, hi), fit = _single_interval(cell), True
             per_arm.append(ForestLine(f"{where} | {label}", float(est.mean), lo, hi, paper,
-                                      band, fit, metric))
+                                      band, fit, metric, paper_row))
         base = arms.get("baseline", "baseline")
         prim = arms.get("primary")
         shown = {a: e for a, e in (row.gains or {}).items() if _finite(e.mean)}
         if kind in ("gain", "noninferior") and paper_row and prim and prim not in shown:
             g = _paper_gain(pp)
-            band = (0.0, math.inf) if kind == "noninferior" else None
-            if g is not None or band is not None:
-                gains.append(ForestLine(f"{where} | {prim} - {base} (not run here)", None,
-                                        paper=g, paper_range=band, metric=metric))
+            if g is not None:   # a number of the paper's; its blanket "gain >= 0" is not drawn
+                gains.append(ForestLine(f"{where} | {prim} - {base} (not run)", None,
+                                        paper=g, metric=metric))
         for arm, est in shown.items():
             paper, band = None, None
             if arm == prim and paper_row:
@@ -140,7 +143,7 @@ def forest_lines(result) -> tuple[list[ForestLine], list[ForestLine]]:
             gains.append(ForestLine(f"{where} | {arm} - {base}", float(est.mean),
                                     est.lo if est.has_interval else None,
                                     est.hi if est.has_interval else None, paper, band,
-                                    metric=metric))
+                                    metric=metric, paper_setting=paper_row))
     return per_arm, gains
 
 
@@ -154,25 +157,103 @@ def _axis_label(name: str, unit: str) -> str:
     return name if not unit or unit in name else f"{name} {unit}"
 
 
-def forest_panels(result) -> list[tuple[str, list[ForestLine], str]]:
-    """``(panel title, lines, x label)`` of each panel: per metric, our values and (gain
-    claims) the gains; one metric per panel."""
+PAPER_GROUP = "the paper's settings"
+SCALE_GROUP = "scale-model settings (no verdict; not the paper's)"
+
+
+def _relabel(lines: list[ForestLine], several: bool) -> tuple[list[ForestLine], str]:
+    """The lines of one panel with the metric in each label (a claim with several) and,
+    when every line has the same setting, that setting taken out of the labels (returned,
+    for the panel's title)."""
+    wheres = {ln.label.split(" | ", 1)[0] for ln in lines}
+    common = wheres.pop() if len(wheres) == 1 else ""
+    out = []
+    for ln in lines:
+        where, _, what = ln.label.partition(" | ")
+        head = ", ".join(x for x in (("" if common else where), (ln.metric if several
+                                                                  else "")) if x)
+        out.append(ForestLine(**{**ln.__dict__, "label": f"{head} | {what}" if head
+                                 else what}))
+    return out, common
+
+
+def _merge_not_run(lines: list[ForestLine], several: bool = False) -> list[ForestLine]:
+    """The paper's figure alone on several settings that did not run, the same figure for
+    the same arm (C1's xi ~ -0.39 on six settings): one line, ``"<arm> (6 settings, not
+    run)"``, in place of the first, its metric kept where the panel has ``several``; the
+    claim's page lists the settings."""
+    groups: dict[tuple, list[ForestLine]] = {}
+    for ln in lines:
+        if ln.mean is None:
+            what = ln.label.split(" | ")[-1]
+            groups.setdefault((what, ln.paper, ln.paper_range, ln.metric), []).append(ln)
+    out = []
+    for ln in lines:
+        if ln.mean is not None:
+            out.append(ln)
+            continue
+        what = ln.label.split(" | ")[-1]
+        same = groups[(what, ln.paper, ln.paper_range, ln.metric)]
+        if len(same) == 1:
+            out.append(ln)
+        elif ln is same[0]:
+            label = what.replace(" (not run)", f" ({len(same)} settings, not run)")
+            out.append(ForestLine(**{**ln.__dict__, "label": f"{ln.metric} | {label}"
+                                     if several and ln.metric else label}))
+    return out
+
+
+def _panel_grid(result) -> list[tuple[tuple | None, tuple | None]]:
+    """Rows of (values panel, gain panel), each ``(title, lines, x label)`` or None: the
+    paper's settings, then the scale-model settings; a group's metrics share its panels
+    (each label names its metric; they share the unit), a single metric names the axis."""
     claim = result.claim
     per_arm, gains = forest_lines(result)
-    metrics = list(dict.fromkeys(ln.metric for ln in per_arm + gains))
     unit = _unit(claim)
     name = claim.get("label") or claim.get("metric") or "estimate"
-    panels = []
-    for m in metrics:
-        mine = [ln for ln in per_arm if ln.metric == m]
-        gain = [ln for ln in gains if ln.metric == m]
-        title = m if len(metrics) > 1 else ""
-        if mine:
-            panels.append((title, mine, _axis_label(
-                m if len(metrics) > 1 else claim.get("label") or m or name, unit)))
-        if gain:
-            panels.append((title, gain, _axis_label("gain (primary - baseline)", unit)))
-    return panels
+    grid = []
+    for paper_group, group in ((True, PAPER_GROUP), (False, SCALE_GROUP)):
+        mine = [ln for ln in per_arm if ln.paper_setting == paper_group]
+        gain = [ln for ln in gains if ln.paper_setting == paper_group]
+        metrics = list(dict.fromkeys(ln.metric for ln in mine + gain))
+        several = len(metrics) > 1
+        value_name = name if several or not metrics else (claim.get("label") or metrics[0]
+                                                          or name)
+        row = []
+        for lines, xl in ((mine, _axis_label(value_name, unit)),
+                          (gain, _axis_label("gain (primary - baseline)", unit))):
+            if not lines:
+                row.append(None)
+                continue
+            lines, common = _relabel(lines, several)
+            lines = _merge_not_run(lines, several)
+            title = group[0].upper() + group[1:] + (f": {common}" if common else "")
+            if not several and metrics[0] and claim.get("label") is None and "gain" in xl:
+                xl = _axis_label(f"gain in {metrics[0]}", unit)
+            row.append((title, lines, xl))
+        if any(row):
+            grid.append(tuple(row))
+    return grid
+
+
+def forest_panels(result) -> list[tuple[str, list[ForestLine], str]]:
+    """``(panel title, lines, x label)`` of each panel, in reading order: the paper's
+    settings, then the scale-model settings (never one axis for both); our values and
+    (gain claims) the gains of each."""
+    return [p for row in _panel_grid(result) for p in row if p is not None]
+
+
+# font sizes (points) for a figure 10.5 in wide at 120 dpi: shown at about 900 px on a
+# page, a 9 pt tick label is about 11 px high
+_TICK, _LABEL, _TITLE = 9, 9.5, 10
+_WRAP = 34   # characters of a y tick label before it wraps at " | "
+
+
+def _tick_label(label: str) -> str:
+    if len(label) <= _WRAP or " | " not in label:
+        return label
+    where, _, what = label.partition(" | ")
+    return f"{where}\n{what}"
 
 
 def _panel(ax, lines: list[ForestLine], xlabel: str, title: str, band_label: str) -> list:
@@ -180,35 +261,35 @@ def _panel(ax, lines: list[ForestLine], xlabel: str, title: str, band_label: str
     handles = {}
     for y, ln in zip(ys, lines):
         if ln.lo is not None and ln.hi is not None:
-            h, = ax.plot([ln.lo, ln.hi], [y, y], color="C0", lw=2 if not ln.fit_interval
-                         else 1.2, ls="-" if not ln.fit_interval else "--",
+            h, = ax.plot([ln.lo, ln.hi], [y, y], color="C0", lw=2.2 if not ln.fit_interval
+                         else 1.4, ls="-" if not ln.fit_interval else "--",
                          solid_capstyle="butt")
             key = ("interval of the single fit or timing run (n = 1)" if ln.fit_interval
                    else "95% t-interval across encoders")
             handles.setdefault(key, h)
         if ln.mean is not None:
-            h, = ax.plot([ln.mean], [y], "o", color="C0", ms=5)
+            h, = ax.plot([ln.mean], [y], "o", color="C0", ms=6)
             handles.setdefault("ours (mean over encoders)", h)
         if ln.paper is not None:
-            h, = ax.plot([ln.paper], [y], "D", color="C1", ms=6, mfc="none", mew=1.6)
-            handles.setdefault("paper", h)
+            h, = ax.plot([ln.paper], [y], "D", color="C1", ms=7, mfc="none", mew=1.8)
+            handles.setdefault("the paper's figure (its own settings only)", h)
         if ln.paper_range is not None:
             lo, hi = ln.paper_range
             if math.isinf(hi):   # the paper's "gain >= 0" (C5, C10)
-                h, = ax.plot([lo], [y], ">", color="C1", ms=7)
+                h, = ax.plot([lo], [y], ">", color="C1", ms=8)
                 handles.setdefault("paper: gain >= 0", h)
             else:
                 h = ax.fill_betweenx([y - 0.35, y + 0.35], lo, hi, color="C1", alpha=0.3)
                 handles.setdefault(band_label, h)
     if "gain" in xlabel:
-        ax.axvline(0.0, color="0.6", lw=0.6)
+        ax.axvline(0.0, color="0.6", lw=0.8)
     ax.set_yticks(ys)
-    ax.set_yticklabels([ln.label for ln in lines], fontsize=7)
+    ax.set_yticklabels([_tick_label(ln.label) for ln in lines], fontsize=_TICK)
     ax.set_ylim(-0.7, len(lines) - 0.3)
-    ax.set_xlabel(xlabel, fontsize=8)
+    ax.set_xlabel(xlabel, fontsize=_LABEL)
     if title:
-        ax.set_title(title, fontsize=8)
-    ax.tick_params(axis="x", labelsize=7)
+        ax.set_title("\n".join(textwrap.wrap(title, 40)), fontsize=_TITLE, loc="left")
+    ax.tick_params(axis="x", labelsize=_TICK)
     ax.grid(axis="x", alpha=0.3)
     xs = [v for ln in lines for v in (ln.mean, ln.lo, ln.hi, ln.paper) if _finite(v)]
     xs += [v for ln in lines if ln.paper_range for v in ln.paper_range if _finite(v)]
@@ -231,7 +312,8 @@ def has_forest(result) -> bool:
 
 def forest_figure(result, out: str | Path, profile: str = "") -> Path | None:
     """Draw one claim's forest plot to ``out`` (PNG, 120 dpi); None when the claim has no
-    finite estimate at this profile (nothing is drawn empty)."""
+    finite estimate at this profile (nothing is drawn empty). Rows of panels: the paper's
+    settings, then the scale-model settings; columns: values, gains (gain claims)."""
     if not has_forest(result):
         return None
     import matplotlib
@@ -240,30 +322,35 @@ def forest_figure(result, out: str | Path, profile: str = "") -> Path | None:
     import matplotlib.pyplot as plt
 
     claim = result.claim
-    panels = forest_panels(result)
-    gain_claim = claim.get("kind") in ("gain", "noninferior")
-    ncols = 2 if gain_claim and len(panels) > 1 else 1
-    nrows = math.ceil(len(panels) / ncols)
-    per_row = [max(len(p[1]) for p in panels[i * ncols:(i + 1) * ncols]) for i in range(nrows)]
-    width = 6.4 * ncols + 2.2
-    height = sum(0.26 * n + 1.0 for n in per_row) + 1.3
-    fig, axes = plt.subplots(nrows, ncols, figsize=(width, height), squeeze=False,
+    grid = _panel_grid(result)
+    cols = [c for c in (0, 1) if any(row[c] is not None for row in grid)]
+    grid = [tuple(row[c] for c in cols) for row in grid]
+    ncols = len(cols)
+    nlines = [max(len(p[1]) + sum(_tick_label(ln.label) != ln.label for ln in p[1]) * 0.6
+                  for p in row if p is not None) for row in grid]
+    width = 10.5 if ncols == 2 else 7.0
+    height = sum(0.3 * n + 1.25 for n in nlines) + 1.4
+    fig, axes = plt.subplots(len(grid), ncols, figsize=(width, height), squeeze=False,
                              layout="constrained",
-                             gridspec_kw={"height_ratios": [n + 2 for n in per_row]})
+                             gridspec_kw={"height_ratios": [n + 3 for n in nlines]})
     band = "tolerance" if claim.get("kind") == "exact" else "paper (range)"
     handles: dict = {}
-    for ax, (title, lines, xl) in zip(axes.flat, panels):
-        for k, h in _panel(ax, lines, xl, title, band):
-            handles.setdefault(k, h)
-    for ax in list(axes.flat)[len(panels):]:
-        ax.axis("off")
+    for axrow, row in zip(axes, grid):
+        for ax, panel in zip(axrow, row):
+            if panel is None:
+                ax.axis("off")
+                continue
+            title, lines, xl = panel
+            for k, h in _panel(ax, lines, xl, title, band):
+                handles.setdefault(k, h)
     cid = claim["id"]
     head = f"{cid}: {claim.get('short_title', claim.get('title', ''))}"
     sub = f"verdict: {result.verdict}" + (f"   (profile {profile})" if profile else "")
-    fig.suptitle("\n".join(textwrap.wrap(head, 90) + [sub]), fontsize=9)
+    fig.suptitle("\n".join(textwrap.wrap(head, 80) + [sub]), fontsize=11)
     if handles:
         fig.legend(list(handles.values()), list(handles.keys()), loc="outside lower center",
-                   ncols=min(4, len(handles)), fontsize=7, frameon=False)
+                   ncols=min(3 if ncols == 2 else 2, len(handles)), fontsize=_TICK,
+                   frameon=False)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=120)

@@ -1,14 +1,17 @@
-"""The summary at a glance: one short row per claim (claim, what, paper, ours, verdict,
-page), the profile's scale as a short list, and the notes that depend on the profile.
+"""The summary at a glance: one short row per claim (claim, what, source, paper, ours,
+verdict, page), the profile's scale as a short list, and the notes that depend on the
+profile.
 
 ``headline(result)`` picks the number that stands for a claim on the summary: the primary
 arm's estimate on the first of the paper's settings that ran, else on the scale-model row
 closest to the paper's settings (most of dataset / backbone / model / corpus in common),
 labelled with its setting. Gains (kinds ``gain`` and ``noninferior``) show the primary arm's
-gain over the baseline. An interval is shown only where the table has one (n >= 2 encoders
-across seeds; with one encoder, the fit's own interval where the claim reads one), the
-count ``n`` always. Nothing here decides a verdict: the rows come from
-:func:`weince.report.verdicts.evaluate_claim`.
+gain over the baseline, named as ``primary - baseline``. An interval is shown only where the
+table has one (n >= 2 encoders across seeds; with one encoder, the fit's own interval where
+the claim reads one), the count ``n`` always. Where several claims stand on the same row
+with the same number (C3, C4 and C5 on one scale-model row), :func:`ours_cells` prints it
+once and the later claims say whose it is. Nothing here decides a verdict: the rows come
+from :func:`weince.report.verdicts.evaluate_claim`.
 """
 
 from __future__ import annotations
@@ -16,12 +19,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import re
+
 from weince.losses.arms import grid_points
 from weince.pipeline.profile import Profile
 from weince.report.stats import Estimate
+from weince.utils.vocabulary import NOT_REPRODUCED, PARTIAL, REPRODUCED
 
-__all__ = ["Headline", "headline", "summary_row", "scale_items", "claim_notes",
-           "MAX_ROW_CHARS"]
+__all__ = ["Headline", "headline", "summary_row", "ours_cells", "verdict_cell", "doc_links",
+           "scale_items", "claim_notes", "is_companion", "MAX_ROW_CHARS", "DOCS_FROM_REPORT"]
 
 MAX_ROW_CHARS = 300   # a summary row (Markdown source) is at most this long
 
@@ -40,8 +46,11 @@ class Headline:
     paper_setting: bool
 
     def cell(self) -> str:
-        where = self.setting if self.paper_setting else f"{self.setting}, scale model"
-        return f"{self.text} (n={self.n}; {where})"
+        """``"<number> (n=3; <setting>)"`` on a paper setting; a scale-model row says so
+        first: ``"scale model, <setting>: <number> (n=3)"``."""
+        if self.paper_setting:
+            return f"{self.text} (n={self.n}; {self.setting})"
+        return f"scale model, {self.setting}: {self.text} (n={self.n})"
 
 
 def _paper_rows(claim: dict[str, Any]) -> list[dict[str, Any]]:
@@ -74,16 +83,24 @@ def _fmt(e: Estimate, digits: int, signed: bool,
     return s
 
 
-def _what(claim: dict[str, Any], row, several: bool) -> str:
-    """The quantity's short name: the row's metric label when a claim has several."""
+def _what(claim: dict[str, Any], row, several: bool, arm: str | None = None) -> str:
+    """The quantity's short name, with the arm it is of (``xi of infonce``, ``weince_recipe
+    - infonce``): the row's metric label first when a claim has several."""
     kind = claim["kind"]
-    name = {"sign": "xi", "reject": "lambda", "overhead": "overhead",
-            "exact": "max |diff|"}.get(kind, "")
+    arms = claim["arms"]
     if kind in ("gain", "noninferior"):
-        name = "gain"
+        name = f"{arms['primary']} - {arms.get('baseline', 'baseline')}:"
+    elif kind == "norms":
+        name = ""
+    else:
+        name = {"sign": "xi", "reject": "lambda", "overhead": "overhead",
+                "exact": "max |diff|"}.get(kind, "")
+        if arm and arm != "all":
+            name += f" of {arm}"
+        name += ":"
     if several or kind == "norms":
         lab = row.label or row.metric
-        name = f"{lab}:" if kind == "norms" else f"{name} {lab}"
+        name = f"{lab}:" if kind == "norms" else f"{lab}, {name}"
     return name
 
 
@@ -116,7 +133,8 @@ def headline(result) -> Headline | None:
     digits = {"sign": 3, "reject": 3, "norms": 2}.get(kind, 2)
     signed = kind not in ("reject", "exact")
     fit_iv = None
-    cell = row.cells.get(primary if primary in row.cells else next(iter(row.cells), ""))
+    arm = primary if primary in row.cells else next(iter(row.cells), "")
+    cell = row.cells.get(arm)
     if kind in ("sign", "reject") and cell is not None and not e.has_interval \
             and cell.extra.get("lo") is not None:
         fit_iv = (cell.extra["lo"], cell.extra["hi"])
@@ -133,7 +151,7 @@ def headline(result) -> Headline | None:
     if kind == "exact":
         text = f"max |diff| {max(e.values):.1e}"
     else:
-        text = f"{_what(claim, row, several)} {_fmt(e, digits, signed, fit_iv)}".strip()
+        text = f"{_what(claim, row, several, arm)} {_fmt(e, digits, signed, fit_iv)}".strip()
         if kind == "overhead":   # one timing run: its steps' interval, else say so
             iv = cell.extra.get("interval") if cell is not None else None
             iv = iv[0] if iv and len(iv) == 1 and iv[0] and None not in iv[0] else None
@@ -147,13 +165,68 @@ def headline(result) -> Headline | None:
     return Headline(text, e.n, row.setting.label(), bool(row.paper_setting))
 
 
-def summary_row(record, page: str) -> list[str]:
+def verdict_cell(verdict: str) -> str:
+    """A verdict styled by what it says: ``reproduced`` and ``not reproduced`` in bold, a
+    partial run in italics, ``not run at this profile`` (and any other) plain."""
+    if verdict in (REPRODUCED, NOT_REPRODUCED):
+        return f"**{verdict}**"
+    if verdict.startswith(PARTIAL):
+        return f"*{verdict}*"
+    return verdict
+
+
+def ours_cells(records) -> dict[str, str]:
+    """The Ours cell of each claim (:class:`weince.report.claim_file.ClaimRecord`\ s, in
+    order): the cell its table job wrote, or, where an earlier claim shows the same number on
+    the same row, ``same scale-model row as C3`` (``same row as C3`` on a paper setting)."""
+    first: dict[tuple, str] = {}
+    out = {}
+    for r in records:
+        cid, h = r.claim["id"], r.headline
+        out[cid] = r.ours
+        if not h:
+            continue
+        key = (h["text"], h["setting"], h["n"], h["paper_setting"])
+        if key in first:
+            what = "row" if h["paper_setting"] else "scale-model row"
+            out[cid] = f"same {what} as {first[key]}"
+        else:
+            first[key] = cid
+    return out
+
+
+def is_companion(claim: dict[str, Any]) -> bool:
+    """An N claim: from the companion paper on embedding norms, not from the WEINCE paper
+    (the registry's id pattern)."""
+    return str(claim["id"]).startswith("N")
+
+
+def summary_row(record, page: str, ours: str | None = None) -> list[str]:
     """The summary's cells of one claim (a :class:`weince.report.claim_file.ClaimRecord`):
-    id, what, paper, ours (as the claim's table job wrote it), verdict, page link."""
+    id, what, source (the paper's table or section; left out for a companion claim, whose
+    source heads its block), paper, ours, verdict, page link. ``ours``: the cell from
+    :func:`ours_cells` (default: the cell the claim's table job wrote)."""
     c = record.claim
-    return [c["id"], c.get("short_title", c["title"]),
-            c.get("short_paper", c["paper_figure"]), record.ours, f"**{record.verdict}**",
-            f"[page]({page})"]
+    if ours is None:
+        ours = record.ours
+    cells = [c["id"], c.get("short_title", c["title"])]
+    if not is_companion(c):
+        cells.append(c.get("source", ""))
+    return cells + [c.get("short_paper", c["paper_figure"]), ours,
+                    verdict_cell(record.verdict), f"[{c['id']}]({page})"]
+
+
+# the project's docs/ from a report page: reports/<profile>/ is two levels below the
+# repository (the HTML twins' links are rewritten from there by weince.report.html)
+DOCS_FROM_REPORT = "../../docs"
+_DOC_RE = re.compile(r"(?<!\]\()(?<![\[/\w`])`?docs/([A-Za-z0-9_-]+\.md)`?")
+
+
+def doc_links(text: str) -> str:
+    """Every mention of ``docs/<page>.md`` in Markdown ``text`` as a link that works from
+    ``reports/<profile>/`` (``[docs/verdicts.md](../../docs/verdicts.md)``); a mention that is
+    already a link target is left alone."""
+    return _DOC_RE.sub(lambda m: f"[docs/{m.group(1)}]({DOCS_FROM_REPORT}/{m.group(1)})", text)
 
 
 def pairs_text(prof: Profile) -> str:

@@ -75,7 +75,9 @@ def _rewrite_links(body: str, base: Path, page: Path) -> str:
             return m.group(0)
         path, _, frag = href.partition("#")
         target = (base / path).resolve()
-        twin = html_page_for(target)
+        # a page of the report (beside the Markdown) has an HTML twin; a project doc
+        # (../../docs/norms.md) is linked as it is
+        twin = html_page_for(target) if target.parent == base.resolve() else None
         if twin is not None:
             target = twin
         rel = os.path.relpath(target, page.parent.resolve()).replace(os.sep, "/")
@@ -141,7 +143,7 @@ def write_markdown_page(md_path: str | Path, out: str | Path, title: str | None 
     text = md_path.read_text()
     if title is None:
         m = re.search(r"^#\s+(.+)$", text, re.M)
-        title = m.group(1).strip("` ") if m else md_path.stem
+        title = m.group(1).replace("`", "").strip() if m else md_path.stem
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(markdown_to_html(text, title, md_path.parent, out))
     return out
@@ -150,14 +152,16 @@ def write_markdown_page(md_path: str | Path, out: str | Path, title: str | None 
 def claim_page(result, table_md: str | Path, out: str | Path, profile: str = "",
                figure_dir: str | Path | None = None, figure: str | Path | None = None
                ) -> Path:
-    """One claim's page: its forest plot above its table (Markdown as the table rule wrote
-    it), both in one HTML file. ``figure_dir``: keep the plot there as
+    """One claim's page: the table rule's Markdown with the forest plot between the table
+    and the rule and notes (:data:`~weince.report.tables.DETAILS_HEADING`), in one HTML
+    file. ``figure_dir``: keep the plot there as
     ``forest_<id>.png`` (the workflow's summary copies it instead of drawing it again);
     else it is drawn in a temporary folder. ``figure``: the plot already drawn from the same
     results (the summary's ``figures/forest_<id>.png``), embedded as it is."""
     import tempfile
 
     from weince.report.forest import forest_figure
+    from weince.report.tables import DETAILS_HEADING
 
     table_md, out = Path(table_md), Path(out)
     cid = result.claim["id"]
@@ -175,10 +179,16 @@ def claim_page(result, table_md: str | Path, out: str | Path, profile: str = "",
             # drawn outside the report folder: embedded here, not by _embed_images
             data = base64.b64encode(fig.read_bytes()).decode("ascii")
             plot = (f"![forest plot {cid}](data:image/png;base64,{data})\n\n*Forest plot: "
-                    "our mean and 95% interval per setting x arm (blue), the paper's figure on "
-                    "its own settings (orange).*\n\n")
-            nav, sep, rest = text.partition("\n\n")   # the page's links stay first
-            text = (nav + sep + plot + rest) if nav.startswith("[Summary]") else plot + text
+                    "our mean and 95% interval per setting x arm (blue); the paper's figure "
+                    "(orange) only in the panels of the paper's own settings, which never "
+                    "share an axis with the scale-model rows.*\n\n")
+            # below the table, above the rule and notes; else after the page's links
+            marker = f"\n{DETAILS_HEADING}\n"
+            if marker in text:
+                text = text.replace(marker, "\n" + plot + DETAILS_HEADING + "\n", 1)
+            else:
+                nav, sep, rest = text.partition("\n\n")
+                text = (nav + sep + plot + rest) if nav.startswith("[Summary]") else plot + text
         page = markdown_to_html(text, f"{cid}: {result.claim.get('title', '')}",
                                 table_md.parent, out)
     out.parent.mkdir(parents=True, exist_ok=True)

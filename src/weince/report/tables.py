@@ -22,8 +22,9 @@ from weince.report.verdicts import (COMMON_RULE, CONTRASTS, NOT_RUN, SCALE_MODEL
 if TYPE_CHECKING:
     from weince.report.claim_file import ClaimRecord
 
-__all__ = ["claim_lines", "claim_markdown", "claim_latex", "summary_markdown",
-           "latex_document", "latex_escape", "md_escape", "fmt_estimate"]
+__all__ = ["claim_lines", "claim_markdown", "claim_latex", "latex_lines", "latex_caption",
+           "summary_markdown", "latex_document", "latex_escape", "md_escape", "fmt_estimate",
+           "DETAILS_HEADING", "LATEX_HEADER", "MAX_CAPTION_WORDS"]
 
 HEADER = ["Setting", "Metric", "Arm", "Ours: mean [95% CI] (n)", "vs. baseline / detail",
           "Paper", "Verdict", "Why"]
@@ -178,11 +179,9 @@ def _contrast_lines(claim: dict[str, Any], row: Row) -> list[list[str]]:
         if papers:
             what += " (the paper's comparison)"
         e = row.contrasts[name]
-        if e is None:
-            missing = [a for a in (t, r) if a not in row.cells]
-            ours = "not run" + (f" ({', '.join(missing)} not run here)" if missing else "")
-        else:
-            ours = fmt_estimate(e, 2, signed=True)
+        if e is None:   # an arm did not run: the attribution line above the table says so
+            continue
+        ours = fmt_estimate(e, 2, signed=True)
         paper = "-"
         if papers and row.paper_setting and row.paper and claim["kind"] == "gain":
             p = row.paper
@@ -192,24 +191,68 @@ def _contrast_lines(claim: dict[str, Any], row: Row) -> list[list[str]]:
     return out
 
 
+def _kept_not_run(res: ClaimResult) -> set[tuple[int, str]]:
+    """``(row index, arm)`` of the lines with no value of ours that still tell something:
+    a missing result (not a setting the profile left out), or a number of the paper's
+    that is that setting's own (C4's three gains). A line that would only say "not run"
+    beside a figure the paper gives for several settings alike (C1's xi ~ -0.39 on six,
+    C5's ``gain >= 0`` on fifteen) is left out; :func:`not_run_settings` lists them."""
+    claim = res.claim
+    base = claim["arms"].get("baseline")
+    keep, blanket = set(), {}
+    for i, row in enumerate(res.rows):
+        arms = list(row.cells) or list(row.verdicts) or [claim["arms"]["primary"]]
+        for arm in arms:
+            if arm in row.cells:
+                continue
+            if _verdict_cells(row, arm, base)[0] != NOT_RUN:
+                keep.add((i, arm))
+                continue
+            paper = _paper_cell(claim, row, arm, base) if row.paper_setting else "-"
+            if paper in ("-", "") or claim["kind"] == "noninferior":
+                continue
+            blanket.setdefault((row.label or row.metric, arm, paper), []).append((i, arm))
+    for lines in blanket.values():
+        if len(lines) == 1:
+            keep.update(lines)
+    return keep
+
+
+def not_run_settings(res: ClaimResult) -> list[str]:
+    """The paper's settings the profile did not run, whose lines the table leaves out."""
+    claim = res.claim
+    kept = _kept_not_run(res)
+    out = []
+    for i, row in enumerate(res.rows):
+        if row.cells or not row.paper_setting:
+            continue
+        arms = list(row.verdicts) or [claim["arms"]["primary"]]
+        if not any((i, a) in kept for a in arms):
+            out.append(row.setting.label())
+    return list(dict.fromkeys(out))
+
+
 def claim_lines(res: ClaimResult) -> list[list[str]]:
     """The table body: one list of strings per (row, arm), then the row's attribution
     contrasts, in HEADER's column order."""
     claim = res.claim
     base = claim["arms"].get("baseline")
     lines = []
-    for row in res.rows:
+    kept = _kept_not_run(res)
+    for i, row in enumerate(res.rows):
         arms = list(row.cells) or list(row.verdicts) or [claim["arms"]["primary"]]
         for arm in arms:
             cell = row.cells.get(arm)
+            verdict, why = _verdict_cells(row, arm, base)
+            if cell is None and (i, arm) not in kept:
+                continue   # listed under the table (not_run_settings)
             if claim["kind"] == "noise_floor":
                 ours = _nf_ours(row, arm)
+                if row.metric != "slope":
+                    verdict = "reading (no verdict)"   # the rule reads these, row 1 says how
             else:
                 ours = (fmt_estimate(cell.est, _digits(claim), len(cell.missing))
-                        if cell else "missing")
-            verdict, why = _verdict_cells(row, arm, base)
-            if claim["kind"] == "noise_floor" and row.metric != "slope":
-                verdict = "reading (no verdict)"   # the rule reads these, row 1 says how
+                        if cell else ("not run here" if verdict == NOT_RUN else "missing"))
             lines.append([row.setting.label(), row.label or row.metric, arm, ours,
                           _detail(claim, row, arm, base), _paper_cell(claim, row, arm, base),
                           verdict, why])
@@ -235,18 +278,44 @@ def _prov_lines(res: ClaimResult, run_info: dict[str, str]) -> list[str]:
     ]
 
 
+DETAILS_HEADING = "### Rule, selection and scale"
+
+
 def claim_markdown(res: ClaimResult, run_info: dict[str, str], nav: str = "") -> str:
-    """One claim's page; ``nav`` (links to the summary and the neighbouring claims) goes
-    first."""
+    """One claim's page: ``nav`` (links to the summary and the neighbouring claims), then
+    the verdict, the paper's figure and the table; the rule, the attribution, the notes
+    (selection), the scale and the provenance below :data:`DETAILS_HEADING` (the HTML
+    page puts the forest plot just above it)."""
+    from weince.report.glance import doc_links, is_companion
+
     c = res.claim
     arms = c["arms"]
-    others = ", ".join(f"{a}: {v}" for a, v in res.arm_verdicts.items()) or "none"
+    others = ", ".join(f"{a}: {v}" for a, v in res.arm_verdicts.items())
+    paper = "Companion paper" if is_companion(c) else "Paper"
     parts = ([nav, ""] if nav else []) + [
         f"## {c['id']}: {c['title']}",
         "",
-        f"- **Verdict ({arms['primary']}): {res.verdict}** ({res.reason})",
-        f"- Rule: {res.rule}" + (f" {COMMON_RULE}" if c["kind"] != "norms" else ""),
+        f"**Verdict ({arms['primary']}): {res.verdict}** ({res.reason})"
+        + (f". Other arms: {others}." if others else ""),
+        "",
+        f"{paper}: {c['paper_figure']}" + (f" ({c['source']})" if c.get("source") else "")
+        + f". Profile {run_info['profile']}: rows of the paper's own settings get a verdict; "
+        "every other row is a scale-model reading (numbers, no verdict).",
+        "",
+        _md_table(HEADER, claim_lines(res)),
+        "",
     ]
+    skipped = not_run_settings(res)
+    if skipped:
+        whose = "companion paper's models" if is_companion(c) else "paper's settings"
+        parts += [f"Not run at this profile ({len(skipped)} of the {whose}, "
+                  f"{paper.lower()}: {c.get('short_paper', c['paper_figure'])}): "
+                  f"{', '.join(skipped)}.", ""]
+    notes = [n for r in res.rows for n in r.notes]
+    if notes:
+        parts += ["Notes:", "", *[f"- {n}" for n in dict.fromkeys(notes)], ""]
+    parts += [DETAILS_HEADING, "",
+              f"- Rule: {res.rule}" + (f" {COMMON_RULE}" if c["kind"] != "norms" else "")]
     if res.attribution:
         parts.append(f"- Which difference carries the gain: {res.attribution}")
     for note in res.notes:
@@ -255,27 +324,20 @@ def claim_markdown(res: ClaimResult, run_info: dict[str, str], nav: str = "") ->
     for ref in {id(x): x for x in refs}.values():
         parts.append(f"- Reference: {ref['label']} = {ref['value']:g} ({ref['source']})")
     parts += [
-        f"- Other arms: {others}",
-        f"- Paper: {c['paper_figure']}" + (f" ({c['source']})" if c.get("source") else ""),
         f"- Scale: {res.scale}",
         f"- Computed from `{c['file']}` key `{c.get('metric', 'per row')}`"
         + (f" x {c['scale']:g}" if float(c.get("scale", 1.0)) != 1.0 else "")
         + (f"; tolerance {c['tolerance']:g}" if "tolerance" in c else "")
         + (f" {c['unit']}" if c.get("unit") and "tolerance" in c else ""),
         "",
-        _md_table(HEADER, claim_lines(res)),
-        "",
     ]
-    notes = [n for r in res.rows for n in r.notes]
-    if notes:
-        parts += ["Notes:", *[f"- {n}" for n in dict.fromkeys(notes)], ""]
     parts += [f"_{ln}_" for ln in _prov_lines(res, run_info)]
-    return "\n".join(parts) + "\n"
+    return doc_links("\n".join(parts) + "\n")
 
 
 _LATEX_MAP = {
     "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-    "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+    "{": r"\{", "}": r"\}", "~": r"$\sim$", "^": r"\textasciicircum{}",
     "<": r"\textless{}", ">": r"\textgreater{}", "|": r"\textbar{}",
 }
 
@@ -303,34 +365,66 @@ def latex_escape(text: str) -> str:
     return "".join(out)
 
 
+LATEX_HEADER = ["Setting", "Arm", "Ours: mean [95% CI] (n)", "Paper", "Verdict"]
+MAX_CAPTION_WORDS = 60
+
+
+def latex_lines(res: ClaimResult) -> list[list[str]]:
+    """The LaTeX table's rows, in :data:`LATEX_HEADER`'s columns: the Markdown table's
+    lines with the metric folded into the setting (where a setting has several), the gain's
+    line (``primary - baseline``) carrying the gain, and verdicts in one or two words."""
+    metrics: dict[str, set] = {}
+    for r in res.rows:
+        metrics.setdefault(r.setting.label(), set()).add(r.label or r.metric)
+    out = []
+    for ln in claim_lines(res):
+        setting, metric, arm, ours, detail, paper, verdict, _ = ln
+        if len(metrics.get(setting, ())) > 1:   # this setting has several metrics
+            setting = f"{setting}, {metric}"
+        paper = paper.replace(" (95% CI)", "")   # the caption says what +- is
+        if detail.startswith("[") and "(n=1)" in ours:   # a single fit's own interval
+            ours = ours.replace(" (n=1)", f" {detail.split(' (', 1)[0]} (n=1, fit)")
+        verdict = {"attribution (no verdict)": "-", f"{SCALE_MODEL} (no verdict)": SCALE_MODEL
+                   }.get(verdict, verdict)
+        paper = "-" if paper == "(not the paper's setting)" else paper
+        out.append([setting, arm, ours, paper, verdict])
+    return out
+
+
+def latex_caption(res: ClaimResult, run_info: dict[str, str]) -> str:
+    """At most :data:`MAX_CAPTION_WORDS` words: the claim, the paper's figure and where it
+    stands, the verdict, and where the rule and scale are (the claim's Markdown page)."""
+    c = res.claim
+    src = f" ({c['source']})" if c.get("source") and len(c["source"]) < 40 else ""
+    return (f"{c['id']}: {c.get('short_title', c['title'])}. "
+            f"Paper{src}: {c.get('short_paper', c['paper_figure'])}. "
+            f"Verdict ({c['arms']['primary']}): {res.verdict}. "
+            f"Profile {run_info['profile']}; 95% t-intervals across encoder seeds"
+            + ("; the paper's +- is a 95% half-width" if "+-" in " ".join(
+                ln[3] for ln in latex_lines(res)) else "")
+            + f"; only the paper's settings get a verdict"
+            + (f" ({len(not_run_settings(res))} did not run)" if not_run_settings(res) else "")
+            + f". Rule, selection and scale: table_{c['id'].lower()}.md.")
+
+
 def claim_latex(res: ClaimResult, run_info: dict[str, str]) -> str:
     c = res.claim
-    lines = claim_lines(res)
-    cols = "lllrllll"
-    body = [" & ".join(latex_escape(x) for x in ln) + r" \\" for ln in lines]
+    body = [" & ".join(latex_escape(x) for x in ln) + r" \\" for ln in latex_lines(res)]
     prov = " ".join(latex_escape(x) for x in _prov_lines(res, run_info))
-    caption = (f"{c['id']}: {c['title']}. Paper: {c['paper_figure']}. "
-               f"Verdict ({c['arms']['primary']}): {res.verdict} ({res.reason}). "
-               f"Rule: {res.rule} "
-               + (f"Which difference carries the gain: {res.attribution}. "
-                  if res.attribution else "")
-               + "".join(f"Note: {n} " for n in res.notes)
-               + f"Scale: {res.scale}.")
     return "\n".join([
         f"% generated by `weince report`; do not edit ({c['id']})",
         r"\begin{table}[htbp]",
         r"\centering",
-        r"\scriptsize",
-        rf"\caption{{{latex_escape(caption)}}}",
+        r"\footnotesize",
+        rf"\caption{{{latex_escape(latex_caption(res, run_info))}}}",
         rf"\label{{tab:{c['id'].lower()}}}",
-        r"\resizebox{\linewidth}{!}{%",
-        rf"\begin{{tabular}}{{{cols}}}",
+        r"\begin{tabular}{llrll}",
         r"\toprule",
-        " & ".join(latex_escape(h) for h in HEADER) + r" \\",
+        " & ".join(latex_escape(h) for h in LATEX_HEADER) + r" \\",
         r"\midrule",
         *body,
         r"\bottomrule",
-        r"\end{tabular}}",
+        r"\end{tabular}",
         rf"\par\smallskip{{\tiny {prov}}}",
         r"\end{table}",
         "",
@@ -353,38 +447,79 @@ def latex_document(table_files: list[str], title: str) -> str:
     ])
 
 
+def _figure_note(path: str) -> str:
+    """What a figure of the summary's list is of, where a reader could take it for the
+    claim's number: an EVT diagnostic is one encoder's fit, the tables the mean over
+    seeds."""
+    name = path.replace("\\", "/")
+    if "/evt/" in f"/{name}":
+        if "lambda_profile" in name:
+            return (": one encoder's link fit (setting and seed in its title), its lambda "
+                    "and profile interval; the C2 row above is the mean of lambda across "
+                    "encoder seeds, with its t-interval")
+        return (": one encoder's tail (setting and seed in its title); the C1 row above is "
+                "the mean of xi across encoder seeds, with its t-interval")
+    if name.rsplit("/", 1)[-1].startswith(("c1_estimates", "c2_estimates")):
+        return ": one point per encoder, the values the claim's mean is taken over"
+    return ""
+
+
 def summary_markdown(results: list[ClaimRecord], run_info: dict[str, str],
                      figures: list[str], scale: list[str] | str,
                      companions: list[dict] | None = None) -> str:
-    """The profile's summary: what it ran (a short list), one short row per claim (claim,
-    what, paper, ours, verdict, its page), the companion pages and the provenance. Rules,
-    attribution, other arms and notes are on each claim's page. ``results``: the claims'
-    records as their table job wrote them (:mod:`weince.report.claim_file`)."""
+    """The profile's summary: what it ran (a short list), one short row per claim of the
+    paper (claim, what, source, paper, ours, verdict, its page), the companion claims N1-N3
+    in their own block under the companion paper they come from, the companion pages and
+    the provenance. Rules, attribution, other arms and notes are on each claim's page.
+    ``results``: the claims' records as their table job wrote them
+    (:mod:`weince.report.claim_file`)."""
+    from weince.report.glance import doc_links, is_companion, ours_cells, summary_row
+
     items = [scale] if isinstance(scale, str) else list(scale)
     lines = [
-        f"# WEINCE reproduction: claims at profile `{run_info['profile']}`",
+        f"# WEINCE reproduction: claims at profile {run_info['profile']}",
         "",
         "What this profile ran:",
         "",
         *[f"- {x}" for x in items],
         "",
-        "Only the paper's own settings get a verdict; every other setting is a scale-model "
-        "reading (its numbers, no verdict), and a claim with no paper setting here is `not "
-        "run at this profile`. **Ours** is the claim's headline number: on the paper's "
-        "setting when it ran, else on the closest scale-model row, labelled with its "
-        "setting; an interval is the 95% t-interval across encoder seeds, shown only when "
-        "n >= 2. Each verdict is computed once from the result files and kept in the "
-        "claim's file (`claims/<id>.json`), which this summary reads; the rule, the other "
-        "arms and the notes are on the claim's page and in `docs/verdicts.md`.",
+        "Only the paper's own settings get a verdict (**reproduced** or **not reproduced**); "
+        "every other setting is a scale-model reading (its numbers, no verdict), and a claim "
+        "with none of its paper settings here reads not run at this profile. **Ours** is one "
+        "number per claim: the primary arm on the paper's setting when it ran, else on the "
+        "scale-model row closest to it, which the cell names first; where several claims "
+        "have only the same row, it is printed once and the others say so. An interval is "
+        "the 95% t-interval across encoder seeds (n >= 2). Each verdict is computed once "
+        "from the result files and kept in the claim's file (`claims/<id>.json`), which "
+        "this summary reads; the rule, the other arms and the notes are on the claim's page "
+        "and in docs/verdicts.md.",
         "",
-        "| Claim | What | Paper | Ours | Verdict | Page |",
-        "|---|---|---|---|---|---|",
     ]
-    from weince.report.glance import summary_row
+    ours = ours_cells(results)
 
-    for r in results:
-        cells = summary_row(r, f"table_{r.claim['id'].lower()}.md")
-        lines.append("| " + " | ".join(x.replace("|", "\\|") for x in cells) + " |")
+    def row(r: ClaimRecord) -> str:
+        cells = summary_row(r, f"table_{r.claim['id'].lower()}.md", ours[r.claim["id"]])
+        return "| " + " | ".join(x.replace("|", "\\|") for x in cells) + " |"
+
+    paper = [r for r in results if not is_companion(r.claim)]
+    comp = [r for r in results if is_companion(r.claim)]
+    if paper:
+        lines += ["## The paper's claims", "",
+                  "| Claim | What | Source | Paper | Ours | Verdict | Page |",
+                  "|---|---|---|---|---|---|---|", *[row(r) for r in paper]]
+    if comp:
+        ids = [r.claim["id"] for r in comp]
+        name = f"{ids[0]}-{ids[-1]}" if len(ids) > 1 else ids[0]
+        sources = list(dict.fromkeys(r.claim.get("source", "") for r in comp if
+                                     r.claim.get("source")))
+        lines += ["", f"## Companion claims {name}: not from the WEINCE paper", "",
+                  f"{name} come from a companion paper on embedding norms"
+                  + (f" ({'; '.join(sources)})" if sources else "")
+                  + ": its figures, on its own models, stand in the Companion paper "
+                  "column; only those models would get a verdict here. Definitions: "
+                  "docs/norms.md.", "",
+                  "| Claim | What | Companion paper | Ours | Verdict | Page |",
+                  "|---|---|---|---|---|---|", *[row(r) for r in comp]]
     if companions:
         lines += ["", "## Companion pages", "",
                   "| Page | What | Verdict |", "|---|---|---|"]
@@ -402,5 +537,5 @@ def summary_markdown(results: list[ClaimRecord], run_info: dict[str, str],
                  f"{', '.join(c[:12] + ('+dirty' if c.endswith('+dirty') else '') for c in commits) or 'none'}; "
                  f"result dates: {(dates[0] + ' to ' + dates[-1]) if dates else 'none'}")
     if figures:
-        lines += ["", "## Figures", ""] + [f"- [{f}]({f})" for f in figures]
-    return "\n".join(lines) + "\n"
+        lines += ["", "## Figures", ""] + [f"- [{f}]({f}){_figure_note(f)}" for f in figures]
+    return doc_links("\n".join(lines) + "\n")

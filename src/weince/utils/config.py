@@ -260,7 +260,7 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="KEY=VALUE",
                         help="override one config key (value parsed as YAML; repeatable; "
-                             "dotted keys reach into mappings, e.g. loss_kwargs.margin=0)")
+                             "dotted keys reach into mappings, e.g. loss_kwargs.margin=0; default: none)")
 
 
 def config_from_args(cls: type[T], args: argparse.Namespace) -> T:
