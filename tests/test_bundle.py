@@ -122,6 +122,7 @@ def test_a_changed_number_names_the_file_and_the_cell(bundle, tmp_path, capsys):
         p = d / LIN
         data = json.loads(p.read_text())
         data["test_acc"]["values"][1] += 9.0
+        data["test_acc"]["mean"] += 3.0      # a consistent edit: the summary's own mean too
         p.write_text(json.dumps(data, indent=2))
 
     rc, out = run_verify(retar(bundle, tmp_path / "t.tar.gz", edit), capsys)

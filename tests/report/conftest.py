@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from weince.evt.noise_floor import simulate_noise_floor, write_noise_floor
 from weince.pipeline import layout
 from weince.utils import write_json
 
@@ -88,6 +89,10 @@ def write_fixture_results(cfg: dict[str, Any]) -> None:
                 "trainable_parameters": {"infonce": 0, "weince": 0, "weince_recipe": 0}})
     write_json(Path(layout.CHECKS.format(results=root, profile=prof)) / "special_case.json",
                {"max_abs_diff": 0.0, "cases": []})
+    # C11's own computation, at few replicates (numpy, a fraction of a second)
+    write_noise_floor(simulate_noise_floor(replicates=500, seed=1),
+                      Path(layout.SYNTHETIC.format(results=root, profile=prof))
+                      / "noise_floor.json")
     for run in layout.norms_vision_runs(cfg):
         write_json(layout.run_dir(cfg, run) / "norms.json",
                    {**norms_unit(run.seed, run.arm), "dataset": run.dataset,

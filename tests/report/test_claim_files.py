@@ -53,7 +53,7 @@ def test_the_summary_reads_the_claim_files_and_never_computes_a_verdict(fx, monk
     records = build_summary(fx, with_figures=False)
     assert [r.id for r in records][:1] == ["C1"]
     row = claim_rows((out / "summary.md").read_text())["C3"]
-    assert "**edited verdict**" in row and "gain +9.99 (n=7; edited)" in row
+    assert "| edited verdict |" in row and "gain +9.99 (n=7; edited)" in row
     claims = {c["id"]: c for c in json.loads((out / "claims.json").read_text())["claims"]}
     assert claims["C3"]["verdict"] == "edited verdict"
     assert claims["C3"]["arm_verdicts"] == {"weince": "edited arm verdict"}

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from weince.report import build_report
-from weince.report.forest import forest_lines
+from weince.report.forest import forest_lines, has_forest
 
 
 def by_id(results):
@@ -55,9 +55,12 @@ def test_summary_shows_one_forest_plot_per_claim_inline(drawn):
     summary = (out / "summary.md").read_text()
     images = re.findall(r"!\[forest plot ([CN]\d+)\]\((figures/forest_[cn]\d+\.png)\)", summary)
     drawn = {cid for cid, _ in images}
-    # every claim with at least one finite estimate has its figure, and it exists on disk
-    expected = {r.claim["id"] for r in res
-                if any(ln.mean is not None for lines in forest_lines(r) for ln in lines)}
+    # every claim with a forest plot to draw (a finite estimate; C11 has the paper's own
+    # figure instead) has its figure, and it exists on disk
+    expected = {r.claim["id"] for r in res if has_forest(r)}
+    assert expected == {r.claim["id"] for r in res if r.claim["kind"] != "noise_floor"
+                        and any(ln.mean is not None for lines in forest_lines(r)
+                                for ln in lines)}
     assert drawn == expected and {"C1", "C2", "C3", "N1", "N2", "N3"} <= drawn
     for _, rel in images:
         assert (out / rel).stat().st_size > 2000

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from weince.report import build_report
+from weince.report.claim_file import record_of
 from weince.report.glance import MAX_ROW_CHARS, headline, ours_cells, verdict_cell
 from weince.report.html import (SUMMARY_CATEGORY, claim_categories, claim_page, html_page_for,
                                 local_refs, write_markdown_page)
@@ -68,7 +69,7 @@ def test_claims_with_the_same_row_print_it_once(fx):
     """C3 and C5 stand on the same row (cifar100 / resnet18, the same gain): C5 says so
     instead of repeating the number; C4 has only scale-model rows and says it first."""
     res = build_report(fx, with_figures=False)
-    cells = ours_cells(res)
+    cells = ours_cells([record_of(r) for r in res])
     assert cells["C5"] == "same row as C3"
     assert cells["C4"].startswith("scale model, cifar100 / resnet18: ")
     summary = (Path(fx["reports"]) / "fx" / "summary.md").read_text()
@@ -78,7 +79,7 @@ def test_claims_with_the_same_row_print_it_once(fx):
     assert "same row as C3" in rows["C5"]
     # two claims whose only rows are the same scale-model row: the second points at the first
     fx["vision"]["datasets"] = ["digits"]
-    cells = ours_cells(build_report(fx, with_figures=False))
+    cells = ours_cells([record_of(r) for r in build_report(fx, with_figures=False)])
     assert cells["C3"].startswith("scale model, digits / resnet18: ")
     assert cells["C4"] == cells["C5"] == "same scale-model row as C3"
 

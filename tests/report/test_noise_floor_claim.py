@@ -13,6 +13,7 @@ import pytest
 
 from weince.evt import noise_floor_theory
 from weince.report import load_claims
+from weince.report.claim_file import record_of
 from weince.report.glance import MAX_ROW_CHARS, summary_row
 from weince.report.rehearsal import withhold_verdicts
 from weince.report.tables import claim_latex, claim_markdown
@@ -102,9 +103,9 @@ def test_table_summary_row_and_figure(tmp_path):
     md = claim_markdown(res, info)
     assert "| weibit |" in md and "reading (no verdict)" in md and "c/n" in md
     assert "\\begin{tabular}" in claim_latex(res, info)
-    cells = summary_row(res, "table_c11.md")
+    cells = summary_row(record_of(res), "table_c11.md")
     line = "| " + " | ".join(cells) + " |"
-    assert "Weibit slope" in cells[3] and "floor" in cells[3]
+    assert "Weibit slope" in cells[4] and "floor" in cells[4]
     assert len(line) <= MAX_ROW_CHARS
     from weince.report.figures import noise_floor_figure
     from weince.utils.results import load_result

@@ -32,7 +32,8 @@ from weince.utils.provenance import jsonable
 from weince.utils.results import Provenance, write_json
 
 __all__ = ["ClaimRecord", "CLAIM_FILE_FORMAT", "claim_file", "claim_record", "write_claim_file",
-           "read_claim_file", "read_claim_files"]
+           "read_claim_file", "read_claim_files",
+           "record_of"]
 
 CLAIM_FILE_FORMAT = 1
 
@@ -134,18 +135,27 @@ def read_claim_file(path: str | os.PathLike) -> ClaimRecord:
         raise ValueError(f"claim file {path} is not a format-{CLAIM_FILE_FORMAT} claim file; "
                          f"{fix}")
     try:
-        p = d["result_provenance"]
-        return ClaimRecord(
-            claim=d["claim"], verdict=d["verdict"], reason=d["reason"], rule=d["rule"],
-            attribution=d["attribution"], arm_verdicts=d["arm_verdicts"], notes=d["notes"],
-            scale=d["scale"], ours=d["ours"], rows=d["rows"], forest=bool(d["forest"]),
-            headline=d.get("headline"),
-            provenance=Provenance(commits=set(p["commits"]),
-                                  config_hashes=set(p["config_hashes"]),
-                                  dates=list(p["dates"]), files=int(p["files"])),
-            path=path)
+        return _record(d, path)
     except (KeyError, TypeError) as err:
         raise ValueError(f"claim file {path} lacks key {err}; {fix}") from err
+
+
+def _record(d: dict[str, Any], path: Path | None = None) -> ClaimRecord:
+    p = d["result_provenance"]
+    return ClaimRecord(
+        claim=d["claim"], verdict=d["verdict"], reason=d["reason"], rule=d["rule"],
+        attribution=d["attribution"], arm_verdicts=d["arm_verdicts"], notes=d["notes"],
+        scale=d["scale"], ours=d["ours"], rows=d["rows"], forest=bool(d["forest"]),
+        headline=d.get("headline"),
+        provenance=Provenance(commits=set(p["commits"]), config_hashes=set(p["config_hashes"]),
+                              dates=list(p["dates"]), files=int(p["files"])),
+        path=path)
+
+
+def record_of(res: ClaimResult) -> ClaimRecord:
+    """The record ``res``'s claim file would hold, without the file (as read back: JSON
+    values)."""
+    return _record(json.loads(json.dumps(claim_record(res))))
 
 
 def read_claim_files(report_dir: str | os.PathLike, ids: list[str]) -> list[ClaimRecord]:

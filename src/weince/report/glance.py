@@ -147,7 +147,7 @@ def headline(result) -> Headline | None:
                 + (f"; softmax MSE {sm.est.mean:.2e} vs floor {fl:.2e} at {last.label[7:]}"
                    if sm is not None else ""))
         n = int(last.cells[primary].extra["replicates"]) if primary in last.cells else e.n
-        return Headline(text, n, "replicates per sample size; the paper's setting", True)
+        return Headline(text, n, "replicates per n", True)
     if kind == "exact":
         text = f"max |diff| {max(e.values):.1e}"
     else:

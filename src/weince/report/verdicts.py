@@ -768,9 +768,10 @@ def _evaluate_noise_floor(claim: dict[str, Any], settings: list[Setting], arms: 
                            "stage (synthetic.noise_floor.enabled is false)", {}, prov, scale,
                            rule=rule)
     f = files_for(setting, primary, claim["file"])[0]
-    if not f.exists():
-        head.notes.append(f"missing: {f}")
-        return ClaimResult(claim, [head], NOT_RUN, f"{f} does not exist yet (rule "
+    if not f.exists():   # named from the profile's folder on: the same wherever results live
+        shown = Path(*f.parts[-3:])
+        head.notes.append(f"missing: {shown}")
+        return ClaimResult(claim, [head], NOT_RUN, f"{shown} does not exist yet (rule "
                            f"noise_floor)", {}, prov, scale, rule=rule)
     needed_by = f"claim {claim['id']} ({claim['title']})"
     data = load_result(f)
