@@ -65,7 +65,7 @@ def name_slots(node, path=()):
 
 def _value_for(node):
     t = node.get("type") if isinstance(node, dict) else None
-    return {"object": {}, "string": "x", "array": []}.get(t, {})
+    return {"object": {}, "string": "x", "array": [], "number": 1.0, "integer": 1}.get(t, {})
 
 
 def _node(path):
