@@ -39,6 +39,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bundle": ("weince.cli.bundle", "pack a profile's results and reports in a checkable archive"),
     "verify": ("weince.cli.verify", "check a results bundle, rebuild its tables (no GPU)"),
     "times": ("weince.cli.times", "where a finished run spent its time, per rule"),
+    "status": ("weince.cli.status",
+               "every claim, where its verdict can come from, and each profile's last verdict"),
     "noise-floor": ("weince.cli.noise_floor",
                     "the paper's synthetic noise-floor experiment (C11), numpy, seconds"),
     "synthetic-data": ("weince.cli.synthetic_data",
