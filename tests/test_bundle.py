@@ -259,9 +259,8 @@ def test_an_edited_hash_list_is_named(bundle, tmp_path, capsys):
     assert rc == 1 and "SHA256SUMS (does not agree with manifest.json)" in out, out
 
 
-def test_readme_documents_the_rebuild_command():
-    text = (REPO / "README.md").read_text()
-    section = text.split("## Checking the numbers as a reviewer", 1)[1].split("\n## ", 1)[0]
+def test_the_reviewing_page_documents_the_rebuild_command():
+    section = (REPO / "docs" / "reviewing.md").read_text()
     joined = " ".join(section.replace("\\\n", " ").split())
     assert rebuild_command("default") in joined
     assert "weince bundle --profile" in section and "weince verify" in section

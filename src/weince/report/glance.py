@@ -176,7 +176,7 @@ def verdict_cell(verdict: str) -> str:
 
 
 def ours_cells(records) -> dict[str, str]:
-    """The Ours cell of each claim (:class:`weince.report.claim_file.ClaimRecord`\ s, in
+    """The Ours cell of each claim (:class:`weince.report.claim_file.ClaimRecord` objects, in
     order): the cell its table job wrote, or, where an earlier claim shows the same number on
     the same row, ``same scale-model row as C3`` (``same row as C3`` on a paper setting)."""
     first: dict[tuple, str] = {}
