@@ -55,7 +55,9 @@ def status_table(claims_path: str | os.PathLike = "config/claims.yaml",
     head = ["Claim", "Source", "Paper", "Verdict possible at"] + [f"`{p}` run" for p in profiles]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for c in load_claims(claims_path)["claims"]:
-        cells = [f"{c['id']}: {c.get('short_title', c['title'])}", c.get("source", ""),
+        source = ("companion paper ([docs/norms.md](docs/norms.md))"
+                  if str(c["id"]).startswith("N") else c.get("source", ""))
+        cells = [f"{c['id']}: {c.get('short_title', c['title'])}", source,
                  c.get("short_paper", c["paper_figure"]), verdict_scope(c)]
         cells += [_verdict(reports, p, c["id"]) for p in profiles]
         lines.append("| " + " | ".join(x.replace("|", "\\|") for x in cells) + " |")
