@@ -8,7 +8,9 @@ import json
 import math
 
 import pytest
+import yaml
 
+from weince import cli
 from weince.pipeline import layout
 from weince.report import build_report
 from weince.utils.results import InvalidResultError, encoder_value
@@ -42,21 +44,22 @@ def test_non_finite_seed_value_is_an_error(fx):
         build_report(fx, with_figures=False)
 
 
-def test_report_cli_fails_with_one_line_naming_the_file(fx, tmp_path, monkeypatch, capsys):
-    import yaml
-
-    from weince import cli
-
-    p = _linear(fx)
-    d = json.loads(p.read_text())
-    d["test_acc"] = float("nan")
-    p.write_text(json.dumps(d))
+def _report_fails(fx, tmp_path, monkeypatch, capsys) -> list[str]:
+    """``weince report`` on ``fx``: it must fail; the lines it printed to stderr."""
     cfg = tmp_path / "fx.yaml"
     cfg.write_text(yaml.safe_dump(fx))
     monkeypatch.delenv("WEINCE_DEBUG", raising=False)
     monkeypatch.setattr("sys.argv", ["weince", "report", "--config", str(cfg), "--no-figures"])
     assert cli.main() == 1
-    err = capsys.readouterr().err.strip().splitlines()
+    return capsys.readouterr().err.strip().splitlines()
+
+
+def test_report_cli_fails_with_one_line_naming_the_file(fx, tmp_path, monkeypatch, capsys):
+    p = _linear(fx)
+    d = json.loads(p.read_text())
+    d["test_acc"] = float("nan")
+    p.write_text(json.dumps(d))
+    err = _report_fails(fx, tmp_path, monkeypatch, capsys)
     assert len(err) == 1 and str(p) in err[0] and "nan" in err[0]
 
 
@@ -99,19 +102,10 @@ def test_a_mean_that_contradicts_its_values_is_refused(fx):
 
 def test_report_cli_refuses_an_impossible_value_in_one_line(fx, tmp_path, monkeypatch,
                                                              capsys):
-    import yaml
-
-    from weince import cli
-
     p = layout.run_dir(fx, layout.VisionRun("cifar100", "resnet18", "infonce", 7)) / "link.json"
     d = json.loads(p.read_text())
     d["fit"]["lam"] = 1.7
     p.write_text(json.dumps(d))
-    cfg = tmp_path / "fx.yaml"
-    cfg.write_text(yaml.safe_dump(fx))
-    monkeypatch.delenv("WEINCE_DEBUG", raising=False)
-    monkeypatch.setattr("sys.argv", ["weince", "report", "--config", str(cfg), "--no-figures"])
-    assert cli.main() == 1
-    err = capsys.readouterr().err.strip().splitlines()
+    err = _report_fails(fx, tmp_path, monkeypatch, capsys)
     assert len(err) == 1 and str(p) in err[0] and "'fit.lam' = 1.7" in err[0]
     assert "[0, 1]" in err[0]
