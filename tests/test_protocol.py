@@ -135,18 +135,18 @@ def test_conv1_default_init_is_pytorchs_and_kaiming_is_an_option():
 def test_training_step_runs_one_forward_per_view(tmp_path, monkeypatch, forward, sizes):
     """Official default: the backbone sees each view's batch on its own (BatchNorm statistics
     per view); ``forward: joint`` is the one-pass option over both views."""
-    import weince.models as models
+    import weince.train.simclr as simclr
     from weince.train.simclr import pretrain
 
     seen: list[int] = []
-    build = models.build_simclr_model
+    build = simclr.build_simclr_model
 
     def spy(*a, **k):
         m = build(*a, **k)
         m.backbone.register_forward_pre_hook(lambda mod, inp: seen.append(inp[0].shape[0]))
         return m
 
-    monkeypatch.setattr(models, "build_simclr_model", spy)
+    monkeypatch.setattr(simclr, "build_simclr_model", spy)   # the name the loop calls
     out = pretrain({"epochs": 1, "batch_size": 32, "max_train_images": 32, "threads": 1,
                     "device": "cpu", "forward": forward, "progress": False}, tmp_path)
     assert seen == sizes and out["forward"] == forward
@@ -185,7 +185,7 @@ def test_cuda_pretraining_is_float32_without_tf32_matmuls(tmp_path, monkeypatch)
         m.backbone.register_forward_hook(lambda mod, inp, out: dtypes.append(out.dtype))
         return m
 
-    monkeypatch.setattr(models, "build_simclr_model", spy)
+    monkeypatch.setattr(simclr, "build_simclr_model", spy)   # the name the loop calls
     before = torch.get_float32_matmul_precision()
     try:
         out = pretrain({"epochs": 1, "batch_size": 32, "max_train_images": 64,

@@ -60,6 +60,8 @@ _ENV_DEFAULTS = {
     "WEINCE_SLURM_ACCOUNT": "your_account",
     "WEINCE_SLURM_PARTITION": "your_cpu_partition",
     "WEINCE_SLURM_GPU_PARTITION": "your_gpu_partition",
+    # a plan counts jobs: it is made before the data are on disk (the run itself checks them)
+    "WEINCE_SKIP_PREFLIGHT": "1",
 }
 
 _RULE_RE = re.compile(r"^(\s*)(local)?rule (\S+):\s*$")
