@@ -395,8 +395,9 @@ def test_sigterm_mid_epoch_requeues_and_ends_as_an_uninterrupted_run(slurm_clust
           f"equal to the uninterrupted run")
 
 
-CAPPED_EPOCHS = 40   # ~1.5-2 s per epoch (batches of 8 digits) after a start-up of about
-#                      a minute and a half in each job: 2 or 3 two-minute jobs on this machine
+CAPPED_EPOCHS = 60   # ~1.5-2 s per epoch (batches of 8 digits) after a start-up of 15 s to
+#                      a minute and a half in each job: 2 to ~5 two-minute jobs (40 epochs
+#                      fitted in one job on an idle machine)
 CAPPED_MINUTES = 2   # each job's start-up (Snakemake in the job, imports, data) is ~15-55 s
 
 
