@@ -46,13 +46,16 @@ Example::
 
 from __future__ import annotations
 
+import csv
 import math
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
+
+from weince.utils.diskspace import atomic_write
+from weince.utils.results import write_json
 
 __all__ = ["SCORES", "BETA", "ENDPOINT", "SAMPLE_SIZES", "CSV_COLUMNS", "NoiseFloorResult",
            "shortfall_probs", "endpoint_coordinate", "solve_tilt", "fit_tilt_counts",
@@ -322,23 +325,18 @@ def loglog_slope(n: Sequence[float], mse: Sequence[float], se: Sequence[float] |
 def write_noise_floor(result: NoiseFloorResult, json_path: str | Path,
                       csv_path: str | Path | None = None, *, cfg: Any = None) -> Path:
     """``noise_floor.json`` (setting, analytic quantities, per-``n`` rows; with provenance)
-    and its CSV twin (:data:`CSV_COLUMNS`, one line per ``n``)."""
-    import csv
-
-    from weince.utils.results import write_json
-
+    and its CSV twin (:data:`CSV_COLUMNS`, one line per ``n``), each written atomically."""
     seed = int(result.setting.get("seed", 0))
     out = write_json(json_path, {"setting": result.setting, "theory": result.theory,
                                  "rows": result.rows}, cfg=cfg, seed=seed)
     if csv_path is not None:
-        csv_path = Path(csv_path)
-        csv_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = csv_path.with_suffix(csv_path.suffix + ".tmp")
-        with tmp.open("w", newline="") as fh:
-            w = csv.writer(fh)
-            w.writerow(CSV_COLUMNS)
-            for r in result.rows:
-                w.writerow([repr(r[k]) if isinstance(r.get(k), float) else r.get(k, seed)
-                            for k in CSV_COLUMNS])
-        os.replace(tmp, csv_path)
+        def write_csv(tmp: Path) -> None:
+            with tmp.open("w", newline="") as fh:
+                w = csv.writer(fh)
+                w.writerow(CSV_COLUMNS)
+                for r in result.rows:
+                    w.writerow([repr(r[k]) if isinstance(r.get(k), float) else r.get(k, seed)
+                                for k in CSV_COLUMNS])
+
+        atomic_write(csv_path, write_csv)
     return out
