@@ -10,7 +10,6 @@ import subprocess
 import sys
 import tarfile
 from argparse import Namespace
-from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -25,30 +24,14 @@ from weince.report import build_report
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _report_fixtures():
-    """tests/report/conftest.py (fabricated result files), under a name of its own."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("_bundle_report_fixtures",
-                                                  REPO / "tests/report/conftest.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-fixture_config = _report_fixtures().fixture_config
-write_fixture_results = _report_fixtures().write_fixture_results
-# what `weince verify` needs: the report's own dependencies (tables, statistics, figures)
-REPORT_DEPS = ["numpy", "scipy", "PyYAML", "jsonschema", "matplotlib"]
 LIN = "results/fx/vision/digits/resnet18/weince_recipe/seed21/linear.json"
 
 
 @pytest.fixture(scope="module")
-def bundle(tmp_path_factory) -> Path:
+def bundle(tmp_path_factory, fabricate_results) -> Path:
     """A report over fabricated results (profile ``fx``), bundled."""
     tmp = tmp_path_factory.mktemp("bundle")
-    cfg = fixture_config(tmp)
-    write_fixture_results(cfg)
+    cfg = fabricate_results(tmp)
     run = Path(cfg["results"]) / "fx/vision/digits/resnet18/infonce/seed7"
     (run / "encoder.pt").write_bytes(b"not really an encoder")
     (run / "scores.npz").write_bytes(b"not really scores")
@@ -178,53 +161,13 @@ def test_normalise_drops_only_the_build_stamp():
 
 
 # ------------------------------------------------------------------ only the report's deps
-def _closure(names: list[str]) -> list[metadata.Distribution]:
-    from packaging.requirements import Requirement
-
-    seen: dict[str, metadata.Distribution] = {}
-    todo = list(names)
-    while todo:
-        name = todo.pop()
-        dist = metadata.distribution(name)
-        key = dist.metadata["Name"].lower().replace("_", "-")
-        if key in seen:
-            continue
-        seen[key] = dist
-        for r in dist.requires or []:
-            req = Requirement(r)
-            if req.marker is None or req.marker.evaluate({"extra": ""}):
-                todo.append(req.name)
-    return list(seen.values())
-
-
-# `weince verify FILE` in a subprocess that fails if anything imported torch
-VERIFY_NO_TORCH = ("import sys; from weince.cli import main; rc = main(['verify', sys.argv[1]]); "
-                   "assert 'torch' not in sys.modules; sys.exit(rc)")
-
-
-def report_only_venv(dest: Path) -> Path:
-    """A fresh virtual environment (no system site-packages) holding only the report's
-    dependencies and what they require, linked from this environment, plus weince's
-    source: no torch, no snakemake, no transformers."""
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(dest)], check=True,
-                   timeout=120)
-    site = next(dest.glob("lib/python*/site-packages"))
-    for dist in _closure(REPORT_DEPS):
-        tops = {Path(str(f)).parts[0] for f in dist.files or [] if not str(f).startswith("..")}
-        for top in tops:
-            src = Path(dist.locate_file(top))
-            if src.exists() and not (site / top).exists():
-                (site / top).symlink_to(src)
-    (site / "weince_src.pth").write_text(str(REPO / "src") + "\n")
-    return dest / "bin" / "python"
-
-
 @pytest.mark.slow
-def test_verify_runs_with_only_the_report_dependencies(bundle, tmp_path):
+def test_verify_runs_with_only_the_report_dependencies(bundle, tmp_path, report_only_venv,
+                                                          verify_no_torch):
     py = report_only_venv(tmp_path / "venv")
     probe = subprocess.run([str(py), "-c", "import torch"], capture_output=True, text=True)
     assert probe.returncode != 0 and "No module named 'torch'" in probe.stderr
-    proc = subprocess.run([str(py), "-c", VERIFY_NO_TORCH, str(bundle)], capture_output=True,
+    proc = subprocess.run([str(py), "-c", verify_no_torch, str(bundle)], capture_output=True,
                           text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "OK: every file matches its hash" in proc.stdout

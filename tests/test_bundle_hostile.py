@@ -27,16 +27,6 @@ LIN = "results/fx/vision/digits/resnet18/weince_recipe/seed21/linear.json"
 META = "results/fx/bundle"
 
 
-def _report_fixtures():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("_hostile_report_fixtures",
-                                                  REPO / "tests/report/conftest.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 # ------------------------------------------------------------------ file events, audited
 _EVENTS: list[tuple[str, str, str]] | None = None
 _AUDITED = {"open", "os.listdir", "os.scandir", "os.mkdir", "os.rename", "os.remove",
@@ -64,12 +54,10 @@ sys.addaudithook(_hook)  # once per process; inert unless a probe is recording
 
 
 @pytest.fixture(scope="module")
-def bundle(tmp_path_factory) -> Path:
+def bundle(tmp_path_factory, fabricate_results) -> Path:
     """A report over fabricated results (profile ``fx``), bundled: a real bundle."""
-    fx = _report_fixtures()
     tmp = tmp_path_factory.mktemp("bundle")
-    cfg = fx.fixture_config(tmp)
-    fx.write_fixture_results(cfg)
+    cfg = fabricate_results(tmp)
     build_report(cfg)
     out = tmp / "fx.tar.gz"
     make_bundle("fx", out, reports=cfg["reports"], config_dir=REPO / "config")

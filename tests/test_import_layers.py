@@ -199,45 +199,6 @@ def test_no_two_packages_import_each_other():
     assert not msgs, "\n".join(msgs)
 
 
-SUITE_ROOT = Path(__file__).resolve().parents[1]
-
-
-def _suite_conftest():
-    """tests/conftest.py as a module (pytest registers it under a name of its own)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("_suite_conftest",
-                                                  SUITE_ROOT / "tests/conftest.py")
-    suite = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(suite)
-    return suite
-
-
-def test_the_suite_s_longest_first_list_names_modules_that_exist():
-    """tests/conftest.py hands these modules out first; a renamed one would silently fall back
-    to the ordinary order."""
-    suite = _suite_conftest()
-    assert suite.LONGEST_FIRST
-    missing = [m for m in suite.LONGEST_FIRST if not (SUITE_ROOT / m).is_file()]
-    assert not missing, missing
-
-
-def test_each_test_process_runs_torch_on_its_share_of_the_cores():
-    """With ``-n N`` (``pyproject.toml``) tests/conftest.py gives each test process
-    ``cores // N`` OpenMP threads through the environment, so it must be set before torch
-    loads in the process: torch's thread count is that number here."""
-    share = _suite_conftest().threads_per_process
-    assert (share(2, 2), share(16, 2), share(3, 2), share(1, 2), share(None, 2)) == (1, 8, 1, 1, 1)
-    assert share(8, 0) == 8
-    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
-    if workers < 2:
-        pytest.skip("one test process (-n 0): torch keeps its own thread count")
-    import torch
-
-    assert "OMP_NUM_THREADS" in os.environ
-    assert torch.get_num_threads() == int(os.environ["OMP_NUM_THREADS"])
-
-
 def _private_imports(path: Path, mod: str) -> list[str]:
     """``from weince.<pkg>... import _name`` (or from a private module ``_x``) where
     ``<pkg>`` is not the importing module's own subpackage."""

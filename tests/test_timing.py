@@ -40,6 +40,7 @@ def test_run_timing_small(tmp_path):
     json.dumps(res)  # JSON-able
 
 
+@pytest.mark.slow
 def test_compile_both_times_eager_and_compiled_side_by_side(monkeypatch):
     """``compile: both``: every loss twice, ratios within a mode, compiled / eager per loss.
     (aot_eager stands in for inductor: the same tracing, no C++ build.)"""
@@ -64,6 +65,7 @@ def test_compile_both_times_eager_and_compiled_side_by_side(monkeypatch):
         assert all(v["ratio"] > 0 for v in block["compiled_vs_eager"].values())
 
 
+@pytest.mark.slow
 def test_weince_compiles_without_graph_breaks():
     """The CUDA path of ``compile: compiled`` needs one graph per loss call: under
     ``torch.compile`` the CPU-only numpy selection gives way to ``torch.topk``."""

@@ -34,7 +34,7 @@ from weince.pipeline.layout import VISION_RUN
 
 REPO = Path(__file__).resolve().parents[2]
 TEST_PROFILE = REPO / "tests" / "cluster" / "profile"
-pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+pytestmark = pytest.mark.cluster
 
 PROFILE = "smoke"
 SMOKE_ARGS = ["--configfile", "config/smoke.yaml"]

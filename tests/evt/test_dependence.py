@@ -78,8 +78,7 @@ def test_pair_robust_link_test_holds_its_level_on_paired_null_data():
     assert iid / R > hi, iid / R
 
 
-def test_pair_robust_test_detects_a_weibull_link():
-    from _evt_sim import link_data
+def test_pair_robust_test_detects_a_weibull_link(link_data):
     sim, tg = link_data(1500, 32, c=2.0, lam=0.5, seed=3)
     sim = np.concatenate([sim, sim])
     tg = np.concatenate([tg, tg])

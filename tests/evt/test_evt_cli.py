@@ -7,7 +7,6 @@ import json
 import numpy as np
 import pytest
 
-from _evt_sim import endpoint_scores, link_data
 from weince.cli import main as weince_main
 from weince.evt.collect import load_scores, save_scores
 
@@ -15,7 +14,7 @@ FIGS = ["gpd_density", "gpd_qq", "xi_threshold", "mean_excess"]
 
 
 @pytest.mark.slow
-def test_evt_cli_writes_json_and_figures(tmp_path, capsys):
+def test_evt_cli_writes_json_and_figures(tmp_path, capsys, endpoint_scores, link_data):
     sim, t = link_data(2000, 64, c=3.0, lam=0.4, seed=2)
     mask = np.ones_like(sim, dtype=bool)
     src = save_scores(tmp_path / "scores.npz", endpoint_scores(100_000, 2.56, seed=1),
@@ -43,7 +42,7 @@ def test_evt_cli_writes_json_and_figures(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_evt_cli_without_link_batches_and_with_warnings(tmp_path):
+def test_evt_cli_without_link_batches_and_with_warnings(tmp_path, endpoint_scores):
     src = save_scores(tmp_path / "s.npz", endpoint_scores(15_000, 2.56, seed=1),
                       meta={"tau": 0.2})                   # 150 exceedances: a warning
     out = tmp_path / "evt"

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from _evt_sim import endpoint_scores
 from weince.evt import (fit_gpd, fit_gpd_pot, gpd_loglik, gpd_profile_loglik, mean_excess,
                         threshold_stability)
 
@@ -85,7 +84,7 @@ def test_profile_interval_covers_truth_in_most_of_20_repetitions(xi):
 
 
 @pytest.mark.parametrize("alpha", [2.56, 4.0])
-def test_endpoint_law_gives_xi_minus_one_over_alpha(alpha):
+def test_endpoint_law_gives_xi_minus_one_over_alpha(alpha, endpoint_scores):
     # s = 1 - 1.5 V^(1/alpha): exceedances over u are exactly GPD(-1/alpha, (1 - u)/alpha)
     s = endpoint_scores(2_000_000, alpha, seed=3)
     r = fit_gpd_pot(s, q=0.99)
@@ -102,7 +101,7 @@ def test_endpoint_law_gives_xi_minus_one_over_alpha(alpha):
     assert r.lr_stat_exp > 100 and r.p_value_exp < 1e-20
 
 
-def test_threshold_stability_and_mean_excess_on_the_endpoint_law():
+def test_threshold_stability_and_mean_excess_on_the_endpoint_law(endpoint_scores):
     s = endpoint_scores(400_000, 2.56, seed=4)
     rows = threshold_stability(s)
     assert [r["q"] for r in rows] == [0.95, 0.975, 0.99, 0.995]
@@ -121,7 +120,7 @@ def test_threshold_stability_and_mean_excess_on_the_endpoint_law():
     assert me["mean_excess"][0] > me["mean_excess"][-1]   # decreasing: Weibull domain
 
 
-def test_threshold_stability_reports_a_q_with_too_few_exceedances():
+def test_threshold_stability_reports_a_q_with_too_few_exceedances(endpoint_scores):
     s = endpoint_scores(20_000, 2.56, seed=6)
     with pytest.warns(UserWarning, match="exceedances"):
         rows = threshold_stability(s, qs=(0.95, 0.999))
@@ -162,7 +161,7 @@ def test_the_likelihood_boundary_xi_minus_one():
 
 # --------------------------------------------------------------------------- bad input
 
-def test_bad_scores_raise_with_counts():
+def test_bad_scores_raise_with_counts(endpoint_scores):
     with pytest.raises(ValueError, match="empty"):
         fit_gpd_pot(np.array([]))
     with pytest.raises(ValueError, match="constant"):
@@ -181,13 +180,13 @@ def test_bad_scores_raise_with_counts():
         fit_gpd(np.r_[np.ones(100), -1.0])
 
 
-def test_rounding_above_one_is_clipped_not_rejected():
+def test_rounding_above_one_is_clipped_not_rejected(endpoint_scores):
     s = endpoint_scores(100_000, 2.56)
     s[0] = 1.0 + 1e-6                        # float32 cosines can exceed 1 by a few ulps
     assert fit_gpd_pot(s).endpoint is not None
 
 
-def test_too_few_exceedances_error_and_warning():
+def test_too_few_exceedances_error_and_warning(endpoint_scores):
     s = endpoint_scores(4000, 2.56)           # 40 exceedances at q = 0.99
     with pytest.raises(ValueError, match="only 40 exceedance"):
         fit_gpd_pot(s, q=0.99)
@@ -196,7 +195,7 @@ def test_too_few_exceedances_error_and_warning():
         fit_gpd_pot(s, q=0.99)
 
 
-def test_check_range_false_fits_unbounded_data_and_torch_input_matches():
+def test_check_range_false_fits_unbounded_data_and_torch_input_matches(endpoint_scores):
     y = _draws(0.1, 20_000, seed=12) + 3.0
     r = fit_gpd_pot(y, q=0.9, check_range=False)
     assert abs(r.xi - 0.1) < 0.1

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 from scipy import optimize, stats
 
-from _evt_sim import link_data
 from weince.evt import fit_link_selection, link_loglik
 
 
@@ -61,7 +60,7 @@ def test_loglik_equals_the_slow_loop_with_a_simclr_mask():
     assert r.n_candidates == 15 and r.n_anchors == 48
 
 
-def test_mle_agrees_with_a_generic_bounded_optimiser():
+def test_mle_agrees_with_a_generic_bounded_optimiser(link_data):
     sim, t = link_data(3000, 32, c=3.0, lam=0.4, seed=5)
     r = fit_link_selection(sim, t)
 
@@ -88,7 +87,7 @@ def test_mle_agrees_with_a_generic_bounded_optimiser():
     assert r.profile["loglik"][i] == pytest.approx(link_loglik(sim, t, c=c_i, lam=lam_i), abs=0.02)
 
 
-def test_recovers_lambda_04_from_20000_anchors():
+def test_recovers_lambda_04_from_20000_anchors(link_data):
     sim, t = link_data(20_000, 128, c=3.0, lam=0.4, seed=1)
     r = fit_link_selection(sim, t, tau=0.5, beta=1.0)
     assert abs(r.lam - 0.4) < 0.05
@@ -99,7 +98,7 @@ def test_recovers_lambda_04_from_20000_anchors():
     assert r.converged and not r.notes
 
 
-def test_softmax_data_give_lambda_near_zero_and_the_boundary_null():
+def test_softmax_data_give_lambda_near_zero_and_the_boundary_null(link_data):
     lams, ps = [], []
     for rep in range(20):
         sim, t = link_data(2000, 64, c=3.0, lam=0.0, seed=100 + rep)

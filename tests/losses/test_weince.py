@@ -435,6 +435,7 @@ def test_device_selection_path_equals_cpu_path():
 
 
 @pytest.mark.parametrize("name", ["infonce", "weince", "weince_recipe", "infonce_topm"])
+@pytest.mark.slow
 def test_loss_modules_compile_fullgraph(name):
     g = torch.Generator().manual_seed(3)
     z1, z2 = torch.randn(24, 8, generator=g), torch.randn(24, 8, generator=g)

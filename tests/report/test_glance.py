@@ -12,7 +12,9 @@ from weince.report.glance import MAX_ROW_CHARS, headline, ours_cells, verdict_ce
 from weince.report.html import (SUMMARY_CATEGORY, claim_categories, claim_page, html_page_for,
                                 local_refs, write_markdown_page)
 
-from .conftest import CLAIMS, LINEAR
+REPO = Path(__file__).resolve().parents[2]
+CLAIMS = REPO / "config" / "claims.yaml"
+
 
 
 def by_id(results):
@@ -99,11 +101,11 @@ def test_doc_references_are_links_from_the_report_folder(fx):
         assert (repo / "docs" / name).is_file(), name   # from reports/<profile>/ in the repo
 
 
-def test_ours_is_the_paper_setting_else_the_closest_scale_model_row(fx):
+def test_ours_is_the_paper_setting_else_the_closest_scale_model_row(fx, fixture_linear):
     res = by_id(build_report(fx, with_figures=False))
     # C3 ran its paper setting (cifar100 / resnet18): the recipe's gain there, with n
     h = headline(res["C3"])
-    mean = lambda k: sum(LINEAR[k]) / len(LINEAR[k])  # noqa: E731
+    mean = lambda k: sum(fixture_linear[k]) / len(fixture_linear[k])  # noqa: E731
     gain = mean(("cifar100", "weince_recipe")) - mean(("cifar100", "infonce"))
     assert h.paper_setting and h.setting == "cifar100 / resnet18" and h.n == 3
     assert h.text.startswith(f"weince_recipe - infonce: {gain:+.2f} [")

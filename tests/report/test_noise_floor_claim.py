@@ -21,7 +21,9 @@ from weince.report.verdicts import NOT_REPRODUCED, NOT_RUN, REPRODUCED, Setting,
 from weince.utils import write_json
 from weince.utils.vocabulary import REHEARSAL
 
-from .conftest import CLAIMS
+REPO = Path(__file__).resolve().parents[2]
+CLAIMS = REPO / "config" / "claims.yaml"
+
 
 C11 = next(c for c in load_claims(CLAIMS)["claims"] if c["id"] == "C11")
 NS = (100, 200, 500, 1000, 2000, 5000, 10000)

@@ -17,7 +17,9 @@ from weince.report.norms import claim_verdicts, load_results
 from weince.utils.results import InvalidResultError
 from weince.utils.vocabulary import NOT_REPRODUCED, NOT_RUN, REPRODUCED
 
-from .conftest import CLAIMS
+REPO = Path(__file__).resolve().parents[2]
+CLAIMS = REPO / "config" / "claims.yaml"
+
 
 
 def _registry_naming(tmp_path: Path, backbone: str) -> Path:

@@ -23,7 +23,9 @@ from weince.report.verdicts import partial_verdict
 from weince.report.stats import diff_estimate, estimate
 from weince.report.tables import latex_escape
 
-from .conftest import CLAIMS, LINEAR
+REPO = Path(__file__).resolve().parents[2]
+CLAIMS = REPO / "config" / "claims.yaml"
+
 
 
 REGISTRY_IDS = [c["id"] for c in load_claims(CLAIMS)["claims"]]
@@ -71,7 +73,7 @@ def test_summary_lists_all_nine_claims_with_verdicts(fx):
         assert (Path(fx["reports"]) / "fx" / f"table_{cid.lower()}.tex").exists()
 
 
-def test_gain_verdicts_follow_the_files(fx):
+def test_gain_verdicts_follow_the_files(fx, fixture_linear):
     r = by_id(build_report(fx, with_figures=False))
     c3 = r["C3"]
     # recipe: gain 3.23 vs paper 3.27 -> reproduced; plain weince: +0.07 -> not reproduced
@@ -79,8 +81,8 @@ def test_gain_verdicts_follow_the_files(fx):
     assert c3.arm_verdicts["weince"] == NOT_REPRODUCED
     row = next(x for x in c3.rows if x.paper_setting)
     g = row.gains["weince_recipe"]
-    assert g.mean == pytest.approx(np.mean(LINEAR[("cifar100", "weince_recipe")])
-                                   - np.mean(LINEAR[("cifar100", "infonce")]))
+    assert g.mean == pytest.approx(np.mean(fixture_linear[("cifar100", "weince_recipe")])
+                                   - np.mean(fixture_linear[("cifar100", "infonce")]))
     # digits is not the paper's setting: shown with its direction, never a verdict
     scale_row = next(x for x in c3.rows if not x.paper_setting)
     assert scale_row.setting.dataset == "digits"

@@ -19,7 +19,9 @@ from weince.report.verdicts import (NOT_REPRODUCED, NOT_RUN, REPRODUCED, RULES, 
                                     evaluate_claim, partial_verdict, rule_text)
 from weince.utils import write_json
 
-from .conftest import CLAIMS, REPO
+REPO = Path(__file__).resolve().parents[2]
+CLAIMS = REPO / "config" / "claims.yaml"
+
 
 REG = {c["id"]: c for c in load_claims(CLAIMS)["claims"]}
 C1_C2_PAPER = [(d, b) for d in ("cifar10", "cifar100", "stl10") for b in ("resnet18", "resnet50")]

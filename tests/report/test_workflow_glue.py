@@ -8,8 +8,7 @@ import pytest
 from weince.pipeline.selection import select_grid
 from weince.pipeline.stages import apply_selection, grid_arms, pretrain_config, simcse_config
 from weince.utils import write_json
-
-from .conftest import summary
+from weince.utils.summary import summary
 
 CFG = {
     "profile": "t", "device": "cpu", "threads": 1, "data_root": "data",

@@ -100,6 +100,7 @@ def test_sigterm_at_an_epoch_end_and_again_after_resume(tmp_path, uninterrupted)
     _assert_same_run(uninterrupted, part)
 
 
+@pytest.mark.slow
 def test_cli_process_exits_143_soon_after_sigterm_and_resumes(tmp_path, uninterrupted):
     """The real thing: `weince pretrain` in its own process gets SIGTERM while training;
     it exits with 143 within a step, and the same command then finishes the run."""

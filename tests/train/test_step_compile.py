@@ -85,6 +85,7 @@ def test_compiled_step_equals_eager(loss):
     assert int(got[2].state[next(got[0].parameters())]["step"]) == len(losses)
 
 
+@pytest.mark.slow
 def test_aot_eager_backend_equals_eager_and_takes_the_default_mode_only():
     """``CompiledStep(backend="aot_eager")`` (the acceptance script's CPU check) is the same
     step: one Dynamo graph through AOTAutograd, run without Inductor; Inductor's compile modes

@@ -22,30 +22,26 @@ from pathlib import Path
 
 import pytest
 
-from test_workflow import REPO, job_counts, snakemake, workflow_copy
+from weince.data.synthetic_formats import write_synthetic_data
 from weince.utils.vocabulary import REHEARSAL
 
-pytestmark = [pytest.mark.rehearsal, pytest.mark.slow]
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.rehearsal
 
 
 @pytest.fixture(scope="module")
-def rehearsal(tmp_path_factory, request):
-    from weince.data.synthetic_formats import write_synthetic_data
-
-    if "rehearsal" not in (request.config.option.markexpr or ""):
-        pytest.skip("the rehearsal is its own CI step: pytest -m rehearsal")
-
+def rehearsal(tmp_path_factory, copy_workflow, run_snakemake):
     base = tmp_path_factory.mktemp("rehearsal")
-    wf = workflow_copy(base / "wf")
+    wf = copy_workflow(base / "wf")
     for name in ("rehearsal_ci.yaml", "rehearsal_ci_loaders.yaml"):
         shutil.copy2(REPO / "tests" / "workflow" / name, wf / "config")
     data = write_synthetic_data(base / "synthetic_data")
     configs = ["--configfile", "config/paper.yaml", "config/rehearsal.yaml",
                "config/rehearsal_ci.yaml"]
-    proc = snakemake(wf, "--cores", "2", *configs, "--config", f"data_root={data}",
+    proc = run_snakemake(wf, "--cores", "2", *configs, "--config", f"data_root={data}",
                      timeout=1800)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-8000:]
-    loaders = snakemake(wf, "--cores", "2", *configs, "config/rehearsal_ci_loaders.yaml",
+    loaders = run_snakemake(wf, "--cores", "2", *configs, "config/rehearsal_ci_loaders.yaml",
                         "--config", f"data_root={data}", "--",
                         *(f"results/rehearsal/vision/{d}/{b}/infonce/seed7/features.pt"
                           for d, b in LOADER_PAIRS), timeout=1800)
@@ -63,9 +59,9 @@ def _rules_run(log: str) -> set[str]:
     return set(re.findall(r"^(?:local)?rule (\w+):", log, flags=re.M))
 
 
-def test_every_rule_of_the_paper_dry_run_ran(rehearsal):
+def test_every_rule_of_the_paper_dry_run_ran(rehearsal, job_counts, run_snakemake):
     wf, log = rehearsal
-    paper = snakemake(wf, "-n", "--configfile", "config/paper.yaml", timeout=600,
+    paper = run_snakemake(wf, "-n", "--configfile", "config/paper.yaml", timeout=600,
                       WEINCE_SKIP_PREFLIGHT="1")   # its DAG, without its data
     assert paper.returncode == 0, paper.stderr[-4000:]
     wanted = set(job_counts(paper.stdout + paper.stderr))

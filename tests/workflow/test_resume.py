@@ -1,9 +1,12 @@
-"""Plain `snakemake` resumes after a hard kill.
+"""The slow tier's smoke run: plain `snakemake` resumes after a hard kill, and the slow checks
+that read the resumed run (a result file of the wrong schema, the LaTeX tables, the results
+bundle round trip, Snakemake's HTML report).
 
-The kill-and-resume run is the smoke run every smoke test reads (the ``smoke_kill``
-fixture of test_workflow.py runs :func:`kill_mid_pretraining_then_resume` once and
-``test_smoke_kill_9_mid_pretraining_then_the_readme_commands_finish`` checks it with
-:func:`check_kill_and_resume`): one smoke DAG for both, in one test process.
+The kill-and-resume run is built once for the module (the ``smoke_kill`` fixture runs
+:func:`kill_mid_pretraining_then_resume`; the kill test checks it with
+:func:`check_kill_and_resume`); every other test here reads the resumed run
+(``smoke_resumed``). Both fixtures are slow-tier fixtures (``SLOW_FIXTURES`` in
+tests/conftest.py): a test that uses one is in the slow tier whatever its own marks.
 
 The smoke DAG is killed with `kill -9` of Snakemake's whole process group while a
 pretraining job is between two epochs, then resumed with the README's exact commands:
@@ -19,16 +22,26 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 
+from weince.bundle import rebuild_command, verify_bundle
+from weince.bundle.make import REPORT_RULES
+from weince.bundle.verify import normalise
+from weince.pipeline.claims import load_claims
+from weince.report.html import SUMMARY_CATEGORY, claim_categories
+
 REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
+CLAIM_IDS = [c["id"] for c in load_claims(REPO / "config" / "claims.yaml")["claims"]]
 
 
 def _readme_commands() -> tuple[list[str], list[str]]:
@@ -50,11 +63,6 @@ def _run(cwd: Path, argv: list[str], timeout: int = 900) -> subprocess.Completed
                           env=_env())
 
 
-def test_default_profile_sets_rerun_incomplete():
-    prof = yaml.safe_load((REPO / "profiles/default/profile.yaml").read_text())
-    assert prof == {"rerun-incomplete": True}
-
-
 def kill_mid_pretraining_then_resume(wf: Path, logdir: Path) -> dict:
     """In the workflow copy ``wf`` (three pretraining epochs, so a kill can land after a
     checkpoint and before the encoder): the README's smoke command, ``kill -9`` of its whole
@@ -62,7 +70,7 @@ def kill_mid_pretraining_then_resume(wf: Path, logdir: Path) -> dict:
     same command again (refused: stale lock), the unlock line, a dry run without the default
     profile, the unlock line and the command to the end. Records every step's outcome for
     :func:`check_kill_and_resume`; asserts nothing, so the run always reaches its end (the
-    smoke tests of test_workflow.py read it)."""
+    other tests of this module read it)."""
     run_cmd, unlock_cmd = _readme_commands()
     smoke = yaml.safe_load((wf / "config/smoke.yaml").read_text())
     smoke["vision"]["pretrain"]["epochs"] = 3
@@ -125,3 +133,118 @@ def check_kill_and_resume(wf: Path, rec: dict) -> None:
     epochs = [json.loads(line)["epoch"] for line in
               (killed / "train_log.jsonl").read_text().splitlines() if line.strip()]
     assert epochs == [1, 2, 3]
+
+
+# ----------------------------------------------------------------------------- the run, once
+@pytest.fixture(scope="module")
+def smoke_kill(tmp_path_factory, copy_workflow):
+    """The smoke DAG as a user meets it after a crash: killed with ``kill -9`` mid-pretraining,
+    then the README's unlock line and the same command to the end."""
+    wf = copy_workflow(tmp_path_factory.mktemp("smoke") / "wf")
+    record = kill_mid_pretraining_then_resume(wf, wf.parent)
+    if record["done"].returncode != 0:
+        logs = "\n".join(f"--- {p}\n{p.read_text()[-1500:]}"
+                         for p in (wf / "results/smoke/logs").rglob("*.log"))
+        out = record["done"].stdout + record["done"].stderr
+        pytest.fail(f"smoke run failed:\n{out[-4000:]}\n{logs[-8000:]}")
+    return wf, record
+
+
+@pytest.fixture(scope="module")
+def smoke_resumed(smoke_kill):
+    """The workflow copy the resumed smoke run finished in."""
+    return smoke_kill[0]
+
+
+def test_smoke_kill_9_mid_pretraining_then_the_readme_commands_finish(smoke_kill):
+    check_kill_and_resume(*smoke_kill)
+
+
+# ----------------------------------------------------------------------------- slow checks of the run
+def test_smoke_wrong_schema_result_is_a_clear_error(smoke_resumed, run_snakemake):
+    lin = smoke_resumed / "results/smoke/vision/digits/smallcnn/infonce/seed7/linear.json"
+    saved = lin.read_text()
+    d = json.loads(saved)
+    d.pop("test_acc")
+    lin.write_text(json.dumps(d))
+    try:
+        # the file is now newer than table_c3.md: asking for the table re-runs its rule
+        proc = run_snakemake(smoke_resumed, "reports/smoke/table_c3.md", "--cores", "1",
+                         "--configfile", "config/smoke.yaml")
+        assert proc.returncode != 0
+        log = (smoke_resumed / "results/smoke/logs/claim_tables.log").read_text()
+        assert str(lin.relative_to(smoke_resumed)) in log and "'test_acc'" in log, log[-2000:]
+    finally:
+        lin.write_text(saved)
+        # the failed job's table was removed by snakemake: rebuild it from the good file
+        proc = run_snakemake(smoke_resumed, "reports/smoke/table_c3.md", "--cores", "1",
+                         "--configfile", "config/smoke.yaml")
+        assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+@pytest.mark.skipif(shutil.which("pdflatex") is None,
+                    reason="pdflatex not installed (apt-get install texlive-latex-recommended)")
+def test_smoke_latex_tables_compile(smoke_resumed):
+    out = smoke_resumed / "reports/smoke"
+    proc = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error",
+                           "tables.tex"], cwd=out, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+
+
+# ----------------------------------------------------------------------------- results bundle
+def test_smoke_bundle_verifies_and_rebuilds_without_training(
+        smoke_resumed, tmp_path, report_only_venv, verify_no_torch, copy_workflow, job_counts,
+        run_snakemake):
+    """Bundle the smoke run, verify it, unpack it into a fresh checkout and run
+    the documented command: only report jobs, and the same tables."""
+    out = tmp_path / "smoke.tar.gz"
+    proc = subprocess.run([sys.executable, "-m", "weince.cli", "bundle", "--profile", "smoke",
+                           "--out", str(out)], cwd=smoke_resumed, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "OK: every file matches its hash" in proc.stdout
+    assert verify_bundle(out).ok
+    # ... and in a fresh virtual environment holding only the report's dependencies
+    py = report_only_venv(tmp_path / "venv")
+    proc = subprocess.run([str(py), "-c", verify_no_torch, str(out)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    checkout = copy_workflow(tmp_path / "checkout")
+    # the commit the bundle came from: the run's own smoke.yaml (three pretraining epochs,
+    # set by the smoke_kill fixture so that the kill lands between two epochs)
+    shutil.copy2(smoke_resumed / "config/smoke.yaml", checkout / "config/smoke.yaml")
+    # the README's unpacking command: `weince verify ARCHIVE --extract CHECKOUT`
+    res = verify_bundle(out, extract=checkout)
+    assert res.ok and res.extracted.startswith("unpacked "), res.render()
+    assert not list(checkout.rglob("encoder.pt")) and not list(checkout.rglob("features.pt"))
+    args = rebuild_command("smoke").split()[1:]
+    proc = run_snakemake(checkout, "-n", *args, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    counts = job_counts(proc.stdout)
+    assert set(counts) - {"total", "all"} == set(REPORT_RULES), counts
+    assert counts["claim_tables"] == 1   # every claim's table in one job
+    proc = run_snakemake(checkout, *args, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    shipped = checkout / "results/smoke/bundle/reports"
+    names = ["summary.md", "tables.tex", "ablations.md", "norms.md"] + [
+        f"table_{cid.lower()}.{ext}" for cid in CLAIM_IDS for ext in ("md", "tex")] + [
+        f"claims/{cid.lower()}.json" for cid in CLAIM_IDS]
+    for name in names:
+        assert normalise((checkout / "reports/smoke" / name).read_text()) == \
+            normalise((shipped / name).read_text()), name
+
+
+def test_smoke_snakemake_html_report_shows_every_claim(smoke_resumed, run_snakemake):
+    """`snakemake --report` builds the standard self-contained report with every claim's
+    page (table + forest plot) in its own category, the summary and the figures."""
+    proc = run_snakemake(smoke_resumed, "--report", "reports/smoke/report.html",
+                     "--configfile", "config/smoke.yaml", timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    html = (smoke_resumed / "reports/smoke/report.html").read_text()
+    cats = claim_categories(smoke_resumed / "config/claims.yaml")
+    assert set(cats) == set(CLAIM_IDS)
+    for cid in CLAIM_IDS:
+        assert f"claim_{cid.lower()}.html" in html, f"{cid} page missing from the report"
+        assert f'"{cats[cid]}' in html, f"{cid} category missing from the report"
+    for name in ("summary.html", "forest_c1.png", "Ablations and norms", SUMMARY_CATEGORY):
+        assert name in html, name

@@ -21,7 +21,6 @@ from weince.report.html import local_refs
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-SNAKEMAKE = str(BIN / "snakemake") if (BIN / "snakemake").exists() else "snakemake"
 SNAKEFMT = str(BIN / "snakefmt") if (BIN / "snakefmt").exists() else "snakefmt"
 PROFILES = ["config.yaml", "smoke.yaml", "paper.yaml"]
 VERDICTS = (REPRODUCED, NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE)
@@ -29,40 +28,9 @@ VERDICTS = (REPRODUCED, NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE)
 CLAIM_IDS = [c["id"] for c in load_claims(REPO / "config" / "claims.yaml")["claims"]]
 
 
-def workflow_copy(dest: Path) -> Path:
-    """The workflow files (Snakefile, workflow/, config/) in a fresh folder."""
-    dest.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(REPO / "Snakefile", dest / "Snakefile")
-    shutil.copytree(REPO / "workflow", dest / "workflow", symlinks=False)
-    shutil.copytree(REPO / "config", dest / "config")
-    shutil.copytree(REPO / "profiles", dest / "profiles")   # read without a flag (resume)
-    return dest
-
-
-def snakemake(cwd: Path, *args: str, timeout: int = 600, **extra_env: str
-              ) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", **extra_env}
-    return subprocess.run([SNAKEMAKE, *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env=env)
-
-
-def job_counts(output: str) -> dict[str, int]:
-    """The `Job stats` table of a (dry) run: rule -> count."""
-    counts: dict[str, int] = {}
-    block = output.split("Job stats:", 1)[-1]
-    for line in block.splitlines():
-        m = re.fullmatch(r"\s*([A-Za-z_]\w*)\s+(\d+)\s*", line)
-        if m:
-            counts[m.group(1)] = int(m.group(2))
-        elif counts and not line.strip():
-            break
-    return counts
-
-
 # ----------------------------------------------------------------------------- static checks
-def test_snakemake_lint_is_clean():
-    proc = snakemake(REPO, "--lint", timeout=300)
+def test_snakemake_lint_is_clean(run_snakemake):
+    proc = run_snakemake(REPO, "--lint", timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Congratulations, your workflow is in a good condition" in proc.stdout + proc.stderr
 
@@ -114,15 +82,20 @@ def test_profile_sets_every_key_of_the_default(name):
     assert not missing, f"{name} does not set {sorted(missing)}"
 
 
+def test_default_profile_sets_rerun_incomplete():
+    prof = yaml.safe_load((REPO / "profiles/default/profile.yaml").read_text())
+    assert prof == {"rerun-incomplete": True}
+
+
 # ----------------------------------------------------------------------------- dry runs
 @pytest.mark.parametrize("name", ["config.yaml", "smoke.yaml",
                                   pytest.param("paper.yaml", marks=pytest.mark.slow)])
-def test_dry_run_builds_the_dag(name, tmp_path):
-    wf = workflow_copy(tmp_path / "wf")
+def test_dry_run_builds_the_dag(name, tmp_path, copy_workflow, job_counts, run_snakemake):
+    wf = copy_workflow(tmp_path / "wf")
     args = ["-n", "--cores", "2"] + ([] if name == "config.yaml"
                                      else ["--configfile", f"config/{name}"])
     # the paper's data are not here: plan its DAG without the data check
-    proc = snakemake(wf, *args, timeout=300, WEINCE_SKIP_PREFLIGHT="1")
+    proc = run_snakemake(wf, *args, timeout=300, WEINCE_SKIP_PREFLIGHT="1")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     counts = job_counts(proc.stdout)
     for rule in ("pretrain", "features", "linear", "knn", "collect_scores", "pot", "link",
@@ -165,11 +138,12 @@ def test_dry_run_builds_the_dag(name, tmp_path):
         assert shared and counts["pretrain"] == 15 * (2 * 4 + 2 * 27 * 4) + len(extra)
 
 
-def test_one_table_is_a_target_of_the_claim_tables_job(tmp_path):
+def test_one_table_is_a_target_of_the_claim_tables_job(tmp_path, copy_workflow, job_counts,
+                                                      run_snakemake):
     """`snakemake reports/default/table_c8.md` plans the one job that writes every claim's
     table (with what they read), and not the summary."""
-    wf = workflow_copy(tmp_path / "wf")
-    proc = snakemake(wf, "-n", "--cores", "2", "reports/default/table_c8.md")
+    wf = copy_workflow(tmp_path / "wf")
+    proc = run_snakemake(wf, "-n", "--cores", "2", "reports/default/table_c8.md")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     counts = job_counts(proc.stdout)
     assert counts["claim_tables"] == 1 and counts["timing"] == 1, counts
@@ -178,37 +152,19 @@ def test_one_table_is_a_target_of_the_claim_tables_job(tmp_path):
 
 # ----------------------------------------------------------------------------- smoke, end to end
 @pytest.fixture(scope="module")
-def smoke_kill(tmp_path_factory):
-    """The smoke DAG as a user meets it after a crash, run once for every smoke test: the
-    README's smoke command, killed with ``kill -9`` of Snakemake's process group while a
-    pretraining job is between two epochs, then the README's unlock line and the same
-    command to the end (tests/workflow/test_resume.py asserts on the kill and the resume).
-    Every other smoke test reads the resumed run's results."""
-    from test_resume import kill_mid_pretraining_then_resume
-
-    wf = workflow_copy(tmp_path_factory.mktemp("smoke") / "wf")
-    record = kill_mid_pretraining_then_resume(wf, wf.parent)
-    if record["done"].returncode != 0:
+def smoke_run(tmp_path_factory, copy_workflow, run_snakemake):
+    """The fast tier's one end-to-end DAG: the README's smoke command in a workflow copy,
+    run once for this module's smoke tests (the slow tier's smoke run is killed and resumed
+    instead: tests/workflow/test_resume.py)."""
+    wf = copy_workflow(tmp_path_factory.mktemp("smoke") / "wf")
+    proc = run_snakemake(wf, "--cores", "2", "--configfile", "config/smoke.yaml", timeout=1500)
+    if proc.returncode != 0:
         logs = "\n".join(f"--- {p}\n{p.read_text()[-1500:]}"
                          for p in (wf / "results/smoke/logs").rglob("*.log"))
-        out = record["done"].stdout + record["done"].stderr
-        pytest.fail(f"smoke run failed:\n{out[-4000:]}\n{logs[-8000:]}")
-    return wf, record
+        pytest.fail(f"smoke run failed:\n{(proc.stdout + proc.stderr)[-4000:]}\n{logs[-8000:]}")
+    return wf
 
 
-@pytest.fixture(scope="module")
-def smoke_run(smoke_kill):
-    return smoke_kill[0]
-
-
-@pytest.mark.slow
-def test_smoke_kill_9_mid_pretraining_then_the_readme_commands_finish(smoke_kill):
-    from test_resume import check_kill_and_resume
-
-    check_kill_and_resume(*smoke_kill)
-
-
-@pytest.mark.slow
 def test_smoke_summary_lists_every_claim_with_a_verdict(smoke_run):
     summary = (smoke_run / "reports/smoke/summary.md").read_text()
     for cid in CLAIM_IDS:
@@ -259,7 +215,6 @@ def test_smoke_summary_lists_every_claim_with_a_verdict(smoke_run):
     assert "options off the official protocol: Adam weight decay" in c3
 
 
-@pytest.mark.slow
 def test_smoke_every_job_has_a_benchmark(smoke_run):
     """Every rule has a `benchmark:` under results/{profile}/benchmarks (the rehearsal's cost
     forecast reads them): one benchmark per job, at the same place as the job's log."""
@@ -273,12 +228,13 @@ def test_smoke_every_job_has_a_benchmark(smoke_run):
         assert head.split("\t")[0] == "s" and float(row.split("\t")[0]) >= 0, p
 
 
-def test_smoke_deleting_one_result_reruns_only_its_dependents(smoke_run):
+def test_smoke_deleting_one_result_reruns_only_its_dependents(smoke_run, job_counts,
+                                                             run_snakemake):
     knn = smoke_run / "results/smoke/vision/digits/smallcnn/weince/seed7/knn.json"
     keep = smoke_run / "results/smoke/vision/digits/smallcnn/weince/seed7/linear.json"
     before = keep.stat().st_mtime_ns
     knn.unlink()
-    proc = snakemake(smoke_run, "-n", "--cores", "2", "--configfile", "config/smoke.yaml")
+    proc = run_snakemake(smoke_run, "-n", "--cores", "2", "--configfile", "config/smoke.yaml")
     assert proc.returncode == 0, proc.stderr[-3000:]
     counts = job_counts(proc.stdout)
     assert counts, proc.stdout[-3000:]
@@ -286,108 +242,6 @@ def test_smoke_deleting_one_result_reruns_only_its_dependents(smoke_run):
     # claim tables (C6 and C10 read knn.json), the summary, `all`
     assert counts == {"select_knn": 1, "claim_tables": 1, "report": 1, "all": 1, "total": 4}, \
         counts
-    proc = snakemake(smoke_run, "--cores", "2", "--configfile", "config/smoke.yaml")
+    proc = run_snakemake(smoke_run, "--cores", "2", "--configfile", "config/smoke.yaml")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert knn.exists() and keep.stat().st_mtime_ns == before
-
-
-@pytest.mark.slow
-def test_smoke_wrong_schema_result_is_a_clear_error(smoke_run):
-    lin = smoke_run / "results/smoke/vision/digits/smallcnn/infonce/seed7/linear.json"
-    saved = lin.read_text()
-    d = json.loads(saved)
-    d.pop("test_acc")
-    lin.write_text(json.dumps(d))
-    try:
-        # the file is now newer than table_c3.md: asking for the table re-runs its rule
-        proc = snakemake(smoke_run, "reports/smoke/table_c3.md", "--cores", "1",
-                         "--configfile", "config/smoke.yaml")
-        assert proc.returncode != 0
-        log = (smoke_run / "results/smoke/logs/claim_tables.log").read_text()
-        assert str(lin.relative_to(smoke_run)) in log and "'test_acc'" in log, log[-2000:]
-    finally:
-        lin.write_text(saved)
-        # the failed job's table was removed by snakemake: rebuild it from the good file
-        proc = snakemake(smoke_run, "reports/smoke/table_c3.md", "--cores", "1",
-                         "--configfile", "config/smoke.yaml")
-        assert proc.returncode == 0, proc.stderr[-3000:]
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(shutil.which("pdflatex") is None,
-                    reason="pdflatex not installed (apt-get install texlive-latex-recommended)")
-def test_smoke_latex_tables_compile(smoke_run):
-    out = smoke_run / "reports/smoke"
-    proc = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error",
-                           "tables.tex"], cwd=out, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stdout[-3000:]
-
-
-# ----------------------------------------------------------------------------- results bundle
-@pytest.mark.slow
-def test_smoke_bundle_verifies_and_rebuilds_without_training(smoke_run, tmp_path):
-    """Bundle the smoke run, verify it, unpack it into a fresh checkout and run
-    the documented command: only report jobs, and the same tables."""
-    from weince.bundle import rebuild_command, verify_bundle
-    from weince.bundle.make import REPORT_RULES
-    from weince.bundle.verify import normalise
-
-    out = tmp_path / "smoke.tar.gz"
-    proc = subprocess.run([sys.executable, "-m", "weince.cli", "bundle", "--profile", "smoke",
-                           "--out", str(out)], cwd=smoke_run, capture_output=True, text=True,
-                          timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "OK: every file matches its hash" in proc.stdout
-    assert verify_bundle(out).ok
-    # ... and in a fresh virtual environment holding only the report's dependencies
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("_bundle_tests", REPO / "tests/test_bundle.py")
-    helpers = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(helpers)
-    py = helpers.report_only_venv(tmp_path / "venv")
-    proc = subprocess.run([str(py), "-c", helpers.VERIFY_NO_TORCH, str(out)], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    checkout = workflow_copy(tmp_path / "checkout")
-    # the commit the bundle came from: the run's own smoke.yaml (three pretraining epochs,
-    # set by the smoke_kill fixture so that the kill lands between two epochs)
-    shutil.copy2(smoke_run / "config/smoke.yaml", checkout / "config/smoke.yaml")
-    # the README's unpacking command: `weince verify ARCHIVE --extract CHECKOUT`
-    res = verify_bundle(out, extract=checkout)
-    assert res.ok and res.extracted.startswith("unpacked "), res.render()
-    assert not list(checkout.rglob("encoder.pt")) and not list(checkout.rglob("features.pt"))
-    args = rebuild_command("smoke").split()[1:]
-    proc = snakemake(checkout, "-n", *args, timeout=300)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    counts = job_counts(proc.stdout)
-    assert set(counts) - {"total", "all"} == set(REPORT_RULES), counts
-    assert counts["claim_tables"] == 1   # every claim's table in one job
-    proc = snakemake(checkout, *args, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    shipped = checkout / "results/smoke/bundle/reports"
-    names = ["summary.md", "tables.tex", "ablations.md", "norms.md"] + [
-        f"table_{cid.lower()}.{ext}" for cid in CLAIM_IDS for ext in ("md", "tex")] + [
-        f"claims/{cid.lower()}.json" for cid in CLAIM_IDS]
-    for name in names:
-        assert normalise((checkout / "reports/smoke" / name).read_text()) == \
-            normalise((shipped / name).read_text()), name
-
-
-@pytest.mark.slow
-def test_smoke_snakemake_html_report_shows_every_claim(smoke_run):
-    """`snakemake --report` builds the standard self-contained report with every claim's
-    page (table + forest plot) in its own category, the summary and the figures."""
-    from weince.report.html import SUMMARY_CATEGORY, claim_categories
-
-    proc = snakemake(smoke_run, "--report", "reports/smoke/report.html",
-                     "--configfile", "config/smoke.yaml", timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    html = (smoke_run / "reports/smoke/report.html").read_text()
-    cats = claim_categories(smoke_run / "config/claims.yaml")
-    assert set(cats) == set(CLAIM_IDS)
-    for cid in CLAIM_IDS:
-        assert f"claim_{cid.lower()}.html" in html, f"{cid} page missing from the report"
-        assert f'"{cats[cid]}' in html, f"{cid} category missing from the report"
-    for name in ("summary.html", "forest_c1.png", "Ablations and norms", SUMMARY_CATEGORY):
-        assert name in html, name
