@@ -346,7 +346,9 @@ def _weince(sim, targets, invalid, K, tau, *, q, margin, kappa_rho, kappa_aic, t
     if lam is None:
         lam_row = stats["lambda"]
     else:
-        lam_row = torch.full((sim.shape[0],), float(lam), device=sim.device)
+        # in the compute dtype: the coefficient (1 - lam) / tau of float64 input stays float64
+        lam_row = torch.full((sim.shape[0],), float(lam), device=sim.device,
+                             dtype=upcast(sim).dtype)
         if stats is not None:
             stats["lambda"] = lam_row
     beta_val = 1.0 if beta == "one" else stats["beta_w"].clamp(beta_min, beta_max)
