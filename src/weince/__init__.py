@@ -40,7 +40,7 @@ __version__ = "0.1.0"
 # this list costs no import).
 _LOSS_NAMES = (
     "info_nce", "weince", "weince_statistics", "tail_size", "pair_similarities",
-    "topm_softmax", "topm_weibull", "fit_batch_beta", "hcl", "dcl",
+    "queue_similarities", "topm_softmax", "topm_weibull", "fit_batch_beta", "hcl", "dcl",
     "InfoNCELoss", "WEINCELoss", "WEINCERecipeLoss", "WEINCERecipeNoWeibLoss", "InfoNCETopMLoss",
     "HCLLoss", "DCLLoss", "DCLWLoss",
     "LOSSES", "build_loss", "register_loss", "ShortTailWarning",

@@ -7,7 +7,8 @@ Functional API (``docs/method.md`` has the method, ``docs/using-the-loss.md`` ad
     loss, stats = weince(sim, targets, mask, tau=0.5, return_stats=True)
 
 Modules for two-view batches: ``InfoNCELoss``, ``WEINCELoss``, ``WEINCERecipeLoss``,
-``InfoNCETopMLoss``; hard-negative baselines ``HCLLoss``, ``DCLLoss``, ``DCLWLoss`` and
+``InfoNCETopMLoss`` (each with an optional FIFO memory bank of negatives,
+``memory_bank_size=Q``: ``weince.losses.bank``); hard-negative baselines ``HCLLoss``, ``DCLLoss``, ``DCLWLoss`` and
 their functional forms ``hcl``, ``dcl`` (``weince.losses.baselines``);
 ``build_loss(name, **kwargs)`` picks one by name. The public names are also importable
 from ``weince`` itself (``from weince import WEINCELoss``).
@@ -16,7 +17,7 @@ from ``weince`` itself (``from weince import WEINCELoss``).
 ``sys.modules["weince.losses.weince"]``.
 """
 
-from weince.losses._common import pair_similarities
+from weince.losses._common import pair_similarities, queue_similarities
 from weince.losses.infonce import info_nce
 from weince.losses.modules import (LOSSES, InfoNCELoss, InfoNCETopMLoss, WEINCELoss,
                                    WEINCERecipeLoss, WEINCERecipeNoWeibLoss, build_loss,
@@ -29,7 +30,7 @@ from weince.losses.weince import ShortTailWarning, tail_size, weince, weince_sta
 
 __all__ = [
     "info_nce", "weince", "weince_statistics", "tail_size", "pair_similarities",
-    "topm_softmax", "topm_weibull", "fit_batch_beta", "hcl", "dcl",
+    "queue_similarities", "topm_softmax", "topm_weibull", "fit_batch_beta", "hcl", "dcl",
     "InfoNCELoss", "WEINCELoss", "WEINCERecipeLoss", "WEINCERecipeNoWeibLoss", "InfoNCETopMLoss",
     "HCLLoss", "DCLLoss", "DCLWLoss",
     "LOSSES", "build_loss", "register_loss", "ShortTailWarning",
