@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 
@@ -16,19 +18,29 @@ def python_blocks(page: Path) -> list[str]:
     return re.findall(r"^```python\n(.*?)^```", page.read_text(), flags=re.S | re.M)
 
 
-def test_using_the_loss_examples_run(tmp_path):
-    """Every python block of docs/using-the-loss.md, in order, in a fresh interpreter."""
-    blocks = python_blocks(DOCS / "using-the-loss.md")
-    assert blocks, "docs/using-the-loss.md has no python example"
-    assert len(blocks[0].strip().splitlines()) <= 12, "the first example should stay short"
+def run_block(code: str, tmp_path: Path) -> str:
+    """``code`` alone in a fresh interpreter (as a reader pastes it), warnings as errors."""
     script = tmp_path / "example.py"
-    script.write_text("\n".join(blocks))
+    script.write_text(code)
     out = subprocess.run([sys.executable, "-W", "error::UserWarning", str(script)],
                          capture_output=True, text=True, cwd=tmp_path, timeout=300)
-    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert out.returncode == 0, code + out.stdout[-2000:] + out.stderr[-2000:]
+    return out.stdout
+
+
+@pytest.mark.slow          # two fresh interpreters with torch, ~10 s each on a shared CPU
+def test_using_the_loss_examples_run(tmp_path):
+    """Every python block of docs/using-the-loss.md runs on its own, with its own imports."""
+    blocks = python_blocks(DOCS / "using-the-loss.md")
+    assert len(blocks) == 2, "docs/using-the-loss.md: the two-view and the MoCo example"
+    assert len(blocks[0].strip().splitlines()) <= 12, "the first example should stay short"
+    out = run_block(blocks[0], tmp_path)
     # the example prints last_stats: the keys the page's table explains
     for key in ("lambda_mean", "rho0", "daic_mean", "beta_w_mean"):
-        assert key in out.stdout
+        assert key in out
+    # the MoCo example: the queue is full (Q = 512) after its ten calls of N = 64
+    filled, lam = run_block(blocks[1], tmp_path).split()
+    assert filled == "512" and 0.0 <= float(lam) <= 1.0
 
 
 def test_using_the_loss_names_what_exists():
