@@ -157,9 +157,10 @@ _BANK_DOC = """memory_bank_size: ``Q``, the number of past embeddings kept as ne
             ``"simclr"``. After the loss, in training mode, the batch's ``z2`` (unit rows,
             detached) enters the bank, oldest out; in eval mode the bank is only read.
             ``K`` is the number of rows filled so far: ``0`` on the first call (the loss is
-            then ``0``, with zero gradients), ``Q`` from call ``ceil(Q / N)`` on (``N``:
-            the global batch with ``gather_distributed``, whose gathered ``z2`` every
-            process enqueues, so that the banks agree). The bank is
+            then ``0``, with zero gradients); the bank is full after ``ceil(Q / N)`` calls
+            and ``K = Q`` from the next one on (``N``: the global batch with
+            ``gather_distributed``, whose gathered ``z2`` every process enqueues, so that
+            the banks agree). The bank is
             ``loss_fn.memory_bank`` (:class:`weince.losses.bank.MemoryBank`), a buffer
             saved in ``state_dict`` that moves with ``.to()``."""
 
@@ -241,7 +242,8 @@ class _TwoViewLoss(nn.Module):
 _COMMON_ARGS = """tau: softmax temperature, a finite number ``> 0`` usable in the inputs' dtype
             (the paper's lie in 0.05 .. 0.5). Default ``0.5``.
         temperature: the same option under lightly's name; pass ``tau`` or
-            ``temperature``, not both (a ``ValueError``). Default ``None``.
+            ``temperature``, not both (a ``ValueError``; the signature's ``tau=None`` tells
+            an omitted ``tau`` apart). Default ``None``.
         layout: ``"simclr"`` (default): the ``2N`` views ``cat(z1, z2)`` against each
             other, the anchor itself masked, the other view of the same item the positive,
             ``K = 2N - 2`` negatives per anchor (NT-Xent). ``"pairs"``: ``z1`` against
@@ -250,7 +252,8 @@ _COMMON_ARGS = """tau: softmax temperature, a finite number ``> 0`` usable in th
 
 _SHAPES = """Shape:
         - ``z1``, ``z2``: ``(N, d)`` embeddings of the two views, any floating dtype
-          (normalised to unit length inside), ``N >= 2``.
+          (normalised to unit length inside), ``N >= 2`` (``N >= 1`` with a memory
+          bank).
         - output: ``()``, the scalar loss (float32; float64 for float64 input)."""
 
 
