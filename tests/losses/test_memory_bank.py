@@ -179,3 +179,16 @@ def test_a_batch_of_one_pair_works_with_a_bank():
     for z1, z2 in batches(3, n=1):
         loss = loss_fn(z1, z2)
     assert loss.item() > 0 and loss_fn.memory_bank.filled == 3
+
+
+@pytest.mark.parametrize("name", ["infonce", "weince", "weince_recipe", "infonce_topm"])
+def test_the_modules_keep_nn_module_s_methods(name):
+    """No helper of the losses shadows an ``nn.Module`` method (a ``half`` helper once did)."""
+    import torch.nn as nn
+
+    own = {n for c in type(build_loss(name)).__mro__ if c.__module__.startswith("weince")
+           for n in vars(c)}
+    assert not own & set(dir(nn.Module)) - {"__init__", "forward", "extra_repr", "__doc__",
+                                            "__module__", "_load_from_state_dict"}
+    loss_fn = build_loss(name, memory_bank_size=Q)
+    assert loss_fn.half() is loss_fn and loss_fn.double() is loss_fn

@@ -220,7 +220,7 @@ class _TwoViewLoss(nn.Module):
         check_tau_dtype(self.tau, z1.dtype)
         return out
 
-    def half(self, sim: torch.Tensor) -> int | None:
+    def simclr_half(self, sim: torch.Tensor) -> int | None:
         """``N`` when ``sim`` has the SimCLR layout (its ``2N`` rows known without reading
         ``targets``), else ``None``."""
         return sim.shape[0] // 2 if self.layout == "simclr" and self.memory_bank is None else None
@@ -464,7 +464,7 @@ class WEINCELoss(_TwoViewLoss):
         """``(loss, stats)`` of a :meth:`batch` with ``K >= 1``; ``stats`` holds what the
         recipe reuses."""
         loss, stats = _weince(sim, targets, invalid, K, self.tau, return_stats=True,
-                              topk_extra=topk_extra, half=self.half(sim), **self.opts)
+                              topk_extra=topk_extra, half=self.simclr_half(sim), **self.opts)
         # 0-d float64 tensors (read with float()); nothing here waits for the device
         self.last_stats = {**_quantiles(stats["lambda"]), "rho0": stats["log_rho0"].exp(),
                            "daic_mean": stats["daic"].mean(), "beta_w_mean": stats["beta_w"].mean()}
@@ -584,7 +584,7 @@ class WEINCERecipeLoss(WEINCELoss):
         if self.training:  # the EMA step comes before beta_t is used, as in the official code
             k = pool_size(sim.shape[0] * K, self.pool_min, self.pool_frac)
             if stats["neg"] is None:  # CPU path: NumPy selection straight from sim
-                top = pooled_top_cpu(sim, k, targets, invalid, self.half(sim))
+                top = pooled_top_cpu(sim, k, targets, invalid, self.simclr_half(sim))
             else:
                 top = torch.topk(stats["neg"].flatten(), k, sorted=True).values
             self._ema(*fit_pooled(top, k, eps))
