@@ -12,7 +12,7 @@ from scipy import stats as st
 import weince.losses.baselines  # noqa: F401  (registers hcl, dcl, dclw)
 from weince.eval.linear import linear_probe
 from weince.losses import LOSSES, build_loss
-from weince.losses.arms import ARMS, apply_arm, arm_settings, canonical_arm
+from weince.pipeline.arms import ARMS, apply_arm, arm_settings, canonical_arm
 from weince.pipeline.ablations import GROUPS, ablation_inputs, ablation_outputs, ablation_plan
 from weince.report.ablations import build_ablation_report, group_commentary
 from weince.report.stats import estimate

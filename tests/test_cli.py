@@ -130,3 +130,107 @@ def test_noise_warnings_threshold_and_interval_width():
     assert len(noise_warnings([tight], MIN_STABLE_REPS - 1)) == 1
     w = noise_warnings([tight, wide], MIN_STABLE_REPS)
     assert len(w) == 1 and "[1.30, 1.70]" in w[0]
+
+
+# ---------------------------------------------------------------- missing extras
+_WITHOUT_EXTRAS = """
+import contextlib, io, json, sys
+for name in {blocked!r}:
+    sys.modules[name] = None             # as if not installed: importing it fails
+from weince.cli import COMMANDS, main
+
+
+def run(argv, console=False):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            if console:
+                sys.argv = ["weince", *argv]
+                rc = main()
+            else:
+                rc = main(argv)
+        except SystemExit as exc:
+            rc = exc.code
+        except Exception as exc:
+            rc = type(exc).__name__
+    return [rc, err.getvalue().splitlines()]
+
+
+out = {{cmd: run([cmd, "--help"]) for cmd in sorted(COMMANDS)}}
+out["console pretrain --help"] = run(["pretrain", "--help"], console=True)
+out["debug pretrain --help"] = run(["pretrain", "--help", "--debug"], console=True)
+out["bench-loss run"] = run(["bench-loss", "--sizes", "16", "--dim", "4", "--reps", "1",
+                             "--losses", "infonce", "--device", "cpu"])
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def without_extras():
+    """Every command's ``--help`` (and a bench-loss run) in an interpreter where the
+    modules of every extra fail to import: the core install, simulated."""
+    import json
+
+    from weince.cli import EXTRA_MODULES
+
+    blocked = sorted(m for mods in EXTRA_MODULES.values() for m in mods)
+    proc = subprocess.run([sys.executable, "-c", _WITHOUT_EXTRAS.format(blocked=blocked)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_without_an_extra_a_command_names_it_in_one_line(without_extras):
+    """``weince status --help`` on the core install printed a ModuleNotFoundError traceback;
+    now each command either works or says which extra to install, exit 2."""
+    named = {}
+    for key, (rc, err) in without_extras.items():
+        if key.startswith(("console", "debug")):
+            continue
+        if rc == 0 and key != "bench-loss run":
+            assert err == [], (key, err)
+            continue
+        assert rc == 2 and len(err) == 1, (key, rc, err)
+        cmd = key.split()[0]
+        assert err[0].startswith(f"weince {cmd}: error: this command needs the 'workflow' extra"), err
+        assert err[0].endswith('install it with: pip install "weince[workflow]"'), err
+        named[cmd] = err[0]
+    # the commands of the report (and bench-loss's run) cannot work without the extra
+    assert {"status", "report", "pretrain", "verify", "bench-loss"} <= set(named), sorted(named)
+
+
+def test_the_console_prints_the_extra_in_one_line_and_debug_the_traceback(without_extras):
+    rc, err = without_extras["console pretrain --help"]
+    assert rc == 2 and len(err) == 1 and 'pip install "weince[workflow]"' in err[0]
+    assert without_extras["debug pretrain --help"][0] == "ModuleNotFoundError"
+    rc, err = without_extras["bench-loss run"]
+    assert rc == 2 and err == [
+        "weince bench-loss: error: this command needs the 'workflow' extra: tabulate (module "
+        "'tabulate') is not installed; install it with: pip install \"weince[workflow]\""]
+
+
+def test_missing_extra_names_the_text_extra_and_ignores_other_modules():
+    from weince.cli import missing_extra
+
+    line = missing_extra(ModuleNotFoundError("No module named 'transformers'", name="transformers"))
+    assert line.endswith('pip install "weince[text]"') and "'text' extra" in line
+    assert missing_extra(ModuleNotFoundError("x", name="yaml.cyaml")).endswith('"weince[workflow]"')
+    assert missing_extra(ModuleNotFoundError("x", name="not_an_extra")) is None
+    assert missing_extra(ValueError("yaml")) is None
+
+
+def test_the_extras_table_lists_every_package_of_the_extras():
+    """``EXTRA_MODULES`` (what the dispatcher recognises) and pyproject.toml's extras agree."""
+    import tomllib
+    from pathlib import Path
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    from weince.cli import EXTRA_MODULES
+
+    extras = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())[
+        "project"]["optional-dependencies"]
+    for extra, modules in EXTRA_MODULES.items():
+        declared = {canonicalize_name(Requirement(r).name) for r in extras[extra]}
+        assert {canonicalize_name(d) for d in modules.values()} == declared, extra

@@ -1,7 +1,10 @@
-"""The examples in the public losses' and fits' docstrings run and print what they show.
+"""The examples in the public losses' and fits' docstrings run as copied and print what they
+show.
 
 Each module's docstrings are run by :mod:`doctest` (the suite collects only the test files:
-this test names the modules whose examples are part of the documentation)."""
+this test names the modules whose examples are part of the documentation), each example in
+an empty namespace: a name it uses without importing it fails, as it would for a reader
+who pastes it."""
 
 from __future__ import annotations
 
@@ -12,8 +15,8 @@ import warnings
 import pytest
 
 MODULES = ["weince.losses.modules", "weince.losses.infonce", "weince.losses.weince",
-           "weince.losses._common", "weince.evt.gpd", "weince.evt.link",
-           "weince.utils.distributed"]
+           "weince.losses._common", "weince.losses.baselines", "weince.losses.bank",
+           "weince.evt.gpd", "weince.evt.link", "weince.utils.distributed"]
 
 # the objects whose help() an adopter reads: each must carry a runnable example
 DOCUMENTED = {
@@ -21,7 +24,9 @@ DOCUMENTED = {
                               "WEINCERecipeNoWeibLoss", "build_loss", "register_loss"],
     "weince.losses.infonce": ["info_nce"],
     "weince.losses.weince": ["weince", "weince_statistics", "tail_size"],
-    "weince.losses._common": ["pair_similarities"],
+    "weince.losses._common": ["pair_similarities", "queue_similarities"],
+    "weince.losses.baselines": ["hcl", "dcl"],
+    "weince.losses.bank": ["MemoryBank"],
     "weince.evt.gpd": ["fit_gpd_pot"],
     "weince.evt.link": ["fit_link_selection"],
 }
@@ -32,9 +37,10 @@ def test_docstring_examples_run(name):
     mod = importlib.import_module(name)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")          # fits' small-sample notes are not output
-        res = doctest.testmod(mod, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE,
-                              report=True, verbose=False)
+        res = doctest.testmod(mod, globs={}, report=True, verbose=False,
+                              optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert res.failed == 0, f"{res.failed} docstring example(s) of {name} failed (output above)"
+    assert res.attempted or name not in DOCUMENTED, f"{name} has no docstring example"
 
 
 @pytest.mark.parametrize("name", sorted(DOCUMENTED))
@@ -47,7 +53,8 @@ def test_public_objects_carry_examples_and_arguments(name):
         assert ">>>" in doc, f"{name}.{attr} has no runnable example"
         tests = [t for t in finder.find(obj, attr, module=mod) if t.name == attr]
         assert tests and tests[0].examples, f"{name}.{attr}: doctest finds no example"
-        if callable(obj) and attr not in {"register_loss", "WEINCERecipeNoWeibLoss", "tail_size"}:
+        if callable(obj) and attr not in {"register_loss", "WEINCERecipeNoWeibLoss", "tail_size",
+                                          "MemoryBank"}:
             assert "Raises:" in doc, f"{name}.{attr} does not say what it raises"
 
 

@@ -7,6 +7,9 @@
     3  the command line: the package weince.cli, the dispatcher and one module per
        ``weince <command>``, and nothing else (a command module elsewhere fails)
 
+The package face (``weince/__init__.py``) imports nothing at load time; its PEP 562
+``__getattr__`` forwards the public loss names to ``weince.losses``, its one import.
+
 A module may import its own layer and lower ones, never a higher one, whether at the top of
 the file or inside a function (a lazy import that dodges a cycle counts). Within a layer the
 import graph has no cycle, counting the package ``__init__`` that an import runs. Read at
@@ -18,6 +21,9 @@ from __future__ import annotations
 
 import ast
 import os
+import subprocess
+import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -77,10 +83,63 @@ def imports(path: Path, mod: str) -> set[str]:
 GRAPH = {module_name(p): imports(p, module_name(p)) for p in sorted(ROOT.rglob("*.py"))}
 
 
+# what the package face may import (inside its ``__getattr__``, on first use of a loss name)
+FACE_IMPORTS = {"weince.losses"}
+
+
 def test_no_module_imports_a_higher_layer():
     bad = [f"{m} (layer {layer(m)}) imports {d} (layer {layer(d)})"
-           for m, deps in GRAPH.items() for d in sorted(deps) if layer(d) > layer(m)]
+           for m, deps in GRAPH.items() for d in sorted(deps)
+           if layer(d) > layer(m) and not (m == "weince" and d in FACE_IMPORTS)]
     assert not bad, "\n".join(bad)
+
+
+def test_the_package_face_imports_only_the_losses_and_only_on_demand():
+    tree = ast.parse((ROOT / "__init__.py").read_text())
+    top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    assert not top, "weince/__init__.py imports at load time; every weince import would pay it"
+    assert GRAPH["weince"] == FACE_IMPORTS
+
+
+def test_torch_free_layers_import_without_torch():
+    """A fresh interpreter: the report, pipeline and bundle layers (and the arm registry)
+    leave torch unloaded, and the package face lists the loss names without loading them."""
+    code = ("import sys\n"
+            "import weince, weince.report, weince.pipeline, weince.bundle, weince.pipeline.arms\n"
+            "assert 'WEINCELoss' in dir(weince) and 'WEINCELoss' in weince.__all__\n"
+            "print('torch' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
+
+
+def test_the_public_loss_names_are_the_losses_objects():
+    import weince.losses
+
+    assert weince.WEINCELoss is weince.losses.WEINCELoss
+    from weince import InfoNCELoss, info_nce
+    from weince import weince as fn
+
+    assert (fn, info_nce, InfoNCELoss) == (weince.losses.weince, weince.losses.info_nce,
+                                           weince.losses.InfoNCELoss)
+    assert callable(fn) and fn.__name__ == "weince"
+    assert sorted(weince.losses.__all__) == sorted(weince._LOSS_NAMES)
+    assert all(getattr(weince, n) is getattr(weince.losses, n) for n in weince._LOSS_NAMES)
+    with pytest.raises(AttributeError, match="NoSuchLoss"):
+        weince.NoSuchLoss
+
+
+def test_the_losses_package_has_no_lazy_loader_and_exports_only_its_names():
+    import weince.losses as losses
+
+    tree = ast.parse(Path(losses.__file__).read_text())
+    defs = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    assert not defs & {"__getattr__", "__dir__"}, "weince.losses loads lazily again"
+    assert type(losses) is types.ModuleType
+    assert set(losses.__all__) <= set(vars(losses))
+    assert not {"importlib", "sys", "types"} & set(losses.__all__)
+    assert not {"importlib", "sys", "types"} & set(vars(losses))
 
 
 def test_no_import_cycle():

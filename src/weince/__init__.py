@@ -4,8 +4,7 @@ Corrections for InfoNCE* (ICML 2026).
 Subpackages, by layer (imports run downwards only; ``tests/test_import_layers.py``):
 
 0. building blocks
-    weince.losses    InfoNCE, WEINCE, the authors' recipe terms, baselines (torch); every
-                     named arm in ``weince.losses.arms``
+    weince.losses    InfoNCE, WEINCE, the authors' recipe terms, baselines (torch)
     weince.evt       POT/GPD tail fits and link-selection fits (numpy/scipy only)
     weince.data      vision and text data sets, SimCLR augmentations
     weince.models    backbones and projection heads
@@ -18,7 +17,8 @@ Subpackages, by layer (imports run downwards only; ``tests/test_import_layers.py
     weince.norms     the embedding-norm analysis (N1-N3), one ``norms.json`` per encoder
     weince.timing    loss-alone and whole-step overhead timing (C8)
 2. what a profile asks for, and the pages made from its results
-    weince.pipeline  run layout and file names, the resolved ``Profile``, the claims
+    weince.pipeline  run layout and file names, the named training arms
+                     (``weince.pipeline.arms``), the resolved ``Profile``, the claims
                      registry, resolved stage configs, grid choice, the ablation and norms
                      plans, ``all_targets(config)`` (the workflow's glue)
     weince.report    claims tables with verdicts (C1-C10 and N1-N3, from the registry),
@@ -29,7 +29,41 @@ Subpackages, by layer (imports run downwards only; ``tests/test_import_layers.py
     weince.cli       ``weince <command>``: the dispatcher and one module per command
                      (``weince.cli.pretrain``, ``weince.cli.evt``, ...), each parsing
                      arguments and calling the library; the only home of commands
+
+The public losses are importable from here too (``from weince import WEINCELoss, info_nce``);
+they load ``weince.losses`` (and torch) on first use.
 """
 
 __version__ = "0.1.0"
-__all__ = ["__version__"]
+
+# The loss names forwarded to ``weince.losses`` (its ``__all__``, spelled out so that reading
+# this list costs no import).
+_LOSS_NAMES = (
+    "info_nce", "weince", "weince_statistics", "tail_size", "pair_similarities",
+    "queue_similarities", "topm_softmax", "topm_weibull", "fit_batch_beta", "hcl", "dcl",
+    "InfoNCELoss", "WEINCELoss", "WEINCERecipeLoss", "WEINCERecipeNoWeibLoss", "InfoNCETopMLoss",
+    "HCLLoss", "DCLLoss", "DCLWLoss",
+    "LOSSES", "build_loss", "register_loss", "ShortTailWarning",
+)
+__all__ = ["__version__", *_LOSS_NAMES]
+
+
+def __getattr__(name: str):
+    """Forward the public loss names to ``weince.losses`` on first use (PEP 562).
+
+    Every ``import weince.<anything>`` runs this file first, and the torch-free layers
+    (``weince.pipeline``, ``weince.report``, ``weince.bundle``, ``weince.evt``, the
+    statistics commands) must stay torch-free; importing ``weince.losses`` here eagerly
+    would load torch for all of them. So ``weince.WEINCELoss`` imports the losses only when
+    it is asked for, and then it is the very object ``weince.losses.WEINCELoss``."""
+    if name in _LOSS_NAMES:
+        from weince import losses
+
+        value = getattr(losses, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'weince' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

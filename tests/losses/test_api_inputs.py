@@ -109,3 +109,52 @@ def test_numpy_and_0d_tensor_tau_equal_the_float(what, tau):
         got = build_loss(name, tau=tau)
         assert isinstance(got.tau, float) and got.tau == ref
         assert torch.equal(got(Z1, Z2), build_loss(name, tau=ref)(Z1, Z2)), name
+
+
+# ---------------------------------------------------------------- temperature = tau
+@pytest.mark.parametrize("name", sorted(LOSSES))
+def test_modules_take_temperature_as_tau(name):
+    """lightly's users write ``temperature``: the same option, the same loss."""
+    got, ref = build_loss(name, temperature=0.2), build_loss(name, tau=0.2)
+    assert got.tau == 0.2 and repr(got) == repr(ref)
+    assert torch.equal(got(Z1, Z2), ref(Z1, Z2))
+    assert build_loss(name).tau == 0.5                        # neither: the default
+    with pytest.raises(ValueError, match=r"got tau=0.2 and temperature=0.3: .*only one"):
+        build_loss(name, tau=0.2, temperature=0.3)
+    with pytest.raises(ValueError, match=r"tau must be a finite positive number"):
+        build_loss(name, temperature=-1.0)
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+def test_functions_take_temperature_as_tau(name):
+    fn = FUNCTIONS[name]
+    assert torch.equal(fn(SIM, T, M, temperature=0.2), fn(SIM, T, M, tau=0.2))
+    assert torch.equal(fn(SIM, T, M), fn(SIM, T, M, tau=0.5))
+    with pytest.raises(ValueError, match=r"got tau=0.2 and temperature=0.2: .*only one"):
+        fn(SIM, T, M, tau=0.2, temperature=0.2)
+
+
+# ---------------------------------------------------------------- repr
+@pytest.mark.parametrize("name", sorted(LOSSES))
+def test_repr_shows_every_constructor_option(name):
+    """``repr(loss_fn)`` names each option of the constructor (``temperature`` is ``tau``),
+    with its value: a non-default value shows up."""
+    import inspect
+
+    params: set[str] = set()
+    for c in (c for c in LOSSES[name].__mro__ if "__init__" in vars(c)):
+        sig = inspect.signature(c.__init__).parameters
+        params |= set(sig) - {"self", "kwargs", "temperature"}
+        if not any(p.kind is p.VAR_KEYWORD for p in sig.values()):
+            break                           # **kwargs: the parent's options come too
+    text = repr(build_loss(name))
+    missing = sorted(p for p in params if f"{p}=" not in text)
+    assert not missing, f"{name}: repr {text} lacks {missing}"
+    assert "tau=0.25" in repr(build_loss(name, tau=0.25))
+
+
+def test_the_recipe_repr_shows_its_own_options():
+    text = repr(build_loss("weince_recipe", top_m=7, w_weib=0.1, w_soft=0.2, momentum=0.5))
+    for part in ("top_m=7", "w_weib=0.1", "w_soft=0.2", "momentum=0.5", "beta_t_init=4.0",
+                 "memory_bank_size=0", "gather_distributed=False"):
+        assert part in text, part

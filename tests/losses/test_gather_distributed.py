@@ -1,6 +1,7 @@
 """``gather_distributed=True``: two gloo processes, each holding half of the batch, give the
 loss, the statistics and (after DDP's averaging) the parameter gradients of one process on
-the whole batch; the recipe's ``beta_t`` moves identically on both."""
+the whole batch; the recipe's ``beta_t`` moves identically on both, and so do the memory
+banks (each process enqueues the gathered batch)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distribut
 WORLD = 2
 N, D_IN, D = 40, 12, 8            # K = 2N - 2 = 78 >= min_tail: the real tail path
 LOSSES = [("infonce", {}), ("weince", {}), ("weince", {"beta": "anchor"}), ("dclw", {}),
-          ("weince_recipe", {"top_m": 10, "pool_min": 64}), ("weince", {"layout": "pairs"})]
+          ("weince_recipe", {"top_m": 10, "pool_min": 64}), ("weince", {"layout": "pairs"}),
+          ("weince", {"memory_bank_size": 64}), ("infonce", {"memory_bank_size": 64})]
 
 
 def make_problem():
@@ -37,6 +39,9 @@ def run(name, kw, rows, gather):
     """The loss of ``rows`` of the batch; returns loss, parameter grads, stats, beta_t."""
     x1, x2, model = make_problem()
     loss_fn = build_loss(name, tau=0.5, gather_distributed=gather, **kw)
+    if loss_fn.memory_bank is not None:   # a first step fills the bank (K = 0 before it)
+        with torch.no_grad():
+            loss_fn(model(x2[rows]), model(x1[rows]))
     if gather:
         model = torch.nn.parallel.DistributedDataParallel(model)
     loss = loss_fn(model(x1[rows]), model(x2[rows]))
@@ -44,7 +49,9 @@ def run(name, kw, rows, gather):
     m = model.module if gather else model
     return {"loss": loss.detach(), "w": m.weight.grad.clone(), "b": m.bias.grad.clone(),
             "stats": {k: v.clone() for k, v in loss_fn.last_stats.items()},
-            "beta_t": getattr(loss_fn, "beta_t", torch.tensor(0.0)).clone()}
+            "beta_t": getattr(loss_fn, "beta_t", torch.tensor(0.0)).clone(),
+            "bank": (loss_fn.memory_bank.entries() if loss_fn.memory_bank is not None
+                     else torch.zeros(0))}
 
 
 def _worker(rank, port, out_dir):
@@ -89,6 +96,10 @@ def test_two_processes_equal_one_on_the_whole_batch(ranks, i):
         for k in one["stats"]:
             torch.testing.assert_close(got["stats"][k], one["stats"][k], rtol=1e-10, atol=1e-12)
         torch.testing.assert_close(got["beta_t"], one["beta_t"])
+        # every process enqueued the gathered z2: the banks agree with one process's
+        torch.testing.assert_close(got["bank"], one["bank"], rtol=0, atol=0)
+    if "memory_bank_size" in kw:
+        assert one["bank"].shape == (64, D) and float(one["loss"]) > 0   # 2N = 80 rows pushed
     if name == "weince_recipe":
         assert float(one["beta_t"]) != 4.0, "the EMA did not move: the test would not see a difference"
 

@@ -128,6 +128,16 @@ def test_lambda_zero_is_infonce(kind):
     assert float(a) == pytest.approx(ref_info_nce(sim, t, m, 0.5), rel=1e-6)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("tau", [0.5, 0.3, 0.07])
+def test_lambda_zero_is_infonce_bit_for_bit_in_either_dtype(dtype, tau):
+    """A forced ``lam`` is held in the compute dtype: ``1 / tau`` keeps float64's precision
+    for float64 input (it was rounded to float32 before, so ``tau=0.3`` differed)."""
+    sim, t, m = simclr_batch()
+    sim = sim.to(dtype)
+    assert torch.equal(weince(sim, t, m, tau=tau, lam=0.0), info_nce(sim, t, m, tau=tau))
+
+
 @pytest.mark.parametrize("kind", list(BATCHES))
 @pytest.mark.parametrize("opts", [
     {}, {"gate": "rho"}, {"gate": "aic"}, {"beta": "anchor"}, {"lam": 0.7},

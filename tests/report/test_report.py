@@ -16,7 +16,7 @@ from scipy import stats
 
 from weince.report import (NOT_REPRODUCED, NOT_RUN, REPRODUCED, ResultSchemaError,
                            build_report, load_claims)
-from weince.losses import arms
+from weince.pipeline import arms
 from weince.pipeline import layout
 
 from weince.report.verdicts import partial_verdict

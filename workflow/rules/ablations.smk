@@ -1,6 +1,6 @@
 # Ablations: extra arms trained by the same pretrain / features / linear rules as
 # the main arms (an ablation arm is just another value of the {arm} wildcard; its loss, tau
-# and options come from weince.losses.arms.ARMS through pretrain_config), a probe on the
+# and options come from weince.pipeline.arms.ARMS through pretrain_config), a probe on the
 # projection-head features, and reports/{profile}/ablations.md.
 # Which groups a profile runs: its `ablations` block (weince.pipeline.ablations).
 

@@ -4,7 +4,7 @@
 # weince.pipeline.targets.all_targets(config).
 import re
 
-from weince.losses.arms import grid_points, split_arm
+from weince.pipeline.arms import grid_points, split_arm
 from weince.pipeline import layout
 from weince.pipeline.ablations import ablation_inputs, ablation_outputs, ablation_plan
 from weince.pipeline.cost import cost_settings, job_runtime, retries_for

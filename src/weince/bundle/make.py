@@ -56,7 +56,8 @@ REPORT_RULES = ("claim_tables", "report", "norms_report", "ablations_report")
 
 def rebuild_command(profile: str) -> str:
     """The one Snakemake command that rebuilds the reports from unpacked results without
-    running any other job (README, "Checking the numbers as a reviewer").
+    running any other job (``docs/reviewing.md``, "Rebuilding the reports through the
+    workflow").
 
     Only the report rules may run (``--allowed-rules``): every other file is taken as it
     is, so neither a missing encoder nor a config file newer than the results (Snakemake

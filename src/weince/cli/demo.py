@@ -14,7 +14,9 @@ from weince.losses import LOSSES, build_loss, info_nce, pair_similarities, weinc
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--n", type=int, default=256, help="images per view, 2N = 2n rows (default %(default)s)")
+    p.add_argument("--n", type=int, default=256,
+                   help="N, random items per view; the similarity matrix has 2N rows and each "
+                        "anchor K = 2N - 2 negatives (default %(default)s)")
     p.add_argument("--dim", type=int, default=64,
                    help="embedding dimension (default %(default)s)")
     p.add_argument("--seed", type=int, default=0,

@@ -102,12 +102,17 @@ def _meta(feats: dict) -> dict:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from weince.utils.config import add_config_arguments
-
     parser.add_argument("method", choices=["linear", "knn"], help="evaluation to run")
     parser.add_argument("--features", required=True, help="features.pt from `weince features`")
     parser.add_argument("--out", required=True, help="result JSON (linear.json / knn.json)")
-    add_config_arguments(parser)
+    # --config / --set as weince.utils.config.add_config_arguments, with examples of eval keys
+    parser.add_argument("--config", default=None, metavar="FILE",
+                        help="YAML file of LinearProbeConfig (linear) or KNNConfig (knn) keys "
+                             "(defaults when omitted)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        metavar="KEY=VALUE",
+                        help="override one key (value parsed as YAML; repeatable; default: "
+                             "none), e.g. --set epochs=50 (linear) or --set k=20 (knn)")
 
 
 def main(args: argparse.Namespace) -> int:

@@ -9,7 +9,8 @@ import argparse
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--root", required=True,
                         help="folder to write (new or empty, or one written by this command)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of every synthetic file")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed of every synthetic file (default %(default)s)")
     parser.add_argument("--overwrite", action="store_true",
                         help="rewrite a synthetic tree that is already complete")
 

@@ -55,7 +55,10 @@ def _print(result: dict) -> None:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", default=None, help="YAML with TimingConfig fields")
+    p.add_argument("--config", default=None, metavar="FILE",
+                   help="YAML file of timing options (losses, sizes, dim, loss_reps, backbone, "
+                        "step_batch, device, compile, ...: the fields of "
+                        "weince.timing.TimingConfig); defaults when omitted")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override one TimingConfig field (repeatable; default: none), "
                         "e.g. --set sizes=[512]")

@@ -38,8 +38,21 @@ def cpu_selection(x: torch.Tensor) -> bool:
     return CPU_SELECTION and x.device.type == "cpu" and not torch.compiler.is_compiling()
 
 
-__all__ = ["check_batch", "check_tau", "real_scalar", "pair_similarities", "masked_logits", "negative_values", "LAYOUTS",
-           "unit_rows"]
+__all__ = ["check_batch", "check_tau", "pick_tau", "real_scalar", "pair_similarities",
+           "queue_similarities", "masked_logits", "negative_values", "LAYOUTS", "unit_rows"]
+
+DEFAULT_TAU = 0.5
+
+
+def pick_tau(tau, temperature, default: float = DEFAULT_TAU):
+    """The temperature given as ``tau`` or under lightly's name ``temperature`` (unchecked;
+    :func:`check_tau` checks it): ``default`` when neither is given, a ``ValueError`` when
+    both are."""
+    if tau is not None and temperature is not None:
+        raise ValueError(f"got tau={tau!r} and temperature={temperature!r}: they are one option "
+                         f"(temperature is another name for tau); pass only one of them")
+    picked = tau if tau is not None else temperature
+    return default if picked is None else picked
 
 
 def real_scalar(x, name: str) -> float:
@@ -142,12 +155,13 @@ def check_batch(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | N
     return K
 
 
-def check_views(z1: torch.Tensor, z2: torch.Tensor) -> None:
-    """Shape-only checks of two views (no host sync): ``(N, d)`` each, ``N >= 2``.
+def check_views(z1: torch.Tensor, z2: torch.Tensor, min_n: int = 2) -> None:
+    """Shape-only checks of two views (no host sync): ``(N, d)`` each, ``N >= min_n``.
 
     A batch of one pair leaves every anchor without a negative (``K = 2N - 2 = 0`` in the
     SimCLR layout, ``N - 1 = 0`` in pairs): InfoNCE would return 0, DCL ``-inf``, HCL and
-    WEINCE's tail statistics would fail deep inside."""
+    WEINCE's tail statistics would fail deep inside. With a memory bank the negatives come
+    from the bank, and ``min_n=1``."""
     for name, z in (("z1", z1), ("z2", z2)):
         if not isinstance(z, torch.Tensor):
             raise ValueError(f"{name} must be a tensor of embeddings of shape (N, d), got "
@@ -160,7 +174,7 @@ def check_views(z1: torch.Tensor, z2: torch.Tensor) -> None:
     if z1.shape[1] == 0:
         raise ValueError(f"z1 and z2 have d = 0 dimensions (shape {tuple(z1.shape)}); "
                          f"embeddings need d >= 1")
-    if z1.shape[0] < 2:
+    if z1.shape[0] < min_n:
         raise ValueError(f"a batch of N={z1.shape[0]} pair(s) gives no negatives (K = 2N - 2 for "
                          f"'simclr', N - 1 for 'pairs'); contrastive losses need N >= 2 (and "
                          f"WEINCE's tail statistics a few dozen negatives to mean much)")
@@ -229,6 +243,56 @@ def pair_similarities(z1: torch.Tensor, z2: torch.Tensor, layout: Layout = "simc
     targets = torch.cat([idx + n, idx])
     mask = ~torch.eye(2 * n, dtype=torch.bool, device=z.device)
     return sim, targets, mask
+
+
+def queue_similarities(z1: torch.Tensor, z2: torch.Tensor, queue: torch.Tensor):
+    """Cosine similarities of MoCo's layout, the ``(sim, targets)`` that
+    :func:`weince.losses.info_nce` and :func:`weince.losses.weince` take: row ``i`` is the
+    anchor ``z1[i]``, column 0 its positive ``z2[i]``, columns ``1..K`` the ``K`` rows of
+    ``queue`` (past embeddings: the negatives, shared by every row). The other items of
+    the batch are not negatives.
+
+    Args:
+        z1, z2: ``(N, d)`` embeddings of the two views (normalised to unit length here;
+            a gradient flows back to them), ``N >= 1``.
+        queue: ``(K, d)`` negatives, ``K >= 1`` (normalised here too; no gradient is
+            expected through them: pass detached embeddings).
+
+    Returns:
+        ``(sim, targets)``: ``sim`` ``(N, 1 + K)`` in ``z1``'s dtype, ``targets`` ``(N,)``
+        int64 zeros (the positive's column). No mask: every column is valid.
+
+    Raises:
+        ValueError: views that are not floating ``(N, d)`` tensors of one shape, or a
+            ``queue`` that is not a floating ``(K, d)`` tensor with ``K >= 1``.
+
+    Example:
+        >>> import torch
+        >>> from weince.losses import info_nce, queue_similarities
+        >>> z1, z2, queue = torch.randn(4, 8), torch.randn(4, 8), torch.randn(100, 8)
+        >>> sim, targets = queue_similarities(z1, z2, queue)
+        >>> sim.shape, targets.tolist()
+        (torch.Size([4, 101]), [0, 0, 0, 0])
+        >>> info_nce(sim, targets, tau=0.2).shape
+        torch.Size([])
+    """
+    check_views(z1, z2, min_n=1)
+    if (not isinstance(queue, torch.Tensor) or not queue.is_floating_point() or queue.ndim != 2
+            or queue.shape[1] != z1.shape[1] or queue.shape[0] < 1):
+        raise ValueError(f"queue must be a floating (K, d) tensor with K >= 1 and d = "
+                         f"{z1.shape[1]} (z1's), got {getattr(queue, 'dtype', type(queue).__name__)} "
+                         f"of shape {tuple(getattr(queue, 'shape', ()))}")
+    return moco_similarities(unit_rows(z1), unit_rows(z2), unit_rows(queue))
+
+
+def moco_similarities(z1: torch.Tensor, z2: torch.Tensor, queue: torch.Tensor):
+    """:func:`queue_similarities` on unit rows, unchecked (``queue`` may have ``K = 0``
+    rows): the positive ``<z1_i, z2_i>`` in column 0, then ``z1 @ queue^T``."""
+    pos = (z1 * z2).sum(dim=1, keepdim=True)
+    if queue.shape[0] == 0:              # an empty bank (its first call): no negatives
+        return pos, torch.zeros(z1.shape[0], dtype=torch.long, device=z1.device)
+    sim = torch.cat([pos, z1 @ queue.to(z1.dtype).T], dim=1)
+    return sim, torch.zeros(z1.shape[0], dtype=torch.long, device=z1.device)
 
 
 def upcast(x: torch.Tensor) -> torch.Tensor:

@@ -32,10 +32,15 @@ DCL differs from InfoNCE exactly by the positive term of the denominator:
 ``info_nce - dcl = mean_i log(1 + exp(s_pos,i / tau) / sum_j exp(s_ij / tau))``.
 The loss can be negative.
 
-    >>> from weince.losses import pair_similarities
+    >>> import torch
+    >>> from weince.losses import build_loss, hcl, pair_similarities
+    >>> _ = torch.manual_seed(0)
+    >>> z1, z2 = torch.randn(16, 8), torch.randn(16, 8)
     >>> sim, targets, mask = pair_similarities(z1, z2, "simclr")
-    >>> hcl(sim, targets, mask, tau=0.5, beta=1.0, tau_plus=0.1)
-    >>> build_loss("dclw", tau=0.5, sigma=0.5)(z1, z2)
+    >>> hcl(sim, targets, mask, tau=0.5, beta=1.0, tau_plus=0.1).shape
+    torch.Size([])
+    >>> build_loss("dclw", tau=0.5, sigma=0.5)(z1, z2).shape
+    torch.Size([])
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from weince.losses._common import check_batch, check_tau, upcast
+from weince.losses._common import check_batch, check_tau, pick_tau, upcast
 from weince.losses.modules import _TwoViewLoss, register_loss
 
 __all__ = ["hcl", "dcl", "HCLLoss", "DCLLoss", "DCLWLoss"]
@@ -105,7 +110,8 @@ def _hcl(sim, targets, mask, K: int, tau: float, beta: float, tau_plus: float,
 
 
 def hcl(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None = None,
-        tau: float = 0.5, *, beta: float = 1.0, tau_plus: float = 0.1) -> torch.Tensor:
+        tau: float | None = None, *, beta: float = 1.0, tau_plus: float = 0.1,
+        temperature: float | None = None) -> torch.Tensor:
     """Hard-negative contrastive loss (Robinson et al., ICLR 2021), debiased.
 
     Args:
@@ -113,11 +119,12 @@ def hcl(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None = No
         targets: ``(B,)`` integer column of each row's positive.
         mask: optional ``(B, C)`` boolean, ``False`` drops a column for that row; every row
             keeps its positive and the same number ``K`` of negatives.
-        tau: temperature, ``> 0``.
+        tau: temperature, ``> 0``. Default ``0.5``.
         beta: concentration of the importance weights ``∝ exp(beta * s / tau)`` on the
             hardest negatives, ``>= 0`` (``0``: uniform). Paper default 1.0 (SimCLR).
         tau_plus: class prior, the probability that a sampled negative shares the anchor's
             class, in ``[0, 1)``. Paper default 0.1.
+        temperature: another name for ``tau``; pass one of the two.
 
     Returns:
         Scalar loss (float32, float64 for float64 input): mean over rows of
@@ -130,10 +137,15 @@ def hcl(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None = No
             shapes, a masked-out positive, or rows with unequal numbers of negatives.
 
     Example:
-        >>> sim, targets, mask = pair_similarities(z1, z2, "simclr")
+        >>> import torch
+        >>> from weince.losses import hcl, info_nce, pair_similarities
+        >>> sim, targets, mask = pair_similarities(torch.randn(16, 8), torch.randn(16, 8))
         >>> loss = hcl(sim, targets, mask, tau=0.5, beta=1.0, tau_plus=0.1)
+        >>> plain = hcl(sim, targets, mask, tau=0.5, beta=0.0, tau_plus=0.0)   # = InfoNCE
+        >>> torch.allclose(plain, info_nce(sim, targets, mask, tau=0.5))
+        True
     """
-    tau = check_tau(tau, getattr(sim, "dtype", None))
+    tau = check_tau(pick_tau(tau, temperature), getattr(sim, "dtype", None))
     _check_hcl_args(beta, tau_plus)
     K = check_batch(sim, targets, mask)
     return _hcl(sim, targets, mask, K, float(tau), float(beta), float(tau_plus))
@@ -153,16 +165,18 @@ def _dcl(sim, targets, mask, tau: float, sigma: float | None, return_weights: bo
 
 
 def dcl(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None = None,
-        tau: float = 0.5, *, sigma: float | None = None) -> torch.Tensor:
+        tau: float | None = None, *, sigma: float | None = None,
+        temperature: float | None = None) -> torch.Tensor:
     """Decoupled contrastive loss (Yeh et al., ECCV 2022); DCLW when ``sigma`` is given.
 
     Args:
         sim, targets, mask: as in :func:`hcl`.
-        tau: temperature, ``> 0``.
+        tau: temperature, ``> 0``. Default ``0.5``.
         sigma: ``None`` for DCL (every positive weighted 1), or the width ``> 0`` of the von
             Mises-Fisher weight of DCLW, ``w_i = 2 - exp(s_pos,i / sigma) /
             mean_r exp(s_pos,r / sigma)`` (paper default 0.5), the mean running over the
             rows of the batch.
+        temperature: another name for ``tau``; pass one of the two.
 
     Returns:
         Scalar loss: mean over rows of ``-w_i s_pos,i / tau + logsumexp_j(s_ij / tau)`` over
@@ -173,11 +187,15 @@ def dcl(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None = No
             or rows with unequal numbers of negatives.
 
     Example:
-        >>> sim, targets, mask = pair_similarities(z1, z2, "simclr")
+        >>> import torch
+        >>> from weince.losses import dcl, pair_similarities
+        >>> sim, targets, mask = pair_similarities(torch.randn(16, 8), torch.randn(16, 8))
         >>> loss = dcl(sim, targets, mask, tau=0.5)              # DCL
         >>> loss = dcl(sim, targets, mask, tau=0.5, sigma=0.5)   # DCLW
+        >>> loss.shape
+        torch.Size([])
     """
-    tau = check_tau(tau, getattr(sim, "dtype", None))
+    tau = check_tau(pick_tau(tau, temperature), getattr(sim, "dtype", None))
     _check_sigma(sigma)
     check_batch(sim, targets, mask)
     return _dcl(sim, targets, mask, float(tau), None if sigma is None else float(sigma))
@@ -197,16 +215,19 @@ class HCLLoss(_TwoViewLoss):
         tau: temperature. layout: ``"simclr"`` or ``"pairs"`` (see
             :func:`weince.losses.pair_similarities`).
         beta: hardness concentration ``>= 0``. tau_plus: class prior in ``[0, 1)``.
-        gather_distributed: as in :class:`weince.losses.InfoNCELoss`.
+        temperature: another name for ``tau`` (give one of the two).
+        gather_distributed: as in :class:`weince.losses.InfoNCELoss`. The baselines take
+            no memory bank (their formulas are written for in-batch negatives).
 
     ``forward(z1, z2)`` with ``z1, z2`` ``(N, d)`` (normalised inside) returns the scalar
     loss; ``last_stats["hcl_floor_frac"]`` is the fraction of rows whose corrected negative
     term sits at its floor ``K exp(-1/tau)``.
     """
 
-    def __init__(self, tau: float = 0.5, layout: str = "simclr", *, beta: float = 1.0,
-                 tau_plus: float = 0.1, gather_distributed: bool = False):
-        super().__init__(tau, layout, gather_distributed=gather_distributed)
+    def __init__(self, tau: float | None = None, layout: str = "simclr", *, beta: float = 1.0,
+                 tau_plus: float = 0.1, temperature: float | None = None,
+                 gather_distributed: bool = False):
+        super().__init__(tau, layout, temperature=temperature, gather_distributed=gather_distributed)
         _check_hcl_args(beta, tau_plus)
         self.beta, self.tau_plus = float(beta), float(tau_plus)
 
@@ -218,15 +239,21 @@ class HCLLoss(_TwoViewLoss):
         return loss
 
     def extra_repr(self) -> str:
-        return super().extra_repr() + f", beta={self.beta}, tau_plus={self.tau_plus}"
+        return self.base_repr() + f", beta={self.beta}, tau_plus={self.tau_plus}"
 
 
 @register_loss("dcl")
 class DCLLoss(_TwoViewLoss):
     """DCL (Yeh et al., ECCV 2022) on two views: InfoNCE without the positive in the
-    denominator; see :func:`dcl`. ``forward(z1, z2)``, ``z1, z2`` ``(N, d)``."""
+    denominator; see :func:`dcl`. ``forward(z1, z2)``, ``z1, z2`` ``(N, d)``. Options
+    ``tau`` (or ``temperature``), ``layout``, ``gather_distributed`` as in
+    :class:`HCLLoss`."""
 
     sigma: float | None = None
+
+    def __init__(self, tau: float | None = None, layout: str = "simclr", *,
+                 temperature: float | None = None, gather_distributed: bool = False):
+        super().__init__(tau, layout, temperature=temperature, gather_distributed=gather_distributed)
 
     def forward(self, z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor:
         sim, targets, mask = self.similarities(z1, z2)
@@ -236,6 +263,9 @@ class DCLLoss(_TwoViewLoss):
             self.last_stats = {"dclw_w_min": w.min(), "dclw_w_max": w.max()}
         return loss
 
+    def extra_repr(self) -> str:
+        return self.base_repr()
+
 
 @register_loss("dclw")
 class DCLWLoss(DCLLoss):
@@ -243,13 +273,13 @@ class DCLWLoss(DCLLoss):
     ``sigma`` (default 0.5) on each positive term; see :func:`dcl`. ``last_stats`` holds
     the smallest and largest weight of the batch."""
 
-    def __init__(self, tau: float = 0.5, layout: str = "simclr", *, sigma: float = 0.5,
-                 gather_distributed: bool = False):
-        super().__init__(tau, layout, gather_distributed=gather_distributed)
+    def __init__(self, tau: float | None = None, layout: str = "simclr", *, sigma: float = 0.5,
+                 temperature: float | None = None, gather_distributed: bool = False):
+        super().__init__(tau, layout, temperature=temperature, gather_distributed=gather_distributed)
         _check_sigma(sigma)
         if sigma is None:
             raise ValueError("DCLWLoss needs a positive sigma; use the 'dcl' loss for no weight")
         self.sigma = float(sigma)
 
     def extra_repr(self) -> str:
-        return super().extra_repr() + f", sigma={self.sigma}"
+        return self.base_repr() + f", sigma={self.sigma}"

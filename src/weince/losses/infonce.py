@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from weince.losses._common import check_batch, check_tau, invert, masked_logits, upcast
+from weince.losses._common import check_batch, check_tau, invert, masked_logits, pick_tau, upcast
 
 __all__ = ["info_nce"]
 
@@ -17,7 +17,8 @@ def _info_nce(sim: torch.Tensor, targets: torch.Tensor, invalid: torch.Tensor | 
 
 
 def info_nce(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None = None,
-             tau: float = 0.5, *, check: bool = True) -> torch.Tensor:
+             tau: float | None = None, *, temperature: float | None = None,
+             check: bool = True) -> torch.Tensor:
     """InfoNCE: mean over rows of the cross-entropy of ``sim / tau`` over the valid columns.
 
     The baseline that WEINCE corrects (``docs/method.md``, "InfoNCE"); the softmax of
@@ -30,6 +31,8 @@ def info_nce(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None
         mask: optional ``(B, C)`` boolean, ``False`` drops a column for that row. Default
             ``None``.
         tau: temperature, a finite number ``> 0`` usable in ``sim``'s dtype. Default ``0.5``.
+        temperature: the same option under lightly's name; pass ``tau`` or
+            ``temperature``, not both. Default ``None``.
         check: validate the tensors' contents (finite, targets in range, valid positives,
             equal negative counts); each such check reads a value back from the device,
             i.e. is a host synchronisation. ``check=False`` keeps the free shape/dtype
@@ -38,11 +41,13 @@ def info_nce(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None
 
     Returns:
         Scalar loss (float32; float64 for float64 input). With SimCLR views
-        (``pair_similarities(z1, z2, "simclr")``) this is NT-Xent exactly.
+        (``pair_similarities(z1, z2, "simclr")``) this is NT-Xent exactly; with a queue of
+        negatives (``queue_similarities(z1, z2, queue)``: ``(N, 1 + K)``, positive in
+        column 0, no mask) it is MoCo's loss.
 
     Raises:
         ValueError: a ``tau`` that is not a finite positive number usable in ``sim``'s
-            dtype, a ``sim`` that is not a floating-point tensor, mismatched shapes, a
+            dtype, both ``tau`` and ``temperature``, a ``sim`` that is not a floating-point tensor, mismatched shapes, a
             masked-out positive, or rows with unequal numbers of negatives.
 
     Example:
@@ -56,7 +61,7 @@ def info_nce(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None
         >>> round(float(info_nce(sim, torch.tensor([0, 1]), tau=1.0)), 4)  # log(1 + e^-0.7)
         0.4032
     """
-    tau = check_tau(tau, getattr(sim, "dtype", None))
+    tau = check_tau(pick_tau(tau, temperature), getattr(sim, "dtype", None))
     if check:
         check_batch(sim, targets, mask)
     else:  # shapes and dtypes only: no device-to-host copy

@@ -32,8 +32,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from weince.losses._common import (LAYOUTS, cached, check_tau, check_tau_dtype, negative_values,
-                                   pair_similarities, two_view_batch)
+from weince.losses._common import (LAYOUTS, cached, check_tau, check_tau_dtype, check_views,
+                                   moco_similarities, negative_values, pair_similarities,
+                                   pick_tau, two_view_batch, unit_rows, upcast)
+from weince.losses.bank import MemoryBank, check_bank_size
 from weince.losses.infonce import _info_nce
 from weince.losses.recipe import (
     batch_beta_from_negatives,
@@ -146,20 +148,44 @@ _GATHER_DOC = """gather_distributed: gather ``z1`` and ``z2`` from every process
             process then computes the same loss. Ranks may hold different ``N``. A no-op
             when no process group is initialised. Default ``False``."""
 
+_BANK_DOC = """memory_bank_size: ``Q``, the number of past embeddings kept as negatives in a FIFO
+            (MoCo's queue; ``0``, the default: no bank, the in-batch negatives of
+            ``layout``). With a bank every anchor ``z1[i]`` has the positive ``z2[i]`` and
+            the bank's filled rows as its ``K`` negatives, the other items of the batch
+            are *not* negatives (MoCo's ``(N, 1 + K)`` layout, positive in column 0: see
+            :func:`weince.losses.queue_similarities`), and ``layout`` must stay
+            ``"simclr"``. After the loss, in training mode, the batch's ``z2`` (unit rows,
+            detached) enters the bank, oldest out; in eval mode the bank is only read.
+            ``K`` is the number of rows filled so far: ``0`` on the first call (the loss is
+            then ``0``, with zero gradients); the bank is full after ``ceil(Q / N)`` calls
+            and ``K = Q`` from the next one on (``N``: the global batch with
+            ``gather_distributed``, whose gathered ``z2`` every process enqueues, so that
+            the banks agree). The bank is
+            ``loss_fn.memory_bank`` (:class:`weince.losses.bank.MemoryBank`), a buffer
+            saved in ``state_dict`` that moves with ``.to()``."""
+
 
 class _TwoViewLoss(nn.Module):
-    def __init__(self, tau: float = 0.5, layout: str = "simclr", *,
-                 gather_distributed: bool = False):
+    def __init__(self, tau: float | None = None, layout: str = "simclr", *,
+                 temperature: float | None = None, gather_distributed: bool = False,
+                 memory_bank_size: int = 0):
         super().__init__()
-        tau = check_tau(tau)
+        tau = check_tau(pick_tau(tau, temperature))
         if layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
         if gather_distributed and not torch.distributed.is_available():
             raise ValueError("gather_distributed=True needs torch.distributed, which this "
                              "PyTorch build does not have; pass gather_distributed=False")
+        size = check_bank_size(memory_bank_size)
+        if size and layout != "simclr":
+            raise ValueError(f"layout={layout!r} and memory_bank_size={size} do not combine: with "
+                             f"a bank every row is z1[i] against z2[i] and the bank (MoCo's "
+                             f"layout, no in-batch negatives); leave layout at its default")
         self.tau = tau
         self.layout = layout
         self.gather_distributed = bool(gather_distributed)
+        self.memory_bank_size = size
+        self.memory_bank = MemoryBank(size) if size else None
         self.last_stats: dict[str, torch.Tensor] = {}
 
     def views(self, z1: torch.Tensor, z2: torch.Tensor):
@@ -178,19 +204,46 @@ class _TwoViewLoss(nn.Module):
 
     def batch(self, z1: torch.Tensor, z2: torch.Tensor):
         """``(sim, targets, invalid, K)``: as :meth:`similarities` with the mask's complement
-        built directly, for the internal loss functions."""
+        built directly, for the internal loss functions. With a memory bank: MoCo's
+        ``(N, 1 + K)`` layout against the bank's ``K`` filled rows (``K = 0`` on the first
+        call), then, in training mode, ``z2`` (unit rows, detached) enters the bank."""
         z1, z2 = self.views(z1, z2)
-        out = two_view_batch(z1, z2, self.layout)
+        if self.memory_bank is None:
+            out = two_view_batch(z1, z2, self.layout)
+        else:
+            check_views(z1, z2, min_n=1)
+            z1, z2 = unit_rows(z1), unit_rows(z2)
+            sim, targets = moco_similarities(z1, z2, self.memory_bank.negatives())
+            if self.training:
+                self.memory_bank.push(z2)
+            out = sim, targets, None, sim.shape[1] - 1
         check_tau_dtype(self.tau, z1.dtype)
         return out
 
+    def simclr_half(self, sim: torch.Tensor) -> int | None:
+        """``N`` when ``sim`` has the SimCLR layout (its ``2N`` rows known without reading
+        ``targets``), else ``None``."""
+        return sim.shape[0] // 2 if self.layout == "simclr" and self.memory_bank is None else None
+
+    def no_negatives(self, sim: torch.Tensor) -> torch.Tensor:
+        """The loss of a call with an empty memory bank (``K = 0``): nothing to contrast
+        with, so ``0``, with zero gradients (the graph is kept, so ``backward`` works)."""
+        self.last_stats = {}
+        return upcast(sim).sum().mul(0.0).add(0.0)        # +0.0, not -0.0
+
+    def base_repr(self) -> str:
+        """The options every two-view loss takes."""
+        return f"tau={self.tau}, layout={self.layout!r}, gather_distributed={self.gather_distributed}"
+
     def extra_repr(self) -> str:
-        extra = ", gather_distributed=True" if self.gather_distributed else ""
-        return f"tau={self.tau}, layout={self.layout!r}{extra}"
+        return self.base_repr() + f", memory_bank_size={self.memory_bank_size}"
 
 
 _COMMON_ARGS = """tau: softmax temperature, a finite number ``> 0`` usable in the inputs' dtype
             (the paper's lie in 0.05 .. 0.5). Default ``0.5``.
+        temperature: the same option under lightly's name; pass ``tau`` or
+            ``temperature``, not both (a ``ValueError``; the signature's ``tau=None`` tells
+            an omitted ``tau`` apart). Default ``None``.
         layout: ``"simclr"`` (default): the ``2N`` views ``cat(z1, z2)`` against each
             other, the anchor itself masked, the other view of the same item the positive,
             ``K = 2N - 2`` negatives per anchor (NT-Xent). ``"pairs"``: ``z1`` against
@@ -199,7 +252,8 @@ _COMMON_ARGS = """tau: softmax temperature, a finite number ``> 0`` usable in th
 
 _SHAPES = """Shape:
         - ``z1``, ``z2``: ``(N, d)`` embeddings of the two views, any floating dtype
-          (normalised to unit length inside), ``N >= 2``.
+          (normalised to unit length inside), ``N >= 2`` (``N >= 1`` with a memory
+          bank).
         - output: ``()``, the scalar loss (float32; float64 for float64 input)."""
 
 
@@ -215,6 +269,7 @@ class InfoNCELoss(_TwoViewLoss):
     Args:
         {common}
         {gather}
+        {bank}
 
     {shapes}
 
@@ -232,11 +287,18 @@ class InfoNCELoss(_TwoViewLoss):
         >>> loss = InfoNCELoss(tau=0.5)(z1, z2)
         >>> loss.shape
         torch.Size([])
+        >>> queue_loss = InfoNCELoss(tau=0.2, memory_bank_size=64)   # MoCo: a queue of negatives
+        >>> for step in range(3):                 # K = 0, 32, then 64 negatives per anchor
+        ...     loss = queue_loss(torch.randn(32, 16), torch.randn(32, 16))
+        >>> queue_loss.memory_bank.filled
+        64
     """
 
     def forward(self, z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor:
         """The InfoNCE loss of the views ``z1``, ``z2`` (``(N, d)`` each): a 0-d tensor."""
-        sim, targets, invalid, _ = self.batch(z1, z2)
+        sim, targets, invalid, K = self.batch(z1, z2)
+        if K == 0:
+            return self.no_negatives(sim)
         return _info_nce(sim, targets, invalid, self.tau)
 
 
@@ -256,6 +318,7 @@ class InfoNCETopMLoss(_TwoViewLoss):
             are used). Default ``50``.
         w_soft: weight of the top-M term (any real; ``0`` is InfoNCE). Default ``0.5``.
         {gather}
+        {bank}
 
     {shapes}
 
@@ -273,9 +336,11 @@ class InfoNCETopMLoss(_TwoViewLoss):
         torch.Size([])
     """
 
-    def __init__(self, tau: float = 0.5, layout: str = "simclr", top_m: int = 50,
-                 w_soft: float = 0.5, *, gather_distributed: bool = False):
-        super().__init__(tau, layout, gather_distributed=gather_distributed)
+    def __init__(self, tau: float | None = None, layout: str = "simclr", top_m: int = 50,
+                 w_soft: float = 0.5, *, temperature: float | None = None,
+                 gather_distributed: bool = False, memory_bank_size: int = 0):
+        super().__init__(tau, layout, temperature=temperature,
+                         gather_distributed=gather_distributed, memory_bank_size=memory_bank_size)
         if top_m < 1:
             raise ValueError(f"top_m must be >= 1, got {top_m!r}")
         self.top_m, self.w_soft = int(top_m), float(w_soft)
@@ -283,11 +348,16 @@ class InfoNCETopMLoss(_TwoViewLoss):
     def forward(self, z1, z2):
         """The loss of the views ``z1``, ``z2`` (``(N, d)`` each): a 0-d tensor."""
         sim, targets, invalid, K = self.batch(z1, z2)
+        if K == 0:
+            return self.no_negatives(sim)
         base = _info_nce(sim, targets, invalid, self.tau)
         with torch.no_grad():
             neg = negative_values(sim.detach(), targets, invalid)
             idx = torch.topk(neg, min(self.top_m, K), dim=1, sorted=True).indices
         return base + self.w_soft * topm_softmax(sim, targets, None, self.tau, self.top_m, idx)
+
+    def extra_repr(self) -> str:
+        return super().extra_repr() + f", top_m={self.top_m}, w_soft={self.w_soft}"
 
 
 _WEINCE_ARGS = """q: quantile of the cap proximity ``rho`` over the batch's anchors that sets
@@ -347,6 +417,7 @@ class WEINCELoss(_TwoViewLoss):
         {common}
         {weince}
         {gather}
+        {bank}
 
     {shapes}
 
@@ -359,7 +430,7 @@ class WEINCELoss(_TwoViewLoss):
 
     Example:
         >>> import torch
-        >>> from weince.losses import WEINCELoss
+        >>> from weince.losses import InfoNCELoss, WEINCELoss
         >>> _ = torch.manual_seed(0)
         >>> z1 = torch.randn(64, 32, requires_grad=True)
         >>> z2 = z1.detach() + 0.1 * torch.randn(64, 32)
@@ -375,33 +446,37 @@ class WEINCELoss(_TwoViewLoss):
         True
     """
 
-    def __init__(self, tau: float = 0.5, layout: str = "simclr", *, q: float = 0.2,
+    def __init__(self, tau: float | None = None, layout: str = "simclr", *, q: float = 0.2,
                  margin: float = 2.0, kappa_rho: float = 10.0, kappa_aic: float = 1.0,
                  tail_frac: float = 0.10, min_tail: int = 32, eps: float = 1e-6, beta: str = "one",
                  gate: str = "both", lam: float | None = None, beta_min: float = 0.5,
-                 beta_max: float = 16.0, gather_distributed: bool = False):
-        super().__init__(tau, layout, gather_distributed=gather_distributed)
-        check_weince_args(tau, q, margin, kappa_rho, kappa_aic, tail_frac, min_tail, eps, beta, gate,
+                 beta_max: float = 16.0, temperature: float | None = None,
+                 gather_distributed: bool = False, memory_bank_size: int = 0):
+        super().__init__(tau, layout, temperature=temperature,
+                         gather_distributed=gather_distributed, memory_bank_size=memory_bank_size)
+        check_weince_args(self.tau, q, margin, kappa_rho, kappa_aic, tail_frac, min_tail, eps, beta, gate,
                           lam, beta_min, beta_max)
         self.opts = dict(q=q, margin=margin, kappa_rho=kappa_rho, kappa_aic=kappa_aic,
                          tail_frac=tail_frac, min_tail=min_tail, eps=eps, beta=beta, gate=gate,
                          lam=lam, beta_min=beta_min, beta_max=beta_max)
 
-    def core(self, z1, z2, topk_extra: int = 0):
-        """``(loss, sim, targets, invalid, K, stats)``: the loss with what the recipe reuses."""
-        sim, targets, invalid, K = self.batch(z1, z2)
-        half = sim.shape[0] // 2 if self.layout == "simclr" else None
+    def core(self, sim, targets, invalid, K, topk_extra: int = 0):
+        """``(loss, stats)`` of a :meth:`batch` with ``K >= 1``; ``stats`` holds what the
+        recipe reuses."""
         loss, stats = _weince(sim, targets, invalid, K, self.tau, return_stats=True,
-                              topk_extra=topk_extra, half=half, **self.opts)
+                              topk_extra=topk_extra, half=self.simclr_half(sim), **self.opts)
         # 0-d float64 tensors (read with float()); nothing here waits for the device
         self.last_stats = {**_quantiles(stats["lambda"]), "rho0": stats["log_rho0"].exp(),
                            "daic_mean": stats["daic"].mean(), "beta_w_mean": stats["beta_w"].mean()}
-        return loss, sim, targets, invalid, K, stats
+        return loss, stats
 
     def forward(self, z1, z2):
         """The WEINCE loss of the views ``z1``, ``z2`` (``(N, d)`` each): a 0-d tensor;
         updates ``last_stats``."""
-        return self.core(z1, z2)[0]
+        sim, targets, invalid, K = self.batch(z1, z2)
+        if K == 0:
+            return self.no_negatives(sim)
+        return self.core(sim, targets, invalid, K)[0]
 
     def extra_repr(self) -> str:
         return super().extra_repr() + ", " + ", ".join(f"{k}={v!r}" for k, v in self.opts.items())
@@ -437,7 +512,9 @@ class WEINCERecipeLoss(WEINCELoss):
             similarities of the batch. Defaults ``1024``, ``0.05``.
         **kwargs: the options of :class:`WEINCELoss` (``q``, ``margin``, ``kappa_rho``,
             ``kappa_aic``, ``tail_frac``, ``min_tail``, ``eps``, ``beta``, ``gate``,
-            ``lam``, ``beta_min``, ``beta_max``, ``gather_distributed``).
+            ``lam``, ``beta_min``, ``beta_max``, ``temperature``, ``gather_distributed``,
+            ``memory_bank_size``: with a bank, the pooled fit and the top-M terms take
+            the bank's negatives).
 
     {shapes}
 
@@ -451,7 +528,7 @@ class WEINCERecipeLoss(WEINCELoss):
 
     Example:
         >>> import torch
-        >>> from weince.losses import WEINCERecipeLoss
+        >>> from weince.losses import WEINCELoss, WEINCERecipeLoss
         >>> _ = torch.manual_seed(0)
         >>> z1 = torch.randn(64, 32, requires_grad=True)
         >>> z2 = z1.detach() + 0.1 * torch.randn(64, 32)
@@ -463,7 +540,7 @@ class WEINCERecipeLoss(WEINCELoss):
         True
     """
 
-    def __init__(self, tau: float = 0.5, layout: str = "simclr", *, top_m: int = 50,
+    def __init__(self, tau: float | None = None, layout: str = "simclr", *, top_m: int = 50,
                  w_weib: float = 0.5, w_soft: float = 0.5, beta_t_init: float = 4.0,
                  momentum: float = 0.9, r2_min: float = 0.85, beta_t_min: float = 0.5,
                  beta_t_max: float = 16.0, pool_min: int = 1024, pool_frac: float = 0.05, **kwargs):
@@ -473,6 +550,7 @@ class WEINCERecipeLoss(WEINCELoss):
         if not 0.0 <= momentum < 1.0:
             raise ValueError(f"momentum must lie in [0, 1), got {momentum!r}")
         self.top_m, self.w_weib, self.w_soft = int(top_m), float(w_weib), float(w_soft)
+        self.beta_t_init = float(beta_t_init)
         self.momentum, self.r2_min = float(momentum), float(r2_min)
         self.beta_t_min, self.beta_t_max = float(beta_t_min), float(beta_t_max)
         self.pool_min, self.pool_frac = int(pool_min), float(pool_frac)
@@ -498,13 +576,15 @@ class WEINCERecipeLoss(WEINCELoss):
     def forward(self, z1, z2):
         """The recipe's loss of the views ``z1``, ``z2`` (``(N, d)`` each): a 0-d tensor;
         in training mode updates ``beta_t`` first; updates ``last_stats``."""
-        loss, sim, targets, invalid, K, stats = self.core(z1, z2, topk_extra=self.top_m)
+        sim, targets, invalid, K = self.batch(z1, z2)
+        if K == 0:
+            return self.no_negatives(sim)
+        loss, stats = self.core(sim, targets, invalid, K, topk_extra=self.top_m)
         eps = self.opts["eps"]
         if self.training:  # the EMA step comes before beta_t is used, as in the official code
             k = pool_size(sim.shape[0] * K, self.pool_min, self.pool_frac)
             if stats["neg"] is None:  # CPU path: NumPy selection straight from sim
-                half = sim.shape[0] // 2 if self.layout == "simclr" else None
-                top = pooled_top_cpu(sim, k, targets, invalid, half)
+                top = pooled_top_cpu(sim, k, targets, invalid, self.simclr_half(sim))
             else:
                 top = torch.topk(stats["neg"].flatten(), k, sorted=True).values
             self._ema(*fit_pooled(top, k, eps))
@@ -528,6 +608,12 @@ class WEINCERecipeLoss(WEINCELoss):
                 loss = loss + self.w_soft * F.cross_entropy(soft, self._zeros(soft))
         self.last_stats["beta_t"] = self.beta_t.clone()
         return loss
+
+    def extra_repr(self) -> str:
+        return super().extra_repr() + "".join(
+            f", {k}={getattr(self, k)!r}" for k in (
+                "top_m", "w_weib", "w_soft", "beta_t_init", "momentum", "r2_min", "beta_t_min",
+                "beta_t_max", "pool_min", "pool_frac"))
 
     def _zeros(self, x: torch.Tensor) -> torch.Tensor:
         """Target 0 (the positive is the first candidate) for every row of ``x``, cached."""
@@ -555,14 +641,14 @@ class WEINCERecipeNoWeibLoss(WEINCERecipeLoss):
         torch.Size([])
     """
 
-    def __init__(self, tau: float = 0.5, layout: str = "simclr", **kwargs):
+    def __init__(self, tau: float | None = None, layout: str = "simclr", **kwargs):
         kwargs["w_weib"] = 0.0
         super().__init__(tau, layout, **kwargs)
 
 
 def _fill_docs() -> None:
     parts = dict(common=_COMMON_ARGS, gather=_GATHER_DOC, shapes=_SHAPES, weince=_WEINCE_ARGS,
-                 stats=_WEINCE_STATS)
+                 stats=_WEINCE_STATS, bank=_BANK_DOC)
     for cls in (InfoNCELoss, InfoNCETopMLoss, WEINCELoss, WEINCERecipeLoss):
         cls.__doc__ = cls.__doc__.format(**parts)
 

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from weince.losses._common import (cached, check_batch, check_tau, cpu_selection, invert,
-                                   negative_values, upcast)
+                                   negative_values, pick_tau, upcast)
 
 __all__ = ["top_negatives", "topm_softmax", "topm_weibull", "fit_batch_beta"]
 
@@ -44,10 +44,12 @@ def _candidates(sim, targets, mask, m, top_idx):
 
 
 def topm_softmax(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None = None,
-                 tau: float = 0.5, m: int = 50, top_idx: torch.Tensor | None = None) -> torch.Tensor:
+                 tau: float | None = None, m: int = 50, top_idx: torch.Tensor | None = None, *,
+                 temperature: float | None = None) -> torch.Tensor:
     """``L_soft_topM``: cross-entropy over the positive and the ``m`` most similar negatives,
-    logits ``s / tau``. Shapes as in :func:`weince.losses.info_nce`."""
-    tau = check_tau(tau, getattr(sim, "dtype", None))
+    logits ``s / tau`` (``tau`` default ``0.5``; ``temperature`` is another name for it).
+    Shapes as in :func:`weince.losses.info_nce`."""
+    tau = check_tau(pick_tau(tau, temperature), getattr(sim, "dtype", None))
     check_batch(sim, targets, mask, sync=False)  # shapes and dtypes only: no host sync
     cand = _candidates(sim, targets, mask, m, top_idx)
     zeros = torch.zeros(sim.shape[0], dtype=torch.long, device=sim.device)

@@ -23,7 +23,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from weince.losses._common import cached, check_batch, check_tau, cpu_selection, invert, negative_values, upcast
+from weince.losses._common import (cached, check_batch, check_tau, cpu_selection, invert,
+                                   negative_values, pick_tau, upcast)
 
 __all__ = ["weince", "tail_size", "weince_statistics", "GATES", "BETAS", "ShortTailWarning"]
 
@@ -346,7 +347,9 @@ def _weince(sim, targets, invalid, K, tau, *, q, margin, kappa_rho, kappa_aic, t
     if lam is None:
         lam_row = stats["lambda"]
     else:
-        lam_row = torch.full((sim.shape[0],), float(lam), device=sim.device)
+        # in the compute dtype: the coefficient (1 - lam) / tau of float64 input stays float64
+        lam_row = torch.full((sim.shape[0],), float(lam), device=sim.device,
+                             dtype=upcast(sim).dtype)
         if stats is not None:
             stats["lambda"] = lam_row
     beta_val = 1.0 if beta == "one" else stats["beta_w"].clamp(beta_min, beta_max)
@@ -355,11 +358,12 @@ def _weince(sim, targets, invalid, K, tau, *, q, margin, kappa_rho, kappa_aic, t
 
 
 def weince(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None = None,
-           tau: float = 0.5, *, q: float = 0.2, margin: float = 2.0, kappa_rho: float = 10.0,
+           tau: float | None = None, *, q: float = 0.2, margin: float = 2.0, kappa_rho: float = 10.0,
            kappa_aic: float = 1.0, tail_frac: float = 0.10, min_tail: int = 32, eps: float = 1e-6,
            beta: Literal["one", "anchor"] = "one", gate: Literal["both", "rho", "aic"] = "both",
            lam: float | None = None, return_stats: bool = False, beta_min: float = 0.5,
-           beta_max: float = 16.0, check: bool = True, num_negatives: int | None = None):
+           beta_max: float = 16.0, check: bool = True, num_negatives: int | None = None,
+           temperature: float | None = None):
     """The WEINCE loss of a batch of similarities (the functional form of ``WEINCELoss``).
 
     From Erol et al., *When Softmax Fails at the Top: Extreme Value Corrections for
@@ -374,7 +378,9 @@ def weince(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None =
     Args:
         sim: ``(B, C)`` cosine similarities (row = anchor, column = candidate), in
             ``[-1, 1]``; any floating dtype (statistics and logits are computed in float32,
-            or float64 for float64 input).
+            or float64 for float64 input). A queue of negatives (MoCo) is the ``(N, 1 + K)``
+            matrix of :func:`weince.losses.queue_similarities`: positive in column 0, the
+            ``K`` queued embeddings after it, targets zeros, no mask.
         targets: ``(B,)`` integer column of each row's positive.
         mask: optional ``(B, C)`` boolean of valid candidates (``False`` drops a column for
             that row); every row must keep its positive and the same number ``K`` of
@@ -408,16 +414,17 @@ def weince(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None =
             ``num_negatives=K`` (``2N - 2`` for SimCLR views) too, or ``K`` is read from
             the mask's first row (one sync). Default ``True``.
         num_negatives: ``K``, the number of negatives of every row (see ``check``).
+        temperature: the same option as ``tau`` under lightly's name; pass one of the two.
 
     Returns:
         The scalar loss, or ``(loss, stats)`` with ``stats`` holding ``(B,)`` tensors
         ``lambda``, ``rho``, ``daic``, ``beta_w`` and scalars ``rho0``, ``k``, ``n``.
 
     Raises:
-        ValueError: an argument outside its range (the message names it), a ``sim`` that
-            is not a 2-D floating tensor, mismatched shapes, and, with ``check=True``,
-            non-finite similarities, targets out of range, a masked-out positive, or
-            unequal negative counts.
+        ValueError: an argument outside its range (the message names it), both ``tau``
+            and ``temperature``, a ``sim`` that is not a 2-D floating tensor, mismatched
+            shapes, and, with ``check=True``, non-finite similarities, targets out of
+            range, a masked-out positive, or unequal negative counts.
 
     Example:
         >>> import torch
@@ -434,7 +441,7 @@ def weince(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None =
         >>> bool(weince(sim, targets, mask, lam=0.0) == info_nce(sim, targets, mask))
         True
     """
-    tau = check_tau(tau, getattr(sim, "dtype", None))
+    tau = check_tau(pick_tau(tau, temperature), getattr(sim, "dtype", None))
     check_weince_args(tau, q, margin, kappa_rho, kappa_aic, tail_frac, min_tail, eps, beta, gate,
                       lam, beta_min, beta_max)
     K = check_batch(sim, targets, mask, sync=check, num_negatives=num_negatives)

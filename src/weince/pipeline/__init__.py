@@ -5,6 +5,8 @@
   :func:`~weince.pipeline.layout.text_runs`, :func:`~weince.pipeline.layout.files_for`);
 - :mod:`~weince.pipeline.stages`: the resolved config each rule passes to the library
   (``pretrain_config``, ``simcse_config``, ``norms_config``, ``apply_selection``);
+- :mod:`~weince.pipeline.arms`: every named training arm of the ``{arm}`` slot (``ARMS``,
+  ``resolve_arm``, grid point names), a loss name with its options;
 - :mod:`~weince.pipeline.selection`: the grid point chosen on validation (four-seed
   means, complete points first, one k-NN point per metric);
 - :mod:`~weince.pipeline.protocol`: the official protocol's values and the cheaper

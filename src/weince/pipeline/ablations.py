@@ -5,7 +5,7 @@ the same SimCLR pretraining, feature extraction and linear probe as the main arm
 ``confound`` (the recipe's top-M terms), ``gate`` (learned against fixed ``lam`` and single
 factors), ``beta`` (per-anchor exponent), ``temperature`` (both losses over ``tau``),
 ``baselines`` (HCL, DCL, DCLW) and ``features`` (backbone against projection head). The
-arms themselves are :data:`weince.losses.arms.ARMS`. The profile's ``ablations`` block says
+arms themselves are :data:`weince.pipeline.arms.ARMS`. The profile's ``ablations`` block says
 which groups run, on which (dataset, backbone) pairs and encoder seeds
 (:func:`ablation_plan`); :mod:`weince.report.ablations` writes the page.
 
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from weince.losses.arms import TAUS, canonical_arm, tau_arm_name
+from weince.pipeline.arms import TAUS, canonical_arm, tau_arm_name
 from weince.pipeline.layout import VisionRun, report_dir, vision_pairs
 
 __all__ = ["Row", "Group", "GROUPS", "FEATURE_FILES", "Plan", "ablation_plan",

@@ -130,13 +130,13 @@ def rule_names(workflow_dir: str | os.PathLike = "workflow") -> list[str] | None
 def name_registry(kind: str, config: Mapping[str, Any],
                   workflow_dir: str | os.PathLike = "workflow") -> list[str] | None:
     """The valid names of a schema key marked ``names: <kind>`` (``None``: not checkable):
-    ``arms`` the named arms (:data:`weince.losses.arms.ARMS`, every registered loss among
+    ``arms`` the named arms (:data:`weince.pipeline.arms.ARMS`, every registered loss among
     them), ``vision.arms`` the profile's own vision arms (a grid, tail-fit or norms arm that
     the profile does not train would silently drop its jobs), ``rules`` the workflow's rules
     (keys of ``resources``) and ``default``, ``settings`` the profile's ``dataset/backbone``
     pairs and ``text/<model>`` (the keys of measured step times)."""
     if kind == "arms":
-        from weince.losses.arms import ARMS
+        from weince.pipeline.arms import ARMS
         return sorted(ARMS)
     if kind == "vision.arms":
         return list(((config.get("vision") or {}).get("arms")) or [])

@@ -561,8 +561,9 @@ def retries_for(cfg: dict[str, Any], stage: str) -> int | None:
 
 
 # ----------------------------------------------------------------------------- options
-# The documented options that make the paper profile cheaper (docs/protocol.md, "option"
-# rows; weince.train.simclr's docstring), as config overlays, with what they do to a verdict.
+# The documented options that make the paper profile cheaper (the rows that say "option" in
+# docs/protocol.md; weince.train.simclr's docstring), as config overlays, with what they do
+# to a verdict.
 CHEAPER_OPTIONS: list[dict[str, Any]] = [
     {"key": "vision.grid.seeds: [7]",
      "overlay": {"vision": {"grid": {"seeds": [7]}}},

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-from weince.losses.arms import grid_points
+from weince.pipeline.arms import grid_points
 
 __all__ = ["VISION_RUN", "VISION_PAIR", "TEXT_RUN", "TIMING", "CHECKS", "SYNTHETIC",
            "REPORT", "VisionRun", "TextRun", "Setting", "FOREST", "CLAIM_FILES", "vision_runs",

@@ -33,7 +33,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from weince.losses.arms import grid_points, parse_point
+from weince.pipeline.arms import grid_points, parse_point
 from weince.pipeline import layout
 from weince.utils.results import encoder_value, get_key, load_result
 

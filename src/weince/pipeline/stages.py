@@ -11,7 +11,7 @@ import copy
 import os
 from typing import Any, Mapping
 
-from weince.losses.arms import grid_points, resolve_arm
+from weince.pipeline.arms import grid_points, resolve_arm
 from weince.pipeline.layout import PRETRAINED_ARM
 from weince.utils.results import get_key, load_result
 

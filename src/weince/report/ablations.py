@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from weince.losses.arms import ARMS, TAUS, canonical_arm, profile_tau, tau_arm_name
+from weince.pipeline.arms import ARMS, TAUS, canonical_arm, profile_tau, tau_arm_name
 from weince.pipeline.ablations import Group, Plan, ablation_outputs, ablation_plan
 from weince.report.figures import GATE_KEYS, training_curves, training_curves_figure
 from weince.utils.results import Provenance, encoder_value, get_key, load_result

@@ -23,7 +23,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Mapping
 
-from weince.losses.arms import grid_points
+from weince.pipeline.arms import grid_points
 from weince.pipeline.claims import load_claims
 from weince.pipeline.layout import VisionRun
 from weince.pipeline.profile import Profile

@@ -43,7 +43,7 @@ from typing import Any
 
 import yaml
 
-from weince.losses.arms import resolve_arm, split_arm
+from weince.pipeline.arms import resolve_arm, split_arm
 from weince.pipeline import layout
 from weince.pipeline.benchmarks import job_times, per_rule
 from weince.pipeline.claims import load_claims

@@ -21,7 +21,7 @@ from typing import Any
 
 import re
 
-from weince.losses.arms import grid_points
+from weince.pipeline.arms import grid_points
 from weince.pipeline.profile import Profile
 from weince.report.stats import Estimate
 from weince.utils.vocabulary import NOT_REPRODUCED, PARTIAL, REPRODUCED

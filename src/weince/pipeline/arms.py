@@ -1,7 +1,9 @@
-"""Every named training arm, beside :func:`weince.losses.build_loss`.
+"""Every named training arm of the workflow (torch-free: the report and ``weince verify``
+read it without the losses).
 
-An *arm* is a name in the workflow's ``{arm}`` slot. It resolves to a registered loss, its
-keyword arguments and, for temperature arms, a temperature:
+An *arm* is a name in the workflow's ``{arm}`` slot. It resolves to a registered loss (a
+:func:`weince.losses.build_loss` name), its keyword arguments and, for temperature arms, a
+temperature:
 
 - main and ablation arms are entries of :data:`ARMS` (``infonce``, ``weince``,
   ``weince_recipe``, ``weince_lam0p5``, ``infonce_tau0p2``, ``hcl``, ...);
@@ -9,7 +11,7 @@ keyword arguments and, for temperature arms, a temperature:
   :func:`point_name` / :func:`parse_point`); its values override the arm's loss options;
 - any other name is taken as a registered loss name with the profile's options.
 
-    from weince.losses.arms import resolve_arm
+    from weince.pipeline.arms import resolve_arm
     resolve_arm("weince_lam0p5", losses={"weince": {"margin": 2.0}}, tau=0.5)
     # {"loss": "weince", "tau": 0.5, "loss_kwargs": {"margin": 2.0, "lam": 0.5}}
 """
