@@ -17,8 +17,9 @@ Sections, in order (each in its own process, with its own timeout):
    and blurs on the GPU): what differs is the arithmetic alone. Checks, per GPU run:
    the per-epoch loss curve, every test image's backbone feature (cosine to the CPU's),
    every test image's k-NN prediction (full training bank, k 50, T 0.1), k-NN acc@50 and
-   linear test accuracy; and the CPU reference must have learnt something (k-NN accuracy
-   at least ``LEARNT_X`` times chance). Tolerances (``TOLERANCES``): float32 on both sides
+   linear test accuracy; and the CPU reference's k-NN accuracy must be at least
+   ``LEARNT_X`` times chance (the classes are found: the accuracies compared are not
+   chance against chance). Tolerances (``TOLERANCES``): float32 on both sides
    differs by summation order only (cuDNN's and oneDNN's kernels), ~1e-7 per operation,
    grown by 20 Adam steps (Adam's first steps move each weight by about lr x sign(grad),
    so a gradient near zero can flip): loss 1e-3 relative, features cosine >= 0.99 (median
@@ -426,7 +427,9 @@ def _e2e_md(S: Section, P: dict, runs: list[dict], perturb: str | None) -> None:
     S.md += table([{**r, "curve": " ".join(f"{x:.5f}" for x in r["curve"])} for r in runs],
                   ["name", "device", "threads", "tf32_conv", "seed", "img_s", "curve",
                    "knn_acc", "linear_acc", "wall_s"])
-    S.md += [""] + table(S.rows, ["run", "check", "value", "tolerance", "ok"])
+    S.md += [""] + table([{**r, "value": f"{r['value']:.6g}" if isinstance(r["value"], float)
+                           else r["value"]} for r in S.rows],
+                         ["run", "check", "value", "tolerance", "ok"])
 
 
 def section_e2e(S: Section, P: dict, args) -> None:
@@ -454,9 +457,10 @@ def section_e2e(S: Section, P: dict, args) -> None:
             if tol is None:
                 chance = 100.0 / run["classes"]
                 learnt = run["knn_acc"] >= LEARNT_X * chance
-                S.rows.append({"run": name, "check": "k-NN acc@50 (learnt: x chance)",
+                S.rows.append({"run": name, "check": "k-NN acc@50 above chance",
                                "value": run["knn_acc"], "tolerance":
-                               f">= {LEARNT_X:g} x {chance:.3g}", "ok": learnt})
+                               f">= {LEARNT_X * chance:.3g} ({LEARNT_X:g} x chance)",
+                               "ok": learnt})
             else:
                 want_tf32 = tf32 and device.startswith("cuda") and torch.cuda.is_available()
                 S.rows += e2e_checks(runs[0], run, TOLERANCES[tol], device.split(":")[0],
