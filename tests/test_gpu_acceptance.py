@@ -149,6 +149,27 @@ def test_e2e_checks_pass_within_rounding_and_fail_beyond():
     assert [r["check"] for r in wrong_place if not r["ok"]] == ["ran on", "TF32 convolutions"]
 
 
+def test_cpu_view_draws_swap_the_loops_generator_for_a_cpu_one_with_its_seed(monkeypatch):
+    """The loop's build step makes a device generator (CUDA on a GPU); inside the context
+    the run draws from a CPU generator with the same seed, and the build step is restored
+    after it."""
+    from weince.train import simclr
+
+    made = []
+
+    def build(self):                   # stands in for the loop's: a generator, seeded
+        self.aug_gen = torch.Generator().manual_seed(7001)
+        made.append(self.aug_gen)
+
+    monkeypatch.setattr(simclr._Pretraining, "build", build)
+    job = object.__new__(simclr._Pretraining)
+    with GA.cpu_view_draws():
+        simclr._Pretraining.build(job)
+    assert job.aug_gen.device.type == "cpu" and job.aug_gen.initial_seed() == 7001
+    assert job.aug_gen is not made[0]                       # a new generator, not the loop's
+    assert simclr._Pretraining.build is build
+
+
 def test_knn_predictions_vote_like_knn_eval():
     """Two well separated classes: every test image's nearest neighbours are of its class."""
     train = torch.tensor([[1.0, 0.0]] * 5 + [[0.0, 1.0]] * 5)
