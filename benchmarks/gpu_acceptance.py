@@ -1,40 +1,81 @@
-"""The GPU acceptance run: one script, five sections, a report that
+"""The GPU acceptance run: one script, five sections, most important first, a report that
 survives anything. How to run it, on the GPU machine or here: ``benchmarks/gpu_acceptance.sh``.
 
 Sections, in order (each in its own process, with its own timeout):
 
-1. ``rehearsal``: the paper profile's rehearsal on CUDA: ``weince synthetic-data
-   --root DIR`` then ``snakemake --cores N --configfile config/paper.yaml
-   config/rehearsal.yaml --config data_root=DIR``; its cost forecast
-   (``reports/rehearsal/forecast.md``) is copied into the report. Skipped, saying so, while
-   ``config/rehearsal.yaml`` is not in the tree. CPU mode: the dry run (``-n``) only.
-2. ``cuda_tests``: ``pytest -m cuda tests`` (every test marked ``cuda``).
-3. ``throughput``: img/s and peak memory per backbone x arm, eager and compiled
-   (``CompiledStep``), with the CUDA-graph skips of every compiled run counted.
-4. ``equality``: the compiled step against the eager step from the same weights (loss,
-   weights and BatchNorm buffers after two steps), and the graph count of the whole step.
-5. ``c8``: claim C8 at the paper's setting (``weince.timing``: ResNet-18, 2 x 256 views, the
-   paper profile's float32 pretraining step, eager and compiled side by side).
+1. ``cuda_tests``: ``pytest -m cuda`` on the test files that hold a ``cuda`` test.
+2. ``e2e``: the GPU's results against the CPU's, end to end. ResNet-18 with the CIFAR stem
+   is pretrained by ``weince.train.simclr.pretrain`` with the paper profile's settings
+   (``weince.pipeline.stages.pretrain_config``: Adam 3e-4, tau 0.5, float32, per-view
+   forward, the ``weince_recipe`` arm) at tiny sizes on the CIFAR-100 files of
+   ``weince.data.synthetic_formats`` (class colour plus noise: learnable), then
+   ``extract_features``, ``linear_probe`` and ``knn_eval`` run with the profile's settings,
+   as the workflow's rules call them. The CPU reference runs first, on this machine's CPUs;
+   the GPU runs twice from the same seed: in full float32 (cuDNN's TF32 convolutions off)
+   and at the profile's precision (cuDNN's default TF32 convolutions). Both devices draw the
+   views' random parameters from the same CPU generator stream (the GPU still crops, jitters
+   and blurs on the GPU): what differs is the arithmetic alone. Checks, per GPU run:
+   the per-epoch loss curve, every test image's backbone feature (cosine to the CPU's),
+   every test image's k-NN prediction (full training bank, k 50, T 0.1), k-NN acc@50 and
+   linear test accuracy; and the CPU reference's k-NN accuracy must be at least
+   ``LEARNT_X`` times chance (the classes are found: the accuracies compared are not
+   chance against chance). Tolerances (``TOLERANCES``): float32 on both sides
+   differs by summation order only (cuDNN's and oneDNN's kernels), ~1e-7 per operation,
+   grown by 20 Adam steps (Adam's first steps move each weight by about lr x sign(grad),
+   so a gradient near zero can flip): loss 1e-3 relative, features cosine >= 0.99 (median
+   0.999), accuracies within 3 points, 95% of predictions equal. TF32 rounds products to 10
+   mantissa bits (~5e-4 each): loss 1e-2, cosine >= 0.98 (median 0.995), accuracies within
+   5 points, 90% equal. CPU mode compares 1 thread against all threads (another summation
+   order) with the float32 tolerances.
+3. ``step_times``: the median seconds per optimiser step of every backbone x arm x
+   precision the paper profile trains, at each data set's image size and the profile's
+   batch (``weince.train.step_timer.StepTimer``, as the rehearsal measures), and of a SimCSE
+   step of a random bert-base ``BertModel``; written after every measurement to
+   ``measured_steps.yaml`` beside the report (the planner's ``cost.measured`` overlay).
+4. ``c8``: claim C8 at the paper's setting (``weince.timing``: ResNet-18, 2 x 256 views, the
+   paper profile's float32 pretraining step, eager and compiled losses side by side).
+5. ``rehearsal``: the rehearsal overlay restricted to one pair (``config/paper.yaml
+   config/paper_cifar100_r18.yaml config/rehearsal.yaml``, 89 jobs) on synthetic files in a
+   temporary folder, ``--max-threads 2`` so that 8 jobs share the GPU at once; its forecast
+   is copied into the report. CPU mode: the dry run only.
+
+The plan on one H200 (8 minutes = 480 s, counted from the shell's start; ``--plan`` prints
+this table with the figures it derives: the cost model's step times, the dry run's job
+count). Each section's timeout is its budget's share of the time left, so what one
+section leaves unused goes to the later ones:
+
+==============  ==========  ============  ==============================================
+section         budget (s)  expected (s)  why
+==============  ==========  ============  ==============================================
+launcher        10          10            carried wheels installed, torch imported
+cuda_tests      75          60            4 files collected; one Inductor compile of the
+                                          whole step (~45 s), 8 eager tests (~1 s each)
+e2e             100         55            CPU: 20 steps x 64 images of ResNet-18 (~100
+                                          img/s on 16 cores) + features of 400 images;
+                                          GPU: 2 x (20 steps + cuDNN autotuning + eval)
+step_times      100         45-85         9 shapes x 4 arms x 8 steps + 3 bert-base arms:
+                                          21-58 s of steps by the cost model, ~2 s per
+                                          shape for the model and cuDNN autotuning
+c8              85          60            3 losses compiled at 2 sizes (~6 x 8 s), 30
+                                          paired repetitions of each timing
+rehearsal       110         100-130       89 jobs, 8 at a time, ~7 s each (interpreter,
+                                          torch, CUDA context, a few steps); unused time
+                                          of the sections above (~115 s) comes on top
+==============  ==========  ============  ==============================================
+
+Dropped for time: the compiled step's throughput and its equality with the eager step
+(one Inductor compile of the whole ResNet-18 or ViT-S step takes about a minute). The
+compiled step's numerics are ``tests/train/test_step_compile.py``'s; section 1 runs the
+compiled step once on CUDA; section 4 times compiled losses.
 
 The Markdown report and a JSON twin (same name, ``.json``) are rewritten atomically before
 the first section and after every section, and mark the section in progress as ``running``:
 a run killed at any point (a hang, an out-of-memory kill, the machine's time limit) leaves a
 report with every section it finished, and the rows of the section it was in stay in
-``.<report name>.<section>.json`` beside it (each section rewrites that file after every row). Every section gets a timeout, a share of what is left
-of ``--budget`` (a section's unused time goes to the later ones); a section that overruns is
-stopped (its process group is killed) and reported as ``timeout`` with the rows it had
-written. SIGTERM/SIGINT stop the current section and write the report as ``interrupted``.
-
-Compiled runs call ``torch._dynamo.reset()`` before each new step function: each
-``CompiledStep`` is one more graph of the same ``_step`` code, and with ``fullgraph=True``
-the ninth such graph in one process fails (``FailOnRecompileLimitHit``) without a reset.
-``--recompile-limit 1`` (the CPU test uses it) makes any missing reset fail at once.
-``--compile-backend aot_eager`` (the CPU test uses it too) compiles the same single graph
-without Inductor's code generation; the default, and the GPU run, is Inductor.
-
-Oldest torch: 2.11 (the compiled step traces ``torch.autograd.grad`` with Dynamo's
-``trace_autograd_ops``, new in 2.11); with an older torch the compiled rows say so and the
-eager sections run. Nothing here uses an API newer than torch 2.11.
+``.<report name>.<section>.json`` beside it (each section rewrites that file after every
+row). A section that overruns is stopped (its process group is killed) and reported as
+``timeout`` with the rows it had written. SIGTERM/SIGINT stop the current section and write
+the report as ``interrupted``.
 """
 
 from __future__ import annotations
@@ -43,65 +84,107 @@ import argparse
 import json
 import os
 import platform
+import re
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import traceback
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-ARMS = ("infonce", "weince", "weince_recipe", "infonce_topm")
-SECTIONS = (("rehearsal", "1. Rehearsal of the paper profile"),
-            ("cuda_tests", "2. CUDA tests"),
-            ("throughput", "3. Pretraining throughput and peak memory"),
-            ("equality", "4. Compiled step versus eager step"),
-            ("c8", "5. C8 at the paper's setting"))
+SECTIONS = (("cuda_tests", "1. CUDA tests"),
+            ("e2e", "2. End to end: GPU against CPU"),
+            ("step_times", "3. Measured step times"),
+            ("c8", "4. C8 at the paper's setting"),
+            ("rehearsal", "5. Rehearsal of one pair"))
 TITLES = dict(SECTIONS)
-# share of the remaining budget per section (renormalised over the sections still to run)
-SHARES = {"rehearsal": 0.30, "cuda_tests": 0.15, "throughput": 0.30, "equality": 0.10,
-          "c8": 0.15}
+LAUNCHER_S = 10
+# planned seconds of each section on one H200 (module docstring); the timeouts are these
+# shares of the time left, renormalised over the sections still to run
+PLAN = {
+    "cuda_tests": dict(budget_s=75, expected="60",
+                       why="4 files collected; one Inductor compile of the whole step "
+                           "(~45 s), 8 eager tests (~1 s each)"),
+    "e2e": dict(budget_s=100, expected="55",
+                why="CPU: 20 steps x 64 images of ResNet-18 (~100 img/s on 16 cores) + "
+                    "features of 400 images; GPU: 2 x (20 steps + cuDNN autotuning + eval)"),
+    "step_times": dict(budget_s=100, expected="45-85",
+                       why="9 shapes x 4 arms x 8 steps + 3 bert-base arms (the cost model's "
+                           "step times), ~2 s per shape for the model and cuDNN autotuning"),
+    "c8": dict(budget_s=85, expected="60",
+               why="3 losses compiled at 2 sizes (~6 x 8 s), 30 paired repetitions of each "
+                   "timing"),
+    "rehearsal": dict(budget_s=110, expected="100-130",
+                      why="the dry run's jobs, 8 at a time, ~7 s each (interpreter, torch, "
+                          "CUDA context, a few steps); unused time of the sections above comes "
+                          "on top"),
+}
+PAIR_OVERLAYS = ("config/paper.yaml", "config/paper_cifar100_r18.yaml", "config/rehearsal.yaml")
+REHEARSAL_MAX_JOBS = 100   # the rehearsal's budget holds this many jobs (89 planned)
+E2E_PAIR = ("cifar100", "resnet18")
+E2E_ARM, E2E_SEED = "weince_recipe", 7
+LEARNT_X = 3.0          # the CPU reference's k-NN accuracy must reach 3 x chance
+TOLERANCES = {
+    "float32": dict(loss_rel=1e-3, cos_min=0.99, cos_median=0.999, acc_points=3.0,
+                    agree_pct=95.0),
+    "profile": dict(loss_rel=1e-2, cos_min=0.98, cos_median=0.995, acc_points=5.0,
+                    agree_pct=90.0),
+}
+# the test suite sets it to make the GPU runs differ from the reference (their seed + 1):
+# the e2e section must then fail
+PERTURB_ENV = "WEINCE_ACCEPTANCE_E2E_PERTURB"
+# the device name torch reports -> the key of src/weince/pipeline/devices.yaml (first match;
+# None: a device the cost model has no datasheet for)
+GPU_KEYS = ((r"\bgh200\b|\bh200 nvl\b", None), (r"\bh200\b", "h200"),
+            (r"\bh100\b.*\bpcie\b", "h100-pcie"), (r"\bh100 nvl\b", None),
+            (r"\bh100\b", "h100-sxm"), (r"\ba100\b.*\bpcie\b", None),
+            (r"\ba100\b.*\b40\s*gb\b", "a100-40gb"), (r"\ba100\b.*\b80\s*gb\b", "a100-80gb"),
+            (r"\bl40s\b", "l40s"))
+STEPS_YAML = "measured_steps.yaml"
 OLDEST_TORCH = (2, 11)
 PINNED_TORCH = "2.14.1"
 
 
 # ----------------------------------------------------------------------------- settings
-def settings(cpu: bool, args) -> dict:
+def settings(cpu: bool) -> dict:
     """Sizes of every section: the GPU run (8 minutes on one H200) or tiny CPU sizes (a
     check that every code path runs, not a measurement)."""
+    timing = dict(losses=["infonce", "weince", "weince_recipe"], backbone="resnet18",
+                  image_size=32, channels=3, compile="both", amp=False)
     if cpu:
         return dict(
-            device="cpu", image_size=8, batch=8, warmup=1, steps=1,
-            eager={"smallcnn": list(ARMS), "resnet18": ["weince_recipe"], "vit_s": ["weince"]},
-            precisions=["fp32"], compiled_backbones=["smallcnn"],
-            compiled_arms=args.compiled_arms or ["infonce", "weince"],
-            compiled_precisions=["fp32"], compile_mode=args.compile_mode or "default",
-            simcse=dict(bert=dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                                  intermediate_size=64), batch=8, length=12, arms=["weince"]),
-            equality=[("smallcnn", "weince_recipe")], equality_batch=8, equality_size=8,
-            cuda_tests=["tests/data/test_augment.py", "tests/losses/test_weince.py"],
-            rehearsal_dry_run=True,
-            timing=dict(device="cpu", losses=["infonce", "weince"], sizes=[8], loss_reps=2,
-                        warmup=1, backbone="smallcnn", image_size=8, channels=3,
-                        step_batch=4, step_reps=2, compile="eager", amp=False, n_boot=50),
-            compile_backend=args.compile_backend, budget=args.budget or 900)
-    arms = args.compiled_arms or list(ARMS)
+            device="cpu", budget=900,
+            e2e=dict(train=dict(batch_size=17, max_train_images=34, epochs=2, image_size=16),
+                     features=dict(max_images=100), device_threads=1),
+            # one thread, no warm-up: on a busy 2-core machine a second OpenMP thread made
+            # a ResNet-50 step 5x slower
+            steps=dict(batch=4, text_batch=4, warmup=0, timed=1, max_image_size=16, threads=1,
+                       bert=dict(vocab_size=1000, hidden_size=32, num_hidden_layers=2,
+                                 num_attention_heads=2, intermediate_size=64)),
+            timing=dict(timing, device="cpu", losses=["infonce", "weince"], sizes=[8],
+                        loss_reps=2, warmup=1, backbone="smallcnn", image_size=8,
+                        step_batch=4, step_reps=2, compile="eager", n_boot=50),
+            rehearsal_dry_run=True)
     return dict(
-        device="cuda", image_size=32, batch=256, warmup=3, steps=10,
-        eager={b: list(ARMS) for b in ("resnet18", "resnet50", "vit_s")},
-        precisions=["fp32", "bf16"], compiled_backbones=["resnet18", "resnet50", "vit_s"],
-        compiled_arms=list(ARMS) if args.full else arms,
-        compiled_precisions=["fp32", "bf16"] if args.full else ["fp32"],
-        compile_mode=args.compile_mode or "reduce-overhead",
-        simcse=dict(bert={}, batch=64, length=32, arms=["infonce", "weince"]),
-        equality=[("resnet18", "weince_recipe"), ("vit_s", "weince")], equality_batch=64,
-        equality_size=32, cuda_tests=["tests"], rehearsal_dry_run=False,
-        timing=dict(device="cuda", losses=["infonce", "weince", "weince_recipe"],
-                    sizes=[512, 4096], loss_reps=30, warmup=5, backbone="resnet18",
-                    image_size=32, channels=3, step_batch=256, step_reps=30, compile="both",
-                    amp=False),
-        compile_backend=args.compile_backend, budget=args.budget or 480)
+        device="cuda", budget=480,
+        e2e=dict(train=dict(batch_size=64, max_train_images=256, epochs=5), features={},
+                 device_threads=None),
+        steps=dict(batch=None, text_batch=None, warmup=2, timed=6, max_image_size=None,
+                   threads=None, bert={}),
+        timing=dict(timing, device="cuda", sizes=[512, 4096], loss_reps=30, warmup=5,
+                    step_batch=256, step_reps=30),
+        rehearsal_dry_run=False)
+
+
+def paper_config() -> dict:
+    """``config/paper.yaml`` (it sets every key of ``config/config.yaml``)."""
+    import yaml
+
+    return yaml.safe_load((REPO / "config" / "paper.yaml").read_text())
 
 
 # ----------------------------------------------------------------------------- files
@@ -146,10 +229,12 @@ class Section:
                                           default=str))
 
 
-def _run(cmd: list[str], timeout: float, cwd: Path = REPO) -> tuple[int, str]:
+def _run(cmd: list[str], timeout: float, cwd: Path = REPO, env: dict | None = None
+         ) -> tuple[int, str]:
     """A command in its own process group; killed with its children at ``timeout``."""
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
+                            text=True, start_new_session=True,
+                            env=None if env is None else {**os.environ, **env})
     try:
         out, _ = proc.communicate(timeout=max(timeout, 1))
         return proc.returncode, out
@@ -172,39 +257,26 @@ def _kill_group(proc: subprocess.Popen) -> None:
             continue
 
 
-# ----------------------------------------------------------------------------- sections
-def section_rehearsal(S: Section, P: dict, args) -> None:
-    overlay = REPO / "config" / "rehearsal.yaml"
-    if not overlay.exists():
-        S.skipped = ("config/rehearsal.yaml is not in this tree (the rehearsal overlay of "
-                     "the paper profile); nothing to rehearse")
-        return
-    py = sys.executable
-    with tempfile.TemporaryDirectory() as tmp:
-        data = Path(tmp) / "data"
-        rc, out = _run([py, "-m", "weince.cli", "synthetic-data", "--root", str(data)],
-                       S.left() / 4)
-        S.md += [f"`weince synthetic-data --root DIR` -> exit {rc}", ""]
-        if rc != 0:
-            S.ok = False
-            S.md += ["```", *out.strip().splitlines()[-15:], "```"]
-            return
-        cmd = [py, "-m", "snakemake", "--cores", str(os.cpu_count() or 1), "--configfile",
-               "config/paper.yaml", "config/rehearsal.yaml", "--config", f"data_root={data}"]
-        if P["rehearsal_dry_run"]:
-            cmd.append("-n")
-        rc, out = _run(cmd, S.left() - 5)
-    S.ok = rc == 0
-    S.md += [f"`snakemake {' '.join(cmd[3:])}` -> exit {rc}"
-             + (" (CPU mode: the dry run, nothing trained)" if P["rehearsal_dry_run"] else ""),
-             "", "```", *out.strip().splitlines()[-12:], "```", ""]
-    forecast = REPO / "reports" / "rehearsal" / "forecast.md"
-    if forecast.exists() and not P["rehearsal_dry_run"]:
-        S.md += ["Forecast (`reports/rehearsal/forecast.md`):", "",
-                 *forecast.read_text().splitlines()[:60]]
-    elif not P["rehearsal_dry_run"]:
-        S.ok = False
-        S.md.append("no `reports/rehearsal/forecast.md` was written")
+def _error(err: BaseException) -> str:
+    return f"{type(err).__name__}: {str(err).strip().splitlines()[0][:200] if str(err) else ''}"
+
+
+def _sync(device) -> None:
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+# ----------------------------------------------------------------------------- 1. CUDA tests
+CUDA_MARK = re.compile(r"^\s*@pytest\.mark\.cuda\b|^pytestmark\b.*\bmark\.cuda\b", re.M)
+
+
+def cuda_test_files() -> list[str]:
+    """The test files holding a test marked ``cuda`` (collecting only them saves the
+    suite's collection)."""
+    return sorted(str(p.relative_to(REPO)) for p in (REPO / "tests").rglob("test_*.py")
+                  if CUDA_MARK.search(p.read_text()))
 
 
 def section_cuda_tests(S: Section, P: dict, args) -> None:
@@ -213,7 +285,7 @@ def section_cuda_tests(S: Section, P: dict, args) -> None:
     # `-o addopts=`: one process, without the suite's xdist options (pytest-xdist may not
     # be installed where this runs; the cuda tests share one device anyway)
     cmd = [sys.executable, "-m", "pytest", "-m", "cuda", "-o", "addopts=", "--strict-markers",
-           "-q", "-rs", "-p", "no:cacheprovider", *P["cuda_tests"]]
+           "-q", "-rs", "-p", "no:cacheprovider", *cuda_test_files()]
     rc, out = _run(cmd, S.left() - 5)
     lines = out.strip().splitlines()
     cuda = torch.cuda.is_available()
@@ -225,291 +297,408 @@ def section_cuda_tests(S: Section, P: dict, args) -> None:
              "", "```", *lines[-15:], "```"]
 
 
-def _images(n: int, size: int, device):
+# ----------------------------------------------------------------------------- 2. end to end
+@contextmanager
+def cpu_view_draws():
+    """Inside: a pretraining run draws its views' uniforms from a CPU generator with the
+    seed the loop gives its device generator, so a CUDA run crops, flips, jitters and blurs
+    exactly as the CPU run does (the augmentation still runs on the GPU; only the
+    ``torch.rand`` of the parameters moves). A CUDA generator's stream differs from a CPU
+    one's, which would make the two runs differ by more than arithmetic."""
     import torch
 
-    g = torch.Generator().manual_seed(1)
-    return torch.randint(0, 256, (n, 3, size, size), generator=g, dtype=torch.uint8).to(device)
+    from weince.train import simclr
+
+    build = getattr(simclr, "_Pretraining", None) and getattr(simclr._Pretraining, "build", None)
+    if build is None:
+        raise RuntimeError("weince.train.simclr._Pretraining.build is gone: update "
+                           "cpu_view_draws() in benchmarks/gpu_acceptance.py")
+
+    def build_with_cpu_draws(self):
+        build(self)
+        self.aug_gen = torch.Generator().manual_seed(self.aug_gen.initial_seed())
+
+    simclr._Pretraining.build = build_with_cpu_draws
+    try:
+        yield
+    finally:
+        simclr._Pretraining.build = build
 
 
-def _compile_supported() -> str | None:
+def knn_predictions(feats: dict, k: int, temperature: float) -> "torch.Tensor":
+    """Every test image's k-NN class (cosine, weighted vote, the whole training split as
+    the bank): the per-image counterpart of ``knn_eval``'s accuracy."""
+    import torch.nn.functional as F
+
+    from weince.eval.knn import weighted_vote
+
+    bank = F.normalize(feats["train"]["backbone"].float(), dim=1)
+    query = F.normalize(feats["test"]["backbone"].float(), dim=1)
+    labels = feats["train"]["labels"].long()
+    sims, idx = (query @ bank.T).topk(min(k, bank.shape[0]), dim=1)
+    classes = int(max(labels.max(), feats["test"]["labels"].max())) + 1
+    return weighted_vote(sims, labels[idx], classes, temperature)
+
+
+def e2e_run(name: str, device: str, P: dict, root: Path, work: Path, *, threads: int | None,
+            tf32_conv: bool, seed: int) -> dict:
+    """One pretraining run and its evaluation, as the workflow's rules call them."""
     import torch
 
-    if not hasattr(torch._dynamo.config, "trace_autograd_ops"):
-        return (f"the compiled step needs torch >= {'.'.join(map(str, OLDEST_TORCH))} "
-                f"(trace_autograd_ops); this is torch {torch.__version__}")
+    from weince.eval.features import extract_features
+    from weince.eval.knn import knn_eval
+    from weince.eval.linear import linear_probe
+    from weince.pipeline.protocol import probe_kwargs
+    from weince.pipeline.stages import pretrain_config
+    from weince.train.simclr import pretrain
+
+    paper = paper_config()
+    cfg = pretrain_config(paper, *E2E_PAIR, E2E_ARM, seed)
+    cfg.update(P["e2e"]["train"], device=device, data_root=str(root), threads=threads,
+               progress=False)
+    out = work / name
+    cuda = device.startswith("cuda")
+    if cuda:
+        torch.backends.cudnn.allow_tf32 = tf32_conv
+    t0 = time.time()
+    with cpu_view_draws() if cuda else nullcontext():
+        summary = pretrain(cfg, out)
+    curve = [json.loads(line)["loss"] for line in
+             (out / "train_log.jsonl").read_text().splitlines() if line.strip()]
+    feats = extract_features(out / "encoder.pt", out / "features.pt", device=device,
+                             data_root=str(root),
+                             **{**paper["vision"]["features"], **P["e2e"]["features"]})
+    lin = linear_probe(feats, device=device, **probe_kwargs(paper, E2E_ARM))
+    knn_kw = paper["vision"]["knn"]
+    knn = knn_eval(feats, device=device, **knn_kw)
+    return {"name": name, "device": summary["device"], "threads": torch.get_num_threads(),
+            "tf32_conv": summary["tf32_cudnn_conv"], "seed": seed, "curve": curve,
+            "img_s": summary["img_s_mean"], "knn_acc": knn[f"acc@{knn_kw['k']}"]["mean"],
+            "linear_acc": lin["test_acc"]["mean"],
+            "classes": int(feats["test"]["labels"].unique().numel()),   # the classes present
+            "h": feats["test"]["backbone"],
+            "pred": knn_predictions(feats, knn_kw["k"], knn_kw["temperature"]),
+            "wall_s": time.time() - t0}
+
+
+def e2e_checks(ref: dict, got: dict, tol: dict, want_device: str, want_tf32: bool) -> list[dict]:
+    """The comparisons of one GPU run with the CPU reference."""
+    import torch.nn.functional as F
+
+    loss_rel = max(abs(a - b) / abs(a) for a, b in zip(ref["curve"], got["curve"]))
+    cos = F.cosine_similarity(ref["h"].double(), got["h"].double(), dim=1)
+    agree = 100.0 * float((ref["pred"] == got["pred"]).double().mean())
+    d_knn = abs(got["knn_acc"] - ref["knn_acc"])
+    d_lin = abs(got["linear_acc"] - ref["linear_acc"])
+    rows = [("ran on", got["device"], want_device, got["device"].startswith(want_device)),
+            ("TF32 convolutions", got["tf32_conv"], want_tf32, got["tf32_conv"] == want_tf32),
+            ("loss curve: epochs", len(got["curve"]), len(ref["curve"]),
+             len(got["curve"]) == len(ref["curve"])),
+            ("loss curve: max relative difference", loss_rel, f"<= {tol['loss_rel']:g}",
+             loss_rel <= tol["loss_rel"]),
+            ("feature cosine: min over test images", float(cos.min()),
+             f">= {tol['cos_min']:g}", float(cos.min()) >= tol["cos_min"]),
+            ("feature cosine: median", float(cos.median()), f">= {tol['cos_median']:g}",
+             float(cos.median()) >= tol["cos_median"]),
+            ("k-NN predictions equal (%)", agree, f">= {tol['agree_pct']:g}",
+             agree >= tol["agree_pct"]),
+            ("k-NN acc@50 difference (points)", d_knn, f"<= {tol['acc_points']:g}",
+             d_knn <= tol["acc_points"]),
+            ("linear accuracy difference (points)", d_lin, f"<= {tol['acc_points']:g}",
+             d_lin <= tol["acc_points"])]
+    return [{"run": got["name"], "check": c, "value": v, "tolerance": t, "ok": bool(ok)}
+            for c, v, t, ok in rows]
+
+
+def _e2e_md(S: Section, P: dict, runs: list[dict], perturb: str | None) -> None:
+    tr = P["e2e"]["train"]
+    S.md = [f"ResNet-18 (CIFAR stem) pretrained with the paper profile's settings, arm "
+            f"`{E2E_ARM}`, seed {E2E_SEED}, on the synthetic CIFAR-100 files (`weince."
+            f"data.synthetic_formats`: class colour plus noise), at "
+            f"{', '.join(f'{k} {v}' for k, v in tr.items())}; then `extract_features`, "
+            f"`linear_probe` and `knn_eval` with the profile's settings. The CPU reference "
+            f"and the GPU runs draw the views' parameters from the same CPU generator "
+            f"stream; the GPU runs once in full float32 and once at the profile's precision "
+            f"(cuDNN's TF32 convolutions). Tolerances and why: `benchmarks/gpu_acceptance.py`"
+            f", section 2.", ""]
+    if perturb:
+        S.md += [f"**{PERTURB_ENV}={perturb}: the GPU runs were made to differ on purpose "
+                 f"(their seed + 1); this section must fail.**", ""]
+    S.md += table([{**r, "curve": " ".join(f"{x:.5f}" for x in r["curve"])} for r in runs],
+                  ["name", "device", "threads", "tf32_conv", "seed", "img_s", "curve",
+                   "knn_acc", "linear_acc", "wall_s"])
+    S.md += [""] + table([{**r, "value": f"{r['value']:.6g}" if isinstance(r["value"], float)
+                           else r["value"]} for r in S.rows],
+                         ["run", "check", "value", "tolerance", "ok"])
+
+
+def section_e2e(S: Section, P: dict, args) -> None:
+    import torch
+
+    from weince.data.synthetic_formats import write_synthetic_data
+
+    dev = P["device"]
+    perturb = os.environ.get(PERTURB_ENV) or None
+    if perturb not in (None, "seed"):
+        raise ValueError(f"{PERTURB_ENV}={perturb!r}: the one perturbation is 'seed'")
+    all_threads = os.cpu_count() or 1
+    plan = [("cpu reference", "cpu", all_threads, True, None),
+            (f"{dev} float32", dev, P["e2e"]["device_threads"], False, "float32"),
+            (f"{dev} profile", dev, P["e2e"]["device_threads"], True, "profile")]
+    runs: list[dict] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        root = write_synthetic_data(Path(tmp) / "data")
+        for name, device, threads, tf32, tol in plan:
+            seed = E2E_SEED + (1 if perturb and tol else 0)
+            run = e2e_run(name.replace(" ", "_"), device, P, root, Path(tmp) / "runs",
+                          threads=threads, tf32_conv=tf32, seed=seed)
+            run["name"] = name
+            runs.append(run)
+            if tol is None:
+                chance = 100.0 / run["classes"]
+                learnt = run["knn_acc"] >= LEARNT_X * chance
+                S.rows.append({"run": name, "check": "k-NN acc@50 above chance",
+                               "value": run["knn_acc"], "tolerance":
+                               f">= {LEARNT_X * chance:.3g} ({LEARNT_X:g} x chance)",
+                               "ok": learnt})
+            else:
+                want_tf32 = tf32 and device.startswith("cuda") and torch.cuda.is_available()
+                S.rows += e2e_checks(runs[0], run, TOLERANCES[tol], device.split(":")[0],
+                                     want_tf32)
+            S.ok = all(r["ok"] for r in S.rows)
+            S.extra["runs"] = [{k: v for k, v in r.items() if k not in ("h", "pred")}
+                               for r in runs]
+            _e2e_md(S, P, runs, perturb)
+            S.emit()
+
+
+# ----------------------------------------------------------------------------- 3. step times
+def gpu_key(device_name: str | None) -> str | None:
+    """The key of ``src/weince/pipeline/devices.yaml`` for the device torch names, or None."""
+    name = (device_name or "").lower()
+    for pattern, key in GPU_KEYS:
+        if re.search(pattern, name):
+            return key
     return None
 
 
-def _build(backbone: str, arm: str, P: dict, device, eps: float = 1e-8):
+def step_shapes(paper: dict, cap: int | None) -> list[dict]:
+    """The distinct (backbone, image size) pretraining steps of the paper profile's pairs,
+    cheapest first (a timeout loses the fewest settings), each with the pairs it serves."""
+    from weince.pipeline.cost import vision_step_flops
+    from weince.pipeline.layout import vision_pairs
+    from weince.pipeline.stages import pretrain_config
+    from weince.train.simclr import resolve_config
+
+    arm = paper["vision"]["arms"][0]
+    shapes: dict[tuple, dict] = {}
+    for dataset, backbone in vision_pairs(paper):
+        cfg = resolve_config(pretrain_config(paper, dataset, backbone, arm, 7))
+        size = min(cfg.image_size, cap) if cap else cfg.image_size
+        key = (backbone, size, cfg.channels)
+        s = shapes.setdefault(key, {"backbone": backbone, "image_size": size,
+                                    "channels": cfg.channels, "dataset": dataset,
+                                    "settings": []})
+        s["settings"].append(f"{dataset}/{backbone}")
+    for s in shapes.values():
+        s["flops"] = vision_step_flops(s["backbone"], s["image_size"], s["channels"])
+    return sorted(shapes.values(), key=lambda s: s["flops"])
+
+
+def _timed_steps(step, device, warmup: int, timed: int) -> dict:
+    """``StepTimer``'s result over ``warmup + timed`` calls of ``step()``."""
+    from weince.train.step_timer import StepTimer
+
+    timer = StepTimer(device, warmup=warmup)
+    for _ in range(warmup + timed):
+        timer.start()
+        step()
+        timer.stop()
+    return timer.result()
+
+
+def time_vision_shape(shape: dict, arms: list[str], paper: dict, P: dict, device, emit) -> None:
+    """Every arm's pretraining step on one model of this shape (the step's code path of
+    ``pretrain``: ``eager_step``, the profile's optimiser, augmentation, precision)."""
     import torch
 
-    from weince.data.augment import build_augment
     from weince.losses import build_loss
     from weince.models import build_simclr_model
+    from weince.data.augment import build_augment
+    from weince.pipeline.stages import pretrain_config
+    from weince.train.simclr import _build_optimizer, eager_step, resolve_config
 
+    sp, cuda = P["steps"], device.type == "cuda"
+    cfg = resolve_config({**pretrain_config(paper, shape["dataset"], shape["backbone"], arms[0],
+                                            7), "image_size": shape["image_size"]})
+    batch = sp["batch"] or cfg.batch_size
+    if cuda:   # as pretrain() sets them
+        torch.backends.cudnn.benchmark = True
+        torch.set_float32_matmul_precision("high" if cfg.tf32 else "highest")
     torch.manual_seed(0)
-    model = build_simclr_model(backbone, P["image_size"], 3, out_dim=64).to(device)
-    if device.type == "cuda":
-        model = model.to(memory_format=torch.channels_last)
-    loss_fn = build_loss(arm, tau=0.5).to(device).train()
-    opt = torch.optim.Adam(model.parameters(), lr=3e-4, eps=eps)   # paper: no weight decay
-    aug = build_augment("cifar100", image_size=P["image_size"], mean=None, std=None)
-    return model, loss_fn, opt, aug
-
-
-def _sync(device) -> None:
-    import torch
-
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-
-
-def throughput_run(backbone, arm, precision, mode, images, device, P) -> dict:
-    """img/s of the timed steps after warm-up; ``mode``: "eager" or a torch.compile mode."""
-    import torch
-    from torch._dynamo.utils import counters
-
-    from weince.train.simclr import CompiledStep, eager_step
-
-    cuda = device.type == "cuda"
-    use_amp = precision == "bf16" and cuda
-    model, loss_fn, opt, aug = _build(backbone, arm, P, device)
-    gen = torch.Generator(device=device).manual_seed(1)
+    model = build_simclr_model(cfg.backbone, cfg.image_size, cfg.channels,
+                               hidden_dim=cfg.proj_hidden, out_dim=cfg.proj_dim,
+                               batch_norm=cfg.proj_batch_norm, conv1_init=cfg.conv1_init).to(device)
     if cuda:
-        torch.cuda.reset_peak_memory_stats()
-    skips0 = counters["inductor"]["cudagraph_skips"]
-    if mode == "eager":
-        def step(batch):
-            return eager_step(model, loss_fn, opt, aug, batch, gen, use_amp=use_amp,
-                              channels_last=cuda)
-    else:
-        torch._dynamo.reset()   # a fresh step function: no recompile limit across runs
-        cs = CompiledStep(model, loss_fn, opt, aug, use_amp=use_amp, channels_last=cuda,
-                          mode=mode, backend=P["compile_backend"])
+        model = model.to(memory_format=torch.channels_last)
+    opt = _build_optimizer(cfg, model)
+    aug = build_augment(cfg.dataset, **{"image_size": cfg.image_size, **cfg.aug_kwargs})
+    g = torch.Generator().manual_seed(1)
+    images = torch.randint(0, 256, (2 * batch, cfg.channels, cfg.image_size, cfg.image_size),
+                           generator=g, dtype=torch.uint8).to(device)
+    gen = torch.Generator(device=device).manual_seed(1)
+    for arm in arms:
+        acfg = resolve_config({**pretrain_config(paper, shape["dataset"], shape["backbone"],
+                                                 arm, 7), "image_size": shape["image_size"]})
+        loss_fn = build_loss(acfg.loss, tau=acfg.tau, **acfg.loss_kwargs).to(device).train()
+        i = iter(range(10**9))
 
-        def step(batch):
-            return cs(batch, gen)[0]
-    bs = P["batch"]
-    idx = torch.arange(bs, device=images.device)
-    _sync(device)
-    t0 = time.perf_counter()
-    for i in range(P["warmup"]):
-        loss = step(images[(idx + i * bs) % images.shape[0]])
-    _sync(device)
-    t1 = time.perf_counter()
-    for i in range(P["steps"]):
-        loss = step(images[(idx + (i + P["warmup"]) * bs) % images.shape[0]])
-    _sync(device)
-    t2 = time.perf_counter()
-    loss = float(loss)
-    row = {"backbone": backbone, "arm": arm, "precision": precision, "mode": mode,
-           "img_s": P["steps"] * bs / (t2 - t1), "step_ms": 1e3 * (t2 - t1) / P["steps"],
-           "warmup_s": t1 - t0, "loss": loss, "finite": loss == loss and abs(loss) != float("inf"),
-           "peak_mib": torch.cuda.max_memory_allocated() / 2**20 if cuda else None}
-    if mode != "eager":
-        row["cudagraph_skips"] = counters["inductor"]["cudagraph_skips"] - skips0
-    return row
+        def step():
+            k = next(i) % 2
+            eager_step(model, loss_fn, opt, aug, images[k * batch:(k + 1) * batch], gen,
+                       use_amp=bool(acfg.amp and cuda), channels_last=cuda,
+                       forward=acfg.forward)
+
+        res = _timed_steps(step, device, sp["warmup"], sp["timed"])
+        emit({"stage": "vision", "backbone": shape["backbone"],
+              "image_size": shape["image_size"], "arm": arm, "amp": acfg.amp,
+              "tf32": acfg.tf32, "batch": batch, "settings": shape["settings"], **res})
+    del model, opt
+    if cuda:
+        torch.cuda.empty_cache()
 
 
-def simcse_run(arm, device, P) -> dict:
-    """A SimCSE step of a random-weight ``BertModel`` (bert-base shape on the GPU)."""
+def time_text(model_name: str, arms: list[str], paper: dict, P: dict, device, emit) -> None:
+    """The SimCSE step (``weince.train.simcse``: one forward over both dropout views, the
+    loss on the pairs, gradient clipping, AdamW) on a random ``BertModel(BertConfig())``."""
     import torch
     from transformers import BertConfig, BertModel
 
     from weince.losses import build_loss
+    from weince.models.text import SimCSEModel
+    from weince.train.simcse import SimCSEConfig, _optimizer
 
+    sp, cuda = P["steps"], device.type == "cuda"
+    known = set(SimCSEConfig.__dataclass_fields__)
+    base = {k: v for k, v in (paper.get("text", {}).get("simcse") or {}).items() if k in known}
     torch.manual_seed(0)
-    sp = P["simcse"]
-    cfg = BertConfig(**sp["bert"])
-    enc = BertModel(cfg).to(device).train()
-    loss_fn = build_loss(arm, tau=0.05, layout="pairs").to(device).train()
-    opt = torch.optim.AdamW(enc.parameters(), lr=3e-5)
-    ids = torch.randint(1000, cfg.vocab_size, (sp["batch"], sp["length"]),
-                        generator=torch.Generator().manual_seed(0)).to(device)
-    att = torch.ones_like(ids)
-    cuda = device.type == "cuda"
-    if cuda:
-        torch.cuda.reset_peak_memory_stats()
+    model = SimCSEModel(BertModel(BertConfig(**sp["bert"]))).to(device).train()
+    for arm in arms:
+        cfg = SimCSEConfig(**{**base, "loss": arm})
+        batch = sp["text_batch"] or cfg.batch_size
+        loss_fn = build_loss(arm, tau=cfg.tau, layout="pairs", **cfg.loss_kwargs).to(device)
+        opt = _optimizer(model, cfg)
+        g = torch.Generator().manual_seed(0)
+        vocab = model.encoder.config.vocab_size     # ids past bert's [unusedN] tokens
+        ids = torch.randint(min(1000, vocab // 2), vocab, (batch, cfg.max_length),
+                            generator=g).to(device)
+        twice = {"input_ids": torch.cat([ids, ids]), "attention_mask": torch.ones(
+            2 * batch, cfg.max_length, dtype=torch.long, device=device)}
 
-    def step():
-        z1 = enc(input_ids=ids, attention_mask=att).last_hidden_state[:, 0]
-        z2 = enc(input_ids=ids, attention_mask=att).last_hidden_state[:, 0]
-        loss = loss_fn(z1.float(), z2.float())
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        return loss.detach()
+        def step():
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bool(cfg.amp and cuda)):
+                _, z = model(**twice)
+            z1, z2 = z.float().chunk(2)
+            loss = loss_fn(z1, z2)
+            if not torch.isfinite(loss):          # the training loop checks every step
+                raise FloatingPointError("non-finite SimCSE loss")
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if cfg.grad_clip:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            opt.step()
 
-    for _ in range(P["warmup"]):
-        step()
-    _sync(device)
-    t0 = time.perf_counter()
-    for _ in range(P["steps"]):
-        loss = step()
-    _sync(device)
-    dt = time.perf_counter() - t0
-    return {"arm": arm, "layers": cfg.num_hidden_layers, "hidden": cfg.hidden_size,
-            "sent_s": P["steps"] * sp["batch"] / dt, "step_ms": 1e3 * dt / P["steps"],
-            "peak_mib": torch.cuda.max_memory_allocated() / 2**20 if cuda else None,
-            "loss": float(loss)}
+        res = _timed_steps(step, device, sp["warmup"], sp["timed"])
+        emit({"stage": "text", "backbone": model_name, "image_size": None, "arm": arm,
+              "amp": cfg.amp, "tf32": False,       # SimCSE has no TF32 option: full float32
+              "batch": batch, "settings": [f"text/{model_name}"], **res})
 
 
-def _error(err: BaseException) -> str:
-    return f"{type(err).__name__}: {str(err).strip().splitlines()[0][:200] if str(err) else ''}"
+def measured_yaml(rows: list[dict], gpu: str | None, source: str) -> str:
+    """The ``cost.measured`` overlay of the planner: one entry per setting x arm."""
+    from weince.pipeline.cost import family_of, precision_of
+
+    out = ["# Median seconds per optimiser step, measured by benchmarks/gpu_acceptance.sh",
+           "# (section 3); a config overlay for the planner (--configfile ... THIS_FILE).",
+           "cost:", "  measured:"]
+    for r in rows:
+        if r.get("step_s_median") is None:
+            continue
+        fam = family_of("text" if r["stage"] == "text" else r["backbone"])
+        prec = precision_of(fam, bool(r["amp"]), bool(r["tf32"]))
+        for setting in r["settings"]:
+            out += [f"    - gpu: {gpu if gpu else 'null'}",
+                    f"      setting: {setting}",
+                    f"      precision: {prec}",
+                    f"      arm: {r['arm']}",
+                    f"      batch: {int(r['batch'])}",
+                    f"      step_s: {r['step_s_median']:.6f}",
+                    f"      source: {json.dumps(source)}"]
+    if out[-1] == "  measured:":
+        out[-1] = "  measured: []"
+    return "\n".join(out) + "\n"
 
 
-def section_throughput(S: Section, P: dict, args) -> None:
+def section_step_times(S: Section, P: dict, args) -> None:
     import torch
 
     device = torch.device(P["device"])
-    images = _images(max(4 * P["batch"], 64), P["image_size"], device)
-    runs = [(b, a, pr, "eager") for b, arms in P["eager"].items() for a in arms
-            for pr in P["precisions"]]
-    runs += [(b, a, pr, P["compile_mode"]) for b in P["compiled_backbones"]
-             for a in P["compiled_arms"] for pr in P["compiled_precisions"]]
-    no_compile = _compile_supported()
-    keys = ["backbone", "arm", "precision", "mode", "img_s", "step_ms", "step_vs_infonce",
-            "warmup_s", "peak_mib", "cudagraph_skips", "loss", "error"]
-    skipped = []
+    if P["steps"]["threads"]:
+        torch.set_num_threads(P["steps"]["threads"])
+    paper = paper_config()
+    name = torch.cuda.get_device_name(0) if device.type == "cuda" else platform.processor() or "cpu"
+    gpu = gpu_key(name) if device.type == "cuda" else None
+    source = (f"benchmarks/gpu_acceptance.sh on {name}, torch {torch.__version__}"
+              + ("" if device.type == "cuda" else " (CPU mode: tiny sizes, not a measurement)"))
+    yaml_path = Path(args.section_out).parent / STEPS_YAML
+    S.extra.update(gpu=gpu, device_name=name, yaml=str(yaml_path))
+    sp = P["steps"]
+    keys = ["data sets", "backbone", "image_size", "arm", "batch", "step_s_median", "img_s",
+            "peak_mem_mb", "n_timed", "error"]
 
-    def render():
-        base = {(r["backbone"], r["precision"], r["mode"]): r["img_s"] for r in S.rows
-                if r.get("arm") == "infonce" and "img_s" in r}
-        for r in S.rows:
-            k = (r["backbone"], r["precision"], r["mode"])
-            if "img_s" in r and k in base:
-                r["step_vs_infonce"] = base[k] / r["img_s"]
-        S.md = [f"Batch {P['batch']} images (2 x {P['batch']} views), {P['image_size']} px, "
-                f"{P['warmup']} warm-up + {P['steps']} timed steps; `warmup_s` includes "
-                f"compilation; `step_vs_infonce`: step time over InfoNCE's in the same "
-                f"backbone/precision/mode; `cudagraph_skips`: graphs that CUDA graphs did not "
-                f"capture (mode `reduce-overhead`; 0 is the expected count). Compiled runs "
-                f"reset Dynamo before each new step function.", ""]
-        if P["compile_backend"] != "inductor":
-            S.md[-2] += (f" Compiled rows: backend `{P['compile_backend']}` (Dynamo's single "
-                         f"graph run without Inductor's code generation: not Inductor's speed).")
-        S.md += table(S.rows, keys)
-        if skipped:
-            S.md += ["", "Not run (section time): " + ", ".join(skipped)]
-        if S.extra.get("simcse"):
-            S.md += ["", f"SimCSE step ({'tiny' if P['device'] == 'cpu' else 'bert-base'} "
-                     f"random-weight `BertModel`, batch {P['simcse']['batch']} x "
-                     f"{P['simcse']['length']} tokens, two dropout passes, float32):", ""]
-            S.md += table(S.extra["simcse"], ["arm", "layers", "hidden", "sent_s", "step_ms",
-                                              "peak_mib", "loss", "error"])
-
-    for b, a, pr, mode in runs:
-        if S.left() < 5:
-            skipped.append(f"{b}/{a}/{pr}/{mode}")
-            continue
-        if mode != "eager" and no_compile:
-            S.rows.append({"backbone": b, "arm": a, "precision": pr, "mode": mode,
-                           "error": no_compile})
-            continue
-        try:
-            r = throughput_run(b, a, pr, mode, images, device, P)
-            S.ok &= r["finite"] and r.get("cudagraph_skips", 0) == 0
-        except Exception as err:  # reported, the next run goes on
-            traceback.print_exc()
-            r = {"backbone": b, "arm": a, "precision": pr, "mode": mode, "error": _error(err)}
-            S.ok = False
-        S.rows.append(r)
-        render()
-        S.emit()
-    S.extra["simcse"] = []
-    for arm in P["simcse"]["arms"]:
-        if S.left() < 5:
-            skipped.append(f"simcse/{arm}")
-            continue
-        try:
-            S.extra["simcse"].append(simcse_run(arm, device, P))
-        except Exception as err:
-            traceback.print_exc()
-            S.extra["simcse"].append({"arm": arm, "error": _error(err)})
-            S.ok = False
-    render()
-
-
-def section_equality(S: Section, P: dict, args) -> None:
-    """Two steps of the eager and the compiled step from the same weights and random draws."""
-    import copy
-
-    import torch
-
-    from weince.train.simclr import CompiledStep, eager_step
-
-    device = torch.device(P["device"])
-    no_compile = _compile_supported()
-    if no_compile:
-        S.skipped = no_compile
-        return
-    cuda = device.type == "cuda"
-    # Adam's first steps are about lr * sign(grad): a large eps makes the update linear in
-    # small gradients, so that rounding differences stay rounding-sized
-    tol = dict(rtol=2e-3, atol=2e-4) if cuda else dict(rtol=1e-4, atol=1e-5)
-    P = {**P, "image_size": P["equality_size"]}
-    images = _images(P["equality_batch"], P["image_size"], device)
-    for backbone, arm in P["equality"]:
-        if S.left() < 10:
-            S.rows.append({"backbone": backbone, "arm": arm, "error": "not run (section time)"})
-            continue
-        row = {"backbone": backbone, "arm": arm, "mode": P["compile_mode"],
-               "backend": P["compile_backend"]}
-        try:
-            ref = _build(backbone, arm, P, device, eps=0.1)
-            got_model = copy.deepcopy(ref[0])
-            got_loss = copy.deepcopy(ref[1])
-            got_opt = torch.optim.Adam(got_model.parameters(), lr=3e-4, eps=0.1)
-            torch._dynamo.reset()
-            step = CompiledStep(got_model, got_loss, got_opt, ref[3], channels_last=cuda,
-                                mode=P["compile_mode"], backend=P["compile_backend"])
-            g1 = torch.Generator(device=device).manual_seed(5)
-            g2 = torch.Generator(device=device).manual_seed(5)
-            dl = []
-            for _ in range(2):
-                a = eager_step(ref[0], ref[1], ref[2], ref[3], images, g1, channels_last=cuda)
-                b, _ = step(images, g2)
-                dl.append(abs(float(a) - float(b)) / max(abs(float(a)), 1e-12))
-            worst, name = 0.0, None
-            pairs = list(zip(ref[0].state_dict().items(), got_model.state_dict().values()))
-            for (n, p), q in pairs:
-                if not p.is_floating_point():
-                    continue
-                d = float(((q.float() - p.float()).abs()
-                           / (tol["atol"] + tol["rtol"] * p.float().abs())).max())
-                if d > worst:
-                    worst, name = d, n
-            torch._dynamo.reset()
-            with torch._dynamo.config.patch(trace_autograd_ops=True):
-                u = ref[3].draw(2 * images.shape[0], torch.Generator(device=device).manual_seed(0),
-                                device)
-                ex = torch._dynamo.explain(CompiledStep(ref[0], ref[1], ref[2], ref[3],
-                                                        channels_last=cuda, mode=None)._step)(
-                    images, u, torch.tensor(3e-4, device=device))
-            torch._dynamo.reset()
-            row.update(loss_rel_diff=max(dl), worst_weight=name, worst_over_tol=worst,
-                       graphs=ex.graph_count, graph_breaks=ex.graph_break_count,
-                       equal=worst <= 1.0 and max(dl) <= tol["rtol"])
-            S.ok &= row["equal"] and ex.graph_count == 1 and ex.graph_break_count == 0
-        except Exception as err:
-            traceback.print_exc()
-            row["error"] = _error(err)
-            S.ok = False
+    def emit(row: dict) -> None:
+        if row.get("step_s_median"):
+            row["img_s"] = row["batch"] / row["step_s_median"]
         S.rows.append(row)
-        S.md = [f"Two training steps, eager (`torch.optim.Adam`, `loss.backward()`) and "
-                f"compiled (`CompiledStep`, mode `{P['compile_mode']}`, backend "
-                f"`{P['compile_backend']}`), from the same "
-                f"weights and the same random draws (batch {P['equality_batch']}, "
-                f"{P['image_size']} px, Adam eps 0.1). Equal: every weight and buffer within "
-                f"`atol + rtol * |w|` (rtol {tol['rtol']:g}, atol {tol['atol']:g}; "
-                f"`worst_over_tol` <= 1) and the losses within rtol. `graphs`/`graph_breaks`: "
-                f"`torch._dynamo.explain` of the whole step (one graph, no break).", ""]
-        S.md += table(S.rows, ["backbone", "arm", "mode", "loss_rel_diff", "worst_weight",
-                               "worst_over_tol", "graphs", "graph_breaks", "equal", "error"])
+        write_atomic(yaml_path, measured_yaml([r for r in S.rows if "error" not in r], gpu,
+                                              source))
+        S.md = [f"Median seconds per optimiser step (`StepTimer`: synchronised, after "
+                f"{sp['warmup']} warm-up steps, {sp['timed']} timed) of the paper profile's "
+                f"pretraining step per backbone x image size x arm at the profile's batch "
+                f"(2 x batch views; `img_s`: batch images per second), and of the SimCSE "
+                f"step (random bert-base `BertModel`). `{STEPS_YAML}` beside this report "
+                f"holds them as the planner's `cost.measured` overlay (gpu `{gpu}`; one entry "
+                f"per data set of a shape)."]
+        if sp["max_image_size"]:
+            S.md[0] += (f" CPU mode: images capped at {sp['max_image_size']} px, batch "
+                        f"{sp['batch']}, a tiny BERT.")
+        S.md += [""] + table([{**r, "data sets": " ".join(x.split("/")[0] for x in r["settings"])}
+                              for r in S.rows], keys)
         S.emit()
 
+    jobs = [("vision", s) for s in step_shapes(paper, sp["max_image_size"])]
+    if (paper.get("text") or {}).get("enabled", True):
+        jobs += [("text", m) for m in paper["text"].get("models", [])]
+    for kind, what in jobs:
+        label = (f"{what['backbone']}@{what['image_size']}" if kind == "vision" else what)
+        if S.left() < 5:
+            emit({"settings": [label], "error": "not run (section time)"})
+            S.ok = False
+            continue
+        try:
+            if kind == "vision":
+                time_vision_shape(what, paper["vision"]["arms"], paper, P, device, emit)
+            else:
+                time_text(what, paper["text"]["arms"], paper, P, device, emit)
+        except Exception as err:   # reported; the next shape goes on
+            traceback.print_exc()
+            emit({"settings": [label], "error": _error(err)})
+            S.ok = False
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
 
+
+# ----------------------------------------------------------------------------- 4. C8
 def section_c8(S: Section, P: dict, args) -> None:
     from weince.timing import TimingConfig, run_timing
 
@@ -541,17 +730,78 @@ def section_c8(S: Section, P: dict, args) -> None:
     S.ok = all(v == 0 for v in res["trainable_parameters"].values())
 
 
-RUNNERS = {"rehearsal": section_rehearsal, "cuda_tests": section_cuda_tests,
-           "throughput": section_throughput, "equality": section_equality, "c8": section_c8}
+# ----------------------------------------------------------------------------- 5. rehearsal
+def rehearsal_command(data: Path, work: Path) -> list[str]:
+    """Snakemake on the one-pair rehearsal, everything it writes under ``work``."""
+    return [sys.executable, "-m", "snakemake", "--configfile", *PAIR_OVERLAYS, "--config",
+            f"data_root={data}", f"results={work / 'results'}", f"reports={work / 'reports'}",
+            "--nolock"]
+
+
+def dry_run_jobs(out: str) -> int | None:
+    """The job count of a dry run's ``Job stats`` table (its ``total`` line)."""
+    m = re.search(r"^total\s+(\d+)\s*$", out, re.M)
+    return int(m.group(1)) if m else None
+
+
+def section_rehearsal(S: Section, P: dict, args) -> None:
+    if not all((REPO / c).exists() for c in PAIR_OVERLAYS):
+        S.skipped = f"{' or '.join(PAIR_OVERLAYS[1:])} is not in this tree; nothing to rehearse"
+        return
+    py = sys.executable
+    with tempfile.TemporaryDirectory() as tmp:
+        data, work = Path(tmp) / "data", Path(tmp) / "work"
+        rc, out = _run([py, "-m", "weince.cli", "synthetic-data", "--root", str(data)],
+                       S.left() / 4)
+        S.md += [f"`weince synthetic-data --root DIR` -> exit {rc}", ""]
+        if rc != 0:
+            S.ok = False
+            S.md += ["```", *out.strip().splitlines()[-15:], "```"]
+            return
+        base = rehearsal_command(data, work)
+        rc, out = _run([*base, "-n", "--quiet", "rules", "--cores", "1"], S.left() / 3)
+        jobs = dry_run_jobs(out)
+        S.extra["jobs"] = jobs
+        S.md += [f"Dry run: exit {rc}, {jobs} jobs (`snakemake --configfile "
+                 f"{' '.join(PAIR_OVERLAYS)} -n`).", ""]
+        if jobs is not None and jobs > REHEARSAL_MAX_JOBS:
+            S.ok = False
+            S.md += [f"More than the {REHEARSAL_MAX_JOBS} jobs this section's budget was "
+                     f"planned for: not run. Re-plan it (PLAN in benchmarks/"
+                     f"gpu_acceptance.py, docs/gpu.md).", ""]
+            return
+        if rc != 0 or P["rehearsal_dry_run"]:
+            S.ok = rc == 0 and jobs is not None
+            S.md += (["CPU mode: the dry run only, nothing trained.", ""] if S.ok else
+                     ["```", *out.strip().splitlines()[-15:], "```"])
+            return
+        cmd = [*base, "--cores", str(os.cpu_count() or 1), "--max-threads", "2", "--keep-going"]
+        rc, out = _run(cmd, S.left() - 5)
+        S.ok = rc == 0
+        failed = sorted(set(re.findall(r"^Error in rule (\w+):", out, re.M)))
+        S.md += [f"`snakemake ... --cores {cmd[-4]} --max-threads 2 --keep-going` -> exit {rc}"
+                 + (f"; failed rules: {', '.join(failed)}" if failed else ""), "",
+                 "```", *out.strip().splitlines()[-12:], "```", ""]
+        forecast = work / "reports" / "rehearsal" / "forecast.md"
+        if forecast.exists():
+            S.md += ["Forecast (`reports/rehearsal/forecast.md`):", "",
+                     *forecast.read_text().splitlines()[:60]]
+            res = forecast.with_name("resources.yaml")
+            if res.exists():
+                write_atomic(Path(args.section_out).parent / "rehearsal_resources.yaml",
+                             res.read_text())
+        else:
+            S.ok = False
+            S.md.append("no `reports/rehearsal/forecast.md` was written")
+
+
+RUNNERS = {"cuda_tests": section_cuda_tests, "e2e": section_e2e,
+           "step_times": section_step_times, "c8": section_c8, "rehearsal": section_rehearsal}
 
 
 def run_section(args) -> int:
     """The child process of one section."""
-    if args.recompile_limit:
-        import torch
-
-        torch._dynamo.config.recompile_limit = args.recompile_limit
-    P = settings(args.cpu, args)
+    P = settings(args.cpu)
     S = Section(Path(args.section_out), args.deadline)
     S.emit()
     try:
@@ -564,6 +814,44 @@ def run_section(args) -> int:
     return 0
 
 
+# ----------------------------------------------------------------------------- the plan
+def plan_table() -> list[str]:
+    """The plan's table (docs/gpu.md prints the same lines)."""
+    out = ["| section | budget (s) | expected (s) | why |", "|---|---|---|---|",
+           f"| launcher | {LAUNCHER_S} | {LAUNCHER_S} | carried wheels installed, torch imported |"]
+    return out + [f"| `{n}` | {p['budget_s']} | {p['expected']} | {p['why']} |"
+                  for n, p in PLAN.items()]
+
+
+def plan_markdown() -> str:
+    """The GPU plan: each section's budget and expected time, the cost model's time of
+    section 3's steps on an H200, the one-pair rehearsal's job count (a dry run)."""
+    from weince.pipeline.cost import estimate
+
+    paper = paper_config()
+    sp = settings(False)["steps"]
+    per_arm = sp["warmup"] + sp["timed"]
+    est = estimate(paper, "h200")
+    shapes = step_shapes(paper, None)
+    keys = [(s["settings"][0], len(paper["vision"]["arms"])) for s in shapes]
+    keys += [(f"text/{m}", len(paper["text"]["arms"])) for m in paper["text"]["models"]]
+    lo = sum(est.settings[k].step_s[0] * per_arm * n for k, n in keys)
+    hi = sum(est.settings[k].step_s[1] * per_arm * n for k, n in keys)
+    with tempfile.TemporaryDirectory() as tmp:
+        rc, out = _run([*rehearsal_command(Path(tmp) / "data", Path(tmp)), "-n", "--quiet",
+                        "rules", "--cores", "1"], 300, env={"WEINCE_SKIP_PREFLIGHT": "1"})
+    jobs = dry_run_jobs(out) if rc == 0 else None
+    total = LAUNCHER_S + sum(p["budget_s"] for p in PLAN.values())
+    return "\n".join([
+        *plan_table(), "",
+        f"Total budget: {total} s. Section 3: {len(shapes)} shapes x "
+        f"{len(paper['vision']['arms'])} arms and {len(paper['text']['models'])} text model x "
+        f"{len(paper['text']['arms'])} arms, {per_arm} steps each: {lo:.0f}-{hi:.0f} s of "
+        f"steps on an H200 by the cost model (`weince.pipeline.cost.estimate`). Section 5: "
+        f"{jobs} jobs in the dry run of `snakemake --configfile {' '.join(PAIR_OVERLAYS)}` "
+        f"(at most {REHEARSAL_MAX_JOBS} fit its budget)."])
+
+
 # ----------------------------------------------------------------------------- report
 def environment(cpu: bool) -> dict:
     import torch
@@ -572,7 +860,7 @@ def environment(cpu: bool) -> dict:
            "python": platform.python_version(), "cuda": torch.version.cuda,
            "device": (torch.cuda.get_device_name(0) if torch.cuda.is_available() and not cpu
                       else platform.processor() or "cpu"),
-           "threads": torch.get_num_threads()}
+           "threads": torch.get_num_threads(), "cpus": os.cpu_count()}
     try:
         import triton
         env["triton"] = triton.__version__
@@ -593,7 +881,7 @@ def render(state: dict) -> str:
              f"- torch {env['torch']} (the artifact pins {env['pinned_torch']}; oldest this "
              f"script supports: {'.'.join(map(str, OLDEST_TORCH))}), CUDA {env['cuda']}, "
              f"Triton {env['triton']}, Python {env['python']}",
-             f"- device: {env['device']}; torch threads {env['threads']}"]
+             f"- device: {env['device']}; torch threads {env['threads']}, CPUs {env.get('cpus')}"]
     if env.get("wheels"):
         lines += ["- carried wheels (`benchmarks/gpu_wheels.py install`):",
                   *(f"  - {w}" for w in env["wheels"])]
@@ -634,33 +922,72 @@ class Interrupted(Exception):
     pass
 
 
-def main(argv=None) -> int:
+def parse_args(argv):
     p = argparse.ArgumentParser(description="GPU acceptance run (see benchmarks/gpu_acceptance.sh)")
     p.add_argument("report", nargs="?", default=None,
                    help="Markdown report (default: ${OUT:-gpu_acceptance_out}/gpu_acceptance.md); "
-                        "its JSON twin is written beside it")
+                        "its JSON twin and measured_steps.yaml are written beside it")
     p.add_argument("--cpu", action="store_true", default=bool(os.environ.get("WEINCE_ACCEPTANCE_CPU")),
                    help="tiny sizes on the CPU (the test suite runs this)")
     p.add_argument("--budget", type=float, default=None,
-                   help="seconds for the whole run (GPU default 480, CPU 900)")
+                   help="seconds for the whole run, from the shell's start (GPU default 480, "
+                        "CPU 900)")
     p.add_argument("--sections", nargs="+", choices=[n for n, _ in SECTIONS], default=None,
                    help="run only these sections (in the fixed order)")
-    p.add_argument("--compiled-arms", nargs="+", default=None, choices=ARMS)
-    p.add_argument("--compile-mode", default=None,
-                   help="torch.compile mode of the compiled step (GPU default reduce-overhead)")
-    p.add_argument("--compile-backend", default="inductor", choices=("inductor", "aot_eager"),
-                   help="torch.compile backend of the compiled step (default inductor; "
-                        "aot_eager: the same single graph without code generation, the test "
-                        "suite's check of this script's compiled sections)")
-    p.add_argument("--full", action="store_true", help="compiled step in fp32 and bf16 too")
-    p.add_argument("--recompile-limit", type=int, default=None,
-                   help="torch._dynamo recompile limit in the sections (1: any missing reset fails)")
+    p.add_argument("--plan", action="store_true",
+                   help="print the GPU plan (budgets, the cost model's step times, the "
+                        "rehearsal's job count) and exit")
     p.add_argument("--run-section", default=None, help=argparse.SUPPRESS)
     p.add_argument("--section-out", default=None, help=argparse.SUPPRESS)
     p.add_argument("--deadline", type=float, default=None, help=argparse.SUPPRESS)
-    args = p.parse_args(argv)
+    return p.parse_args(argv)
+
+
+def run_one(name: str, state: dict, report: Path, timeout: float, args, running: dict) -> None:
+    """One section in its own process group (``running["child"]`` while it runs); its
+    result file into ``state``."""
+    sec = state["sections"][name]
+    out = report.with_name(f".{report.stem}.{name}.json")
+    out.unlink(missing_ok=True)
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--run-section", name,
+           "--section-out", str(out), "--deadline", str(time.time() + timeout)]
+    if args.cpu:
+        cmd.append("--cpu")
+    t0 = time.time()
+    child = subprocess.Popen(cmd, cwd=REPO, start_new_session=True)
+    running["child"] = child
+    sec.update(status="running", timeout_s=timeout, pid=child.pid)
+    save(state, report)
+    try:
+        rc = child.wait(timeout=timeout + 10)   # the section watches its own deadline
+    except subprocess.TimeoutExpired:
+        _kill_group(child)
+        rc = None
+    running["child"] = None
+    res = json.loads(out.read_text()) if out.exists() else {}
+    out.unlink(missing_ok=True)
+    sec.update(elapsed_s=time.time() - t0, md=res.get("md", []), rows=res.get("rows", []),
+               **{k: v for k, v in res.items() if k not in ("md", "rows", "ok", "skipped")})
+    if rc is None:
+        sec.update(status="timeout", reason=f"stopped after {timeout:.0f} s; the rows "
+                                            f"above are those it finished")
+    elif rc != 0 or not res:
+        sec.update(status="failed", reason=f"the section's process ended with exit {rc} "
+                                           f"(killed or out of memory?)")
+    elif res.get("skipped"):
+        sec.update(status="skipped", reason=res["skipped"])
+    else:
+        sec["status"] = "ok" if res.get("ok") else "failed"
+    save(state, report)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
     if args.run_section:
         return run_section(args)
+    if args.plan:
+        print(plan_markdown())
+        return 0
 
     import torch
 
@@ -669,78 +996,40 @@ def main(argv=None) -> int:
         return 2
     report = Path(args.report or Path(os.environ.get("OUT", "gpu_acceptance_out")) /
                   "gpu_acceptance.md").resolve()
-    P = settings(args.cpu, args)
+    P = settings(args.cpu)
+    budget = args.budget or P["budget"]
     names = [n for n, _ in SECTIONS if args.sections is None or n in args.sections]
+    t0 = float(os.environ.get("WEINCE_ACCEPTANCE_T0") or time.time())   # the shell's start
     state = {"mode": "CPU (tiny sizes: the code paths run; no number here is a measurement)"
              if args.cpu else "GPU", "command": " ".join(
                  ["bash benchmarks/gpu_acceptance.sh", *(argv if argv is not None else sys.argv[1:])]),
-             "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-             "t0": time.time(), "budget_s": P["budget"], "environment": environment(args.cpu),
+             "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t0)),
+             "t0": t0, "budget_s": budget, "environment": environment(args.cpu),
              "sections": {n: {"status": "pending", "title": TITLES[n]} for n in names},
              "finished": False}
+    report.with_name(STEPS_YAML).unlink(missing_ok=True)   # never a stale earlier run's
     save(state, report)
+    running: dict = {"child": None}
 
     def stop(signum, frame):
         raise Interrupted(signal.Signals(signum).name)
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    end = state["t0"] + P["budget"]
-    child = None
+    end = t0 + budget
     try:
         for i, name in enumerate(names):
-            sec = state["sections"][name]
             left = end - time.time()
-            share = SHARES[name] / sum(SHARES[n] for n in names[i:])
-            timeout = left * share
+            timeout = left * PLAN[name]["budget_s"] / sum(PLAN[n]["budget_s"] for n in names[i:])
             if timeout < (3 if args.cpu else 15):
-                sec.update(status="skipped", reason=f"budget spent ({left:.0f} s left)")
+                state["sections"][name].update(status="skipped",
+                                               reason=f"budget spent ({left:.0f} s left)")
                 save(state, report)
                 continue
-            out = report.with_name(f".{report.stem}.{name}.json")
-            out.unlink(missing_ok=True)
-            cmd = [sys.executable, str(Path(__file__).resolve()), "--run-section", name,
-                   "--section-out", str(out), "--deadline", str(time.time() + timeout)]
-            for flag, val in (("--cpu", args.cpu), ("--full", args.full)):
-                if val:
-                    cmd.append(flag)
-            for flag, val in (("--compile-mode", args.compile_mode),
-                              ("--compile-backend", args.compile_backend),
-                              ("--recompile-limit", args.recompile_limit)):
-                if val:
-                    cmd += [flag, str(val)]
-            if args.compiled_arms:
-                cmd += ["--compiled-arms", *args.compiled_arms]
-            if args.budget:
-                cmd += ["--budget", str(args.budget)]
-            t0 = time.time()
-            child = subprocess.Popen(cmd, cwd=REPO, start_new_session=True)
-            sec.update(status="running", timeout_s=timeout, pid=child.pid)
-            save(state, report)
-            try:
-                rc = child.wait(timeout=timeout + 10)   # the section watches its own deadline
-            except subprocess.TimeoutExpired:
-                _kill_group(child)
-                rc = None
-            child = None
-            res = json.loads(out.read_text()) if out.exists() else {}
-            out.unlink(missing_ok=True)
-            sec.update(elapsed_s=time.time() - t0, md=res.get("md", []), rows=res.get("rows", []),
-                       **{k: v for k, v in res.items() if k not in ("md", "rows", "ok", "skipped")})
-            if rc is None:
-                sec.update(status="timeout", reason=f"stopped after {timeout:.0f} s; the rows "
-                                                    f"above are those it finished")
-            elif rc != 0 or not res:
-                sec.update(status="failed", reason=f"the section's process ended with exit {rc} "
-                                                   f"(killed or out of memory?)")
-            elif res.get("skipped"):
-                sec.update(status="skipped", reason=res["skipped"])
-            else:
-                sec["status"] = "ok" if res.get("ok") else "failed"
-            save(state, report)
+            run_one(name, state, report, timeout, args, running)
     except Interrupted as sig:
-        if child is not None:
-            _kill_group(child)
+        if running["child"] is not None:
+            _kill_group(running["child"])
         for sec in state["sections"].values():
             if sec["status"] == "running":
                 sec.update(status="interrupted", reason=f"{sig} received")

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# The GPU acceptance run: five sections, each with its own timeout, under
-# 8 minutes on one H200 (--budget SECONDS, default 480), a report rewritten after every
-# section (Markdown + JSON twin): the rehearsal of the paper profile, the CUDA tests, img/s
-# and peak memory per backbone x arm (eager and compiled, CUDA-graph skips counted), the
-# compiled step against the eager one, C8 at the paper's setting. benchmarks/gpu_acceptance.py
-# says what each section does.
+# The GPU acceptance run: five sections, most important first, each with its own timeout,
+# in 8 minutes on one H200 (--budget SECONDS, default 480, counted from this script's
+# start), a report rewritten after every section (Markdown + JSON twin, and
+# measured_steps.yaml beside them): the CUDA tests, the GPU's training, features, probe and
+# k-NN against the CPU's, the step time of every backbone x arm x precision of the paper
+# profile, C8 at the paper's setting, the rehearsal of one pair.
+# benchmarks/gpu_acceptance.py says what each section does and why the plan fits
+# (python benchmarks/gpu_acceptance.py --plan prints it).
 #
 # On a GPU machine with its own PyTorch (>= 2.11; torch/triton never travel) and no network:
 #   1. here, with PyPI:   python benchmarks/gpu_wheels.py build .whl      # ~27 MiB, < 64 MiB
@@ -18,13 +20,12 @@
 #      --wheels .whl $OUT/gpu_acceptance.md", carry=[".whl"], timeout_s=600).
 #   Where the pinned environment is installed (pip install -e ".[all,test]"), no --wheels.
 #
-#   bash benchmarks/gpu_acceptance.sh [REPORT.md] [--budget S] [--sections NAME...]
-#        [--compiled-arms ARM...] [--full] [--compile-mode MODE]
-#        [--compile-backend inductor|aot_eager] [--wheels DIR]
+#   bash benchmarks/gpu_acceptance.sh [REPORT.md] [--budget S] [--sections NAME...] [--wheels DIR]
 #   bash benchmarks/gpu_acceptance.sh --cpu REPORT.md    # tiny sizes on CPU (the tests run it)
 # Default report: ${OUT:-gpu_acceptance_out}/gpu_acceptance.md. Exit 0: every section passed
 # or was skipped with its reason; 1: a section failed or timed out; 143: interrupted.
 set -euo pipefail
+export WEINCE_ACCEPTANCE_T0="${WEINCE_ACCEPTANCE_T0:-$(date +%s.%N)}"   # the budget's start
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 WHEELS=""
