@@ -12,9 +12,9 @@ image (config key `container`).
 from snakemake.utils import min_version
 
 from weince.pipeline.config import check_config, retype_overrides, set_run_environment
-from weince.pipeline.rehearsal import prepare_config
 from weince.pipeline import preflight
 from weince.pipeline.preflight import check_data
+from weince.pipeline.profile import CONFIG_SCHEMA, Profile
 
 min_version("9.0")
 
@@ -23,23 +23,24 @@ configfile: "config/config.yaml"
 
 
 # one profile = one config file; unknown keys and bad values stop here, naming the file
-# (--config values, nested ones typed as YAML like the top-level ones, are named as such);
-# then the schema's defaults fill what the config leaves out (the one check of the config)
+# (--config values, nested ones typed as YAML like the top-level ones, are named as such)
 check_config(
     config,
-    "workflow/schemas/config.schema.yaml",
+    CONFIG_SCHEMA,
     [*workflow.configfiles, *(workflow.overwrite_configfiles or [])],
     command_line=retype_overrides(config, workflow.config_settings.config),
+    workflow_dir=f"{workflow.basedir}/workflow",
 )
-# {data_root} placeholders; a rehearsal on a machine without a GPU: CPU sizes, no GPU jobs
-prepare_config(config)
+# the profile, resolved once (schema defaults, {data_root} placeholders, a rehearsal's CPU
+# sizes): every rule below takes PROFILE, never the raw config
+PROFILE = Profile.of(config)
 # offline: HF_HUB_OFFLINE=1 for every job (transformers reads it at import)
-set_run_environment(config)
+set_run_environment(PROFILE)
 # the data sets the profile reads: each missing path and how to obtain it, before planning
-check_data(config)
+check_data(PROFILE.config)
 
 
-container: config["container"]
+container: PROFILE.container
 
 
 include: "workflow/rules/common.smk"
@@ -60,11 +61,11 @@ include: "workflow/rules/rehearsal.smk"
 onstart:
     # no job of another live run in this profile's results; the disk space it needs, checked
     preflight.on_start(
-        config, workflow.cores if workflow.local_exec else workflow.nodes
+        PROFILE.config, workflow.cores if workflow.local_exec else workflow.nodes
     )
 
 
 rule all:
     default_target: True
     input:
-        all_targets(config),
+        all_targets(PROFILE),

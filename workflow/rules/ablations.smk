@@ -18,8 +18,8 @@ rule linear_head:
     resources:
         **resources_for("linear"),
     params:
-        kwargs=lambda wc: probe_kwargs(config, wc.arm),
-        device=config["device"],
+        kwargs=lambda wc: probe_kwargs(PROFILE, wc.arm),
+        device=PROFILE.device,
     script:
         "../scripts/linear_head.py"
 
@@ -32,9 +32,9 @@ rule ablations_report:
         json=str(ABLATION_OUTPUTS["json"]),
         figures=directory(str(ABLATION_OUTPUTS["figures"])),
     log:
-        f"{RESULTS}/{PROFILE}/logs/report/ablations.log",
+        f"{RESULTS}/{NAME}/logs/report/ablations.log",
     benchmark:
-        f"{RESULTS}/{PROFILE}/benchmarks/report/ablations.tsv"
+        f"{RESULTS}/{NAME}/benchmarks/report/ablations.tsv"
     threads: 1
     resources:
         **resources_for("report"),

@@ -1,10 +1,11 @@
 # Shared paths, wildcard constraints, resources and the input functions of the rules.
 # Path templates and the enumeration of runs come from weince.pipeline, so rule outputs
 # and the files the report reads cannot drift apart; `rule all` takes
-# weince.pipeline.targets.all_targets(config).
+# weince.pipeline.targets.all_targets(PROFILE). Every rule reads the resolved PROFILE (the
+# Snakefile's weince.pipeline.profile.Profile), never the raw config.
 import re
 
-from weince.pipeline.arms import grid_points, split_arm
+from weince.pipeline.arms import split_arm
 from weince.pipeline import layout
 from weince.pipeline.ablations import ablation_inputs, ablation_outputs, ablation_plan
 from weince.pipeline.cost import cost_settings, job_runtime, retries_for
@@ -29,8 +30,8 @@ from weince.pipeline.targets import (
 from weince.pipeline.protocol import adopted_seeds, probe_kwargs, shares_seeds
 from weince.pipeline.selection import selection_paths
 
-RESULTS = config["results"]
-PROFILE = config["profile"]
+RESULTS = str(PROFILE.results)
+NAME = PROFILE.name
 VRUN = layout.VISION_RUN.format(
     results=RESULTS,
     profile="{profile}",
@@ -49,19 +50,19 @@ TIMING_DIR = layout.TIMING.format(results=RESULTS, profile="{profile}")
 CHECKS_DIR = layout.CHECKS.format(results=RESULTS, profile="{profile}")
 SYNTHETIC_DIR = layout.SYNTHETIC.format(results=RESULTS, profile="{profile}")
 FOREST_DIR = layout.FOREST.format(results=RESULTS, profile="{profile}", cid="{cid}")
-REPORT_DIR = layout.REPORT.format(reports=config["reports"], profile="{profile}")
+REPORT_DIR = layout.REPORT.format(reports=str(PROFILE.reports), profile="{profile}")
 LOGS = f"{RESULTS}/{{profile}}/logs"
 BENCH = f"{RESULTS}/{{profile}}/benchmarks"
 VRUN_TAG = "{dataset}/{backbone}/{arm}/seed{seed}"
 TRUN_TAG = "{model}/{arm}/seed{seed}"
-ABLATION_PLAN = ablation_plan(config)
-ABLATION_OUTPUTS = ablation_outputs(config)
-NORMS_OUTPUTS = norms_outputs(config)
-CLAIM_IDS = [c["id"].lower() for c in claims(config)]
+ABLATION_PLAN = ablation_plan(PROFILE)
+ABLATION_OUTPUTS = ablation_outputs(PROFILE)
+NORMS_OUTPUTS = norms_outputs(PROFILE)
+CLAIM_IDS = [c["id"].lower() for c in claims(PROFILE)]
 
 
 wildcard_constraints:
-    profile=re.escape(PROFILE),
+    profile=re.escape(NAME),
     dataset="[a-z0-9]+",
     backbone="[a-z0-9_]+",
     arm=r"[a-z][a-z0-9_]*(@[a-z0-9_.\-]+)?",
@@ -74,11 +75,11 @@ def resources_for(rule_name):
     """gpu / mem_mb / runtime of a rule: config resources[rule] over resources[default];
     with `cost.enabled`, a pretrain or simcse job's runtime is its own setting's estimate
     (weince.pipeline.cost.job_runtime, docs/cost.md)."""
-    res = config.get("resources", {})
+    res = PROFILE.resources
     out = {"gpu": 0, "mem_mb": 2000, "runtime": 30}
     out.update({k: v for k, v in res.get("default", {}).items() if k != "threads"})
     out.update({k: v for k, v in res.get(rule_name, {}).items() if k != "threads"})
-    if cost_settings(config)["enabled"] and rule_name in ("pretrain", "simcse"):
+    if cost_settings(PROFILE.config)["enabled"] and rule_name in ("pretrain", "simcse"):
         out["runtime"] = estimated_runtime
     return out
 
@@ -92,20 +93,20 @@ def estimated_runtime(wildcards, attempt):
         if hasattr(wildcards, "dataset")
         else f"text/{wildcards.model}"
     )
-    return job_runtime(config, key)["runtime"]
+    return job_runtime(PROFILE.config, key)["runtime"]
 
 
 def training_retries(stage):
     """Resubmissions of a training job: its planned segments and cost.extra_restarts
     (weince.pipeline.cost.retries_for), on the submitting side only: inside a SLURM job
     a failed run is not restarted in the same allocation."""
-    return None if workflow.remote_exec else retries_for(config, stage)
+    return None if workflow.remote_exec else retries_for(PROFILE.config, stage)
 
 
 def threads_for(rule_name):
-    res = config.get("resources", {})
+    res = PROFILE.resources
     return res.get(rule_name, {}).get(
-        "threads", res.get("default", {}).get("threads", config["threads"])
+        "threads", res.get("default", {}).get("threads", PROFILE.threads)
     )
 
 
@@ -116,13 +117,13 @@ def grid_chain_priority(wildcards):
     the longest jobs, have it too), so that no long job trails at the end with one core
     idle."""
     base, point = split_arm(wildcards.arm)
-    return 1 if point is not None or base in grid_arms(config) else 0
+    return 1 if point is not None or base in grid_arms(PROFILE) else 0
 
 
 def selection_input(wildcards):
     """A final run of a grid arm needs the point chosen on validation."""
     base, point = split_arm(wildcards.arm)
-    if point is None and base in grid_arms(config):
+    if point is None and base in grid_arms(PROFILE):
         return f"{VPAIR}/{base}/selection.json".format(
             profile=wildcards.profile,
             dataset=wildcards.dataset,
@@ -132,7 +133,7 @@ def selection_input(wildcards):
 
 
 def grid_linear_files(wildcards):
-    g = config["vision"]["grid"]
+    g = PROFILE.vision.grid
     return {
         point: [
             f"{VRUN}/linear.json".format(
@@ -142,18 +143,18 @@ def grid_linear_files(wildcards):
                 arm=f"{wildcards.arm}@{point}",
                 seed=seed,
             )
-            for seed in g["seeds"]
+            for seed in g.seeds
         ]
-        for point in grid_points(g)
+        for point in g.points
     }
 
 
 def grid_knn_files(wildcards):
     """Four-seed grid (official): the knn.json of every point and seed, so that each k-NN
     metric gets its own point; one-seed grid: none (the linear point serves k-NN)."""
-    if not shares_seeds(config):
+    if not shares_seeds(PROFILE):
         return {}
-    g = config["vision"]["grid"]
+    g = PROFILE.vision.grid
     return {
         f"knn@{point}": [
             f"{VRUN}/knn.json".format(
@@ -163,9 +164,9 @@ def grid_knn_files(wildcards):
                 arm=f"{wildcards.arm}@{point}",
                 seed=seed,
             )
-            for seed in g["seeds"]
+            for seed in g.seeds
         ]
-        for point in grid_points(g)
+        for point in g.points
     }
 
 
@@ -174,14 +175,14 @@ def grid_run_files(*names):
     final arm adopts the chosen point's), plus the arm's selection.json."""
 
     def inputs(wildcards):
-        g = config["vision"]["grid"]
+        g = PROFILE.vision.grid
         fmt = dict(
             profile=wildcards.profile,
             dataset=wildcards.dataset,
             backbone=wildcards.backbone,
         )
         out = {"selection": f"{VPAIR}/{wildcards.arm}/selection.json".format(**fmt)}
-        for point in grid_points(g):
+        for point in g.points:
             for name in names:
                 out[f"{name}@{point}"] = f"{VRUN}/{name}".format(
                     arm=f"{wildcards.arm}@{point}", seed=wildcards.seed, **fmt
@@ -194,9 +195,9 @@ def grid_run_files(*names):
 def all_table_inputs(wildcards):
     """Every result file a claim table reads, and the grid selections its pages show."""
     files = []
-    for claim in claims(config):
-        files += [str(p) for p in claim_inputs(config, claim)]
-        files += [str(p) for p in selection_paths(config, claim).values()]
+    for claim in claims(PROFILE):
+        files += [str(p) for p in claim_inputs(PROFILE, claim)]
+        files += [str(p) for p in selection_paths(PROFILE, claim).values()]
     return list(dict.fromkeys(files))
 
 
@@ -204,20 +205,20 @@ def forest_dirs(wildcards):
     """Every claim's forest plot, drawn by the claim tables: the summary copies them."""
     return [
         FOREST_DIR.format(profile=wildcards.profile, cid=c["id"].lower())
-        for c in claims(config)
+        for c in claims(PROFILE)
     ]
 
 
 def report_inputs(wildcards):
     """The result files the summary's figures read, every claim's table and its claim
     file (the summary reads the verdicts there)."""
-    outs = report_outputs(config)
+    outs = report_outputs(PROFILE)
     tables = [
         str(p)
         for k, p in outs.items()
         if k.endswith(("_md", "_json")) and k != "claims_json"
     ]
-    return [str(p) for p in result_files(config)] + tables
+    return [str(p) for p in result_files(PROFILE)] + tables
 
 
 def claim_table_outputs(categories):
@@ -226,16 +227,16 @@ def claim_table_outputs(categories):
     ``categories``: claim id -> category of `snakemake --report`."""
     out = {}
     for cid in CLAIM_IDS:
-        files = table_files(config, cid)
+        files = table_files(PROFILE, cid)
         out[f"{cid}_md"] = str(files["md"])
         out[f"{cid}_tex"] = str(files["tex"])
         out[f"{cid}_json"] = str(files["json"])
         out[f"{cid}_html"] = report(
-            f"{REPORT_DIR.format(profile=PROFILE)}/html/claim_{cid}.html",
+            f"{REPORT_DIR.format(profile=NAME)}/html/claim_{cid}.html",
             caption="../report/claim.rst",
             category=categories.get(cid.upper(), cid.upper()),
             subcategory="table and forest plot",
             labels={"claim": cid.upper(), "page": "table"},
         )
-        out[f"{cid}_forest"] = directory(FOREST_DIR.format(profile=PROFILE, cid=cid))
+        out[f"{cid}_forest"] = directory(FOREST_DIR.format(profile=NAME, cid=cid))
     return out

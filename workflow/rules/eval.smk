@@ -15,8 +15,8 @@ rule linear:
     resources:
         **resources_for("linear"),
     params:
-        kwargs=lambda wc: probe_kwargs(config, wc.arm),
-        device=config["device"],
+        kwargs=lambda wc: probe_kwargs(PROFILE, wc.arm),
+        device=PROFILE.device,
     script:
         "../scripts/linear.py"
 
@@ -34,7 +34,7 @@ rule knn:
     resources:
         **resources_for("knn"),
     params:
-        kwargs=config["vision"]["knn"],
-        device=config["device"],
+        kwargs=PROFILE.vision.knn,
+        device=PROFILE.device,
     script:
         "../scripts/knn.py"

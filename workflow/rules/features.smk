@@ -15,8 +15,8 @@ rule features:
     resources:
         **resources_for("features"),
     params:
-        kwargs=config["vision"]["features"],
-        device=config["device"],
-        data_root=config["data_root"],
+        kwargs=PROFILE.vision.features,
+        device=PROFILE.device,
+        data_root=PROFILE.data_root,
     script:
         "../scripts/features.py"

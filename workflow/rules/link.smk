@@ -14,6 +14,6 @@ rule link:
     resources:
         **resources_for("link"),
     params:
-        kwargs=config["vision"]["evt"]["link"],
+        kwargs=PROFILE.vision.evt.link,
     script:
         "../scripts/link.py"

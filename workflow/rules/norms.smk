@@ -18,7 +18,7 @@ rule norms_vision:
     resources:
         **resources_for("norms_vision"),
     params:
-        cfg=norms_config(config),
+        cfg=norms_config(PROFILE),
     script:
         "../scripts/norms_vision.py"
 
@@ -39,9 +39,9 @@ rule norms_text:
     resources:
         **resources_for("norms_text"),
     params:
-        model=lambda wc: text_model(config, wc.model, wc.arm, TRUN.format(**wc)),
+        model=lambda wc: text_model(PROFILE, wc.model, wc.arm, TRUN.format(**wc)),
         cfg=lambda wc: norms_config(
-            config, pooling="mean" if wc.arm == PRETRAINED_ARM else "cls"
+            PROFILE, pooling="mean" if wc.arm == PRETRAINED_ARM else "cls"
         ),
     script:
         "../scripts/norms_text.py"
@@ -49,16 +49,16 @@ rule norms_text:
 
 rule norms_report:
     input:
-        results=[str(p) for p in norms_results(config)],
-        claims=config["claims"],
+        results=[str(p) for p in norms_results(PROFILE)],
+        claims=str(PROFILE.claims),
     output:
         md=str(NORMS_OUTPUTS["md"]),
         summary=str(NORMS_OUTPUTS["summary"]),
         figures=directory(str(NORMS_OUTPUTS["figures"])),
     log:
-        f"{RESULTS}/{PROFILE}/logs/report/norms.log",
+        f"{RESULTS}/{NAME}/logs/report/norms.log",
     benchmark:
-        f"{RESULTS}/{PROFILE}/benchmarks/report/norms.tsv"
+        f"{RESULTS}/{NAME}/benchmarks/report/norms.tsv"
     threads: 1
     resources:
         **resources_for("report"),

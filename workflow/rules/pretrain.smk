@@ -18,7 +18,7 @@ rule pretrain:
     resources:
         **resources_for("pretrain"),
     params:
-        cfg=lambda wc: pretrain_config(config, wc.dataset, wc.backbone, wc.arm, wc.seed),
+        cfg=lambda wc: pretrain_config(PROFILE, wc.dataset, wc.backbone, wc.arm, wc.seed),
     script:
         "../scripts/pretrain.py"
 
@@ -38,13 +38,13 @@ rule select_grid_point:
     resources:
         **resources_for("select_grid_point"),
     params:
-        metric=config["vision"]["grid"]["metric"],
-        expected_seeds=len(config["vision"]["grid"]["seeds"]),
+        metric=PROFILE.vision.grid.metric,
+        expected_seeds=len(PROFILE.vision.grid.seeds),
     script:
         "../scripts/select_grid_point.py"
 
 
-ADOPTED_SEEDS = adopted_seeds(config)
+ADOPTED_SEEDS = adopted_seeds(PROFILE)
 
 if ADOPTED_SEEDS:
 
@@ -72,7 +72,7 @@ if ADOPTED_SEEDS:
         benchmark:
             f"{BENCH}/adopt/{VRUN_TAG}.tsv"
         wildcard_constraints:
-            arm="|".join(re.escape(a) for a in grid_arms(config)),
+            arm="|".join(re.escape(a) for a in grid_arms(PROFILE)),
             seed="|".join(str(s) for s in ADOPTED_SEEDS),
         threads: 1
         resources:
@@ -81,7 +81,7 @@ if ADOPTED_SEEDS:
             "../scripts/adopt_grid_run.py"
 
 
-if shares_seeds(config):
+if shares_seeds(PROFILE):
 
     # Four-seed grid (official): the final arm's k-NN takes each metric from that metric's
     # point.
@@ -97,7 +97,7 @@ if shares_seeds(config):
         benchmark:
             f"{BENCH}/select_knn/{VRUN_TAG}.tsv"
         wildcard_constraints:
-            arm="|".join(re.escape(a) for a in grid_arms(config)),
+            arm="|".join(re.escape(a) for a in grid_arms(PROFILE)),
         threads: 1
         resources:
             **resources_for("select_grid_point"),

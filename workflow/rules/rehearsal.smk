@@ -5,20 +5,20 @@
 
 from weince.pipeline.rehearsal import forecast_inputs, forecast_outputs
 
-FORECAST_OUTPUTS = forecast_outputs(config)
+FORECAST_OUTPUTS = forecast_outputs(PROFILE)
 
 if FORECAST_OUTPUTS:
 
     rule forecast:
         input:
-            [str(p) for p in forecast_inputs(config)],
+            [str(p) for p in forecast_inputs(PROFILE)],
         output:
             md=str(FORECAST_OUTPUTS["md"]),
             resources=str(FORECAST_OUTPUTS["resources"]),
         log:
-            f"{RESULTS}/{PROFILE}/logs/report/forecast.log",
+            f"{RESULTS}/{NAME}/logs/report/forecast.log",
         benchmark:
-            f"{RESULTS}/{PROFILE}/benchmarks/forecast.tsv"
+            f"{RESULTS}/{NAME}/benchmarks/forecast.tsv"
         threads: 1
         resources:
             **resources_for("report"),

@@ -16,7 +16,7 @@ from weince.report.html import (
 report: "../report/workflow.rst"
 
 
-CLAIM_CATEGORIES = claim_categories(config["claims"])
+CLAIM_CATEGORIES = claim_categories(PROFILE.claims)
 
 
 CLAIM_TABLE_OUTPUTS = claim_table_outputs(CLAIM_CATEGORIES)
@@ -33,7 +33,7 @@ rule special_case:
     resources:
         **resources_for("special_case"),
     params:
-        cases=config["checks"]["cases"],
+        cases=list(PROFILE.checks.cases),
     script:
         "../scripts/special_case.py"
 
@@ -41,13 +41,13 @@ rule special_case:
 rule claim_tables:
     input:
         all_table_inputs,
-        claims=config["claims"],
+        claims=str(PROFILE.claims),
     output:
         **CLAIM_TABLE_OUTPUTS,
     log:
-        f"{RESULTS}/{PROFILE}/logs/claim_tables.log",
+        f"{RESULTS}/{NAME}/logs/claim_tables.log",
     benchmark:
-        f"{RESULTS}/{PROFILE}/benchmarks/claim_tables.tsv"
+        f"{RESULTS}/{NAME}/benchmarks/claim_tables.tsv"
     threads: 1
     resources:
         **resources_for("report"),
@@ -58,9 +58,9 @@ rule claim_tables:
 rule report:
     input:
         report_inputs,
-        claims=config["claims"],
+        claims=str(PROFILE.claims),
         forests=forest_dirs,
-        companions=[str(p) for p in companion_targets(config)],
+        companions=[str(p) for p in companion_targets(PROFILE)],
     output:
         summary=f"{REPORT_DIR}/summary.md",
         claims_json=f"{REPORT_DIR}/claims.json",

@@ -16,7 +16,7 @@ rule simcse:
     resources:
         **resources_for("simcse"),
     params:
-        cfg=lambda wc: simcse_config(config, wc.model, wc.arm, wc.seed),
+        cfg=lambda wc: simcse_config(PROFILE, wc.model, wc.arm, wc.seed),
     script:
         "../scripts/simcse.py"
 
@@ -35,8 +35,8 @@ rule sts:
     resources:
         **resources_for("sts"),
     params:
-        kwargs=config["text"]["sts"],
-        device=config["device"],
-        offline=config["offline"],
+        kwargs=PROFILE.text.sts,
+        device=PROFILE.device,
+        offline=PROFILE.offline,
     script:
         "../scripts/sts.py"

@@ -14,6 +14,10 @@ rule noise_floor:
     resources:
         **resources_for("noise_floor"),
     params:
-        kwargs=config["synthetic"]["noise_floor"],
+        kwargs={
+            "replicates": PROFILE.noise_floor.replicates,
+            "sample_sizes": list(PROFILE.noise_floor.sample_sizes),
+            "seed": PROFILE.noise_floor.seed,
+        },
     script:
         "../scripts/noise_floor.py"

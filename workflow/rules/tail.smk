@@ -14,9 +14,9 @@ rule collect_scores:
     resources:
         **resources_for("collect_scores"),
     params:
-        kwargs=config["vision"]["evt"]["collect"],
-        device=config["device"],
-        data_root=config["data_root"],
+        kwargs=PROFILE.vision.evt.collect,
+        device=PROFILE.device,
+        data_root=PROFILE.data_root,
     script:
         "../scripts/collect_scores.py"
 
@@ -34,6 +34,6 @@ rule pot:
     resources:
         **resources_for("pot"),
     params:
-        kwargs=config["vision"]["evt"]["pot"],
+        kwargs=PROFILE.vision.evt.pot,
     script:
         "../scripts/pot.py"

@@ -12,7 +12,7 @@ rule timing:
     resources:
         **resources_for("timing"),
     params:
-        cfg=config["timing"]["config"],
-        device=config["device"],
+        cfg=PROFILE.timing.config,
+        device=PROFILE.device,
     script:
         "../scripts/timing.py"

@@ -7,7 +7,6 @@ with log_to(snakemake.log[0], resources=snakemake.resources,
     from weince.evt.noise_floor import simulate_noise_floor, write_noise_floor
 
     kw = dict(snakemake.params.kwargs)
-    kw.pop("enabled", None)
     result = simulate_noise_floor(**kw)
     for r in result.rows:
         print(f"n={r['n']:>6}  MSE Weibit {r['mse_weibit']:.3e} (c/n {r['theory_weibit']:.3e})"

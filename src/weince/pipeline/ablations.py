@@ -10,7 +10,7 @@ which groups run, on which (dataset, backbone) pairs and encoder seeds
 (:func:`ablation_plan`); :mod:`weince.report.ablations` writes the page.
 
     from weince.pipeline.ablations import ablation_plan
-    plan = ablation_plan(config)        # config: the profile's workflow config
+    plan = ablation_plan(prof)          # prof: the resolved profile
     plan.run_arms(), ablation_inputs(plan)
 """
 
@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
 
 from weince.pipeline.arms import TAUS, canonical_arm, tau_arm_name
-from weince.pipeline.layout import VisionRun, report_dir, vision_pairs
+from weince.pipeline.layout import VisionRun
+from weince.pipeline.profile import Profile
 
 __all__ = ["Row", "Group", "GROUPS", "FEATURE_FILES", "Plan", "ablation_plan",
            "ablation_outputs", "ablation_inputs"]
@@ -87,36 +87,32 @@ FEATURE_FILES = {"backbone": "linear.json", "head": "linear_head.json"}
 
 
 # ---------------------------------------------------------------- per-profile plan
-_PLAN_KEYS = {"enabled", "groups", "pairs", "seeds"}
-
-
-@dataclass
+@dataclass(frozen=True)
 class Plan:
     """What a profile runs for the ablations: groups on (dataset, backbone) pairs over
-    encoder seeds; ``cfg`` is the workflow config (profile, results, vision, ...)."""
+    encoder seeds, in the profile ``prof``."""
 
-    cfg: dict[str, Any]
-    groups: list[Group]
-    pairs: list[tuple[str, str]]
-    seeds: list[int]
+    prof: Profile
+    groups: tuple[Group, ...]
+    pairs: tuple[tuple[str, str], ...]
+    seeds: tuple[int, ...]
 
     @property
     def profile(self) -> str:
-        return str(self.cfg["profile"])
+        return self.prof.name
+
+    def canonical(self, arm: str) -> str:
+        """The arm whose run gives ``arm``'s result (:func:`weince.pipeline.arms.canonical_arm`
+        at the profile's losses and temperature)."""
+        return canonical_arm(arm, self.prof.vision.losses, self.prof.vision.tau)
 
     def run_arms(self) -> list[str]:
         """The distinct arm names to train (canonical: no run is duplicated)."""
-        out: list[str] = []
-        for g in self.groups:
-            for r in g.rows:
-                a = canonical_arm(r.arm, self.cfg)
-                if a not in out:
-                    out.append(a)
-        return out
+        return list(dict.fromkeys(self.canonical(r.arm) for g in self.groups for r in g.rows))
 
     def run_dir(self, dataset: str, backbone: str, arm: str, seed: int) -> Path:
-        return VisionRun(dataset, backbone, canonical_arm(arm, self.cfg), int(seed)).dir(
-            self.cfg.get("results", "results"), self.profile)
+        return VisionRun(dataset, backbone, self.canonical(arm), int(seed)).dir(
+            self.prof.results, self.profile)
 
     def result_files(self, dataset: str, backbone: str, row: Row) -> list[Path]:
         """One probe result per encoder seed for a row."""
@@ -127,56 +123,28 @@ class Plan:
         return [self.run_dir(dataset, backbone, arm, s) / "train_log.jsonl" for s in self.seeds]
 
 
-def ablation_plan(cfg: Mapping[str, Any]) -> Plan:
-    """The profile's ablation plan, from its ``ablations`` block.
-
-    Keys: ``enabled`` (bool), ``groups`` (names of :data:`GROUPS`, or ``"all"``), ``pairs``
-    (``[[dataset, backbone], ...]``; default: the profile's first vision pair) and
-    ``seeds`` (default: the profile's ``vision.seeds``). A disabled plan, or one with no
-    groups, has no groups.
-    """
-    if "profile" not in cfg:
-        raise ValueError("the workflow config has no 'profile' key; pass the profile's "
-                         "config (config/config.yaml, config/smoke.yaml or config/paper.yaml)")
-    block = dict(cfg.get("ablations") or {})
-    bad = set(block) - _PLAN_KEYS
-    if bad:
-        raise ValueError(f"ablations block ({cfg['profile']}): unknown key(s) "
-                         f"{sorted(bad)}; valid: {sorted(_PLAN_KEYS)}")
-    cfg = dict(cfg)
-    if not block.get("enabled", True):
-        return Plan(cfg, [], [], [])
-    names = block.get("groups") or []
-    if names == "all":
-        names = list(GROUPS)
-    if isinstance(names, str):
-        names = [names]
-    for n in names:
-        if n not in GROUPS:
-            raise ValueError(f"ablations block ({cfg['profile']}): unknown group {n!r}; "
-                             f"valid: {list(GROUPS)} or 'all'")
-    pairs = block.get("pairs")
-    if pairs is None:
-        pairs = vision_pairs(cfg)[:1]
-    pairs = [tuple(p) for p in pairs]
-    for p in pairs:
-        if len(p) != 2 or not all(isinstance(x, str) for x in p):
-            raise ValueError(f"ablations block ({cfg['profile']}): a pair must be "
-                             f"[dataset, backbone], got {list(p)!r}")
-    seeds = block.get("seeds")
-    if seeds is None:
-        seeds = list((cfg.get("vision") or {}).get("seeds") or [])
+def ablation_plan(prof: Profile) -> Plan:
+    """The profile's ablation plan, from its ``ablations`` block: ``enabled``, ``groups``
+    (names of :data:`GROUPS`, or ``"all"``), ``pairs`` (default: the profile's first vision
+    pair) and ``seeds`` (default: the profile's ``vision.seeds``); the schema has checked the
+    names. A disabled plan, or one with no groups, has no groups."""
+    block = prof.ablations
+    if not block.enabled:
+        return Plan(prof, (), (), ())
+    names = list(GROUPS) if block.groups == "all" else list(block.groups)
+    pairs = prof.vision.pairs[:1] if block.pairs is None else block.pairs
+    seeds = prof.vision.seeds if block.seeds is None else block.seeds
     if names and (not pairs or not seeds):
-        raise ValueError(f"ablations block ({cfg['profile']}): groups {names} need at "
+        raise ValueError(f"ablations block ({prof.name}): groups {names} need at "
                          f"least one (dataset, backbone) pair and one encoder seed; the "
-                         f"profile's vision block has pairs {vision_pairs(cfg)} and seeds "
-                         f"{(cfg.get('vision') or {}).get('seeds')}")
-    return Plan(cfg, [GROUPS[n] for n in names], pairs, [int(s) for s in seeds])
+                         f"profile's vision block has pairs {list(prof.vision.pairs)} and seeds "
+                         f"{list(prof.vision.seeds)}")
+    return Plan(prof, tuple(GROUPS[n] for n in names), tuple(pairs), tuple(seeds))
 
 
-def ablation_outputs(cfg: Mapping[str, Any]) -> dict[str, Path]:
+def ablation_outputs(prof: Profile) -> dict[str, Path]:
     """Files the ablation report writes (``md``, ``json``, figure folder)."""
-    d = report_dir(cfg)
+    d = prof.report_dir
     return {"md": d / "ablations.md", "json": d / "ablations.json", "figures": d / "ablations"}
 
 

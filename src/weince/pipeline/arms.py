@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 __all__ = ["Arm", "ARMS", "DEFAULT_TAU", "GRID_KEYS", "arm_settings", "apply_arm",
-           "canonical_arm", "profile_tau", "resolve_arm", "tau_arm_name", "TAUS",
+           "canonical_arm", "resolve_arm", "tau_arm_name", "TAUS",
            "point_name", "parse_point", "split_arm", "grid_points"]
 
 DEFAULT_TAU = 0.5  # weince.train.simclr.SimCLRConfig.tau (docs/protocol.md)
@@ -86,21 +86,15 @@ def _check_arm(name: str) -> Arm:
     return ARMS[name]
 
 
-def profile_tau(cfg: Mapping[str, Any]) -> float:
-    """The temperature of the profile's main arms (``vision.pretrain.tau``, default 0.5)."""
-    pre = ((cfg.get("vision") or {}).get("pretrain") or {})
-    return float(pre.get("tau", DEFAULT_TAU))
-
-
-def canonical_arm(name: str, cfg: Mapping[str, Any]) -> str:
+def canonical_arm(name: str, losses: Mapping[str, Any] | None, tau: float) -> str:
     """The arm whose run gives ``name``'s result: a temperature arm at the profile's own
-    ``tau`` with no other option (none in the arm, none under its name in
-    ``vision.losses``) *is* the main arm (``infonce_tau0p5`` -> ``infonce`` when the
-    profile trains at 0.5), so it is not trained twice."""
+    ``tau`` (its main arms' temperature) with no other option (none in the arm, none under its
+    name in the profile's ``losses``) *is* the main arm (``infonce_tau0p5`` -> ``infonce``
+    when the profile trains at 0.5), so it is not trained twice."""
     arm = _check_arm(name)
-    own = ((cfg.get("vision") or {}).get("losses") or {}).get(name)
+    own = (losses or {}).get(name)
     if (arm.tau is not None and not arm.kwargs and not own and arm.loss in ARMS
-            and math.isclose(arm.tau, profile_tau(cfg))):
+            and math.isclose(arm.tau, tau)):
         return arm.loss
     return name
 

@@ -1,4 +1,5 @@
-"""The profile config's check against ``workflow/schemas/config.schema.yaml``, with errors a
+"""The profile config's check against its schema (``config.schema.yaml`` beside this module;
+``workflow/schemas/`` links to it), with errors a
 person can act on: the config file, the key's path and the valid choices.
 
 The Snakefile calls :func:`check_config` (the one check of the config, which also fills
@@ -7,7 +8,7 @@ instead of the first job (``visoin:`` -> "unknown key 'visoin' at the top
 level; did you mean 'vision'?").
 
     from weince.pipeline.config import check_config
-    check_config(config, "workflow/schemas/config.schema.yaml", ["config/smoke.yaml"])
+    check_config(config, CONFIG_SCHEMA, ["config/smoke.yaml"])
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any, Iterable, Mapping
 import jsonschema
 
 from weince.pipeline.claims import validate_with_defaults
+from weince.pipeline.profile import Profile
 from weince.utils.config import parse_yaml
 
 __all__ = ["ConfigError", "check_config", "config_errors", "set_run_environment",
@@ -245,16 +247,16 @@ def retype_overrides(config: dict[str, Any], overrides: Mapping[str, Any] | None
 def check_config(config: Mapping[str, Any], schema: str | os.PathLike | Mapping[str, Any],
                  sources: Iterable[str | os.PathLike] = (),
                  command_line: Mapping[str, Any] | None = None, *,
-                 fill_defaults: bool = True) -> None:
+                 fill_defaults: bool = True,
+                 workflow_dir: str | os.PathLike = "workflow") -> None:
     """Raise :class:`ConfigError` naming ``sources`` (the config files, applied in this
     order) and every problem of ``config`` under ``schema`` (a schema dict or its YAML file),
     each blamed on the file or the command line (``command_line``: the ``--config``
     overrides, :func:`retype_overrides`) that sets the refused value; else, with
     ``fill_defaults``, fill the keys the config leaves out with the schema's defaults (in
-    place), so that the workflow checks its config once."""
-    workflow_dir = "workflow"
+    place). ``workflow_dir``: the workflow's folder (its rule names are the valid keys of
+    ``resources``)."""
     if not isinstance(schema, Mapping):
-        workflow_dir = Path(schema).resolve().parent.parent
         schema = parse_yaml(Path(schema).read_text())
     # a file named twice (Snakemake lists a --configfile in configfiles and again in
     # overwrite_configfiles) counts where it is applied last
@@ -267,9 +269,9 @@ def check_config(config: Mapping[str, Any], schema: str | os.PathLike | Mapping[
         validate_with_defaults(config, schema, "the workflow config")
 
 
-def set_run_environment(config: Mapping[str, Any]) -> None:
+def set_run_environment(prof: Profile) -> None:
     """The environment every job of a run inherits from Snakemake's process: with
     ``offline: true``, ``HF_HUB_OFFLINE=1`` (the Hugging Face libraries read it when they
     are imported, so it is set before any job starts)."""
-    if config.get("offline"):
+    if prof.offline:
         os.environ["HF_HUB_OFFLINE"] = "1"

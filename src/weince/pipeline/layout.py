@@ -23,13 +23,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
-from weince.pipeline.arms import grid_points
+from weince.pipeline.profile import Profile
 
 __all__ = ["VISION_RUN", "VISION_PAIR", "TEXT_RUN", "TIMING", "CHECKS", "SYNTHETIC",
            "REPORT", "VisionRun", "TextRun", "Setting", "FOREST", "CLAIM_FILES", "vision_runs",
-           "text_runs", "vision_pairs", "run_dir",
+           "text_runs", "run_dir", "summary_logs",
            "norms_vision_runs", "norms_text_runs", "PRETRAINED_ARM", "STAGES",
            "settings_for", "files_for", "report_dir", "EVT_FILES"]
 
@@ -66,87 +66,68 @@ class TextRun:
         return Path(TEXT_RUN.format(results=results, profile=profile, **self.__dict__))
 
 
-def vision_pairs(cfg: dict[str, Any]) -> list[tuple[str, str]]:
-    """(dataset, backbone) pairs a profile runs: every dataset x every backbone, or only
-    those of ``vision.pairs`` when it is set."""
-    v = cfg.get("vision") or {}
-    if not v.get("enabled", True):
-        return []
-    pairs = [(d, b) for d in v.get("datasets", []) for b in v.get("backbones", [])]
-    only = v.get("pairs")
-    if only is None:
-        return pairs
-    only = [tuple(p) for p in only]
-    unknown = [p for p in only if p not in pairs]
-    if unknown:
-        raise ValueError(f"vision.pairs names {unknown}, not among vision.datasets x "
-                         f"vision.backbones; add the data set / backbone there or drop the pair")
-    return [p for p in pairs if p in only]
-
-
-def vision_runs(cfg: dict[str, Any], *, grid: bool = False,
+def vision_runs(prof: Profile, *, grid: bool = False,
                 arms: Iterable[str] | None = None, seeds: Iterable[int] | None = None,
                 pairs: Iterable[tuple[str, str]] | None = None) -> Iterator[VisionRun]:
     """Every final vision run of a profile, pair by pair, arm by arm, seed by seed.
 
     ``grid=True``: the grid-point runs instead. ``arms`` / ``seeds`` / ``pairs`` narrow or
     replace the profile's lists (the ablation and norms plans, one arm of a claim)."""
-    v = cfg.get("vision") or {}
-    pairs = vision_pairs(cfg) if pairs is None else [tuple(p) for p in pairs]
+    v = prof.vision
+    pairs = v.pairs if pairs is None else [tuple(p) for p in pairs]
     if grid:
-        g = v.get("grid") or {}
-        arms = [f"{a}@{p}" for a in g.get("arms", []) for p in grid_points(g)]
-        seeds = g.get("seeds", [])
-    arms = list(v.get("arms", []) if arms is None else arms)
-    seeds = list(v.get("seeds", []) if seeds is None else seeds)
+        arms = [f"{a}@{p}" for a in v.grid.arms for p in v.grid.points]
+        seeds = v.grid.seeds
+    arms = list(v.arms if arms is None else arms)
+    seeds = list(v.seeds if seeds is None else seeds)
     for dataset, backbone in pairs:
         for arm in arms:
             for seed in seeds:
                 yield VisionRun(dataset, backbone, arm, int(seed))
 
 
-def text_runs(cfg: dict[str, Any], *, arms: Iterable[str] | None = None,
+def text_runs(prof: Profile, *, arms: Iterable[str] | None = None,
               seeds: Iterable[int] | None = None,
               models: Iterable[str] | None = None) -> Iterator[TextRun]:
     """Every SimCSE run of a profile (``arms`` / ``seeds`` / ``models`` narrow the lists)."""
-    t = cfg.get("text") or {}
-    if not t.get("enabled", True):
+    t = prof.text
+    if not t.enabled:
         return
-    for model in (t.get("models", []) if models is None else models):
-        for arm in (t.get("arms", []) if arms is None else arms):
-            for seed in (t.get("seeds", []) if seeds is None else seeds):
+    for model in (t.models if models is None else models):
+        for arm in (t.arms if arms is None else arms):
+            for seed in (t.seeds if seeds is None else seeds):
                 yield TextRun(model, arm, int(seed))
 
 
-def norms_vision_runs(cfg: dict[str, Any]) -> list[VisionRun]:
+def norms_vision_runs(prof: Profile) -> list[VisionRun]:
     """The vision runs the norms analysis (claims N1-N3) covers: the profile's ``norms.vision``
     block narrows its arms and seeds (``null``: the profile's own)."""
-    v, nv = cfg.get("vision") or {}, (cfg.get("norms") or {}).get("vision") or {}
-    if not (v.get("enabled", True) and nv.get("enabled", True)):
+    nv = prof.norms.vision
+    if not (prof.vision.enabled and nv.enabled):
         return []
-    return list(vision_runs(cfg, arms=nv.get("arms") or None, seeds=nv.get("seeds") or None))
+    return list(vision_runs(prof, arms=nv.arms or None, seeds=nv.seeds or None))
 
 
-def norms_text_runs(cfg: dict[str, Any]) -> list[TextRun]:
+def norms_text_runs(prof: Profile) -> list[TextRun]:
     """The text units of the norms analysis: each of ``norms.text.models`` as shipped (arm
     :data:`PRETRAINED_ARM`, seed 0) and, with ``simcse_runs``, the first seed of every
     trained SimCSE arm."""
-    t, nt = cfg.get("text") or {}, (cfg.get("norms") or {}).get("text") or {}
-    if not nt.get("enabled", True):
+    nt = prof.norms.text
+    if not nt.enabled:
         return []
-    out = [TextRun(m, PRETRAINED_ARM, 0) for m in nt.get("models", [])]
-    if nt.get("simcse_runs") and t.get("seeds"):
-        out += list(text_runs(cfg, seeds=t["seeds"][:1]))
+    out = [TextRun(m, PRETRAINED_ARM, 0) for m in nt.models]
+    if nt.simcse_runs and prof.text.seeds:
+        out += list(text_runs(prof, seeds=prof.text.seeds[:1]))
     return out
 
 
-def run_dir(cfg: dict[str, Any], run: VisionRun | TextRun) -> Path:
-    return run.dir(cfg.get("results", "results"), cfg["profile"])
+def run_dir(prof: Profile, run: VisionRun | TextRun) -> Path:
+    return run.dir(prof.results, prof.name)
 
 
-def report_dir(cfg: dict[str, Any]) -> Path:
+def report_dir(prof: Profile) -> Path:
     """``{reports}/{profile}``: every page of the profile's report."""
-    return Path(REPORT.format(reports=cfg.get("reports", "reports"), profile=cfg["profile"]))
+    return prof.report_dir
 
 
 @dataclass(frozen=True)
@@ -176,32 +157,28 @@ class Setting:
         return self.stage
 
 
-def settings_for(cfg: dict[str, Any], stage: str) -> tuple[list[Setting], list[str]]:
+def settings_for(prof: Profile, stage: str) -> tuple[list[Setting], list[str]]:
     """The settings of ``stage`` the profile runs, and the arms it runs there."""
     if stage == "vision":
-        return ([Setting("vision", dataset=d, backbone=b) for d, b in vision_pairs(cfg)],
-                list((cfg.get("vision") or {}).get("arms", [])))
+        return ([Setting("vision", dataset=d, backbone=b) for d, b in prof.vision.pairs],
+                list(prof.vision.arms))
     if stage == "text":
-        t = cfg.get("text") or {}
-        if not t.get("enabled", True):
+        t = prof.text
+        if not t.enabled:
             return [], []
-        return ([Setting("text", model=m, corpus=t.get("corpus", "?"))
-                 for m in t.get("models", [])], list(t.get("arms", [])))
+        return ([Setting("text", model=m, corpus=t.corpus) for m in t.models], list(t.arms))
     if stage == "timing":
-        t = cfg.get("timing") or {}
-        tc = t.get("config") or {}
+        tc = prof.timing.config
         return ([Setting("timing", backbone=tc.get("backbone") or "none")]
-                if t.get("enabled", False) else [],
+                if prof.timing.enabled else [],
                 list(tc.get("losses", ["infonce", "weince", "weince_recipe"])))
     if stage == "checks":
-        c = cfg.get("checks") or {}
-        return ([Setting("checks")] if c.get("enabled", True) else [], ["weince"])
+        return ([Setting("checks")] if prof.checks.enabled else [], ["weince"])
     if stage == "synthetic":
-        nf = (cfg.get("synthetic") or {}).get("noise_floor") or {}
-        return ([Setting("synthetic")] if nf.get("enabled", True) else [],
+        return ([Setting("synthetic")] if prof.noise_floor.enabled else [],
                 ["weibit", "softmax"])
     if stage == "norms":
-        vis, txt = norms_vision_runs(cfg), norms_text_runs(cfg)
+        vis, txt = norms_vision_runs(prof), norms_text_runs(prof)
         settings = [Setting("norms", dataset=d, backbone=b) for d, b in
                     dict.fromkeys((r.dataset, r.backbone) for r in vis)]
         settings += [Setting("norms", model=m) for m in dict.fromkeys(r.model for r in txt)]
@@ -212,60 +189,57 @@ def settings_for(cfg: dict[str, Any], stage: str) -> tuple[list[Setting], list[s
 EVT_FILES = ("pot.json", "link.json", "scores.npz")
 
 
-def files_for(cfg: dict[str, Any]) -> Callable[[Setting, str, str], list[Path]]:
+def files_for(prof: Profile) -> Callable[[Setting, str, str], list[Path]]:
     """``(setting, arm, file name) -> [paths]``: one path per encoder seed of the profile
     (an empty list when the profile does not produce that file for that arm)."""
-    root, profile = cfg.get("results", "results"), cfg["profile"]
+    root, name = prof.results, prof.name
 
-    def f(setting: Setting, arm: str, name: str) -> list[Path]:
+    def f(setting: Setting, arm: str, file: str) -> list[Path]:
         if setting.stage == "vision":
-            v = cfg.get("vision") or {}
-            if arm not in v.get("arms", []):
+            v = prof.vision
+            if arm not in v.arms:
                 return []
-            if name in EVT_FILES and arm not in (v.get("evt") or {}).get("arms", []):
+            if file in EVT_FILES and arm not in v.evt.arms:
                 return []
             pair = [(setting.dataset, setting.backbone)]
-            return [r.dir(root, profile) / name
-                    for r in vision_runs(cfg, arms=[arm], pairs=pair)]
+            return [r.dir(root, name) / file for r in vision_runs(prof, arms=[arm], pairs=pair)]
         if setting.stage == "text":
-            if arm not in (cfg.get("text") or {}).get("arms", []):
+            if arm not in prof.text.arms:
                 return []
-            return [r.dir(root, profile) / name
-                    for r in text_runs(cfg, arms=[arm], models=[setting.model])]
+            return [r.dir(root, name) / file
+                    for r in text_runs(prof, arms=[arm], models=[setting.model])]
         if setting.stage == "timing":
-            return [Path(TIMING.format(results=root, profile=profile)) / name]
+            return [Path(TIMING.format(results=root, profile=name)) / file]
         if setting.stage == "checks":
-            return [Path(CHECKS.format(results=root, profile=profile)) / name]
+            return [Path(CHECKS.format(results=root, profile=name)) / file]
         if setting.stage == "synthetic":
-            return [Path(SYNTHETIC.format(results=root, profile=profile)) / name]
+            return [Path(SYNTHETIC.format(results=root, profile=name)) / file]
         if setting.stage == "norms":
             runs: list[VisionRun | TextRun] = (
-                [r for r in norms_vision_runs(cfg) if r.arm == arm
+                [r for r in norms_vision_runs(prof) if r.arm == arm
                  and (r.dataset, r.backbone) == (setting.dataset, setting.backbone)]
                 if setting.dataset else
-                [r for r in norms_text_runs(cfg) if r.arm == arm and r.model == setting.model])
-            return [r.dir(root, profile) / name for r in runs]
+                [r for r in norms_text_runs(prof) if r.arm == arm and r.model == setting.model])
+            return [r.dir(root, name) / file for r in runs]
         return []
 
     return f
 
 
-def summary_logs(cfg: dict[str, Any]) -> dict[str, dict[str, list[Path]]]:
+def summary_logs(prof: Profile) -> dict[str, dict[str, list[Path]]]:
     """The training logs of the summary's lambda-over-training figures: figure stem ->
     {arm: [train_log.jsonl per encoder seed]} (the WEINCE-family arms of each vision pair
     and text model)."""
-    root, profile = cfg.get("results", "results"), cfg["profile"]
+    root, name = prof.results, prof.name
     out: dict[str, dict[str, list[Path]]] = {}
-    v = cfg.get("vision") or {}
-    for d, b in vision_pairs(cfg):
-        arms = [a for a in v.get("arms", []) if a.startswith("weince")]
+    for d, b in prof.vision.pairs:
+        arms = [a for a in prof.vision.arms if a.startswith("weince")]
         out[f"lambda_training_{d}_{b}"] = {
-            a: [r.dir(root, profile) / "train_log.jsonl"
-                for r in vision_runs(cfg, arms=[a], pairs=[(d, b)])] for a in arms}
-    t = cfg.get("text") or {}
-    for m in (t.get("models", []) if t.get("enabled", True) else []):
-        arms = [a for a in t.get("arms", []) if a.startswith("weince")]
+            a: [r.dir(root, name) / "train_log.jsonl"
+                for r in vision_runs(prof, arms=[a], pairs=[(d, b)])] for a in arms}
+    for m in (prof.text.models if prof.text.enabled else ()):
+        arms = [a for a in prof.text.arms if a.startswith("weince")]
         out[f"lambda_training_text_{m}"] = {
-            a: [r.dir(root, profile) / "train_log.jsonl"
-                for r in text_runs(cfg, arms=[a], models=[m])] for a in arms}
+            a: [r.dir(root, name) / "train_log.jsonl"
+                for r in text_runs(prof, arms=[a], models=[m])] for a in arms}
     return out

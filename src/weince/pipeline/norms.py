@@ -5,38 +5,37 @@ the profile's vision arms/seeds), ``text: {enabled, models, simcse_runs}`` and `
 (:class:`weince.norms.run.NormsConfig` keys, see :func:`weince.pipeline.stages.norms_config`).
 
     from weince.pipeline.norms import norms_results
-    norms_results(config)       # every norms.json the report page reads
+    norms_results(prof)         # every norms.json the report page reads
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping
-
 from weince.norms.files import RESULT_FILE
-from weince.pipeline.layout import norms_text_runs, norms_vision_runs, report_dir, run_dir
+from weince.pipeline.layout import norms_text_runs, norms_vision_runs, run_dir
+from weince.pipeline.profile import Profile
 
 __all__ = ["vision_units", "text_units", "norms_results", "norms_outputs"]
 
 
-def vision_units(cfg: Mapping[str, Any]) -> list[Path]:
+def vision_units(prof: Profile) -> list[Path]:
     """``{run}/norms.json`` for every dataset x backbone x arm x seed analysed."""
-    return [run_dir(cfg, r) / RESULT_FILE for r in norms_vision_runs(cfg)]
+    return [run_dir(prof, r) / RESULT_FILE for r in norms_vision_runs(prof)]
 
 
-def text_units(cfg: Mapping[str, Any]) -> list[Path]:
+def text_units(prof: Profile) -> list[Path]:
     """``{run}/norms.json`` for the pretrained models (arm ``pretrained``, seed 0) and,
     with ``simcse_runs``, the first seed of every trained SimCSE arm."""
-    return [run_dir(cfg, r) / RESULT_FILE for r in norms_text_runs(cfg)]
+    return [run_dir(prof, r) / RESULT_FILE for r in norms_text_runs(prof)]
 
 
-def norms_results(cfg: Mapping[str, Any]) -> list[Path]:
+def norms_results(prof: Profile) -> list[Path]:
     """Every ``norms.json`` of the profile (vision units, then text units)."""
-    return vision_units(cfg) + text_units(cfg)
+    return vision_units(prof) + text_units(prof)
 
 
-def norms_outputs(cfg: Mapping[str, Any]) -> dict[str, Path]:
+def norms_outputs(prof: Profile) -> dict[str, Path]:
     """The files of the norms page: ``md``, ``summary`` (json) and ``figures`` (folder)."""
-    d = report_dir(cfg)
+    d = prof.report_dir
     return {"md": d / "norms.md", "summary": d / "norms_summary.json",
             "figures": d / "norms_figures"}

@@ -1,85 +1,370 @@
-"""One profile, resolved once: its runs, settings and options, built from the workflow config.
+"""One profile, resolved once: the workflow config of one profile as a typed object.
 
     from weince.pipeline.profile import Profile
-    prof = Profile.of(cfg)                   # cfg: the workflow config of one profile (a dict)
-    settings, arms = prof.settings("vision") # what a claim of that stage reads
-    paths = prof.files(setting, arm, "linear.json")
+    prof = Profile.of(cfg)            # cfg: the workflow config of one profile (a dict)
+    prof.vision.grid.seeds            # (7, 21, 63, 84)
+    prof.vision.pretrain["epochs"]    # a stage block: the library's own keys
 
-Everything here is derived from :mod:`weince.pipeline.layout` (the one enumeration of runs
-and paths); a :class:`Profile` only does it once, so that a page builder passes one object
-down instead of the raw dict that each callee would re-derive its runs from. ``config`` is
-the dict as given, unchanged: it is what provenance hashes.
+The Snakefile resolves its config once (``PROFILE = Profile.of(config)``, after the config
+check), and everything below it (rules, planner, cost, preflight, selection, report, bundle)
+takes the :class:`Profile` or the few fields it needs: nothing below the workflow layer reads
+the raw dict (``tests/pipeline/test_profile.py`` scans the library for it).
+
+:meth:`Profile.of` resolves a copy of the dict: it validates it against the config schema
+(``config.schema.yaml`` beside this module; ``workflow/schemas/`` links to it) and fills the
+schema's defaults (the schema is the one source of every workflow default), replaces
+``{data_root}`` in every string by the ``data_root`` key, and applies a rehearsal's CPU sizes
+when no GPU is used (:func:`resolve_config`). Resolving is idempotent: ``Profile.of(p.config)``
+is ``p`` again, which is how a job's script gets the profile the Snakefile resolved. Stage blocks
+(``vision.pretrain``, ``vision.linear``, ``text.simcse``, ``norms.analysis``, ...) hold the
+library's own keys and stay mappings: the library's config dataclasses give their defaults.
+``config`` is the resolved dict, unchanged: what provenance hashes and a results bundle ships.
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
-from weince.pipeline import layout
-from weince.pipeline.layout import Setting, TextRun, VisionRun
-from weince.pipeline.protocol import protocol_options
-from weince.pipeline.rehearsal import is_rehearsal
+from weince.pipeline.arms import DEFAULT_TAU, grid_points
+from weince.pipeline.claims import validate_with_defaults
+from weince.utils.config import deep_merge, expand_data_root, parse_yaml
 from weince.utils.provenance import config_hash
 
-__all__ = ["Profile"]
+__all__ = ["Profile", "Vision", "Grid", "Evt", "Text", "Timing", "Checks", "NoiseFloor",
+           "Ablations", "Norms", "NormsVision", "NormsText", "Rehearsal", "CONFIG_SCHEMA",
+           "config_schema", "resolve_config"]
+
+CONFIG_SCHEMA = Path(__file__).with_name("config.schema.yaml")
+_SCHEMA: dict[str, Any] = {}
+
+
+def config_schema() -> dict[str, Any]:
+    """The workflow config's schema (read once per process)."""
+    if not _SCHEMA:
+        _SCHEMA.update(parse_yaml(CONFIG_SCHEMA.read_text()))
+    return _SCHEMA
+
+
+def _cuda_visible() -> bool:
+    """Whether torch sees a GPU here: the one question a rehearsal with ``gpu: auto`` asks the
+    machine, so torch is imported only then (planning a profile never needs it)."""
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def resolve_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """A resolved copy of a workflow config: validated, the schema's defaults filled,
+    ``{data_root}`` placeholders replaced, and a rehearsal's CPU sizes applied.
+
+    A rehearsal (``rehearsal.enabled``) decides once whether its jobs get GPUs
+    (``rehearsal.gpu`` true/false, or ``auto``: CUDA visible where the config is resolved)
+    and records it as ``rehearsal.gpu_used``; without GPUs ``rehearsal.cpu`` is merged over
+    the config (CPU-sized batches), every rule's ``resources.gpu`` becomes 0, and
+    ``rehearsal.cpu_pairs`` (when ``vision.pairs`` is not set) narrows the pairs to a
+    covering subset (``rehearsal.cpu_pairs_used``). A config already resolved is returned
+    equal (``gpu_used`` is set, so nothing is applied twice)."""
+    if "profile" not in cfg:
+        raise ValueError("config has no 'profile' key (e.g. profile: default)")
+    c = copy.deepcopy(dict(cfg))
+    validate_with_defaults(c, config_schema(), f"the workflow config of {c['profile']!r}")
+    root = c["data_root"]
+    for key in list(c):
+        c[key] = expand_data_root(c[key], root)
+    r = c["rehearsal"]
+    if not r["enabled"] or r["gpu_used"] is not None:
+        return c
+    r["gpu_used"] = bool(r["gpu"]) if r["gpu"] in (True, False) else _cuda_visible()
+    if not r["gpu_used"]:
+        deep_merge(c, expand_data_root(copy.deepcopy(r["cpu"]), root))
+        for res in c["resources"].values():
+            if isinstance(res, dict) and res.get("gpu"):
+                res["gpu"] = 0
+        if r["cpu_pairs"] and c["vision"]["pairs"] is None:
+            c["vision"]["pairs"] = copy.deepcopy(r["cpu_pairs"])   # a `vision.pairs` set wins
+            r["cpu_pairs_used"] = True
+        validate_with_defaults(c, config_schema(), f"the workflow config of {c['profile']!r} "
+                                                   f"with rehearsal.cpu merged over it")
+    return c
+
+
+def _ints(xs: Any) -> tuple[int, ...]:
+    return tuple(int(x) for x in xs or ())
+
+
+def _strs(xs: Any) -> tuple[str, ...]:
+    return tuple(str(x) for x in xs or ())
+
+
+def _block(x: Any) -> dict[str, Any]:
+    return copy.deepcopy(dict(x or {}))
+
+
+@dataclass(frozen=True)
+class Grid:
+    """``vision.grid``: the WEINCE points each grid arm trains, at which encoder seeds, and
+    the validation metric that chooses one."""
+
+    arms: tuple[str, ...]
+    seeds: tuple[int, ...]
+    margin: tuple[float, ...]
+    kappa_rho: tuple[float, ...]
+    kappa_aic: tuple[float, ...]
+    metric: str
+    points: tuple[str, ...]        # the product of the lists given (weince.pipeline.arms)
+
+    @property
+    def active_arms(self) -> tuple[str, ...]:
+        """The arms whose final runs use a point chosen on validation (none without points
+        or seeds)."""
+        return self.arms if self.points and self.seeds else ()
+
+    def values(self) -> dict[str, list[float]]:
+        return {"margin": list(self.margin), "kappa_rho": list(self.kappa_rho),
+                "kappa_aic": list(self.kappa_aic)}
+
+
+@dataclass(frozen=True)
+class Evt:
+    """``vision.evt``: the arms with score files and tail/link fits, and their options."""
+
+    arms: tuple[str, ...]
+    collect: dict[str, Any]
+    pot: dict[str, Any]
+    link: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Vision:
+    """``vision``: SimCLR pretraining and its evaluations. ``pairs``: the (dataset, backbone)
+    pairs the profile runs (every dataset x backbone, or ``vision.pairs``; none when
+    disabled)."""
+
+    enabled: bool
+    datasets: tuple[str, ...]
+    backbones: tuple[str, ...]
+    pairs: tuple[tuple[str, str], ...]
+    arms: tuple[str, ...]
+    seeds: tuple[int, ...]
+    pretrain: dict[str, Any]
+    pretrain_by_dataset: dict[str, Any]
+    losses: dict[str, Any]
+    grid: Grid
+    features: dict[str, Any]
+    linear: dict[str, Any]
+    knn: dict[str, Any]
+    evt: Evt
+
+    @property
+    def tau(self) -> float:
+        """The temperature of the profile's main arms (``vision.pretrain.tau``)."""
+        return float(self.pretrain.get("tau", DEFAULT_TAU))
+
+
+@dataclass(frozen=True)
+class Text:
+    """``text``: SimCSE training and STS evaluation."""
+
+    enabled: bool
+    models: tuple[str, ...]
+    model_paths: dict[str, Any]
+    losses: dict[str, Any]
+    corpus: str
+    arms: tuple[str, ...]
+    seeds: tuple[int, ...]
+    simcse: dict[str, Any]
+    sts: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Timing:
+    enabled: bool
+    config: dict[str, Any]          # weince.timing.TimingConfig keys
+
+
+@dataclass(frozen=True)
+class Checks:
+    enabled: bool
+    cases: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class NoiseFloor:
+    """``synthetic.noise_floor``: the paper's synthetic experiment (C11)."""
+
+    enabled: bool
+    replicates: int
+    sample_sizes: tuple[int, ...]
+    seed: int
+
+
+@dataclass(frozen=True)
+class Ablations:
+    """``ablations``: which groups run (names, or ``"all"``), on which pairs and seeds
+    (``None``: the profile's first pair, its seeds); :mod:`weince.pipeline.ablations`."""
+
+    enabled: bool
+    groups: tuple[str, ...] | str
+    pairs: tuple[tuple[str, str], ...] | None
+    seeds: tuple[int, ...] | None
+
+
+@dataclass(frozen=True)
+class NormsVision:
+    enabled: bool
+    arms: tuple[str, ...] | None    # None: the profile's vision arms
+    seeds: tuple[int, ...] | None   # None: the profile's vision seeds
+
+
+@dataclass(frozen=True)
+class NormsText:
+    enabled: bool
+    models: tuple[str, ...]
+    simcse_runs: bool
+
+
+@dataclass(frozen=True)
+class Norms:
+    """``norms``: the norms analysis' units (N1-N3) and its options."""
+
+    vision: NormsVision
+    text: NormsText
+    analysis: dict[str, Any]        # weince.norms.run.NormsConfig keys
+
+
+@dataclass(frozen=True)
+class Rehearsal:
+    """``rehearsal`` (config/rehearsal.yaml): the paper DAG at one-batch sizes."""
+
+    enabled: bool
+    safety_factor: float
+    gpu: Any                        # auto | True | False
+    gpu_used: bool | None           # decided when the workflow resolved the config
+    cpu_pairs_used: bool
+    paper_config: str
 
 
 @dataclass(frozen=True)
 class Profile:
-    """A workflow profile's runs, settings and options (see the module docstring)."""
+    """A workflow profile, resolved (module docstring)."""
 
-    config: Mapping[str, Any]
     name: str
-    results: Path                          # the results root (``results``), above the profile
-    report_dir: Path                       # ``{reports}/{profile}``
-    claims: Path                           # the claims registry the profile names
-    vision_pairs: list[tuple[str, str]]    # (dataset, backbone), every dataset x backbone
-    evt_arms: list[str]                    # vision arms with score files and tail/link fits
-    norms_vision: list[VisionRun]          # the norms analysis' units (N1-N3)
-    norms_text: list[TextRun]
-    options: list[str]                     # the options off the official protocol, in words
-    config_hash: str
-    rehearsal: bool                        # config/rehearsal.yaml is on (``rehearsal.enabled``)
-    data_root: str | None                  # ``data_root`` (its data may be synthetic files)
-    files: Callable[[Setting, str, str], list[Path]] = field(repr=False)
-    _stages: dict[str, tuple[list[Setting], list[str]]] = field(repr=False)
+    results: Path                   # the results root, above the profile
+    reports: Path                   # the reports root, above the profile
+    claims: Path                    # the claims registry
+    container: str
+    device: str
+    threads: int
+    offline: bool
+    data_root: str
+    download: bool
+    vision: Vision
+    text: Text
+    timing: Timing
+    checks: Checks
+    noise_floor: NoiseFloor
+    ablations: Ablations
+    norms: Norms
+    rehearsal: Rehearsal
+    cost: dict[str, Any]            # the cost model's block (weince.pipeline.cost)
+    resources: dict[str, Any]       # rule -> SLURM/local resources
+    config: Mapping[str, Any] = field(repr=False)   # the resolved config (provenance)
+    config_hash: str = field(repr=False, default="")
 
     @classmethod
-    def of(cls, cfg: Mapping[str, Any]) -> "Profile":
-        """The profile of a workflow config."""
-        if "profile" not in cfg:
-            raise ValueError("config has no 'profile' key (e.g. profile: default)")
-        c = dict(cfg)
-        v = c.get("vision") or {}
+    def of(cls, cfg: "Mapping[str, Any] | Profile") -> "Profile":
+        """The profile of a workflow config, resolved on a copy (:func:`resolve_config`;
+        ``cfg`` is left as it is). A :class:`Profile` is returned as is."""
+        if isinstance(cfg, Profile):
+            return cfg
+        c = resolve_config(cfg)
+        v, t, n = c["vision"], c["text"], c["norms"]
         return cls(
-            config=cfg, name=str(c["profile"]), results=Path(c.get("results", "results")),
-            report_dir=layout.report_dir(c), claims=Path(c.get("claims", "config/claims.yaml")),
-            vision_pairs=layout.vision_pairs(c),
-            evt_arms=list((v.get("evt") or {}).get("arms", [])),
-            norms_vision=layout.norms_vision_runs(c), norms_text=layout.norms_text_runs(c),
-            options=protocol_options(c), config_hash=config_hash(cfg),
-            rehearsal=is_rehearsal(c),
-            data_root=None if c.get("data_root") is None else str(c["data_root"]),
-            files=layout.files_for(c),
-            _stages={s: layout.settings_for(c, s) for s in layout.STAGES})
+            name=str(c["profile"]), results=Path(c["results"]), reports=Path(c["reports"]),
+            claims=Path(c["claims"]), container=str(c["container"]), device=str(c["device"]),
+            threads=int(c["threads"]), offline=bool(c["offline"]),
+            data_root=str(c["data_root"]), download=bool(c["download"]),
+            vision=_vision(v), text=_text(t),
+            timing=Timing(bool(c["timing"]["enabled"]), _block(c["timing"]["config"])),
+            checks=Checks(bool(c["checks"]["enabled"]), tuple(c["checks"]["cases"])),
+            noise_floor=_noise_floor(c["synthetic"]["noise_floor"]),
+            ablations=_ablations(c["ablations"]),
+            norms=Norms(
+                vision=NormsVision(bool(n["vision"]["enabled"]),
+                                   None if n["vision"]["arms"] is None
+                                   else _strs(n["vision"]["arms"]),
+                                   None if n["vision"]["seeds"] is None
+                                   else _ints(n["vision"]["seeds"])),
+                text=NormsText(bool(n["text"]["enabled"]), _strs(n["text"]["models"]),
+                               bool(n["text"]["simcse_runs"])),
+                analysis=_block(n["analysis"])),
+            rehearsal=_rehearsal(c["rehearsal"]),
+            cost=_block(c["cost"]), resources=_block(c["resources"]),
+            config=c, config_hash=config_hash(c))
 
-    def settings(self, stage: str) -> tuple[list[Setting], list[str]]:
-        """The settings of ``stage`` the profile runs, and the arms it runs there."""
-        if stage not in self._stages:
-            raise ValueError(f"unknown stage {stage!r}; valid: {', '.join(layout.STAGES)}")
-        return self._stages[stage]
+    @property
+    def report_dir(self) -> Path:
+        """``{reports}/{profile}``: every page of the profile's report."""
+        return self.reports / self.name
 
-    def block(self, name: str) -> dict[str, Any]:
-        """A stage block of the config (``vision``, ``text``, ``timing``, ``norms``...), ``{}``
-        when the profile has none."""
-        return dict(self.config.get(name) or {})
 
-    def run_dir(self, run: VisionRun | TextRun) -> Path:
-        return run.dir(self.results, self.name)
+def _pairs(v: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    if not v["enabled"]:
+        return ()
+    pairs = [(d, b) for d in v["datasets"] for b in v["backbones"]]
+    if v["pairs"] is None:
+        return tuple(pairs)
+    only = [(str(p[0]), str(p[1])) for p in v["pairs"]]
+    unknown = [p for p in only if p not in pairs]
+    if unknown:
+        raise ValueError(f"vision.pairs names {unknown}, not among vision.datasets x "
+                         f"vision.backbones; add the data set / backbone there or drop the pair")
+    return tuple(p for p in pairs if p in only)
 
-    def summary_logs(self) -> dict[str, dict[str, list[Path]]]:
-        """The training logs of the summary's lambda-over-training figures
-        (:func:`weince.pipeline.layout.summary_logs`)."""
-        return layout.summary_logs(dict(self.config))
+
+def _vision(v: Mapping[str, Any]) -> Vision:
+    g, e = v["grid"], v["evt"]
+    grid = Grid(arms=_strs(g["arms"]), seeds=_ints(g["seeds"]),
+                margin=tuple(float(x) for x in g["margin"]),
+                kappa_rho=tuple(float(x) for x in g["kappa_rho"]),
+                kappa_aic=tuple(float(x) for x in g["kappa_aic"]), metric=str(g["metric"]),
+                points=tuple(grid_points(g)))
+    return Vision(
+        enabled=bool(v["enabled"]), datasets=_strs(v["datasets"]),
+        backbones=_strs(v["backbones"]), pairs=_pairs(v), arms=_strs(v["arms"]),
+        seeds=_ints(v["seeds"]), pretrain=_block(v["pretrain"]),
+        pretrain_by_dataset=_block(v["pretrain_by_dataset"]), losses=_block(v["losses"]),
+        grid=grid, features=_block(v["features"]), linear=_block(v["linear"]),
+        knn=_block(v["knn"]),
+        evt=Evt(_strs(e["arms"]), _block(e["collect"]), _block(e["pot"]), _block(e["link"])))
+
+
+def _text(t: Mapping[str, Any]) -> Text:
+    return Text(enabled=bool(t["enabled"]), models=_strs(t["models"]),
+                model_paths=_block(t["model_paths"]), losses=_block(t["losses"]),
+                corpus=str(t["corpus"]), arms=_strs(t["arms"]), seeds=_ints(t["seeds"]),
+                simcse=_block(t["simcse"]), sts=_block(t["sts"]))
+
+
+def _noise_floor(nf: Mapping[str, Any]) -> NoiseFloor:
+    return NoiseFloor(bool(nf["enabled"]), int(nf["replicates"]), _ints(nf["sample_sizes"]),
+                      int(nf["seed"]))
+
+
+def _ablations(a: Mapping[str, Any]) -> Ablations:
+    groups = a["groups"]
+    return Ablations(
+        enabled=bool(a["enabled"]),
+        groups=groups if isinstance(groups, str) else _strs(groups),
+        pairs=None if a["pairs"] is None else tuple((str(p[0]), str(p[1])) for p in a["pairs"]),
+        seeds=None if a["seeds"] is None else _ints(a["seeds"]))
+
+
+def _rehearsal(r: Mapping[str, Any]) -> Rehearsal:
+    return Rehearsal(enabled=bool(r["enabled"]), safety_factor=float(r["safety_factor"]),
+                     gpu=r["gpu"], gpu_used=r["gpu_used"],
+                     cpu_pairs_used=bool(r["cpu_pairs_used"]),
+                     paper_config=str(r["paper_config"]))

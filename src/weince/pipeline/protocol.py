@@ -7,12 +7,15 @@ cheaper or different options a profile used (:func:`protocol_options`) and the t
 the paper profile to the official protocol.
 
     from weince.pipeline.protocol import protocol_options
-    protocol_options(cfg)   # [] for the paper profile; e.g. ["grid at one encoder seed", ...]
+    protocol_options(prof)  # [] for the paper profile; e.g. ["grid at one encoder seed", ...]
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import copy
+from typing import Any
+
+from weince.pipeline.profile import Profile
 
 __all__ = ["OFFICIAL", "protocol_options", "probe_kwargs", "shares_seeds", "adopted_seeds"]
 
@@ -43,23 +46,23 @@ LIBRARY_PRETRAIN: dict[str, Any] = {
 }
 
 
-def _pre(cfg: Mapping[str, Any]) -> dict[str, Any]:
+def _pre(prof: Profile) -> dict[str, Any]:
     out = dict(LIBRARY_PRETRAIN)
-    out.update((cfg.get("vision") or {}).get("pretrain") or {})
+    out.update(prof.vision.pretrain)
     return out
 
 
-def protocol_options(cfg: Mapping[str, Any]) -> list[str]:
+def protocol_options(prof: Profile) -> list[str]:
     """The options of a workflow config that differ from the official protocol, in words
     (scale settings such as epochs, data sets and seeds are the scale line's, not listed).
 
     The linear-probe and k-NN keys missing from the config take the library defaults, which
     are the official values."""
-    v = cfg.get("vision") or {}
-    if not v.get("enabled", True) or not v.get("datasets"):
+    v = prof.vision
+    if not v.enabled or not v.datasets:
         return []
     out: list[str] = []
-    pre = _pre(cfg)
+    pre = _pre(prof)
     if float(pre.get("weight_decay") or 0.0) > 0:
         out.append(f"Adam weight decay {pre['weight_decay']:g} (official: none)")
     if pre.get("amp"):
@@ -74,17 +77,17 @@ def protocol_options(cfg: Mapping[str, Any]) -> list[str]:
                    "aug_kwargs mean/std null)")
     if pre.get("conv1_init") == "kaiming":
         out.append("Kaiming conv1 init (conv1_init: kaiming)")
-    if "stl10" in v.get("datasets", []):
-        split = ((v.get("pretrain_by_dataset") or {}).get("stl10") or {}).get(
+    if "stl10" in v.datasets:
+        split = (v.pretrain_by_dataset.get("stl10") or {}).get(
             "train_split", pre.get("train_split", "train"))
         if split != OFFICIAL["stl10_train_split"]:
             out.append(f"STL-10 pretrains on {split} (official: unlabeled)")
-    g = v.get("grid") or {}
-    if g.get("arms") and g.get("seeds") and not shares_seeds(cfg):
-        out.append(f"grid at encoder seed(s) {', '.join(map(str, g['seeds']))} only, then the "
+    g = v.grid
+    if g.arms and g.seeds and not shares_seeds(prof):
+        out.append(f"grid at encoder seed(s) {', '.join(map(str, g.seeds))} only, then the "
                    f"chosen point trained at the other seeds (official: every point at every "
                    f"seed; k-NN then uses the linear point for every metric)")
-    lin = {**OFFICIAL["linear"], **(v.get("linear") or {})}
+    lin = {**OFFICIAL["linear"], **v.linear}
     if lin.get("select") != "final":
         out.append(f"probe scored at its best validation epoch (select: {lin['select']})")
     if lin.get("split_seed") != 1:
@@ -95,12 +98,12 @@ def protocol_options(cfg: Mapping[str, Any]) -> list[str]:
     if len(lin.get("seeds") or []) != 1:
         out.append(f"{len(lin['seeds'])} probe seeds (official: 1)")
     # seeds_by_arm is a workflow key, not a linear_probe default: absent means `seeds`
-    given = ((cfg.get("vision") or {}).get("linear") or {}).get("seeds_by_arm") or {}
-    by_arm = {k: [int(s) for s in v] for k, v in given.items()}
-    if "infonce" in v.get("arms", []) and by_arm.get("infonce") != [1, 2, 3, 4, 5]:
+    given = v.linear.get("seeds_by_arm") or {}
+    by_arm = {k: [int(s) for s in seeds] for k, seeds in given.items()}
+    if "infonce" in v.arms and by_arm.get("infonce") != [1, 2, 3, 4, 5]:
         out.append(f"InfoNCE probed with seeds {by_arm.get('infonce', lin.get('seeds'))} "
                    f"(official baseline script: 1-5)")
-    knn = {**OFFICIAL["knn"], **(v.get("knn") or {})}
+    knn = {**OFFICIAL["knn"], **v.knn}
     if float(knn.get("val_frac")) != 0.2:
         out.append(f"k-NN validation fraction {knn['val_frac']:g} (official: 0.2)")
     if [int(s) for s in knn.get("split_seeds") or []] != OFFICIAL["knn"]["split_seeds"]:
@@ -109,34 +112,31 @@ def protocol_options(cfg: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def probe_kwargs(cfg: Mapping[str, Any], arm: str) -> dict[str, Any]:
+def probe_kwargs(prof: Profile, arm: str) -> dict[str, Any]:
     """The ``linear_probe`` keyword arguments of one run: ``vision.linear`` with the probe
     seeds of ``linear.seeds_by_arm`` for the run's arm (``weince@point`` counts as
     ``weince``) in place of ``seeds``."""
-    lin = dict((cfg.get("vision") or {}).get("linear") or {})
+    lin = copy.deepcopy(prof.vision.linear)
     by_arm = lin.pop("seeds_by_arm", None) or {}
     base = arm.split("@", 1)[0]
     if base in by_arm:
         lin["seeds"] = [int(s) for s in by_arm[base]]
     return lin
 
-def shares_seeds(cfg: Mapping[str, Any]) -> bool:
+
+def shares_seeds(prof: Profile) -> bool:
     """True when the grid runs every point at every encoder seed (the official four-seed
     grid): the final arm then reuses the chosen point's runs."""
-    v = cfg.get("vision") or {}
-    g = v.get("grid") or {}
-    seeds = {int(s) for s in v.get("seeds", [])}
-    return bool(g.get("arms")) and bool(seeds) and seeds <= {int(s) for s in g.get("seeds", [])}
+    v = prof.vision
+    return bool(v.grid.arms) and bool(v.seeds) and set(v.seeds) <= set(v.grid.seeds)
 
 
-def adopted_seeds(cfg: Mapping[str, Any]) -> list[int]:
+def adopted_seeds(prof: Profile) -> list[int]:
     """The encoder seeds at which a final grid arm adopts the chosen point's run instead of
     training it: the grid's seeds among the vision seeds (all of them in the four-seed grid;
     seed 7 of the one-seed grid, whose point ran there with the very same config, so that a
     second training would repeat it bit for bit). Empty without a grid."""
-    v = cfg.get("vision") or {}
-    g = v.get("grid") or {}
-    if not g.get("arms"):
+    v = prof.vision
+    if not v.grid.arms:
         return []
-    grid = {int(s) for s in g.get("seeds", [])}
-    return [int(s) for s in v.get("seeds", []) if int(s) in grid]
+    return [s for s in v.seeds if s in set(v.grid.seeds)]

@@ -33,8 +33,9 @@ import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from weince.pipeline.arms import grid_points, parse_point
 from weince.pipeline import layout
+from weince.pipeline.arms import parse_point
+from weince.pipeline.profile import Profile
 from weince.utils.results import encoder_value, get_key, load_result
 
 __all__ = ["choose_point", "OFFICIAL_TIE_ORDER", "read_values", "select_grid", "assemble_knn",
@@ -200,25 +201,24 @@ def assemble_knn(selection: Mapping[str, Any], grid_knn: Mapping[str, PathLike]
 _SELECTED_FILES = ("linear.json", "knn.json")
 
 
-def selection_paths(cfg: Mapping[str, Any], claim: Mapping[str, Any]) -> dict[str, Path]:
+def selection_paths(prof: Profile, claim: Mapping[str, Any]) -> dict[str, Path]:
     """label -> ``selection.json`` of every grid arm a linear/k-NN claim table shows, for
     the claim's (dataset, backbone) rows that the profile runs (all pairs for ``any``)."""
     if claim.get("stage") != "vision" or claim.get("file") not in _SELECTED_FILES:
         return {}
-    v = cfg.get("vision") or {}
-    g = v.get("grid") or {}
-    if not (grid_points(g) and g.get("seeds")):
+    v = prof.vision
+    if not v.grid.active_arms:
         return {}
     a = claim.get("arms") or {}
     shown = [x for x in [a.get("baseline"), a.get("primary"), *a.get("others", [])]
-             if x in g.get("arms", []) and x in v.get("arms", [])]
-    pairs = layout.vision_pairs(dict(cfg))
+             if x in v.grid.arms and x in v.arms]
+    pairs = list(v.pairs)
     rows = claim.get("rows")
     if isinstance(rows, list):
         wanted = {(r.get("dataset"), r.get("backbone")) for r in rows}
         pairs = [p for p in pairs if p in wanted] or pairs
-    root = cfg.get("results", "results")
-    return {f"{d}/{b} {arm}": Path(layout.VISION_PAIR.format(results=root, profile=cfg["profile"],
+    return {f"{d}/{b} {arm}": Path(layout.VISION_PAIR.format(results=prof.results,
+                                                            profile=prof.name,
                                                             dataset=d, backbone=b))
             / arm / "selection.json"
             for d, b in pairs for arm in dict.fromkeys(shown)}

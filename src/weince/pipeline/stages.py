@@ -2,46 +2,46 @@
 the profile's config, so that the rules hold no logic and the glue is tested.
 
     from weince.pipeline.stages import pretrain_config
-    pretrain_config(config, "digits", "smallcnn", "weince@m2_kr10", 7)   # a SimCLRConfig dict
+    pretrain_config(prof, "digits", "smallcnn", "weince@m2_kr10", 7)   # a SimCLRConfig dict
 """
 
 from __future__ import annotations
 
 import copy
 import os
-from typing import Any, Mapping
+from typing import Any
 
-from weince.pipeline.arms import grid_points, resolve_arm
+from weince.pipeline.arms import resolve_arm
 from weince.pipeline.layout import PRETRAINED_ARM
+from weince.pipeline.profile import Profile
 from weince.utils.results import get_key, load_result
 
 __all__ = ["pretrain_config", "simcse_config", "apply_selection", "grid_arms", "norms_config",
            "PRETRAINED_ARM", "text_model", "model_location"]
 
 
-def grid_arms(cfg: Mapping[str, Any]) -> list[str]:
+def grid_arms(prof: Profile) -> list[str]:
     """The vision arms whose final runs use a point chosen on validation."""
-    g = (cfg.get("vision") or {}).get("grid") or {}
-    return list(g.get("arms", [])) if grid_points(g) and g.get("seeds") else []
+    return list(prof.vision.grid.active_arms)
 
 
-def pretrain_config(cfg: Mapping[str, Any], dataset: str, backbone: str, arm: str,
+def pretrain_config(prof: Profile, dataset: str, backbone: str, arm: str,
                     seed: int) -> dict[str, Any]:
     """The ``SimCLRConfig`` dict of one run. ``arm`` may carry a grid point
     (``weince@m2_kr10_ka1``); its values override the arm's loss keyword arguments. A
     final grid arm gets the chosen point later (:func:`apply_selection`)."""
-    v = cfg.get("vision") or {}
-    out = copy.deepcopy(dict(v.get("pretrain") or {}))
-    out.update(copy.deepcopy(dict((v.get("pretrain_by_dataset") or {}).get(dataset) or {})))
-    s = resolve_arm(arm, v.get("losses"), out.get("tau"))
+    v = prof.vision
+    out = copy.deepcopy(v.pretrain)
+    out.update(copy.deepcopy(dict(v.pretrain_by_dataset.get(dataset) or {})))
+    s = resolve_arm(arm, v.losses, out.get("tau"))
     if s["tau"] is not None:
         out["tau"] = float(s["tau"])
     out.update(dataset=dataset, backbone=backbone, loss=s["loss"], seed=int(seed),
                loss_kwargs=s["loss_kwargs"])
-    out.setdefault("device", cfg.get("device", "auto"))
-    out.setdefault("threads", cfg.get("threads"))
-    out.setdefault("data_root", cfg.get("data_root"))
-    out.setdefault("download", bool(cfg.get("download", False)))
+    out.setdefault("device", prof.device)
+    out.setdefault("threads", prof.threads)
+    out.setdefault("data_root", prof.data_root)
+    out.setdefault("download", prof.download)
     return out
 
 
@@ -54,46 +54,46 @@ def apply_selection(run_cfg: dict[str, Any], selection_path: str | os.PathLike) 
     return run_cfg
 
 
-def simcse_config(cfg: Mapping[str, Any], model: str, arm: str, seed: int) -> dict[str, Any]:
+def simcse_config(prof: Profile, model: str, arm: str, seed: int) -> dict[str, Any]:
     """The ``SimCSEConfig`` dict of one text run."""
-    t = cfg.get("text") or {}
-    out = copy.deepcopy(dict(t.get("simcse") or {}))
-    location, source = model_location(cfg, model, with_source=True)
+    t = prof.text
+    out = copy.deepcopy(t.simcse)
+    location, source = model_location(prof, model, with_source=True)
     out.update(model=location, model_name=model, model_source=source, loss=arm, seed=int(seed))
-    lk = dict((t.get("losses") or {}).get(arm) or {})
+    lk = dict(t.losses.get(arm) or {})
     if lk:
         out["loss_kwargs"] = {**out.get("loss_kwargs", {}), **lk}
-    out.setdefault("device", cfg.get("device", "auto"))
-    out.setdefault("offline", bool(cfg.get("offline", True)))
+    out.setdefault("device", prof.device)
+    out.setdefault("offline", prof.offline)
     return out
 
 
-def norms_config(cfg: Mapping[str, Any], **overrides: Any) -> dict[str, Any]:
+def norms_config(prof: Profile, **overrides: Any) -> dict[str, Any]:
     """The ``NormsConfig`` dict of a norms run: the profile's ``norms.analysis`` block, with
     the profile's device unless the block sets one, then ``overrides``."""
-    out = copy.deepcopy(dict((cfg.get("norms") or {}).get("analysis") or {}))
-    out.setdefault("device", cfg.get("device", "auto"))
+    out = copy.deepcopy(prof.norms.analysis)
+    out.setdefault("device", prof.device)
     out.update(overrides)
     return out
 
 
-def text_model(cfg: Mapping[str, Any], model: str, arm: str, trun_dir: str) -> str:
+def text_model(prof: Profile, model: str, arm: str, trun_dir: str) -> str:
     """The model a text norms unit analyses: the shipped model (``text.model_paths`` or its
     name) for ``pretrained``, else the trained run's ``model/`` folder."""
     if arm == PRETRAINED_ARM:
-        return model_location(cfg, model)
+        return model_location(prof, model)
     return f"{trun_dir}/model"
 
 
-def model_location(cfg: Mapping[str, Any], model: str, with_source: bool = False):
+def model_location(prof: Profile, model: str, with_source: bool = False):
     """Where a text model's weights are read: ``text.model_paths[model]`` (a stand-in: its
     rows are scale models), else the folder ``{data_root}/models/{model}`` when it exists (a
     local copy, e.g. the tiny BERT of ``weince synthetic-data``), else the name itself (the
     Hugging Face cache, or a shipped model such as ``minilm``). ``with_source``: also the
     source, ``"model_paths"``, ``"local copy"`` or ``"name"``
     (:data:`weince.models.text.MODEL_SOURCES`)."""
-    paths = (cfg.get("text") or {}).get("model_paths") or {}
-    local = os.path.join(str(cfg.get("data_root") or "data"), "models", model)
+    paths = prof.text.model_paths
+    local = os.path.join(prof.data_root, "models", model)
     if model in paths:
         found = (str(paths[model]), "model_paths")
     elif os.path.isdir(local):

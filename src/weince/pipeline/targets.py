@@ -6,7 +6,7 @@ runs an ablation group and the norms page when it analyses a unit. A deleted res
 rebuilt by a plain ``snakemake``, and then only the pages that read it.
 
     from weince.pipeline.targets import all_targets
-    all_targets(config)          # config: the profile's workflow config
+    all_targets(prof)            # prof: the resolved profile (weince.pipeline.profile)
 """
 
 from __future__ import annotations
@@ -14,26 +14,26 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from weince.pipeline.rehearsal import forecast_outputs
 from weince.pipeline.ablations import ablation_inputs, ablation_outputs, ablation_plan
 from weince.pipeline.claims import load_claims
-from weince.pipeline.layout import (CLAIM_FILES, files_for, report_dir, settings_for,
-                                    summary_logs)
+from weince.pipeline.layout import CLAIM_FILES, files_for, settings_for, summary_logs
 from weince.pipeline.norms import norms_outputs, norms_results
+from weince.pipeline.profile import Profile
+from weince.pipeline.rehearsal import forecast_outputs
 
 __all__ = ["claims", "claim_inputs", "figure_inputs", "result_files", "report_outputs",
            "table_files", "companion_targets", "ablation_targets", "all_targets"]
 
 
-def claims(cfg: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The claims of the profile's registry (``cfg["claims"]``), in registry order."""
-    return load_claims(cfg.get("claims", "config/claims.yaml"))["claims"]
+def claims(prof: Profile) -> list[dict[str, Any]]:
+    """The claims of the profile's registry (``claims``), in registry order."""
+    return load_claims(prof.claims)["claims"]
 
 
-def claim_inputs(cfg: Mapping[str, Any], claim: Mapping[str, Any]) -> list[Path]:
+def claim_inputs(prof: Profile, claim: Mapping[str, Any]) -> list[Path]:
     """Every result file one claim reads at this profile (the inputs of its table rule)."""
-    settings, arms = settings_for(cfg, claim["stage"])
-    fetch = files_for(cfg)
+    settings, arms = settings_for(prof, claim["stage"])
+    fetch = files_for(prof)
     a = claim["arms"]
     shown = list(dict.fromkeys(x for x in [a.get("baseline"), a["primary"], *a.get("others", [])]
                                if x))
@@ -50,62 +50,62 @@ def claim_inputs(cfg: Mapping[str, Any], claim: Mapping[str, Any]) -> list[Path]
     return list(dict.fromkeys(out))
 
 
-def figure_inputs(cfg: Mapping[str, Any]) -> list[Path]:
+def figure_inputs(prof: Profile) -> list[Path]:
     """Training logs the summary's lambda-over-training figures read."""
-    return [p for logs in summary_logs(cfg).values() for paths in logs.values() for p in paths]
+    return [p for logs in summary_logs(prof).values() for paths in logs.values() for p in paths]
 
 
-def result_files(cfg: Mapping[str, Any]) -> list[Path]:
+def result_files(prof: Profile) -> list[Path]:
     """Every result file the summary reads (claim inputs and training logs)."""
     files: list[Path] = []
-    for c in claims(cfg):
-        files += claim_inputs(cfg, c)
-    return list(dict.fromkeys(files + figure_inputs(cfg)))
+    for c in claims(prof):
+        files += claim_inputs(prof, c)
+    return list(dict.fromkeys(files + figure_inputs(prof)))
 
 
-def table_files(cfg: Mapping[str, Any], claim_id: str) -> dict[str, Path]:
+def table_files(prof: Profile, claim_id: str) -> dict[str, Path]:
     """``{"md", "tex", "json"}`` of one claim: its table and its claim file (the computed
     result the summary reads)."""
-    d = report_dir(cfg)
+    d = prof.report_dir
     out = {ext: d / f"table_{claim_id.lower()}.{ext}" for ext in ("md", "tex")}
     out["json"] = d / CLAIM_FILES / f"{claim_id.lower()}.json"
     return out
 
 
-def report_outputs(cfg: Mapping[str, Any]) -> dict[str, Path]:
+def report_outputs(prof: Profile) -> dict[str, Path]:
     """The summary's files and every claim's table: ``summary``, ``claims_json``,
     ``tables_tex``, ``figures`` and ``{id}_md`` / ``{id}_tex`` / ``{id}_json`` (its claim
     file) per registry claim."""
-    d = report_dir(cfg)
+    d = prof.report_dir
     out = {"summary": d / "summary.md", "claims_json": d / "claims.json",
            "tables_tex": d / "tables.tex", "figures": d / "figures"}
-    for c in claims(cfg):
-        for ext, p in table_files(cfg, c["id"]).items():
+    for c in claims(prof):
+        for ext, p in table_files(prof, c["id"]).items():
             out[f"{c['id'].lower()}_{ext}"] = p
     return out
 
 
-def ablation_targets(cfg: Mapping[str, Any]) -> list[Path]:
+def ablation_targets(prof: Profile) -> list[Path]:
     """The ablation page (nothing when the profile's plan has no group)."""
-    return [ablation_outputs(cfg)["md"]] if ablation_plan(cfg).groups else []
+    return [ablation_outputs(prof)["md"]] if ablation_plan(prof).groups else []
 
 
-def companion_targets(cfg: Mapping[str, Any]) -> list[Path]:
+def companion_targets(prof: Profile) -> list[Path]:
     """The pages the summary links to: ablations and norms (each only when the profile
     runs it), and a rehearsal's cost forecast."""
-    norms = norms_outputs(cfg)
-    return (ablation_targets(cfg) + ([norms["md"], norms["summary"]] if norms_results(cfg) else [])
-            + [p for k, p in forecast_outputs(cfg).items() if k == "md"])
+    norms = norms_outputs(prof)
+    return (ablation_targets(prof) + ([norms["md"], norms["summary"]] if norms_results(prof) else [])
+            + [p for k, p in forecast_outputs(prof).items() if k == "md"])
 
 
-def all_targets(cfg: Mapping[str, Any]) -> list[str]:
+def all_targets(prof: Profile) -> list[str]:
     """Everything ``rule all`` builds, as strings, without duplicates."""
-    outs = report_outputs(cfg)
+    outs = report_outputs(prof)
     tables = [p for k, p in outs.items() if k.endswith(("_md", "_tex", "_json"))
               and k != "claims_json"]
-    files = [outs["summary"], *tables, *result_files(cfg), *companion_targets(cfg)]
-    if ablation_targets(cfg):
-        files += ablation_inputs(ablation_plan(cfg))
-    files += norms_results(cfg)
-    files += list(forecast_outputs(cfg).values())   # a rehearsal's cost forecast
+    files = [outs["summary"], *tables, *result_files(prof), *companion_targets(prof)]
+    if ablation_targets(prof):
+        files += ablation_inputs(ablation_plan(prof))
+    files += norms_results(prof)
+    files += list(forecast_outputs(prof).values())   # a rehearsal's cost forecast
     return list(dict.fromkeys(str(p) for p in files))

@@ -18,16 +18,17 @@ A dotted key ``a.b=v`` sets entry ``b`` of the dict (or nested dataclass) field 
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import os
 import types
 import typing
 from pathlib import Path
-from typing import Any, Iterable, TypeVar
+from typing import Any, Iterable, MutableMapping, TypeVar
 
 import yaml
 
-__all__ = ["parse_yaml", "load_config", "config_from_dict", "to_dict", "parse_overrides",
+__all__ = ["deep_merge", "expand_data_root", "parse_yaml", "load_config", "config_from_dict", "to_dict", "parse_overrides",
            "apply_overrides", "as_config", "add_config_arguments", "config_from_args"]
 
 # libyaml's parser when PyYAML was built with it (the wheels are): the same values as
@@ -266,3 +267,24 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
 def config_from_args(cls: type[T], args: argparse.Namespace) -> T:
     """The config of a CLI call made with :func:`add_config_arguments`."""
     return load_config(cls, getattr(args, "config", None), getattr(args, "overrides", ()) or ())
+
+
+def deep_merge(base: MutableMapping[str, Any], over: dict[str, Any]) -> MutableMapping[str, Any]:
+    """Merge ``over`` into ``base`` in place, dict by dict (other values replace)."""
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(base.get(k), dict):
+            deep_merge(base[k], v)
+        else:
+            base[k] = copy.deepcopy(v)
+    return base
+
+
+def expand_data_root(value: Any, data_root: str) -> Any:
+    """``value`` with ``{data_root}`` replaced in every string it holds."""
+    if isinstance(value, str):
+        return value.replace("{data_root}", str(data_root))
+    if isinstance(value, list):
+        return [expand_data_root(v, data_root) for v in value]
+    if isinstance(value, dict):
+        return {k: expand_data_root(v, data_root) for k, v in value.items()}
+    return value
