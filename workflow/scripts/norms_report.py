@@ -4,12 +4,13 @@ from weince.pipeline.logs import log_to
 
 with log_to(snakemake.log[0], resources=snakemake.resources,
             device=snakemake.config.get("device")):
+    from weince.pipeline.profile import Profile
     from weince.report.norms import write_norms_report
-    from weince.report.rehearsal import is_rehearsal, rehearsal_note
+    from weince.report.rehearsal import rehearsal_note
 
-    cfg = dict(snakemake.config)
-    note = rehearsal_note(cfg.get("data_root")) if is_rehearsal(cfg) else None
+    prof = Profile.of(snakemake.config)
+    note = rehearsal_note(prof.data_root) if prof.rehearsal.enabled else None
     cv = write_norms_report(list(snakemake.input.results), snakemake.output.md,
-                            profile=cfg["profile"], claims=cfg["claims"], rehearsal_note=note)
+                            profile=prof.name, claims=prof.claims, rehearsal_note=note)
     for c, v in cv.items():
         print(f"{c}: {v['verdict']} ({v['n_reproduced']}/{v['n_testable']} units)")

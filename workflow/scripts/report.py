@@ -7,13 +7,14 @@ from weince.pipeline.logs import log_to
 
 with log_to(snakemake.log[0], resources=snakemake.resources,
             device=snakemake.config.get("device")):
+    from weince.pipeline.profile import Profile
     from weince.report.build import build_summary
     from weince.report.html import companion_pages, write_markdown_page
 
     # each claim's forest plot as the claim tables drew it (a folder per claim, named by its id)
     drawn = {Path(d).name.upper(): Path(d) / f"forest_{Path(d).name}.png"
              for d in snakemake.input.forests}
-    records = build_summary(snakemake.config, out_dir=Path(snakemake.output.summary).parent,
+    records = build_summary(Profile.of(snakemake.config), out_dir=Path(snakemake.output.summary).parent,
                             forests=drawn)
     for r in records:
         print(f"{r.id}: {r.verdict} ({r.reason})")

@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from weince.pipeline.profile import Profile
+
 __all__ = ["report_inputs", "report_dir", "rebuilt_names", "rebuild"]
 
 
@@ -21,9 +23,9 @@ def report_inputs(cfg: dict[str, Any], claims_path: str | Path) -> dict[Path, li
 
     readers: dict[Path, list[str]] = {}
     for claim in load_claims(claims_path)["claims"]:
-        for p in claim_inputs(cfg, claim):
+        for p in claim_inputs(Profile.of(cfg), claim):
             readers.setdefault(Path(p), []).append(claim["id"])
-    for p in figure_inputs(cfg):
+    for p in figure_inputs(Profile.of(cfg)):
         readers.setdefault(Path(p), []).append("figures")
     return readers
 
@@ -32,7 +34,7 @@ def report_dir(cfg: dict[str, Any]) -> Path:
     """``{reports}/{profile}``: where the report of ``cfg`` is written."""
     from weince.pipeline.targets import report_outputs
 
-    return report_outputs(cfg)["summary"].parent
+    return report_outputs(Profile.of(cfg))["summary"].parent
 
 
 def rebuilt_names(cfg: dict[str, Any]) -> list[str]:
@@ -41,7 +43,7 @@ def rebuilt_names(cfg: dict[str, Any]) -> list[str]:
     every claim file (``claims/<id>.json``)."""
     from weince.pipeline.targets import report_outputs
 
-    outs = report_outputs(cfg)
+    outs = report_outputs(Profile.of(cfg))
     d = outs["summary"].parent
     return [str(p.relative_to(d)) for k, p in outs.items() if k != "figures"]
 
@@ -55,5 +57,5 @@ def rebuild(cfg: dict[str, Any], claims_path: str | Path, out_dir: str | Path,
     rebuilt report is kept for its reader): the comparison reads text, never images."""
     from weince.report.build import build_report
 
-    return build_report(cfg, claims_path=claims_path, out_dir=out_dir, with_figures=True,
+    return build_report(Profile.of(cfg), claims_path=claims_path, out_dir=out_dir, with_figures=True,
                         draw_forests=draw)

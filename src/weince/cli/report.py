@@ -56,16 +56,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from weince.pipeline.profile import Profile
     from weince.report.build import build_report
 
     cfg = load_profile_config(args.config, args.set)
     for key in ("profile", "claims", "results", "reports"):
         if getattr(args, key):
             cfg[key] = getattr(args, key)
-    results = build_report(cfg, with_figures=not args.no_figures)
+    prof = Profile.of(cfg)
+    results = build_report(prof, with_figures=not args.no_figures)
     width = max(len(r.claim["title"]) for r in results)
     for r in results:
         print(f"{r.claim['id']:<4} {r.claim['title']:<{width}}  {r.verdict}")
-    out = Path(cfg.get("reports", "reports")) / cfg["profile"] / "summary.md"
+    out = prof.report_dir / "summary.md"
     print(f"wrote {out}")
     return 0

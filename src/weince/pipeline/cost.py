@@ -52,7 +52,8 @@ from weince.pipeline import layout
 from weince.pipeline.ablations import ablation_inputs, ablation_plan
 from weince.pipeline.claims import load_claims
 from weince.pipeline.protocol import adopted_seeds
-from weince.pipeline.rehearsal import deep_merge
+from weince.pipeline.profile import Profile
+from weince.utils.config import deep_merge
 from weince.pipeline.stages import grid_arms
 
 __all__ = ["TRAIN_IMAGES", "ablation_runs", "WIKI1M_SENTENCES", "STSB_DEV_SENTENCES", "DEVICES_FILE",
@@ -260,7 +261,7 @@ def ablation_runs(cfg: dict[str, Any]) -> list[layout.VisionRun]:
     pat = re.compile(r"vision/([^/]+)/([^/]+)/([^/]+)/seed(\d+)/")
     out = {}
     try:
-        files = ablation_inputs(ablation_plan(cfg))
+        files = ablation_inputs(ablation_plan(Profile.of(cfg)))
     except (KeyError, ValueError):
         return []
     for f in files:
@@ -275,14 +276,14 @@ def paper_vision_runs(cfg: dict[str, Any]) -> list[tuple[layout.VisionRun, bool]
     """Every pretraining run the profile trains: ``(run, is_ablation)`` (a final grid arm
     adopting its chosen point's runs is not trained again)."""
 
-    garms = set(grid_arms(cfg))
-    adopted = set(adopted_seeds(cfg))
+    garms = set(grid_arms(Profile.of(cfg)))
+    adopted = set(adopted_seeds(Profile.of(cfg)))
     runs = {}
-    for r in layout.vision_runs(cfg):
+    for r in layout.vision_runs(Profile.of(cfg)):
         if r.arm in garms and r.seed in adopted:
             continue
         runs[(r.dataset, r.backbone, r.arm, r.seed)] = (r, False)
-    for r in layout.vision_runs(cfg, grid=True):
+    for r in layout.vision_runs(Profile.of(cfg), grid=True):
         runs[(r.dataset, r.backbone, r.arm, r.seed)] = (r, False)
     for r in ablation_runs(cfg):
         if r.arm in garms and r.seed in adopted:
@@ -435,7 +436,7 @@ def estimate(cfg: dict[str, Any], gpu: str | None = None,
             est.runs.append(RunEstimate("vision", s, run.arm, run.seed, abl))
     t = cfg.get("text") or {}
     if t.get("enabled", True) and t.get("models"):
-        for r in layout.text_runs(cfg):
+        for r in layout.text_runs(Profile.of(cfg)):
             s = setting(f"text/{r.model}", lambda m=r.model: _text_setting(cfg, m, gpu))
             est.runs.append(RunEstimate("text", s, r.arm, r.seed))
     est.assumptions = _assumptions(est)
@@ -466,7 +467,7 @@ def claim_rows(est: Estimate, cfg: dict[str, Any]) -> list[dict[str, Any]]:
     """Per claim of the registry: training runs and GPU-hours (low, high), then the ablation
     arms and the total (a run serves several claims: rows do not add up)."""
 
-    pairs = set(layout.vision_pairs(cfg))
+    pairs = set(Profile.of(cfg).vision.pairs)
     rows = []
     for claim in load_claims(cfg.get("claims", "config/claims.yaml"))["claims"]:
         stage = claim.get("stage")
@@ -551,7 +552,7 @@ def retries_for(cfg: dict[str, Any], stage: str) -> int | None:
     if stage == "vision":
         v = cfg.get("vision") or {}
         if v.get("enabled", True):
-            keys = {f"{d}/{b}" for d, b in layout.vision_pairs(cfg)}
+            keys = {f"{d}/{b}" for d, b in Profile.of(cfg).vision.pairs}
     else:
         t = cfg.get("text") or {}
         if t.get("enabled", True):

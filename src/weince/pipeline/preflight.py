@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from weince.pipeline import layout
+from weince.pipeline.profile import Profile
 
 __all__ = ["DataMissingError", "DiskSpaceError", "LiveRunError", "missing_data", "check_data",
            "space_needed", "check_space", "check_no_live_writers", "on_start"]
@@ -61,8 +62,8 @@ def _vision_needs(cfg: Mapping[str, Any]) -> list[tuple[str, Path, str, bool]]:
     feats = v.get("features") or {}
     collect = (v.get("evt") or {}).get("collect") or {}
     out = []
-    for dataset, backbone in layout.vision_pairs(dict(cfg)):
-        run = pretrain_config(cfg, dataset, backbone, arm, seed)
+    for dataset, backbone in Profile.of(cfg).vision.pairs:
+        run = pretrain_config(Profile.of(cfg), dataset, backbone, arm, seed)
         root = Path(str(run.get("data_root") or cfg.get("data_root") or "data"))
         dl = bool(run.get("download", False))
         out.append((dataset, root, str(run.get("train_split") or "train"), dl))
@@ -164,7 +165,7 @@ def _text_params(cfg: Mapping[str, Any], model: str) -> tuple[int, bool]:
     disk, else a table, else bert-base's (``known`` False)."""
     from weince.pipeline.stages import model_location
 
-    loc = model_location(cfg, model)
+    loc = model_location(Profile.of(cfg), model)
     try:
         from weince.models.text import resolve_model
 
@@ -189,9 +190,10 @@ def space_needed(cfg: Mapping[str, Any], parallel: int = 1) -> dict[str, Any]:
     from weince.pipeline.stages import pretrain_config, simcse_config
 
     c = dict(cfg)
+    prof = Profile.of(cfg)
     runs = {r.dir(c.get("results", "results"), c["profile"]): r
-            for r in [*layout.vision_runs(c), *layout.vision_runs(c, grid=True)]}
-    plan = ablation_plan(c)
+            for r in [*layout.vision_runs(prof), *layout.vision_runs(prof, grid=True)]}
+    plan = ablation_plan(prof)
     for d, b in plan.pairs:
         for arm in plan.run_arms():
             for s in plan.seeds:
@@ -206,7 +208,7 @@ def space_needed(cfg: Mapping[str, Any], parallel: int = 1) -> dict[str, Any]:
     from weince.data.vision import DATASETS
 
     for run in runs.values():
-        rc = pretrain_config(c, run.dataset, run.backbone, run.arm.split("@")[0], run.seed)
+        rc = pretrain_config(prof, run.dataset, run.backbone, run.arm.split("@")[0], run.seed)
         spec = DATASETS[run.dataset]
         size = int(rc.get("image_size") or spec.image_size)
         key = (run.backbone, size, spec.channels, rc.get("proj_hidden"), rc.get("proj_dim"))
@@ -226,8 +228,8 @@ def space_needed(cfg: Mapping[str, Any], parallel: int = 1) -> dict[str, Any]:
         kept += ck if rc.get("keep_checkpoint") else 0
         n_vis += 1
     n_text, guessed = 0, []
-    for run in layout.text_runs(c):
-        sc = simcse_config(c, run.model, run.arm, run.seed)
+    for run in layout.text_runs(prof):
+        sc = simcse_config(prof, run.model, run.arm, run.seed)
         n, known = _text_params(c, run.model)
         if not known:
             guessed.append(run.model)

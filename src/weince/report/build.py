@@ -8,12 +8,11 @@
    from the claim files alone: it never evaluates a claim.
 
     from weince.report import build_report
-    results = build_report(cfg)      # cfg: the workflow config of one profile (a dict)
+    results = build_report(Profile.of(cfg))   # cfg: the workflow config of one profile
 
 The workflow runs step 1 in its ``claim_tables`` job and step 2 in its ``report`` job;
-``weince report`` and a bundle's verification run both, one after the other. The config
-is resolved once into a :class:`weince.pipeline.profile.Profile` (its settings, runs,
-options and paths), which the steps below share.
+``weince report`` and a bundle's verification run both, one after the other. Both take the
+resolved :class:`weince.pipeline.profile.Profile`.
 """
 
 from __future__ import annotations
@@ -21,12 +20,12 @@ from __future__ import annotations
 import datetime as _dt
 import shutil
 from pathlib import Path
-from typing import Any, Mapping
 
-from weince.pipeline.arms import grid_points
 from weince.pipeline.claims import load_claims
-from weince.pipeline.layout import VisionRun
+from weince.pipeline.layout import (VisionRun, files_for, norms_text_runs, norms_vision_runs,
+                                    run_dir, settings_for, summary_logs)
 from weince.pipeline.profile import Profile
+from weince.pipeline.protocol import protocol_options
 from weince.report import figures as figs
 from weince.report.claim_file import (ClaimRecord, claim_file, read_claim_files,
                                       write_claim_file)
@@ -51,7 +50,7 @@ def scale_line(prof: Profile, stage: str) -> str:
     """One line on the scale a stage ran at: profile, data, model, epochs, seeds; a
     rehearsal's (and a run on synthetic files') says so first."""
     line = _scale_line(prof, stage)
-    if prof.rehearsal and stage != "synthetic":   # C11 runs its own setting
+    if prof.rehearsal.enabled and stage != "synthetic":   # C11 runs its own setting
         return f"{rehearsal_note(prof.data_root)}. {line}"
     return line + data_note(prof.data_root)
 
@@ -59,7 +58,7 @@ def scale_line(prof: Profile, stage: str) -> str:
 def stages_run(prof: Profile) -> list[str]:
     """The training stages the profile ran (for the summary's scale line)."""
     out = []
-    if prof.vision_pairs:
+    if prof.vision.pairs:
         out.append("vision")
     if prof.settings("text")[0]:
         out.append("text")
@@ -69,55 +68,53 @@ def stages_run(prof: Profile) -> list[str]:
 def _scale_line(prof: Profile, stage: str) -> str:
     p = prof.name
     if stage == "vision":
-        v = prof.block("vision")
-        pre = v.get("pretrain") or {}
-        g = v.get("grid") or {}
-        grid = (f"; grid of {len(grid_points(g))} point(s) for "
-                f"{', '.join(g.get('arms', []))} chosen on val" if g.get("arms") else "")
-        opts = prof.options
+        v = prof.vision
+        pre = v.pretrain
+        grid = (f"; grid of {len(v.grid.points)} point(s) for "
+                f"{', '.join(v.grid.arms)} chosen on val" if v.grid.arms else "")
+        opts = protocol_options(prof)
         return (f"profile {p}: {pairs_text(prof)}, "
                 f"{pre.get('epochs', '?')} epoch(s), batch {pre.get('batch_size', '?')}, "
-                f"encoder seeds {', '.join(map(str, v.get('seeds', [])))}{grid}; "
+                f"encoder seeds {', '.join(map(str, v.seeds))}{grid}; "
                 + (f"options off the official protocol: {'; '.join(opts)}" if opts else
                    "official protocol (docs/protocol.md)"))
     if stage == "text":
-        t = prof.block("text")
-        s = t.get("simcse") or {}
-        data = t.get("corpus", "?") + (" (SYNTHETIC sentences and graded pairs made by the "
-                                       "project, a pipeline check; not wiki1m, not the STS "
-                                       "benchmark)" if t.get("corpus") == "synthetic" else "")
-        return (f"profile {p}: {', '.join(t.get('models', []))} on {data}, "
+        t = prof.text
+        s = t.simcse
+        data = t.corpus + (" (SYNTHETIC sentences and graded pairs made by the "
+                           "project, a pipeline check; not wiki1m, not the STS "
+                           "benchmark)" if t.corpus == "synthetic" else "")
+        return (f"profile {p}: {', '.join(t.models)} on {data}, "
                 f"{s.get('epochs', '?')} epoch(s), batch {s.get('batch_size', '?')}, "
-                f"encoder seeds {', '.join(map(str, t.get('seeds', [])))}")
+                f"encoder seeds {', '.join(map(str, t.seeds))}")
     if stage == "timing":
-        t = prof.block("timing").get("config") or {}
+        t = prof.timing.config
         mode = {"both": "compiled (eager timed too)", True: "compiled", False: "eager"}.get(
             t.get("compile", "eager"), t.get("compile", "eager"))
         return (f"profile {p}: timing on device "
-                f"{t.get('device', prof.config.get('device', 'auto'))}, "
+                f"{t.get('device', prof.device)}, "
                 f"whole step with backbone {t.get('backbone', '?')} at "
                 f"{t.get('image_size', '?')} px, 2 x {t.get('step_batch', '?')} views, "
                 f"loss {mode}")
     if stage == "synthetic":
-        nf = (prof.block("synthetic").get("noise_floor") or {})
+        nf = prof.noise_floor
         return (f"profile {p}: the paper's synthetic setting (numpy, no training), "
-                f"{nf.get('replicates', '?')} replicates at each n in "
-                f"{', '.join(map(str, nf.get('sample_sizes', [])))}, seed "
-                f"{nf.get('seed', '?')}")
+                f"{nf.replicates} replicates at each n in "
+                f"{', '.join(map(str, nf.sample_sizes))}, seed {nf.seed}")
     if stage == "norms":
-        a = prof.block("norms").get("analysis") or {}
-        return (f"profile {p}: embedding norms of {len(prof.norms_vision)} vision "
-                f"and {len(prof.norms_text)} text unit(s), {a.get('n_probes', '?')} "
+        a = prof.norms.analysis
+        return (f"profile {p}: embedding norms of {len(norms_vision_runs(prof))} vision "
+                f"and {len(norms_text_runs(prof))} text unit(s), {a.get('n_probes', '?')} "
                 f"probes, {a.get('resamples', '?')} minibatch resamplings (docs/norms.md)")
     return f"profile {p}"
 
 
 def _figures(prof: Profile, records: dict[str, ClaimRecord], fig_dir: Path) -> list[Path]:
     made: list[Path] = []
-    profile, evt_arms = prof.name, prof.evt_arms
-    seeds = prof.block("vision").get("seeds")
-    logs = prof.summary_logs()
-    for d, b in prof.vision_pairs:
+    profile, evt_arms = prof.name, prof.vision.evt.arms
+    seeds = prof.vision.seeds
+    logs = summary_logs(prof)
+    for d, b in prof.vision.pairs:
         stem = f"lambda_training_{d}_{b}"
         f = figs.training_curves_figure(figs.training_curves(logs.pop(stem)),
                                         fig_dir / f"{stem}.png",
@@ -125,7 +122,7 @@ def _figures(prof: Profile, records: dict[str, ClaimRecord], fig_dir: Path) -> l
         if f:
             made.append(f)
         if evt_arms and seeds:
-            run = prof.run_dir(VisionRun(d, b, evt_arms[0], int(seeds[0])))
+            run = run_dir(prof, VisionRun(d, b, evt_arms[0], int(seeds[0])))
             made += figs.collect_evt_figures(run, fig_dir / "evt", f"{d}_{b}_{evt_arms[0]}")
     for stem, text_logs in logs.items():   # the text models'
         f = figs.training_curves_figure(
@@ -176,13 +173,13 @@ def evaluate(prof: Profile, *, claims_path: str | Path | None = None,
     for claim in reg["claims"]:
         if only is not None and claim["id"] not in only:
             continue
-        settings, arms = prof.settings(claim["stage"])
+        settings, arms = settings_for(prof, claim["stage"])
         # a text setting is judged only when the weights that ran are the named model
-        settings, claim_files = text_identity(settings, arms, prof.files,
-                                              prof.block("text").get("model_paths"))
+        settings, claim_files = text_identity(settings, arms, files_for(prof),
+                                              prof.text.model_paths)
         res = evaluate_claim(claim, settings, arms, claim_files, alpha=alpha,
                              scale=scale_line(prof, claim["stage"]))
-        if prof.rehearsal:
+        if prof.rehearsal.enabled:
             res = withhold_verdicts(res)
         res.notes = claim_notes(prof, claim)
         results.append(res)
@@ -211,7 +208,7 @@ def write_tables(results: list[ClaimResult], prof: Profile, out: Path,
     for res in results:
         stem = f"table_{res.claim['id'].lower()}"
         (out / f"{stem}.md").write_text(claim_markdown(res, info, claim_nav(ids, res.claim["id"]))
-                                        + selection_section(prof.config, res.claim))
+                                        + selection_section(prof, res.claim))
         (out / f"{stem}.tex").write_text(claim_latex(res, info))
         written += [out / f"{stem}.md", out / f"{stem}.tex",
                     write_claim_file(res, claim_file(out, res.claim["id"]))]
@@ -270,7 +267,7 @@ def with_forest_section(summary: str, forests: list[Path], out: Path) -> str:
     return summary + "\n" + section
 
 
-def build_report(cfg: Mapping[str, Any], *, claims_path: str | Path | None = None,
+def build_report(prof: Profile, *, claims_path: str | Path | None = None,
                  out_dir: str | Path | None = None, with_figures: bool = True,
                  only: list[str] | None = None, summary: bool = True,
                  draw_forests: bool = True) -> list[ClaimResult]:
@@ -278,9 +275,8 @@ def build_report(cfg: Mapping[str, Any], *, claims_path: str | Path | None = Non
     file and (``summary``) the summary built from those files.
 
     Args:
-        cfg: the workflow config of one profile, resolved here once into its
-            :class:`Profile`.
-        claims_path: the registry (default ``cfg["claims"]``).
+        prof: the profile (:meth:`Profile.of` of its workflow config).
+        claims_path: the registry (default the profile's).
         out_dir: default ``{reports}/{profile}``.
         with_figures: draw ``figures/`` (summary only), the forest plots included.
         only: claim ids to evaluate; None = all.
@@ -296,7 +292,6 @@ def build_report(cfg: Mapping[str, Any], *, claims_path: str | Path | None = Non
     """
     if summary and only is not None:
         raise ValueError("the summary lists every claim: call with only=None")
-    prof = Profile.of(cfg)
     results = evaluate(prof, claims_path=claims_path, only=only)
     out = Path(out_dir) if out_dir else prof.report_dir
     out.mkdir(parents=True, exist_ok=True)
@@ -337,7 +332,7 @@ def _forest_paths(records: list[ClaimRecord], fig_dir: Path,
     return made
 
 
-def build_summary(cfg: Mapping[str, Any], *, claims_path: str | Path | None = None,
+def build_summary(prof: Profile, *, claims_path: str | Path | None = None,
                   out_dir: str | Path | None = None, with_figures: bool = True,
                   forests: dict[str, str | Path] | None = None, draw_forests: bool = True
                   ) -> list[ClaimRecord]:
@@ -352,7 +347,6 @@ def build_summary(cfg: Mapping[str, Any], *, claims_path: str | Path | None = No
         FileNotFoundError / ValueError: a claim file is missing or malformed (the message
             names it and the rule that writes it).
     """
-    prof = Profile.of(cfg)
     out = Path(out_dir) if out_dir else prof.report_dir
     return _write_summary(prof, claims_path=claims_path, out=out, with_figures=with_figures,
                           forests=forests, draw_forests=draw_forests)
@@ -373,7 +367,7 @@ def _write_summary(prof: Profile, *, claims_path: str | Path | None, out: Path,
     made = _figures(prof, {r.id: r for r in records}, fig_dir) if with_figures else []
     forest_pngs = _forest_paths(records, fig_dir, forests, draw_forests) if with_figures else []
     scale = scale_items(prof)
-    if prof.rehearsal:
+    if prof.rehearsal.enabled:
         scale = [rehearsal_note(prof.data_root), *scale]
     elif data_note(prof.data_root):
         scale = [*scale, data_note(prof.data_root).removeprefix("; ")]

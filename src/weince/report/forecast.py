@@ -45,6 +45,7 @@ import yaml
 
 from weince.pipeline.arms import resolve_arm, split_arm
 from weince.pipeline import layout
+from weince.pipeline.profile import Profile
 from weince.pipeline.benchmarks import job_times, per_rule
 from weince.pipeline.claims import load_claims
 # the official split sizes and the paper's runs: one home, the cost model
@@ -120,14 +121,14 @@ def _measurements(cfg: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[
     """The rehearsal's timed runs: one dict per train.json with ``step_timing``."""
     root, profile = cfg.get("results", "results"), cfg["profile"]
     vis, txt = [], []
-    for r in [*layout.vision_runs(cfg), *layout.vision_runs(cfg, grid=True),
+    for r in [*layout.vision_runs(Profile.of(cfg)), *layout.vision_runs(Profile.of(cfg), grid=True),
               *ablation_runs(cfg)]:
         d = _load(r.dir(root, profile) / "train.json")
         if d and (d.get("step_timing") or {}).get("step_s_median"):
             vis.append({"dataset": r.dataset, "backbone": r.backbone, "arm": r.arm,
                         "seed": r.seed, "loss": d.get("loss"), "batch": d.get("batch_size"),
                         **d["step_timing"]})
-    for r in layout.text_runs(cfg):
+    for r in layout.text_runs(Profile.of(cfg)):
         d = _load(r.dir(root, profile) / "train.json")
         if d and (d.get("step_timing") or {}).get("step_s_median"):
             ident = d.get("model_identity") or {}
@@ -281,7 +282,7 @@ def _text_costs(fc: Forecast, paper: dict[str, Any], txt: list[dict[str, Any]]) 
             if m["peak_mem_mb"] > mem["peak_mem_mb"]:
                 mem.update(peak_mem_mb=m["peak_mem_mb"], kind=m["peak_mem_kind"],
                            batch=m["batch"], at=m["arm"])
-        for r in layout.text_runs(paper):
+        for r in layout.text_runs(Profile.of(paper)):
             rc = RunCost("text", r.model, r.arm, r.seed, r.arm, steps)
             if t_by.get(r.arm):
                 rc.step_s, rc.source = _median(t_by[r.arm]), f"{r.arm} measured"
@@ -299,7 +300,7 @@ def _text_costs(fc: Forecast, paper: dict[str, Any], txt: list[dict[str, Any]]) 
 
 def _claim_costs(fc: Forecast, cfg: dict[str, Any], paper: dict[str, Any]) -> None:
     """The cost of each claim (the runs it needs) and of the ablation arms."""
-    pairs = set(layout.vision_pairs(paper))
+    pairs = set(Profile.of(paper).vision.pairs)
     for claim in load_claims(cfg.get("claims", "config/claims.yaml"))["claims"]:
         stage = claim.get("stage")
         if stage == "vision":

@@ -21,8 +21,9 @@ from typing import Any
 
 import re
 
-from weince.pipeline.arms import grid_points
+from weince.pipeline.layout import norms_text_runs, norms_vision_runs
 from weince.pipeline.profile import Profile
+from weince.pipeline.protocol import protocol_options
 from weince.report.stats import Estimate
 from weince.utils.vocabulary import NOT_REPRODUCED, PARTIAL, REPRODUCED
 
@@ -232,46 +233,39 @@ def doc_links(text: str) -> str:
 def pairs_text(prof: Profile) -> str:
     """The vision pairs the profile runs: ``d x b, ...`` when ``vision.pairs`` narrows them,
     else ``datasets x backbones``."""
-    v = prof.block("vision")
-    if v.get("pairs") is not None:
-        return ", ".join(f"{d} x {b}" for d, b in prof.vision_pairs) or "none"
-    return (f"{', '.join(v.get('datasets', [])) or 'none'} x "
-            f"{', '.join(v.get('backbones', [])) or 'none'}")
+    v = prof.vision
+    if len(v.pairs) != len(v.datasets) * len(v.backbones):
+        return ", ".join(f"{d} x {b}" for d, b in v.pairs) or "none"
+    return f"{', '.join(v.datasets) or 'none'} x {', '.join(v.backbones) or 'none'}"
 
 
 def scale_items(prof: Profile) -> list[str]:
     """What the profile ran, one short item per stage (the claim pages have the details)."""
     items = []
-    v = prof.block("vision")
-    if v.get("enabled", True) and v.get("datasets"):
-        pre = v.get("pretrain") or {}
-        items.append(f"vision: {pairs_text(prof)}, {pre.get('epochs', '?')} epoch(s), "
-                     f"encoder seeds "
-                     f"{', '.join(map(str, v.get('seeds', [])))}")
-        g = v.get("grid") or {}
-        if g.get("arms"):
-            items.append(f"grid: {len(grid_points(g))} point(s) for {', '.join(g['arms'])} at "
-                         f"seed(s) {', '.join(map(str, g.get('seeds', [])))}, chosen on "
-                         f"validation")
-        opts = prof.options
+    v = prof.vision
+    if v.enabled and v.datasets:
+        items.append(f"vision: {pairs_text(prof)}, {v.pretrain.get('epochs', '?')} epoch(s), "
+                     f"encoder seeds {', '.join(map(str, v.seeds))}")
+        g = v.grid
+        if g.arms:
+            items.append(f"grid: {len(g.points)} point(s) for {', '.join(g.arms)} at "
+                         f"seed(s) {', '.join(map(str, g.seeds))}, chosen on validation")
+        opts = protocol_options(prof)
         if opts:
             items.append(f"{len(opts)} option(s) off the official protocol, listed on every "
                          f"vision claim's page (docs/protocol.md)")
-    t = prof.block("text")
-    if t.get("enabled", True) and t.get("models"):
-        s = t.get("simcse") or {}
-        corpus = t.get("corpus", "?")
-        items.append(f"text: {', '.join(t['models'])} on "
+    t = prof.text
+    if t.enabled and t.models:
+        items.append(f"text: {', '.join(t.models)} on "
                      + ("SYNTHETIC sentences and pairs (a pipeline check, not STS-B)"
-                        if corpus == "synthetic" else corpus)
-                     + f", {s.get('epochs', '?')} epoch(s), seeds "
-                     f"{', '.join(map(str, t.get('seeds', [])))}")
-    tm = prof.block("timing")
-    if tm.get("enabled", False):
-        tc = tm.get("config") or {}
+                        if t.corpus == "synthetic" else t.corpus)
+                     + f", {t.simcse.get('epochs', '?')} epoch(s), seeds "
+                     f"{', '.join(map(str, t.seeds))}")
+    if prof.timing.enabled:
+        tc = prof.timing.config
         items.append(f"timing: {tc.get('backbone', '?')} step on "
-                     f"{tc.get('device', prof.config.get('device', 'auto'))}")
-    nv, nt = prof.norms_vision, prof.norms_text
+                     f"{tc.get('device', prof.device)}")
+    nv, nt = norms_vision_runs(prof), norms_text_runs(prof)
     if nv or nt:
         items.append(f"norms: {len(nv)} vision and {len(nt)} text unit(s)")
     return items
@@ -283,19 +277,19 @@ def claim_notes(prof: Profile, claim: dict[str, Any]) -> list[str]:
     (how many grid points, at which seeds, for which arms), which are different facts."""
     out = []
     if claim.get("paper_selection"):
-        v = prof.block("vision")
-        g = v.get("grid") or {}
+        v = prof.vision
+        g = v.grid
         arms = [a for a in [claim["arms"].get("primary"), *claim["arms"].get("others", [])]
                 if a]
-        tuned = [a for a in arms if a in (g.get("arms") or [])]
+        tuned = [a for a in arms if a in g.arms]
         fixed = [a for a in arms if a not in tuned and a != claim["arms"].get("baseline")
-                 and a in (v.get("arms") or [])]
-        n = len(grid_points(g))
+                 and a in v.arms]
+        n = len(g.points)
         here = []
         if tuned and n:
             here.append(f"{', '.join(tuned)}: the best of {n} grid point(s) of this profile "
-                        f"({', '.join(grid_points(g))}) at encoder seed(s) "
-                        f"{', '.join(map(str, g.get('seeds', [])))}, chosen on validation")
+                        f"({', '.join(g.points)}) at encoder seed(s) "
+                        f"{', '.join(map(str, g.seeds))}, chosen on validation")
         if fixed:
             here.append(f"{', '.join(fixed)}: one fixed configuration")
         base = claim["arms"].get("baseline")

@@ -23,16 +23,12 @@ from typing import Any, Callable
 from weince.pipeline.layout import Setting
 from weince.utils.vocabulary import REHEARSAL
 
-__all__ = ["is_rehearsal", "withhold_verdicts", "rehearsal_note", "data_note",
+__all__ = ["withhold_verdicts", "rehearsal_note", "data_note",
            "text_identity", "REHEARSAL"]
 
 # C9: lambda = 0 is InfoNCE exactly, at any size; C11: the paper's synthetic experiment at
 # its own setting (numpy, no training), the same run in a rehearsal as anywhere
 KEEPS_VERDICT = ("exact", "noise_floor")
-
-
-def is_rehearsal(cfg: dict[str, Any]) -> bool:
-    return bool((cfg.get("rehearsal") or {}).get("enabled"))
 
 
 def rehearsal_note(data_root: str | None = None) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from weince.pipeline.profile import Profile
 from weince.pipeline.selection import selection_paths
 from weince.utils.results import load_result
 
@@ -48,10 +49,10 @@ def selection_markdown(selections: Mapping[str, Mapping[str, Any]], metrics: Seq
     return "\n".join(lines) + "\n"
 
 
-def selection_section(cfg: Mapping[str, Any], claim: Mapping[str, Any]) -> str:
+def selection_section(prof: Profile, claim: Mapping[str, Any]) -> str:
     """The grid-selection section of a linear/k-NN claim table ("" when none applies);
     selections not yet computed are left out."""
-    paths = {k: p for k, p in selection_paths(cfg, claim).items() if p.exists()}
+    paths = {k: p for k, p in selection_paths(prof, claim).items() if p.exists()}
     if not paths:
         return ""
     metrics = None
