@@ -50,7 +50,7 @@ def copy_workflow():
 # process is left with a long module at the end while the other one idles.
 LONGEST_FIRST = (
     "tests/workflow/test_workflow.py",            # 165 s: the smoke DAG, killed and resumed
-    "tests/pipeline/test_cost.py",                # ~90 s of CPU: the paper profile's dry run
+    "tests/cost/test_estimate.py",                # ~90 s of CPU: the paper profile's dry run
     "tests/train/test_step_compile.py",           # 77 s: four Inductor compilations
     "tests/test_gpu_acceptance.py",               # 67 s: the acceptance script's CPU mode
     "tests/train/test_torchrun_simcse_rule.py",   # 53 s

@@ -138,11 +138,13 @@ def test_planner_profile_without_the_slurm_plugin_keeps_the_resources(plan, tmp_
 
 @pytest.mark.slow
 def test_planner_runs_without_the_slurm_plugin(plan, monkeypatch, capsys):
-    """The planner prints jobs and GPU-hours with the plugin hidden, the same as with it."""
-    plan.main(["--configfile", "config/smoke.yaml"])
+    """`weince plan` prints jobs and GPU-hours with the plugin hidden, the same as with it."""
+    from weince.cli import main as cli
+
+    cli(["plan", "--configfile", "config/smoke.yaml"])
     with_plugin = capsys.readouterr().out
     monkeypatch.setattr(plan, "_has_module", lambda name: name != "snakemake_executor_plugin_slurm")
-    plan.main(["--configfile", "config/smoke.yaml"])
+    cli(["plan", "--configfile", "config/smoke.yaml"])
     without = capsys.readouterr().out
     assert "SLURM jobs" in without and "GPU-hours" in without
     assert without == with_plugin
