@@ -166,7 +166,9 @@ def summarise(jobs: list[JobInfo]) -> list[dict]:
         r["gpu_hours"] += j.gpus * j.runtime_min / 60.0
 
     def fmt(values: set) -> str:
-        vals = sorted(values, key=str)
+        # numbers by value (a range reads low-high), names alphabetically
+        vals = sorted(values, key=lambda v: (isinstance(v, str), v if not isinstance(v, str)
+                                             else 0, str(v)))
         return str(vals[0]) if len(vals) == 1 else f"{vals[0]}-{vals[-1]}"
 
     out = []
