@@ -97,21 +97,26 @@ def _fmt(x: float) -> str:
 
 def calibration_markdown() -> str:
     """Each published measurement, what it measured, and the model's range for it."""
-    band = load_devices()["band"]
+    data = load_devices()
+    band = data["band"]
     L = ["| measurement | used for | GPU | what was measured | measured | predicted range | "
          "inside | source |", "| --- | --- | --- | --- | ---: | ---: | --- | --- |"]
     for r in calibration_rows():
+        src = next(m["source"] for m in data["measurements"] if m["id"] == r["id"])
         L.append(f"| {r['id']} | {r['use']} | {r['gpu']} | {_cell(r['what'])} | "
                  f"{_fmt(r['measured'])} {r['unit']} | {_fmt(r['low'])}-{_fmt(r['high'])} | "
-                 f"{'yes' if r['inside'] else '**no**'} | {_cell(r['source'])}: "
-                 f"{_cell(r['url'])} |")
+                 f"{'yes' if r['inside'] else '**no**'} | {src} |")
     L += ["", f"Predicted range: the calibrated rate of the GPU, family and precision x "
           f"[{band['low']:g}, {band['high']:g}], divided by the model's counted FLOPs per "
           f"example. A calibration row sits inside by construction; the check rows were not "
-          f"fitted.", "", "Measured AMP speed-up over TF32 (the same source, the same GPU):",
-          "", "| GPU | family | AMP / TF32 |", "| --- | --- | ---: |"]
-    for s in amp_speedups():
-        L.append(f"| {s['gpu']} | {s['family']} | {s['speedup']:.2f}x |")
+          f"fitted. The 4-GPU row's figure is per GPU.", "", "Sources:", ""]
+    for key, src in data["sources"].items():
+        what = src["what"][:1].upper() + src["what"][1:]
+        L.append(f"- `{key}`: {src['title']}, {src['url']}. {what}.")
+    L += ["", "Measured AMP speed-up over TF32 (the same source, the same GPU):", "",
+          "| GPU | family | AMP / TF32 |", "| --- | --- | ---: |"]
+    for sp in amp_speedups():
+        L.append(f"| {sp['gpu']} | {sp['family']} | {sp['speedup']:.2f}x |")
     L += ["", "Where the evidence is thin:", ""] + [f"- {t}" for t in thin_evidence()]
     return "\n".join(L) + "\n"
 

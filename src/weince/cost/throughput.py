@@ -281,7 +281,7 @@ def calibration_rows() -> list[dict[str, Any]]:
             measured, unit = float(m["per_second"]), p["unit"]
             lo, hi = p["per_second"]
             shape = f"{size} px" if "image_size" in m else f"{size} tokens"
-            what = (f"{m['model']} {shape}, batch {m['batch'] or 'n/a'}, "
+            what = (f"{m['model']} {shape}, batch {m['batch'] or 'not stated'}, "
                     f"{m['precision'].upper()}, {m['gpus']} GPU{'s' if m['gpus'] > 1 else ''}")
         rows.append({"id": m["id"], "use": m["use"], "gpu": m["gpu"], "what": what,
                      "measured": measured, "unit": unit, "low": lo, "high": hi,
