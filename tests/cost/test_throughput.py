@@ -123,3 +123,16 @@ def test_weince_cost_refuses_what_it_cannot_price():
         cli(["cost", "--model", "resnet50", "--image-size", "224", "--gpu", "tpu"])
     with pytest.raises(ValueError, match="v100-16gb has no TF32"):
         tp.price_step("resnet50", 224, 8, "tf32", "v100-16gb")
+
+
+def test_the_schema_s_gpu_names_are_the_listed_devices():
+    from pathlib import Path
+
+    import yaml
+
+    schema = yaml.safe_load((Path(__file__).resolve().parents[2] / "workflow" / "schemas"
+                             / "config.schema.yaml").read_text())
+    c = schema["properties"]["cost"]["properties"]
+    one, many = c["gpu"]["oneOf"]
+    assert one["enum"] == many["items"]["enum"] == tp.device_names() == list(LISTED)
+    assert c["measured"]["items"]["properties"]["gpu"]["enum"] == tp.device_names()
