@@ -12,9 +12,9 @@ Each job's work, counted from the config and the FLOPs table (docs/cluster.md):
   ``cost.eval.host_images_per_s``;
 - ``collect_scores``: the forward passes of ``(n_batches + link_batches) x batch x 2``
   views;
-- ``linear`` / ``linear_head``: the probe's epochs over the cached features, one optimiser
-  step per batch at ``cost.eval.probe_step_s`` (a small eager step is launch-bound, not
-  FLOP-bound), for every probe seed of the run's arm;
+- ``linear`` / ``linear_head``: the probe's epochs over the cached training features (less
+  the validation fraction), one optimiser step per batch at ``cost.eval.probe_step_s`` (a
+  small eager step is launch-bound, not FLOP-bound; the run's probe seeds share each step);
 - ``knn``: the ``queries x training features x dims`` similarity matmuls of every split
   seed;
 - ``pot`` / ``link``: CPU fits, ``cost.eval.fit_s`` each (POT: the fit, its bootstrap and
@@ -95,11 +95,13 @@ def _linear(cfg, wc, e):
     lin = probe_kwargs(cfg, wc.get("arm", ""))
     seeds = len(lin.get("seeds") or [1])
     epochs, batch = int(lin.get("epochs", 100)), int(lin.get("batch_size", 256))
-    steps = seeds * epochs * math.ceil(v["n_train"] / batch)
-    flops = seeds * epochs * (v["n_train"] + v["n_test"]) * 6.0 * v["feat"] \
+    n_fit = math.ceil(v["n_train"] * (1.0 - float(lin.get("val_frac", 0.2))))
+    # the probe seeds train together, one batched step (weince.eval.linear)
+    steps = epochs * math.ceil(n_fit / batch)
+    flops = seeds * epochs * (n_fit + v["n_train"] + v["n_test"]) * 6.0 * v["feat"] \
         * v["spec"]["classes"]
     return (steps * e["probe_step_s"] + flops / v["rate"],
-            f"{seeds} probe seed(s) x {epochs} epochs: {steps:,} steps")
+            f"{epochs} epochs of {seeds} probe seed(s) in one batched step: {steps:,} steps")
 
 
 def _knn(cfg, wc, e):
