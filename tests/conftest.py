@@ -309,7 +309,7 @@ def verify_no_torch() -> str:
 LONGEST_FIRST = (
     "tests/workflow/test_workflow.py",            # the smoke DAG, once
     "tests/workflow/test_resume.py",              # slow tier: the smoke DAG killed and resumed
-    "tests/pipeline/test_cost.py",                # slow tier: the paper profile's dry runs
+    "tests/cost/test_estimate.py",                # slow tier: the paper profile's dry runs
     "tests/train/test_step_compile.py",           # slow tier: four Inductor compilations
     "tests/test_gpu_acceptance.py",               # slow tier: the acceptance script's CPU mode
     "tests/train/test_torchrun_simcse_rule.py",   # slow tier

@@ -3,7 +3,8 @@
     0  weince.data, weince.models, weince.losses, weince.evt, weince.utils
     1  weince.train, weince.eval, weince.norms (the analysis), weince.timing
     2  weince.pipeline (what a profile asks for), weince.report (pages from result files),
-       weince.bundle (a profile's results as a checkable archive)
+       weince.bundle (a profile's results as a checkable archive), weince.cost (what it
+       costs: FLOPs, GPU-hours, SLURM requests, the forecast)
     3  the command line: the package weince.cli, the dispatcher and one module per
        ``weince <command>``, and nothing else (a command module elsewhere fails)
 
@@ -33,7 +34,7 @@ import weince
 ROOT = Path(weince.__file__).resolve().parent
 LAYERS = {"data": 0, "models": 0, "losses": 0, "evt": 0, "utils": 0,
           "train": 1, "eval": 1, "norms": 1, "timing": 1,
-          "pipeline": 2, "report": 2, "bundle": 2,
+          "pipeline": 2, "report": 2, "bundle": 2, "cost": 2,
           "cli": 3}
 
 

@@ -18,7 +18,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -116,10 +115,7 @@ def repo_copy(tmp_path) -> Path:
 
 @pytest.fixture(scope="session")
 def plan():
-    """workflow/tools/plan.py as a module (dry-run listing parser)."""
-    spec = importlib.util.spec_from_file_location(
-        "weince_slurm_plan", REPO / "workflow" / "tools" / "plan.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    """The dry-run planner of ``weince plan`` (weince.cost.plan)."""
+    from weince.cost import plan as planner
+
+    return planner

@@ -407,7 +407,7 @@ def test_capped_run_continues_as_segments_from_its_checkpoint(slurm_cluster, rep
     segments (the rule's retries), each ended by SLURM at the cap and resumed from the
     checkpoint by the next attempt, until the run is complete and equal in its epochs to an
     uninterrupted one (each epoch logged once)."""
-    from weince.pipeline.cost import job_runtime, retries_for
+    from weince.cost.estimate import job_runtime, retries_for
 
     work = repo_copy
     smoke = yaml.safe_load((work / SMOKE_ARGS[1]).read_text())
@@ -418,7 +418,9 @@ def test_capped_run_continues_as_segments_from_its_checkpoint(slurm_cluster, rep
     # for a loaded machine (each job trains for about a minute after its start-up)
     cost = {"enabled": True, "max_runtime": CAPPED_MINUTES, "overhead_min": 0,
             "safety_factor": 1.0, "extra_restarts": 1,
-            "step_s": {key: 2880.0 / (CAPPED_EPOCHS * (1438 // 8))}}
+            "measured": [{"gpu": "h100-sxm", "setting": key, "precision": "tf32", "batch": 8,
+                          "step_s": 2880.0 / (CAPPED_EPOCHS * (1438 // 8)),
+                          "source": "a made-up step time: 48 minutes of training"}]}
     override.write_text(yaml.safe_dump({
         # keep_checkpoint: a segment that ends training seconds before the cap can be killed
         # while Snakemake stores its outputs, which Snakemake then deletes; the next

@@ -98,6 +98,14 @@ def test_profiles_are_valid_yaml_with_the_slurm_executor():
     assert test["default-resources"]["slurm_partition"] == "test"
 
 
+def test_summarise_prints_a_runtime_range_low_to_high(plan):
+    """Requests that follow each job's work differ: the range reads by value (6-10, not the
+    string order 10-6)."""
+    jobs = [plan.JobInfo("linear", False, [f"o{i}"], {"runtime": str(m), "gpu": "1"})
+            for i, m in enumerate((10, 6, 9))]
+    assert plan.summarise(jobs)[0]["runtime_min"] == "6-10"
+
+
 @pytest.mark.slow
 def test_slurm_profile_dry_run_routes_gpu_rules_to_the_gpu_partition(plan):
     """A dry run with the real profile (no SLURM needed): every job gets the account from
@@ -138,11 +146,13 @@ def test_planner_profile_without_the_slurm_plugin_keeps_the_resources(plan, tmp_
 
 @pytest.mark.slow
 def test_planner_runs_without_the_slurm_plugin(plan, monkeypatch, capsys):
-    """The planner prints jobs and GPU-hours with the plugin hidden, the same as with it."""
-    plan.main(["--configfile", "config/smoke.yaml"])
+    """`weince plan` prints jobs and GPU-hours with the plugin hidden, the same as with it."""
+    from weince.cli import main as cli
+
+    cli(["plan", "--configfile", "config/smoke.yaml"])
     with_plugin = capsys.readouterr().out
     monkeypatch.setattr(plan, "_has_module", lambda name: name != "snakemake_executor_plugin_slurm")
-    plan.main(["--configfile", "config/smoke.yaml"])
+    cli(["plan", "--configfile", "config/smoke.yaml"])
     without = capsys.readouterr().out
     assert "SLURM jobs" in without and "GPU-hours" in without
     assert without == with_plugin

@@ -96,10 +96,10 @@ def test_model_location_prefers_model_paths_then_a_local_copy(tmp_path):
                                                                 "model_paths")
 
 
-def _timing(step_s, batch, device="cpu"):
+def _timing(step_s, batch, device="cpu", name=None):
     return {"step_s_median": step_s, "step_s_mean": step_s, "n_timed": 3, "warmup": 1,
             "steps_seen": 4, "peak_mem_mb": 1234.0, "peak_mem_kind": "cpu_max_rss",
-            "device": device, "device_name": device}
+            "device": device, "device_name": name or device}
 
 
 def _write_runs(cfg, step_s=2.0):
@@ -122,7 +122,7 @@ def _write_runs(cfg, step_s=2.0):
 
 
 def test_forecast_multiplies_measured_steps_by_the_paper_sizes(tmp_path):
-    from weince.report.forecast import build_forecast, forecast_markdown, write_forecast
+    from weince.cost.forecast import build_forecast, forecast_markdown, write_forecast
 
     cfg = rehearsal_cfg(tmp_path)
     _write_runs(cfg, step_s=2.0)
@@ -151,13 +151,13 @@ def test_forecast_multiplies_measured_steps_by_the_paper_sizes(tmp_path):
     # are labelled as this machine's, not a forecast
     assert "GPU-hours" in md.split("## This rehearsal")[0]
     assert "not a forecast of the paper run" in md
-    assert fc.measured_step_s() == {}                  # a CPU's step times reach no estimate
+    assert fc.measured_entries() == []                 # a CPU's step times reach no estimate
     md_path, res_path = write_forecast(fc, tmp_path / "reports")
     assert md_path.read_text() == md
 
 
 def test_resources_overlay_has_the_paper_shape_and_passes_the_schema(tmp_path):
-    from weince.report.forecast import build_forecast, resources_overlay, write_forecast
+    from weince.cost.forecast import build_forecast, resources_overlay, write_forecast
 
     cfg = rehearsal_cfg(tmp_path)
     _write_runs(cfg, step_s=2.0)
@@ -239,7 +239,7 @@ def test_a_text_row_is_a_scale_model_unless_the_named_weights_ran(tmp_path):
 
 
 def test_benchmark_folders_that_are_not_rules_stay_out_of_the_overlay(tmp_path):
-    from weince.report.forecast import build_forecast, resources_overlay
+    from weince.cost.forecast import build_forecast, resources_overlay
 
     cfg = rehearsal_cfg(tmp_path)
     _write_runs(cfg, step_s=2.0)
@@ -301,8 +301,8 @@ def test_forecast_fills_pairs_not_rehearsed_from_the_same_backbone(tmp_path):
     it is, stl10 (96 px) and tinyimagenet (64 px) scaled by the ratio of counted FLOPs (not
     pixels: STL-10's 7x7 stem makes its step cheaper) and marked; ViT-S, never measured,
     stays unmeasured."""
-    from weince.pipeline.cost import vision_step_flops
-    from weince.report.forecast import build_forecast, forecast_markdown
+    from weince.cost.estimate import vision_step_flops
+    from weince.cost.forecast import build_forecast, forecast_markdown
 
     cfg = rehearsal_cfg(tmp_path)
     _write_runs(cfg, step_s=2.0)
@@ -318,8 +318,8 @@ def test_forecast_fills_pairs_not_rehearsed_from_the_same_backbone(tmp_path):
     same, stl, tiny = step("cifar10/resnet18"), step("stl10/resnet18"), \
         step("tinyimagenet/resnet18")
     assert same.filled and same.step_s == base.step_s and "same 32px" in same.source
-    flops = {d: vision_step_flops("resnet18", size, 3, 256) for d, size in
-             (("cifar100", 32), ("stl10", 96), ("tinyimagenet", 64))}
+    flops = {d: vision_step_flops("resnet18", d, 256) for d in
+             ("cifar100", "stl10", "tinyimagenet")}
     assert stl.step_s == pytest.approx(flops["stl10"] / flops["cifar100"] * base.step_s)
     assert stl.step_s < base.step_s < tiny.step_s     # 96 px with the 7x7 stem is cheaper
     assert stl.source.startswith("estimate") and "counted FLOPs" in stl.source
@@ -333,10 +333,11 @@ def test_forecast_fills_pairs_not_rehearsed_from_the_same_backbone(tmp_path):
 
 def test_a_gpu_rehearsal_replaces_the_estimate_of_the_settings_it_measured(tmp_path):
     """Step times measured on a GPU become that setting's figure on the page (`measured`)
-    and its `cost.step_s` in resources.yaml, which the jobs' runtime then follows; the other
-    settings keep their counted-FLOPs estimate."""
-    from weince.pipeline.cost import job_runtime
-    from weince.report.forecast import build_forecast, forecast_markdown, resources_overlay
+    and its `cost.measured` entries in resources.yaml (filed under the devices.yaml key of
+    the GPU that ran them, one per arm, at the batch it ran), which the jobs' runtime then
+    follows; the other settings keep their counted-FLOPs estimate."""
+    from weince.cost.estimate import job_runtime
+    from weince.cost.forecast import build_forecast, forecast_markdown, resources_overlay
 
     cfg = rehearsal_cfg(tmp_path, gpu=True)
     from weince.pipeline import layout
@@ -348,12 +349,17 @@ def test_a_gpu_rehearsal_replaces_the_estimate_of_the_settings_it_measured(tmp_p
             d.mkdir(parents=True, exist_ok=True)
             (d / "train.json").write_text(json.dumps(
                 {"loss": "weince", "batch_size": 256,
-                 "step_timing": _timing(0.02, 256, device="cuda")}))
+                 "step_timing": _timing(0.02, 256, device="cuda",
+                                        name="NVIDIA H100 80GB HBM3")}))
     fc = build_forecast(cfg)
     assert fc.unit == "GPU-hours"
-    assert fc.measured_step_s() == {"cifar100/resnet18": 0.02}
+    entries = fc.measured_entries()
+    assert {(e["gpu"], e["setting"], e["precision"], e["batch"], e["step_s"])
+            for e in entries} == {("h100-sxm", "cifar100/resnet18", "tf32", 256, 0.02)}
+    assert len({e["arm"] for e in entries}) == len(entries) > 1
+    assert all("NVIDIA H100 80GB HBM3" in e["source"] for e in entries)
     over = resources_overlay(fc)
-    assert over["cost"] == {"step_s": {"cifar100/resnet18": 0.02}}
+    assert over["cost"] == {"measured": entries}
     md = forecast_markdown(fc)
     row = next(line for line in md.splitlines() if line.startswith("| cifar100/resnet18 |"))
     assert "(measured)" in row
@@ -364,3 +370,24 @@ def test_a_gpu_rehearsal_replaces_the_estimate_of_the_settings_it_measured(tmp_p
     assert job_runtime(paper, "cifar100/resnet18")["runtime"] == math.ceil(
         0.02 * steps / 60 * paper["cost"]["safety_factor"] + paper["cost"]["overhead_min"])
     check_config(paper, SCHEMA, ["config/paper.yaml", "resources.yaml"])
+
+
+def test_a_gpu_devices_yaml_does_not_list_measures_no_estimate_and_says_so(tmp_path):
+    """An A100 PCIe (its clocks are not the SXM part's): its step times stay on the page
+    as this rehearsal's, no `cost.measured` entry is filed under another GPU's name."""
+    from weince.cost.forecast import build_forecast, forecast_markdown, resources_overlay
+
+    cfg = rehearsal_cfg(tmp_path, gpu=True)
+    from weince.pipeline import layout
+
+    r = next(r for r in layout.vision_runs(cfg) if (r.dataset, r.backbone) ==
+             ("cifar100", "resnet18"))
+    d = r.dir(cfg["results"], cfg["profile"])
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "train.json").write_text(json.dumps(
+        {"loss": "infonce", "batch_size": 256,
+         "step_timing": _timing(0.02, 256, device="cuda", name="NVIDIA A100 80GB PCIe")}))
+    fc = build_forecast(cfg)
+    assert fc.unit == "GPU-hours" and fc.measured_entries() == []
+    assert "cost" not in resources_overlay(fc)
+    assert "NVIDIA A100 80GB PCIe" in forecast_markdown(fc) and "devices.yaml" in " ".join(fc.notes)

@@ -8,7 +8,8 @@ import re
 from weince.pipeline.arms import split_arm
 from weince.pipeline import layout
 from weince.pipeline.ablations import ablation_inputs, ablation_outputs, ablation_plan
-from weince.pipeline.cost import cost_settings, job_runtime, retries_for
+from weince.cost.estimate import cost_settings, job_runtime, retries_for
+from weince.cost.evaljobs import EVAL_RULES, eval_job_runtime
 from weince.pipeline.norms import norms_outputs, norms_results
 from weince.pipeline.stages import (
     PRETRAINED_ARM,
@@ -74,14 +75,29 @@ wildcard_constraints:
 def resources_for(rule_name):
     """gpu / mem_mb / runtime of a rule: config resources[rule] over resources[default];
     with `cost.enabled`, a pretrain or simcse job's runtime is its own setting's estimate
-    (weince.pipeline.cost.job_runtime, docs/cost.md)."""
+    on the slowest GPU of cost.gpu (weince.cost.estimate.job_runtime), and an evaluation
+    job's follows its counted work (weince.cost.evaljobs; at least resources[rule].runtime
+    when the config sets one, e.g. a rehearsal's measured overlay); docs/cost.md."""
     res = PROFILE.resources
     out = {"gpu": 0, "mem_mb": 2000, "runtime": 30}
     out.update({k: v for k, v in res.get("default", {}).items() if k != "threads"})
     out.update({k: v for k, v in res.get(rule_name, {}).items() if k != "threads"})
     if cost_settings(PROFILE.config)["enabled"] and rule_name in ("pretrain", "simcse"):
         out["runtime"] = estimated_runtime
+    elif cost_settings(config)["enabled"] and rule_name in EVAL_RULES:
+        out["runtime"] = work_runtime(rule_name, res.get(rule_name, {}).get("runtime"))
     return out
+
+
+def work_runtime(rule_name, floor):
+    """Minutes of one evaluation job of `rule_name` from its counted work
+    (weince.cost.evaljobs.eval_job_runtime), at least `floor` when set."""
+
+    def runtime(wildcards, attempt):
+        need = eval_job_runtime(config, rule_name, dict(wildcards.items()))["runtime"]
+        return max(int(floor or 0), need)
+
+    return runtime
 
 
 def estimated_runtime(wildcards, attempt):
@@ -98,7 +114,7 @@ def estimated_runtime(wildcards, attempt):
 
 def training_retries(stage):
     """Resubmissions of a training job: its planned segments and cost.extra_restarts
-    (weince.pipeline.cost.retries_for), on the submitting side only: inside a SLURM job
+    (weince.cost.estimate.retries_for), on the submitting side only: inside a SLURM job
     a failed run is not restarted in the same allocation."""
     return None if workflow.remote_exec else retries_for(PROFILE.config, stage)
 

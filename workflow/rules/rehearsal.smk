@@ -1,7 +1,7 @@
 # The rehearsal (config/rehearsal.yaml): the cost forecast of the full paper run.
 # Reads every pretraining and SimCSE run's step_timing (train.json) and the paper profile's
 # sizes; writes reports/rehearsal/forecast.md and the resources.yaml overlay
-# (weince.report.forecast). Only a rehearsal profile (rehearsal.enabled) has this rule.
+# (weince.cost.forecast). Only a rehearsal profile (rehearsal.enabled) has this rule.
 
 from weince.pipeline.rehearsal import forecast_inputs, forecast_outputs
 

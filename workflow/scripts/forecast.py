@@ -1,4 +1,4 @@
-"""Snakemake adapter: the rehearsal's cost forecast of the paper run (weince.report.forecast)."""
+"""Snakemake adapter: the rehearsal's cost forecast of the paper run (weince.cost.forecast)."""
 
 from pathlib import Path
 
@@ -6,7 +6,7 @@ from weince.pipeline.logs import log_to
 
 with log_to(snakemake.log[0], resources=snakemake.resources,
             device=snakemake.config.get("device")):
-    from weince.report.forecast import build_forecast, write_forecast
+    from weince.cost.forecast import build_forecast, write_forecast
 
     fc = build_forecast(dict(snakemake.config))
     write_forecast(fc, Path(snakemake.output.md).parent)

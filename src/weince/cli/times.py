@@ -14,7 +14,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from weince.pipeline.benchmarks import job_times, per_rule
+from tabulate import tabulate
+
+from weince.cost.times import job_times, per_rule
 
 __all__ = ["add_arguments", "main"]
 
@@ -27,8 +29,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from tabulate import tabulate
-
     folder = Path(args.results) / args.profile / "benchmarks"
     times = job_times(folder)
     if not times:

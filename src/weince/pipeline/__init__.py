@@ -19,8 +19,10 @@
   against ``claims.schema.yaml``), ``load_claims``;
 - :mod:`~weince.pipeline.targets`: ``all_targets(config)``, the input of ``rule all``;
 - :mod:`~weince.pipeline.config`: the profile config's check against the schema;
-- :mod:`~weince.pipeline.logs`: ``log_to``, the log redirection of the rules' scripts;
-- :mod:`~weince.pipeline.benchmarks`: the rules' benchmark files per job and per rule.
+- :mod:`~weince.pipeline.logs`: ``log_to``, the log redirection of the rules' scripts.
+
+What the runs cost (FLOPs, GPU-hours, SLURM requests, the benchmark files per rule) is
+:mod:`weince.cost`'s.
 
 Nothing is imported here, so a rule's script imports only what it uses.
 """

@@ -6,7 +6,7 @@ from argparse import Namespace
 
 import pytest
 
-from weince.pipeline.benchmarks import job_times, per_rule
+from weince.cost.times import job_times, per_rule
 
 HEAD = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
 

@@ -3,9 +3,9 @@
 Every rule writes ``results/<profile>/benchmarks/<rule>/<job>.tsv`` (a rule with a single
 job: ``benchmarks/<name>.tsv``), Snakemake's columns ``s`` (wall seconds), ``max_rss`` (MB),
 ``cpu_time``, ... . ``weince times`` prints them per rule; the rehearsal's forecast reads
-them (:mod:`weince.report.forecast`).
+them (:mod:`weince.cost.forecast`).
 
-    from weince.pipeline.benchmarks import job_times, per_rule
+    from weince.cost.times import job_times, per_rule
     rows = per_rule(job_times("results/default/benchmarks"))
 """
 

@@ -1,59 +1,56 @@
-"""Count the jobs and the GPU-hours a profile asks a SLURM cluster for (a dry run).
+"""The dry-run planner: the jobs, GPU-hours and sbatch calls a profile asks a SLURM cluster
+for, and the plan of one target (``weince plan``; docs/cluster.md, docs/cost.md).
 
-    python workflow/tools/plan.py                              # paper grid
-    python workflow/tools/plan.py --configfile config/smoke.yaml
-    python workflow/tools/plan.py --markdown > plan.md
-    python workflow/tools/plan.py --submissions          # + sbatch calls, arrays and groups
+    weince plan                                       # paper grid, per rule
+    weince plan --configfile config/smoke.yaml
+    weince plan --markdown > plan.md
+    weince plan --submissions                         # + sbatch calls, arrays and groups
+    weince plan --gpu h100-sxm --claims --out docs/cost_claims.md
+    weince plan --totals --gpu a100-80gb,h100-sxm     # GPU-hours per GPU type and mixed
+    weince plan --target reports/paper/table_c3.md --gpu h100-sxm
+    weince plan --forecast --configfile config/paper.yaml config/rehearsal.yaml
 
 It runs ``snakemake --dry-run --forceall`` with the SLURM profile (nothing is submitted,
 nothing needs SLURM installed: without snakemake-executor-plugin-slurm, the ``[slurm]``
 extra, the dry run uses a copy of the profile without its executor settings, which keeps
-every resource the jobs would ask for), reads each job's resources from the dry-run listing and
-prints, per rule: the number of jobs, the GPUs per job, the requested wall time per job
-(``runtime``, minutes) and the total ``jobs x gpus x runtime`` (GPU-hours). Wall times
-are the limits the config requests (``sbatch -t``), so the total is an upper bound of
-what the grid costs; the real durations are in each run's ``train.json`` (``wall_s``)
-and ``results/<profile>/benchmarks/`` afterwards. (CPU-hours are not summed: a dry run
-does not print the jobs' threads.)
+every resource the jobs would ask for), reads each job's resources from the dry-run
+listing and sums, per rule, the jobs, the GPUs per job, the requested wall time per job
+(``runtime``, minutes) and ``jobs x gpus x runtime`` (GPU-hours): an upper bound of what
+the grid costs (the real durations are in each run's ``train.json`` and
+``results/<profile>/benchmarks/`` afterwards, ``weince times``).
 
-``--forceall`` counts the whole grid as if nothing had run yet; ``--outstanding`` counts
-only the jobs still to run in this checkout. ``--submissions`` also counts the ``sbatch``
-calls: one per job (a profile without job arrays and groups) and with the profile's
-``slurm-array-jobs`` and ``groups``/``group-components`` (:func:`submissions`).
-
-``--gpu NAME --claims`` prints the GPU-hours of every claim and in total, estimated from
-counted FLOPs without a GPU (weince.pipeline.cost, docs/cost.md); ``--out FILE`` also writes
-that table (docs/cost_claims.md is made so). ``--target FILE --gpu NAME`` prints the jobs
-one target needs (a dry run of that target, by rule), its GPU-hours, and the documented
-cheaper options with their effect on the run count, the hours and the verdict:
-
-    python workflow/tools/plan.py --gpu h100-sxm --claims --out docs/cost_claims.md
-    python workflow/tools/plan.py --target reports/paper/table_c3.md --gpu h100-sxm
-
-``--forecast`` prints instead the measured forecast of a finished rehearsal (the same page
-as ``reports/rehearsal/forecast.md``, weince.report.forecast):
-
-    python workflow/tools/plan.py --forecast --configfile config/paper.yaml config/rehearsal.yaml
+``--claims``, ``--totals`` and ``--target`` price the training runs from counted FLOPs and
+measured GPU throughputs without a dry run or a GPU (:mod:`weince.cost.estimate`).
 """
 
 from __future__ import annotations
 
-import argparse
+import importlib.util
+import math
 import os
 import re
 import subprocess
 import sys
+import tempfile
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
+import yaml
+
+from weince.cost.estimate import (CHEAPER_OPTIONS, assumptions, claim_rows, estimate,
+                                  hours_range, with_overlay)
+from weince.cost.forecast import build_forecast, forecast_markdown
+from weince.pipeline.claims import load_claims
+from weince.pipeline.rehearsal import deep_merge, is_rehearsal, prepare_config
+
+# the checkout this package runs from (an editable install): the Snakefile and configs
+REPO = Path(__file__).resolve().parents[3]
 SLURM_PROFILE = REPO / "workflow" / "profiles" / "slurm"
 
-__all__ = ["JobInfo", "parse_dry_run", "summarise", "submissions", "profile_settings",
-           "dry_run", "dry_run_profile", "forecast_text", "load_profile", "target_plan",
-           "main"]
+__all__ = ["REPO", "SLURM_PROFILE", "JobInfo", "parse_dry_run", "summarise", "submissions",
+           "profile_settings", "dry_run", "dry_run_profile", "forecast_text", "load_profile",
+           "target_plan", "rule_table"]
 
 # placeholders so that a dry run works before the user has set the real values
 _ENV_DEFAULTS = {
@@ -169,7 +166,9 @@ def summarise(jobs: list[JobInfo]) -> list[dict]:
         r["gpu_hours"] += j.gpus * j.runtime_min / 60.0
 
     def fmt(values: set) -> str:
-        vals = sorted(values, key=str)
+        # numbers by value (a range reads low-high), names alphabetically
+        vals = sorted(values, key=lambda v: (isinstance(v, str), v if not isinstance(v, str)
+                                             else 0, str(v)))
         return str(vals[0]) if len(vals) == 1 else f"{vals[0]}-{vals[-1]}"
 
     out = []
@@ -187,8 +186,6 @@ def summarise(jobs: list[JobInfo]) -> list[dict]:
 def profile_settings(profile: Path) -> dict:
     """The job-array and group settings of a profile: ``array_rules`` (set),
     ``array_limit`` (int), ``groups`` (rule -> group id pattern), ``group_components``."""
-    import yaml
-
     cfg = yaml.safe_load((Path(profile) / "config.yaml").read_text()) or {}
     arrays = str(cfg.get("slurm-array-jobs") or "").replace(";", ",")
     return {"array_rules": {r.strip() for r in arrays.split(",") if r.strip()},
@@ -213,8 +210,6 @@ def submissions(jobs: list[JobInfo], settings: dict) -> list[dict]:
     Rows: ``unit`` (rule, or ``group <pattern>``), ``rules``, ``jobs``, ``before``, ``after``,
     ``how``; the last row is the total.
     """
-    import math
-
     slurm = [j for j in jobs if not j.local and j.output]
     producer = {f: i for i, j in enumerate(slurm) for f in j.output}
     patterns = settings.get("groups", {})
@@ -256,8 +251,6 @@ def submissions(jobs: list[JobInfo], settings: dict) -> list[dict]:
 
 
 def _has_module(name: str) -> bool:
-    import importlib.util
-
     return importlib.util.find_spec(name) is not None
 
 
@@ -266,8 +259,6 @@ def dry_run_profile(profile: Path, workdir: Path) -> Path:
     without the executor and its plugin's settings (``executor:``, ``<executor>-*`` keys),
     which a dry run does not use: the resources (``default-resources``, ``set-resources``)
     and everything else stay as they are, so the plan is the same."""
-    import yaml
-
     cfg = yaml.safe_load((Path(profile) / "config.yaml").read_text()) or {}
     executor = cfg.get("executor")
     if executor in (None, "local", "dryrun", "touch") or \
@@ -284,10 +275,8 @@ def dry_run_profile(profile: Path, workdir: Path) -> Path:
 def dry_run(configfiles: list[str], profile: Path, forceall: bool = True,
             extra: list[str] | None = None) -> str:
     """Run snakemake's dry run with ``profile`` and return its listing (stdout+stderr)."""
-    import tempfile
-
     if not _has_module("snakemake"):
-        raise SystemExit('plan.py needs Snakemake: pip install -e ".[all]"')
+        raise RuntimeError('weince plan needs Snakemake for a dry run: pip install -e ".[all]"')
     env = {**_ENV_DEFAULTS, **os.environ}
     with tempfile.TemporaryDirectory(prefix="weince-plan-") as tmp:
         return _dry_run(configfiles, dry_run_profile(profile, Path(tmp)), forceall, extra, env)
@@ -311,32 +300,28 @@ def _dry_run(configfiles, profile, forceall, extra, env) -> str:
 
 def forecast_text(configfiles: list[str]) -> str:
     """The forecast page of the rehearsal whose config is ``configfiles`` over the embedded
-    default, read from its finished results (weince.report.forecast)."""
-    import yaml
-
-    from weince.pipeline.rehearsal import deep_merge, is_rehearsal, prepare_config
-    from weince.report.forecast import build_forecast, forecast_markdown
-
-    cfg: dict = {}
-    for cf in ["config/config.yaml", *configfiles]:
-        path = Path(cf) if Path(cf).exists() else REPO / cf
-        deep_merge(cfg, yaml.safe_load(path.read_text()) or {})
+    default, read from its finished results (weince.cost.forecast)."""
+    cfg = _merged(configfiles)
     if not is_rehearsal(cfg):
-        raise SystemExit("--forecast needs a rehearsal config: --configfile config/paper.yaml "
+        raise ValueError("--forecast needs a rehearsal config: --configfile config/paper.yaml "
                          "config/rehearsal.yaml")
     return forecast_markdown(build_forecast(prepare_config(cfg)))
 
 
-def load_profile(configfiles: list[str]) -> dict:
-    """The merged config of ``configfiles`` over the embedded default, as Snakemake sees it."""
-    import yaml
-
-    from weince.pipeline.rehearsal import deep_merge, prepare_config
-
+def _merged(configfiles: list[str]) -> dict:
     cfg: dict = {}
     for cf in ["config/config.yaml", *configfiles]:
         path = Path(cf) if Path(cf).exists() else REPO / cf
+        if not path.is_file():
+            raise FileNotFoundError(f"config file {cf} not found (relative paths are taken "
+                                    f"from the current folder, then from {REPO})")
         deep_merge(cfg, yaml.safe_load(path.read_text()) or {})
+    return cfg
+
+
+def load_profile(configfiles: list[str]) -> dict:
+    """The merged config of ``configfiles`` over the embedded default, as Snakemake sees it."""
+    cfg = _merged(configfiles)
     if not Path(cfg.get("claims", "config/claims.yaml")).exists():
         cfg["claims"] = str(REPO / cfg.get("claims", "config/claims.yaml"))
     return prepare_config(cfg)
@@ -344,23 +329,18 @@ def load_profile(configfiles: list[str]) -> dict:
 
 def _claim_of_target(target: str, cfg: dict) -> str | None:
     """The claim id a target reads (``table_c3.md`` -> C3), None for other targets."""
-    from weince.pipeline.claims import load_claims
-
     m = re.search(r"table_([a-z0-9]+)\.(md|tex)$", target)
     if not m:
         return None
     ids = {c["id"].lower(): c["id"] for c in load_claims(cfg["claims"])["claims"]}
     if m.group(1) not in ids:
-        raise SystemExit(f"{target}: no claim {m.group(1).upper()} in {cfg['claims']}")
+        raise ValueError(f"{target}: no claim {m.group(1).upper()} in {cfg['claims']}")
     return ids[m.group(1)]
 
 
 def target_plan(target: str, configfiles: list[str], gpu: str, jobs=None) -> str:
     """The plan of one target: its jobs by rule (``jobs``: a parsed dry run of the target),
-    its GPU-hours on ``gpu`` and the cheaper options' effect (weince.pipeline.cost)."""
-    from weince.pipeline.cost import (CHEAPER_OPTIONS, claim_rows, estimate, hours_range,
-                                      with_overlay)
-
+    its GPU-hours on ``gpu`` and the cheaper options' effect (weince.cost.estimate)."""
     cfg = load_profile(configfiles)
     cid = _claim_of_target(target, cfg)
 
@@ -370,8 +350,7 @@ def target_plan(target: str, configfiles: list[str], gpu: str, jobs=None) -> str
 
     base = row(cfg)
     est = estimate(cfg, gpu)
-    L = [f"Plan for {target} ({', '.join(configfiles)}), an estimate for --gpu {est.gpu} "
-         f"({est.device['name']}):", ""]
+    L = [f"Plan for {target} ({', '.join(configfiles)}), an estimate for {est.label}:", ""]
     if jobs is not None:
         by_rule: dict = {}
         for j in jobs:
@@ -397,91 +376,16 @@ def target_plan(target: str, configfiles: list[str], gpu: str, jobs=None) -> str
         r = row(with_overlay(cfg, opt["overlay"]))
         L.append(f"- `{opt['key']}`: {r['runs']} training runs (now {base['runs']}), "
                  f"GPU-hours {hours_range(r['low'], r['high'])}; verdict: {opt['verdict']}")
-    L += ["", "Assumptions:"] + [f"- {a}" for a in est.assumptions]
+    L += ["", "Assumptions:"] + [f"- {a}" for a in assumptions(est)]
     return "\n".join(L) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--configfile", nargs="*", default=["config/paper.yaml"],
-                   help="config file(s) of the profile to plan (default: config/paper.yaml)")
-    p.add_argument("--profile", default=str(SLURM_PROFILE), help="Snakemake profile folder "
-                   "(default: workflow/profiles/slurm)")
-    p.add_argument("--outstanding", action="store_true",
-                   help="count only jobs still to run here (default: the whole grid)")
-    p.add_argument("--markdown", action="store_true", help="print a Markdown table")
-    p.add_argument("--submissions", action="store_true",
-                   help="also count the sbatch calls: one per job (without arrays and "
-                        "groups) and with the profile's job arrays and groups")
-    p.add_argument("--forecast", action="store_true",
-                   help="print the measured cost forecast of a finished rehearsal instead")
-    p.add_argument("--gpu", help="estimate GPU-hours for this GPU (weince.pipeline.cost: "
-                   "h100-sxm h100-pcie h200 a100-40gb a100-80gb l40s)")
-    p.add_argument("--claims", action="store_true",
-                   help="with --gpu: GPU-hours per claim and in total (no dry run)")
-    p.add_argument("--target", help="with --gpu: the plan of one target, e.g. "
-                   "reports/paper/table_c3.md")
-    p.add_argument("--out", help="with --claims: also write the table to this file")
-    args = p.parse_args(argv)
-
-    if (args.claims or args.target) and not args.gpu:
-        p.error("--claims and --target need --gpu NAME (e.g. --gpu h100-sxm)")
-    for cf in args.configfile:
-        if not (REPO / cf).exists() and not Path(cf).exists():
-            p.error(f"config file {cf} not found (relative paths are taken from {REPO})")
-    if args.forecast:
-        print(forecast_text(args.configfile))
-        return 0
-    if args.claims:
-        from weince.pipeline.cost import claims_markdown
-
-        text = claims_markdown(load_profile(args.configfile), args.gpu,
-                               " ".join(args.configfile))
-        if args.out:
-            Path(args.out).write_text(
-                f"<!-- generated by: python workflow/tools/plan.py --configfile "
-                f"{' '.join(args.configfile)} --gpu {args.gpu} --claims --out {args.out} -->\n"
-                + text)
-        print(text)
-        return 0
-    if args.target:
-        listing = dry_run(args.configfile, Path(args.profile), forceall=True,
-                          extra=[args.target])
-        print(target_plan(args.target, args.configfile, args.gpu, parse_dry_run(listing)))
-        return 0
-    text = dry_run(args.configfile, Path(args.profile), forceall=not args.outstanding)
-    rows = summarise(parse_dry_run(text))
-    try:
-        from tabulate import tabulate
-    except ImportError:
-        raise SystemExit('plan.py needs tabulate: pip install -e ".[all]"') from None
-
-    headers = {"rule": "rule", "jobs": "jobs", "gpus_per_job": "GPUs/job",
-               "runtime_min": "walltime/job (min)", "partition": "partition",
-               "gpu_hours": "GPU-hours"}
-    table = [[r[k] if not isinstance(r[k], float) else round(r[k], 1) for k in headers]
-             for r in rows]
-    fmt = "github" if args.markdown else "simple"
-    print(f"Plan for {', '.join(args.configfile) or 'the default config'} with profile "
-          f"{os.path.relpath(args.profile, REPO)} "
-          f"({'outstanding jobs' if args.outstanding else 'whole grid, --forceall'}):\n")
-    print(tabulate(table, headers=list(headers.values()), tablefmt=fmt))
-    total = rows[-1]
-    print(f"\n{total['jobs']} SLURM jobs, {total['gpu_jobs']} of them on GPUs; GPU-hours = "
-          f"sum over jobs of GPUs x requested walltime (an upper bound).")
-    if args.submissions:
-        sub = submissions(parse_dry_run(text), profile_settings(Path(args.profile)))
-        keys = {"unit": "rule or group", "rules": "rules", "jobs": "jobs",
-                "before": "sbatch, one per job", "after": "sbatch, arrays + groups",
-                "how": "how"}
-        print("\nsbatch calls (submissions):\n")
-        print(tabulate([[r[k] for k in keys] for r in sub], headers=list(keys.values()),
-                       tablefmt=fmt))
-        t = sub[-1]
-        print(f"\n{t['before']} sbatch calls one job per call; {t['after']} with the "
-              f"profile's job arrays and groups ({t['after'] / max(t['before'], 1):.1%}).")
-    return 0
+RULE_HEADERS = {"rule": "rule", "jobs": "jobs", "gpus_per_job": "GPUs/job",
+                "runtime_min": "walltime/job (min)", "partition": "partition",
+                "gpu_hours": "GPU-hours"}
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def rule_table(rows: list[dict]) -> list[list]:
+    """The rows of :func:`summarise` as table cells (GPU-hours to one decimal)."""
+    return [[r[k] if not isinstance(r[k], float) else round(r[k], 1) for k in RULE_HEADERS]
+            for r in rows]

@@ -1,6 +1,6 @@
 """The cost of the full paper run: counted-FLOPs GPU-hours, measured where a rehearsal ran on a GPU.
 
-    from weince.report.forecast import build_forecast, write_forecast
+    from weince.cost.forecast import build_forecast, write_forecast
     fc = build_forecast(rehearsal_cfg)             # reads results/rehearsal/...
     write_forecast(fc, "reports/rehearsal")         # forecast.md + resources.yaml
 
@@ -14,7 +14,7 @@ batch)`` for SimCLR (the official training-split sizes, :data:`TRAIN_IMAGES`), `
 (the CPU sizes of ``rehearsal.cpu``) has its step time scaled linearly to the paper's batch,
 and the page says so; on a CPU those figures are CPU-hours of that machine and the page says
 they are no forecast. The page opens with the GPU-hours of the paper run on ``cost.gpu``
-from counted FLOPs (:mod:`weince.pipeline.cost`, docs/cost.md), in which the settings this
+from counted FLOPs (:mod:`weince.cost.estimate`, docs/cost.md), in which the settings this
 rehearsal measured on a GPU take their measured step time; pairs not rehearsed are filled
 from a measured pair of the same backbone scaled by the two steps' counted FLOPs. Only
 training steps are counted:
@@ -25,7 +25,8 @@ times are in ``results/<profile>/benchmarks/``).
 ``resources.yaml`` is a config overlay holding a ``resources:`` block with the shape of
 ``config/paper.yaml``'s: each rule's ``gpu`` and ``threads`` as the paper profile sets
 them; for ``pretrain`` and ``simcse`` with the paper's ``cost.enabled``, the per-setting
-seconds per step measured on a GPU as ``cost.step_s`` (each job's runtime then follows its
+seconds per step measured on a GPU as ``cost.measured`` entries (GPU, setting, precision,
+arm, batch, step time, source: the planner's format; each job's runtime then follows its
 own setting), else (a GPU rehearsal) ``runtime`` = the longest forecast run x
 ``safety_factor``; for the other rules the paper profile's value, or the
 rehearsal's own measured time x ``safety_factor`` when that is already longer; ``mem_mb``
@@ -43,17 +44,21 @@ from typing import Any
 
 import yaml
 
-from weince.pipeline.arms import resolve_arm, split_arm
+from weince.cost.counts import dataset_spec
+from weince.cost.estimate import (TRAIN_IMAGES, WIKI1M_SENTENCES, ablation_runs, claim_pairs,
+                                  family_of_backbone, gpu_set, paper_vision_runs, precision_of,
+                                  vision_step_flops, vision_steps, with_overlay)
+from weince.cost.pages import claims_markdown
+from weince.cost.throughput import device_for_name
+from weince.cost.times import job_times, per_rule
 from weince.pipeline import layout
+from weince.pipeline.arms import resolve_arm, split_arm
 from weince.pipeline.profile import Profile
-from weince.pipeline.benchmarks import job_times, per_rule
 from weince.pipeline.claims import load_claims
-# the official split sizes and the paper's runs: one home, the cost model
-from weince.pipeline.cost import TRAIN_IMAGES, WIKI1M_SENTENCES, ablation_runs
+from weince.report.rehearsal import data_note
 
 __all__ = ["TRAIN_IMAGES", "WIKI1M_SENTENCES", "Forecast", "build_forecast",
            "forecast_markdown", "resources_overlay", "write_forecast"]
-
 
 
 @dataclass
@@ -91,23 +96,30 @@ class Forecast:
     notes: list[str] = field(default_factory=list)
     synthetic: bool = False
     paper: dict[str, Any] = field(default_factory=dict)
-    gpu: str = ""                # the GPU of the counted-FLOPs estimate (paper cost.gpu)
+    gpu: str = ""                # the GPU(s) of the counted-FLOPs estimate (paper cost.gpu)
 
     @property
     def cuda(self) -> bool:
         return self.unit == "GPU-hours"
 
-    def measured_step_s(self) -> dict[str, float]:
-        """Seconds per step per setting measured on a GPU (``cost.step_s`` keys); none from
-        a CPU rehearsal, whose times say nothing about a GPU."""
-        if not self.cuda:
-            return {}
-        out: dict[str, list[float]] = defaultdict(list)
-        for r in self.runs:
-            if r.step_s is not None and not r.filled and "measured" in r.source:
-                key = r.setting if r.stage == "vision" else f"text/{r.setting}"
-                out[key].append(r.step_s)
-        return {k: round(_median(v), 6) for k, v in sorted(out.items())}
+    def measured_entries(self) -> list[dict[str, Any]]:
+        """The ``cost.measured`` entries of this rehearsal: per GPU (its devices.yaml key),
+        setting, precision and arm the median seconds per step at the batch it ran; none
+        from a CPU rehearsal, whose times say nothing about a GPU, nor from a GPU that
+        devices.yaml does not list."""
+        groups: dict[tuple, list[float]] = defaultdict(list)
+        for m in self.measured:
+            gpu = device_for_name(m.get("device_name"))
+            if not str(m.get("device", "")).startswith("cuda") or gpu is None:
+                continue
+            key = (f"{m['dataset']}/{m['backbone']}" if "dataset" in m
+                   else f"text/{m['model']}")
+            groups[(gpu, key, m["precision"], m["arm"], int(m["batch"]),
+                    m.get("device_name") or "")].append(float(m["step_s_median"]))
+        return [{"gpu": gpu, "setting": key, "precision": prec, "arm": arm, "batch": batch,
+                 "step_s": round(_median(ts), 6),
+                 "source": f"weince rehearsal on {name}, median of {len(ts)} run(s)"}
+                for (gpu, key, prec, arm, batch, name), ts in sorted(groups.items())]
 
 
 def _load(path: Path) -> dict[str, Any] | None:
@@ -120,6 +132,8 @@ def _load(path: Path) -> dict[str, Any] | None:
 def _measurements(cfg: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The rehearsal's timed runs: one dict per train.json with ``step_timing``."""
     root, profile = cfg.get("results", "results"), cfg["profile"]
+    pre = ((cfg.get("vision") or {}).get("pretrain") or {})
+    sim = ((cfg.get("text") or {}).get("simcse") or {})
     vis, txt = [], []
     for r in [*layout.vision_runs(Profile.of(cfg)), *layout.vision_runs(Profile.of(cfg), grid=True),
               *ablation_runs(cfg)]:
@@ -127,6 +141,8 @@ def _measurements(cfg: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[
         if d and (d.get("step_timing") or {}).get("step_s_median"):
             vis.append({"dataset": r.dataset, "backbone": r.backbone, "arm": r.arm,
                         "seed": r.seed, "loss": d.get("loss"), "batch": d.get("batch_size"),
+                        "precision": precision_of(family_of_backbone(r.backbone),
+                                                  bool(pre.get("amp")), bool(pre.get("tf32"))),
                         **d["step_timing"]})
     for r in layout.text_runs(Profile.of(cfg)):
         d = _load(r.dir(root, profile) / "train.json")
@@ -134,15 +150,10 @@ def _measurements(cfg: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[
             ident = d.get("model_identity") or {}
             txt.append({"model": r.model, "arm": r.arm, "seed": r.seed, "loss": d.get("loss"),
                         "batch": d.get("batch_size"), "named": ident.get("named_model"),
+                        "precision": precision_of("bert", bool(sim.get("amp")),
+                                                  bool(sim.get("tf32"))),
                         **d["step_timing"]})
     return vis, txt
-
-
-def _paper_vision_runs(paper: dict[str, Any]) -> list[tuple[layout.VisionRun, bool]]:
-    """Every pretraining run the paper DAG trains: ``(run, is_ablation)``."""
-    from weince.pipeline.cost import paper_vision_runs
-
-    return paper_vision_runs(paper)
 
 
 def _loss_of(arm: str, cfg: dict[str, Any]) -> str:
@@ -152,12 +163,6 @@ def _loss_of(arm: str, cfg: dict[str, Any]) -> str:
         return resolve_arm(base, v.get("losses"), (v.get("pretrain") or {}).get("tau"))["loss"]
     except (KeyError, ValueError):
         return base
-
-
-def _paper_steps(paper: dict[str, Any], dataset: str, arm: str) -> int:
-    from weince.pipeline.cost import vision_steps
-
-    return vision_steps(paper, dataset)
 
 
 def _benchmarks(cfg: dict[str, Any]) -> tuple[dict[str, float], dict[str, float]]:
@@ -178,17 +183,9 @@ def _paper_config(cfg: dict[str, Any]) -> dict[str, Any]:
     return paper
 
 
-def _claim_pairs(claim: dict[str, Any], pairs: set[tuple[str, str]]) -> set[tuple[str, str]]:
-    from weince.pipeline.cost import claim_pairs
-
-    return claim_pairs(claim, pairs)
-
-
 def build_forecast(cfg: dict[str, Any]) -> Forecast:
     """The forecast of the paper profile's training cost from the rehearsal ``cfg``'s
     measured runs (see the module docstring)."""
-    from weince.report.rehearsal import data_note
-
     paper = _paper_config(cfg)
     safety = float((cfg.get("rehearsal") or {}).get("safety_factor", 2.0))
     vis, txt = _measurements(cfg)
@@ -198,7 +195,14 @@ def build_forecast(cfg: dict[str, Any]) -> Forecast:
                   unit="GPU-hours" if cuda else "CPU-hours", safety=safety, measured=vis + txt,
                   synthetic=bool(data_note(cfg.get("data_root"))))
     fc.paper = paper
-    fc.gpu = str(((paper.get("cost") or {}).get("gpu")) or "h100-sxm")
+    unlisted = sorted({m.get("device_name") or "" for m in vis + txt
+                       if str(m.get("device", "")).startswith("cuda")
+                       and device_for_name(m.get("device_name")) is None})
+    if unlisted:
+        fc.notes.append(f"measured on {', '.join(unlisted)}, which src/weince/cost/devices.yaml "
+                        f"does not list: its step times stay on this page and reach no "
+                        f"estimate (add the GPU there to file them)")
+    fc.gpu = ",".join(gpu_set(paper))
     fc.benchmarks, fc.bench_rss = _benchmarks(cfg)
     fc.paper_resources = dict(paper.get("resources") or {})
     _vision_costs(fc, paper, vis)
@@ -232,11 +236,11 @@ def _vision_costs(fc: Forecast, paper: dict[str, Any], vis: list[dict[str, Any]]
         fc.notes.append(f"the rehearsal's pretraining batch was smaller than the paper's "
                         f"{paper_batch}; step times are scaled linearly to {paper_batch} (a "
                         f"rough bound: a GPU runs small batches below its throughput)")
-    for run, abl in _paper_vision_runs(paper):
+    for run, abl in paper_vision_runs(paper):
         loss = _loss_of(run.arm, paper)
         key = (run.dataset, run.backbone, loss)
         rc = RunCost("vision", f"{run.dataset}/{run.backbone}", run.arm, run.seed, loss,
-                     _paper_steps(paper, run.dataset, run.arm), ablation=abl)
+                     vision_steps(paper, run.dataset), ablation=abl)
         if by_key.get(key):
             rc.step_s, rc.source = _median(by_key[key]), f"{loss} measured"
         elif by_pair.get(key[:2]):
@@ -254,7 +258,7 @@ def _vision_costs(fc: Forecast, paper: dict[str, Any], vis: list[dict[str, Any]]
             f"runs `rehearsal.cpu_pairs`, every loader and backbone once): their step times "
             f"are those of the same backbone measured on another data set, as measured at the "
             f"same image size, else scaled by the ratio of the two steps' counted FLOPs (an "
-            f"estimate, marked per run; weince.pipeline.cost)")
+            f"estimate, marked per run; weince.cost.counts)")
 
 
 def _text_costs(fc: Forecast, paper: dict[str, Any], txt: list[dict[str, Any]]) -> None:
@@ -304,7 +308,7 @@ def _claim_costs(fc: Forecast, cfg: dict[str, Any], paper: dict[str, Any]) -> No
     for claim in load_claims(cfg.get("claims", "config/claims.yaml"))["claims"]:
         stage = claim.get("stage")
         if stage == "vision":
-            want = _claim_pairs(claim, pairs)
+            want = claim_pairs(claim, pairs)
             runs = [r for r in fc.runs if r.stage == "vision" and not r.ablation
                     and tuple(r.setting.split("/")) in want]
         elif stage == "text":
@@ -323,14 +327,13 @@ def _same_backbone(dataset: str, backbone: str, by_pair: dict[tuple, list[float]
     """The step time of a pair that was not rehearsed, from a measured pair of the same
     backbone: the slowest one at the same image size (the step does not depend on which
     images), else the closest size scaled by the ratio of the two steps' counted FLOPs
-    (weince.pipeline.cost: STL-10's 7x7 stem and max-pool make its 96 px step cheaper than
+    (weince.cost.counts: STL-10's 7x7 stem and max-pool make its 96 px step cheaper than
     a 32 px one); with where it came from."""
-    from weince.data.vision import DATASETS
-    from weince.pipeline.cost import vision_step_flops
-
     def size(d: str) -> int | None:
-        spec = DATASETS.get(d)
-        return spec.image_size if spec else None
+        try:
+            return dataset_spec(d)["image_size"]
+        except ValueError:
+            return None
 
     want = size(dataset)
     cands = [(d, max(ts)) for (d, b), ts in by_pair.items() if b == backbone and ts and size(d)]
@@ -345,8 +348,7 @@ def _same_backbone(dataset: str, backbone: str, by_pair: dict[tuple, list[float]
     batch, proj = int(pre.get("batch_size", 256)), int(pre.get("proj_dim", 64))
 
     def flops(ds: str) -> float:
-        spec = DATASETS[ds]
-        return vision_step_flops(backbone, spec.image_size, spec.channels, batch, proj)
+        return vision_step_flops(backbone, ds, batch, proj)
 
     ratio = flops(dataset) / flops(d)
     return (t * ratio, f"estimate: {backbone} on {d} x {ratio:.2g} counted FLOPs "
@@ -405,19 +407,18 @@ def resources_overlay(fc: Forecast) -> dict[str, Any]:
         out[rule] = {k: int(v) for k, v in spec.items()
                      if k in ("gpu", "mem_mb", "runtime", "threads")}
     over: dict[str, Any] = {"resources": out}
-    measured = fc.measured_step_s()
+    measured = fc.measured_entries()
     if per_setting and measured:
-        # each setting's own time: the runtime of its jobs follows it (weince.pipeline.cost)
-        over["cost"] = {"step_s": measured}
+        # each setting's own time: the runtime of its jobs follows it (weince.cost.estimate)
+        over["cost"] = {"measured": measured}
     return over
 
 
 def estimate_markdown(fc: Forecast) -> str:
     """The paper run's GPU-hours on ``fc.gpu`` from counted FLOPs, with the settings this
-    rehearsal measured on a GPU in place of their estimate (weince.pipeline.cost)."""
-    from weince.pipeline.cost import claims_markdown, with_overlay
-
-    paper = with_overlay(fc.paper, {"cost": {"step_s": fc.measured_step_s()}})
+    rehearsal measured on a GPU in place of their estimate (weince.cost.estimate)."""
+    known = list((fc.paper.get("cost") or {}).get("measured") or [])
+    paper = with_overlay(fc.paper, {"cost": {"measured": known + fc.measured_entries()}})
     return claims_markdown(paper, fc.gpu, "config/paper.yaml")
 
 
@@ -508,7 +509,7 @@ def write_forecast(fc: Forecast, out_dir: str | Path) -> tuple[Path, Path]:
     head = (f"# Measured resources for the paper profile (weince rehearsal on {fc.device}).\n"
             "#   snakemake --configfile config/paper.yaml reports/rehearsal/resources.yaml ...\n"
             "# pretrain/simcse runtimes: per setting from the cost model (docs/cost.md); a GPU\n"
-            "# rehearsal's measured seconds per step (cost.step_s) replace the estimates.\n")
+            "# rehearsal's measured seconds per step (cost.measured) replace the estimates.\n")
     if fc.unit == "CPU-hours":
         head += ("# Measured on a CPU: no step time is carried over (a CPU's say nothing about "
                  "a GPU's); memory and the short rules' times are.\n")

@@ -1,0 +1,179 @@
+"""The SLURM runtime of an evaluation job from the work it does, not a blanket limit.
+
+    from weince.cost.evaljobs import eval_job_runtime, EVAL_RULES
+    eval_job_runtime(cfg, "features", {"dataset": "imagenet32", "backbone": "resnet50",
+                                       "arm": "infonce", "seed": "7"})
+    # {"need_min": ..., "runtime": ..., "work": "..."}
+
+Each job's work, counted from the config and the FLOPs table (docs/cluster.md):
+
+- ``features``: one forward pass of the backbone over the labelled training and test
+  splits (``TRAIN_IMAGES``, ``TEST_IMAGES``), plus reading them at
+  ``cost.eval.host_images_per_s``;
+- ``collect_scores``: the forward passes of ``(n_batches + link_batches) x batch x 2``
+  views;
+- ``linear`` / ``linear_head``: the probe's epochs over the cached training features (less
+  the validation fraction), one optimiser step per batch at ``cost.eval.probe_step_s`` (a
+  small eager step is launch-bound, not FLOP-bound; the run's probe seeds share each step);
+- ``knn``: the ``queries x training features x dims`` similarity matmuls of every split
+  seed;
+- ``pot`` / ``link``: CPU fits, ``cost.eval.fit_s`` each (POT: the fit, its bootstrap and
+  its goodness-of-fit bootstrap);
+- ``sts``: the forward passes over the STS sentences; ``norms_vision`` / ``norms_text``:
+  the encoder over the probes and the filler bank, then one loss step per minibatch of
+  the resampling plan.
+
+GPU work is priced at the slow end of the slowest GPU of ``cost.gpu``
+(:func:`weince.cost.throughput.rate`); the request is ``need x cost.safety_factor +
+cost.eval.overhead_min`` (the start-up of a job: imports, reading the encoder), at most
+``cost.max_runtime``, like a training job's.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+from weince.cost.counts import dataset_spec, text_counts, text_geometry, vision_counts
+from weince.cost.estimate import (STSB_DEV_SENTENCES, TEST_IMAGES, TRAIN_IMAGES,
+                                  cost_settings, family_of_backbone, gpu_set, precision_of)
+from weince.cost.throughput import rate
+from weince.pipeline.protocol import probe_kwargs
+
+__all__ = ["EVAL_RULES", "eval_job_runtime", "work_seconds"]
+
+EVAL_RULES = ("features", "collect_scores", "linear", "linear_head", "knn", "pot", "link",
+              "sts", "norms_vision", "norms_text")
+STSB_TEST_SENTENCES = 2 * 1_379     # STS-B test: 1,379 pairs
+STS_TOKENS = 128                    # an upper bound of an STS sentence's tokens
+
+
+def _slow_rate(cfg: Mapping[str, Any], family: str, precision: str) -> float:
+    """FLOP/s at the slow end of the slowest GPU the job may land on."""
+    return min(rate(g, family, precision)[0] for g in gpu_set(dict(cfg)))
+
+
+def _vision(cfg: Mapping[str, Any], wc: Mapping[str, Any]) -> dict[str, Any]:
+    d, b = wc["dataset"], wc["backbone"]
+    spec = dataset_spec(d)
+    pre = ((cfg.get("vision") or {}).get("pretrain") or {})
+    fam = family_of_backbone(b)
+    prec = precision_of(fam, bool(pre.get("amp")), bool(pre.get("tf32")))
+    counts = vision_counts(b, spec["image_size"], spec["channels"],
+                           f"proj{int(pre.get('proj_dim', 64))}")
+    return {"spec": spec, "forward": counts["forward"], "feat": counts["feat_dim"],
+            "rate": _slow_rate(cfg, fam, prec), "n_train": TRAIN_IMAGES[(d, "train")],
+            "n_test": TEST_IMAGES[d]}
+
+
+def _text(cfg: Mapping[str, Any], model: str) -> dict[str, Any]:
+    t = (cfg.get("text") or {}).get("simcse") or {}
+    geometry = text_geometry(model)
+    prec = precision_of("bert", bool(t.get("amp")), bool(t.get("tf32")))
+    return {"forward": text_counts(geometry, STS_TOKENS)["forward"],
+            "rate": _slow_rate(cfg, "bert", prec)}
+
+
+def _features(cfg, wc, e):
+    v = _vision(cfg, wc)
+    n = v["n_train"] + v["n_test"]
+    return (n * v["forward"] / v["rate"] + n / e["host_images_per_s"],
+            f"{n:,} images forward")
+
+
+def _collect(cfg, wc, e):
+    v = _vision(cfg, wc)
+    c = (((cfg.get("vision") or {}).get("evt") or {}).get("collect") or {})
+    n = (int(c.get("n_batches", 64)) + int(c.get("link_batches", 40))) \
+        * int(c.get("batch_size") or 256) * 2
+    return (n * v["forward"] / v["rate"] + n / e["host_images_per_s"],
+            f"{n:,} views forward")
+
+
+def _linear(cfg, wc, e):
+    v = _vision(cfg, wc)
+    lin = probe_kwargs(cfg, wc.get("arm", ""))
+    seeds = len(lin.get("seeds") or [1])
+    epochs, batch = int(lin.get("epochs", 100)), int(lin.get("batch_size", 256))
+    n_fit = math.ceil(v["n_train"] * (1.0 - float(lin.get("val_frac", 0.2))))
+    # the probe seeds train together, one batched step (weince.eval.linear)
+    steps = epochs * math.ceil(n_fit / batch)
+    flops = seeds * epochs * (n_fit + v["n_train"] + v["n_test"]) * 6.0 * v["feat"] \
+        * v["spec"]["classes"]
+    return (steps * e["probe_step_s"] + flops / v["rate"],
+            f"{epochs} epochs of {seeds} probe seed(s) in one batched step: {steps:,} steps")
+
+
+def _knn(cfg, wc, e):
+    v = _vision(cfg, wc)
+    k = ((cfg.get("vision") or {}).get("knn") or {})
+    splits = len(k.get("split_seeds") or [1])
+    queries = v["n_test"] + float(k.get("val_frac", 0.2)) * v["n_train"]
+    flops = splits * queries * v["n_train"] * v["feat"] * 2.0
+    return flops / v["rate"], f"{splits} split seed(s): {queries:,.0f} queries"
+
+
+def _pot(cfg, wc, e):
+    p = ((((cfg.get("vision") or {}).get("evt") or {}).get("pot")) or {})
+    fits = 1 + int(p.get("n_boot", 200)) + int(p.get("gof_boot", 100))
+    return fits * e["fit_s"], f"{fits} fits (CPU)"
+
+
+def _link(cfg, wc, e):
+    link = ((((cfg.get("vision") or {}).get("evt") or {}).get("link")) or {})
+    fits = 1 + int(link.get("n_boot", 0) or 0)
+    return fits * e["fit_s"], f"{fits} fit(s) (CPU)"
+
+
+def _sts(cfg, wc, e):
+    t = _text(cfg, wc["model"])
+    n = STSB_TEST_SENTENCES + STSB_DEV_SENTENCES
+    return n * t["forward"] / t["rate"], f"{n:,} sentences forward"
+
+
+def _norms_plan(cfg: Mapping[str, Any], text: bool) -> tuple[int, int]:
+    a = ((cfg.get("norms") or {}).get("analysis") or {})
+    n = int(a.get("text_probes" if text else "n_probes", 1024 if text else 2048))
+    bank = int(a.get("text_bank" if text else "n_bank", 4096 if text else 8192))
+    steps = int(a.get("resamples", 32)) * math.ceil(n / int(a.get("probes_per_batch", 64)))
+    return n + bank, steps
+
+
+def _norms_vision(cfg, wc, e):
+    v = _vision(cfg, wc)
+    n, steps = _norms_plan(cfg, text=False)
+    return (n * v["forward"] / v["rate"] + n / e["host_images_per_s"]
+            + steps * e["probe_step_s"], f"{n:,} images forward, {steps:,} loss steps")
+
+
+def _norms_text(cfg, wc, e):
+    t = _text(cfg, wc["model"])
+    n, steps = _norms_plan(cfg, text=True)
+    return (n * t["forward"] / t["rate"] + steps * e["probe_step_s"],
+            f"{n:,} sentences forward, {steps:,} loss steps")
+
+
+_WORK = {"features": _features, "collect_scores": _collect, "linear": _linear,
+         "linear_head": _linear, "knn": _knn, "pot": _pot, "link": _link, "sts": _sts,
+         "norms_vision": _norms_vision, "norms_text": _norms_text}
+
+
+def work_seconds(cfg: Mapping[str, Any], rule: str, wildcards: Mapping[str, Any]
+                 ) -> tuple[float, str]:
+    """Seconds of counted work of one job of ``rule`` and what they are."""
+    if rule not in _WORK:
+        raise ValueError(f"no work model for rule {rule!r}: the evaluation rules are "
+                         f"{', '.join(EVAL_RULES)}")
+    return _WORK[rule](cfg, dict(wildcards), cost_settings(dict(cfg))["eval"])
+
+
+def eval_job_runtime(cfg: Mapping[str, Any], rule: str, wildcards: Mapping[str, Any]
+                     ) -> dict[str, Any]:
+    """``need_min`` (counted work), ``runtime`` (the request: need x safety factor + the
+    evaluation start-up, at most ``cost.max_runtime``) and ``work``."""
+    c = cost_settings(dict(cfg))
+    secs, what = work_seconds(cfg, rule, wildcards)
+    need = secs / 60.0
+    total = need * float(c["safety_factor"]) + float(c["eval"]["overhead_min"])
+    return {"need_min": need, "runtime": min(int(c["max_runtime"]), max(1, math.ceil(total))),
+            "work": what}
