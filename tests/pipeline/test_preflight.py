@@ -17,7 +17,8 @@ from weince.pipeline.claims import validate_with_defaults
 from weince.pipeline.preflight import (DataMissingError, DiskSpaceError, LiveRunError,
                                        check_data, check_no_live_writers, check_space,
                                        missing_data, space_needed)
-from weince.pipeline.rehearsal import deep_merge, prepare_config
+from weince.pipeline.profile import Profile
+from weince.utils.config import deep_merge
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
@@ -28,8 +29,7 @@ def profile(*names, **top):
     for n in ("config.yaml", *names):
         deep_merge(cfg, yaml.safe_load((REPO / "config" / n).read_text()))
     cfg.update(top)
-    validate_with_defaults(cfg, SCHEMA, "config")
-    return prepare_config(cfg)
+    return dict(Profile.of(cfg).config)
 
 
 @pytest.mark.parametrize("names", [(), ("smoke.yaml",)], ids=["default", "smoke"])
