@@ -49,6 +49,7 @@ from weince.pipeline.benchmarks import job_times, per_rule
 from weince.pipeline.claims import load_claims
 # the official split sizes and the paper's runs: one home, the cost model
 from weince.pipeline.cost import TRAIN_IMAGES, WIKI1M_SENTENCES, ablation_runs
+from weince.utils.config import parse_yaml
 
 __all__ = ["TRAIN_IMAGES", "WIKI1M_SENTENCES", "Forecast", "build_forecast",
            "forecast_markdown", "resources_overlay", "write_forecast"]
@@ -172,7 +173,7 @@ def _paper_config(cfg: dict[str, Any]) -> dict[str, Any]:
     if not path.is_file():
         raise FileNotFoundError(f"the paper profile {path} (rehearsal.paper_config) does not "
                                 f"exist; the forecast needs its sizes")
-    paper = yaml.safe_load(path.read_text()) or {}
+    paper = parse_yaml(path.read_text(), f"the paper profile {path}") or {}
     paper.setdefault("results", cfg.get("results", "results"))
     return paper
 
