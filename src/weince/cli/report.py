@@ -14,7 +14,6 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-
 from weince.utils.config import apply_overrides, parse_yaml
 
 __all__ = ["add_arguments", "main", "load_profile_config"]
