@@ -89,8 +89,23 @@ def registry_differences(archive: dict[str, Any], installed: dict[str, Any]) -> 
     return out
 
 
+def _where_they_differ(a: str, b: str, context: int = 40) -> tuple[str, str]:
+    """The two texts from a little before their first difference (long rules in words
+    differ in a number: that is what the line must show)."""
+    i = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    start = max(0, i - context)
+    cut = (lambda t: ("..." if start else "") + t[start:start + 2 * context]
+           + ("..." if len(t) > start + 2 * context else ""))
+    return cut(a), cut(b)
+
+
 def rule_differences(shipped: dict[str, str], rebuilt: dict[str, str]) -> list[str]:
     """The decision rules in words that the archive's claim files carry (``shipped``,
-    claim id -> rule) against those the installed code writes for the same claims."""
-    return [f"{cid} rule: archive {_shown(shipped[cid])}, installed {_shown(rebuilt[cid])}"
-            for cid in shipped if cid in rebuilt and shipped[cid] != rebuilt[cid]]
+    claim id -> rule) against those the installed code writes for the same claims, each
+    shown where the two first differ."""
+    out = []
+    for cid in shipped:
+        if cid in rebuilt and shipped[cid] != rebuilt[cid]:
+            a, b = _where_they_differ(shipped[cid], rebuilt[cid])
+            out.append(f"{cid} rule: archive {a!r}, installed {b!r}")
+    return out
