@@ -240,8 +240,7 @@ _STAGE_LISTS = {"vision": ("datasets", "backbones", "arms", "seeds"),
 # lists that, when a profile gives them, must hold something (null / absent: the default)
 _NON_EMPTY = [("vision", "linear", "seeds"), ("vision", "knn", "split_seeds"),
               ("timing", "config", "losses"), ("timing", "config", "sizes"),
-              ("ablations", "seeds"), ("ablations", "pairs"), ("vision", "pairs"),
-              ("norms", "vision", "seeds"), ("norms", "vision", "arms")]
+              ("ablations", "seeds"), ("ablations", "pairs"), ("vision", "pairs")]
 _TRAIN_IMAGES = {"cifar10": 50_000, "cifar100": 50_000, "stl10": 5_000,
                  "imagenet32": 1_281_167, "tinyimagenet": 100_000, "digits": 1_438,
                  "mnist5k": 4_000}
