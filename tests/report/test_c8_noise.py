@@ -16,7 +16,7 @@ from weince.report import build_report
 from weince.report.glance import headline
 from weince.utils.vocabulary import NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED
 
-from .conftest import CLAIMS
+CLAIMS = Path(__file__).resolve().parents[2] / "config" / "claims.yaml"
 
 
 def _timing(fx, weince: tuple[float, list[float]], backbone: str | None = None) -> None:
