@@ -22,22 +22,27 @@ min_version("9.0")
 configfile: "config/config.yaml"
 
 
-# one profile = one config file; unknown keys and bad values stop here, naming the file
-# (--config values, nested ones typed as YAML like the top-level ones, are named as such)
-check_config(
-    config,
-    CONFIG_SCHEMA,
-    [*workflow.configfiles, *(workflow.overwrite_configfiles or [])],
-    command_line=retype_overrides(config, workflow.config_settings.config),
-    workflow_dir=f"{workflow.basedir}/workflow",
-)
-# the profile, resolved once (schema defaults, {data_root} placeholders, a rehearsal's CPU
-# sizes): every rule below takes PROFILE, never the raw config
-PROFILE = Profile.of(config)
-# offline: HF_HUB_OFFLINE=1 for every job (transformers reads it at import)
-set_run_environment(PROFILE)
-# the data sets the profile reads: each missing path and how to obtain it, before planning
-check_data(PROFILE.config)
+# every refusal below ends the run with its reason alone (no traceback)
+with preflight.refusals():
+    # one profile = one config file; unknown keys and bad values stop here, naming the
+    # file (--config values, nested ones typed as YAML like the top-level ones, are named
+    # as such). Its size comes first: aliases expanding past a bound are refused before
+    # anything walks them
+    check_config(
+        config,
+        CONFIG_SCHEMA,
+        [*workflow.configfiles, *(workflow.overwrite_configfiles or [])],
+        command_line=retype_overrides(config, workflow.config_settings.config),
+        workflow_dir=f"{workflow.basedir}/workflow",
+    )
+    # the profile, resolved once (schema defaults, {data_root} placeholders, a rehearsal's
+    # CPU sizes): every rule below takes PROFILE, never the raw config
+    PROFILE = Profile.of(config)
+    # offline: HF_HUB_OFFLINE=1 for every job (transformers reads it at import)
+    set_run_environment(PROFILE)
+    # the data sets the profile reads: each missing path and how to obtain it, before
+    # planning
+    check_data(PROFILE.config)
 
 
 container: PROFILE.container
@@ -59,7 +64,9 @@ include: "workflow/rules/rehearsal.smk"
 
 
 onstart:
-    # no job of another live run in this profile's results; the disk space it needs, checked
+    # before Snakemake deletes any output: the output folders writable, this profile's run
+    # lock (one live run per profile, whatever other profiles run beside it), no job of
+    # another live run in its results, the disk space it needs; each refusal one line
     preflight.on_start(
         PROFILE.config, workflow.cores if workflow.local_exec else workflow.nodes
     )

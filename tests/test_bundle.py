@@ -13,6 +13,7 @@ from argparse import Namespace
 from pathlib import Path
 
 import pytest
+import yaml
 
 from weince.bundle import make_bundle, verify_bundle
 from weince.pipeline.claims import load_claims
@@ -207,3 +208,99 @@ def test_the_reviewing_page_documents_the_rebuild_command():
     joined = " ".join(section.replace("\\\n", " ").split())
     assert rebuild_command("default") in joined
     assert "weince bundle --profile" in section and "weince verify" in section
+
+
+# ------------------------------------------------------------------ the reviewer's rules
+def _registry_copy(dest: Path, edit) -> Path:
+    """The repository's registry with ``edit(registry)`` applied, written to ``dest``."""
+    reg = yaml.safe_load((REPO / "config" / "claims.yaml").read_text())
+    edit(reg)
+    dest.write_text(yaml.safe_dump(reg, sort_keys=False))
+    return dest
+
+
+def _c8(reg: dict) -> dict:
+    return next(c for c in reg["claims"] if c["id"] == "C8")
+
+
+@pytest.fixture(scope="module")
+def relaxed(bundle, tmp_path_factory) -> Path:
+    """The review's probe: the bundle's results with a timing result that the real rule
+    does not pass (+30% [+25, +35]), its report rebuilt with a relaxed registry (C8's
+    tolerance 2.0 -> 50) and bundled again."""
+    tmp = tmp_path_factory.mktemp("relaxed")
+    with tarfile.open(bundle) as tar:
+        tar.extractall(tmp, filter="data")
+    cfg = yaml.safe_load((tmp / "results/fx/bundle/resolved.yaml").read_text())
+    cfg.update(results=str(tmp / "results"), reports=str(tmp / "reports"),
+               claims=str(_registry_copy(tmp / "relaxed.yaml",
+                                         lambda reg: _c8(reg).update(tolerance=50.0))))
+    timing = tmp / "results/fx/timing/timing.json"
+    data = json.loads(timing.read_text())
+    data["whole_step"]["losses"]["weince"] = {"overhead_pct": 30.0, "overhead_ci": [25.0, 35.0]}
+    timing.write_text(json.dumps(data))
+    build_report(cfg)
+    out = tmp / "relaxed.tar.gz"
+    make_bundle("fx", out, reports=cfg["reports"], config_dir=REPO / "config")
+    return out
+
+
+def test_a_relaxed_archive_fails_naming_the_registry_difference(relaxed, capsys):
+    rc, out = run_verify(relaxed, capsys)
+    assert rc == 1, out
+    assert "claims registry: the installed one (" in out
+    assert "REGISTRY DIFFERS: C8 tolerance: archive 50.0, installed 2.0" in out
+    # the rule in words its claim file carries, against the installed one's
+    assert re.search(r"REGISTRY DIFFERS: C8 rule: archive '\.\.\..*at or below 50% and.*', "
+                     r"installed '\.\.\..*at or below 2% and.*'", out), out
+    assert "C8: reproduced -> not reproduced" in out
+    assert out.rstrip().endswith("FAILED: see the lines above")
+
+
+def test_the_archive_registry_only_when_asked_and_said_on_every_verdict(relaxed, capsys):
+    rc = verify_cli.main(Namespace(bundle=str(relaxed), keep=None, max_lines=50,
+                                   archive_registry=True, claims=None))
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "the archive's own (results/fx/bundle/claims.yaml), as asked" in out
+    assert "REGISTRY DIFFERS: C8 tolerance: archive 50.0, installed 2.0" in out
+    verdicts = out[out.index("claim verdicts (unchanged)"):].splitlines()[1:]
+    verdicts = [v for v in verdicts if v.startswith("  ")]
+    assert len(verdicts) == len(load_claims(REPO / "config" / "claims.yaml")["claims"])
+    assert all(v.endswith("[judged by the archive's registry]") for v in verdicts), verdicts
+    assert "  C8 reproduced [judged by the archive's registry]" in verdicts
+    assert out.rstrip().endswith("OK by the archive's own claims registry (--archive-registry), "
+                                 "NOT the installed one: every file matches its hash and the "
+                                 "report rebuilds identically")
+
+
+def test_a_stricter_installed_rule_fails_an_archive_that_passed(bundle, tmp_path, capsys):
+    """The reverse probe: the installed registry tightened (C8's limit 2% -> 0.1%, the
+    fixture's overhead is +0.9% [+0.2, +1.4]): the unmodified archive no longer verifies."""
+    strict = _registry_copy(tmp_path / "strict.yaml",
+                            lambda reg: _c8(reg).update(tolerance=0.1))
+    res = verify_bundle(bundle, claims=strict)
+    out = res.render()
+    assert res.exit_code == 1, out
+    assert "REGISTRY DIFFERS: C8 tolerance: archive 2.0, installed 0.1" in out
+    assert "C8: reproduced -> not reproduced" in out
+
+
+def test_a_dirty_build_is_never_the_same_code():
+    from weince.bundle.verify import _relation
+
+    assert _relation(["15ab6aba4d39"], "15ab6aba4d39", "15ab6aba4d39") == "same"
+    for results, report, installed in ((["15ab6aba4d39+dirty"], "15ab6aba4d39+dirty",
+                                        "15ab6aba4d39+dirty"),
+                                       (["15ab6aba4d39"], "15ab6aba4d39+dirty", "15ab6aba4d39"),
+                                       (["15ab6aba4d39"], "15ab6aba4d39", "15ab6aba4d39+dirty")):
+        rel = _relation(results, report, installed)
+        assert rel.startswith("DIRTY: ") and "does not say which code" in rel, rel
+    assert _relation(["15ab6aba4d39+dirty"], "?", "15ab6aba4d39+dirty").startswith(
+        "DIRTY: the results, the installed weince")
+
+
+def test_no_installed_registry_is_one_error(bundle, tmp_path, capsys):
+    res = verify_bundle(bundle, claims=tmp_path / "nope.yaml")
+    assert res.exit_code == 2 and res.errors == [f"--claims {tmp_path / 'nope.yaml'}: no such "
+                                                 f"file; name the checkout's config/claims.yaml"]

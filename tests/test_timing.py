@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from weince.timing import TimingConfig, paired_summary, run_timing
+from weince.timing import TimingConfig, across_runs, paired_summary, run_timing
 
 
 def test_paired_summary_recovers_a_known_ratio():
@@ -22,7 +22,8 @@ def test_paired_summary_recovers_a_known_ratio():
 
 def test_run_timing_small(tmp_path):
     cfg = TimingConfig(sizes=[16, 32], dim=8, loss_reps=3, warmup=1, backbone="smallcnn",
-                       image_size=8, channels=1, step_batch=4, step_reps=2, device="cpu")
+                       image_size=8, channels=1, step_batch=4, step_reps=2, device="cpu",
+                       runs=1)
     res = run_timing(cfg)
     assert res["trainable_parameters"] == {"infonce": 0, "weince": 0, "weince_recipe": 0}
     assert [r["2N"] for r in res["loss_alone"]] == [16, 32]
@@ -107,3 +108,49 @@ def test_c8_is_timed_in_the_paper_profiles_pretraining_precision():
     paper = TimingConfig(**yaml.safe_load((root / "config" / "paper.yaml").read_text())
                          ["timing"]["config"])
     assert paper.modes == ["eager", "compiled"]
+
+
+def test_across_runs_recovers_known_run_overheads_and_their_interval():
+    """Runs of a machine whose speed changes between runs (x1, x2, x0.5 ...): each run's
+    paired ratio is exact, the headline is their geometric mean and the interval the
+    t-interval of the log ratios, so it widens with the run-to-run spread."""
+    from scipy import stats
+
+    rng = np.random.default_rng(1)
+    ratios = [1.02, 1.10, 0.95, 1.30, 1.05]
+    base, arm = [], []
+    for r in ratios:
+        t = rng.uniform(1.0, 2.0, size=7) * rng.choice([0.5, 1.0, 2.0])
+        base.append(list(t))
+        arm.append(list(t * r))
+    out = across_runs({"infonce": base, "weince": arm}, "infonce")
+    w = out["weince"]
+    assert w["runs"] == 5
+    assert w["run_overheads_pct"] == pytest.approx([100 * (r - 1) for r in ratios])
+    logs = np.log(ratios)
+    half = stats.t.ppf(0.975, 4) * logs.std(ddof=1) / np.sqrt(5)
+    assert w["overhead_pct"] == pytest.approx(100 * (np.exp(logs.mean()) - 1))
+    assert w["overhead_ci_runs"] == pytest.approx([100 * (np.exp(logs.mean() - half) - 1),
+                                                   100 * (np.exp(logs.mean() + half) - 1)])
+    assert w["noise_pct"] == pytest.approx((w["overhead_ci_runs"][1]
+                                            - w["overhead_ci_runs"][0]) / 2)
+    assert out["infonce"]["overhead_ci_runs"] == [0.0, 0.0]
+    assert w["overhead_ci_runs"][0] > -100.0
+    one = across_runs({"infonce": base[:1], "weince": arm[:1]}, "infonce")["weince"]
+    assert one["overhead_ci_runs"] is None and one["noise_pct"] is None
+    assert one["overhead_pct"] == pytest.approx(2.0)
+
+
+def test_the_whole_step_is_timed_in_independent_runs():
+    cfg = TimingConfig(losses=["infonce", "weince"], sizes=[16], dim=8, loss_reps=2, warmup=1,
+                       backbone="smallcnn", image_size=8, channels=1, step_batch=4,
+                       step_reps=2, device="cpu", runs=3)
+    st = run_timing(cfg)["whole_step"]
+    w = st["losses"]["weince"]
+    assert st["runs"] == 3 and w["runs"] == 3 and len(w["run_overheads_pct"]) == 3
+    assert w["n"] == 6 and len(w["times_ms"]) == 6        # the steps of all runs, pooled
+    lo, hi = w["overhead_ci_runs"]
+    assert lo <= w["overhead_pct"] <= hi
+    assert "pooled_overhead_pct" in w and len(w["overhead_ci"]) == 2
+    with pytest.raises(ValueError, match="runs must be >= 1"):
+        TimingConfig(runs=0)

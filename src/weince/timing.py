@@ -17,7 +17,13 @@ repetition so that machine noise and clock drift hit every loss alike:
 
 Each repetition gives a paired ratio ``t_loss / t_infonce``; the report is the median ratio
 with a bootstrap 95% interval over repetitions (the order of the losses alternates between
-repetitions). On CUDA the times come from CUDA events. ``compile: both`` times eager and
+repetitions). That interval covers the noise *within* one run only: on a shared machine the
+overhead of identical runs moved from -17% to +108%. So the whole step is timed in
+``runs`` independent runs one after the other (a fresh model, optimiser and batch each, the
+losses interleaved inside every run); its headline ``overhead_pct`` is the mean of the
+runs' median overheads, and ``overhead_ci_runs`` the 95% t-interval across the runs: the
+run-to-run variation of the machine that ran it (the per-step interval stays as
+``overhead_ci``). On CUDA the times come from CUDA events. ``compile: both`` times eager and
 ``torch.compile``d losses side by side (ratios within a mode, plus compiled / eager). The
 whole step also gets an *attributed* overhead: the loss's extra time, timed alone on the
 step's embeddings, as a share of the step. The trainable parameters of every loss module are
@@ -31,12 +37,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+from scipy import stats
 
 from weince.losses import build_loss
 from weince.utils.device import resolve_device
 
 __all__ = ["TimingConfig", "MODES", "time_loss_alone", "time_whole_step", "run_timing",
-           "paired_summary", "loss_label"]
+           "paired_summary", "across_runs", "loss_label"]
 
 MODES = ("eager", "compiled", "both")
 
@@ -54,7 +61,10 @@ class TimingConfig:
     image_size: int = 32
     channels: int = 3
     step_batch: int = 64                # images per view in the whole step (2 x step_batch)
-    step_reps: int = 10
+    step_reps: int = 10                 # timed repetitions per run
+    # independent whole-step runs (fresh model, optimiser and batch each): the interval of
+    # the overhead is across them, so it covers the machine's run-to-run variation
+    runs: int = 5
     device: str = "auto"
     # bf16 autocast of the backbone on CUDA (ignored on CPU); the default is the paper
     # profile's pretraining precision, float32 (vision.pretrain.amp: false). The loss always
@@ -81,6 +91,9 @@ class TimingConfig:
         if self.loss_reps < 2 or self.step_reps < 2:
             raise ValueError("timing.config.loss_reps and step_reps must be >= 2 (paired ratios "
                              f"need repetitions), got {self.loss_reps}, {self.step_reps}")
+        if self.runs < 1:
+            raise ValueError(f"timing.config.runs must be >= 1 (2 or more give an interval "
+                             f"across runs), got {self.runs}")
         bad = [n for n in self.sizes if int(n) < 4 or int(n) % 2]
         if bad:
             raise ValueError(f"timing.config.sizes are batch sizes 2N: even numbers >= 4, got {bad}")
@@ -133,6 +146,48 @@ def paired_summary(times: dict[str, list[float]], base: str, n_boot: int = 2000,
             "times_ms": [round(1e3 * float(t), 4) for t in ts],
         }
     return out
+
+
+def across_runs(run_times: dict[str, list[list[float]]], base: str, level: float = 0.95
+                ) -> dict:
+    """Per loss, its overhead over ``base`` in each run (``run_times[loss][run]``: that run's
+    step times, paired by position with the base's) as the run's median paired ratio, and
+    across the runs their geometric mean with a t-interval of the log ratios (a ratio of
+    times: the interval never reaches -100%), both as overheads in percent:
+    ``{"runs", "run_overheads_pct", "overhead_pct", "overhead_ci_runs", "noise_pct"}``,
+    ``noise_pct`` being the interval's half-width in points (no interval, ``None``, with
+    one run)."""
+    out = {}
+    for name, runs in run_times.items():
+        logs = np.log([float(np.median(np.asarray(ts) / np.asarray(ref)))
+                       for ts, ref in zip(runs, run_times[base])])
+        mean = float(logs.mean())
+        ci, noise = None, None
+        if logs.size >= 2:
+            half = float(stats.t.ppf(0.5 + level / 2, logs.size - 1) * logs.std(ddof=1)
+                         / np.sqrt(logs.size))
+            ci = [100.0 * (np.exp(mean - half) - 1.0), 100.0 * (np.exp(mean + half) - 1.0)]
+            noise = (ci[1] - ci[0]) / 2.0
+        out[name] = {"runs": int(logs.size),
+                     "run_overheads_pct": [100.0 * (float(np.exp(x)) - 1.0) for x in logs],
+                     "overhead_pct": 100.0 * (float(np.exp(mean)) - 1.0),
+                     "overhead_ci_runs": ci, "noise_pct": noise}
+    return out
+
+
+def _with_runs(cfg: "TimingConfig", block: dict, run_times: dict[str, list[list[float]]]
+               ) -> None:
+    """Put the across-runs overhead (:func:`across_runs`) into each loss's summary of
+    ``block`` (every mode), keeping the pooled per-step figures as ``pooled_overhead_pct``
+    and ``overhead_ci``."""
+    per_mode = block.get("modes") or {block["mode"]: block["losses"]}
+    for mode, losses in per_mode.items():
+        runs = across_runs({n: run_times[loss_label(n, mode)] for n in cfg.losses},
+                           cfg.losses[0])
+        for n, summary in losses.items():
+            summary["pooled_overhead_pct"] = summary["overhead_pct"]
+            summary.update(runs[n])
+            summary["ratio"] = 1.0 + summary["overhead_pct"] / 100.0
 
 
 def loss_label(name: str, mode: str) -> str:
@@ -200,15 +255,46 @@ def time_loss_alone(cfg: TimingConfig, device: torch.device, progress=None) -> l
 
 
 def time_whole_step(cfg: TimingConfig, device: torch.device, progress=None) -> dict:
-    """Backbone forward+backward and an Adam step per loss on a shared model and batch.
+    """Backbone forward+backward and an Adam step per loss on a shared model and batch, in
+    ``cfg.runs`` independent runs (:func:`across_runs`: the headline overhead and its
+    interval across them; the per-step figures of all runs pooled stay beside them).
 
     Besides the direct paired ratios, every repetition also times each loss alone
     (forward+backward) on that step's embeddings, detached: ``attributed`` gives the
     extra loss time over InfoNCE as a share of InfoNCE's step time, a low-noise estimate of
     the same overhead (the backbone's work does not depend on the loss)."""
+    mods, _ = _loss_modules(cfg, device)
+    times = {name: [] for name in mods}
+    loss_times = {name: [] for name in mods}
+    run_times: dict[str, list[list[float]]] = {name: [] for name in mods}
+    for run in range(cfg.runs):   # one after the other: the interval spans the machine's drift
+        got = _time_one_run(cfg, device, mods, run, progress)
+        for name in mods:
+            times[name] += got[0][name]
+            loss_times[name] += got[1][name]
+            run_times[name].append(got[0][name])
+    amp = cfg.amp and device.type == "cuda"
+    out = {"backbone": cfg.backbone, "image_size": cfg.image_size, "batch": f"2 x {cfg.step_batch}",
+           "amp_bf16": amp, "loss_precision": "float32", "runs": cfg.runs,
+           **_summaries(cfg, times)}
+    _with_runs(cfg, out, run_times)
+    base = loss_label(cfg.losses[0], out["mode"])
+    step_ms = 1e3 * float(np.median(times[base]))
+    loss_ms = {n: 1e3 * float(np.median(loss_times[loss_label(n, out["mode"])])) for n in cfg.losses}
+    out["attributed"] = {
+        n: {"loss_ms": loss_ms[n], "extra_ms": loss_ms[n] - loss_ms[cfg.losses[0]],
+            "overhead_pct": 100.0 * (loss_ms[n] - loss_ms[cfg.losses[0]]) / step_ms}
+        for n in cfg.losses}
+    return out
+
+
+def _time_one_run(cfg: TimingConfig, device: torch.device, mods: dict, run: int, progress
+                  ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """One run of the whole step: a fresh model, optimiser and batch (seeded by the run),
+    every loss interleaved in each repetition; (step times, loss-alone times) per label."""
     from weince.models import build_simclr_model
 
-    torch.manual_seed(cfg.seed)
+    torch.manual_seed(cfg.seed + run)
     model = build_simclr_model(cfg.backbone, cfg.image_size, cfg.channels).to(device)
     fmt = torch.channels_last if (cfg.channels_last and device.type == "cuda") else torch.contiguous_format
     model = model.to(memory_format=fmt)
@@ -216,7 +302,6 @@ def time_whole_step(cfg: TimingConfig, device: torch.device, progress=None) -> d
     x1 = torch.randn(cfg.step_batch, cfg.channels, cfg.image_size, cfg.image_size, device=device)
     x2 = torch.randn_like(x1)
     x = torch.cat([x1, x2]).contiguous(memory_format=fmt)
-    mods, _ = _loss_modules(cfg, device)
     labels = list(mods)
     amp = cfg.amp and device.type == "cuda"
     times = {name: [] for name in mods}
@@ -250,16 +335,7 @@ def time_whole_step(cfg: TimingConfig, device: torch.device, progress=None) -> d
                 loss_times[name].append(t.seconds)
         if progress:
             progress.update(1)
-    out = {"backbone": cfg.backbone, "image_size": cfg.image_size, "batch": f"2 x {cfg.step_batch}",
-           "amp_bf16": amp, "loss_precision": "float32", **_summaries(cfg, times)}
-    base = loss_label(cfg.losses[0], out["mode"])
-    step_ms = 1e3 * float(np.median(times[base]))
-    loss_ms = {n: 1e3 * float(np.median(loss_times[loss_label(n, out["mode"])])) for n in cfg.losses}
-    out["attributed"] = {
-        n: {"loss_ms": loss_ms[n], "extra_ms": loss_ms[n] - loss_ms[cfg.losses[0]],
-            "overhead_pct": 100.0 * (loss_ms[n] - loss_ms[cfg.losses[0]]) / step_ms}
-        for n in cfg.losses}
-    return out
+    return times, loss_times
 
 
 def run_timing(cfg: TimingConfig) -> dict:
@@ -270,7 +346,7 @@ def run_timing(cfg: TimingConfig) -> dict:
     _, params = _loss_modules(cfg, device)  # counted on the eager modules (compiling is lazy)
     total = len(cfg.sizes) * (cfg.warmup + cfg.loss_reps)
     if cfg.backbone:
-        total += max(1, cfg.warmup // 2) + cfg.step_reps
+        total += cfg.runs * (max(1, cfg.warmup // 2) + cfg.step_reps)
     with tqdm(total=total, desc="timing", unit="rep") as bar:
         loss_rows = time_loss_alone(cfg, device, bar)
         step = time_whole_step(cfg, device, bar) if cfg.backbone else None

@@ -1,6 +1,7 @@
 """Before a run plans or starts a job: its data are on disk (else each missing path and
-how to obtain it), its disk has room for its peak (printed, an error when short), and no
-live run writes its results (the paper profile used to plan 15,032 jobs without data)."""
+how to obtain it), its disk has room for its peak (printed, an error when short), no
+live run writes its results (the paper profile used to plan 15,032 jobs without data), one
+live run per profile, and every folder it writes writable; each refusal is one line."""
 
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ import yaml
 
 from weince.pipeline.claims import validate_with_defaults
 from weince.pipeline.preflight import (DataMissingError, DiskSpaceError, LiveRunError,
-                                       check_data, check_no_live_writers, check_space,
-                                       missing_data, space_needed)
+                                       NotWritableError, check_data, check_no_live_writers,
+                                       check_space, check_writable, missing_data, on_start,
+                                       profile_lock_path, refusals, release_profile_lock,
+                                       space_needed)
 from weince.pipeline.profile import Profile
 from weince.utils.config import deep_merge
 
@@ -79,7 +82,8 @@ def test_dry_run_of_the_paper_profile_without_data_stops_before_planning(tmp_pat
                        cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     out = r.stdout + r.stderr
     assert r.returncode != 0 and "Job stats" not in out, out[-2000:]
-    assert "DataMissingError" in out and "reads data that are not on disk" in out
+    assert "weince: profile 'paper' reads data that are not on disk" in out
+    assert "Traceback" not in out and "DataMissingError" not in out   # the reason alone
     assert str(tmp_path / "none" / "imagenet32" / "train_data_batch_1") in out
 
 
@@ -149,3 +153,160 @@ def test_the_skip_variable_plans_without_the_data(tmp_path, monkeypatch):
     monkeypatch.delenv("WEINCE_SKIP_PREFLIGHT")
     with pytest.raises(DataMissingError, match="WEINCE_SKIP_PREFLIGHT=1 plans without"):
         check_data(cfg)
+
+
+# ------------------------------------------------------------------ onstart: one line each
+def _lock_holder(cfg: dict) -> subprocess.Popen:
+    """Another process that took the profile's run lock as a live run's onstart does."""
+    code = textwrap.dedent(f"""
+        import time
+        from weince.pipeline.preflight import hold_profile_lock
+        hold_profile_lock({dict(profile=cfg["profile"], results=cfg["results"])!r})
+        print("held", flush=True)
+        time.sleep(120)
+    """)
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                         env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+    assert p.stdout.readline().strip() == "held"
+    return p
+
+
+def test_a_second_run_of_a_profile_is_refused_in_one_line(tmp_path, monkeypatch):
+    """Snakemake's own locks live in .snakemake/locks, shared by every profile of the clone,
+    and a run that ends removes the whole folder; the profile's run lock is its own."""
+    monkeypatch.setenv("WEINCE_SKIP_PREFLIGHT", "1")
+    results = str(tmp_path / "results")
+    a = profile("smoke.yaml", results=results, reports=str(tmp_path / "reports"))
+    b = dict(a, profile="other")
+    p = _lock_holder(a)
+    try:
+        (tmp_path / ".snakemake" / "locks").mkdir(parents=True)
+        on_start(b)                      # another profile runs beside it
+        release_profile_lock(b)
+        import shutil
+        shutil.rmtree(tmp_path / ".snakemake")   # what the other profile's end does
+        with pytest.raises(SystemExit) as err:
+            on_start(a)
+        msg = str(err.value.code)
+        assert msg.startswith("weince: another Snakemake run of profile 'smoke' is live")
+        assert f"PID {p.pid}" in msg and "\n" not in msg and "other profiles" in msg
+    finally:
+        p.kill()
+        p.wait()
+    on_start(a)                          # the kernel released it with the process
+    release_profile_lock(a)
+
+
+def test_the_profile_lock_is_not_a_live_writer_of_its_own_run(tmp_path, monkeypatch):
+    monkeypatch.setattr("weince.utils.diskspace.free_bytes", lambda p: 10**13)
+    cfg = profile("smoke.yaml", results=str(tmp_path / "results"),
+                  reports=str(tmp_path / "reports"))
+    on_start(cfg)        # takes the lock, then finds no other writer
+    try:
+        assert profile_lock_path(cfg).exists()
+        check_no_live_writers(cfg)
+    finally:
+        release_profile_lock(cfg)
+
+
+def test_an_unwritable_output_folder_stops_the_run_before_anything_is_deleted(
+        tmp_path, monkeypatch):
+    cfg = profile("smoke.yaml", results=str(tmp_path / "results"),
+                  reports=str(tmp_path / "reports"))
+    logs = tmp_path / "results" / "smoke" / "logs" / "report"
+    logs.mkdir(parents=True)
+    summary = tmp_path / "reports" / "smoke" / "summary.md"
+    summary.parent.mkdir(parents=True)
+    summary.write_text("old summary")
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: real(p, mode) and Path(p) != logs)
+    with pytest.raises(NotWritableError) as err:
+        check_writable(cfg)
+    assert f"{logs}/" in str(err.value) and "nothing was deleted" in str(err.value)
+    with pytest.raises(SystemExit) as stop:
+        on_start(cfg)
+    assert str(stop.value.code).startswith("weince: profile 'smoke' cannot write")
+    assert summary.read_text() == "old summary"
+    assert not profile_lock_path(cfg).exists()
+
+
+def test_refusals_end_the_run_with_the_reason_alone():
+    with pytest.raises(SystemExit) as err:
+        with refusals():
+            raise LiveRunError("2 job(s) of another live run are writing results/smoke/")
+    assert err.value.code == "weince: 2 job(s) of another live run are writing results/smoke/"
+    with pytest.raises(KeyError):        # a bug is not a refusal: its traceback stays
+        with refusals():
+            raise KeyError("x")
+
+
+READ_ONLY_PROBE = """
+set -e
+mount --bind "$1" "$1" && mount -o remount,bind,ro "$1"
+"""
+
+
+@pytest.mark.slow
+def test_a_read_only_results_folder_through_snakemake(tmp_path):
+    """The review's probe: a forced re-run with a read-only results folder had Snakemake
+    delete the job's old outputs (those in a writable folder), then the job die opening its
+    log with an OSError traceback. Now onstart refuses in one line before Snakemake deletes
+    anything (a read-only bind mount: root ignores file modes, so chmod proves nothing)."""
+    results = tmp_path / "results"
+    ro = results / "smoke" / "logs"     # where the job's log goes; its output is writable
+    ro.mkdir(parents=True)
+    old = results / "smoke" / "checks" / "special_case.json"
+    old.parent.mkdir(parents=True)
+    old.write_text('{"old": true}')
+    mounted = subprocess.run(["bash", "-c", READ_ONLY_PROBE, "probe", str(ro)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"no read-only bind mount here ({mounted.stderr.strip()[:120]})")
+    try:
+        env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "WEINCE_SKIP_PREFLIGHT": "1"}
+        r = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "--configfile",
+                            "config/smoke.yaml", "--config", f"results={results}",
+                            f"reports={tmp_path / 'reports'}", "--forcerun", "special_case",
+                            "--", str(old)],
+                           cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+        out = r.stdout + r.stderr
+        assert r.returncode == 1, out[-3000:]
+        assert f"weince: profile 'smoke' cannot write {ro}/" in out, out[-3000:]
+        assert "Traceback" not in out and "Error" not in out, out[-3000:]
+        assert old.read_text() == '{"old": true}'
+    finally:
+        subprocess.run(["umount", str(ro)], check=True)
+
+
+@pytest.mark.slow
+def test_two_profiles_side_by_side_through_snakemake(tmp_path):
+    """A live run of profile smoke (its run lock held), and a run of another profile in the
+    same clone: the other runs to the end (and its end removes .snakemake/locks, as
+    Snakemake does), a second smoke run is refused in one line before and after that."""
+    results, reports = tmp_path / "results", tmp_path / "reports"
+    smoke = {"profile": "smoke", "results": str(results)}
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "WEINCE_SKIP_PREFLIGHT": "1"}
+
+    def run(profile_name: str) -> tuple[int, str]:
+        target = results / profile_name / "checks" / "special_case.json"
+        r = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "--configfile",
+                            "config/smoke.yaml", "--config", f"profile={profile_name}",
+                            f"results={results}", f"reports={reports}", "--", str(target)],
+                           cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+        return r.returncode, r.stdout + r.stderr
+
+    live = _lock_holder(smoke)
+    try:
+        rc, out = run("smoke")
+        assert rc == 1 and f"another Snakemake run of profile 'smoke' is live (PID {live.pid}" \
+            in out, out[-3000:]
+        assert "Traceback" not in out
+        rc, out = run("other")
+        assert rc == 0, out[-3000:]
+        assert (results / "other" / "checks" / "special_case.json").is_file()
+        rc, out = run("smoke")
+        assert rc == 1 and "is live" in out, out[-3000:]
+        assert not (results / "smoke" / "checks" / "special_case.json").exists()
+    finally:
+        live.kill()
+        live.wait()

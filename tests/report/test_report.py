@@ -117,8 +117,8 @@ def test_timing_of_a_small_backbone_is_a_scale_model_row(fx):
     r = by_id(build_report(fx, with_figures=False))["C8"]
     assert r.verdict == NOT_RUN
     row = next(x for x in r.rows if not x.paper_setting)
-    assert row.verdicts["weince"] == ("scale model: overhead +0.90%, zero trainable "
-                                      "parameters")
+    assert row.verdicts["weince"] == ("scale model: overhead +0.90% [+0.20, +1.40] (timed "
+                                      "steps of one run), zero trainable parameters")
 
 
 def test_sign_claim_fails_when_interval_crosses_zero(fx):

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
 import pytest
 
 from weince.pipeline.claims import load_claims
-from weince.report.claim_file import claim_file
+from weince.report.claim_file import claim_file, record_digest, registry_digest
 from weince.report.status import BEGIN, END, status_table, update_readme
 from weince.utils.vocabulary import NOT_REPRODUCED, NOT_RUN, REPRODUCED
 
@@ -30,17 +31,47 @@ def test_every_claim_has_a_row_and_no_run_reads_not_run_yet(tmp_path):
     assert scope["C3"].startswith("paper")
 
 
-def test_a_claim_file_gives_its_profiles_verdict(tmp_path):
+def _c9_file(tmp_path: Path, result: Path) -> Path:
+    """A claim file of C9 at profile default, sealed as the claim tables seal it, computed
+    from ``result`` (its one result file)."""
+    reg = load_claims(CLAIMS)
+    c9 = next(c for c in reg["claims"] if c["id"] == "C9")
     path = claim_file(tmp_path / "default", "C9")
     path.parent.mkdir(parents=True)
-    record = {"format": 1, "id": "C9", "verdict": REPRODUCED, "reason": "", "rule": "",
+    record = {"format": 2, "id": "C9", "verdict": REPRODUCED, "reason": "", "rule": "",
               "attribution": "", "arm_verdicts": {}, "notes": [], "scale": "", "ours": "x",
               "rows": [], "forest": False, "claim": {"id": "C9"},
               "result_provenance": {"commits": [], "config_hashes": [], "dates": [],
-                                    "files": 0}}
+                                    "files": 0},
+              "inputs": {"root": str(result.parent), "files": {
+                  result.name: hashlib.sha256(result.read_bytes()).hexdigest()},
+                  "registry": registry_digest(c9, reg["alpha"])}}
+    record["digest"] = record_digest(record)
     path.write_text(json.dumps(record))
+    return path
+
+
+def test_a_claim_file_gives_its_profiles_verdict(tmp_path):
+    result = tmp_path / "special_case.json"
+    result.write_text('{"max_abs_diff": 0.0}')
+    _c9_file(tmp_path, result)
     row = next(r for r in _rows(status_table(CLAIMS, tmp_path)) if r[0].startswith("C9:"))
     assert row[4:] == [REPRODUCED, "not run yet"]
+
+
+def test_an_edited_or_stale_claim_file_is_refused_naming_it(tmp_path):
+    result = tmp_path / "special_case.json"
+    result.write_text('{"max_abs_diff": 0.0}')
+    path = _c9_file(tmp_path, result)
+    result.write_text('{"max_abs_diff": 1.0}')
+    with pytest.raises(ValueError, match=rf"claim file {path} is stale: {result} changed"):
+        status_table(CLAIMS, tmp_path)
+    data = json.loads(path.read_text())
+    data["verdict"] = NOT_REPRODUCED
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=rf"claim file {path} was edited after the claim "
+                                         rf"tables wrote it"):
+        status_table(CLAIMS, tmp_path)
 
 
 def test_the_readme_block_is_the_generated_one(tmp_path):

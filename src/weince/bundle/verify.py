@@ -16,6 +16,14 @@ at which commit a report was built is the only text allowed to differ. ``extract
 then copies the verified files to ``DIR`` (a checkout), only when every check of the
 archive passed.
 
+The rebuild judges by the reviewer's rules, not the archive's: the installed code and the
+installed claims registry (:mod:`weince.bundle._registry`). The archive's registry, and the
+decision rules in words its claim files carry, are compared with the installed ones, and
+each difference (claim, key, archive value, installed value) fails the check; only
+``archive_registry=True`` (``--archive-registry``) judges by the archive's own, and the
+output then says so on every verdict line. A commit with uncommitted changes (``+dirty``)
+is reported as such, never as the same code.
+
 Offline, seconds, and only the report's dependencies (numpy, scipy, PyYAML, jsonschema,
 matplotlib): nothing here imports torch.
 """
@@ -41,6 +49,8 @@ from weince.bundle import _report
 from weince.bundle._archive import (DEFAULT_MAX_BYTES, DEFAULT_MAX_MANIFEST_BYTES,
                                     BundleError, check_manifest, extract_member, inside,
                                     read_member, scan)
+from weince.bundle._registry import (installed_registry, registry_differences,
+                                     rule_differences)
 from weince.bundle.make import FORMAT
 from weince.utils.provenance import git_commit
 
@@ -104,6 +114,9 @@ class VerifyResult:
     errors: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     extracted: str = ""
+    registry: str = ""                 # the registry that judged, in words
+    archive_registry: bool = False     # judged by the archive's own (asked for)
+    registry_diff: list[str] = field(default_factory=list)
 
     @property
     def archive_ok(self) -> bool:
@@ -114,7 +127,10 @@ class VerifyResult:
 
     @property
     def ok(self) -> bool:
-        return self.archive_ok and not (self.differing or self.verdict_changes)
+        """The archive is sound and the report rebuilds identically by the installed rules
+        (by the archive's registry only when asked: ``archive_registry``)."""
+        return self.archive_ok and not (self.differing or self.verdict_changes or (
+            self.registry_diff and not self.archive_registry))
 
     @property
     def exit_code(self) -> int:
@@ -150,9 +166,8 @@ class VerifyResult:
         if c:
             out.append(f"commits: results {c.get('results') or 'none'}; report built at "
                        f"{c.get('report', '?')}; bundle made at {c.get('bundle', '?')}; "
-                       f"installed weince {c.get('installed', '?')}"
-                       + (" (same)" if c.get("same") else " (differs: the check uses the "
-                          "installed code)"))
+                       f"installed weince {c.get('installed', '?')} ({c.get('relation', '?')})")
+        out += self._registry_lines(max_lines)
         if self.identical or self.differing:
             out.append(f"rebuilt report: {len(self.identical)} file(s) identical"
                        + (f", {len(self.differing)} differ" if self.differing else ""))
@@ -161,22 +176,62 @@ class VerifyResult:
             out += [f"    {ln}" for ln in lines[:max_lines]]
             if len(lines) > max_lines:
                 out.append(f"    ... and {len(lines) - max_lines} more line(s)")
+        by = " [judged by the archive's registry]" if self.archive_registry else ""
         if self.verdict_changes:
-            out.append("verdicts that would change:")
-            out += [f"  {v}" for v in self.verdict_changes]
+            out.append("verdicts that would change" + (" (the shipped one -> the archive's "
+                                                       "registry's)" if by else "") + ":")
+            out += [f"  {v}{by}" for v in self.verdict_changes]
+        elif self.verdicts and by:
+            out.append("claim verdicts (unchanged), judged by the archive's registry, not "
+                       "the installed one:")
+            out += [f"  {k} {v}{by}" for k, v in self.verdicts.items()]
         elif self.verdicts:
             out.append("claim verdicts (unchanged): " + "; ".join(f"{k} {v}"
                                                           for k, v in self.verdicts.items()))
         out += [f"note: {n}" for n in self.notes]
         if self.extracted:
             out.append(self.extracted)
-        out.append("OK: every file matches its hash and the report rebuilds identically"
-                   if self.ok else "FAILED: see the lines above")
+        if self.ok and by:
+            out.append("OK by the archive's own claims registry (--archive-registry), NOT the "
+                       "installed one: every file matches its hash and the report rebuilds "
+                       "identically")
+        else:
+            out.append("OK: every file matches its hash and the report rebuilds identically "
+                       "by the installed code and claims registry" if self.ok
+                       else "FAILED: see the lines above")
         return "\n".join(out)
+
+    def _registry_lines(self, max_lines: int) -> list[str]:
+        if not self.registry:
+            return []
+        out = [f"claims registry: {self.registry}"]
+        if self.registry_diff:
+            out.append(f"the archive's claims registry and rules differ from the installed "
+                       f"ones ({len(self.registry_diff)} difference(s))"
+                       + (", judged by the archive's as asked:" if self.archive_registry
+                          else "; the installed ones judge:"))
+            out += [f"  REGISTRY DIFFERS: {d}" for d in self.registry_diff[:max_lines]]
+            if len(self.registry_diff) > max_lines:
+                out.append(f"  ... and {len(self.registry_diff) - max_lines} more")
+        return out
 
 
 def _short(c: str) -> str:
     return c[:12] + ("+dirty" if c.endswith("+dirty") else "")
+
+
+def _relation(results: list[str], report: str, installed: str) -> str:
+    """How the installed code relates to the code that made the results and the report:
+    a commit with uncommitted changes (``+dirty``) names no code, so it is never the same."""
+    dirty = [what for what, cs in (("the results", results), ("the report", [report]),
+                                   ("the installed weince", [installed]))
+             if any(c.endswith("+dirty") for c in cs)]
+    if dirty:
+        return (f"DIRTY: {', '.join(dirty)} came from uncommitted changes, so the commit "
+                f"does not say which code; the check uses the installed code")
+    if results == [installed] and report in (installed, "?"):
+        return "same"
+    return "differs: the check uses the installed code"
 
 
 @contextlib.contextmanager
@@ -231,8 +286,16 @@ def _claim_file_diff(shipped: Path, rebuilt: Path) -> list[str]:
         return [f"unreadable: {err}"[:200]]
     if not isinstance(a, dict):
         return ["not a claim file"]
-    return [f"{k}: {a.get(k)!r} -> {b.get(k)!r}"[:300] for k in _CLAIM_FILE_KEYS
-            if a.get(k) != b.get(k)]
+    out = [f"{k}: {a.get(k)!r} -> {b.get(k)!r}"[:300] for k in _CLAIM_FILE_KEYS
+           if a.get(k) != b.get(k)]
+    ia, ib = (d.get("inputs") if isinstance(d.get("inputs"), dict) else {} for d in (a, b))
+    if ia.get("registry") != ib.get("registry"):
+        out.append("inputs.registry: computed from another registry entry than the installed "
+                   "registry's")
+    fa, fb = (x.get("files") if isinstance(x.get("files"), dict) else {} for x in (ia, ib))
+    out += [f"inputs.files {name}: {str(fa.get(name))[:12]} -> {str(fb.get(name))[:12]}"
+            for name in sorted(fa.keys() | fb.keys()) if fa.get(name) != fb.get(name)]
+    return out
 
 
 def _verdicts(claims: dict[str, Any]) -> dict[str, tuple[str, dict[str, str]]]:
@@ -282,10 +345,16 @@ def _claims_list(data: Any, what: str) -> dict[str, Any]:
 
 def verify_bundle(path: str | Path, *, keep: str | Path | None = None,
                   extract: str | Path | None = None, max_bytes: int = DEFAULT_MAX_BYTES,
-                  max_manifest_bytes: int = DEFAULT_MAX_MANIFEST_BYTES) -> VerifyResult:
+                  max_manifest_bytes: int = DEFAULT_MAX_MANIFEST_BYTES,
+                  claims: str | Path | None = None,
+                  archive_registry: bool = False) -> VerifyResult:
     """Check the bundle at ``path``.
 
     Args:
+        claims: the installed claims registry (default: ``config/claims.yaml`` of the
+            checkout weince is imported from, else of the working folder).
+        archive_registry: judge by the archive's own registry instead (every verdict line
+            says so); its differences from the installed one are still listed.
         keep: also copy the rebuilt report there.
         extract: when every check of the archive passes, copy the listed files (and the
             manifest and SHA256SUMS) to this folder, at their paths in the archive: the
@@ -297,7 +366,14 @@ def verify_bundle(path: str | Path, *, keep: str | Path | None = None,
     (:attr:`VerifyResult.exit_code` 2).
     """
     path = Path(path)
-    res = VerifyResult(bundle=path.name)
+    res = VerifyResult(bundle=path.name, archive_registry=archive_registry)
+    try:
+        installed = installed_registry(claims).resolve()
+    except FileNotFoundError as err:
+        if not archive_registry:
+            res.errors.append(str(err))
+            return res
+        installed = None
     if not path.is_file():
         res.errors.append(f"{path} does not exist" if not path.exists()
                           else f"{path} is not a file")
@@ -310,7 +386,7 @@ def verify_bundle(path: str | Path, *, keep: str | Path | None = None,
     with tar, tempfile.TemporaryDirectory(prefix="weince-verify-") as tmpd:
         try:
             _verify(tar, Path(tmpd), res, keep=keep, extract=extract, max_bytes=max_bytes,
-                    max_manifest_bytes=max_manifest_bytes)
+                    max_manifest_bytes=max_manifest_bytes, installed=installed)
         except BundleError as err:
             res.errors.append(str(err))
         except (tarfile.TarError, EOFError, zlib.error) as err:
@@ -325,7 +401,7 @@ def verify_bundle(path: str | Path, *, keep: str | Path | None = None,
 
 
 def _verify(tar: tarfile.TarFile, tmp: Path, res: VerifyResult, *, keep, extract,
-            max_bytes: int, max_manifest_bytes: int) -> None:
+            max_bytes: int, max_manifest_bytes: int, installed: Path | None) -> None:
     root = tmp / "bundle"
     root.mkdir()
     members = scan(tar)
@@ -340,11 +416,14 @@ def _verify(tar: tarfile.TarFile, tmp: Path, res: VerifyResult, *, keep, extract
         return
     # 2. commits
     shipped, shipped_claims = _commits(manifest, root, res)
-    # 3. rebuild the report from the bundle's result files
-    out, rebuilt, hash_free = _rebuild(manifest, root, tmp, shipped, res, keep)
-    # 4. compare
+    # 3. the registry that judges: the installed one, unless the archive's was asked for
+    claims_path = _registry(manifest, root, installed, res)
+    # 4. rebuild the report from the bundle's result files
+    out, rebuilt, hash_free = _rebuild(manifest, root, tmp, shipped, res, keep, claims_path)
+    # 5. compare: the pages, the verdicts, and the rules in words the claim files carry
     _compare(rebuilt, shipped, out, hash_free, shipped_claims, res)
-    # 5. unpack into a checkout, only what was verified
+    res.registry_diff += rule_differences(_rules(shipped), _rules(out))
+    # 6. unpack into a checkout, only what was verified
     if extract is not None:
         res.extracted = _extract_into(root, [*listed, *own], Path(extract), res)
 
@@ -439,14 +518,56 @@ def _commits(manifest: dict[str, Any], root: Path, res: VerifyResult
             shipped_claims = {}
     res.commits = {"results": ", ".join(results_commits), "report": report_commit,
                    "bundle": _short(manifest.get("weince_commit") or "?"),
-                   "installed": _short(installed),
-                   "same": results_commits == [_short(installed)]}
+                   "installed": _short(installed)}
+    res.commits["relation"] = _relation(results_commits, report_commit, _short(installed))
 
     return shipped, shipped_claims
 
 
+def _registry(manifest: dict[str, Any], root: Path, installed: Path | None,
+              res: VerifyResult) -> Path:
+    """The registry the rebuild judges by (the installed one unless the archive's was asked
+    for), and every difference of the archive's from the installed one."""
+    from weince.pipeline.claims import load_claims
+
+    archive = root / manifest["claims"]
+    try:
+        theirs = load_claims(archive)
+    except Exception as err:  # a tampered registry can fail in any way
+        if res.archive_registry:
+            raise BundleError(f"the bundle's claims registry cannot be read: "
+                              f"{type(err).__name__}: {_in_bundle(err, root)[:300]}") from None
+        theirs = None
+        res.registry_diff.append(f"the archive's claims registry {manifest['claims']} cannot "
+                                 f"be read ({type(err).__name__}: "
+                                 f"{_in_bundle(err, root)[:200]})")
+    if installed is not None and theirs is not None:
+        res.registry_diff += registry_differences(theirs, load_claims(installed))
+    if res.archive_registry:
+        res.registry = (f"the archive's own ({manifest['claims']}), as asked "
+                        f"(--archive-registry): every verdict below is judged by it, not by "
+                        f"the installed rules")
+        return archive
+    res.registry = f"the installed one ({installed})"
+    return installed
+
+
+def _rules(report: Path) -> dict[str, str]:
+    """Claim id -> the decision rule in words of each claim file under ``report``."""
+    out = {}
+    for f in sorted((report / "claims").glob("*.json")) if report.is_dir() else []:
+        try:
+            d = json.loads(f.read_text())
+        except (ValueError, OSError):
+            continue
+        if isinstance(d, dict) and isinstance(d.get("id"), str) and \
+                isinstance(d.get("rule"), str):
+            out[d["id"]] = d["rule"]
+    return out
+
+
 def _rebuild(manifest: dict[str, Any], root: Path, tmp: Path, shipped: Path,
-             res: VerifyResult, keep) -> tuple[Path, list[str], bool]:
+             res: VerifyResult, keep, claims_path: Path) -> tuple[Path, list[str], bool]:
     """Rebuild the report from the bundle's result files into ``tmp/rebuilt``; returns
     that folder, the rebuilt file names and whether the config hash line is left out of
     the comparison."""
@@ -465,7 +586,6 @@ def _rebuild(manifest: dict[str, Any], root: Path, tmp: Path, shipped: Path,
         hash_free = True
         res.notes.append("the results root was an absolute path when bundled: the "
                          "workflow config hash line is not compared")
-    claims_path = root / manifest["claims"]
     try:
         with _cwd(root):
             inputs = _report.report_inputs(cfg, claims_path)

@@ -14,9 +14,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from weince.utils.config import apply_overrides
+from weince.utils.config import apply_overrides, parse_yaml
 
 __all__ = ["add_arguments", "main", "load_profile_config"]
 
@@ -38,7 +36,7 @@ def load_profile_config(paths: list[str | Path], overrides: list[str] = ()) -> d
         if not p.exists():
             raise FileNotFoundError(f"config file {p} does not exist (profiles ship in config/: "
                                     f"config.yaml, smoke.yaml, paper.yaml)")
-        _merge(cfg, yaml.safe_load(p.read_text()) or {})
+        _merge(cfg, parse_yaml(p.read_text(), f"config file {p}") or {})
     return apply_overrides(cfg, overrides)
 
 

@@ -42,10 +42,10 @@ def _print(result: dict) -> None:
         base = next(iter(st["losses"]))
         att = ", ".join(f"{n} {a['overhead_pct']:+.3f}% ({a['extra_ms']:+.2f} ms)"
                         for n, a in st["attributed"].items() if n != base)
-        print(f"whole step ({st['mode']}): measured overhead "
-              + ", ".join(f"{n} {s['overhead_pct']:+.2f}% [{s['overhead_ci'][0]:+.2f}, "
-                          f"{s['overhead_ci'][1]:+.2f}]" for n, s in st["losses"].items()
-                          if n != base)
+        print(f"whole step ({st['mode']}, {st.get('runs', 1)} run(s)): measured overhead "
+              + ", ".join(f"{n} {s['overhead_pct']:+.2f}% [{iv[0]:+.2f}, {iv[1]:+.2f}]"
+                          for n, s in st["losses"].items() if n != base
+                          for iv in [s.get("overhead_ci_runs") or s["overhead_ci"]])
               + f"; attributed from the loss alone on the step's embeddings: {att}")
     for r in [*result["loss_alone"], *([st] if st else [])]:
         if "compiled_vs_eager" in r:

@@ -5,8 +5,11 @@
     weince verify default.tar.gz --extract CHECKOUT   # then unpack the verified files
 
 Checks every file's size and SHA-256 against the manifest, rebuilds every claim table and
-the summary from the bundle's result files with the installed code, and prints what
-differs. The archive is untrusted: links, devices, paths outside the folder and files the
+the summary from the bundle's result files with the installed code and the installed
+claims registry, and prints what differs, a difference between the archive's registry
+(or the rules in words its claim files carry) and the installed one included.
+``--archive-registry`` judges by the archive's own registry instead, and says so on every
+verdict line. The archive is untrusted: links, devices, paths outside the folder and files the
 manifest does not list are never unpacked. Exit status 0 only when everything matches, 1
 when something differs, 2 for an unsafe or malformed archive. Offline, seconds, no GPU;
 needs only the report's dependencies (no torch).
@@ -35,6 +38,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"cap on manifest.json (default {DEFAULT_MAX_MANIFEST_BYTES >> 20}M)")
     parser.add_argument("--max-lines", type=int, default=12,
                         help="at most this many lines per list in the report (default 12)")
+    parser.add_argument("--claims", metavar="PATH", default=None,
+                        help="the installed claims registry (default: config/claims.yaml of "
+                             "the checkout weince is imported from, else of this folder)")
+    parser.add_argument("--archive-registry", action="store_true",
+                        help="judge by the archive's own claims registry instead of the "
+                             "installed one (every verdict line says so; default: off)")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -43,6 +52,8 @@ def main(args: argparse.Namespace) -> int:
     res = verify_bundle(args.bundle, keep=args.keep, extract=getattr(args, "extract", None),
                         max_bytes=getattr(args, "max_bytes", DEFAULT_MAX_BYTES),
                         max_manifest_bytes=getattr(args, "max_manifest_bytes",
-                                                   DEFAULT_MAX_MANIFEST_BYTES))
+                                                   DEFAULT_MAX_MANIFEST_BYTES),
+                        claims=getattr(args, "claims", None),
+                        archive_registry=getattr(args, "archive_registry", False))
     print(res.render(max_lines=args.max_lines))
     return res.exit_code

@@ -56,6 +56,7 @@ from weince.pipeline.arms import resolve_arm, split_arm
 from weince.pipeline.profile import Profile
 from weince.pipeline.claims import load_claims
 from weince.report.rehearsal import data_note
+from weince.utils.config import parse_yaml
 
 __all__ = ["TRAIN_IMAGES", "WIKI1M_SENTENCES", "Forecast", "build_forecast",
            "forecast_markdown", "resources_overlay", "write_forecast"]
@@ -178,7 +179,7 @@ def _paper_config(cfg: dict[str, Any]) -> dict[str, Any]:
     if not path.is_file():
         raise FileNotFoundError(f"the paper profile {path} (rehearsal.paper_config) does not "
                                 f"exist; the forecast needs its sizes")
-    paper = yaml.safe_load(path.read_text()) or {}
+    paper = parse_yaml(path.read_text(), f"the paper profile {path}") or {}
     paper.setdefault("results", cfg.get("results", "results"))
     return paper
 

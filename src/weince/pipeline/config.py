@@ -14,8 +14,10 @@ level; did you mean 'vision'?").
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import re
+import sys
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -23,10 +25,12 @@ import jsonschema
 
 from weince.pipeline.claims import validate_with_defaults
 from weince.pipeline.profile import Profile
-from weince.utils.config import parse_yaml
+from weince.utils.config import (MAX_VALUES, YamlSizeError, expanded_size, parse_yaml,
+                                 value_children)
 
 __all__ = ["ConfigError", "check_config", "config_errors", "set_run_environment",
-           "retype_overrides", "COMMAND_LINE", "name_registry", "rule_names"]
+           "retype_overrides", "COMMAND_LINE", "name_registry", "rule_names", "value_errors",
+           "RUN_CEILINGS", "LONG_RUNS_ENV", "oversized_key", "read_sources"]
 
 #: how an error names a value given on the command line (``snakemake --config k=v``)
 COMMAND_LINE = "the command line (--config)"
@@ -65,13 +69,32 @@ def _origin(keys: list[Any], sources: Mapping[str, Any], value: Any = _NOTHING) 
     return f"{hits[-1]}: " if hits else ""
 
 
+SHOWN_CHARS = 80   # a refused value is quoted up to this length
+MAX_PROBLEMS = 20  # problems listed (then: and N more)
+
+
+def _clip(text: str, n: int = 200) -> str:
+    return text if len(text) <= n else text[:n - 3] + "..."
+
+
+def _shown(value: Any) -> str:
+    """``repr(value)``, at most :data:`SHOWN_CHARS` characters (a list of thousands of
+    items is named by its start and its length)."""
+    text = repr(value)
+    if len(text) <= SHOWN_CHARS:
+        return text
+    size = f" ({len(value)} items)" if isinstance(value, (list, dict)) else ""
+    return text[:SHOWN_CHARS - 3] + "..." + size
+
+
 def _describe(err: jsonschema.ValidationError, sources: Mapping[str, Any]) -> str:
     keys = list(err.absolute_path)
     where = _path(keys)
     v, s = err.validator, err.schema
     if "propertyNames" in err.schema_path:   # a map keyed by names: the key is the problem
         choices = _choices(err)
-        return (f"{_origin(keys + [err.instance], sources)}unknown name {err.instance!r} as a "
+        return (f"{_origin(keys + [err.instance], sources)}unknown name "
+                f"{_shown(err.instance)} as a "
                 f"key of {where}; valid: {choices}")
     if v == "additionalProperties":
         allowed = sorted(s.get("properties", {}))
@@ -95,10 +118,11 @@ def _value_problem(err: jsonschema.ValidationError, where: str) -> str:
     v, s = err.validator, err.schema
     if v in ("enum", "const", "names"):
         whose = " (the profile's vision.arms)" if s.get("names") == "vision.arms" else ""
-        return (f"{where} = {err.instance!r} is not a valid choice; valid{whose}: "
+        return (f"{where} = {_shown(err.instance)} is not a valid choice; valid{whose}: "
                 f"{_choices(err)}")
     if v == "oneOf":
-        return f"{where} = {err.instance!r} matches none of the allowed forms ({err.message})"
+        return (f"{where} = {_shown(err.instance)} matches none of the allowed forms "
+                f"({_clip(err.message)})")
     if v == "type":
         want = s["type"] if isinstance(s["type"], list) else [s["type"]]
         hint = ""
@@ -106,14 +130,14 @@ def _value_problem(err: jsonschema.ValidationError, where: str) -> str:
         if "boolean" in want and "." not in where and word in ("true", "false"):
             # Snakemake's --config reads only True and False as booleans
             hint = f" (on the command line: --config {where}={word.capitalize()})"
-        return f"{where} = {err.instance!r} must be of type {' or '.join(want)}{hint}"
+        return f"{where} = {_shown(err.instance)} must be of type {' or '.join(want)}{hint}"
     if v in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
         op = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<=",
               "exclusiveMaximum": "<"}[v]
-        return f"{where} = {err.instance!r} must be {op} {err.validator_value}"
+        return f"{where} = {_shown(err.instance)} must be {op} {err.validator_value}"
     if v == "required":
         return f"{where}: {err.message}"
-    return f"{where} = {err.instance!r}: {err.message}"
+    return f"{where} = {_shown(err.instance)}: {_clip(err.message)}"
 
 
 # ------------------------------------------------------------------ names
@@ -173,6 +197,17 @@ def _validator(schema: Mapping[str, Any], config: Mapping[str, Any],
     return jsonschema.validators.extend(base, {"names": names})
 
 
+def read_sources(sources: Iterable[str | os.PathLike]) -> dict[str, Any]:
+    """Each config file of ``sources`` that exists, read with the bounded loader (a
+    :class:`YamlSizeError` names the file whose aliases expand too far)."""
+    data: dict[str, Any] = {}
+    for src in sources:
+        p = Path(src)
+        if p.exists():
+            data[str(src)] = parse_yaml(p.read_text(), f"config file {src}") or {}
+    return data
+
+
 def config_errors(config: Mapping[str, Any], schema: Mapping[str, Any],
                   sources: Iterable[str | os.PathLike] = (),
                   workflow_dir: str | os.PathLike = "workflow",
@@ -180,16 +215,162 @@ def config_errors(config: Mapping[str, Any], schema: Mapping[str, Any],
     """One sentence per problem of ``config`` under ``schema`` (empty when it is valid),
     each prefixed with the file of ``sources`` (or the command line, ``command_line``,
     applied last) that sets the key, when one does."""
-    data: dict[str, Any] = {}
-    for src in sources:
-        p = Path(src)
-        if p.exists():
-            data[str(src)] = parse_yaml(p.read_text()) or {}
+    data = read_sources(sources)
     if command_line:
         data[COMMAND_LINE] = command_line
     cls = _validator(schema, config, workflow_dir)
     errors = sorted(cls(schema).iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
-    return [_describe(e, data) for e in errors]
+    return [_describe(e, data) for e in errors] + value_errors(config, data)
+
+
+# ------------------------------------------------------------------ values the schema lets by
+#: the longest run each key may ask for, and the figure to compare it with; past it the
+#: check refuses (``WEINCE_LONG_RUNS=1``: a warning instead), naming the optimiser steps
+RUN_CEILINGS: dict[tuple[str, ...], tuple[int, str]] = {
+    ("vision", "pretrain", "epochs"): (1000, "the paper pretrains 100 epochs"),
+    ("vision", "linear", "epochs"): (1000, "the paper's probe trains 100 epochs"),
+    ("text", "simcse", "epochs"): (100, "SimCSE trains 1 epoch"),
+    ("text", "simcse", "max_steps"): (1_000_000, "SimCSE on wiki1m takes ~15,600 steps"),
+    ("timing", "config", "loss_reps"): (10_000, "the default is 30"),
+    ("timing", "config", "step_reps"): (10_000, "the default is 10"),
+}
+LONG_RUNS_ENV = "WEINCE_LONG_RUNS"
+# the lists an enabled stage needs, all of them or none (a stage with one of them empty
+# plans no job, and the summary would read as if it had run)
+_STAGE_LISTS = {"vision": ("datasets", "backbones", "arms", "seeds"),
+                "text": ("models", "arms", "seeds")}
+# lists that, when a profile gives them, must hold something (null / absent: the default)
+_NON_EMPTY = [("vision", "linear", "seeds"), ("vision", "knn", "split_seeds"),
+              ("timing", "config", "losses"), ("timing", "config", "sizes"),
+              ("ablations", "seeds"), ("ablations", "pairs"), ("vision", "pairs")]
+_TRAIN_IMAGES = {"cifar10": 50_000, "cifar100": 50_000, "stl10": 5_000,
+                 "imagenet32": 1_281_167, "tinyimagenet": 100_000, "digits": 1_438,
+                 "mnist5k": 4_000}
+
+
+def _walk(value: Any, keys: list[Any]) -> Iterable[tuple[list[Any], Any]]:
+    """Every leaf of ``value`` with its key path."""
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            yield from _walk(v, keys + [k])
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _walk(v, keys + [i])
+    else:
+        yield keys, value
+
+
+def _enabled(config: Mapping[str, Any], stage: str) -> bool:
+    block = config.get(stage)
+    return isinstance(block, Mapping) and block.get("enabled", True) is not False
+
+
+def _steps(config: Mapping[str, Any], keys: tuple[str, ...], n: int) -> str:
+    """The optimiser steps (or repetitions) ``n`` at ``keys`` means for the profile."""
+    v = config.get("vision") if isinstance(config.get("vision"), Mapping) else {}
+    if keys[:2] == ("vision", "pretrain"):
+        pre = v.get("pretrain") if isinstance(v.get("pretrain"), Mapping) else {}
+        batch = pre.get("batch_size", 256) if isinstance(pre.get("batch_size"), int) else 256
+        images = max([_TRAIN_IMAGES.get(d, 50_000) for d in v.get("datasets") or []
+                      if isinstance(d, str)] or [50_000])
+        cap = pre.get("max_train_images")
+        if isinstance(cap, int) and cap > 0:
+            images = min(images, cap)
+        runs = 1
+        for k in ("datasets", "backbones", "arms", "seeds"):
+            runs *= max(1, len(v.get(k) or []) if isinstance(v.get(k), list) else 1)
+        return (f"about {n * max(1, images // max(batch, 1)):.2e} optimiser steps per encoder, "
+                f"{runs} encoder(s) in this profile")
+    if keys[-1] == "epochs":
+        return f"{n:,} passes over the training set per run"
+    return f"{n:,} {'steps' if keys[-1] == 'max_steps' else 'repetitions'} per run"
+
+
+def value_errors(config: Mapping[str, Any], sources: Mapping[str, Any] | None = None
+                 ) -> list[str]:
+    """What the schema's types and ranges let by, one sentence each (blamed on the file
+    that sets the key, as :func:`config_errors` does): a number that is not finite (YAML
+    ``.nan`` / ``.inf`` pass every ``minimum``), a list an enabled stage needs left empty,
+    and a run length past its ceiling (:data:`RUN_CEILINGS`; ``WEINCE_LONG_RUNS=1`` turns
+    that refusal into a warning on stderr)."""
+    sources = sources or {}
+    out = []
+    for keys, v in _walk(config, []):
+        if isinstance(v, float) and not math.isfinite(v):
+            out.append(f"{_origin(keys, sources)}{_path(keys)} = {v!r} is not a finite "
+                       f"number; give a finite value (YAML reads .nan and .inf as numbers)")
+    for stage, names in _STAGE_LISTS.items():
+        block = config.get(stage)
+        if not _enabled(config, stage):
+            continue
+        lists = {n: block.get(n) for n in names}
+        empty = [n for n, x in lists.items() if isinstance(x, list) and not x]
+        if empty and (len(empty) < len(names) or "enabled" in block):
+            given = [n for n in names if n not in empty]
+            for n in empty:
+                out.append(f"{_origin([stage, n], sources)}{stage}.{n} is empty while "
+                           f"{stage}.enabled is true"
+                           + (f" and {stage}.{', '.join(given)} are set" if given else "")
+                           + f": the {stage} stage would plan no job and the summary would "
+                             f"read as if it had run; list at least one, or set "
+                             f"{stage}.enabled: false")
+    for keys in _NON_EMPTY:
+        x = _lookup(config, list(keys))
+        if isinstance(x, list) and not x and _enabled(config, keys[0]):
+            out.append(f"{_origin(list(keys), sources)}{_path(keys)} is empty: nothing would "
+                       f"run for it; list at least one (or leave the key out for the "
+                       f"default)")
+    g = _lookup(config, ["vision", "grid"])
+    if isinstance(g, Mapping) and g.get("arms") and isinstance(g.get("seeds"), list) \
+            and not g["seeds"]:
+        out.append(f"{_origin(['vision', 'grid', 'seeds'], sources)}vision.grid.seeds is "
+                   f"empty while vision.grid.arms is set: no grid point would be trained and "
+                   f"no point chosen; list the seeds (e.g. [7])")
+    out += _ceiling_errors(config, sources)
+    return out
+
+
+def _ceiling_errors(config: Mapping[str, Any], sources: Mapping[str, Any]) -> list[str]:
+    out = []
+    targets = list(RUN_CEILINGS.items())
+    by_ds = _lookup(config, ["vision", "pretrain_by_dataset"])
+    if isinstance(by_ds, Mapping):   # per-data-set overrides share the pretraining ceiling
+        targets += [(("vision", "pretrain_by_dataset", d, "epochs"),
+                     RUN_CEILINGS[("vision", "pretrain", "epochs")]) for d in by_ds]
+    for keys, (ceiling, compare) in targets:
+        n = _lookup(config, list(keys))
+        if not isinstance(n, int) or isinstance(n, bool) or n <= ceiling:
+            continue
+        msg = (f"{_origin(list(keys), sources)}{_path(keys)} = {n:,} is past the ceiling of "
+               f"{ceiling:,} ({compare}): {_steps(config, keys, n)}")
+        if os.environ.get(LONG_RUNS_ENV):
+            print(f"warning: {msg} ({LONG_RUNS_ENV} is set: running it)", file=sys.stderr)
+            continue
+        out.append(f"{msg}; lower it, or set {LONG_RUNS_ENV}=1 to run it anyway")
+    return out
+
+
+def oversized_key(config: Mapping[str, Any], limit: int = MAX_VALUES) -> str | None:
+    """The deepest mapping key under which ``config`` expands past ``limit`` values (shared
+    parts counted as often as they are referenced: YAML aliases) and why, or None when it
+    does not."""
+    try:
+        expanded_size(config, value_children, limit=limit)
+        return None
+    except YamlSizeError as err:
+        problem = str(err)
+    keys: list[Any] = []
+    node: Any = config
+    while isinstance(node, Mapping):   # the key that holds it (not an item of its list)
+        for k, v in node.items():
+            try:
+                expanded_size(v, value_children, limit=limit)
+            except YamlSizeError as err:
+                keys, node, problem = keys + [k], v, str(err)
+                break
+        else:
+            break
+    return f"{_path(keys)}: {problem}"
 
 
 def _scalar(text: str) -> Any:
@@ -261,10 +442,24 @@ def check_config(config: Mapping[str, Any], schema: str | os.PathLike | Mapping[
     # a file named twice (Snakemake lists a --configfile in configfiles and again in
     # overwrite_configfiles) counts where it is applied last
     sources = list(reversed(dict.fromkeys(str(s) for s in reversed(list(sources)))))
+    files = ", ".join(sources + ([COMMAND_LINE] if command_line else [])) or "the config"
+    # the size first, before anything walks the config: Snakemake reads the config files
+    # itself, keeping an alias as one shared value, so an alias bomb costs nothing until
+    # the first walk (the schema check's) copies it out. Each file with the bounded loader
+    # (naming the file), then the merged config (a --config value)
+    try:
+        read_sources(sources)
+    except YamlSizeError as err:
+        raise ConfigError(f"invalid workflow config ({files}): {err}") from None
+    big = oversized_key(config)
+    if big:
+        raise ConfigError(f"invalid workflow config ({files}): {big} (refused before any "
+                          f"check or job)")
     problems = config_errors(config, schema, sources, workflow_dir, command_line)
     if problems:
-        files = ", ".join(sources + ([COMMAND_LINE] if command_line else [])) or "the config"
-        raise ConfigError(f"invalid workflow config ({files}):\n  - " + "\n  - ".join(problems))
+        more = len(problems) - MAX_PROBLEMS
+        shown = problems[:MAX_PROBLEMS] + ([f"... and {more} more"] if more > 0 else [])
+        raise ConfigError(f"invalid workflow config ({files}):\n  - " + "\n  - ".join(shown))
     if fill_defaults:   # the schema's defaults, as Snakemake's validate(set_default=True)
         validate_with_defaults(config, schema, "the workflow config")
 

@@ -3,6 +3,12 @@
     from weince.pipeline.logs import log_to
     with log_to(snakemake.log[0]):
         ...
+
+A job that fails says why in one line on the console, where the user looks (Snakemake
+prints a script's stderr above its ``Error in rule ...`` block, whose ``message:`` is
+``None`` for a script), and keeps the whole traceback in its log::
+
+    weince job failed: ValueError: ... (traceback: results/smoke/logs/pretrain/....log)
 """
 
 from __future__ import annotations
@@ -16,7 +22,32 @@ import traceback
 from pathlib import Path
 from typing import Any, Iterator
 
-__all__ = ["log_to"]
+__all__ = ["log_to", "one_line", "LogNotWritableError"]
+
+
+class LogNotWritableError(PermissionError):
+    """The job's log file cannot be written (a read-only or foreign results folder)."""
+
+
+def one_line(err: BaseException, limit: int = 600) -> str:
+    """``Type: message`` of ``err`` on one line (whitespace collapsed, at most ``limit``
+    characters)."""
+    text = " ".join(str(err).split())
+    text = f"{type(err).__name__}: {text}" if text else type(err).__name__
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _say_once(err: BaseException, line: str, stream) -> None:
+    """Print ``line`` on ``stream`` (the console) and let the interpreter print nothing more
+    for ``err`` if it ends the script: its traceback is in the log already."""
+    print(line, file=stream, flush=True)
+    previous = sys.excepthook
+
+    def hook(tp, value, tb):
+        if value is not err:
+            previous(tp, value, tb)
+
+    sys.excepthook = hook
 
 
 @contextlib.contextmanager
@@ -63,10 +94,22 @@ def _logged(path: str | os.PathLike | None, resources: Any, device: str | None
         yield
 
 
+def _open_log(path: str | os.PathLike):
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        return open(path, "w", buffering=1)
+    except OSError as err:
+        msg = (f"cannot write the job's log {path} ({err.strerror or err}); the results "
+               f"folder must be writable by this user (check `ls -ld {Path(path).parent}`, "
+               f"its disk and mount)")
+        new = LogNotWritableError(msg)
+        _say_once(new, f"weince job failed: {msg}", sys.stderr)
+        raise new from None
+
+
 @contextlib.contextmanager
 def _redirected(path: str | os.PathLike) -> Iterator[None]:
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", buffering=1) as fh:
+    with _open_log(path) as fh:
         handler = logging.StreamHandler(fh)
         root = logging.getLogger()
         root.addHandler(handler)
@@ -78,8 +121,13 @@ def _redirected(path: str | os.PathLike) -> Iterator[None]:
         except SystemExit as e:   # a deliberate exit (e.g. SIGTERM: checkpoint written)
             print(f"exit {e.code}: {e}", file=fh)
             raise
+        except Exception as err:
+            traceback.print_exc(file=fh)  # the whole traceback in the log ...
+            # ... and the reason in one line on the console, where the user looks
+            _say_once(err, f"weince job failed: {one_line(err)} (traceback: {path})", old_err)
+            raise
         except BaseException:
-            traceback.print_exc(file=fh)  # the log names the error; snakemake shows the log
+            traceback.print_exc(file=fh)
             raise
         finally:
             sys.stdout, sys.stderr = old_out, old_err

@@ -11,9 +11,20 @@
 - :func:`check_no_live_writers` (``onstart``): no job of another live run holds a lock in
   this profile's results (:mod:`weince.utils.runlock`), e.g. after ``snakemake --unlock``
   of a run that is still going.
+- :func:`hold_profile_lock` (``onstart``): one live Snakemake run per profile, held by the
+  kernel for the run's process (``{results}/{profile}/.snakemake-run.lock``). Snakemake's
+  own locks in ``.snakemake/locks`` are shared by every profile of a clone, and a run that
+  ends removes that whole folder, the locks of a run of another profile still going
+  included; this lock is the profile's own, so runs of two profiles side by side never
+  release each other's, and a second run of one profile is refused in one line.
+- :func:`check_writable` (``onstart``, before Snakemake deletes any output of a job it is
+  about to re-run): every folder the run writes is writable.
+- :func:`refusals`: the Snakefile's checks end the run with their one-line (or one-list)
+  reason, not a traceback.
 
-``WEINCE_SKIP_PREFLIGHT=1`` skips them all (to plan a profile without its data, e.g. to
-count its jobs; or when the disk estimate is wrong).
+``WEINCE_SKIP_PREFLIGHT=1`` skips the data, disk and writer checks (to plan a profile
+without its data, e.g. to count its jobs; or when the disk estimate is wrong); the profile
+lock and the writable check always run.
 
     from weince.pipeline.preflight import check_data, space_needed
     check_data(config)                 # DataMissingError naming each missing path
@@ -22,16 +33,19 @@ count its jobs; or when the disk estimate is wrong).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from weince.pipeline import layout
 from weince.pipeline.profile import Profile
 
-__all__ = ["DataMissingError", "DiskSpaceError", "LiveRunError", "missing_data", "check_data",
-           "space_needed", "check_space", "check_no_live_writers", "on_start"]
+__all__ = ["DataMissingError", "DiskSpaceError", "LiveRunError", "NotWritableError",
+           "missing_data", "check_data", "space_needed", "check_space",
+           "check_no_live_writers", "check_writable", "hold_profile_lock",
+           "release_profile_lock", "profile_lock_path", "refusals", "on_start"]
 
 REHEARSE = ("to rehearse the run without the data first: `weince synthetic-data --root "
             "synthetic_data`, then add `--config data_root=synthetic_data` (with "
@@ -48,6 +62,10 @@ class DiskSpaceError(OSError):
 
 class LiveRunError(RuntimeError):
     """Another live run writes this profile's results."""
+
+
+class NotWritableError(PermissionError):
+    """A folder the run writes is not writable by this user."""
 
 
 # ------------------------------------------------------------------ data
@@ -274,11 +292,12 @@ def check_space(cfg: Mapping[str, Any], parallel: int = 1, *, out=None) -> dict:
 # ------------------------------------------------------------------ other writers
 def check_no_live_writers(cfg: Mapping[str, Any]) -> None:
     """Raise :class:`LiveRunError` when a live process holds a run lock in this profile's
-    results (another run is still writing them)."""
+    results (another run is still writing them); this run's own profile lock aside."""
     from weince.utils.runlock import held_locks
 
     root = Path(str(cfg.get("results", "results"))) / str(cfg["profile"])
-    held = held_locks(root)
+    own = profile_lock_path(cfg)
+    held = [(p, who) for p, who in held_locks(root) if p != own]
     if held:
         shown = "; ".join(f"{p.parent} ({who})" for p, who in held[:3])
         raise LiveRunError(
@@ -288,10 +307,100 @@ def check_no_live_writers(cfg: Mapping[str, Any]) -> None:
             f"Never `snakemake --unlock` while such a run is alive")
 
 
+# ------------------------------------------------------------------ one run per profile
+PROFILE_LOCK = "snakemake-run"   # {results}/{profile}/.snakemake-run.lock
+
+
+def profile_lock_path(cfg: Mapping[str, Any]) -> Path:
+    from weince.utils.runlock import lock_path
+
+    return lock_path(Path(str(cfg.get("results", "results"))) / str(cfg["profile"]),
+                     PROFILE_LOCK)
+
+
+def hold_profile_lock(cfg: Mapping[str, Any]) -> Path:
+    """Hold the profile's run lock for the rest of this process (the Snakemake run), or
+    raise :class:`LiveRunError` naming the live run that holds it."""
+    from weince.utils.runlock import RunLockedError, hold_run_lock, holder
+
+    path = profile_lock_path(cfg)
+    try:
+        return hold_run_lock(path.parent / PROFILE_LOCK, wait_s=0.2)
+    except RunLockedError:
+        raise LiveRunError(
+            f"another Snakemake run of profile {cfg['profile']!r} is live ({holder(path)}); "
+            f"two runs of one profile would write the same files: wait for it, or stop it "
+            f"(`kill PID`, never `snakemake --unlock`); runs of other profiles are not "
+            f"affected") from None
+
+
+def release_profile_lock(cfg: Mapping[str, Any]) -> None:
+    """Let go of :func:`hold_profile_lock` (the end of the process does it too)."""
+    from weince.utils.runlock import release_run_lock
+
+    release_run_lock(profile_lock_path(cfg))
+
+
+# ------------------------------------------------------------------ writable folders
+def _run_folders(cfg: Mapping[str, Any]) -> list[Path]:
+    """The folders a run of the profile writes: its results and reports folders (every
+    folder already under them, too: a job re-run there writes it)."""
+    profile = str(cfg["profile"])
+    roots = [Path(str(cfg.get("results", "results"))) / profile,
+             Path(str(cfg.get("reports", "reports"))) / profile]
+    out = []
+    for root in roots:
+        if not root.exists():   # created by the run: its nearest existing parent counts
+            parent = root.parent
+            while not parent.exists() and parent != parent.parent:
+                parent = parent.parent
+            out.append(parent)
+            continue
+        out.append(root)
+        out += [Path(d) for d, _, _ in os.walk(root) if Path(d) != root]
+    return out
+
+
+def check_writable(cfg: Mapping[str, Any]) -> None:
+    """Raise :class:`NotWritableError` naming the folders of the run that this user cannot
+    write (read-only mount or permissions), before any job starts: Snakemake deletes a
+    job's old outputs before running it, so a run that fails later would already have
+    removed them."""
+    bad = [d for d in _run_folders(cfg) if d.is_dir() and not os.access(d, os.W_OK | os.X_OK)]
+    if bad:
+        shown = ", ".join(f"{d}/" for d in bad[:3]) + (f" and {len(bad) - 3} more"
+                                                      if len(bad) > 3 else "")
+        raise NotWritableError(
+            f"profile {cfg.get('profile')!r} cannot write {shown} (read-only or not this "
+            f"user's); nothing was deleted or run: make them writable (`chmod -R u+w`, or "
+            f"remount), or set `results:` / `reports:` to folders this user can write")
+
+
+# ------------------------------------------------------------------ one-line refusals
+@contextlib.contextmanager
+def refusals() -> Iterator[None]:
+    """End the Snakemake run with the reason alone when a check of the Snakefile (config,
+    data, disk, writers, permissions) refuses it: Snakemake would print the exception with
+    its file, line and traceback lines around it."""
+    from weince.pipeline.config import ConfigError
+    from weince.utils.config import YamlSizeError
+
+    try:
+        yield
+    except (ConfigError, YamlSizeError, DataMissingError, DiskSpaceError, LiveRunError,
+            NotWritableError) as err:
+        sys.exit(f"weince: {err}")
+
+
 def on_start(cfg: Mapping[str, Any], parallel: int = 1) -> None:
-    """The Snakefile's ``onstart`` checks (a real run, not a dry run): no live writer in
-    the profile's results, and the disk estimate printed and checked."""
-    if os.environ.get("WEINCE_SKIP_PREFLIGHT"):
-        return
-    check_no_live_writers(cfg)
-    check_space(cfg, parallel)
+    """The Snakefile's ``onstart`` checks (a real run, not a dry run), each refusal one
+    line: this profile's run lock, every output folder writable, no live writer in the
+    profile's results, and the disk estimate printed and checked (the last two skipped
+    with ``WEINCE_SKIP_PREFLIGHT=1``)."""
+    with refusals():
+        check_writable(cfg)
+        hold_profile_lock(cfg)
+        if os.environ.get("WEINCE_SKIP_PREFLIGHT"):
+            return
+        check_no_live_writers(cfg)
+        check_space(cfg, parallel)

@@ -27,8 +27,8 @@ from weince.pipeline.layout import (VisionRun, files_for, norms_text_runs, norms
 from weince.pipeline.profile import Profile
 from weince.pipeline.protocol import protocol_options
 from weince.report import figures as figs
-from weince.report.claim_file import (ClaimRecord, claim_file, read_claim_files,
-                                      write_claim_file)
+from weince.report.claim_file import (ClaimRecord, check_inputs, claim_file,
+                                      claim_input_digests, read_claim_files, write_claim_file)
 from weince.report.forest import forest_figure
 from weince.report.glance import claim_notes, pairs_text, scale_items
 from weince.report.rehearsal import (data_note, rehearsal_note, text_identity,
@@ -203,15 +203,20 @@ def write_tables(results: list[ClaimResult], prof: Profile, out: Path,
     profile's), for the page navigation."""
     out.mkdir(parents=True, exist_ok=True)
     info = _run_info(prof)
-    ids = [c["id"] for c in load_claims(claims_path or prof.claims)["claims"]]
+    reg = load_claims(claims_path or prof.claims)
+    entries = {c["id"]: c for c in reg["claims"]}
+    ids = list(entries)
     written = []
     for res in results:
-        stem = f"table_{res.claim['id'].lower()}"
-        (out / f"{stem}.md").write_text(claim_markdown(res, info, claim_nav(ids, res.claim["id"]))
+        cid = res.claim["id"]
+        stem = f"table_{cid.lower()}"
+        (out / f"{stem}.md").write_text(claim_markdown(res, info, claim_nav(ids, cid))
                                         + selection_section(prof, res.claim))
         (out / f"{stem}.tex").write_text(claim_latex(res, info))
+        # the claim file, bound to the registry entry and the result files it came from
+        inputs = claim_input_digests(prof.config, entries[cid], reg.get("alpha", 0.05))
         written += [out / f"{stem}.md", out / f"{stem}.tex",
-                    write_claim_file(res, claim_file(out, res.claim["id"]))]
+                    write_claim_file(res, claim_file(out, cid), inputs)]
     return written
 
 
@@ -344,8 +349,9 @@ def build_summary(prof: Profile, *, claims_path: str | Path | None = None,
     ``figures/``; ``draw_forests`` False: named in the summary, not copied.
 
     Raises:
-        FileNotFoundError / ValueError: a claim file is missing or malformed (the message
-            names it and the rule that writes it).
+        FileNotFoundError / ValueError: a claim file is missing or malformed, was edited
+            after the claim tables wrote it, or is stale (its registry entry or a result
+            file changed since); the message names it and the rule that writes it.
     """
     out = Path(out_dir) if out_dir else prof.report_dir
     return _write_summary(prof, claims_path=claims_path, out=out, with_figures=with_figures,
@@ -356,8 +362,11 @@ def _write_summary(prof: Profile, *, claims_path: str | Path | None, out: Path,
                    with_figures: bool, forests: dict[str, str | Path] | None,
                    draw_forests: bool) -> list[ClaimRecord]:
     out.mkdir(parents=True, exist_ok=True)
-    ids = [c["id"] for c in load_claims(claims_path or prof.claims)["claims"]]
-    records = read_claim_files(out, ids)
+    reg = load_claims(claims_path or prof.claims)
+    ids = [c["id"] for c in reg["claims"]]
+    records = read_claim_files(out, ids)   # a hand-edited claim file is refused there
+    for rec, entry in zip(records, reg["claims"]):   # and a stale one here
+        check_inputs(rec, entry, reg.get("alpha", 0.05), root=prof.results)
     info = _run_info(prof)
     tex_files = [f"table_{r.id.lower()}.tex" for r in records]
     (out / "tables.tex").write_text(latex_document(

@@ -9,8 +9,15 @@ HTML), ``claims.json`` and the figures are built from these files
 (:func:`weince.report.build.build_summary`), never from a second evaluation; a bundle's
 verification rebuilds them with the installed code and compares them too.
 
+A claim file is bound to what it was computed from: ``inputs`` holds the SHA-256 of the
+claim's registry entry (with the registry's ``alpha``) and of every result file the claim
+reads (``null`` for one that did not exist), and ``digest`` the SHA-256 of the record
+itself. :func:`read_claim_file` refuses a file whose content no longer matches its digest
+(edited by hand), :func:`check_inputs` one whose registry entry or result files changed
+since (stale); each in one line naming the file and the command that rebuilds it.
+
     from weince.report.claim_file import write_claim_file, read_claim_file
-    write_claim_file(result, "reports/default/claims/c3.json")
+    write_claim_file(result, "reports/default/claims/c3.json", inputs)
     record = read_claim_file("reports/default/claims/c3.json")
     record.verdict, record.ours
 """
@@ -18,13 +25,16 @@ verification rebuilds them with the installed code and compares them too.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from weince.pipeline.layout import CLAIM_FILES
+from weince.pipeline.selection import selection_paths
+from weince.pipeline.targets import claim_inputs
 from weince.report.forest import has_forest
 from weince.report.glance import headline
 from weince.report.verdicts import ClaimResult, Row
@@ -32,10 +42,12 @@ from weince.utils.provenance import jsonable
 from weince.utils.results import Provenance, write_json
 
 __all__ = ["ClaimRecord", "CLAIM_FILE_FORMAT", "claim_file", "claim_record", "write_claim_file",
-           "read_claim_file", "read_claim_files",
-           "record_of"]
+           "read_claim_file", "read_claim_files", "record_of", "record_digest",
+           "registry_digest", "claim_input_digests", "check_inputs", "REBUILD"]
 
-CLAIM_FILE_FORMAT = 1
+CLAIM_FILE_FORMAT = 2   # 2: bound to its inputs (``inputs``, ``digest``)
+REBUILD = ("re-run the claim tables (`snakemake --forcerun claim_tables`, with the profile's "
+           "--configfile, or `weince report`)")
 
 
 def claim_file(report_dir: str | os.PathLike, claim_id: str) -> Path:
@@ -61,6 +73,7 @@ class ClaimRecord:
     provenance: Provenance
     forest: bool                # the claim has a forest plot (a finite estimate to draw)
     headline: dict[str, Any] | None = None
+    inputs: dict[str, Any] | None = None   # what it was computed from (see check_inputs)
     path: Path | None = field(default=None, compare=False)
 
     @property
@@ -114,17 +127,99 @@ def claim_record(res: ClaimResult) -> dict[str, Any]:
     }
 
 
-def write_claim_file(res: ClaimResult, path: str | os.PathLike) -> Path:
-    """Write ``res``'s claim file (no provenance block of its own: the file is a function
-    of the result files, whose provenance it carries, so a rebuild compares equal)."""
-    return write_json(path, claim_record(res), add_provenance=False)
+# ------------------------------------------------------------------ what it is bound to
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _canonical(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str).encode()
+
+
+def record_digest(d: Mapping[str, Any]) -> str:
+    """SHA-256 of a claim file's content, its ``digest`` key aside."""
+    return _sha256(_canonical({k: v for k, v in d.items() if k != "digest"}))
+
+
+def registry_digest(claim: Mapping[str, Any], alpha: float) -> str:
+    """SHA-256 of one registry entry (as validated: defaults filled) and the registry's
+    ``alpha``: everything of the registry its verdict depends on."""
+    return _sha256(_canonical({"claim": jsonable(dict(claim)), "alpha": float(alpha)}))
+
+
+def _file_digest(path: Path) -> str | None:
+    try:
+        return _sha256(path.read_bytes())
+    except FileNotFoundError:
+        return None
+
+
+def _rel(path: Path, root: Path) -> str:
+    """``path`` under the results root (so that a moved or unpacked results folder keeps
+    its digests), else as given."""
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def claim_input_digests(cfg: Mapping[str, Any], claim: Mapping[str, Any], alpha: float
+                        ) -> dict[str, Any]:
+    """What a claim's verdict is computed from at the profile ``cfg``: the SHA-256 of its
+    registry entry and of every result file it reads (the claim table rule's inputs: the
+    files of its rows and the grid selections its page shows), each named under the
+    results root, ``None`` for a file that does not exist."""
+    root = Path(str(cfg.get("results", "results")))
+    files = [*claim_inputs(cfg, claim), *selection_paths(cfg, claim).values()]
+    return {"root": root.as_posix(), "registry": registry_digest(claim, alpha),
+            "files": {_rel(Path(f), root): _file_digest(Path(f))
+                      for f in dict.fromkeys(Path(x) for x in files)}}
+
+
+def check_inputs(record: ClaimRecord, claim: Mapping[str, Any], alpha: float,
+                 root: str | os.PathLike | None = None) -> None:
+    """Raise ``ValueError`` (one line naming the claim file, what changed and how to
+    rebuild it) when the registry entry ``claim`` or a result file differs from what
+    ``record`` was computed from; ``root``: the results root (default the one the file
+    names)."""
+    inputs = record.inputs or {}
+    where = f"claim file {record.path or record.id}"
+    if inputs.get("registry") != registry_digest(claim, alpha):
+        raise ValueError(f"{where} was computed from another registry entry of "
+                         f"{record.id} than the installed claims registry's (tolerance, rows "
+                         f"or arms changed since); {REBUILD}")
+    base = Path(str(root if root is not None else inputs.get("root", "results")))
+    changed = []
+    for name, digest in (inputs.get("files") or {}).items():
+        path = Path(name) if Path(name).is_absolute() else base / name
+        now = _file_digest(path)
+        if now != digest:
+            state = ("appeared" if digest is None else "is gone" if now is None
+                     else "changed")
+            changed.append(f"{path} {state}")
+    if changed:
+        more = f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""
+        raise ValueError(f"{where} is stale: {changed[0]}{more} since the claim tables "
+                         f"computed it; {REBUILD}")
+
+
+def write_claim_file(res: ClaimResult, path: str | os.PathLike,
+                     inputs: dict[str, Any] | None = None) -> Path:
+    """Write ``res``'s claim file, bound to ``inputs`` (:func:`claim_input_digests`) and
+    sealed with the digest of its content (no provenance block of its own: the file is a
+    function of the result files, whose provenance it carries, so a rebuild compares
+    equal)."""
+    d = json.loads(json.dumps(jsonable({**claim_record(res), "inputs": inputs})))
+    d["digest"] = record_digest(d)   # of the content as it will be read back
+    return write_json(path, d, add_provenance=False)
 
 
 def read_claim_file(path: str | os.PathLike) -> ClaimRecord:
-    """The record of one claim file; a missing or malformed file is one line naming it and
-    the rule that writes it."""
+    """The record of one claim file; a missing, malformed or hand-edited file (its content
+    no longer the digest it was written with) is one line naming it and the rule that
+    writes it."""
     path = Path(path)
-    fix = "re-run the claim tables (`snakemake --forcerun claim_tables`, or `weince report`)"
+    fix = REBUILD
     if not path.is_file():
         raise FileNotFoundError(f"claim file {path} does not exist; {fix}")
     try:
@@ -134,6 +229,14 @@ def read_claim_file(path: str | os.PathLike) -> ClaimRecord:
     if not isinstance(d, dict) or d.get("format") != CLAIM_FILE_FORMAT:
         raise ValueError(f"claim file {path} is not a format-{CLAIM_FILE_FORMAT} claim file; "
                          f"{fix}")
+    try:
+        sealed = d.get("digest") == record_digest(d)
+    except (TypeError, ValueError):
+        sealed = False
+    if not sealed:
+        raise ValueError(f"claim file {path} was edited after the claim tables wrote it (its "
+                         f"content no longer matches its digest): its verdict is not "
+                         f"trusted; {fix}")
     try:
         return _record(d, path)
     except (KeyError, TypeError) as err:
@@ -146,7 +249,7 @@ def _record(d: dict[str, Any], path: Path | None = None) -> ClaimRecord:
         claim=d["claim"], verdict=d["verdict"], reason=d["reason"], rule=d["rule"],
         attribution=d["attribution"], arm_verdicts=d["arm_verdicts"], notes=d["notes"],
         scale=d["scale"], ours=d["ours"], rows=d["rows"], forest=bool(d["forest"]),
-        headline=d.get("headline"),
+        headline=d.get("headline"), inputs=d.get("inputs"),
         provenance=Provenance(commits=set(p["commits"]), config_hashes=set(p["config_hashes"]),
                               dates=list(p["dates"]), files=int(p["files"])),
         path=path)

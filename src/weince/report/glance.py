@@ -25,6 +25,7 @@ from weince.pipeline.layout import norms_text_runs, norms_vision_runs
 from weince.pipeline.profile import Profile
 from weince.pipeline.protocol import protocol_options
 from weince.report.stats import Estimate
+from weince.report.verdicts import noise_note, overhead_interval
 from weince.utils.vocabulary import NOT_REPRODUCED, PARTIAL, REPRODUCED
 
 __all__ = ["Headline", "headline", "summary_row", "ours_cells", "verdict_cell", "doc_links",
@@ -153,12 +154,12 @@ def headline(result) -> Headline | None:
         text = f"max |diff| {max(e.values):.1e}"
     else:
         text = f"{_what(claim, row, several, arm)} {_fmt(e, digits, signed, fit_iv)}".strip()
-        if kind == "overhead":   # one timing run: its steps' interval, else say so
-            iv = cell.extra.get("interval") if cell is not None else None
-            iv = iv[0] if iv and len(iv) == 1 and iv[0] and None not in iv[0] else None
-            text += ("%" if e.has_interval else
-                     f"% [{_num(iv[0], 2, True)}, {_num(iv[1], 2, True)}] (timed steps of "
-                     f"one run)" if iv else "% (noise: n = 1)")
+        if kind == "overhead":   # its interval across timing runs (else one run's steps),
+            # and whether the machine's noise exceeds the effect; never a bare number
+            iv = overhead_interval(cell) if cell is not None else None
+            text += ("% (noise: n = 1)" if iv is None else
+                     f"% [{_num(iv[0], 2, True)}, {_num(iv[1], 2, True)}] ({iv[2]})"
+                     + noise_note(e.mean, iv[0], iv[1]))
         elif kind in ("gain", "noninferior") and claim.get("unit") == "%":
             text += " pts"
     if kind == "gain" and base is None:   # pragma: no cover - the registry requires one

@@ -9,9 +9,11 @@ Per claim: the paper's figure and where it comes from (the registry), which prof
 it a verdict (every profile for a claim whose own setting runs anywhere, ``rows: any``; else
 only the paper profile, on the paper's settings), and the verdict each profile's last run
 computed (``reports/<profile>/claims/<id>.json``, written by the claim-table job), or ``not
-run yet`` where that profile has no claim file. The block sits between two markers in the
-README; ``weince status --check`` fails when the README's block differs from what the
-registry and the claim files give.
+run yet`` where that profile has no claim file. A claim file edited by hand, or computed
+from another registry entry or other result files than those now on disk, is refused in
+one line naming it (:mod:`weince.report.claim_file`). The block sits between two markers
+in the README; ``weince status --check`` fails when the README's block differs from what
+the registry and the claim files give.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import os
 from pathlib import Path
 
 from weince.pipeline.claims import load_claims
-from weince.report.claim_file import claim_file, read_claim_file
+from weince.report.claim_file import check_inputs, claim_file, read_claim_file
 
 __all__ = ["BEGIN", "END", "PROFILES", "status_table", "readme_block", "update_readme",
            "verdict_scope"]
@@ -39,11 +41,14 @@ def verdict_scope(claim: dict) -> str:
     return "paper (the paper's settings)"
 
 
-def _verdict(reports: Path, profile: str, cid: str) -> str:
-    path = claim_file(reports / profile, cid)
+def _verdict(reports: Path, profile: str, claim: dict, alpha: float) -> str:
+    """The verdict of the profile's claim file; ValueError when it is edited or stale."""
+    path = claim_file(reports / profile, claim["id"])
     if not path.is_file():
         return "not run yet"
-    return read_claim_file(path).verdict
+    record = read_claim_file(path)
+    check_inputs(record, claim, alpha)
+    return record.verdict
 
 
 def status_table(claims_path: str | os.PathLike = "config/claims.yaml",
@@ -54,12 +59,13 @@ def status_table(claims_path: str | os.PathLike = "config/claims.yaml",
     reports = Path(reports)
     head = ["Claim", "Source", "Paper", "Verdict possible at"] + [f"`{p}` run" for p in profiles]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for c in load_claims(claims_path)["claims"]:
+    reg = load_claims(claims_path)
+    for c in reg["claims"]:
         source = ("companion paper ([docs/norms.md](docs/norms.md))"
                   if str(c["id"]).startswith("N") else c.get("source", ""))
         cells = [f"{c['id']}: {c.get('short_title', c['title'])}", source,
                  c.get("short_paper", c["paper_figure"]), verdict_scope(c)]
-        cells += [_verdict(reports, p, c["id"]) for p in profiles]
+        cells += [_verdict(reports, p, c, reg.get("alpha", 0.05)) for p in profiles]
         lines.append("| " + " | ".join(x.replace("|", "\\|") for x in cells) + " |")
     return "\n".join(lines)
 

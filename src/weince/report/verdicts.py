@@ -25,7 +25,9 @@ and ``docs/verdicts.md`` repeats it (a test keeps the two equal). ``tol`` is the
   inside our interval widened by ``tol`` on each side.
 - ``reject`` (C2): every fit rejects the softmax link (``p < alpha``, the pair-robust test
   when the file has it) and our interval of ``lambda`` overlaps the paper's range.
-- ``overhead`` (C8): overhead ``<= tol`` percent and zero trainable parameters.
+- ``overhead`` (C8): the 95% interval of the overhead across repeated timing runs at or
+  below ``tol`` percent and zero trainable parameters (an interval straddling ``tol``:
+  not testable on that machine).
 - ``exact`` (C9): the largest recorded difference ``<= tol``.
 - ``noise_floor`` (C11, the paper's synthetic figure): the Weibit MSE's log-log slope
   (``n >= slope_min_n``) has a 95% interval containing -1, the softmax MSE at the largest
@@ -66,7 +68,8 @@ from weince.utils.vocabulary import (NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, PART
 
 __all__ = ["REPRODUCED", "NOT_REPRODUCED", "NOT_RUN", "PARTIAL", "SCALE_MODEL", "RULES",
            "COMMON_RULE", "CONTRASTS", "KINDS", "Kind", "Judging", "Cell", "Row", "ClaimResult",
-           "evaluate_claim", "Setting", "rule_text", "attribution", "partial_verdict"]
+           "evaluate_claim", "Setting", "rule_text", "attribution", "partial_verdict",
+           "overhead_interval", "noise_note"]
 
 COMMON_RULE = ("Only the paper's own settings get a verdict; any other setting is a "
                "scale-model row (its numbers and a plain-words reading, no verdict). When "
@@ -91,8 +94,11 @@ RULES = {
                "lambda overlaps the paper's {low}-{high}. The interval is the t-interval "
                "across encoder seeds (n >= 2), else the fit's pair-robust interval (else "
                "its i.i.d. profile interval, flagged)."),
-    "overhead": ("Reproduced when the arm's whole-step time overhead over InfoNCE is at most "
-                 "{tol}% and it adds zero trainable parameters."),
+    "overhead": ("Reproduced when the 95% interval of the arm's whole-step time overhead "
+                 "over InfoNCE, across repeated timing runs on the machine that ran it, lies "
+                 "at or below {tol}% and the arm adds zero trainable parameters; an interval "
+                 "above {tol}% is not reproduced, and one that straddles {tol}% (the "
+                 "machine's run-to-run noise wider than the margin) is not testable there."),
     "exact": "Reproduced when the largest recorded |difference| is at most {tol}.",
     "noise_floor": ("Reproduced when all three hold on the synthetic experiment's file: (1) "
                     "the 95% interval of the log-log slope of the Weibit estimator's MSE "
@@ -448,8 +454,33 @@ def _reject_verdict(row: Row, arm: str, j: Judging) -> tuple[str, str]:
     return (REPRODUCED if rejected == len(ps) and overlap else NOT_REPRODUCED), why
 
 
+_OVERHEAD_LABELS = {"overhead_ci_runs": "across timing runs",
+                    "overhead_ci": "timed steps of one run"}
+
+
+def overhead_interval(c: Cell) -> tuple[float, float, str] | None:
+    """The overhead's 95% interval in a C8 cell and where it comes from: across repeated
+    timing runs (the machine's run-to-run noise), or, from an older timing file, over the
+    timed steps of one run; None when the file has none."""
+    ivs = [v for v in c.extra.get("interval", []) if v is not None]
+    if len(ivs) != 1 or not isinstance(ivs[0], (list, tuple)) or len(ivs[0]) != 2 \
+            or None in ivs[0]:
+        return None
+    key = next((k for k, v in zip(c.extra["keys_used"].get("interval", []),
+                                  c.extra["interval"]) if v is not None), "")
+    return float(ivs[0][0]), float(ivs[0][1]), _OVERHEAD_LABELS.get(key.split(".")[-1], key)
+
+
+def noise_note(mean: float, lo: float, hi: float) -> str:
+    """``"; noise +-X% exceeds the effect"`` when the interval's half-width is larger than
+    the overhead itself (the timing cannot tell it from zero on that machine), else ''."""
+    noise = (hi - lo) / 2.0
+    return f"; noise ±{noise:.2f}% exceeds the effect" if noise > abs(mean) else ""
+
+
 def _overhead_verdict(row: Row, arm: str, j: Judging) -> tuple[str, str]:
-    """Kind ``overhead``: whole-step overhead <= ``tol`` % and no trainable parameter."""
+    """Kind ``overhead``: the overhead's interval across timing runs at or below ``tol`` %,
+    and no trainable parameter; an interval straddling ``tol`` is not testable there."""
     tol = j.tol
     c = row.cells.get(arm)
     if c is None or c.est.mean is None:
@@ -457,12 +488,26 @@ def _overhead_verdict(row: Row, arm: str, j: Judging) -> tuple[str, str]:
     params = [p for p in c.extra.get("params", [])]
     zero = all(p == 0 for p in params) and bool(params)
     c.extra["params_total"] = sum(params) if params else None
-    why = (f"overhead {c.est.mean:+.2f}%, {'zero' if zero else 'non-zero'} trainable "
-           f"parameters")
+    m = c.est.mean
+    iv = overhead_interval(c)
+    if iv is None:
+        what = f"overhead {m:+.2f}% (no interval: the noise is unknown)"
+    else:
+        c.extra["lo"], c.extra["hi"], c.extra["interval_source"] = iv
+        what = f"overhead {m:+.2f}% {_iv(iv[0], iv[1])} ({iv[2]}){noise_note(m, *iv[:2])}"
+    why = f"{what}, {'zero' if zero else 'non-zero'} trainable parameters"
     if not row.paper_setting:
         return f"{SCALE_MODEL}: {why}", "not the paper's setting"
-    return (REPRODUCED if (c.est.mean <= tol and zero) else NOT_REPRODUCED), \
-        why + f" (limit {tol:g}%)"
+    if not zero:
+        return NOT_REPRODUCED, why
+    if iv is None:
+        return NOT_TESTABLE, why + f" (limit {tol:g}%)"
+    if iv[1] <= tol:
+        return REPRODUCED, why + f" (interval at or below the limit {tol:g}%)"
+    if iv[0] > tol:
+        return NOT_REPRODUCED, why + f" (interval above the limit {tol:g}%)"
+    return NOT_TESTABLE, why + (f" (the interval straddles the limit {tol:g}%: this "
+                                f"machine's timing noise is wider than the margin)")
 
 
 def _exact_verdict(row: Row, arm: str, j: Judging) -> tuple[str, str]:
@@ -966,6 +1011,10 @@ def _overall(rows: list[Row], arm: str, n_paper: int) -> tuple[str, str]:
     """An arm's claim-level verdict from its paper rows (scale-model rows never count)."""
     judged = [r for r in rows if r.paper_setting and r.verdicts.get(arm) in
               (REPRODUCED, NOT_REPRODUCED)]
+    untestable = [r for r in rows if r.paper_setting and r.verdicts.get(arm) == NOT_TESTABLE]
+    if not judged and untestable:   # C8 on a machine whose timing noise exceeds the margin
+        r = untestable[0]
+        return NOT_TESTABLE, f"{r.setting.label()}: {r.reasons.get(arm, '')}"
     if not judged:
         scale_rows = [r for r in rows if not r.paper_setting and arm in r.verdicts]
         return NOT_RUN, ("the profile ran none of the paper's settings"

@@ -28,7 +28,9 @@ from typing import Any, Iterable, MutableMapping, TypeVar
 
 import yaml
 
-__all__ = ["deep_merge", "expand_data_root", "parse_yaml", "load_config", "config_from_dict", "to_dict", "parse_overrides",
+__all__ = ["deep_merge", "expand_data_root", "parse_yaml", "check_yaml_text", "expanded_size",
+           "value_children", "YamlSizeError",
+           "MAX_VALUES", "MAX_DEPTH", "load_config", "config_from_dict", "to_dict", "parse_overrides",
            "apply_overrides", "as_config", "add_config_arguments", "config_from_args"]
 
 # libyaml's parser when PyYAML was built with it (the wheels are): the same values as
@@ -37,8 +39,106 @@ __all__ = ["deep_merge", "expand_data_root", "parse_yaml", "load_config", "confi
 _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-def parse_yaml(text: str) -> Any:
-    """``yaml.safe_load(text)``, with libyaml's parser where available."""
+#: the most values (scalars, lists and mappings, each alias counted as what it expands to)
+#: a YAML document or a config may hold: the largest file the workflow reads, the config
+#: schema, has ~2,600 (the paper profile's config ~500), so only an alias bomb (nine
+#: aliases of nine aliases ...) or a runaway generated file comes near it
+MAX_VALUES = 200_000
+MAX_DEPTH = 64   # nesting levels (the configs nest at most 6)
+
+
+class YamlSizeError(ValueError):
+    """A YAML document (or a config built from one) expands past :data:`MAX_VALUES` values,
+    nests deeper than :data:`MAX_DEPTH` levels, or holds a value that contains itself."""
+
+
+def expanded_size(root: Any, children, *, limit: int = MAX_VALUES,
+                  max_depth: int = MAX_DEPTH) -> int:
+    """The number of values ``root`` stands for once every shared part is copied out (an
+    alias or a list referenced twice counts twice), computed without copying anything:
+    each distinct container is visited once (``children(node)`` lists its parts, empty for
+    a scalar). Raises :class:`YamlSizeError` (without a file name: the caller adds it) as
+    soon as the count passes ``limit``, the nesting passes ``max_depth``, or a container
+    holds itself."""
+    sizes: dict[int, int] = {}
+    on_path: set[int] = set()
+    # frames: [node, its parts, index of the next part to visit, depth]
+    stack: list[list[Any]] = [[root, None, 0, 1]]
+    while stack:
+        frame = stack[-1]
+        node, parts, i, depth = frame
+        if parts is None:
+            parts = frame[1] = list(children(node))
+            if not parts:
+                stack.pop()
+                sizes[id(node)] = 1
+                continue
+            if depth > max_depth:
+                raise YamlSizeError(f"it nests more than {max_depth} levels deep; flatten it")
+            on_path.add(id(node))
+        while i < len(parts) and id(parts[i]) in sizes:
+            i += 1
+        frame[2] = i
+        if i < len(parts):
+            child = parts[i]
+            if id(child) in on_path:
+                raise YamlSizeError("a value contains itself (an anchor used inside its own "
+                                    "value); write the value out")
+            stack.append([child, None, 0, depth + 1])
+            continue
+        stack.pop()
+        on_path.discard(id(node))
+        total = 1 + sum(sizes[id(c)] for c in parts)
+        if total > limit:
+            raise YamlSizeError(f"it expands to more than {limit:,} values (aliases of "
+                                f"aliases: an alias bomb); write the values out instead of "
+                                f"aliasing them")
+        sizes[id(node)] = total
+    return sizes[id(root)]
+
+
+def _node_children(node: Any) -> list:
+    if isinstance(node, yaml.MappingNode):
+        return [x for kv in node.value for x in kv]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def value_children(obj: Any) -> list:
+    """The parts of a loaded value (a mapping's keys and values, a list's items) for
+    :func:`expanded_size`."""
+    if isinstance(obj, dict):
+        return [x for kv in obj.items() for x in kv]
+    if isinstance(obj, (list, tuple)):
+        return list(obj)
+    return []
+
+
+def check_yaml_text(text: str, what: str = "YAML text") -> None:
+    """Refuse, in one line naming ``what``, a document whose aliases expand past
+    :data:`MAX_VALUES` values (or that nests past :data:`MAX_DEPTH`, or holds itself),
+    before it is constructed. A document without an anchor (``&``) cannot alias anything:
+    it is not parsed twice."""
+    if "&" not in text:
+        return
+    try:
+        root = yaml.compose(text, Loader=_SAFE_LOADER)
+    except yaml.YAMLError:
+        return   # the load that follows names the syntax error
+    if root is None:
+        return
+    try:
+        expanded_size(root, _node_children)
+    except YamlSizeError as err:
+        raise YamlSizeError(f"{what}: refused before loading: {err}") from None
+
+
+def parse_yaml(text: str, what: str = "YAML text") -> Any:
+    """``yaml.safe_load(text)``, with libyaml's parser where available, bounded: aliases that
+    expand past :data:`MAX_VALUES` values are refused first (:func:`check_yaml_text`,
+    a :class:`YamlSizeError` naming ``what``)."""
+    check_yaml_text(text, what)
     return yaml.load(text, Loader=_SAFE_LOADER)
 
 
@@ -185,7 +285,7 @@ def parse_overrides(overrides: Iterable[str]) -> list[tuple[str, Any]]:
         if not key:
             raise ValueError(f"override {item!r} has an empty key")
         try:
-            value = parse_yaml(raw) if raw.strip() else ""
+            value = parse_yaml(raw, f"override {item!r}") if raw.strip() else ""
         except yaml.YAMLError:
             value = raw
         out.append((key, value))
@@ -216,7 +316,7 @@ def _read_yaml(path: str | os.PathLike) -> dict[str, Any]:
     if not path.exists():
         raise FileNotFoundError(f"config file {path} does not exist; pass an existing YAML file "
                                 f"to --config (or omit it to use the defaults)")
-    data = parse_yaml(path.read_text())
+    data = parse_yaml(path.read_text(), f"config file {path}")
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -36,8 +36,8 @@ try:
 except ImportError:   # pragma: no cover - Windows
     fcntl = None
 
-__all__ = ["RunLockedError", "run_lock", "locks_output", "hold_run_lock", "held_locks",
-           "lock_path"]
+__all__ = ["RunLockedError", "run_lock", "locks_output", "hold_run_lock", "release_run_lock",
+           "held_locks", "lock_path", "holder"]
 
 RETRY_S = 1.0   # how long a second writer waits (a probe of held_locks holds a lock briefly)
 
@@ -48,6 +48,11 @@ class RunLockedError(RuntimeError):
 
 def lock_path(folder: str | os.PathLike, name: str) -> Path:
     return Path(folder) / f".{name}.lock"
+
+
+def holder(path: str | os.PathLike) -> str:
+    """Who holds the lock file ``path``, as it says: ``PID 123: snakemake ...``."""
+    return _holder(Path(path))
 
 
 def _holder(path: Path) -> str:
@@ -108,16 +113,28 @@ def _rank0() -> bool:
     return int(os.environ.get("RANK", "0") or 0) == 0
 
 
-_HELD: list[contextlib.ExitStack] = []
+_HELD: dict[Path, contextlib.ExitStack] = {}
 
 
-def hold_run_lock(output: str | os.PathLike) -> Path:
+def hold_run_lock(output: str | os.PathLike, *, wait_s: float = RETRY_S) -> Path:
     """Take :func:`run_lock` for the file ``output`` (its folder, named after the file) for
-    the rest of the process: one line at the top of a job's script."""
+    the rest of the process: one line at the top of a job's script. Held already by this
+    process: returned as it is."""
+    key = lock_path(Path(output).parent, Path(output).name)
+    if key in _HELD:
+        return key
     stack = contextlib.ExitStack()
-    path = stack.enter_context(run_lock(Path(output).parent, Path(output).name))
-    _HELD.append(stack)
+    path = stack.enter_context(run_lock(Path(output).parent, Path(output).name,
+                                        wait_s=wait_s))
+    _HELD[path] = stack
     return path
+
+
+def release_run_lock(path: str | os.PathLike) -> None:
+    """Release a lock taken with :func:`hold_run_lock` (its lock file's path)."""
+    stack = _HELD.pop(Path(path), None)
+    if stack is not None:
+        stack.close()
 
 
 def locks_output(arg: str, name: str | None = None, *, parent: bool = False) -> Callable:
