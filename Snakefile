@@ -42,7 +42,7 @@ with preflight.refusals():
     set_run_environment(PROFILE)
     # the data sets the profile reads: each missing path and how to obtain it, before
     # planning
-    check_data(PROFILE.config)
+    check_data(PROFILE)
 
 
 container: PROFILE.container
@@ -68,7 +68,7 @@ onstart:
     # lock (one live run per profile, whatever other profiles run beside it), no job of
     # another live run in its results, the disk space it needs; each refusal one line
     preflight.on_start(
-        PROFILE.config, workflow.cores if workflow.local_exec else workflow.nodes
+        PROFILE, workflow.cores if workflow.local_exec else workflow.nodes
     )
 
 

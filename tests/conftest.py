@@ -38,6 +38,7 @@ from packaging.requirements import Requirement
 
 from weince.evt.noise_floor import simulate_noise_floor, write_noise_floor
 from weince.pipeline import layout
+from weince.pipeline.profile import Profile
 from weince.utils import write_json
 
 pytest_plugins = ["pytester"]   # tests/test_tiers.py runs a mini suite under this conftest
@@ -146,8 +147,9 @@ def _fixture_config(tmp: Path) -> dict[str, Any]:
 
 def _write_fixture_results(cfg: dict[str, Any]) -> None:
     """One result file of every kind the registry reads, for every run of ``cfg``."""
-    for run in layout.vision_runs(cfg):
-        d = layout.run_dir(cfg, run)
+    prof = Profile.of(cfg)
+    for run in layout.vision_runs(prof):
+        d = layout.run_dir(prof, run)
         i = cfg["vision"]["seeds"].index(run.seed)
         acc = FIXTURE_LINEAR[(run.dataset, run.arm)][i]
         write_json(d / "linear.json", {"test_acc": _summary([acc - 0.1, acc, acc + 0.1]),
@@ -167,27 +169,27 @@ def _write_fixture_results(cfg: dict[str, Any]) -> None:
             d.joinpath("train_log.jsonl").write_text(
                 "".join(f'{{"epoch": {e}, "lambda_mean": {0.1 * e + 0.01 * i}}}\n'
                         for e in range(3)))
-    for run in layout.text_runs(cfg):
-        d = layout.run_dir(cfg, run)
+    for run in layout.text_runs(prof):
+        d = layout.run_dir(prof, run)
         sp = {"infonce": 70.0, "weince": 72.0}[run.arm] + 0.5 * run.seed / 7
         write_json(d / "sts.json", {"test": {"spearman": sp, "pearson": sp},
                                     "dev": {"spearman": sp, "pearson": sp}}, seed=run.seed)
-    root, prof = cfg["results"], cfg["profile"]
-    write_json(Path(layout.TIMING.format(results=root, profile=prof)) / "timing.json",
+    root, name = cfg["results"], cfg["profile"]
+    write_json(Path(layout.TIMING.format(results=root, profile=name)) / "timing.json",
                {"whole_step": {"losses": {"weince": {"overhead_pct": 0.9, "overhead_ci": [0.2, 1.4]},
                                           "weince_recipe": {"overhead_pct": 3.5,
                                                             "overhead_ci": [2.9, 4.0]}},
                                "attributed": {"weince": {"overhead_pct": 0.25},
                                               "weince_recipe": {"overhead_pct": 1.5}}},
                 "trainable_parameters": {"infonce": 0, "weince": 0, "weince_recipe": 0}})
-    write_json(Path(layout.CHECKS.format(results=root, profile=prof)) / "special_case.json",
+    write_json(Path(layout.CHECKS.format(results=root, profile=name)) / "special_case.json",
                {"max_abs_diff": 0.0, "cases": []})
     # C11's own computation, at few replicates (numpy, a fraction of a second)
     write_noise_floor(simulate_noise_floor(replicates=500, seed=1),
-                      Path(layout.SYNTHETIC.format(results=root, profile=prof))
+                      Path(layout.SYNTHETIC.format(results=root, profile=name))
                       / "noise_floor.json")
-    for run in layout.norms_vision_runs(cfg):
-        write_json(layout.run_dir(cfg, run) / "norms.json",
+    for run in layout.norms_vision_runs(prof):
+        write_json(layout.run_dir(prof, run) / "norms.json",
                    {**_norms_unit(run.seed, run.arm), "dataset": run.dataset,
                     "backbone": run.backbone}, seed=run.seed)
 

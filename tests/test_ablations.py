@@ -17,6 +17,7 @@ from weince.pipeline.ablations import GROUPS, ablation_inputs, ablation_outputs,
 from weince.report.ablations import build_ablation_report, group_commentary
 from weince.report.stats import estimate
 from weince.utils import write_json
+from weince.pipeline.profile import Profile
 
 
 # ---------------------------------------------------------------- fixtures
@@ -128,7 +129,7 @@ def test_canonical_arm_reuses_the_main_run_at_the_profile_tau(tmp_path):
     cfg2 = make_cfg(tmp_path, tau=0.2)
     assert canonical_arm("infonce_tau0p5", cfg2) == "infonce_tau0p5"
     assert canonical_arm("infonce_tau0p2", cfg2) == "infonce"
-    plan = ablation_plan({**cfg, "ablations": {"groups": ["temperature"]}})
+    plan = ablation_plan(Profile.of({**cfg, "ablations": {"groups": ["temperature"]}}))
     assert "infonce_tau0p5" not in plan.run_arms() and "infonce" in plan.run_arms()
     assert len(plan.run_arms()) == 8
 
@@ -136,28 +137,28 @@ def test_canonical_arm_reuses_the_main_run_at_the_profile_tau(tmp_path):
 # ---------------------------------------------------------------- plans
 def test_plan_from_the_profile_block_and_errors(tmp_path):
     cfg = make_cfg(tmp_path)
-    plan = ablation_plan({**cfg, "ablations": {"groups": ["confound", "features"],
-                                               "seeds": [1, 2]}})
+    plan = ablation_plan(Profile.of({**cfg, "ablations": {"groups": ["confound", "features"],
+                                               "seeds": [1, 2]}}))
     assert [g.name for g in plan.groups] == ["confound", "features"]
     assert plan.pairs == [("digits", "smallcnn")] and plan.seeds == [1, 2]
-    paper = ablation_plan({**cfg, "profile": "paper",
-                           "ablations": {"groups": "all", "pairs": [["cifar100", "resnet18"]]}})
+    paper = ablation_plan(Profile.of({**cfg, "profile": "paper",
+                           "ablations": {"groups": "all", "pairs": [["cifar100", "resnet18"]]}}))
     assert [g.name for g in paper.groups] == list(GROUPS)
     assert paper.pairs == [("cifar100", "resnet18")] and paper.seeds == [7, 21, 63]
     assert len(paper.run_arms()) == len(set(paper.run_arms())) == 20
-    assert ablation_plan(cfg).groups == []          # no block: no group
-    off = ablation_plan({**cfg, "ablations": {"groups": ["confound"], "enabled": False}})
+    assert ablation_plan(Profile.of(cfg)).groups == []          # no block: no group
+    off = ablation_plan(Profile.of({**cfg, "ablations": {"groups": ["confound"], "enabled": False}}))
     assert off.groups == [] and ablation_inputs(off) == []
     with pytest.raises(ValueError, match="unknown group 'gates'"):
-        ablation_plan({**cfg, "ablations": {"groups": ["gates"]}})
+        ablation_plan(Profile.of({**cfg, "ablations": {"groups": ["gates"]}}))
     with pytest.raises(ValueError, match="unknown key"):
-        ablation_plan({**cfg, "ablations": {"group": ["confound"]}})
+        ablation_plan(Profile.of({**cfg, "ablations": {"group": ["confound"]}}))
     with pytest.raises(ValueError, match="encoder seed"):
-        ablation_plan({**cfg, "vision": {}, "ablations": {"groups": ["confound"]}})
+        ablation_plan(Profile.of({**cfg, "vision": {}, "ablations": {"groups": ["confound"]}}))
 
 
 def test_inputs_name_probe_results_and_logs(tmp_path):
-    plan = ablation_plan({**make_cfg(tmp_path), "ablations": {"groups": ["features"]}})
+    plan = ablation_plan(Profile.of({**make_cfg(tmp_path), "ablations": {"groups": ["features"]}}))
     files = [str(p) for p in ablation_inputs(plan)]
     run = f"{tmp_path}/results/t/vision/digits/smallcnn/weince/seed21/"
     assert run + "linear.json" in files and run + "linear_head.json" in files
@@ -167,15 +168,15 @@ def test_inputs_name_probe_results_and_logs(tmp_path):
 
 # ---------------------------------------------------------------- report
 def read_report(cfg):
-    outs = ablation_outputs(cfg)
+    outs = ablation_outputs(Profile.of(cfg))
     return outs["md"].read_text(), json.loads(outs["json"].read_text())
 
 
 def test_report_numbers_follow_the_files(tmp_path):
     cfg = make_cfg(tmp_path)
-    plan = ablation_plan({**cfg, "ablations": {"groups": ["confound"]}})
+    plan = ablation_plan(Profile.of({**cfg, "ablations": {"groups": ["confound"]}}))
     fill_group(plan, "confound", CONFOUND)
-    outs = build_ablation_report(cfg, plan)
+    outs = build_ablation_report(Profile.of(cfg), plan)
     md, doc = read_report(cfg)
     rows = {r["row"]: r for r in doc["pairs"]["digits/smallcnn"]["confound"]["rows"]}
     vals = CONFOUND["weince_recipe"]
@@ -193,9 +194,9 @@ def test_report_numbers_follow_the_files(tmp_path):
 
 def test_commentary_follows_the_numbers(tmp_path):
     cfg = make_cfg(tmp_path)
-    plan = ablation_plan({**cfg, "ablations": {"groups": ["confound"]}})
+    plan = ablation_plan(Profile.of({**cfg, "ablations": {"groups": ["confound"]}}))
     fill_group(plan, "confound", CONFOUND)
-    build_ablation_report(cfg, plan)
+    build_ablation_report(Profile.of(cfg), plan)
     md1, doc1 = read_report(cfg)
     com1 = doc1["pairs"]["digits/smallcnn"]["confound"]["commentary"]
     assert com1[0].startswith("Highest mean test accuracy: weince_recipe, 53.17")
@@ -210,7 +211,7 @@ def test_commentary_follows_the_numbers(tmp_path):
     # swap: InfoNCE + top-M now on top, overlapping with the recipe
     swapped = dict(CONFOUND, infonce_topm=[53.5, 54.5, 52.6])
     fill_group(plan, "confound", swapped)
-    build_ablation_report(cfg, plan)
+    build_ablation_report(Profile.of(cfg), plan)
     _, doc2 = read_report(cfg)
     com2 = doc2["pairs"]["digits/smallcnn"]["confound"]["commentary"]
     assert com2[0].startswith("Highest mean test accuracy: infonce_topm")
@@ -234,7 +235,7 @@ def test_commentary_overlap_and_no_interval_cases():
 
 def test_temperature_is_chosen_on_validation_not_test(tmp_path):
     cfg = make_cfg(tmp_path)
-    plan = ablation_plan({**cfg, "ablations": {"groups": ["temperature"]}})
+    plan = ablation_plan(Profile.of({**cfg, "ablations": {"groups": ["temperature"]}}))
     test, val = {}, {}
     for t, te, va in ((0.1, 55.0, 40.0), (0.2, 50.0, 60.0), (0.5, 49.0, 50.0), (1.0, 45.0, 45.0)):
         for loss, off in (("infonce", 0.0), ("weince", 1.0)):
@@ -242,7 +243,7 @@ def test_temperature_is_chosen_on_validation_not_test(tmp_path):
             test[name] = [te + off - 0.3, te + off, te + off + 0.3]
             val[name] = [va] * 3
     fill_group(plan, "temperature", test, val)
-    build_ablation_report(cfg, plan)
+    build_ablation_report(Profile.of(cfg), plan)
     _, doc = read_report(cfg)
     text = " ".join(doc["pairs"]["digits/smallcnn"]["temperature"]["commentary"])
     assert "Highest mean test accuracy: weince_tau0p1" in text  # by test: tau 0.1
@@ -255,10 +256,10 @@ def test_temperature_is_chosen_on_validation_not_test(tmp_path):
 
 def test_features_group_reads_head_probe_files(tmp_path):
     cfg = make_cfg(tmp_path)
-    plan = ablation_plan({**cfg, "ablations": {"groups": ["features"]}})
+    plan = ablation_plan(Profile.of({**cfg, "ablations": {"groups": ["features"]}}))
     fill_group(plan, "features", {"infonce": [50, 50, 50.3], "infonce [head]": [45, 45.2, 45],
                                   "weince": [52, 52.5, 52], "weince [head]": [46, 46, 46.6]})
-    build_ablation_report(cfg, plan)
+    build_ablation_report(Profile.of(cfg), plan)
     md, doc = read_report(cfg)
     text = " ".join(doc["pairs"]["digits/smallcnn"]["features"]["commentary"])
     assert "infonce: head - backbone = -5.03" in text
@@ -267,12 +268,12 @@ def test_features_group_reads_head_probe_files(tmp_path):
 
 def test_missing_results_raise_or_show_missing(tmp_path):
     cfg = make_cfg(tmp_path)
-    plan = ablation_plan({**cfg, "ablations": {"groups": ["confound"]}})
+    plan = ablation_plan(Profile.of({**cfg, "ablations": {"groups": ["confound"]}}))
     partial = {k: v for k, v in CONFOUND.items() if k != "weince_recipe_no_weib"}
     fill_group(plan, "confound", partial)
     with pytest.raises(FileNotFoundError, match="weince_recipe_no_weib/seed7/linear.json"):
-        build_ablation_report(cfg, plan)
-    build_ablation_report(cfg, plan, allow_missing=True)
+        build_ablation_report(Profile.of(cfg), plan)
+    build_ablation_report(Profile.of(cfg), plan, allow_missing=True)
     md, doc = read_report(cfg)
     assert "| weince_recipe_no_weib | weince_recipe_no_weib | missing" in md
     assert "No result for weince_recipe_no_weib." in md
@@ -280,15 +281,15 @@ def test_missing_results_raise_or_show_missing(tmp_path):
 
 def test_no_figure_without_gate_logs(tmp_path):
     cfg = make_cfg(tmp_path)
-    plan = ablation_plan({**cfg, "ablations": {"groups": ["baselines"]}})
+    plan = ablation_plan(Profile.of({**cfg, "ablations": {"groups": ["baselines"]}}))
     fill_group(plan, "baselines", {n: [50.0, 50.5, 51.0] for n in
                                     ("infonce", "hcl", "dcl", "dclw", "weince")})
-    build_ablation_report(cfg, plan)
+    build_ablation_report(Profile.of(cfg), plan)
     md, _ = read_report(cfg)
     assert "Arms that log a gate: weince. Not drawn (no gate logged): infonce, hcl, dcl, dclw." in md
     for p in plan.log_files("digits", "smallcnn", "weince"):
         p.unlink()
-    build_ablation_report(cfg, plan, allow_missing=True)
+    build_ablation_report(Profile.of(cfg), plan, allow_missing=True)
     md, _ = read_report(cfg)
     assert "Gate over training" not in md
 
@@ -323,7 +324,7 @@ def test_shipped_ablation_config_covers_the_issue():
         if not path.exists():
             pytest.skip(f"{path} not present")
         cfg = yaml.safe_load(path.read_text())
-        plans[cfg["profile"]] = ablation_plan(cfg)
+        plans[cfg["profile"]] = ablation_plan(Profile.of(cfg))
     confound = {"infonce", "infonce_topm", "weince", "weince_recipe", "weince_recipe_no_weib"}
     for prof in ("default", "smoke"):
         assert confound <= set(plans[prof].run_arms())

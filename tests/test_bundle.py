@@ -21,6 +21,7 @@ from weince.cli import verify as verify_cli
 from weince.bundle.make import rebuild_command
 from weince.bundle.verify import normalise, table_cells
 from weince.report import build_report
+from weince.pipeline.profile import Profile
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -36,7 +37,7 @@ def bundle(tmp_path_factory, fabricate_results) -> Path:
     run = Path(cfg["results"]) / "fx/vision/digits/resnet18/infonce/seed7"
     (run / "encoder.pt").write_bytes(b"not really an encoder")
     (run / "scores.npz").write_bytes(b"not really scores")
-    build_report(cfg)
+    build_report(Profile.of(cfg))
     out = tmp / "fx.tar.gz"
     make_bundle("fx", out, reports=cfg["reports"], config_dir=REPO / "config")
     return out
@@ -239,7 +240,7 @@ def relaxed(bundle, tmp_path_factory) -> Path:
     data = json.loads(timing.read_text())
     data["whole_step"]["losses"]["weince"] = {"overhead_pct": 30.0, "overhead_ci": [25.0, 35.0]}
     timing.write_text(json.dumps(data))
-    build_report(cfg)
+    build_report(Profile.of(cfg))
     out = tmp / "relaxed.tar.gz"
     make_bundle("fx", out, reports=cfg["reports"], config_dir=REPO / "config")
     return out

@@ -21,6 +21,7 @@ from weince import cli
 from weince.bundle import _archive, make_bundle
 from weince.bundle import verify as verify_mod
 from weince.report import build_report
+from weince.pipeline.profile import Profile
 
 REPO = Path(__file__).resolve().parents[1]
 LIN = "results/fx/vision/digits/resnet18/weince_recipe/seed21/linear.json"
@@ -58,7 +59,7 @@ def bundle(tmp_path_factory, fabricate_results) -> Path:
     """A report over fabricated results (profile ``fx``), bundled: a real bundle."""
     tmp = tmp_path_factory.mktemp("bundle")
     cfg = fabricate_results(tmp)
-    build_report(cfg)
+    build_report(Profile.of(cfg))
     out = tmp / "fx.tar.gz"
     make_bundle("fx", out, reports=cfg["reports"], config_dir=REPO / "config")
     return out

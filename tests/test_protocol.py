@@ -19,6 +19,7 @@ from weince.pipeline.protocol import shares_seeds
 from weince.pipeline.protocol import OFFICIAL, protocol_options
 from weince.pipeline.stages import pretrain_config
 from weince.train.simclr import SimCLRConfig, resolve_config
+from weince.pipeline.profile import Profile
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -45,7 +46,7 @@ def paper():
 
 
 def _resolved_pretrain(cfg, dataset="cifar100", arm="weince@m0_kr5_ka1"):
-    return resolve_config({k: v for k, v in pretrain_config(cfg, dataset, "resnet18", arm, 7)
+    return resolve_config({k: v for k, v in pretrain_config(Profile.of(cfg), dataset, "resnet18", arm, 7)
                            .items() if k not in ("threads",)})
 
 
@@ -96,24 +97,24 @@ def test_grid_every_point_at_all_four_seeds_chosen_per_metric(paper):
     for key in ("margin", "kappa_rho", "kappa_aic"):
         assert v["grid"][key] == OFFICIAL["grid"][key]
     # four-seed grid: the final arm adopts the chosen runs; k-NN chooses per metric
-    assert shares_seeds(paper)
+    assert shares_seeds(Profile.of(paper))
     assert v["grid"]["metric"] == "val_acc"
 
 
 def test_paper_profile_lists_no_option_off_the_protocol_and_cheap_profiles_say_theirs(paper):
-    assert protocol_options(paper) == []
+    assert protocol_options(Profile.of(paper)) == []
     for name in ("config.yaml", "smoke.yaml"):
-        opts = protocol_options(_profile(name))
+        opts = protocol_options(Profile.of(_profile(name)))
         assert any("weight decay" in o for o in opts), opts
     assert any("grid at encoder seed(s) 7 only" in o for o in protocol_options(
-        _profile("config.yaml")))
+        Profile.of(_profile("config.yaml"))))
     assert any("InfoNCE probed with seeds [1]" in o for o in protocol_options(
-        _profile("smoke.yaml")))
+        Profile.of(_profile("smoke.yaml"))))
     cheap = copy.deepcopy(paper)
     cheap["vision"]["pretrain"].update(amp=True, forward="joint")
     cheap["vision"]["linear"].update(select="best_epoch", seeds=[0, 1, 2, 3, 4])
     cheap["vision"]["grid"]["seeds"] = [7]
-    opts = " | ".join(protocol_options(cheap))
+    opts = " | ".join(protocol_options(Profile.of(cheap)))
     for word in ("bf16", "forward: joint", "best validation epoch", "5 probe seeds",
                  "grid at encoder seed(s) 7"):
         assert word in opts, opts
@@ -157,9 +158,9 @@ def test_probe_seeds_follow_the_official_scripts_per_arm(paper):
     (averaged within the encoder), the WEINCE script with seed 1."""
     from weince.pipeline.protocol import probe_kwargs
 
-    assert probe_kwargs(paper, "infonce")["seeds"] == [1, 2, 3, 4, 5]
+    assert probe_kwargs(Profile.of(paper), "infonce")["seeds"] == [1, 2, 3, 4, 5]
     for arm in ("weince", "weince_recipe@m2_kr10_ka1", "infonce_topm"):
-        kw = probe_kwargs(paper, arm)
+        kw = probe_kwargs(Profile.of(paper), arm)
         assert kw["seeds"] == [1] and "seeds_by_arm" not in kw
 
 

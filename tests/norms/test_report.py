@@ -12,6 +12,7 @@ from weince.utils.vocabulary import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRO
 from weince.pipeline import norms as norms_plan
 from weince.pipeline.stages import norms_config, text_model
 from weince.utils import write_json
+from weince.pipeline.profile import Profile
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -111,7 +112,7 @@ def test_every_profile_parses_into_the_config(profile):
     import yaml
 
     from weince.utils.config import as_config
-    assert as_config(NormsConfig, norms_config(yaml.safe_load(open(path)))).n_boot >= 200
+    assert as_config(NormsConfig, norms_config(Profile.of(yaml.safe_load(open(path))))).n_boot >= 200
 
 
 def test_workflow_targets():
@@ -121,18 +122,18 @@ def test_workflow_targets():
                        "seeds": [7, 21]}}
     config.update(profile="default", results="r",
                   norms={"vision": {"arms": None, "seeds": [7]}, "text": {"models": []}})
-    v = [str(p) for p in norms_plan.norms_results(config)]
+    v = [str(p) for p in norms_plan.norms_results(Profile.of(config))]
     assert v == ["r/default/vision/digits/smallcnn/infonce/seed7/norms.json",
                  "r/default/vision/digits/smallcnn/weince/seed7/norms.json"]
     config.update(profile="p", norms={"vision": {"enabled": False},
                                       "text": {"models": ["minilm"], "simcse_runs": True}})
-    t = [str(p) for p in norms_plan.norms_results(config)]
+    t = [str(p) for p in norms_plan.norms_results(Profile.of(config))]
     assert t == ["r/p/text/minilm/pretrained/seed0/norms.json",
                  "r/p/text/minilm/infonce/seed7/norms.json"]
     config["norms"] = {"vision": {"enabled": False}, "text": {"enabled": False}}
-    assert norms_plan.norms_results(config) == []
-    assert text_model(config, "minilm", "pretrained", "x") == "minilm"
-    assert text_model(config, "minilm", "infonce", "x") == "x/model"
+    assert norms_plan.norms_results(Profile.of(config)) == []
+    assert text_model(Profile.of(config), "minilm", "pretrained", "x") == "minilm"
+    assert text_model(Profile.of(config), "minilm", "infonce", "x") == "x/model"
 
 
 def test_batching_fits_the_filler_bank():

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from weince.pipeline.claims import validate_with_defaults
 from weince.pipeline.preflight import (DataMissingError, DiskSpaceError, LiveRunError,
                                        NotWritableError, check_data, check_no_live_writers,
                                        check_space, check_writable, missing_data, on_start,
@@ -24,7 +23,6 @@ from weince.pipeline.profile import Profile
 from weince.utils.config import deep_merge
 
 REPO = Path(__file__).resolve().parents[2]
-SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
 
 
 def profile(*names, **top):
@@ -37,12 +35,12 @@ def profile(*names, **top):
 
 @pytest.mark.parametrize("names", [(), ("smoke.yaml",)], ids=["default", "smoke"])
 def test_offline_profiles_need_no_data_on_disk(names):
-    assert missing_data(profile(*names)) == []
+    assert missing_data(Profile.of(profile(*names))) == []
 
 
 def test_paper_profile_without_data_names_each_missing_path_and_how(tmp_path):
     cfg = profile("paper.yaml", data_root=str(tmp_path / "data"))
-    gone = missing_data(cfg)
+    gone = missing_data(Profile.of(cfg))
     text = "\n".join(gone)
     for name, path in [("cifar100", "cifar-100-python/train"),
                        ("imagenet32", "imagenet32/train_data_batch_1"),
@@ -54,13 +52,13 @@ def test_paper_profile_without_data_names_each_missing_path_and_how(tmp_path):
     assert f"wiki1m corpus not found at {tmp_path / 'data'}/wiki1m_for_simcse.txt" in text
     assert "STS-B test split not found" in text
     with pytest.raises(DataMissingError, match="weince synthetic-data"):
-        check_data(cfg)
+        check_data(Profile.of(cfg))
 
 
 def test_downloadable_sets_count_as_obtainable_and_present_files_pass(tmp_path):
     root = tmp_path / "data"
     cfg = profile("paper.yaml", data_root=str(root), download=True)
-    names = {g.split(":")[0] for g in missing_data(cfg)}
+    names = {g.split(":")[0] for g in missing_data(Profile.of(cfg))}
     assert {"cifar10", "cifar100", "stl10"}.isdisjoint(names)
     assert {"imagenet32", "tinyimagenet"} <= names
     # the files a loader reads, present: nothing missing for that pair
@@ -68,11 +66,11 @@ def test_downloadable_sets_count_as_obtainable_and_present_files_pass(tmp_path):
     cfg["vision"]["pairs"] = [["cifar100", "resnet18"]]
     cfg["text"]["enabled"] = False
     cfg["norms"]["text"]["enabled"] = False
-    assert any(g.startswith("cifar100:") for g in missing_data(cfg))
+    assert any(g.startswith("cifar100:") for g in missing_data(Profile.of(cfg)))
     for f in ("train", "test", "meta"):
         (root / "cifar-100-python").mkdir(parents=True, exist_ok=True)
         (root / "cifar-100-python" / f).write_bytes(b"")
-    assert missing_data(cfg) == []
+    assert missing_data(Profile.of(cfg)) == []
 
 
 def test_dry_run_of_the_paper_profile_without_data_stops_before_planning(tmp_path):
@@ -90,7 +88,7 @@ def test_dry_run_of_the_paper_profile_without_data_stops_before_planning(tmp_pat
 # ------------------------------------------------------------------ disk space
 def test_space_estimate_counts_results_and_the_checkpoints_in_flight():
     cfg = profile("smoke.yaml")
-    one, two = space_needed(cfg, parallel=1), space_needed(cfg, parallel=2)
+    one, two = space_needed(Profile.of(cfg), parallel=1), space_needed(Profile.of(cfg), parallel=2)
     assert one["final"] == two["final"] > 0
     assert two["checkpoints"] > one["checkpoints"] > 0
     assert two["peak"] == two["final"] + two["checkpoints"]
@@ -112,20 +110,20 @@ def test_encoder_size_in_the_estimate_is_the_models(tmp_path):
 
 def test_a_disk_too_small_stops_the_run_with_the_numbers(monkeypatch, capsys):
     cfg = profile("smoke.yaml")
-    monkeypatch.setattr("weince.utils.diskspace.free_bytes", lambda p: 10_000_000)
+    monkeypatch.setattr("weince.pipeline.preflight.free_bytes", lambda p: 10_000_000)
     with pytest.raises(DiskSpaceError) as err:
-        check_space(cfg, 2)
+        check_space(Profile.of(cfg), 2)
     msg = str(err.value)
     assert "10.0 MB free" in msg and "needs about" in msg and "results" in msg
     assert "disk: this profile needs about" in capsys.readouterr().err
-    monkeypatch.setattr("weince.utils.diskspace.free_bytes", lambda p: 10**13)
-    assert check_space(cfg, 2)["peak"] > 0
+    monkeypatch.setattr("weince.pipeline.preflight.free_bytes", lambda p: 10**13)
+    assert check_space(Profile.of(cfg), 2)["peak"] > 0
 
 
 def test_a_live_writer_in_the_profiles_results_stops_a_second_run(tmp_path):
     cfg = profile("smoke.yaml", results=str(tmp_path / "results"))
     run = tmp_path / "results" / cfg["profile"] / "vision" / "x"
-    check_no_live_writers(cfg)
+    check_no_live_writers(Profile.of(cfg))
     code = textwrap.dedent(f"""
         import time
         from weince.utils.runlock import run_lock
@@ -138,21 +136,21 @@ def test_a_live_writer_in_the_profiles_results_stops_a_second_run(tmp_path):
     try:
         assert p.stdout.readline().strip() == "held"
         with pytest.raises(LiveRunError) as err:
-            check_no_live_writers(cfg)
+            check_no_live_writers(Profile.of(cfg))
         assert f"PID {p.pid}" in str(err.value) and "--unlock" in str(err.value)
     finally:
         p.kill()
         p.wait()
-    check_no_live_writers(cfg)
+    check_no_live_writers(Profile.of(cfg))
 
 
 def test_the_skip_variable_plans_without_the_data(tmp_path, monkeypatch):
     cfg = profile("paper.yaml", data_root=str(tmp_path / "none"))
     monkeypatch.setenv("WEINCE_SKIP_PREFLIGHT", "1")
-    check_data(cfg)                       # counting the jobs of a profile needs no data
+    check_data(Profile.of(cfg))                       # counting the jobs of a profile needs no data
     monkeypatch.delenv("WEINCE_SKIP_PREFLIGHT")
     with pytest.raises(DataMissingError, match="WEINCE_SKIP_PREFLIGHT=1 plans without"):
-        check_data(cfg)
+        check_data(Profile.of(cfg))
 
 
 # ------------------------------------------------------------------ onstart: one line each
@@ -161,7 +159,8 @@ def _lock_holder(cfg: dict) -> subprocess.Popen:
     code = textwrap.dedent(f"""
         import time
         from weince.pipeline.preflight import hold_profile_lock
-        hold_profile_lock({dict(profile=cfg["profile"], results=cfg["results"])!r})
+        from weince.pipeline.profile import Profile
+        hold_profile_lock(Profile.of({dict(profile=cfg["profile"], results=cfg["results"])!r}))
         print("held", flush=True)
         time.sleep(120)
     """)
@@ -181,32 +180,32 @@ def test_a_second_run_of_a_profile_is_refused_in_one_line(tmp_path, monkeypatch)
     p = _lock_holder(a)
     try:
         (tmp_path / ".snakemake" / "locks").mkdir(parents=True)
-        on_start(b)                      # another profile runs beside it
-        release_profile_lock(b)
+        on_start(Profile.of(b))                      # another profile runs beside it
+        release_profile_lock(Profile.of(b))
         import shutil
         shutil.rmtree(tmp_path / ".snakemake")   # what the other profile's end does
         with pytest.raises(SystemExit) as err:
-            on_start(a)
+            on_start(Profile.of(a))
         msg = str(err.value.code)
         assert msg.startswith("weince: another Snakemake run of profile 'smoke' is live")
         assert f"PID {p.pid}" in msg and "\n" not in msg and "other profiles" in msg
     finally:
         p.kill()
         p.wait()
-    on_start(a)                          # the kernel released it with the process
-    release_profile_lock(a)
+    on_start(Profile.of(a))                          # the kernel released it with the process
+    release_profile_lock(Profile.of(a))
 
 
 def test_the_profile_lock_is_not_a_live_writer_of_its_own_run(tmp_path, monkeypatch):
-    monkeypatch.setattr("weince.utils.diskspace.free_bytes", lambda p: 10**13)
+    monkeypatch.setattr("weince.pipeline.preflight.free_bytes", lambda p: 10**13)
     cfg = profile("smoke.yaml", results=str(tmp_path / "results"),
                   reports=str(tmp_path / "reports"))
-    on_start(cfg)        # takes the lock, then finds no other writer
+    on_start(Profile.of(cfg))        # takes the lock, then finds no other writer
     try:
-        assert profile_lock_path(cfg).exists()
-        check_no_live_writers(cfg)
+        assert profile_lock_path(Profile.of(cfg)).exists()
+        check_no_live_writers(Profile.of(cfg))
     finally:
-        release_profile_lock(cfg)
+        release_profile_lock(Profile.of(cfg))
 
 
 def test_an_unwritable_output_folder_stops_the_run_before_anything_is_deleted(
@@ -221,13 +220,13 @@ def test_an_unwritable_output_folder_stops_the_run_before_anything_is_deleted(
     real = os.access
     monkeypatch.setattr(os, "access", lambda p, mode: real(p, mode) and Path(p) != logs)
     with pytest.raises(NotWritableError) as err:
-        check_writable(cfg)
+        check_writable(Profile.of(cfg))
     assert f"{logs}/" in str(err.value) and "nothing was deleted" in str(err.value)
     with pytest.raises(SystemExit) as stop:
-        on_start(cfg)
+        on_start(Profile.of(cfg))
     assert str(stop.value.code).startswith("weince: profile 'smoke' cannot write")
     assert summary.read_text() == "old summary"
-    assert not profile_lock_path(cfg).exists()
+    assert not profile_lock_path(Profile.of(cfg)).exists()
 
 
 def test_refusals_end_the_run_with_the_reason_alone():

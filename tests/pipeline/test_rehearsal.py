@@ -13,7 +13,8 @@ import yaml
 
 from weince.pipeline.config import check_config
 from weince.pipeline.profile import Profile
-from weince.pipeline.rehearsal import deep_merge, forecast_outputs, prepare_config
+from weince.pipeline.rehearsal import forecast_outputs
+from weince.utils.config import deep_merge
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
@@ -31,7 +32,7 @@ def rehearsal_cfg(tmp_path, gpu=False, **over):
     cfg["claims"] = str(ROOT / "config" / "claims.yaml")
     cfg["data_root"] = str(tmp_path / "data")
     deep_merge(cfg, over)
-    return prepare_config(cfg)
+    return dict(Profile.of(cfg).config)   # resolved: placeholders, CPU sizes
 
 
 def test_overlay_passes_the_strict_schema_and_keeps_the_protocol():
@@ -71,27 +72,25 @@ def test_without_a_gpu_the_cpu_sizes_apply_and_no_job_asks_for_a_gpu(tmp_path):
 
 
 def test_pairs_narrow_the_grid_and_a_wrong_pair_is_named(tmp_path):
-    from weince.pipeline.layout import vision_pairs
-
     cfg = rehearsal_cfg(tmp_path, vision={"pairs": [["stl10", "vit_s"]]})
-    assert vision_pairs(cfg) == [("stl10", "vit_s")]
+    assert Profile.of(cfg).vision.pairs == (("stl10", "vit_s"),)
     cfg["vision"]["pairs"] = [["stl10", "smallcnn"]]
     with pytest.raises(ValueError, match="not among vision.datasets x vision.backbones"):
-        vision_pairs(cfg)
+        Profile.of(cfg)
 
 
 def test_model_location_prefers_model_paths_then_a_local_copy(tmp_path):
     from weince.pipeline.stages import model_location, simcse_config
 
     cfg = rehearsal_cfg(tmp_path)
-    assert model_location(cfg, "bert-base-uncased", with_source=True) == (
+    assert model_location(Profile.of(cfg), "bert-base-uncased", with_source=True) == (
         "bert-base-uncased", "name")
     local = Path(cfg["data_root"]) / "models" / "bert-base-uncased"
     local.mkdir(parents=True)
-    assert model_location(cfg, "bert-base-uncased", with_source=True) == (str(local),
+    assert model_location(Profile.of(cfg), "bert-base-uncased", with_source=True) == (str(local),
                                                                            "local copy")
     cfg["text"]["model_paths"] = {"bert-base-uncased": "minilm"}
-    s = simcse_config(cfg, "bert-base-uncased", "weince", 7)
+    s = simcse_config(Profile.of(cfg), "bert-base-uncased", "weince", 7)
     assert (s["model"], s["model_name"], s["model_source"]) == ("minilm", "bert-base-uncased",
                                                                 "model_paths")
 
@@ -107,13 +106,13 @@ def _write_runs(cfg, step_s=2.0):
 
     root, prof = cfg["results"], cfg["profile"]
     batch = cfg["vision"]["pretrain"]["batch_size"]
-    for r in [*layout.vision_runs(cfg), *layout.vision_runs(cfg, grid=True)]:
+    for r in [*layout.vision_runs(Profile.of(cfg)), *layout.vision_runs(Profile.of(cfg), grid=True)]:
         if r.dataset == "cifar100" and r.backbone == "resnet18" and r.arm.startswith("weince@"):
             d = r.dir(root, prof)
             d.mkdir(parents=True, exist_ok=True)
             (d / "train.json").write_text(json.dumps(
                 {"loss": "weince", "batch_size": batch, "step_timing": _timing(step_s, batch)}))
-    for r in layout.text_runs(cfg):
+    for r in layout.text_runs(Profile.of(cfg)):
         d = r.dir(root, prof)
         d.mkdir(parents=True, exist_ok=True)
         (d / "train.json").write_text(json.dumps(
@@ -183,10 +182,10 @@ def test_forecast_is_a_target_of_the_rehearsal_only(tmp_path):
     from weince.pipeline.targets import all_targets
 
     cfg = rehearsal_cfg(tmp_path)
-    outs = forecast_outputs(cfg)
+    outs = forecast_outputs(Profile.of(cfg))
     assert {p.name for p in outs.values()} == {"forecast.md", "resources.yaml"}
-    assert str(outs["md"]) in all_targets(cfg)
-    assert forecast_outputs(_yaml("paper.yaml")) == {}
+    assert str(outs["md"]) in all_targets(Profile.of(cfg))
+    assert forecast_outputs(Profile.of(_yaml("paper.yaml"))) == {}
 
 
 def test_a_rehearsal_report_gives_no_verdict_but_c9s_and_c11s(tmp_path):
@@ -276,24 +275,22 @@ def test_the_rehearsal_summary_opens_with_the_rehearsal_note(tmp_path):
     checks = Path(cfg["results"]) / cfg["profile"] / "checks"
     checks.mkdir(parents=True)
     write_json(checks / "special_case.json", special_case_check(), cfg={})
-    build_report(cfg, with_figures=False)
+    build_report(Profile.of(cfg), with_figures=False)
     summary = (Path(cfg["reports"]) / "rehearsal" / "summary.md").read_text()
     assert "REHEARSAL" in summary and "SYNTHETIC" in summary
 
 
 def test_without_a_gpu_the_covering_pairs_run_and_a_set_pairs_wins(tmp_path):
-    from weince.pipeline.layout import vision_pairs
-
     paper = _yaml("paper.yaml")["vision"]
     cpu = rehearsal_cfg(tmp_path, gpu=False)
-    pairs = vision_pairs(cpu)
+    pairs = Profile.of(cpu).vision.pairs
     assert len(pairs) == 5 and cpu["rehearsal"]["cpu_pairs_used"] is True
     assert {d for d, _ in pairs} == set(paper["datasets"])      # every loader ...
     assert {b for _, b in pairs} == set(paper["backbones"])     # ... and every backbone
-    assert len(vision_pairs(rehearsal_cfg(tmp_path, gpu=True))) == 15
+    assert len(Profile.of(rehearsal_cfg(tmp_path, gpu=True)).vision.pairs) == 15
     mine = rehearsal_cfg(tmp_path, gpu=False, vision={"pairs": [["stl10", "vit_s"]]})
-    assert vision_pairs(mine) == [("stl10", "vit_s")]
-    assert "cpu_pairs_used" not in mine["rehearsal"]
+    assert Profile.of(mine).vision.pairs == (("stl10", "vit_s"),)
+    assert mine["rehearsal"]["cpu_pairs_used"] is False
 
 
 def test_forecast_fills_pairs_not_rehearsed_from_the_same_backbone(tmp_path):
@@ -343,7 +340,7 @@ def test_a_gpu_rehearsal_replaces_the_estimate_of_the_settings_it_measured(tmp_p
     from weince.pipeline import layout
 
     root, prof = cfg["results"], cfg["profile"]
-    for r in layout.vision_runs(cfg, grid=True):
+    for r in layout.vision_runs(Profile.of(cfg), grid=True):
         if (r.dataset, r.backbone) == ("cifar100", "resnet18"):
             d = r.dir(root, prof)
             d.mkdir(parents=True, exist_ok=True)
@@ -380,7 +377,7 @@ def test_a_gpu_devices_yaml_does_not_list_measures_no_estimate_and_says_so(tmp_p
     cfg = rehearsal_cfg(tmp_path, gpu=True)
     from weince.pipeline import layout
 
-    r = next(r for r in layout.vision_runs(cfg) if (r.dataset, r.backbone) ==
+    r = next(r for r in layout.vision_runs(Profile.of(cfg)) if (r.dataset, r.backbone) ==
              ("cifar100", "resnet18"))
     d = r.dir(cfg["results"], cfg["profile"])
     d.mkdir(parents=True, exist_ok=True)

@@ -15,6 +15,7 @@ from weince.pipeline import layout
 from weince.report import build_report
 from weince.report.glance import headline
 from weince.utils.vocabulary import NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED
+from weince.pipeline.profile import Profile
 
 CLAIMS = Path(__file__).resolve().parents[2] / "config" / "claims.yaml"
 
@@ -32,7 +33,7 @@ def _timing(fx, weince: tuple[float, list[float]], backbone: str | None = None) 
 
 
 def _c8(fx):
-    return next(r for r in build_report(fx, with_figures=False) if r.claim["id"] == "C8")
+    return next(r for r in build_report(Profile.of(fx), with_figures=False) if r.claim["id"] == "C8")
 
 
 @pytest.mark.parametrize("mean, ci, verdict, why", [

@@ -16,6 +16,7 @@ from weince.report import build, verdicts
 from weince.report.build import build_report, build_summary
 from weince.report.claim_file import claim_file, read_claim_file, record_digest
 from weince.report.glance import headline
+from weince.pipeline.profile import Profile
 
 from .test_glance import claim_rows
 
@@ -30,7 +31,7 @@ def _no_evaluation(monkeypatch):
 
 
 def test_every_claim_file_holds_what_its_table_computed(fx):
-    res = build_report(fx, with_figures=False, summary=False)
+    res = build_report(Profile.of(fx), with_figures=False, summary=False)
     out = Path(fx["reports"], "fx")
     for r in res:
         rec = read_claim_file(claim_file(out, r.claim["id"]))
@@ -46,7 +47,7 @@ def test_every_claim_file_holds_what_its_table_computed(fx):
 def test_the_summary_reads_the_claim_files_and_never_computes_a_verdict(fx, monkeypatch):
     """A claim file sealed as the claim tables seal it (digest of its content) is what the
     summary shows: it computes no verdict of its own."""
-    build_report(fx, with_figures=False, summary=False)
+    build_report(Profile.of(fx), with_figures=False, summary=False)
     out = Path(fx["reports"], "fx")
     path = claim_file(out, "C3")
     data = json.loads(path.read_text())
@@ -56,7 +57,7 @@ def test_the_summary_reads_the_claim_files_and_never_computes_a_verdict(fx, monk
     data["digest"] = record_digest(data)
     path.write_text(json.dumps(data))
     _no_evaluation(monkeypatch)
-    records = build_summary(fx, with_figures=False)
+    records = build_summary(Profile.of(fx), with_figures=False)
     assert [r.id for r in records][:1] == ["C1"]
     row = claim_rows((out / "summary.md").read_text())["C3"]
     assert "| edited verdict |" in row and "gain +9.99 (n=7; edited)" in row
@@ -68,7 +69,7 @@ def test_the_summary_reads_the_claim_files_and_never_computes_a_verdict(fx, monk
 def test_a_hand_edited_claim_file_is_refused_naming_it(fx, monkeypatch):
     """The review's probe: c3.json edited to 'reproduced' / +3.27 made the summary and
     claims.json say C3 reproduced while its table said otherwise."""
-    build_report(fx, with_figures=False, summary=False)
+    build_report(Profile.of(fx), with_figures=False, summary=False)
     out = Path(fx["reports"], "fx")
     path = claim_file(out, "C3")
     data = json.loads(path.read_text())
@@ -77,7 +78,7 @@ def test_a_hand_edited_claim_file_is_refused_naming_it(fx, monkeypatch):
     path.write_text(json.dumps(data, indent=2))
     _no_evaluation(monkeypatch)
     with pytest.raises(ValueError) as err:
-        build_summary(fx, with_figures=False)
+        build_summary(Profile.of(fx), with_figures=False)
     msg = str(err.value)
     assert msg.startswith(f"claim file {path} was edited after the claim tables wrote it")
     assert "--forcerun claim_tables" in msg and "\n" not in msg
@@ -85,21 +86,21 @@ def test_a_hand_edited_claim_file_is_refused_naming_it(fx, monkeypatch):
 
 
 def test_a_claim_file_older_than_its_result_files_is_refused(fx, monkeypatch):
-    build_report(fx, with_figures=False, summary=False)
+    build_report(Profile.of(fx), with_figures=False, summary=False)
     lin = Path(fx["results"], "fx/vision/digits/resnet18/weince_recipe/seed21/linear.json")
     data = json.loads(lin.read_text())
     data["test_acc"]["mean"] += 1.0
     lin.write_text(json.dumps(data))
     _no_evaluation(monkeypatch)
     with pytest.raises(ValueError) as err:
-        build_summary(fx, with_figures=False)
+        build_summary(Profile.of(fx), with_figures=False)
     msg = str(err.value)
     assert "is stale:" in msg and f"{lin} changed since the claim tables computed it" in msg
     assert "claims/c3.json" in msg    # the first claim that reads the file
 
 
 def test_a_claim_file_of_another_registry_entry_is_refused(fx, tmp_path, monkeypatch):
-    build_report(fx, with_figures=False, summary=False)
+    build_report(Profile.of(fx), with_figures=False, summary=False)
     reg = yaml.safe_load(Path(fx["claims"]).read_text())
     c8 = next(c for c in reg["claims"] if c["id"] == "C8")
     c8["tolerance"] = 50.0
@@ -108,11 +109,11 @@ def test_a_claim_file_of_another_registry_entry_is_refused(fx, tmp_path, monkeyp
     _no_evaluation(monkeypatch)
     with pytest.raises(ValueError, match=r"c8\.json was computed from another registry entry "
                                          r"of C8"):
-        build_summary(fx, claims_path=relaxed, with_figures=False)
+        build_summary(Profile.of(fx), claims_path=relaxed, with_figures=False)
 
 
 def test_the_claim_file_records_what_it_was_computed_from(fx):
-    build_report(fx, with_figures=False, summary=False)
+    build_report(Profile.of(fx), with_figures=False, summary=False)
     rec = read_claim_file(claim_file(Path(fx["reports"], "fx"), "C3"))
     files = rec.inputs["files"]
     assert "fx/vision/digits/resnet18/weince_recipe/seed21/linear.json" in files
@@ -124,17 +125,17 @@ def test_the_claim_file_records_what_it_was_computed_from(fx):
 
 
 def test_a_missing_claim_file_names_it_and_the_rule(fx, monkeypatch):
-    build_report(fx, with_figures=False, summary=False)
+    build_report(Profile.of(fx), with_figures=False, summary=False)
     path = claim_file(Path(fx["reports"], "fx"), "C5")
     path.unlink()
     _no_evaluation(monkeypatch)
     with pytest.raises(FileNotFoundError, match=r"claims/c5\.json.*claim_tables"):
-        build_summary(fx, with_figures=False)
+        build_summary(Profile.of(fx), with_figures=False)
 
 
 def test_a_claim_file_of_another_format_is_refused(fx):
-    build_report(fx, with_figures=False, summary=False)
+    build_report(Profile.of(fx), with_figures=False, summary=False)
     path = claim_file(Path(fx["reports"], "fx"), "C2")
     path.write_text(json.dumps({"format": 0, "id": "C2"}))
     with pytest.raises(ValueError, match=r"c2\.json is not a format-2 claim file"):
-        build_summary(fx, with_figures=False)
+        build_summary(Profile.of(fx), with_figures=False)

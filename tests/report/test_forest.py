@@ -9,6 +9,7 @@ import pytest
 
 from weince.report import build_report
 from weince.report.forest import forest_lines, has_forest
+from weince.pipeline.profile import Profile
 
 
 def by_id(results):
@@ -16,7 +17,7 @@ def by_id(results):
 
 
 def test_forest_lines_carry_our_estimates_and_the_papers_figures(fx):
-    res = by_id(build_report(fx, with_figures=False))
+    res = by_id(build_report(Profile.of(fx), with_figures=False))
     c3 = res["C3"]
     per_arm, gains = forest_lines(c3)
     arms = c3.claim["arms"]
@@ -46,7 +47,7 @@ def test_forest_lines_carry_our_estimates_and_the_papers_figures(fx):
 def drawn(fx_module):
     """The fixture report built once with its figures (drawing 13 forest plots is most of a
     report's time), for the tests below that only read it."""
-    return fx_module, build_report(fx_module)
+    return fx_module, build_report(Profile.of(fx_module))
 
 
 def test_summary_shows_one_forest_plot_per_claim_inline(drawn):
@@ -89,7 +90,7 @@ def test_the_summary_copies_the_plot_a_claim_page_kept(fx, tmp_path):
     from weince.report.forest import forest_figures
     from weince.report.html import claim_page
 
-    res = by_id(build_report(fx, with_figures=False))
+    res = by_id(build_report(Profile.of(fx), with_figures=False))
     out = Path(fx["reports"], "fx")
     keep = tmp_path / "forest" / "c3"
     claim_page(res["C3"], out / "table_c3.md", tmp_path / "claim_c3.html", "fx",
@@ -109,7 +110,7 @@ def test_names_only_mode_lists_the_same_plots_and_draws_none(fx, tmp_path):
     same plots whether or not they are drawn."""
     from weince.report.forest import forest_figures
 
-    res = build_report(fx, with_figures=False)
+    res = build_report(Profile.of(fx), with_figures=False)
     named = forest_figures(res, tmp_path / "named", "fx", draw=False)
     assert named and not (tmp_path / "named").exists()
     some = [r for r in res if r.claim["id"] in ("C1", "C3", "C9")]
@@ -134,7 +135,7 @@ def test_figures_are_grouped_by_claim():
 def test_forest_panels_show_the_papers_figure_and_one_metric_each(fx):
     from weince.report.forest import forest_panels
 
-    res = by_id(build_report(fx, with_figures=False))
+    res = by_id(build_report(Profile.of(fx), with_figures=False))
     # C4: none of its settings ran; the gain panel still shows each paper gain
     _, gains = forest_lines(res["C4"])
     paper_gains = sorted(ln.paper for ln in gains if ln.mean is None)
@@ -177,7 +178,7 @@ def test_forest_panels_show_the_papers_figure_and_one_metric_each(fx):
 def test_paper_and_scale_model_settings_never_share_an_axis(fx, cid):
     from weince.report.forest import forest_panels
 
-    res = by_id(build_report(fx, with_figures=False))
+    res = by_id(build_report(Profile.of(fx), with_figures=False))
     panels = forest_panels(res[cid])
     assert panels
     for _, lines, _ in panels:

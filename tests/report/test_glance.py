@@ -11,6 +11,7 @@ from weince.report.claim_file import record_of
 from weince.report.glance import MAX_ROW_CHARS, headline, ours_cells, verdict_cell
 from weince.report.html import (SUMMARY_CATEGORY, claim_categories, claim_page, html_page_for,
                                 local_refs, write_markdown_page)
+from weince.pipeline.profile import Profile
 
 REPO = Path(__file__).resolve().parents[2]
 CLAIMS = REPO / "config" / "claims.yaml"
@@ -27,7 +28,7 @@ def claim_rows(summary: str) -> dict[str, str]:
 
 
 def test_summary_has_an_ours_column_and_short_rows(fx):
-    res = by_id(build_report(fx, with_figures=False))
+    res = by_id(build_report(Profile.of(fx), with_figures=False))
     summary = (Path(fx["reports"]) / "fx" / "summary.md").read_text()
     assert "| Claim | What | Source | Paper | Ours | Verdict | Page |" in summary
     rows = claim_rows(summary)
@@ -58,7 +59,7 @@ def test_verdicts_are_styled_by_kind():
 
 
 def test_companion_claims_stand_in_their_own_block_under_their_paper(fx):
-    res = build_report(fx, with_figures=False)
+    res = build_report(Profile.of(fx), with_figures=False)
     summary = (Path(fx["reports"]) / "fx" / "summary.md").read_text()
     head = summary.index("## Companion claims N1-N3")
     sources = {r.claim["source"] for r in res if r.claim["id"].startswith("N")}
@@ -70,7 +71,7 @@ def test_companion_claims_stand_in_their_own_block_under_their_paper(fx):
 def test_claims_with_the_same_row_print_it_once(fx):
     """C3 and C5 stand on the same row (cifar100 / resnet18, the same gain): C5 says so
     instead of repeating the number; C4 has only scale-model rows and says it first."""
-    res = build_report(fx, with_figures=False)
+    res = build_report(Profile.of(fx), with_figures=False)
     cells = ours_cells([record_of(r) for r in res])
     assert cells["C5"] == "same row as C3"
     assert cells["C4"].startswith("scale model, cifar100 / resnet18: ")
@@ -81,13 +82,13 @@ def test_claims_with_the_same_row_print_it_once(fx):
     assert "same row as C3" in rows["C5"]
     # two claims whose only rows are the same scale-model row: the second points at the first
     fx["vision"]["datasets"] = ["digits"]
-    cells = ours_cells([record_of(r) for r in build_report(fx, with_figures=False)])
+    cells = ours_cells([record_of(r) for r in build_report(Profile.of(fx), with_figures=False)])
     assert cells["C3"].startswith("scale model, digits / resnet18: ")
     assert cells["C4"] == cells["C5"] == "same scale-model row as C3"
 
 
 def test_doc_references_are_links_from_the_report_folder(fx):
-    build_report(fx, with_figures=False)
+    build_report(Profile.of(fx), with_figures=False)
     out = Path(fx["reports"]) / "fx"
     summary = (out / "summary.md").read_text()
     assert "[docs/verdicts.md](../../docs/verdicts.md)" in summary
@@ -102,7 +103,7 @@ def test_doc_references_are_links_from_the_report_folder(fx):
 
 
 def test_ours_is_the_paper_setting_else_the_closest_scale_model_row(fx, fixture_linear):
-    res = by_id(build_report(fx, with_figures=False))
+    res = by_id(build_report(Profile.of(fx), with_figures=False))
     # C3 ran its paper setting (cifar100 / resnet18): the recipe's gain there, with n
     h = headline(res["C3"])
     mean = lambda k: sum(fixture_linear[k]) / len(fixture_linear[k])  # noqa: E731
@@ -134,13 +135,13 @@ def test_c8_without_an_interval_says_it_is_one_run(fx):
     for arm in d["whole_step"]["losses"].values():
         arm["overhead_ci"] = None
     p.write_text(json.dumps(d))
-    h = headline(by_id(build_report(fx, with_figures=False))["C8"])
+    h = headline(by_id(build_report(Profile.of(fx), with_figures=False))["C8"])
     assert h.text == "overhead of weince: +0.90% (noise: n = 1)" and h.n == 1
 
 
 def test_no_interval_with_one_encoder(fx):
     fx["vision"]["seeds"] = [7]
-    res = by_id(build_report(fx, with_figures=False))
+    res = by_id(build_report(Profile.of(fx), with_figures=False))
     h = headline(res["C3"])
     assert h.n == 1 and "[" not in h.text
 
@@ -151,7 +152,7 @@ def test_html_pages_link_only_to_files_that_exist(fx):
     out = Path(fx["reports"]) / "fx"
     out.mkdir(parents=True, exist_ok=True)
     (out / "norms.md").write_text("# norms\n\n[back](summary.md)\n")   # before the summary
-    res = build_report(fx)
+    res = build_report(Profile.of(fx))
     pages = [write_markdown_page(out / "norms.md", html_page_for(out / "norms.md"))]
     for r in res:
         md = out / f"table_{r.claim['id'].lower()}.md"

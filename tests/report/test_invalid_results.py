@@ -14,10 +14,11 @@ from weince import cli
 from weince.pipeline import layout
 from weince.report import build_report
 from weince.utils.results import InvalidResultError, encoder_value
+from weince.pipeline.profile import Profile
 
 
 def _linear(cfg, seed=21):
-    return layout.run_dir(cfg, layout.VisionRun("cifar100", "resnet18", "infonce", seed)) \
+    return layout.run_dir(Profile.of(cfg), layout.VisionRun("cifar100", "resnet18", "infonce", seed)) \
         / "linear.json"
 
 
@@ -29,7 +30,7 @@ def test_non_finite_mean_in_linear_json_is_an_error_not_missing(fx, bad):
     d["test_acc"]["mean"] = bad
     p.write_text(json.dumps(d))  # json writes NaN/Infinity literals, as a foreign tool might
     with pytest.raises(InvalidResultError) as err:
-        build_report(fx, with_figures=False)
+        build_report(Profile.of(fx), with_figures=False)
     msg = str(err.value)
     assert str(p) in msg and "test_acc.mean" in msg and "--forcerun" in msg
     assert "not a missing one" in msg
@@ -41,7 +42,7 @@ def test_non_finite_seed_value_is_an_error(fx):
     d["test_acc"]["values"][1] = None  # write_json's form of a NaN
     p.write_text(json.dumps(d))
     with pytest.raises(InvalidResultError, match=r"test_acc\.values\[1\]' is null"):
-        build_report(fx, with_figures=False)
+        build_report(Profile.of(fx), with_figures=False)
 
 
 def _report_fails(fx, tmp_path, monkeypatch, capsys) -> list[str]:
@@ -85,7 +86,7 @@ def test_an_impossible_accuracy_is_refused_not_tabled(fx, bad):
     d["test_acc"] = bad
     p.write_text(json.dumps(d))
     with pytest.raises(InvalidResultError) as err:
-        build_report(fx, with_figures=False)
+        build_report(Profile.of(fx), with_figures=False)
     msg = str(err.value)
     assert str(p) in msg and "'test_acc'" in msg and repr(bad) in msg and "[0, 100]" in msg
 
@@ -97,12 +98,12 @@ def test_a_mean_that_contradicts_its_values_is_refused(fx):
     p.write_text(json.dumps(d))
     with pytest.raises(InvalidResultError, match=r"'test_acc\.mean' = 90\.0 but the mean of "
                                                  r"'test_acc\.values' is"):
-        build_report(fx, with_figures=False)
+        build_report(Profile.of(fx), with_figures=False)
 
 
 def test_report_cli_refuses_an_impossible_value_in_one_line(fx, tmp_path, monkeypatch,
                                                              capsys):
-    p = layout.run_dir(fx, layout.VisionRun("cifar100", "resnet18", "infonce", 7)) / "link.json"
+    p = layout.run_dir(Profile.of(fx), layout.VisionRun("cifar100", "resnet18", "infonce", 7)) / "link.json"
     d = json.loads(p.read_text())
     d["fit"]["lam"] = 1.7
     p.write_text(json.dumps(d))

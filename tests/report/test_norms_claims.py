@@ -16,6 +16,7 @@ from weince.report import build_report, load_claims
 from weince.report.norms import claim_verdicts, load_results
 from weince.utils.results import InvalidResultError
 from weince.utils.vocabulary import NOT_REPRODUCED, NOT_RUN, REPRODUCED
+from weince.pipeline.profile import Profile
 
 REPO = Path(__file__).resolve().parents[2]
 CLAIMS = REPO / "config" / "claims.yaml"
@@ -43,12 +44,12 @@ def _page_rows(claims_path: Path) -> dict:
 
 
 def test_n_claims_come_from_the_registry_with_the_pages_verdicts(fx):
-    paths = norms_results(fx)               # written by the fixture (conftest.norms_unit)
+    paths = norms_results(Profile.of(fx))               # written by the fixture (conftest.norms_unit)
     assert len(paths) == 18                  # 2 pairs x 3 arms x 3 seeds
     n_claims = [c for c in claims(fx) if c["kind"] == "norms"]
     assert [c["id"] for c in n_claims] == ["N1", "N2", "N3"]
-    assert set(claim_inputs(fx, n_claims[0])) == set(paths)
-    build_report(fx, with_figures=False)
+    assert set(claim_inputs(Profile.of(fx), n_claims[0])) == set(paths)
+    build_report(Profile.of(fx), with_figures=False)
     out = Path(fx["reports"], "fx")
     got = {c["id"]: c["verdict"] for c in json.loads((out / "claims.json").read_text())["claims"]}
     page = claim_verdicts(load_results(paths), _page_rows(CLAIMS))
@@ -81,8 +82,8 @@ def test_n_claims_judge_units_on_the_companion_papers_models(fx, tmp_path):
     """With the fixture's backbone among the registry's rows, its units decide the claims,
     on the registry page and the norms page alike."""
     fx["claims"] = str(_registry_naming(tmp_path, "resnet18"))
-    res = {r.claim["id"]: r for r in build_report(fx, with_figures=False, summary=False)}
-    page = claim_verdicts(load_results(norms_results(fx)), _page_rows(Path(fx["claims"])))
+    res = {r.claim["id"]: r for r in build_report(Profile.of(fx), with_figures=False, summary=False)}
+    page = claim_verdicts(load_results(norms_results(Profile.of(fx))), _page_rows(Path(fx["claims"])))
     assert res["N1"].verdict == page["N1"]["verdict"] == REPRODUCED
     assert res["N2"].verdict == page["N2"]["verdict"] == NOT_REPRODUCED
     assert res["N3"].verdict == page["N3"]["verdict"] == REPRODUCED
@@ -93,29 +94,29 @@ def test_n_claims_judge_units_on_the_companion_papers_models(fx, tmp_path):
 
 
 def test_n_claims_without_results_are_not_run(fx):
-    for p in norms_results(fx):
+    for p in norms_results(Profile.of(fx)):
         p.unlink()
-    res = {r.claim["id"]: r for r in build_report(fx, with_figures=False, summary=False)}
+    res = {r.claim["id"]: r for r in build_report(Profile.of(fx), with_figures=False, summary=False)}
     assert res["N1"].verdict == NOT_RUN and "no norms.json" in res["N1"].reason
     no_norms = {**fx, "norms": {"vision": {"enabled": False}, "text": {"enabled": False}}}
-    res = {r.claim["id"]: r for r in build_report(no_norms, with_figures=False, summary=False)}
+    res = {r.claim["id"]: r for r in build_report(Profile.of(no_norms), with_figures=False, summary=False)}
     assert res["N2"].verdict == NOT_RUN and res["N2"].reason == "the profile analyses no unit"
 
 
 def test_a_nan_in_a_norms_result_stops_the_claim(fx):
-    paths = norms_results(fx)
+    paths = norms_results(Profile.of(fx))
     d = json.loads(paths[0].read_text())
     d["n2"]["heat_vs_norm"]["pearson"]["r"] = None      # a NaN write_json stored as null
     paths[0].write_text(json.dumps(d))
     with pytest.raises(InvalidResultError, match="n2.heat_vs_norm.pearson.r") as err:
-        build_report(fx, with_figures=False, only=["N2"], summary=False)
+        build_report(Profile.of(fx), with_figures=False, only=["N2"], summary=False)
     assert str(paths[0]) in str(err.value) and "--forcerun" in str(err.value)
 
 
 def test_norms_settings_and_files_come_from_the_layout(fx):
-    settings, arms = layout.settings_for(fx, "norms")
+    settings, arms = layout.settings_for(Profile.of(fx), "norms")
     assert [s.label() for s in settings] == ["cifar100 / resnet18", "digits / resnet18"]
     assert arms == fx["vision"]["arms"]
-    f = layout.files_for(fx)
+    f = layout.files_for(Profile.of(fx))
     assert len(f(settings[0], "weince", "norms.json")) == 3
     assert f(settings[0], "hcl", "norms.json") == []

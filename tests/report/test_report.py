@@ -22,6 +22,7 @@ from weince.pipeline import layout
 from weince.report.verdicts import partial_verdict
 from weince.report.stats import diff_estimate, estimate
 from weince.report.tables import latex_escape
+from weince.pipeline.profile import Profile
 
 REPO = Path(__file__).resolve().parents[2]
 CLAIMS = REPO / "config" / "claims.yaml"
@@ -37,7 +38,7 @@ def by_id(results):
 
 
 def run_dir(cfg, dataset, backbone, arm, seed):
-    return layout.run_dir(cfg, layout.VisionRun(dataset, backbone, arm, seed))
+    return layout.run_dir(Profile.of(cfg), layout.VisionRun(dataset, backbone, arm, seed))
 
 
 # ----------------------------------------------------------------------------- statistics
@@ -61,7 +62,7 @@ def test_welch_difference_matches_scipy():
 
 # ----------------------------------------------------------------------------- verdicts
 def test_summary_lists_all_nine_claims_with_verdicts(fx):
-    res = build_report(fx, with_figures=False)
+    res = build_report(Profile.of(fx), with_figures=False)
     assert [r.claim["id"] for r in res] == REGISTRY_IDS
     summary = (Path(fx["reports"]) / "fx" / "summary.md").read_text()
     for cid in REGISTRY_IDS:
@@ -74,7 +75,7 @@ def test_summary_lists_all_nine_claims_with_verdicts(fx):
 
 
 def test_gain_verdicts_follow_the_files(fx, fixture_linear):
-    r = by_id(build_report(fx, with_figures=False))
+    r = by_id(build_report(Profile.of(fx), with_figures=False))
     c3 = r["C3"]
     # recipe: gain 3.23 vs paper 3.27 -> reproduced; plain weince: +0.07 -> not reproduced
     assert c3.verdict == REPRODUCED
@@ -99,7 +100,7 @@ def test_gain_verdicts_follow_the_files(fx, fixture_linear):
 
 
 def test_method_claims_verdicts(fx):
-    r = by_id(build_report(fx, with_figures=False))
+    r = by_id(build_report(Profile.of(fx), with_figures=False))
     # one of the paper's six diagnostic settings ran (cifar100/resnet18), and passes
     assert r["C1"].verdict == partial_verdict(1, 6)  # xi in [-0.39, -0.35], interval < 0
     assert r["C2"].verdict == partial_verdict(1, 6)  # every fit rejects softmax
@@ -114,7 +115,7 @@ def test_method_claims_verdicts(fx):
 
 def test_timing_of_a_small_backbone_is_a_scale_model_row(fx):
     fx["timing"]["config"]["backbone"] = "smallcnn"
-    r = by_id(build_report(fx, with_figures=False))["C8"]
+    r = by_id(build_report(Profile.of(fx), with_figures=False))["C8"]
     assert r.verdict == NOT_RUN
     row = next(x for x in r.rows if not x.paper_setting)
     assert row.verdicts["weince"] == ("scale model: overhead +0.90% [+0.20, +1.40] (timed "
@@ -124,19 +125,19 @@ def test_timing_of_a_small_backbone_is_a_scale_model_row(fx):
 def test_sign_claim_fails_when_interval_crosses_zero(fx):
     for s in fx["vision"]["seeds"]:
         for ds in fx["vision"]["datasets"]:
-            p = run_dir(fx, ds, "resnet18", "infonce", s) / "pot.json"
+            p = run_dir(Profile.of(fx), ds, "resnet18", "infonce", s) / "pot.json"
             d = json.loads(p.read_text())
             d["fit"]["xi"] = {7: -0.2, 21: 0.3, 63: 0.1}[s]
             p.write_text(json.dumps(d))
-    assert by_id(build_report(fx, with_figures=False))["C1"].verdict == partial_verdict(0, 6)
+    assert by_id(build_report(Profile.of(fx), with_figures=False))["C1"].verdict == partial_verdict(0, 6)
 
 
 def test_reject_claim_fails_when_one_fit_keeps_softmax(fx):
-    p = run_dir(fx, "cifar100", "resnet18", "infonce", 21) / "link.json"
+    p = run_dir(Profile.of(fx), "cifar100", "resnet18", "infonce", 21) / "link.json"
     d = json.loads(p.read_text())
     d["fit"]["p_value"] = 0.4
     p.write_text(json.dumps(d))
-    r = by_id(build_report(fx, with_figures=False))["C2"]
+    r = by_id(build_report(Profile.of(fx), with_figures=False))["C2"]
     assert r.verdict == partial_verdict(0, 6)
     assert "2/3" in Path(fx["reports"], "fx", "table_c2.md").read_text()
 
@@ -144,14 +145,14 @@ def test_reject_claim_fails_when_one_fit_keeps_softmax(fx):
 def test_profile_without_text_or_timing_says_not_run(fx):
     fx["text"]["enabled"] = False
     fx["timing"]["enabled"] = False
-    r = by_id(build_report(fx, with_figures=False))
+    r = by_id(build_report(Profile.of(fx), with_figures=False))
     assert r["C7"].verdict == NOT_RUN and r["C8"].verdict == NOT_RUN
 
 
 # ----------------------------------------------------------------------------- missing files
 def test_missing_result_is_shown_as_missing_never_typed(fx):
-    run_dir(fx, "cifar100", "resnet18", "weince_recipe", 63).joinpath("linear.json").unlink()
-    r = by_id(build_report(fx, with_figures=False))["C3"]
+    run_dir(Profile.of(fx), "cifar100", "resnet18", "weince_recipe", 63).joinpath("linear.json").unlink()
+    r = by_id(build_report(Profile.of(fx), with_figures=False))["C3"]
     row = next(x for x in r.rows if x.paper_setting)
     assert row.cells["weince_recipe"].est.n == 2
     md = Path(fx["reports"], "fx", "table_c3.md").read_text()
@@ -160,8 +161,8 @@ def test_missing_result_is_shown_as_missing_never_typed(fx):
 
 def test_all_results_of_an_arm_missing(fx):
     for s in fx["vision"]["seeds"]:
-        run_dir(fx, "cifar100", "resnet18", "weince_recipe", s).joinpath("linear.json").unlink()
-    r = by_id(build_report(fx, with_figures=False))["C3"]
+        run_dir(Profile.of(fx), "cifar100", "resnet18", "weince_recipe", s).joinpath("linear.json").unlink()
+    r = by_id(build_report(Profile.of(fx), with_figures=False))["C3"]
     assert r.verdict == NOT_RUN
     md = Path(fx["reports"], "fx", "table_c3.md").read_text()
     line = next(ln for ln in md.splitlines() if "| cifar100 / resnet18 |" in ln
@@ -171,32 +172,32 @@ def test_all_results_of_an_arm_missing(fx):
 
 # ----------------------------------------------------------------------------- schema errors
 def test_wrong_schema_names_file_and_key(fx):
-    p = run_dir(fx, "cifar100", "resnet18", "infonce", 21) / "linear.json"
+    p = run_dir(Profile.of(fx), "cifar100", "resnet18", "infonce", 21) / "linear.json"
     d = json.loads(p.read_text())
     d["test_accuracy"] = d.pop("test_acc")
     p.write_text(json.dumps(d))
     with pytest.raises(ResultSchemaError) as err:
-        build_report(fx, with_figures=False)
+        build_report(Profile.of(fx), with_figures=False)
     msg = str(err.value)
     assert str(p) in msg and "'test_acc'" in msg and "C3" in msg
 
 
 def test_result_without_provenance_is_an_error(fx):
-    p = run_dir(fx, "digits", "resnet18", "infonce", 7) / "knn.json"
+    p = run_dir(Profile.of(fx), "digits", "resnet18", "infonce", 7) / "knn.json"
     d = json.loads(p.read_text())
     del d["provenance"]
     p.write_text(json.dumps(d))
     with pytest.raises(ResultSchemaError, match="provenance"):
-        build_report(fx, with_figures=False)
+        build_report(Profile.of(fx), with_figures=False)
 
 
 def test_non_numeric_metric_is_an_error(fx):
-    p = run_dir(fx, "digits", "resnet18", "infonce", 7) / "linear.json"
+    p = run_dir(Profile.of(fx), "digits", "resnet18", "infonce", 7) / "linear.json"
     d = json.loads(p.read_text())
     d["test_acc"] = "high"
     p.write_text(json.dumps(d))
     with pytest.raises(ResultSchemaError, match="test_acc"):
-        build_report(fx, with_figures=False)
+        build_report(Profile.of(fx), with_figures=False)
 
 
 # ----------------------------------------------------------------------------- registry
@@ -209,7 +210,7 @@ def test_registry_decides_which_claims_are_listed(fx, tmp_path):
     p.write_text(yaml.safe_dump(reg))
     ids = [c["id"] for c in load_claims(p)["claims"]]
     assert "C6" not in ids and not any(i.startswith("N") for i in ids)
-    res = build_report({**fx, "claims": str(p)}, with_figures=False)
+    res = build_report(Profile.of({**fx, "claims": str(p)}), with_figures=False)
     assert [r.claim["id"] for r in res] == ids
     out = Path(fx["reports"], "fx")
     assert not (out / "table_c6.md").exists() and not (out / "table_n1.md").exists()
@@ -243,7 +244,7 @@ def test_workflow_schema_link_points_at_the_package_schema():
 
 # ----------------------------------------------------------------------------- tables/provenance
 def test_tables_carry_provenance(fx):
-    build_report(fx, with_figures=False)
+    build_report(Profile.of(fx), with_figures=False)
     md = Path(fx["reports"], "fx", "table_c3.md").read_text()
     assert "git commit" in md and "config hash" in md and "result dates" in md
     tex = Path(fx["reports"], "fx", "table_c3.tex").read_text()
@@ -254,7 +255,7 @@ def test_tables_carry_provenance(fx):
 
 
 def test_figures_are_drawn_from_logs_and_fits(fx):
-    build_report(fx)
+    build_report(Profile.of(fx))
     figs = Path(fx["reports"], "fx", "figures")
     assert (figs / "lambda_training_cifar100_resnet18.png").stat().st_size > 1000
     assert (figs / "c1_estimates.png").exists() and (figs / "c2_estimates.png").exists()
@@ -278,7 +279,7 @@ def test_cli_writes_the_report(fx, tmp_path):
 @pytest.mark.skipif(shutil.which("pdflatex") is None,
                     reason="pdflatex not installed (apt-get install texlive-latex-recommended)")
 def test_generated_latex_compiles(fx):
-    build_report(fx, with_figures=False)
+    build_report(Profile.of(fx), with_figures=False)
     out = Path(fx["reports"], "fx")
     proc = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error",
                            "tables.tex"], cwd=out, capture_output=True, text=True, timeout=120)

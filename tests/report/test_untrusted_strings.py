@@ -14,11 +14,12 @@ from weince.pipeline import layout
 from weince.report import build_report
 from weince.report.html import markdown_to_html
 from weince.utils.results import Provenance, ResultSchemaError
+from weince.pipeline.profile import Profile
 
 
 def _first_linear(cfg):
-    run = next(iter(layout.vision_runs(cfg)))
-    return layout.run_dir(cfg, run) / "linear.json"
+    run = next(iter(layout.vision_runs(Profile.of(cfg))))
+    return layout.run_dir(Profile.of(cfg), run) / "linear.json"
 
 
 @pytest.mark.parametrize("key, value, message", [
@@ -34,7 +35,7 @@ def test_a_provenance_string_without_its_format_stops_the_report(fx, key, value,
     data["provenance"][key] = value
     p.write_text(json.dumps(data))
     with pytest.raises(ResultSchemaError) as err:
-        build_report(fx)
+        build_report(Profile.of(fx))
     msg = str(err.value)
     assert f"{p}: provenance.{key}" in msg and message in msg and "re-run" in msg, msg
 

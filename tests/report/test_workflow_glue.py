@@ -9,6 +9,7 @@ from weince.pipeline.selection import select_grid
 from weince.pipeline.stages import apply_selection, grid_arms, pretrain_config, simcse_config
 from weince.utils import write_json
 from weince.utils.summary import summary
+from weince.pipeline.profile import Profile
 
 CFG = {
     "profile": "t", "device": "cpu", "threads": 1, "data_root": "data",
@@ -22,11 +23,11 @@ CFG = {
 
 
 def test_pretrain_config_of_a_grid_point_overrides_the_arm_kwargs():
-    c = pretrain_config(CFG, "stl10", "resnet18", "weince@m6_kr5", 21)
+    c = pretrain_config(Profile.of(CFG), "stl10", "resnet18", "weince@m6_kr5", 21)
     assert c["loss"] == "weince" and c["seed"] == 21 and c["epochs"] == 3
     assert c["loss_kwargs"] == {"margin": 6.0, "q": 0.2, "kappa_rho": 5.0}
     assert c["train_split"] == "train+unlabeled" and c["device"] == "cpu"
-    plain = pretrain_config(CFG, "digits", "smallcnn", "weince", 7)
+    plain = pretrain_config(Profile.of(CFG), "digits", "smallcnn", "weince", 7)
     assert plain["loss_kwargs"] == {"margin": 2.0, "q": 0.2} and "train_split" not in plain
     assert CFG["vision"]["losses"]["weince"] == {"margin": 2.0, "q": 0.2}  # not mutated
 
@@ -44,14 +45,14 @@ def test_grid_selection_uses_validation_and_feeds_the_final_run(tmp_path):
         select_grid(files, metric="test_acc")
     s = tmp_path / "selection.json"
     write_json(s, sel)
-    final = apply_selection(pretrain_config(CFG, "digits", "smallcnn", "weince", 7), s)
+    final = apply_selection(pretrain_config(Profile.of(CFG), "digits", "smallcnn", "weince", 7), s)
     assert final["loss_kwargs"] == {"margin": 6.0, "q": 0.2, "kappa_rho": 5.0}
-    assert grid_arms(CFG) == ["weince"]
-    assert grid_arms({"vision": {"grid": {"arms": ["weince"], "seeds": [7]}}}) == []
+    assert grid_arms(Profile.of(CFG)) == ["weince"]
+    assert grid_arms(Profile.of({"vision": {"grid": {"arms": ["weince"], "seeds": [7]}}})) == []
 
 
 def test_simcse_config_sets_run_keys():
-    c = simcse_config(CFG, "minilm", "weince", 63)
+    c = simcse_config(Profile.of(CFG), "minilm", "weince", 63)
     assert c == {"n_train": 64, "model": "minilm", "loss": "weince", "seed": 63,
                  "loss_kwargs": {"margin": 0.0}, "device": "cpu", "offline": True,
                  "model_name": "minilm", "model_source": "name"}   # the weights' identity

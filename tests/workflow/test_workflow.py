@@ -18,6 +18,7 @@ from weince.pipeline.claims import load_claims, validate_with_defaults
 from weince.report import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED
 from weince.report.glance import MAX_ROW_CHARS
 from weince.report.html import local_refs
+from weince.pipeline.profile import Profile
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -121,7 +122,7 @@ def test_dry_run_builds_the_dag(name, tmp_path, copy_workflow, job_counts, run_s
     # the ablation arms (the profile's ablations block) add the runs the main grid has not
     from weince.pipeline.ablations import ablation_plan
 
-    plan = ablation_plan(cfg)
+    plan = ablation_plan(Profile.of(cfg))
     main = {(d, b, a, int(s)) for d in v["datasets"] for b in v["backbones"]
             for a in v["arms"] for s in v["seeds"]}
     extra = {(d, b, a, s) for d, b in plan.pairs for a in plan.run_arms()

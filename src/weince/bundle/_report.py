@@ -15,7 +15,7 @@ from weince.pipeline.profile import Profile
 __all__ = ["report_inputs", "report_dir", "rebuilt_names", "rebuild"]
 
 
-def report_inputs(cfg: dict[str, Any], claims_path: str | Path) -> dict[Path, list[str]]:
+def report_inputs(prof: Profile, claims_path: str | Path) -> dict[Path, list[str]]:
     """Result file -> what reads it (claim ids, ``figures``): the inputs of the profile's
     claim tables and of the summary's figures, as the Snakemake report rules declare them."""
     from weince.pipeline.targets import claim_inputs, figure_inputs
@@ -23,39 +23,39 @@ def report_inputs(cfg: dict[str, Any], claims_path: str | Path) -> dict[Path, li
 
     readers: dict[Path, list[str]] = {}
     for claim in load_claims(claims_path)["claims"]:
-        for p in claim_inputs(Profile.of(cfg), claim):
+        for p in claim_inputs(prof, claim):
             readers.setdefault(Path(p), []).append(claim["id"])
-    for p in figure_inputs(Profile.of(cfg)):
+    for p in figure_inputs(prof):
         readers.setdefault(Path(p), []).append("figures")
     return readers
 
 
-def report_dir(cfg: dict[str, Any]) -> Path:
-    """``{reports}/{profile}``: where the report of ``cfg`` is written."""
+def report_dir(prof: Profile) -> Path:
+    """``{reports}/{profile}``: where the report of ``prof`` is written."""
     from weince.pipeline.targets import report_outputs
 
-    return report_outputs(Profile.of(cfg))["summary"].parent
+    return report_outputs(prof)["summary"].parent
 
 
-def rebuilt_names(cfg: dict[str, Any]) -> list[str]:
+def rebuilt_names(prof: Profile) -> list[str]:
     """Names (relative to the report folder) of the files :func:`rebuild` writes and the
     bundle compares: the summary, ``claims.json``, ``tables.tex``, every claim table and
     every claim file (``claims/<id>.json``)."""
     from weince.pipeline.targets import report_outputs
 
-    outs = report_outputs(Profile.of(cfg))
+    outs = report_outputs(prof)
     d = outs["summary"].parent
     return [str(p.relative_to(d)) for k, p in outs.items() if k != "figures"]
 
 
-def rebuild(cfg: dict[str, Any], claims_path: str | Path, out_dir: str | Path,
+def rebuild(prof: Profile, claims_path: str | Path, out_dir: str | Path,
             draw: bool = False) -> list[Any]:
     """Rebuild every claim table and claim file, then the summary, ``claims.json`` and the
     figures from those claim files (as the workflow does: each verdict computed once), of
-    ``cfg`` into ``out_dir`` (the installed report code; no training, no torch). The forest plots,
+    ``prof`` into ``out_dir`` (the installed report code; no training, no torch). The forest plots,
     ~6 s of a ~8 s rebuild, are named in the summary but drawn only when ``draw`` (the
     rebuilt report is kept for its reader): the comparison reads text, never images."""
     from weince.report.build import build_report
 
-    return build_report(Profile.of(cfg), claims_path=claims_path, out_dir=out_dir, with_figures=True,
+    return build_report(prof, claims_path=claims_path, out_dir=out_dir, with_figures=True,
                         draw_forests=draw)

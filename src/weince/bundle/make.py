@@ -38,6 +38,7 @@ from typing import Any
 import yaml
 
 from weince.bundle import _report
+from weince.pipeline.profile import Profile
 from weince.utils.provenance import git_commit
 
 __all__ = ["FORMAT", "META", "make_bundle", "report_config", "classify", "sha256_file",
@@ -224,7 +225,8 @@ def make_bundle(profile: str, out: str | Path, *, reports: str | Path = "reports
         FileNotFoundError: no report for the profile, or no results folder.
     """
     cfg, rep_dir = report_config(profile, reports)
-    results_root = Path(cfg.get("results", "results"))
+    prof = Profile.of(cfg)
+    results_root = prof.results
     res_dir = results_root / profile
     if not res_dir.is_dir():
         raise FileNotFoundError(f"results folder {res_dir} does not exist (the report of "
@@ -232,12 +234,12 @@ def make_bundle(profile: str, out: str | Path, *, reports: str | Path = "reports
                                 f"run the command from the workflow's folder")
     arc_res = f"{_arc_root(str(results_root))}/{profile}"
     meta = f"{arc_res}/{META}"
-    claims_src = Path(cfg.get("claims", "config/claims.yaml"))
+    claims_src = prof.claims
     if not claims_src.exists():
         raise FileNotFoundError(f"claims registry {claims_src} (named by the report's "
                                 f"config) does not exist")
 
-    readers = _report.report_inputs(cfg, claims_src)
+    readers = _report.report_inputs(prof, claims_src)
     wanted = {"result"} | ({"model"} if with_models else set()) | (
         {"scores"} if with_scores else set())
     entries, counts, absent = _result_entries(res_dir, arc_res, readers, wanted)
@@ -276,10 +278,10 @@ def make_bundle(profile: str, out: str | Path, *, reports: str | Path = "reports
                       **({"provenance": prov} if prov else {})})
     manifest = {
         "format": FORMAT, "profile": profile, "created": created, "weince_commit": commit,
-        "results_root": str(results_root), "reports_root": str(cfg.get("reports", "reports")),
+        "results_root": str(results_root), "reports_root": str(prof.reports),
         "meta": meta, "results": arc_res, "claims": f"{meta}/claims.yaml",
         "resolved_config": f"{meta}/resolved.yaml", "reports": f"{meta}/reports",
-        "rebuilt": _report.rebuilt_names(cfg),
+        "rebuilt": _report.rebuilt_names(prof),
         "options": {"with_models": with_models, "with_scores": with_scores},
         "rebuild_command": rebuild_command(profile),
         "absent": absent, "files": files,

@@ -46,6 +46,7 @@ from typing import Any, Iterator
 import yaml
 
 from weince.bundle import _report
+from weince.pipeline.profile import Profile
 from weince.bundle._archive import (DEFAULT_MAX_BYTES, DEFAULT_MAX_MANIFEST_BYTES,
                                     BundleError, check_manifest, extract_member, inside,
                                     read_member, scan)
@@ -588,7 +589,8 @@ def _rebuild(manifest: dict[str, Any], root: Path, tmp: Path, shipped: Path,
                          "workflow config hash line is not compared")
     try:
         with _cwd(root):
-            inputs = _report.report_inputs(cfg, claims_path)
+            prof = Profile.of(cfg)
+            inputs = _report.report_inputs(prof, claims_path)
     except Exception as err:  # a tampered registry or config can fail in any way
         raise BundleError(f"the bundle's claims registry or config cannot be read: "
                           f"{type(err).__name__}: {_in_bundle(err, root)[:300]}") from None
@@ -598,7 +600,7 @@ def _rebuild(manifest: dict[str, Any], root: Path, tmp: Path, shipped: Path,
                           f"the bundle (refused: no host file is read)")
     out = tmp / "rebuilt"
     out.mkdir()
-    rebuilt = list(manifest.get("rebuilt") or _report.rebuilt_names(cfg))
+    rebuilt = list(manifest.get("rebuilt") or _report.rebuilt_names(prof))
     # companion pages written by other rules (norms, ablations): the summary links them
     if shipped.is_dir():
         for f in shipped.iterdir():
@@ -606,7 +608,7 @@ def _rebuild(manifest: dict[str, Any], root: Path, tmp: Path, shipped: Path,
                 shutil.copyfile(f, out / f.name)
     try:
         with _cwd(root):
-            _report.rebuild(cfg, claims_path, out, draw=bool(keep))
+            _report.rebuild(prof, claims_path, out, draw=bool(keep))
     except Exception as err:  # a tampered file can break the report in any way
         raise BundleError(f"rebuilding the report failed: {type(err).__name__}: "
                           f"{_in_bundle(err, root)[:500]}") from None

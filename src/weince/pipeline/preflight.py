@@ -27,8 +27,8 @@ without its data, e.g. to count its jobs; or when the disk estimate is wrong); t
 lock and the writable check always run.
 
     from weince.pipeline.preflight import check_data, space_needed
-    check_data(config)                 # DataMissingError naming each missing path
-    space_needed(config, parallel=2)   # {"peak": bytes, "final": ..., "lines": [...]}
+    check_data(prof)                   # DataMissingError naming each missing path
+    space_needed(prof, parallel=2)     # {"peak": bytes, "final": ..., "lines": [...]}
 """
 
 from __future__ import annotations
@@ -37,10 +37,19 @@ import contextlib
 import os
 import sys
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator
 
+from weince.data.locations import missing_vision
+from weince.data.text.real import missing_stsb, missing_wiki1m
 from weince.pipeline import layout
+from weince.pipeline.ablations import ablation_plan
+from weince.pipeline.config import ConfigError
 from weince.pipeline.profile import Profile
+from weince.pipeline.stages import model_location, pretrain_config, simcse_config
+from weince.utils.config import YamlSizeError
+from weince.utils.diskspace import free_bytes, human_bytes
+from weince.utils.runlock import (RunLockedError, held_locks, hold_run_lock, holder, lock_path,
+                                  release_run_lock)
 
 __all__ = ["DataMissingError", "DiskSpaceError", "LiveRunError", "NotWritableError",
            "missing_data", "check_data", "space_needed", "check_space",
@@ -69,46 +78,41 @@ class NotWritableError(PermissionError):
 
 
 # ------------------------------------------------------------------ data
-def _vision_needs(cfg: Mapping[str, Any]) -> list[tuple[str, Path, str, bool]]:
+def _vision_needs(prof: Profile) -> list[tuple[str, Path, str, bool]]:
     """(dataset, root, split, download) of every split the vision runs read."""
-    from weince.pipeline.stages import pretrain_config
-
-    v = cfg.get("vision") or {}
-    if not v.get("enabled", True) or not v.get("arms") or not v.get("seeds"):
+    v = prof.vision
+    if not v.enabled or not v.arms or not v.seeds:
         return []
-    arm, seed = v["arms"][0], v["seeds"][0]
-    feats = v.get("features") or {}
-    collect = (v.get("evt") or {}).get("collect") or {}
+    arm, seed = v.arms[0], v.seeds[0]
     out = []
-    for dataset, backbone in Profile.of(cfg).vision.pairs:
-        run = pretrain_config(Profile.of(cfg), dataset, backbone, arm, seed)
-        root = Path(str(run.get("data_root") or cfg.get("data_root") or "data"))
+    for dataset, backbone in v.pairs:
+        run = pretrain_config(prof, dataset, backbone, arm, seed)
+        root = Path(str(run.get("data_root") or prof.data_root))
         dl = bool(run.get("download", False))
         out.append((dataset, root, str(run.get("train_split") or "train"), dl))
-        for other, extra in ((feats, ("train", "test")), (collect, ("train",))):
+        for other, extra in ((v.features, ("train", "test")), (v.evt.collect, ("train",))):
             name = other.get("dataset") or dataset
-            r = Path(str(other.get("data_root") or cfg.get("data_root") or "data"))
-            d = bool(other.get("download", cfg.get("download", False)))
+            r = Path(str(other.get("data_root") or prof.data_root))
+            d = bool(other.get("download", prof.download))
             out += [(name, r, s, d) for s in extra]
     return list(dict.fromkeys(out))
 
 
-def _text_needs(cfg: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+def _text_needs(prof: Profile) -> list[tuple[str, str, str]]:
     """("wiki1m" | "stsb", path, split) of every text file the runs read."""
     out: list[tuple[str, str, str]] = []
-    t = cfg.get("text") or {}
-    if t.get("enabled", True) and t.get("arms") and t.get("models") and t.get("seeds"):
-        s = t.get("simcse") or {}
+    t = prof.text
+    if t.enabled and t.arms and t.models and t.seeds:
+        s = t.simcse
         if s.get("train_data", "synthetic") != "synthetic":
             out.append(("wiki1m", str(s["train_data"]), ""))
         if s.get("sts_data", "synthetic") != "synthetic":
             out.append(("stsb", str(s["sts_data"]), "dev"))
-        sts = t.get("sts") or {}
+        sts = t.sts
         if str(sts.get("data", "synthetic")) != "synthetic":
             out += [("stsb", str(sts["data"]), sp) for sp in sts.get("splits", ["dev", "test"])]
-    n = cfg.get("norms") or {}
-    nt, a = n.get("text") or {}, n.get("analysis") or {}
-    if nt.get("enabled", True) and nt.get("models"):
+    nt, a = prof.norms.text, prof.norms.analysis
+    if nt.enabled and nt.models:
         if a.get("text_train_data", "synthetic") != "synthetic":
             out.append(("wiki1m", str(a["text_train_data"]), ""))
         if a.get("sts_data", "synthetic") != "synthetic":
@@ -116,14 +120,12 @@ def _text_needs(cfg: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     return list(dict.fromkeys(out))
 
 
-def missing_data(cfg: Mapping[str, Any]) -> list[str]:
+def missing_data(prof: Profile) -> list[str]:
     """One sentence per data file the profile reads that is not on disk (empty: all
     present, or fetched by ``download: true``)."""
-    from weince.data.locations import missing_vision
-    from weince.data.text.real import missing_stsb, missing_wiki1m
-
-    out, by_set = [], {}
-    for name, root, split, dl in _vision_needs(cfg):
+    out: list[str] = []
+    by_set: dict[tuple[str, str], tuple[list[Any], str]] = {}
+    for name, root, split, dl in _vision_needs(prof):
         gone = missing_vision(name, root, split, dl)
         if gone:   # one line per data set: its missing files, then how to obtain it
             paths, _ = by_set.setdefault((name, str(root)), ([], gone[1]))
@@ -132,22 +134,22 @@ def missing_data(cfg: Mapping[str, Any]) -> list[str]:
     for (name, _), (paths, how) in by_set.items():
         out.append(f"{name}: {', '.join(map(str, paths))} "
                    f"{'does' if len(paths) == 1 else 'do'} not exist. {how}")
-    for kind, path, split in _text_needs(cfg):
+    for kind, path, split in _text_needs(prof):
         msg = missing_wiki1m(path) if kind == "wiki1m" else missing_stsb(path, split, sep=", ")
         if msg:
             out.append(msg)
     return list(dict.fromkeys(out))
 
 
-def check_data(cfg: Mapping[str, Any]) -> None:
+def check_data(prof: Profile) -> None:
     """Raise :class:`DataMissingError` listing every missing data file of the profile
     (``WEINCE_SKIP_PREFLIGHT=1``: plan without them, e.g. to count a profile's jobs)."""
     if os.environ.get("WEINCE_SKIP_PREFLIGHT"):
         return
-    gone = missing_data(cfg)
+    gone = missing_data(prof)
     if gone:
         raise DataMissingError(
-            f"profile {cfg.get('profile')!r} reads data that are not on disk (nothing was "
+            f"profile {prof.name!r} reads data that are not on disk (nothing was "
             f"planned):\n  - " + "\n  - ".join(gone) + f"\nObtain them as said; or, {REHEARSE} "
             f"(WEINCE_SKIP_PREFLIGHT=1 plans without the data, e.g. to count the jobs).")
 
@@ -162,7 +164,7 @@ OPT_STATES = {"adam": 2, "lars": 1}   # per-parameter optimiser buffers in a che
 PER_RUN = 2_000_000                   # JSON results, logs, benchmarks, figures per run
 
 
-def _vision_model(backbone: str, image_size: int, channels: int, run: Mapping[str, Any]
+def _vision_model(backbone: str, image_size: int, channels: int, run: dict[str, Any]
                   ) -> tuple[int, int, int]:
     """(parameters, backbone feature size, head size) of the SimCLR model (built once on
     the CPU: the meta device would import a good part of torch first)."""
@@ -178,12 +180,10 @@ def _vision_model(backbone: str, image_size: int, channels: int, run: Mapping[st
     return sum(p.numel() for p in m.parameters()), int(dims["in_dim"]), int(dims["out_dim"])
 
 
-def _text_params(cfg: Mapping[str, Any], model: str) -> tuple[int, bool]:
+def _text_params(prof: Profile, model: str) -> tuple[int, bool]:
     """(parameters, known) of a text model: its weight files' size / 4 where it is on
     disk, else a table, else bert-base's (``known`` False)."""
-    from weince.pipeline.stages import model_location
-
-    loc = model_location(Profile.of(cfg), model)
+    loc = model_location(prof, model)
     try:
         from weince.models.text import resolve_model
 
@@ -200,26 +200,20 @@ def _text_params(cfg: Mapping[str, Any], model: str) -> tuple[int, bool]:
     return TEXT_PARAMS["bert-base-uncased"], False
 
 
-def space_needed(cfg: Mapping[str, Any], parallel: int = 1) -> dict[str, Any]:
+def space_needed(prof: Profile, parallel: int = 1) -> dict[str, Any]:
     """The profile's disk use, estimated: ``final`` (bytes of the files that stay),
     ``checkpoints`` (of the ``parallel`` largest trainings at once, or every one kept with
     ``keep_checkpoint``), ``peak`` (their sum) and ``lines`` (what each part holds)."""
-    from weince.pipeline.ablations import ablation_plan
-    from weince.pipeline.stages import pretrain_config, simcse_config
-
-    c = dict(cfg)
-    prof = Profile.of(cfg)
-    runs = {r.dir(c.get("results", "results"), c["profile"]): r
+    runs = {layout.run_dir(prof, r): r
             for r in [*layout.vision_runs(prof), *layout.vision_runs(prof, grid=True)]}
     plan = ablation_plan(prof)
     for d, b in plan.pairs:
         for arm in plan.run_arms():
             for s in plan.seeds:
                 runs.setdefault(plan.run_dir(d, b, arm, s), layout.VisionRun(d, b, arm, s))
-    v = c.get("vision") or {}
-    feats = v.get("features") or {}
-    evt_arms = set((v.get("evt") or {}).get("arms") or [])
-    col = (v.get("evt") or {}).get("collect") or {}
+    feats = prof.vision.features
+    evt_arms = set(prof.vision.evt.arms)
+    col = prof.vision.evt.collect
     final, ckpts, kept = 0, [], 0
     models: dict[tuple, tuple[int, int, int]] = {}
     n_vis = 0
@@ -248,7 +242,7 @@ def space_needed(cfg: Mapping[str, Any], parallel: int = 1) -> dict[str, Any]:
     n_text, guessed = 0, []
     for run in layout.text_runs(prof):
         sc = simcse_config(prof, run.model, run.arm, run.seed)
-        n, known = _text_params(c, run.model)
+        n, known = _text_params(prof, run.model)
         if not known:
             guessed.append(run.model)
         final += 4 * n + PER_RUN   # the model folder
@@ -257,7 +251,6 @@ def space_needed(cfg: Mapping[str, Any], parallel: int = 1) -> dict[str, Any]:
         kept += ck if sc.get("keep_checkpoint") else 0
         n_text += 1
     live = sum(sorted(ckpts, reverse=True)[:max(1, int(parallel))])
-    from weince.utils.diskspace import human_bytes
 
     lines = [f"{n_vis} vision and {n_text} text runs: {human_bytes(final)} of results",
              f"checkpoints while training ({min(len(ckpts), max(1, parallel))} at once): "
@@ -269,20 +262,18 @@ def space_needed(cfg: Mapping[str, Any], parallel: int = 1) -> dict[str, Any]:
             "lines": lines}
 
 
-def check_space(cfg: Mapping[str, Any], parallel: int = 1, *, out=None) -> dict:
+def check_space(prof: Profile, parallel: int = 1, *, out=None) -> dict:
     """Print the estimate of :func:`space_needed`; raise :class:`DiskSpaceError` when the
     results folder has less free space than its peak."""
-    from weince.utils.diskspace import free_bytes, human_bytes
-
-    est = space_needed(cfg, parallel)
-    root = Path(str(cfg.get("results", "results")))
+    est = space_needed(prof, parallel)
+    root = prof.results
     free = free_bytes(root)
     print(f"disk: this profile needs about {human_bytes(est['peak'])} at its peak in "
           f"{root}/ ({'; '.join(est['lines'])}); {human_bytes(free)} free there",
           file=out or sys.stderr)
     if free < est["peak"]:
         raise DiskSpaceError(
-            f"{root}/ has {human_bytes(free)} free but profile {cfg.get('profile')!r} needs "
+            f"{root}/ has {human_bytes(free)} free but profile {prof.name!r} needs "
             f"about {human_bytes(est['peak'])} at its peak ({'; '.join(est['lines'])}); free "
             f"{human_bytes(est['peak'] - free)} or more there, or set `results:` to a folder "
             f"on a larger disk (WEINCE_SKIP_PREFLIGHT=1 skips this check)")
@@ -290,13 +281,11 @@ def check_space(cfg: Mapping[str, Any], parallel: int = 1, *, out=None) -> dict:
 
 
 # ------------------------------------------------------------------ other writers
-def check_no_live_writers(cfg: Mapping[str, Any]) -> None:
+def check_no_live_writers(prof: Profile) -> None:
     """Raise :class:`LiveRunError` when a live process holds a run lock in this profile's
     results (another run is still writing them); this run's own profile lock aside."""
-    from weince.utils.runlock import held_locks
-
-    root = Path(str(cfg.get("results", "results"))) / str(cfg["profile"])
-    own = profile_lock_path(cfg)
+    root = prof.results / prof.name
+    own = profile_lock_path(prof)
     held = [(p, who) for p, who in held_locks(root) if p != own]
     if held:
         shown = "; ".join(f"{p.parent} ({who})" for p, who in held[:3])
@@ -311,43 +300,34 @@ def check_no_live_writers(cfg: Mapping[str, Any]) -> None:
 PROFILE_LOCK = "snakemake-run"   # {results}/{profile}/.snakemake-run.lock
 
 
-def profile_lock_path(cfg: Mapping[str, Any]) -> Path:
-    from weince.utils.runlock import lock_path
-
-    return lock_path(Path(str(cfg.get("results", "results"))) / str(cfg["profile"]),
-                     PROFILE_LOCK)
+def profile_lock_path(prof: Profile) -> Path:
+    return lock_path(prof.results / prof.name, PROFILE_LOCK)
 
 
-def hold_profile_lock(cfg: Mapping[str, Any]) -> Path:
+def hold_profile_lock(prof: Profile) -> Path:
     """Hold the profile's run lock for the rest of this process (the Snakemake run), or
     raise :class:`LiveRunError` naming the live run that holds it."""
-    from weince.utils.runlock import RunLockedError, hold_run_lock, holder
-
-    path = profile_lock_path(cfg)
+    path = profile_lock_path(prof)
     try:
         return hold_run_lock(path.parent / PROFILE_LOCK, wait_s=0.2)
     except RunLockedError:
         raise LiveRunError(
-            f"another Snakemake run of profile {cfg['profile']!r} is live ({holder(path)}); "
+            f"another Snakemake run of profile {prof.name!r} is live ({holder(path)}); "
             f"two runs of one profile would write the same files: wait for it, or stop it "
             f"(`kill PID`, never `snakemake --unlock`); runs of other profiles are not "
             f"affected") from None
 
 
-def release_profile_lock(cfg: Mapping[str, Any]) -> None:
+def release_profile_lock(prof: Profile) -> None:
     """Let go of :func:`hold_profile_lock` (the end of the process does it too)."""
-    from weince.utils.runlock import release_run_lock
-
-    release_run_lock(profile_lock_path(cfg))
+    release_run_lock(profile_lock_path(prof))
 
 
 # ------------------------------------------------------------------ writable folders
-def _run_folders(cfg: Mapping[str, Any]) -> list[Path]:
+def _run_folders(prof: Profile) -> list[Path]:
     """The folders a run of the profile writes: its results and reports folders (every
     folder already under them, too: a job re-run there writes it)."""
-    profile = str(cfg["profile"])
-    roots = [Path(str(cfg.get("results", "results"))) / profile,
-             Path(str(cfg.get("reports", "reports"))) / profile]
+    roots = [prof.results / prof.name, prof.report_dir]
     out = []
     for root in roots:
         if not root.exists():   # created by the run: its nearest existing parent counts
@@ -361,17 +341,17 @@ def _run_folders(cfg: Mapping[str, Any]) -> list[Path]:
     return out
 
 
-def check_writable(cfg: Mapping[str, Any]) -> None:
+def check_writable(prof: Profile) -> None:
     """Raise :class:`NotWritableError` naming the folders of the run that this user cannot
     write (read-only mount or permissions), before any job starts: Snakemake deletes a
     job's old outputs before running it, so a run that fails later would already have
     removed them."""
-    bad = [d for d in _run_folders(cfg) if d.is_dir() and not os.access(d, os.W_OK | os.X_OK)]
+    bad = [d for d in _run_folders(prof) if d.is_dir() and not os.access(d, os.W_OK | os.X_OK)]
     if bad:
         shown = ", ".join(f"{d}/" for d in bad[:3]) + (f" and {len(bad) - 3} more"
                                                       if len(bad) > 3 else "")
         raise NotWritableError(
-            f"profile {cfg.get('profile')!r} cannot write {shown} (read-only or not this "
+            f"profile {prof.name!r} cannot write {shown} (read-only or not this "
             f"user's); nothing was deleted or run: make them writable (`chmod -R u+w`, or "
             f"remount), or set `results:` / `reports:` to folders this user can write")
 
@@ -382,9 +362,6 @@ def refusals() -> Iterator[None]:
     """End the Snakemake run with the reason alone when a check of the Snakefile (config,
     data, disk, writers, permissions) refuses it: Snakemake would print the exception with
     its file, line and traceback lines around it."""
-    from weince.pipeline.config import ConfigError
-    from weince.utils.config import YamlSizeError
-
     try:
         yield
     except (ConfigError, YamlSizeError, DataMissingError, DiskSpaceError, LiveRunError,
@@ -392,15 +369,15 @@ def refusals() -> Iterator[None]:
         sys.exit(f"weince: {err}")
 
 
-def on_start(cfg: Mapping[str, Any], parallel: int = 1) -> None:
+def on_start(prof: Profile, parallel: int = 1) -> None:
     """The Snakefile's ``onstart`` checks (a real run, not a dry run), each refusal one
     line: this profile's run lock, every output folder writable, no live writer in the
     profile's results, and the disk estimate printed and checked (the last two skipped
     with ``WEINCE_SKIP_PREFLIGHT=1``)."""
     with refusals():
-        check_writable(cfg)
-        hold_profile_lock(cfg)
+        check_writable(prof)
+        hold_profile_lock(prof)
         if os.environ.get("WEINCE_SKIP_PREFLIGHT"):
             return
-        check_no_live_writers(cfg)
-        check_space(cfg, parallel)
+        check_no_live_writers(prof)
+        check_space(prof, parallel)

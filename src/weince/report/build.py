@@ -214,7 +214,7 @@ def write_tables(results: list[ClaimResult], prof: Profile, out: Path,
                                         + selection_section(prof, res.claim))
         (out / f"{stem}.tex").write_text(claim_latex(res, info))
         # the claim file, bound to the registry entry and the result files it came from
-        inputs = claim_input_digests(prof.config, entries[cid], reg.get("alpha", 0.05))
+        inputs = claim_input_digests(prof, entries[cid], reg.get("alpha", 0.05))
         written += [out / f"{stem}.md", out / f"{stem}.tex",
                     write_claim_file(res, claim_file(out, cid), inputs)]
     return written

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from weince.pipeline.layout import CLAIM_FILES
+from weince.pipeline.profile import Profile
 from weince.pipeline.selection import selection_paths
 from weince.pipeline.targets import claim_inputs
 from weince.report.forest import has_forest
@@ -163,14 +164,14 @@ def _rel(path: Path, root: Path) -> str:
         return path.as_posix()
 
 
-def claim_input_digests(cfg: Mapping[str, Any], claim: Mapping[str, Any], alpha: float
+def claim_input_digests(prof: Profile, claim: Mapping[str, Any], alpha: float
                         ) -> dict[str, Any]:
-    """What a claim's verdict is computed from at the profile ``cfg``: the SHA-256 of its
+    """What a claim's verdict is computed from at the profile ``prof``: the SHA-256 of its
     registry entry and of every result file it reads (the claim table rule's inputs: the
     files of its rows and the grid selections its page shows), each named under the
     results root, ``None`` for a file that does not exist."""
-    root = Path(str(cfg.get("results", "results")))
-    files = [*claim_inputs(cfg, claim), *selection_paths(cfg, claim).values()]
+    root = prof.results
+    files = [*claim_inputs(prof, claim), *selection_paths(prof, claim).values()]
     return {"root": root.as_posix(), "registry": registry_digest(claim, alpha),
             "files": {_rel(Path(f), root): _file_digest(Path(f))
                       for f in dict.fromkeys(Path(x) for x in files)}}
