@@ -235,9 +235,10 @@ def test_validation_fills_defaults_of_omitted_blocks():
 
 def test_an_offline_profile_sets_hf_hub_offline_for_every_job(monkeypatch):
     from weince.pipeline.config import set_run_environment
+    from weince.pipeline.profile import Profile
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    set_run_environment({"offline": False})
+    set_run_environment(Profile.of({"profile": "t", "offline": False}))
     assert "HF_HUB_OFFLINE" not in os.environ
-    set_run_environment({"offline": True})
+    set_run_environment(Profile.of({"profile": "t", "offline": True}))
     assert os.environ["HF_HUB_OFFLINE"] == "1"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from weince.pipeline.profile import Profile
 from weince.pipeline.protocol import adopted_seeds, shares_seeds
 from weince.pipeline.selection import assemble_knn, choose_point, select_grid
 from weince.report.selection import selection_markdown
@@ -155,14 +156,18 @@ def test_selection_refuses_test_keys_and_needs_points(tmp_path):
         assemble_knn(sel, {})
 
 
+def _grid(seeds, grid_seeds, arms=("weince",)):
+    return Profile.of({"profile": "t", "vision": {
+        "seeds": list(seeds), "arms": ["infonce", "weince"],
+        "grid": {"arms": list(arms), "seeds": list(grid_seeds)}}})
+
+
 def test_shares_seeds_tells_the_official_grid_from_the_one_seed_option():
-    four = {"vision": {"seeds": [7, 21, 63, 84],
-                       "grid": {"arms": ["weince"], "seeds": [7, 21, 63, 84]}}}
-    one = {"vision": {"seeds": [7, 21, 63, 84], "grid": {"arms": ["weince"], "seeds": [7]}}}
+    four = _grid([7, 21, 63, 84], [7, 21, 63, 84])
+    one = _grid([7, 21, 63, 84], [7])
     assert shares_seeds(four) and not shares_seeds(one)
-    assert not shares_seeds({"vision": {"seeds": [7], "grid": {"arms": [], "seeds": [7]}}})
+    assert not shares_seeds(_grid([7], [7], arms=()))
     # the final arm adopts the point's run wherever the grid ran that seed
     assert adopted_seeds(four) == [7, 21, 63, 84] and adopted_seeds(one) == [7]
-    assert adopted_seeds({"vision": {"seeds": [21], "grid": {"arms": ["weince"],
-                                                             "seeds": [7]}}}) == []
-    assert adopted_seeds({"vision": {"seeds": [7], "grid": {"arms": [], "seeds": [7]}}}) == []
+    assert adopted_seeds(_grid([21], [7])) == []
+    assert adopted_seeds(_grid([7], [7], arms=())) == []

@@ -26,7 +26,7 @@ def test_all_targets_cover_report_tables_ablations_and_norms():
     t = all_targets(Profile.of(cfg))
     assert len(t) == len(set(t))
     assert "reports/smoke/summary.md" in t
-    for c in claims(cfg):
+    for c in claims(Profile.of(cfg)):
         assert f"reports/smoke/table_{c['id'].lower()}.md" in t
         assert all(str(p) in t for p in claim_inputs(Profile.of(cfg), c))
     assert "reports/smoke/ablations.md" in t and "reports/smoke/norms.md" in t

@@ -46,7 +46,7 @@ def _page_rows(claims_path: Path) -> dict:
 def test_n_claims_come_from_the_registry_with_the_pages_verdicts(fx):
     paths = norms_results(Profile.of(fx))               # written by the fixture (conftest.norms_unit)
     assert len(paths) == 18                  # 2 pairs x 3 arms x 3 seeds
-    n_claims = [c for c in claims(fx) if c["kind"] == "norms"]
+    n_claims = [c for c in claims(Profile.of(fx)) if c["kind"] == "norms"]
     assert [c["id"] for c in n_claims] == ["N1", "N2", "N3"]
     assert set(claim_inputs(Profile.of(fx), n_claims[0])) == set(paths)
     build_report(Profile.of(fx), with_figures=False)

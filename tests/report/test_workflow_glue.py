@@ -48,7 +48,8 @@ def test_grid_selection_uses_validation_and_feeds_the_final_run(tmp_path):
     final = apply_selection(pretrain_config(Profile.of(CFG), "digits", "smallcnn", "weince", 7), s)
     assert final["loss_kwargs"] == {"margin": 6.0, "q": 0.2, "kappa_rho": 5.0}
     assert grid_arms(Profile.of(CFG)) == ["weince"]
-    assert grid_arms(Profile.of({"vision": {"grid": {"arms": ["weince"], "seeds": [7]}}})) == []
+    assert grid_arms(Profile.of({"profile": "t", "vision": {"grid": {"arms": ["weince"],
+                                                                  "seeds": [7]}}})) == []
 
 
 def test_simcse_config_sets_run_keys():
