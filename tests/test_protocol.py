@@ -68,10 +68,16 @@ def test_pretraining_has_no_weight_decay_float32_per_view_default_conv1(paper):
     d = SimCLRConfig()
     assert (d.weight_decay, d.amp, d.tf32, d.forward, d.conv1_init) == (
         0.0, False, False, "per_view", "default")
-    # the report's torch-free copy of those defaults agrees with the dataclass
-    from weince.pipeline.protocol import LIBRARY_PRETRAIN
+    # the official values the protocol table states are the library's defaults
+    from weince.eval.config import KNNConfig, LinearProbeConfig
 
-    assert LIBRARY_PRETRAIN == {k: getattr(d, k) for k in LIBRARY_PRETRAIN}
+    for key in OFFICIAL["pretrain"]:
+        assert getattr(d, key) == OFFICIAL["pretrain"][key], key
+    for cls, block in ((LinearProbeConfig, "linear"), (KNNConfig, "knn")):
+        for key, value in OFFICIAL[block].items():
+            if hasattr(cls, key):
+                got = getattr(cls(), key)
+                assert (list(got) if isinstance(got, tuple) else got) == value, (block, key)
 
 
 def test_stl10_pretrains_on_unlabeled(paper):

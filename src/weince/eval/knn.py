@@ -28,7 +28,12 @@ from typing import Any, Sequence
 import torch
 import torch.nn.functional as F
 
-from weince.eval.linear import features_of, load_features, stratified_split
+from weince.eval.config import KNNConfig
+from weince.eval.linear import (feature_meta, features_of, load_features, provenance_cfg,
+                                 stratified_split)
+from weince.utils import write_json
+from weince.utils.config import as_config, to_dict
+from weince.utils.runlock import locks_output
 from weince.utils.summary import summary as summarize
 from weince.utils.checkpoint import torch_threads
 from weince.utils.device import resolve_device
@@ -95,11 +100,14 @@ def knn_scores(query: torch.Tensor, query_labels: torch.Tensor, bank: torch.Tens
     return out
 
 
-def knn_eval(features: str | os.PathLike | dict, *, k: int = 50, temperature: float = 0.1,
-             recall_ks: Sequence[int] = (1, 2, 5, 10, 20, 50), val_frac: float = 0.2,
-             split_seeds: Sequence[int] = (1, 2, 3, 4, 5), feature: str = "backbone",
-             device: str = "cpu", chunk: int = 1024, threads: int | None = None
-             ) -> dict[str, Any]:
+_K = KNNConfig   # the one source of the defaults below
+
+
+def knn_eval(features: str | os.PathLike | dict, *, k: int = _K.k,
+             temperature: float = _K.temperature, recall_ks: Sequence[int] = _K.recall_ks,
+             val_frac: float = _K.val_frac, split_seeds: Sequence[int] = _K.split_seeds,
+             feature: str = _K.feature, device: str = _K.device, chunk: int = _K.chunk,
+             threads: int | None = _K.threads) -> dict[str, Any]:
     """k-NN accuracy and recall@k, per split seed, summarised over split seeds.
 
     Args:
@@ -155,3 +163,15 @@ def _knn_eval(x_train, y_train, x_test, y_test, num_classes, *, k, temperature, 
     out["settings"] = {"k": k, "temperature": temperature, "recall_ks": list(recall_ks),
                        "val_frac": val_frac, "split_seeds": split_seeds, "metric": "cosine"}
     return out
+
+
+@locks_output("out_path", parent=True)
+def run_knn(features_path, out_path, cfg: KNNConfig | dict | None = None) -> dict:
+    """k-NN / recall@k on a feature file; write ``out_path`` (JSON with provenance)."""
+    cfg = as_config(KNNConfig, cfg)
+    feats = load_features(features_path)
+    res = knn_eval(feats, **to_dict(cfg))
+    res["meta"] = feature_meta(feats)
+    write_json(out_path, res, cfg=provenance_cfg(cfg, features_path, feats.get("meta")),
+               seed=(feats.get("meta") or {}).get("encoder_cfg", {}).get("seed"))
+    return res

@@ -30,7 +30,11 @@ from typing import Any, Sequence
 import torch
 import torch.nn.functional as F
 
+from weince.eval.config import LinearProbeConfig
+from weince.utils import write_json
 from weince.utils.checkpoint import torch_threads
+from weince.utils.config import as_config, to_dict
+from weince.utils.runlock import locks_output
 from weince.utils.device import resolve_device
 
 __all__ = ["linear_probe", "stratified_split", "summarize", "load_features", "features_of"]
@@ -153,12 +157,16 @@ def _accuracy(W: torch.Tensor, b: torch.Tensor, X: torch.Tensor, y: torch.Tensor
     return 100.0 * correct / N
 
 
-def linear_probe(features: str | os.PathLike | dict, *, feature: str = "backbone",
-                 seeds: Sequence[int] = (1,), epochs: int = 100, lr: float = 3e-4,
-                 batch_size: int = 256, val_frac: float = 0.2, split_seed: int | None = 1,
-                 select: str = "final", weight_decay: float = 0.0,
-                 standardize: bool = False, device: str = "cpu",
-                 progress: bool | None = None, threads: int | None = None) -> dict[str, Any]:
+_L = LinearProbeConfig   # the one source of the defaults below
+
+
+def linear_probe(features: str | os.PathLike | dict, *, feature: str = _L.feature,
+                 seeds: Sequence[int] = _L.seeds, epochs: int = _L.epochs, lr: float = _L.lr,
+                 batch_size: int = _L.batch_size, val_frac: float = _L.val_frac,
+                 split_seed: int | None = _L.split_seed, select: str = _L.select,
+                 weight_decay: float = _L.weight_decay, standardize: bool = _L.standardize,
+                 device: str = _L.device, progress: bool | None = _L.progress,
+                 threads: int | None = _L.threads) -> dict[str, Any]:
     """Linear probe on frozen features (official protocol by default: final weights).
 
     Args:
@@ -292,3 +300,30 @@ def _probe(x_train, y_train, x_test, y_test, num_classes, *, feature, seeds, epo
                      "split_seed": split_seed, "select": select, "weight_decay": weight_decay, "standardize": standardize, "seeds": seeds,
                      "optimizer": "adam"},
     }
+
+
+def provenance_cfg(cfg, feats_path, meta) -> dict:
+    """The config a probe's result file records: the options, the feature file, the encoder's."""
+    return {"eval": to_dict(cfg), "features": str(feats_path),
+            "encoder_cfg": (meta or {}).get("encoder_cfg")}
+
+
+def feature_meta(feats: dict) -> dict:
+    """What a result file records of the encoder its features came from."""
+    m = feats.get("meta") or {}
+    enc = m.get("encoder_cfg") or {}
+    return {"dataset": m.get("dataset"), "encoder": m.get("encoder"),
+            "backbone": enc.get("backbone"), "loss": enc.get("loss"), "seed": enc.get("seed"),
+            "epochs": enc.get("epochs")}
+
+
+@locks_output("out_path", parent=True)   # one writer per output file
+def run_linear(features_path, out_path, cfg: LinearProbeConfig | dict | None = None) -> dict:
+    """Linear probe on a feature file; write ``out_path`` (JSON with provenance)."""
+    cfg = as_config(LinearProbeConfig, cfg)
+    feats = load_features(features_path)
+    res = linear_probe(feats, **to_dict(cfg))
+    res["meta"] = feature_meta(feats)
+    write_json(out_path, res, cfg=provenance_cfg(cfg, features_path, feats.get("meta")),
+               seed=(feats.get("meta") or {}).get("encoder_cfg", {}).get("seed"))
+    return res

@@ -13,9 +13,12 @@ the paper profile to the official protocol.
 from __future__ import annotations
 
 import copy
+from dataclasses import asdict
 from typing import Any
 
+from weince.eval.config import KNNConfig, LinearProbeConfig
 from weince.pipeline.profile import Profile
+from weince.train.config import SimCLRConfig
 
 __all__ = ["OFFICIAL", "protocol_options", "probe_kwargs", "shares_seeds", "adopted_seeds"]
 
@@ -37,27 +40,18 @@ OFFICIAL: dict[str, Any] = {
 }
 
 
-# SimCLRConfig's defaults for the keys above (tests/test_protocol.py keeps the two equal):
-# written out so that the report, and `weince verify`, read them without importing torch.
-LIBRARY_PRETRAIN: dict[str, Any] = {
-    "train_split": "train", "proj_dim": 64, "conv1_init": "default", "forward": "per_view",
-    "tau": 0.5, "batch_size": 256, "epochs": 100, "optimizer": "adam", "lr": 3e-4,
-    "weight_decay": 0.0, "amp": False, "tf32": False,
-}
-
-
 def _pre(prof: Profile) -> dict[str, Any]:
-    out = dict(LIBRARY_PRETRAIN)
-    out.update(prof.vision.pretrain)
-    return out
+    """The profile's pretraining options over the library's defaults."""
+    return {**asdict(SimCLRConfig()), **prof.vision.pretrain}
 
 
 def protocol_options(prof: Profile) -> list[str]:
     """The options of a workflow config that differ from the official protocol, in words
     (scale settings such as epochs, data sets and seeds are the scale line's, not listed).
 
-    The linear-probe and k-NN keys missing from the config take the library defaults, which
-    are the official values."""
+    The keys missing from the config take the library's defaults
+    (:class:`weince.train.config.SimCLRConfig`, :class:`weince.eval.config.LinearProbeConfig`,
+    :class:`~weince.eval.config.KNNConfig`)."""
     v = prof.vision
     if not v.enabled or not v.datasets:
         return []
@@ -87,7 +81,7 @@ def protocol_options(prof: Profile) -> list[str]:
         out.append(f"grid at encoder seed(s) {', '.join(map(str, g.seeds))} only, then the "
                    f"chosen point trained at the other seeds (official: every point at every "
                    f"seed; k-NN then uses the linear point for every metric)")
-    lin = {**OFFICIAL["linear"], **v.linear}
+    lin = {**asdict(LinearProbeConfig()), **v.linear}
     if lin.get("select") != "final":
         out.append(f"probe scored at its best validation epoch (select: {lin['select']})")
     if lin.get("split_seed") != 1:
@@ -103,7 +97,7 @@ def protocol_options(prof: Profile) -> list[str]:
     if "infonce" in v.arms and by_arm.get("infonce") != [1, 2, 3, 4, 5]:
         out.append(f"InfoNCE probed with seeds {by_arm.get('infonce', lin.get('seeds'))} "
                    f"(official baseline script: 1-5)")
-    knn = {**OFFICIAL["knn"], **v.knn}
+    knn = {**asdict(KNNConfig()), **v.knn}
     if float(knn.get("val_frac")) != 0.2:
         out.append(f"k-NN validation fraction {knn['val_frac']:g} (official: 0.2)")
     if [int(s) for s in knn.get("split_seeds") or []] != OFFICIAL["knn"]["split_seeds"]:
