@@ -224,17 +224,16 @@ def test_provenance_records_matmul_and_convolution_precision(tmp_path, monkeypat
     assert "cudnn_conv_tf32" in (Path(__file__).parents[1] / "docs" / "protocol.md").read_text()
 
 
-def test_command_line_defaults_are_the_library_defaults():
-    """`weince eval linear|knn` without options runs the official probe and k-NN."""
+def test_the_probe_and_knn_defaults_come_from_their_config_classes():
+    """One source of every default: each option of the library functions takes its default
+    from the config class the workflow, `weince eval` and the protocol table read."""
     import dataclasses
 
-    from weince.cli.eval import KNNConfig, LinearProbeConfig
+    from weince.eval.config import KNNConfig, LinearProbeConfig
 
     for cls, fn in ((LinearProbeConfig, linear_probe), (KNNConfig, knn_eval)):
-        lib = _call_kwargs(fn, {})
-        for f in dataclasses.fields(cls):
-            if f.name in lib and f.name not in ("device", "progress", "threads"):
-                want = lib[f.name]
-                got = f.default
-                assert (list(got) if isinstance(got, tuple) else got) == (
-                    list(want) if isinstance(want, tuple) else want), f.name
+        params = inspect.signature(fn).parameters
+        names = [f.name for f in dataclasses.fields(cls)]
+        assert set(names) == set(params) - {"features"}, (cls.__name__, fn.__name__)
+        for name in names:
+            assert params[name].default is getattr(cls, name), (fn.__name__, name)
