@@ -18,8 +18,7 @@ rule linear_head:
     resources:
         **resources_for("linear"),
     params:
-        kwargs=lambda wc: probe_kwargs(PROFILE, wc.arm),
-        device=PROFILE.device,
+        kwargs=lambda wc: result_settings(probe_kwargs(PROFILE, wc.arm)),
     script:
         "../scripts/linear_head.py"
 

@@ -16,6 +16,7 @@ from weince.pipeline.stages import (
     grid_arms,
     norms_config,
     pretrain_config,
+    result_settings,
     simcse_config,
     text_model,
 )
@@ -208,12 +209,11 @@ def grid_run_files(*names):
     return inputs
 
 
-def all_table_inputs(wildcards):
-    """Every result file a claim table reads, and the grid selections its pages show."""
-    files = []
-    for claim in claims(PROFILE):
-        files += [str(p) for p in claim_inputs(PROFILE, claim)]
-        files += [str(p) for p in selection_paths(PROFILE, claim).values()]
+def claim_table_inputs(wildcards):
+    """The result files one claim's table reads, and the grid selections its page shows."""
+    claim = next(c for c in claims(PROFILE) if c["id"].lower() == wildcards.cid)
+    files = [str(p) for p in claim_inputs(PROFILE, claim)]
+    files += [str(p) for p in selection_paths(PROFILE, claim).values()]
     return list(dict.fromkeys(files))
 
 
@@ -235,24 +235,3 @@ def report_inputs(wildcards):
         if k.endswith(("_md", "_json")) and k != "claims_json"
     ]
     return [str(p) for p in result_files(PROFILE)] + tables
-
-
-def claim_table_outputs(categories):
-    """Every claim's table (md, tex), claim file, HTML page and forest-plot folder, named
-    ``<id>_md`` ..., so that `snakemake reports/<profile>/table_c3.md` finds the job;
-    ``categories``: claim id -> category of `snakemake --report`."""
-    out = {}
-    for cid in CLAIM_IDS:
-        files = table_files(PROFILE, cid)
-        out[f"{cid}_md"] = str(files["md"])
-        out[f"{cid}_tex"] = str(files["tex"])
-        out[f"{cid}_json"] = str(files["json"])
-        out[f"{cid}_html"] = report(
-            f"{REPORT_DIR.format(profile=NAME)}/html/claim_{cid}.html",
-            caption="../report/claim.rst",
-            category=categories.get(cid.upper(), cid.upper()),
-            subcategory="table and forest plot",
-            labels={"claim": cid.upper(), "page": "table"},
-        )
-        out[f"{cid}_forest"] = directory(FOREST_DIR.format(profile=NAME, cid=cid))
-    return out

@@ -15,8 +15,7 @@ rule linear:
     resources:
         **resources_for("linear"),
     params:
-        kwargs=lambda wc: probe_kwargs(PROFILE, wc.arm),
-        device=PROFILE.device,
+        kwargs=lambda wc: result_settings(probe_kwargs(PROFILE, wc.arm)),
     script:
         "../scripts/linear.py"
 
@@ -34,7 +33,6 @@ rule knn:
     resources:
         **resources_for("knn"),
     params:
-        kwargs=PROFILE.vision.knn,
-        device=PROFILE.device,
+        kwargs=result_settings(PROFILE.vision.knn),
     script:
         "../scripts/knn.py"

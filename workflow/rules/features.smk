@@ -1,11 +1,13 @@
-# Frozen features of a pretrained encoder, cached once for every evaluation.
+# Frozen features of a pretrained encoder, cached once for every evaluation. Temporary (the
+# largest intermediate file): Snakemake deletes it once every job that reads it is done, and
+# extracts it again if one of them reruns; `keep_features: true` keeps it.
 
 
 rule features:
     input:
         encoder=f"{VRUN}/encoder.pt",
     output:
-        f"{VRUN}/features.pt",
+        f"{VRUN}/features.pt" if PROFILE.keep_features else temp(f"{VRUN}/features.pt"),
     log:
         f"{LOGS}/features/{VRUN_TAG}.log",
     benchmark:
@@ -15,8 +17,6 @@ rule features:
     resources:
         **resources_for("features"),
     params:
-        kwargs=PROFILE.vision.features,
-        device=PROFILE.device,
-        data_root=PROFILE.data_root,
+        kwargs=result_settings(PROFILE.vision.features),
     script:
         "../scripts/features.py"

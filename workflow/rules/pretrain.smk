@@ -18,7 +18,10 @@ rule pretrain:
     resources:
         **resources_for("pretrain"),
     params:
-        cfg=lambda wc: pretrain_config(PROFILE, wc.dataset, wc.backbone, wc.arm, wc.seed),
+        # what can change the result (a rerun trigger); the script adds the run-time settings
+        cfg=lambda wc: result_settings(
+            pretrain_config(PROFILE, wc.dataset, wc.backbone, wc.arm, wc.seed)
+        ),
     script:
         "../scripts/pretrain.py"
 

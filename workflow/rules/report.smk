@@ -1,6 +1,8 @@
-# C9 special-case check, every claim's table (one job: each verdict computed once, into
-# the claim's file reports/<profile>/claims/<id>.json), and the summary with its figures,
-# built from those files.
+# C9 special-case check, each claim's table (one job per claim, reading that claim's inputs
+# alone and writing that claim's files alone: `snakemake reports/<profile>/table_c3.md` plans
+# only C3's runs; each verdict computed once, into the claim's file
+# reports/<profile>/claims/<id>.json), and the summary with its figures, built from those
+# files.
 # `snakemake --report reports/<profile>/report.html --configfile ...` gathers the outputs
 # marked with report() below, one category per claim (captions: workflow/report/*.rst).
 
@@ -17,9 +19,6 @@ report: "../report/workflow.rst"
 
 
 CLAIM_CATEGORIES = claim_categories(PROFILE.claims)
-
-
-CLAIM_TABLE_OUTPUTS = claim_table_outputs(CLAIM_CATEGORIES)
 
 
 rule special_case:
@@ -40,14 +39,26 @@ rule special_case:
 
 rule claim_tables:
     input:
-        all_table_inputs,
+        claim_table_inputs,
         claims=str(PROFILE.claims),
     output:
-        **CLAIM_TABLE_OUTPUTS,
+        md=f"{REPORT_DIR}/table_{{cid}}.md",
+        tex=f"{REPORT_DIR}/table_{{cid}}.tex",
+        json=f"{REPORT_DIR}/claims/{{cid}}.json",
+        html=report(
+            f"{REPORT_DIR}/html/claim_{{cid}}.html",
+            caption="../report/claim.rst",
+            category=lambda wc: CLAIM_CATEGORIES.get(wc.cid.upper(), wc.cid.upper()),
+            subcategory="table and forest plot",
+            labels=lambda wc: {"claim": wc.cid.upper(), "page": "table"},
+        ),
+        forest=directory(FOREST_DIR),
+    wildcard_constraints:
+        cid="|".join(CLAIM_IDS),
     log:
-        f"{RESULTS}/{NAME}/logs/claim_tables.log",
+        f"{LOGS}/claim_tables/{{cid}}.log",
     benchmark:
-        f"{RESULTS}/{NAME}/benchmarks/claim_tables.tsv"
+        f"{BENCH}/claim_tables/{{cid}}.tsv"
     threads: 1
     resources:
         **resources_for("report"),

@@ -16,7 +16,7 @@ rule simcse:
     resources:
         **resources_for("simcse"),
     params:
-        cfg=lambda wc: simcse_config(PROFILE, wc.model, wc.arm, wc.seed),
+        cfg=lambda wc: result_settings(simcse_config(PROFILE, wc.model, wc.arm, wc.seed)),
     script:
         "../scripts/simcse.py"
 
@@ -35,8 +35,6 @@ rule sts:
     resources:
         **resources_for("sts"),
     params:
-        kwargs=PROFILE.text.sts,
-        device=PROFILE.device,
-        offline=PROFILE.offline,
+        kwargs=result_settings(PROFILE.text.sts),
     script:
         "../scripts/sts.py"

@@ -14,9 +14,7 @@ rule collect_scores:
     resources:
         **resources_for("collect_scores"),
     params:
-        kwargs=PROFILE.vision.evt.collect,
-        device=PROFILE.device,
-        data_root=PROFILE.data_root,
+        kwargs=result_settings(PROFILE.vision.evt.collect),
     script:
         "../scripts/collect_scores.py"
 

@@ -1,7 +1,10 @@
 """Snakemake adapter: in the four-seed grid, the final grid arm's run at one encoder seed
-is the chosen point's run at that seed (weince.pipeline.selection); copy its files."""
+is the chosen point's run at that seed (weince.pipeline.selection): its encoder is a relative
+symbolic link to the point's (no second copy of an encoder on disk; Snakemake dates a link
+by the link itself), its small files are copies."""
 
 import json
+import os
 import shutil
 
 from weince.pipeline.logs import log_to
@@ -12,9 +15,10 @@ with log_to(snakemake.log[0], resources=snakemake.resources,
     sel = json.loads(open(snakemake.input.selection).read())
     point = sel["chosen"]
     print(f"adopting point {point} (chosen by mean {sel['metric']})")
-    for key in ("encoder", "summary", "train_log"):
-        name = {"encoder": "encoder.pt", "summary": "train.json",
-                "train_log": "train_log.jsonl"}[key]
+    enc = snakemake.output.encoder
+    os.symlink(os.path.relpath(snakemake.input[f"encoder.pt@{point}"], os.path.dirname(enc)),
+               enc)
+    for key, name in (("summary", "train.json"), ("train_log", "train_log.jsonl")):
         shutil.copyfile(snakemake.input[f"{name}@{point}"], snakemake.output[key])
     lin = json.loads(open(snakemake.input[f"linear.json@{point}"]).read())
     lin["selected_point"] = point

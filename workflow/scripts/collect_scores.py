@@ -7,8 +7,11 @@ with log_to(snakemake.log[0], resources=snakemake.resources,
     import torch
 
     from weince.eval.scores import collect_score_file
+    from weince.pipeline.profile import Profile
+    from weince.pipeline.stages import job_settings
 
     torch.set_num_threads(snakemake.threads)
-    kwargs = {"device": snakemake.params.device, "data_root": snakemake.params.data_root,
-              **snakemake.params.kwargs}
+    prof = Profile.of(snakemake.config)
+    kwargs = job_settings(snakemake.params.kwargs, prof.vision.evt.collect, device=prof.device,
+                          data_root=prof.data_root)
     collect_score_file(snakemake.input.encoder, snakemake.output[0], **kwargs)

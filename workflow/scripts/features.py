@@ -1,5 +1,7 @@
 """Snakemake adapter: frozen features of one encoder (weince.eval.features)."""
 
+from pathlib import Path
+
 from weince.pipeline.logs import log_to
 
 with log_to(snakemake.log[0], resources=snakemake.resources,
@@ -7,8 +9,17 @@ with log_to(snakemake.log[0], resources=snakemake.resources,
     import torch
 
     from weince.eval.features import extract_features
+    from weince.pipeline.profile import Profile
+    from weince.pipeline.stages import job_settings, pretrain_config
+    from weince.utils.checkpoint import release_checkpoint
 
     torch.set_num_threads(snakemake.threads)
-    kwargs = {"device": snakemake.params.device, "data_root": snakemake.params.data_root,
-              **snakemake.params.kwargs}
+    prof = Profile.of(snakemake.config)
+    kwargs = job_settings(snakemake.params.kwargs, prof.vision.features, device=prof.device,
+                          data_root=prof.data_root)
     extract_features(snakemake.input.encoder, snakemake.output[0], **kwargs)
+    # the encoder is stored (this job runs after its pretraining): the pretraining's resume
+    # state is no longer needed, unless the profile keeps it
+    wc = snakemake.wildcards
+    if not pretrain_config(prof, wc.dataset, wc.backbone, wc.arm, wc.seed).get("keep_checkpoint"):
+        release_checkpoint(Path(snakemake.input.encoder).parent)

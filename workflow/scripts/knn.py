@@ -7,11 +7,14 @@ with log_to(snakemake.log[0], resources=snakemake.resources,
     import torch
 
     from weince.eval.knn import knn_eval
+    from weince.pipeline.profile import Profile
+    from weince.pipeline.stages import job_settings
     from weince.utils import write_json
     from weince.utils.runlock import hold_run_lock
 
     hold_run_lock(snakemake.output[0])   # one writer per output file
     torch.set_num_threads(snakemake.threads)
-    kwargs = {"device": snakemake.params.device, **snakemake.params.kwargs}
+    prof = Profile.of(snakemake.config)
+    kwargs = job_settings(snakemake.params.kwargs, prof.vision.knn, device=prof.device)
     result = knn_eval(snakemake.input[0], **kwargs)
     write_json(snakemake.output[0], result, cfg=kwargs)

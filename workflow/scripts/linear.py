@@ -7,11 +7,16 @@ with log_to(snakemake.log[0], resources=snakemake.resources,
     import torch
 
     from weince.eval.linear import linear_probe
+    from weince.pipeline.profile import Profile
+    from weince.pipeline.protocol import probe_kwargs
+    from weince.pipeline.stages import job_settings
     from weince.utils import write_json
     from weince.utils.runlock import hold_run_lock
 
     hold_run_lock(snakemake.output[0])   # one writer per output file
     torch.set_num_threads(snakemake.threads)
-    kwargs = {"device": snakemake.params.device, **snakemake.params.kwargs}
+    prof = Profile.of(snakemake.config)
+    full = probe_kwargs(prof, snakemake.wildcards.arm)
+    kwargs = job_settings(snakemake.params.kwargs, full, device=prof.device)
     result = linear_probe(snakemake.input[0], **kwargs)
     write_json(snakemake.output[0], result, cfg=kwargs)

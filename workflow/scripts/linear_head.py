@@ -7,8 +7,14 @@ with log_to(snakemake.log[0], resources=snakemake.resources,
     import torch
 
     from weince.eval.linear import linear_probe
+    from weince.pipeline.profile import Profile
+    from weince.pipeline.protocol import probe_kwargs
+    from weince.pipeline.stages import job_settings
     from weince.utils import write_json
 
     torch.set_num_threads(snakemake.threads)
-    kwargs = {"device": snakemake.params.device, **snakemake.params.kwargs, "feature": "head"}
+    prof = Profile.of(snakemake.config)
+    full = probe_kwargs(prof, snakemake.wildcards.arm)
+    kwargs = job_settings(snakemake.params.kwargs, full, device=prof.device)
+    kwargs["feature"] = "head"
     write_json(snakemake.output[0], linear_probe(snakemake.input[0], **kwargs), cfg=kwargs)

@@ -1,5 +1,7 @@
 """Snakemake adapter: STS evaluation of a trained SimCSE encoder (weince.eval.sts)."""
 
+from pathlib import Path
+
 from weince.pipeline.logs import log_to
 
 with log_to(snakemake.log[0], resources=snakemake.resources,
@@ -7,9 +9,17 @@ with log_to(snakemake.log[0], resources=snakemake.resources,
     import torch
 
     from weince.eval.sts import run_sts
+    from weince.pipeline.profile import Profile
+    from weince.pipeline.stages import job_settings, simcse_config
+    from weince.utils.checkpoint import release_checkpoint
 
     torch.set_num_threads(snakemake.threads)
-    kwargs = {"offline": snakemake.params.offline, **snakemake.params.kwargs}
-    if snakemake.params.device != "auto":
-        kwargs.setdefault("device", snakemake.params.device)
+    prof = Profile.of(snakemake.config)
+    kwargs = job_settings(snakemake.params.kwargs, prof.text.sts, offline=prof.offline)
+    if prof.device != "auto":
+        kwargs.setdefault("device", prof.device)
     run_sts(snakemake.input.model, out=snakemake.output[0], **kwargs)
+    # the SimCSE run's outputs are stored: its resume state goes, unless the profile keeps it
+    wc = snakemake.wildcards
+    if not simcse_config(prof, wc.model, wc.arm, wc.seed).get("keep_checkpoint"):
+        release_checkpoint(Path(snakemake.input.model).parent)

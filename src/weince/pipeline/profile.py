@@ -261,6 +261,7 @@ class Profile:
     offline: bool
     data_root: str
     download: bool
+    keep_features: bool             # features.pt kept (else temporary: deleted once read)
     vision: Vision
     text: Text
     timing: Timing
@@ -287,6 +288,7 @@ class Profile:
             claims=Path(c["claims"]), container=str(c["container"]), device=str(c["device"]),
             threads=int(c["threads"]), offline=bool(c["offline"]),
             data_root=str(c["data_root"]), download=bool(c["download"]),
+            keep_features=bool(c["keep_features"]),
             vision=_vision(v), text=_text(t),
             timing=Timing(bool(c["timing"]["enabled"]), _block(c["timing"]["config"])),
             checks=Checks(bool(c["checks"]["enabled"]), tuple(c["checks"]["cases"])),

@@ -9,15 +9,42 @@ from __future__ import annotations
 
 import copy
 import os
-from typing import Any
+from typing import Any, Mapping
 
 from weince.pipeline.arms import resolve_arm
 from weince.pipeline.layout import PRETRAINED_ARM
 from weince.pipeline.profile import Profile
+from weince.train.config import RUNTIME_KEYS
 from weince.utils.results import get_key, load_result
 
 __all__ = ["pretrain_config", "simcse_config", "apply_selection", "grid_arms", "norms_config",
-           "PRETRAINED_ARM", "text_model", "model_location"]
+           "PRETRAINED_ARM", "text_model", "model_location", "RERUN_FREE", "result_settings",
+           "runtime_settings", "job_settings"]
+
+# Settings of a stage config that never change a result: where and how fast a job runs,
+# what it prints and keeps, where its data are (SimCLR's RUNTIME_KEYS, the device, the
+# offline switch, the k-NN's chunk and SimCSE's evaluation batch). A rule's params hold the
+# rest (Snakemake reruns a job when its params change), and its script takes these from the
+# profile at run time, so changing them never retrains a finished run (docs/cluster.md).
+RERUN_FREE = RUNTIME_KEYS | {"device", "offline", "chunk", "eval_batch_size"}
+
+
+def result_settings(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings of a stage config that can change a result (a rule's params)."""
+    return {k: copy.deepcopy(v) for k, v in cfg.items() if k not in RERUN_FREE}
+
+
+def runtime_settings(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings of a stage config that cannot change a result (:data:`RERUN_FREE`)."""
+    return {k: copy.deepcopy(v) for k, v in cfg.items() if k in RERUN_FREE}
+
+
+def job_settings(params: Mapping[str, Any], full: Mapping[str, Any], **defaults: Any
+                 ) -> dict[str, Any]:
+    """What a rule's script passes to the library: ``defaults`` (e.g. the profile's device),
+    then the run-time settings of ``full`` (the stage config the script resolves again from
+    the profile), then the rule's ``params`` (the result settings)."""
+    return {**defaults, **runtime_settings(full), **params}
 
 
 def grid_arms(prof: Profile) -> list[str]:

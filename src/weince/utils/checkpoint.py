@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["rng_state", "restore_rng", "save_checkpoint", "load_checkpoint", "seed_everything",
+__all__ = ["release_checkpoint", "rng_state", "restore_rng", "save_checkpoint", "load_checkpoint", "seed_everything",
            "torch_threads", "load_torch_file", "UnreadableFileError", "ResumeDeviceError",
            "check_resume_device", "restore_generator"]
 
@@ -222,3 +222,14 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
         raise UnreadableFileError(f"{path}: not a checkpoint (a {type(state).__name__}, not a "
                                   f"dict). Delete it and {remake}.")
     return state
+
+
+def release_checkpoint(run_dir: str | os.PathLike) -> bool:
+    """Remove a finished run's resume state (``checkpoint.pt``): the workflow's first
+    consumer of a training's outputs calls it, once Snakemake has stored them. True when a
+    file was removed."""
+    path = Path(run_dir) / "checkpoint.pt"
+    if path.is_file():
+        path.unlink()
+        return True
+    return False
