@@ -52,8 +52,8 @@ __all__ = ["TRAIN_IMAGES", "TEST_IMAGES", "WIKI1M_SENTENCES", "STSB_DEV_SENTENCE
            "ablation_runs", "paper_vision_runs", "vision_steps", "text_steps", "claim_pairs",
            "precision_of", "family_of_backbone", "vision_step_flops", "simcse_step_flops",
            "EvalWork", "CostSettings", "cost_settings", "gpu_set", "measured_step",
-           "SettingCost", "RunEstimate", "Estimate", "estimate", "claim_rows", "job_runtime", "retries_for",
-           "CHEAPER_OPTIONS", "with_overlay", "hours_range", "assumptions"]
+           "SettingCost", "RunEstimate", "Estimate", "estimate", "claim_rows", "job_runtime",
+           "retries_for", "CHEAPER_OPTIONS", "with_overlay", "hours_range", "assumptions"]
 
 # images of each official training split (the data sets' own documentation)
 TRAIN_IMAGES = {
