@@ -57,7 +57,7 @@ from weince.pipeline.claims import load_claims
 from weince.pipeline.profile import Profile
 from weince.report.rehearsal import data_note
 
-__all__ = ["TRAIN_IMAGES", "WIKI1M_SENTENCES", "Forecast", "build_forecast",
+__all__ = ["TRAIN_IMAGES", "WIKI1M_SENTENCES", "Forecast", "build_forecast", "paper_profile",
            "forecast_markdown", "resources_overlay", "write_forecast"]
 
 
