@@ -40,10 +40,11 @@ def _run_script(*args: str, env: dict | None = None) -> subprocess.CompletedProc
 
 def _paper_settings() -> set[tuple[str, str]]:
     """Every (setting, arm) the paper profile trains."""
-    from weince.pipeline.layout import vision_pairs
+    from weince.pipeline.profile import Profile
 
     paper = GA.paper_config()
-    out = {(f"{d}/{b}", a) for d, b in vision_pairs(paper) for a in paper["vision"]["arms"]}
+    out = {(f"{d}/{b}", a) for d, b in Profile.of(paper).vision.pairs
+           for a in paper["vision"]["arms"]}
     return out | {(f"text/{m}", a) for m in paper["text"]["models"] for a in paper["text"]["arms"]}
 
 
@@ -190,7 +191,7 @@ def test_gpu_key_maps_the_reported_name_to_a_devices_yaml_key(name, key):
 
 
 def test_every_gpu_key_is_a_device_of_the_cost_model():
-    from weince.pipeline.cost import device_names
+    from weince.cost.throughput import device_names
 
     assert {k for _, k in GA.GPU_KEYS if k} <= set(device_names())
 
@@ -225,12 +226,12 @@ def test_measured_yaml_is_the_planners_overlay():
 
 @pytest.mark.slow           # the cost model counts the FLOPs of 9 models: ~8 s here
 def test_step_shapes_cover_every_pair_once():
-    from weince.pipeline.layout import vision_pairs
+    from weince.pipeline.profile import Profile
 
     paper = GA.paper_config()
     shapes = GA.step_shapes(paper, None)
     settings = [s for shape in shapes for s in shape["settings"]]
-    assert sorted(settings) == sorted(f"{d}/{b}" for d, b in vision_pairs(paper))
+    assert sorted(settings) == sorted(f"{d}/{b}" for d, b in Profile.of(paper).vision.pairs)
     sizes = {(s["backbone"], s["image_size"]) for s in shapes}
     assert ("resnet18", 32) in sizes and ("resnet50", 64) in sizes and ("vit_s", 96) in sizes
     assert len(sizes) == len(shapes)

@@ -1,6 +1,7 @@
 """A profile's cost (weince.cost.estimate, docs/cost.md): steps x counted FLOPs / measured
 throughput, the SLURM runtime rule on one GPU type and on a mixed set, measured step times
-in place of the estimate, the per-claim and per-target plans. No GPU, no download."""
+in place of the estimate, the per-claim and per-target plans, each on a resolved profile
+(``Profile.of``). No GPU, no download."""
 
 from __future__ import annotations
 
@@ -13,18 +14,21 @@ import yaml
 from weince.cli import main as cli
 from weince.cost import estimate as cost
 from weince.cost import plan
+from weince.cost.evaljobs import EVAL_RULES, eval_job_runtime
 from weince.cost.throughput import device_names, step_time
+from weince.pipeline.profile import Profile
+from weince.utils.config import deep_merge
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _paper():
+def _paper() -> Profile:
+    """The paper profile as the workflow resolves it: config/paper.yaml over the embedded
+    default."""
     cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    from weince.pipeline.rehearsal import deep_merge
-
     deep_merge(cfg, yaml.safe_load((REPO / "config" / "paper.yaml").read_text()))
     cfg["claims"] = str(REPO / "config" / "claims.yaml")
-    return cfg
+    return Profile.of(cfg)
 
 
 def test_a_setting_s_step_is_its_counted_flops_over_the_gpu_s_measured_rate():
@@ -98,32 +102,34 @@ def test_measured_step_times_replace_the_estimate_of_their_gpu_setting_and_preci
 
 
 def test_a_bad_measured_entry_says_what_is_wrong():
-    bad = cost.with_overlay(_paper(), {"cost": {"measured": [{"gpu": "h200", "step_s": 1}]}})
-    with pytest.raises(ValueError, match=r"cost.measured\[0\]: missing batch, precision, "
-                                         r"setting"):
-        cost.estimate(bad)
-    wrong = cost.with_overlay(_paper(), {"cost": {"measured": [_measured(gpu="h300")]}})
-    with pytest.raises(ValueError, match="unknown GPU 'h300'"):
-        cost.estimate(wrong)
+    """The profile's schema check refuses it when the profile is resolved, naming the entry
+    and each missing key, or the GPU devices.yaml does not list."""
+    with pytest.raises(ValueError) as bad:
+        cost.with_overlay(_paper(), {"cost": {"measured": [{"gpu": "h200", "step_s": 1}]}})
+    for key in ("batch", "precision", "setting"):
+        assert f"at cost/measured/0: '{key}' is a required property" in str(bad.value), key
+    with pytest.raises(ValueError, match=r"at cost/measured/0/gpu: 'h300' is not one of "
+                                         r"\['a100-80gb'.*'h200'"):
+        cost.with_overlay(_paper(), {"cost": {"measured": [_measured(gpu="h300")]}})
 
 
 def test_every_paper_setting_requests_between_its_need_and_the_cap_times_its_segments():
     cfg = _paper()
     c = cost.cost_settings(cfg)
-    assert c["enabled"]
+    assert c.enabled
     est = cost.estimate(cfg)
     for key, s in est.settings.items():
         req = cost.job_runtime(cfg, key)
-        assert req["runtime"] <= c["max_runtime"]
+        assert req["runtime"] <= c.max_runtime
         granted = req["runtime"] * req["segments"]
-        assert granted >= s.hours[1] * 60 * c["safety_factor"], key
+        assert granted >= s.hours[1] * 60 * c.safety_factor, key
         if req["segments"] > 1:
-            per = req["runtime"] - c["overhead_min"] - 2
-            assert per * req["segments"] >= req["total_min"] - c["overhead_min"], key
-            assert per * (req["segments"] - 1) < req["total_min"] - c["overhead_min"], key
+            per = req["runtime"] - c.overhead_min - 2
+            assert per * req["segments"] >= req["total_min"] - c.overhead_min, key
+            assert per * (req["segments"] - 1) < req["total_min"] - c.overhead_min, key
     assert cost.retries_for(cfg, "vision") == max(
         cost.job_runtime(cfg, k)["segments"] for k in est.settings
-        if not k.startswith("text/")) - 1 + c["extra_restarts"]
+        if not k.startswith("text/")) - 1 + c.extra_restarts
 
 
 def test_a_run_over_the_cap_is_planned_as_enough_segments():
@@ -164,21 +170,24 @@ def test_weince_plan_prints_gpu_hours_per_claim_and_per_gpu_type(tmp_path, capsy
 
 
 def test_plan_of_a_target_names_its_runs_hours_and_cheaper_options():
-    text = plan.target_plan("reports/paper/table_c3.md", ["config/paper.yaml"], "h100-sxm")
+    paper = plan.load_profile(["config/paper.yaml"])
+    text = plan.target_plan("reports/paper/table_c3.md", paper, "h100-sxm")
     assert "training runs: 224 (the rows of claim C3)" in text
     assert "`vision.grid.seeds: [7]`: 68 training runs (now 224)" in text
     assert "verdict:" in text and "h100-sxm" in text
     jobs = [plan.JobInfo("pretrain", False, [f"results/paper/vision/cifar100/resnet18/infonce/"
                                              f"seed{s}/encoder.pt"]) for s in (7, 21)]
     jobs.append(plan.JobInfo("claim_table", False, ["reports/paper/table_c3.md"]))
-    listed = plan.target_plan("reports/paper/table_c3.md", ["config/paper.yaml"], "h100-sxm",
-                              jobs)
+    listed = plan.target_plan("reports/paper/table_c3.md", paper, "h100-sxm", jobs,
+                              "config/paper.yaml")
     one = cost.estimate(_paper(), "h100-sxm").settings["cifar100/resnet18"].hours
+    assert listed.startswith("Plan for reports/paper/table_c3.md (config/paper.yaml), an "
+                             "estimate for `--gpu h100-sxm`")
     assert "pretrain 2, claim_table 1" in listed
     assert (f"training jobs of that dry run: 2; GPU-hours "
             f"{cost.hours_range(2 * one[0], 2 * one[1])}") in listed
     with pytest.raises(ValueError, match="no claim C99"):
-        plan.target_plan("reports/paper/table_c99.md", ["config/paper.yaml"], "h100-sxm")
+        plan.target_plan("reports/paper/table_c99.md", paper, "h100-sxm")
 
 
 @pytest.mark.slow
@@ -186,8 +195,6 @@ def test_the_paper_dry_run_asks_each_job_for_its_own_work(tmp_path):
     """The SLURM profile's dry run of the paper profile: every pretraining and SimCSE job's
     `runtime` is its own setting's request, and every evaluation job's its counted work
     (weince.cost.evaljobs), on a mixed set of GPU types."""
-    from weince.cost.evaljobs import EVAL_RULES, eval_job_runtime
-
     cfg = cost.with_overlay(_paper(), {"cost": {"gpu": ["a100-80gb", "h100-sxm"]}})
     over = tmp_path / "mixed.yaml"
     over.write_text(yaml.safe_dump({"cost": {"gpu": ["a100-80gb", "h100-sxm"]}}))
@@ -210,19 +217,18 @@ def test_the_paper_dry_run_asks_each_job_for_its_own_work(tmp_path):
         assert j.runtime_min == eval_job_runtime(cfg, j.rule, wc)["runtime"], (j.rule, parts)
     # minutes, but for the probes over ImageNet-32's 1.28 M features (100 epochs per seed)
     assert max(j.runtime_min for j in evals if "/imagenet32/" not in j.output[0]) < 60
-    assert max(j.runtime_min for j in evals) <= cfg["cost"]["max_runtime"]
+    assert max(j.runtime_min for j in evals) <= cost.cost_settings(cfg).max_runtime
 
 
 def test_the_one_claim_overlay_trains_only_table_2s_headline_setting():
     """config/paper_cifar100_r18.yaml (the README's one claim at paper scale) keeps the paper
     protocol and trains C3's 224 runs, all on CIFAR-100 x ResNet-18, and nothing else."""
-    from weince.pipeline.rehearsal import deep_merge
-
     overlay = yaml.safe_load((REPO / "config" / "paper_cifar100_r18.yaml").read_text())
-    cfg = deep_merge(_paper(), overlay)
+    cfg = cost.with_overlay(_paper(), overlay)
     runs = cost.paper_vision_runs(cfg)
     assert {(r.dataset, r.backbone) for r, _ in runs} == {("cifar100", "resnet18")}
     assert not any(is_ablation for _, is_ablation in runs)
     assert len(runs) == 224
-    assert cfg["vision"]["pretrain"] == _paper()["vision"]["pretrain"]   # the protocol as is
-    assert cfg["vision"]["grid"] == _paper()["vision"]["grid"]
+    assert cfg.vision.pretrain == _paper().vision.pretrain   # the protocol as is
+    assert cfg.vision.grid == _paper().vision.grid
+    assert cfg.config["vision"]["grid"] == _paper().config["vision"]["grid"]

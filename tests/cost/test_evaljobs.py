@@ -10,16 +10,19 @@ import yaml
 
 from weince.cost import evaljobs
 from weince.cost.counts import vision_counts
-from weince.cost.estimate import with_overlay
+from weince.cost.estimate import cost_settings, with_overlay
 from weince.cost.throughput import rate
-from weince.pipeline.rehearsal import deep_merge
+from weince.pipeline.profile import Profile
+from weince.utils.config import deep_merge
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _paper():
+def _paper() -> Profile:
+    """config/paper.yaml over the embedded default, resolved."""
     cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    return deep_merge(cfg, yaml.safe_load((REPO / "config" / "paper.yaml").read_text()))
+    return Profile.of(deep_merge(cfg, yaml.safe_load((REPO / "config" / "paper.yaml")
+                                                     .read_text())))
 
 
 def _wc(dataset="cifar100", backbone="resnet18", arm="weince", seed=7):
@@ -63,7 +66,7 @@ def test_evaluation_jobs_ask_for_minutes_and_imagenet_probes_for_their_epochs():
     small = evaljobs.work_seconds(cfg, "features", _wc())[0]
     assert evaljobs.work_seconds(cfg, "features", _wc("imagenet32"))[0] > 20 * small
     big = evaljobs.eval_job_runtime(cfg, "linear", _wc("imagenet32", "vit_s", "infonce"))
-    assert 30 < big["runtime"] < cfg["cost"]["max_runtime"] and "400,400 steps" in big["work"]
+    assert 30 < big["runtime"] < cost_settings(cfg).max_runtime and "400,400 steps" in big["work"]
 
 
 def test_the_cap_and_the_safety_factor_apply_as_to_training():

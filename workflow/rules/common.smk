@@ -83,9 +83,9 @@ def resources_for(rule_name):
     out = {"gpu": 0, "mem_mb": 2000, "runtime": 30}
     out.update({k: v for k, v in res.get("default", {}).items() if k != "threads"})
     out.update({k: v for k, v in res.get(rule_name, {}).items() if k != "threads"})
-    if cost_settings(PROFILE.config)["enabled"] and rule_name in ("pretrain", "simcse"):
+    if cost_settings(PROFILE).enabled and rule_name in ("pretrain", "simcse"):
         out["runtime"] = estimated_runtime
-    elif cost_settings(config)["enabled"] and rule_name in EVAL_RULES:
+    elif cost_settings(PROFILE).enabled and rule_name in EVAL_RULES:
         out["runtime"] = work_runtime(rule_name, res.get(rule_name, {}).get("runtime"))
     return out
 
@@ -95,7 +95,7 @@ def work_runtime(rule_name, floor):
     (weince.cost.evaljobs.eval_job_runtime), at least `floor` when set."""
 
     def runtime(wildcards, attempt):
-        need = eval_job_runtime(config, rule_name, dict(wildcards.items()))["runtime"]
+        need = eval_job_runtime(PROFILE, rule_name, dict(wildcards.items()))["runtime"]
         return max(int(floor or 0), need)
 
     return runtime
@@ -110,14 +110,14 @@ def estimated_runtime(wildcards, attempt):
         if hasattr(wildcards, "dataset")
         else f"text/{wildcards.model}"
     )
-    return job_runtime(PROFILE.config, key)["runtime"]
+    return job_runtime(PROFILE, key)["runtime"]
 
 
 def training_retries(stage):
     """Resubmissions of a training job: its planned segments and cost.extra_restarts
     (weince.cost.estimate.retries_for), on the submitting side only: inside a SLURM job
     a failed run is not restarted in the same allocation."""
-    return None if workflow.remote_exec else retries_for(PROFILE.config, stage)
+    return None if workflow.remote_exec else retries_for(PROFILE, stage)
 
 
 def threads_for(rule_name):

@@ -8,6 +8,9 @@ rehearsal's forecast (weince.cost.plan; docs/cluster.md, docs/cost.md).
     weince plan --totals --gpu a100-80gb,h100-sxm           # per GPU type and the mixed set
     weince plan --target reports/paper/table_c3.md --gpu h100-sxm
     weince plan --forecast --configfile config/paper.yaml config/rehearsal.yaml
+
+Every mode but the dry run resolves the config files once, here (``load_profile``: the
+embedded default under them, then ``Profile.of``), and passes the profile on.
 """
 
 from __future__ import annotations
@@ -88,20 +91,20 @@ def main(args: argparse.Namespace) -> int:
     if args.out and not args.claims:
         raise ValueError("--out writes the --claims page: add --claims")
     if args.forecast:
-        print(forecast_text(args.configfile))
+        print(forecast_text(load_profile(args.configfile)))
         return 0
     if args.claims or args.totals or args.target:
-        cfg = load_profile(args.configfile)
-        gpus = gpu_set(cfg, args.gpu)
+        prof = load_profile(args.configfile)
+        gpus = gpu_set(prof, args.gpu)
         if args.claims:
-            print(_written(args, claims_markdown(cfg, gpus, " ".join(args.configfile))))
+            print(_written(args, claims_markdown(prof, gpus, " ".join(args.configfile))))
         if args.totals:
-            print(totals_markdown(cfg, gpus if len(gpus) > 1 else None))
+            print(totals_markdown(prof, gpus if len(gpus) > 1 else None))
         if args.target:
             listing = dry_run(args.configfile, Path(args.profile), forceall=True,
                               extra=[args.target])
-            print(target_plan(args.target, args.configfile, ",".join(gpus),
-                              parse_dry_run(listing)))
+            print(target_plan(args.target, prof, ",".join(gpus), parse_dry_run(listing),
+                              ", ".join(args.configfile)))
         return 0
     _rules(args)
     return 0

@@ -1,10 +1,14 @@
 """What a profile's training costs on a named GPU, or a mixed set of them, without a GPU.
 
     from weince.cost.estimate import estimate, claim_rows, job_runtime
-    est = estimate(cfg, "h100-sxm")                  # cfg: a profile config (config/paper.yaml)
+    est = estimate(prof, "h100-sxm")                 # prof: a resolved Profile (config/paper.yaml)
     est.total()                                      # (low, high) GPU-hours of every run
-    estimate(cfg, ["a100-80gb", "h100-sxm"]).total() # a mixed set: any run lands on either
-    job_runtime(cfg, "imagenet32/vit_s")             # the SLURM request of its jobs
+    estimate(prof, ["a100-80gb", "h100-sxm"]).total()  # a mixed set: any run lands on either
+    job_runtime(prof, "imagenet32/vit_s")            # the SLURM request of its jobs
+
+Every function takes the resolved :class:`~weince.pipeline.profile.Profile` (its defaults are
+the schema's), never a raw config dict; :class:`CostSettings` types its ``cost`` block, and
+:func:`with_overlay` merges an overlay into a profile and resolves it again.
 
 How (docs/cost.md):
 
@@ -29,28 +33,27 @@ How (docs/cost.md):
 from __future__ import annotations
 
 import copy
-import json
 import math
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from weince.cost.counts import dataset_spec, text_counts, text_geometry, vision_counts
 from weince.cost.throughput import device, load_devices, step_time, thin_evidence
 from weince.pipeline import layout
 from weince.pipeline.ablations import ablation_inputs, ablation_plan
 from weince.pipeline.claims import load_claims
+from weince.pipeline.profile import Profile, Vision
 from weince.pipeline.protocol import adopted_seeds
-from weince.pipeline.rehearsal import deep_merge
 from weince.pipeline.stages import grid_arms
+from weince.utils.config import deep_merge
 
 __all__ = ["TRAIN_IMAGES", "TEST_IMAGES", "WIKI1M_SENTENCES", "STSB_DEV_SENTENCES",
            "ablation_runs", "paper_vision_runs", "vision_steps", "text_steps", "claim_pairs",
            "precision_of", "family_of_backbone", "vision_step_flops", "simcse_step_flops",
-           "cost_settings", "gpu_set", "measured_step", "SettingCost", "RunEstimate",
-           "Estimate", "estimate", "claim_rows", "job_runtime", "retries_for",
-           "CHEAPER_OPTIONS", "with_overlay", "hours_range", "assumptions"]
+           "EvalWork", "CostSettings", "cost_settings", "gpu_set", "measured_step",
+           "SettingCost", "RunEstimate", "Estimate", "estimate", "claim_rows", "job_runtime",
+           "retries_for", "CHEAPER_OPTIONS", "with_overlay", "hours_range", "assumptions"]
 
 # images of each official training split (the data sets' own documentation)
 TRAIN_IMAGES = {
@@ -65,19 +68,17 @@ TEST_IMAGES = {"cifar10": 10_000, "cifar100": 10_000, "stl10": 8_000, "imagenet3
                "tinyimagenet": 10_000, "digits": 359, "mnist5k": 1_000}
 WIKI1M_SENTENCES = 1_000_000   # wiki1m_for_simcse.txt
 STSB_DEV_SENTENCES = 3_000     # STS-B dev: 1,500 pairs
-_MEASURED_KEYS = {"gpu", "setting", "precision", "arm", "batch", "step_s", "source"}
 
 
 # ----------------------------------------------------------------------------- runs
-def _vision_pre(cfg: dict[str, Any], dataset: str) -> dict[str, Any]:
-    v = cfg.get("vision") or {}
-    return {**(v.get("pretrain") or {}),
-            **((v.get("pretrain_by_dataset") or {}).get(dataset) or {})}
+def _vision_pre(vision: Vision, dataset: str) -> dict[str, Any]:
+    """``vision.pretrain`` with ``vision.pretrain_by_dataset[dataset]`` over it."""
+    return {**vision.pretrain, **(vision.pretrain_by_dataset.get(dataset) or {})}
 
 
-def vision_steps(cfg: dict[str, Any], dataset: str) -> int:
-    """Optimiser steps of one pretraining run of ``dataset`` under ``cfg``."""
-    pre = _vision_pre(cfg, dataset)
+def vision_steps(prof: Profile, dataset: str) -> int:
+    """Optimiser steps of one pretraining run of ``dataset`` in the profile."""
+    pre = _vision_pre(prof.vision, dataset)
     split = pre.get("train_split", "train")
     n = TRAIN_IMAGES.get((dataset, split))
     if n is None:
@@ -88,8 +89,9 @@ def vision_steps(cfg: dict[str, Any], dataset: str) -> int:
     return int(pre.get("epochs", 100)) * max(1, n // int(pre.get("batch_size", 256)))
 
 
-def text_steps(cfg: dict[str, Any]) -> int:
-    s = (cfg.get("text") or {}).get("simcse") or {}
+def text_steps(prof: Profile) -> int:
+    """Optimiser steps of one SimCSE run of the profile."""
+    s = prof.text.simcse
     n = int(s.get("n_train") or 0) or WIKI1M_SENTENCES
     steps = int(s.get("epochs", 1)) * max(1, n // int(s.get("batch_size", 64)))
     if s.get("max_steps"):
@@ -97,12 +99,12 @@ def text_steps(cfg: dict[str, Any]) -> int:
     return steps
 
 
-def ablation_runs(cfg: dict[str, Any]) -> list[layout.VisionRun]:
+def ablation_runs(prof: Profile) -> list[layout.VisionRun]:
     """The pretraining runs of the profile's ablation plan (parsed from its inputs)."""
     pat = re.compile(r"vision/([^/]+)/([^/]+)/([^/]+)/seed(\d+)/")
     out = {}
     try:
-        files = ablation_inputs(ablation_plan(cfg))
+        files = ablation_inputs(ablation_plan(prof))
     except (KeyError, ValueError):
         return []
     for f in files:
@@ -113,19 +115,19 @@ def ablation_runs(cfg: dict[str, Any]) -> list[layout.VisionRun]:
     return list(out.values())
 
 
-def paper_vision_runs(cfg: dict[str, Any]) -> list[tuple[layout.VisionRun, bool]]:
+def paper_vision_runs(prof: Profile) -> list[tuple[layout.VisionRun, bool]]:
     """Every pretraining run the profile trains: ``(run, is_ablation)`` (a final grid arm
     adopting its chosen point's runs is not trained again)."""
-    garms = set(grid_arms(cfg))
-    adopted = set(adopted_seeds(cfg))
+    garms = set(grid_arms(prof))
+    adopted = set(adopted_seeds(prof))
     runs = {}
-    for r in layout.vision_runs(cfg):
+    for r in layout.vision_runs(prof):
         if r.arm in garms and r.seed in adopted:
             continue
         runs[(r.dataset, r.backbone, r.arm, r.seed)] = (r, False)
-    for r in layout.vision_runs(cfg, grid=True):
+    for r in layout.vision_runs(prof, grid=True):
         runs[(r.dataset, r.backbone, r.arm, r.seed)] = (r, False)
-    for r in ablation_runs(cfg):
+    for r in ablation_runs(prof):
         if r.arm in garms and r.seed in adopted:
             continue       # a final grid arm the ablation reads: adopted, not trained
         runs.setdefault((r.dataset, r.backbone, r.arm, r.seed), (r, True))
@@ -182,26 +184,57 @@ def simcse_step_flops(model: str = "bert-base-uncased", batch: int = 64, max_len
 
 
 # ----------------------------------------------------------------------------- config
-def cost_settings(cfg: dict[str, Any]) -> dict[str, Any]:
-    """The config's ``cost`` block with its defaults."""
-    c = dict(cfg.get("cost") or {})
-    c.setdefault("enabled", False)
-    c.setdefault("gpu", "h100-sxm")
-    c.setdefault("safety_factor", 2.0)
-    c.setdefault("max_runtime", 1440)
-    c.setdefault("overhead_min", 10)
-    c.setdefault("extra_restarts", 2)
-    c.setdefault("measured", [])
-    c["eval"] = {"overhead_min": 3, "host_images_per_s": 2000, "probe_step_s": 0.002,
-                 "fit_s": 0.05, **(c.get("eval") or {})}
-    return c
+@dataclass(frozen=True)
+class EvalWork:
+    """``cost.eval``: the evaluation jobs' work model (:mod:`weince.cost.evaljobs`)."""
+
+    overhead_min: float           # minutes of start-up per evaluation job
+    host_images_per_s: float      # images read and prepared per second
+    probe_step_s: float           # seconds of one small eager optimiser step
+    fit_s: float                  # seconds of one POT or link fit on the CPU
 
 
-def gpu_set(cfg: dict[str, Any] | None = None, gpu: str | Iterable[str] | None = None
-            ) -> list[str]:
-    """The GPU types a run may land on: ``gpu`` (a name, ``"a,b"`` or a list), else
-    ``cost.gpu``; each checked against devices.yaml."""
-    g = gpu if gpu is not None else cost_settings(cfg or {})["gpu"]
+@dataclass(frozen=True)
+class CostSettings:
+    """A profile's ``cost`` block, typed; its defaults are the config schema's, which
+    :meth:`Profile.of <weince.pipeline.profile.Profile.of>` has filled (and whose check has
+    refused a ``cost.measured`` entry with a missing or unknown key, or an unlisted GPU)."""
+
+    enabled: bool
+    gpu: tuple[str, ...]          # the GPU type, or the types a job may land on, as given
+    safety_factor: float
+    max_runtime: int              # minutes: the cluster's longest job
+    overhead_min: float           # minutes of start-up per training job
+    extra_restarts: int
+    measured: tuple[Mapping[str, Any], ...]
+    eval: EvalWork
+
+    @classmethod
+    def of(cls, prof: Profile) -> "CostSettings":
+        """The cost block of ``prof`` (``prof.cost``)."""
+        c = prof.cost
+        e = c["eval"]
+        return cls(enabled=bool(c["enabled"]),
+                   gpu=(c["gpu"],) if isinstance(c["gpu"], str) else tuple(c["gpu"]),
+                   safety_factor=float(c["safety_factor"]), max_runtime=int(c["max_runtime"]),
+                   overhead_min=float(c["overhead_min"]),
+                   extra_restarts=int(c["extra_restarts"]),
+                   measured=tuple(dict(m) for m in c["measured"] or ()),
+                   eval=EvalWork(float(e["overhead_min"]), float(e["host_images_per_s"]),
+                                 float(e["probe_step_s"]), float(e["fit_s"])))
+
+
+def cost_settings(prof: Profile) -> CostSettings:
+    """The profile's ``cost`` block: :meth:`CostSettings.of`."""
+    return CostSettings.of(prof)
+
+
+def gpu_set(prof: Profile | None, gpu: str | Iterable[str] | None = None) -> list[str]:
+    """The GPU types a run may land on: ``gpu`` (a name, ``"a,b"`` or a list), else the
+    profile's ``cost.gpu``; each checked against devices.yaml."""
+    if gpu is None and prof is None:
+        raise ValueError("gpu_set needs the GPU names or a profile whose cost.gpu names them")
+    g = gpu if gpu is not None else CostSettings.of(prof).gpu
     names = [s.strip() for s in g.split(",")] if isinstance(g, str) else list(g)
     out = [str(n).lower() for n in names if str(n).strip()]
     if not out:
@@ -212,21 +245,13 @@ def gpu_set(cfg: dict[str, Any] | None = None, gpu: str | Iterable[str] | None =
     return list(dict.fromkeys(out))
 
 
-def measured_step(cfg: dict[str, Any], gpu: str, key: str, precision: str, batch: int
+def measured_step(prof: Profile, gpu: str, key: str, precision: str, batch: int
                   ) -> tuple[float, str] | None:
     """The measured seconds per step of setting ``key`` on ``gpu`` in ``precision``
     (``cost.measured``): the largest over the matching entries' arms, each scaled by
     ``batch / entry batch``; None without a matching entry."""
     found = []
-    for i, e in enumerate(cost_settings(cfg)["measured"] or []):
-        missing = {"gpu", "setting", "precision", "batch", "step_s"} - set(e)
-        extra = set(e) - _MEASURED_KEYS
-        if missing or extra:
-            what = (f"missing {', '.join(sorted(missing))}" if missing
-                    else f"unknown key {', '.join(sorted(extra))}")
-            raise ValueError(f"cost.measured[{i}]: {what} (an entry has gpu, setting, "
-                             f"precision, arm, batch, step_s, source; docs/cost.md)")
-        device(e["gpu"])
+    for e in CostSettings.of(prof).measured:
         if (str(e["gpu"]).lower(), e["setting"], e["precision"]) == (gpu, key, precision):
             found.append((float(e["step_s"]) * int(batch) / int(e["batch"]), e))
     if not found:
@@ -305,9 +330,9 @@ class Estimate:
         return sum(r.hours[0] for r in rs), sum(r.hours[1] for r in rs)
 
 
-def _price(cfg: dict[str, Any], s: SettingCost, gpus: list[str]) -> SettingCost:
+def _price(prof: Profile, s: SettingCost, gpus: list[str]) -> SettingCost:
     for g in gpus:
-        m = measured_step(cfg, g, s.key, s.precision, s.batch)
+        m = measured_step(prof, g, s.key, s.precision, s.batch)
         if m is not None:
             s.per_gpu[g] = {"step_s": (m[0], m[0]), "source": m[1]}
         else:
@@ -316,22 +341,22 @@ def _price(cfg: dict[str, Any], s: SettingCost, gpus: list[str]) -> SettingCost:
     return s
 
 
-def _vision_setting(cfg: dict[str, Any], dataset: str, backbone: str, gpus: list[str]
+def _vision_setting(prof: Profile, dataset: str, backbone: str, gpus: list[str]
                     ) -> SettingCost:
-    pre = _vision_pre(cfg, dataset)
+    pre = _vision_pre(prof.vision, dataset)
     batch = int(pre.get("batch_size", 256))
     flops = vision_step_flops(backbone, dataset, batch, int(pre.get("proj_dim", 64)))
     fam = family_of_backbone(backbone)
     prec = precision_of(fam, bool(pre.get("amp")), bool(pre.get("tf32")))
-    s = SettingCost("vision", f"{dataset}/{backbone}", vision_steps(cfg, dataset), batch,
+    s = SettingCost("vision", f"{dataset}/{backbone}", vision_steps(prof, dataset), batch,
                     flops, prec, fam)
-    return _price(cfg, s, gpus)
+    return _price(prof, s, gpus)
 
 
-def _text_setting(cfg: dict[str, Any], model: str, gpus: list[str]) -> SettingCost:
-    s = (cfg.get("text") or {}).get("simcse") or {}
+def _text_setting(prof: Profile, model: str, gpus: list[str]) -> SettingCost:
+    s = prof.text.simcse
     batch, length = int(s.get("batch_size", 64)), int(s.get("max_length", 32))
-    steps = text_steps(cfg)
+    steps = text_steps(prof)
     every = int(s.get("eval_every") or 0)
     evals = steps // every if every else 0
     dev = int(s.get("n_sts") or 0) * 2 or STSB_DEV_SENTENCES
@@ -340,14 +365,14 @@ def _text_setting(cfg: dict[str, Any], model: str, gpus: list[str]) -> SettingCo
              + evals * dev * text_counts(geometry, length)["forward"] / steps)
     prec = precision_of("bert", bool(s.get("amp")), bool(s.get("tf32")))
     st = SettingCost("text", f"text/{model}", steps, batch, flops, prec, "bert")
-    return _price(cfg, st, gpus)
+    return _price(prof, st, gpus)
 
 
-def estimate(cfg: dict[str, Any], gpu: str | Iterable[str] | None = None) -> Estimate:
-    """Every training run of ``cfg`` with its GPU-hours on ``gpu`` (a name, ``"a,b"``, a
+def estimate(prof: Profile, gpu: str | Iterable[str] | None = None) -> Estimate:
+    """Every training run of the profile with its GPU-hours on ``gpu`` (a name, ``"a,b"``, a
     list; default ``cost.gpu``): measured step times (``cost.measured``) where a setting
     has them on a GPU, else the estimate (low, high)."""
-    gpus = gpu_set(cfg, gpu)
+    gpus = gpu_set(prof, gpu)
     est = Estimate(gpus)
 
     def setting(key, make):
@@ -355,16 +380,14 @@ def estimate(cfg: dict[str, Any], gpu: str | Iterable[str] | None = None) -> Est
             est.settings[key] = make()
         return est.settings[key]
 
-    v = cfg.get("vision") or {}
-    if v.get("enabled", True) and v.get("datasets"):
-        for run, abl in paper_vision_runs(cfg):
+    if prof.vision.enabled and prof.vision.datasets:
+        for run, abl in paper_vision_runs(prof):
             s = setting(f"{run.dataset}/{run.backbone}",
-                        lambda r=run: _vision_setting(cfg, r.dataset, r.backbone, gpus))
+                        lambda r=run: _vision_setting(prof, r.dataset, r.backbone, gpus))
             est.runs.append(RunEstimate("vision", s, run.arm, run.seed, abl))
-    t = cfg.get("text") or {}
-    if t.get("enabled", True) and t.get("models"):
-        for r in layout.text_runs(cfg):
-            s = setting(f"text/{r.model}", lambda m=r.model: _text_setting(cfg, m, gpus))
+    if prof.text.enabled and prof.text.models:
+        for r in layout.text_runs(prof):
+            s = setting(f"text/{r.model}", lambda m=r.model: _text_setting(prof, m, gpus))
             est.runs.append(RunEstimate("text", s, r.arm, r.seed))
     return est
 
@@ -393,12 +416,12 @@ def assumptions(est: Estimate) -> list[str]:
     return out
 
 
-def claim_rows(est: Estimate, cfg: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per claim of the registry: training runs and GPU-hours (low, high), then the ablation
-    arms and the total (a run serves several claims: rows do not add up)."""
-    pairs = set(layout.vision_pairs(cfg))
+def claim_rows(est: Estimate, prof: Profile) -> list[dict[str, Any]]:
+    """Per claim of the profile's registry: training runs and GPU-hours (low, high), then
+    the ablation arms and the total (a run serves several claims: rows do not add up)."""
+    pairs = set(prof.vision.pairs)
     rows = []
-    for claim in load_claims(cfg.get("claims", "config/claims.yaml"))["claims"]:
+    for claim in load_claims(prof.claims)["claims"]:
         stage = claim.get("stage")
         if stage == "vision":
             want = claim_pairs(claim, pairs)
@@ -424,64 +447,68 @@ def _row(cid: str, title: str, runs: list[RunEstimate], est: Estimate) -> dict[s
 
 
 # ----------------------------------------------------------------------------- SLURM
-def job_runtime(cfg: dict[str, Any], key: str) -> dict[str, Any]:
+def job_runtime(prof: Profile, key: str) -> dict[str, Any]:
     """The SLURM request of one training job of setting ``key`` (``dataset/backbone`` or
     ``text/<model>``): ``need_min`` (the slow end, or the measured time, on the slowest GPU
     of ``cost.gpu``, named in ``gpu``), ``total_min`` = need x ``cost.safety_factor`` +
     ``cost.overhead_min``, and ``runtime`` (minutes per job) = ``total_min`` up to
     ``cost.max_runtime``; a longer run continues as ``segments`` jobs, each resuming from
     the checkpoint of the one before."""
-    c = cost_settings(cfg)
-    s = _settings_for(cfg, key)
+    c = CostSettings.of(prof)
+    s = _settings_for(prof, key)
     slowest = max(s.per_gpu, key=lambda g: s.per_gpu[g]["step_s"][1])
     need = s.per_gpu[slowest]["step_s"][1] * s.steps / 60.0
-    total = need * float(c["safety_factor"]) + float(c["overhead_min"])
-    cap = int(c["max_runtime"])
+    total = need * c.safety_factor + c.overhead_min
+    cap = c.max_runtime
     out = {"need_min": need, "total_min": total, "gpu": slowest,
            "source": s.per_gpu[slowest]["source"]}
     if total <= cap:
         return {**out, "runtime": max(1, math.ceil(total)), "segments": 1}
     # each segment: its start-up (overhead) and the 2 minutes SIGTERM comes early
-    per = cap - float(c["overhead_min"]) - 2.0
+    per = cap - c.overhead_min - 2.0
     if per <= 0:
         per = cap
-    return {**out, "runtime": cap,
-            "segments": math.ceil((total - float(c["overhead_min"])) / per)}
+    return {**out, "runtime": cap, "segments": math.ceil((total - c.overhead_min) / per)}
 
 
-@lru_cache(maxsize=256)
-def _settings_cached(cfg_key: str, key: str) -> SettingCost:
-    cfg = json.loads(cfg_key)
-    gpus = gpu_set(cfg)
+# (config hash, setting) -> its cost: Snakemake asks job_runtime once per training job
+_SETTINGS: dict[tuple[str, str], SettingCost] = {}
+
+
+def _settings_for(prof: Profile, key: str) -> SettingCost:
+    """The cost of setting ``key`` on the profile's ``cost.gpu``, computed once per resolved
+    config (:attr:`Profile.config_hash`)."""
+    memo = (prof.config_hash, key)
+    if prof.config_hash and memo in _SETTINGS:
+        return _SETTINGS[memo]
+    gpus = gpu_set(prof)
     if key.startswith("text/"):
-        return _text_setting(cfg, key.split("/", 1)[1], gpus)
-    d, b = key.split("/")
-    return _vision_setting(cfg, d, b, gpus)
+        s = _text_setting(prof, key.split("/", 1)[1], gpus)
+    else:
+        d, b = key.split("/")
+        s = _vision_setting(prof, d, b, gpus)
+    if prof.config_hash:
+        if len(_SETTINGS) >= 256:
+            _SETTINGS.clear()
+        _SETTINGS[memo] = s
+    return s
 
 
-def _settings_for(cfg: dict[str, Any], key: str) -> SettingCost:
-    keep = {k: cfg.get(k) for k in ("vision", "text", "cost")}
-    return _settings_cached(json.dumps(keep, sort_keys=True, default=str), key)
-
-
-def retries_for(cfg: dict[str, Any], stage: str) -> int | None:
+def retries_for(prof: Profile, stage: str) -> int | None:
     """Restarts the training rule needs: its longest setting's segments - 1, plus
     ``cost.extra_restarts`` for failures and preemptions; None without ``cost.enabled``
     (the profile's ``restart-times`` then applies)."""
-    c = cost_settings(cfg)
-    if not c["enabled"]:
+    c = CostSettings.of(prof)
+    if not c.enabled:
         return None
     keys: set[str] = set()
     if stage == "vision":
-        v = cfg.get("vision") or {}
-        if v.get("enabled", True):
-            keys = {f"{d}/{b}" for d, b in layout.vision_pairs(cfg)}
-    else:
-        t = cfg.get("text") or {}
-        if t.get("enabled", True):
-            keys = {f"text/{m}" for m in t.get("models", [])}
-    segs = max((job_runtime(cfg, k)["segments"] for k in keys), default=1)
-    return segs - 1 + int(c["extra_restarts"])
+        if prof.vision.enabled:
+            keys = {f"{d}/{b}" for d, b in prof.vision.pairs}
+    elif prof.text.enabled:
+        keys = {f"text/{m}" for m in prof.text.models}
+    segs = max((job_runtime(prof, k)["segments"] for k in keys), default=1)
+    return segs - 1 + c.extra_restarts
 
 
 # ----------------------------------------------------------------------------- options
@@ -508,9 +535,10 @@ CHEAPER_OPTIONS: list[dict[str, Any]] = [
 ]
 
 
-def with_overlay(cfg: dict[str, Any], overlay: dict[str, Any]) -> dict[str, Any]:
-    """A deep copy of ``cfg`` with ``overlay`` merged in, dict by dict (``cfg`` unchanged)."""
-    return deep_merge(copy.deepcopy(cfg), overlay)
+def with_overlay(prof: Profile, overlay: Mapping[str, Any]) -> Profile:
+    """The profile of ``prof``'s resolved config with ``overlay`` merged in, dict by dict,
+    resolved again (``prof`` unchanged; the schema checks the result)."""
+    return Profile.of(deep_merge(copy.deepcopy(dict(prof.config)), dict(overlay)))
 
 
 def _fmt_h(x: float) -> str:

@@ -1,11 +1,11 @@
 """The SLURM runtime of an evaluation job from the work it does, not a blanket limit.
 
     from weince.cost.evaljobs import eval_job_runtime, EVAL_RULES
-    eval_job_runtime(cfg, "features", {"dataset": "imagenet32", "backbone": "resnet50",
+    eval_job_runtime(prof, "features", {"dataset": "imagenet32", "backbone": "resnet50",
                                        "arm": "infonce", "seed": "7"})
     # {"need_min": ..., "runtime": ..., "work": "..."}
 
-Each job's work, counted from the config and the FLOPs table (docs/cluster.md):
+Each job's work, counted from the resolved profile and the FLOPs table (docs/cluster.md):
 
 - ``features``: one forward pass of the backbone over the labelled training and test
   splits (``TRAIN_IMAGES``, ``TEST_IMAGES``), plus reading them at
@@ -32,12 +32,14 @@ cost.eval.overhead_min`` (the start-up of a job: imports, reading the encoder), 
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from weince.cost.counts import dataset_spec, text_counts, text_geometry, vision_counts
 from weince.cost.estimate import (STSB_DEV_SENTENCES, TEST_IMAGES, TRAIN_IMAGES,
-                                  cost_settings, family_of_backbone, gpu_set, precision_of)
+                                  CostSettings, EvalWork, family_of_backbone, gpu_set,
+                                  precision_of)
 from weince.cost.throughput import rate
+from weince.pipeline.profile import Profile
 from weince.pipeline.protocol import probe_kwargs
 
 __all__ = ["EVAL_RULES", "eval_job_runtime", "work_seconds"]
@@ -48,51 +50,51 @@ STSB_TEST_SENTENCES = 2 * 1_379     # STS-B test: 1,379 pairs
 STS_TOKENS = 128                    # an upper bound of an STS sentence's tokens
 
 
-def _slow_rate(cfg: Mapping[str, Any], family: str, precision: str) -> float:
+def _slow_rate(prof: Profile, family: str, precision: str) -> float:
     """FLOP/s at the slow end of the slowest GPU the job may land on."""
-    return min(rate(g, family, precision)[0] for g in gpu_set(dict(cfg)))
+    return min(rate(g, family, precision)[0] for g in gpu_set(prof))
 
 
-def _vision(cfg: Mapping[str, Any], wc: Mapping[str, Any]) -> dict[str, Any]:
+def _vision(prof: Profile, wc: Mapping[str, Any]) -> dict[str, Any]:
     d, b = wc["dataset"], wc["backbone"]
     spec = dataset_spec(d)
-    pre = ((cfg.get("vision") or {}).get("pretrain") or {})
+    pre = prof.vision.pretrain
     fam = family_of_backbone(b)
     prec = precision_of(fam, bool(pre.get("amp")), bool(pre.get("tf32")))
     counts = vision_counts(b, spec["image_size"], spec["channels"],
                            f"proj{int(pre.get('proj_dim', 64))}")
     return {"spec": spec, "forward": counts["forward"], "feat": counts["feat_dim"],
-            "rate": _slow_rate(cfg, fam, prec), "n_train": TRAIN_IMAGES[(d, "train")],
+            "rate": _slow_rate(prof, fam, prec), "n_train": TRAIN_IMAGES[(d, "train")],
             "n_test": TEST_IMAGES[d]}
 
 
-def _text(cfg: Mapping[str, Any], model: str) -> dict[str, Any]:
-    t = (cfg.get("text") or {}).get("simcse") or {}
+def _text(prof: Profile, model: str) -> dict[str, Any]:
+    t = prof.text.simcse
     geometry = text_geometry(model)
     prec = precision_of("bert", bool(t.get("amp")), bool(t.get("tf32")))
     return {"forward": text_counts(geometry, STS_TOKENS)["forward"],
-            "rate": _slow_rate(cfg, "bert", prec)}
+            "rate": _slow_rate(prof, "bert", prec)}
 
 
-def _features(cfg, wc, e):
-    v = _vision(cfg, wc)
+def _features(prof: Profile, wc: Mapping[str, Any], e: EvalWork) -> tuple[float, str]:
+    v = _vision(prof, wc)
     n = v["n_train"] + v["n_test"]
-    return (n * v["forward"] / v["rate"] + n / e["host_images_per_s"],
+    return (n * v["forward"] / v["rate"] + n / e.host_images_per_s,
             f"{n:,} images forward")
 
 
-def _collect(cfg, wc, e):
-    v = _vision(cfg, wc)
-    c = (((cfg.get("vision") or {}).get("evt") or {}).get("collect") or {})
+def _collect(prof: Profile, wc: Mapping[str, Any], e: EvalWork) -> tuple[float, str]:
+    v = _vision(prof, wc)
+    c = prof.vision.evt.collect
     n = (int(c.get("n_batches", 64)) + int(c.get("link_batches", 40))) \
         * int(c.get("batch_size") or 256) * 2
-    return (n * v["forward"] / v["rate"] + n / e["host_images_per_s"],
+    return (n * v["forward"] / v["rate"] + n / e.host_images_per_s,
             f"{n:,} views forward")
 
 
-def _linear(cfg, wc, e):
-    v = _vision(cfg, wc)
-    lin = probe_kwargs(cfg, wc.get("arm", ""))
+def _linear(prof: Profile, wc: Mapping[str, Any], e: EvalWork) -> tuple[float, str]:
+    v = _vision(prof, wc)
+    lin = probe_kwargs(prof, wc.get("arm", ""))
     seeds = len(lin.get("seeds") or [1])
     epochs, batch = int(lin.get("epochs", 100)), int(lin.get("batch_size", 256))
     n_fit = math.ceil(v["n_train"] * (1.0 - float(lin.get("val_frac", 0.2))))
@@ -100,80 +102,81 @@ def _linear(cfg, wc, e):
     steps = epochs * math.ceil(n_fit / batch)
     flops = seeds * epochs * (n_fit + v["n_train"] + v["n_test"]) * 6.0 * v["feat"] \
         * v["spec"]["classes"]
-    return (steps * e["probe_step_s"] + flops / v["rate"],
+    return (steps * e.probe_step_s + flops / v["rate"],
             f"{epochs} epochs of {seeds} probe seed(s) in one batched step: {steps:,} steps")
 
 
-def _knn(cfg, wc, e):
-    v = _vision(cfg, wc)
-    k = ((cfg.get("vision") or {}).get("knn") or {})
+def _knn(prof: Profile, wc: Mapping[str, Any], e: EvalWork) -> tuple[float, str]:
+    v = _vision(prof, wc)
+    k = prof.vision.knn
     splits = len(k.get("split_seeds") or [1])
     queries = v["n_test"] + float(k.get("val_frac", 0.2)) * v["n_train"]
     flops = splits * queries * v["n_train"] * v["feat"] * 2.0
     return flops / v["rate"], f"{splits} split seed(s): {queries:,.0f} queries"
 
 
-def _pot(cfg, wc, e):
-    p = ((((cfg.get("vision") or {}).get("evt") or {}).get("pot")) or {})
+def _pot(prof: Profile, wc: Mapping[str, Any], e: EvalWork) -> tuple[float, str]:
+    p = prof.vision.evt.pot
     fits = 1 + int(p.get("n_boot", 200)) + int(p.get("gof_boot", 100))
-    return fits * e["fit_s"], f"{fits} fits (CPU)"
+    return fits * e.fit_s, f"{fits} fits (CPU)"
 
 
-def _link(cfg, wc, e):
-    link = ((((cfg.get("vision") or {}).get("evt") or {}).get("link")) or {})
+def _link(prof: Profile, wc: Mapping[str, Any], e: EvalWork) -> tuple[float, str]:
+    link = prof.vision.evt.link
     fits = 1 + int(link.get("n_boot", 0) or 0)
-    return fits * e["fit_s"], f"{fits} fit(s) (CPU)"
+    return fits * e.fit_s, f"{fits} fit(s) (CPU)"
 
 
-def _sts(cfg, wc, e):
-    t = _text(cfg, wc["model"])
+def _sts(prof: Profile, wc: Mapping[str, Any], e: EvalWork) -> tuple[float, str]:
+    t = _text(prof, wc["model"])
     n = STSB_TEST_SENTENCES + STSB_DEV_SENTENCES
     return n * t["forward"] / t["rate"], f"{n:,} sentences forward"
 
 
-def _norms_plan(cfg: Mapping[str, Any], text: bool) -> tuple[int, int]:
-    a = ((cfg.get("norms") or {}).get("analysis") or {})
+def _norms_plan(prof: Profile, text: bool) -> tuple[int, int]:
+    a = prof.norms.analysis
     n = int(a.get("text_probes" if text else "n_probes", 1024 if text else 2048))
     bank = int(a.get("text_bank" if text else "n_bank", 4096 if text else 8192))
     steps = int(a.get("resamples", 32)) * math.ceil(n / int(a.get("probes_per_batch", 64)))
     return n + bank, steps
 
 
-def _norms_vision(cfg, wc, e):
-    v = _vision(cfg, wc)
-    n, steps = _norms_plan(cfg, text=False)
-    return (n * v["forward"] / v["rate"] + n / e["host_images_per_s"]
-            + steps * e["probe_step_s"], f"{n:,} images forward, {steps:,} loss steps")
+def _norms_vision(prof: Profile, wc: Mapping[str, Any], e: EvalWork) -> tuple[float, str]:
+    v = _vision(prof, wc)
+    n, steps = _norms_plan(prof, text=False)
+    return (n * v["forward"] / v["rate"] + n / e.host_images_per_s
+            + steps * e.probe_step_s, f"{n:,} images forward, {steps:,} loss steps")
 
 
-def _norms_text(cfg, wc, e):
-    t = _text(cfg, wc["model"])
-    n, steps = _norms_plan(cfg, text=True)
-    return (n * t["forward"] / t["rate"] + steps * e["probe_step_s"],
+def _norms_text(prof: Profile, wc: Mapping[str, Any], e: EvalWork) -> tuple[float, str]:
+    t = _text(prof, wc["model"])
+    n, steps = _norms_plan(prof, text=True)
+    return (n * t["forward"] / t["rate"] + steps * e.probe_step_s,
             f"{n:,} sentences forward, {steps:,} loss steps")
 
 
-_WORK = {"features": _features, "collect_scores": _collect, "linear": _linear,
+_WORK: dict[str, Callable[[Profile, Mapping[str, Any], EvalWork], tuple[float, str]]] = {
+    "features": _features, "collect_scores": _collect, "linear": _linear,
          "linear_head": _linear, "knn": _knn, "pot": _pot, "link": _link, "sts": _sts,
          "norms_vision": _norms_vision, "norms_text": _norms_text}
 
 
-def work_seconds(cfg: Mapping[str, Any], rule: str, wildcards: Mapping[str, Any]
+def work_seconds(prof: Profile, rule: str, wildcards: Mapping[str, Any]
                  ) -> tuple[float, str]:
     """Seconds of counted work of one job of ``rule`` and what they are."""
     if rule not in _WORK:
         raise ValueError(f"no work model for rule {rule!r}: the evaluation rules are "
                          f"{', '.join(EVAL_RULES)}")
-    return _WORK[rule](cfg, dict(wildcards), cost_settings(dict(cfg))["eval"])
+    return _WORK[rule](prof, dict(wildcards), CostSettings.of(prof).eval)
 
 
-def eval_job_runtime(cfg: Mapping[str, Any], rule: str, wildcards: Mapping[str, Any]
+def eval_job_runtime(prof: Profile, rule: str, wildcards: Mapping[str, Any]
                      ) -> dict[str, Any]:
     """``need_min`` (counted work), ``runtime`` (the request: need x safety factor + the
     evaluation start-up, at most ``cost.max_runtime``) and ``work``."""
-    c = cost_settings(dict(cfg))
-    secs, what = work_seconds(cfg, rule, wildcards)
+    c = CostSettings.of(prof)
+    secs, what = work_seconds(prof, rule, wildcards)
     need = secs / 60.0
-    total = need * float(c["safety_factor"]) + float(c["eval"]["overhead_min"])
-    return {"need_min": need, "runtime": min(int(c["max_runtime"]), max(1, math.ceil(total))),
+    total = need * c.safety_factor + c.eval.overhead_min
+    return {"need_min": need, "runtime": min(c.max_runtime, max(1, math.ceil(total))),
             "work": what}

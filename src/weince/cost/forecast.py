@@ -1,7 +1,7 @@
 """The cost of the full paper run: counted-FLOPs GPU-hours, measured where a rehearsal ran on a GPU.
 
     from weince.cost.forecast import build_forecast, write_forecast
-    fc = build_forecast(rehearsal_cfg)             # reads results/rehearsal/...
+    fc = build_forecast(prof)            # the rehearsal's Profile; reads results/rehearsal/...
     write_forecast(fc, "reports/rehearsal")         # forecast.md + resources.yaml
 
 Every pretraining and SimCSE run of the rehearsal records, in its ``train.json``,
@@ -45,20 +45,20 @@ from typing import Any
 import yaml
 
 from weince.cost.counts import dataset_spec
-from weince.cost.estimate import (TRAIN_IMAGES, WIKI1M_SENTENCES, ablation_runs, claim_pairs,
-                                  family_of_backbone, gpu_set, paper_vision_runs, precision_of,
-                                  vision_step_flops, vision_steps, with_overlay)
+from weince.cost.estimate import (TRAIN_IMAGES, WIKI1M_SENTENCES, CostSettings, ablation_runs,
+                                  claim_pairs, family_of_backbone, gpu_set, paper_vision_runs,
+                                  precision_of, vision_step_flops, vision_steps, with_overlay)
 from weince.cost.pages import claims_markdown
 from weince.cost.throughput import device_for_name
 from weince.cost.times import job_times, per_rule
 from weince.pipeline import layout
 from weince.pipeline.arms import resolve_arm, split_arm
-from weince.pipeline.profile import Profile
 from weince.pipeline.claims import load_claims
+from weince.pipeline.profile import Profile
 from weince.report.rehearsal import data_note
 from weince.utils.config import parse_yaml
 
-__all__ = ["TRAIN_IMAGES", "WIKI1M_SENTENCES", "Forecast", "build_forecast",
+__all__ = ["TRAIN_IMAGES", "WIKI1M_SENTENCES", "Forecast", "build_forecast", "paper_profile",
            "forecast_markdown", "resources_overlay", "write_forecast"]
 
 
@@ -96,12 +96,18 @@ class Forecast:
     paper_resources: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     synthetic: bool = False
-    paper: dict[str, Any] = field(default_factory=dict)
+    paper: Profile | None = None  # the paper profile (rehearsal.paper_config), resolved
     gpu: str = ""                # the GPU(s) of the counted-FLOPs estimate (paper cost.gpu)
 
     @property
     def cuda(self) -> bool:
         return self.unit == "GPU-hours"
+
+    @property
+    def per_setting(self) -> bool:
+        """Whether the paper profile's training jobs ask for their own setting's time
+        (its ``cost.enabled``)."""
+        return self.paper is not None and CostSettings.of(self.paper).enabled
 
     def measured_entries(self) -> list[dict[str, Any]]:
         """The ``cost.measured`` entries of this rehearsal: per GPU (its devices.yaml key),
@@ -130,14 +136,13 @@ def _load(path: Path) -> dict[str, Any] | None:
         return None
 
 
-def _measurements(cfg: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _measurements(prof: Profile) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The rehearsal's timed runs: one dict per train.json with ``step_timing``."""
-    root, profile = cfg.get("results", "results"), cfg["profile"]
-    pre = ((cfg.get("vision") or {}).get("pretrain") or {})
-    sim = ((cfg.get("text") or {}).get("simcse") or {})
+    root, profile = prof.results, prof.name
+    pre, sim = prof.vision.pretrain, prof.text.simcse
     vis, txt = [], []
-    for r in [*layout.vision_runs(Profile.of(cfg)), *layout.vision_runs(Profile.of(cfg), grid=True),
-              *ablation_runs(cfg)]:
+    for r in [*layout.vision_runs(prof), *layout.vision_runs(prof, grid=True),
+              *ablation_runs(prof)]:
         d = _load(r.dir(root, profile) / "train.json")
         if d and (d.get("step_timing") or {}).get("step_s_median"):
             vis.append({"dataset": r.dataset, "backbone": r.backbone, "arm": r.arm,
@@ -145,7 +150,7 @@ def _measurements(cfg: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[
                         "precision": precision_of(family_of_backbone(r.backbone),
                                                   bool(pre.get("amp")), bool(pre.get("tf32"))),
                         **d["step_timing"]})
-    for r in layout.text_runs(Profile.of(cfg)):
+    for r in layout.text_runs(prof):
         d = _load(r.dir(root, profile) / "train.json")
         if d and (d.get("step_timing") or {}).get("step_s_median"):
             ident = d.get("model_identity") or {}
@@ -157,44 +162,44 @@ def _measurements(cfg: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[
     return vis, txt
 
 
-def _loss_of(arm: str, cfg: dict[str, Any]) -> str:
-    v = cfg.get("vision") or {}
+def _loss_of(arm: str, paper: Profile) -> str:
     base, _ = split_arm(arm)
     try:
-        return resolve_arm(base, v.get("losses"), (v.get("pretrain") or {}).get("tau"))["loss"]
+        return resolve_arm(base, paper.vision.losses, paper.vision.pretrain.get("tau"))["loss"]
     except (KeyError, ValueError):
         return base
 
 
-def _benchmarks(cfg: dict[str, Any]) -> tuple[dict[str, float], dict[str, float]]:
+def _benchmarks(prof: Profile) -> tuple[dict[str, float], dict[str, float]]:
     """rule -> (max seconds, max resident MB) over ``results/<profile>/benchmarks/``."""
-    rules = per_rule(job_times(Path(cfg.get("results", "results")) / cfg["profile"]
-                               / "benchmarks"))
+    rules = per_rule(job_times(prof.results / prof.name / "benchmarks"))
     return ({r.rule: r.max_s for r in rules},
             {r.rule: r.max_rss_mb for r in rules if r.max_rss_mb is not None})
 
 
-def _paper_config(cfg: dict[str, Any]) -> dict[str, Any]:
-    path = Path((cfg.get("rehearsal") or {}).get("paper_config") or "config/paper.yaml")
+def paper_profile(prof: Profile) -> Profile:
+    """The profile the rehearsal ``prof`` forecasts: its ``rehearsal.paper_config`` file (the
+    schema's defaults under it, the rehearsal's results root unless it names one), resolved."""
+    path = Path(prof.rehearsal.paper_config)
     if not path.is_file():
         raise FileNotFoundError(f"the paper profile {path} (rehearsal.paper_config) does not "
                                 f"exist; the forecast needs its sizes")
     paper = parse_yaml(path.read_text(), f"the paper profile {path}") or {}
-    paper.setdefault("results", cfg.get("results", "results"))
-    return paper
+    paper.setdefault("results", str(prof.results))
+    return Profile.of(paper)
 
 
-def build_forecast(cfg: dict[str, Any]) -> Forecast:
-    """The forecast of the paper profile's training cost from the rehearsal ``cfg``'s
+def build_forecast(prof: Profile) -> Forecast:
+    """The forecast of the paper profile's training cost from the rehearsal ``prof``'s
     measured runs (see the module docstring)."""
-    paper = _paper_config(cfg)
-    safety = float((cfg.get("rehearsal") or {}).get("safety_factor", 2.0))
-    vis, txt = _measurements(cfg)
+    paper = paper_profile(prof)
+    safety = prof.rehearsal.safety_factor
+    vis, txt = _measurements(prof)
     devices = {m.get("device_name") or m.get("device") for m in vis + txt}
     cuda = any(str(m.get("device", "")).startswith("cuda") for m in vis + txt)
     fc = Forecast(device=", ".join(sorted(d for d in devices if d)) or "none measured",
                   unit="GPU-hours" if cuda else "CPU-hours", safety=safety, measured=vis + txt,
-                  synthetic=bool(data_note(cfg.get("data_root"))))
+                  synthetic=bool(data_note(prof.data_root)))
     fc.paper = paper
     unlisted = sorted({m.get("device_name") or "" for m in vis + txt
                        if str(m.get("device", "")).startswith("cuda")
@@ -204,19 +209,18 @@ def build_forecast(cfg: dict[str, Any]) -> Forecast:
                         f"does not list: its step times stay on this page and reach no "
                         f"estimate (add the GPU there to file them)")
     fc.gpu = ",".join(gpu_set(paper))
-    fc.benchmarks, fc.bench_rss = _benchmarks(cfg)
-    fc.paper_resources = dict(paper.get("resources") or {})
+    fc.benchmarks, fc.bench_rss = _benchmarks(prof)
+    fc.paper_resources = dict(paper.resources)
     _vision_costs(fc, paper, vis)
     _text_costs(fc, paper, txt)
-    _claim_costs(fc, cfg, paper)
+    _claim_costs(fc, prof, paper)
     return fc
 
 
-def _vision_costs(fc: Forecast, paper: dict[str, Any], vis: list[dict[str, Any]]) -> None:
+def _vision_costs(fc: Forecast, paper: Profile, vis: list[dict[str, Any]]) -> None:
     """Every SimCLR run of the paper profile priced from the measured step times (scaled to
     the paper's batch); peak memory per backbone."""
-    pv = paper.get("vision") or {}
-    paper_batch = int((pv.get("pretrain") or {}).get("batch_size", 256))
+    paper_batch = int(paper.vision.pretrain.get("batch_size", 256))
 
     filled: set[tuple[str, str]] = set()   # pairs not rehearsed, filled from another
     # measured step time at the paper's batch, per (dataset, backbone, loss)
@@ -262,11 +266,11 @@ def _vision_costs(fc: Forecast, paper: dict[str, Any], vis: list[dict[str, Any]]
             f"estimate, marked per run; weince.cost.counts)")
 
 
-def _text_costs(fc: Forecast, paper: dict[str, Any], txt: list[dict[str, Any]]) -> None:
+def _text_costs(fc: Forecast, paper: Profile, txt: list[dict[str, Any]]) -> None:
     """Every SimCSE run of the paper profile priced from the measured step times."""
-    pt = paper.get("text") or {}
-    if pt.get("enabled", True):
-        s = pt.get("simcse") or {}
+    pt = paper.text
+    if pt.enabled:
+        s = pt.simcse
         n = int(s.get("n_train") or 0) or WIKI1M_SENTENCES
         t_batch = int(s.get("batch_size", 64))
         steps = int(s.get("epochs", 1)) * (n // t_batch)
@@ -287,7 +291,7 @@ def _text_costs(fc: Forecast, paper: dict[str, Any], txt: list[dict[str, Any]]) 
             if m["peak_mem_mb"] > mem["peak_mem_mb"]:
                 mem.update(peak_mem_mb=m["peak_mem_mb"], kind=m["peak_mem_kind"],
                            batch=m["batch"], at=m["arm"])
-        for r in layout.text_runs(Profile.of(paper)):
+        for r in layout.text_runs(paper):
             rc = RunCost("text", r.model, r.arm, r.seed, r.arm, steps)
             if t_by.get(r.arm):
                 rc.step_s, rc.source = _median(t_by[r.arm]), f"{r.arm} measured"
@@ -298,15 +302,16 @@ def _text_costs(fc: Forecast, paper: dict[str, Any], txt: list[dict[str, Any]]) 
             fc.notes.append("the SimCSE step times come from a stand-in model (e.g. the tiny "
                             "random BERT of `weince synthetic-data`), not the paper's: the C7 "
                             "hours say nothing until a rehearsal runs the real model")
-        if txt and any(m["model"] not in pt.get("models", []) for m in txt):
+        if txt and any(m["model"] not in pt.models for m in txt):
             fc.notes.append("the SimCSE step times were measured on a different model from "
                             "the paper's")
 
 
-def _claim_costs(fc: Forecast, cfg: dict[str, Any], paper: dict[str, Any]) -> None:
-    """The cost of each claim (the runs it needs) and of the ablation arms."""
-    pairs = set(Profile.of(paper).vision.pairs)
-    for claim in load_claims(cfg.get("claims", "config/claims.yaml"))["claims"]:
+def _claim_costs(fc: Forecast, prof: Profile, paper: Profile) -> None:
+    """The cost of each claim (the runs it needs, read from the rehearsal's registry) and
+    of the ablation arms."""
+    pairs = set(paper.vision.pairs)
+    for claim in load_claims(prof.claims)["claims"]:
         stage = claim.get("stage")
         if stage == "vision":
             want = claim_pairs(claim, pairs)
@@ -324,7 +329,7 @@ def _claim_costs(fc: Forecast, cfg: dict[str, Any], paper: dict[str, Any]) -> No
 
 
 def _same_backbone(dataset: str, backbone: str, by_pair: dict[tuple, list[float]],
-                   paper: dict[str, Any] | None = None) -> tuple[float, str] | None:
+                   paper: Profile) -> tuple[float, str] | None:
     """The step time of a pair that was not rehearsed, from a measured pair of the same
     backbone: the slowest one at the same image size (the step does not depend on which
     images), else the closest size scaled by the ratio of the two steps' counted FLOPs
@@ -345,7 +350,7 @@ def _same_backbone(dataset: str, backbone: str, by_pair: dict[tuple, list[float]
         d, t = max(same, key=lambda c: c[1])
         return t, f"{backbone} on {d} (same {want}px images)"
     d, t = min(cands, key=lambda c: (abs(size(c[0]) - want), -c[1]))
-    pre = ((paper or {}).get("vision") or {}).get("pretrain") or {}
+    pre = paper.vision.pretrain
     batch, proj = int(pre.get("batch_size", 256)), int(pre.get("proj_dim", 64))
 
     def flops(ds: str) -> float:
@@ -394,7 +399,7 @@ def resources_overlay(fc: Forecast) -> dict[str, Any]:
     rules = dict(fc.paper_resources)   # the paper's rules only (a benchmark folder such as
     for rule in longest:               # `norms` holds two rules and is not one itself)
         rules.setdefault(rule, {})
-    per_setting = bool((fc.paper.get("cost") or {}).get("enabled"))
+    per_setting = fc.per_setting
     for rule, spec in rules.items():
         spec = dict(spec or {})
         if rule in longest and fc.cuda and not per_setting:
@@ -418,7 +423,7 @@ def resources_overlay(fc: Forecast) -> dict[str, Any]:
 def estimate_markdown(fc: Forecast) -> str:
     """The paper run's GPU-hours on ``fc.gpu`` from counted FLOPs, with the settings this
     rehearsal measured on a GPU in place of their estimate (weince.cost.estimate)."""
-    known = list((fc.paper.get("cost") or {}).get("measured") or [])
+    known = [dict(m) for m in CostSettings.of(fc.paper).measured]
     paper = with_overlay(fc.paper, {"cost": {"measured": known + fc.measured_entries()}})
     return claims_markdown(paper, fc.gpu, "config/paper.yaml")
 
@@ -483,7 +488,7 @@ def forecast_markdown(fc: Forecast) -> str:
           "`--configfile config/paper.yaml reports/rehearsal/resources.yaml`.", "",
           "| rule | gpu | runtime (min) | mem_mb | from |", "| --- | ---: | ---: | ---: | --- |"]
     for rule, spec in sorted(over.items()):
-        if rule in ("pretrain", "simcse") and (fc.paper.get("cost") or {}).get("enabled"):
+        if rule in ("pretrain", "simcse") and fc.per_setting:
             src = "per setting: its estimate or measured step time (cost block, docs/cost.md)"
         elif rule in ("pretrain", "simcse") and fc.cuda:
             src = "longest forecast run x safety"

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from weince.cost.estimate import (CHEAPER_OPTIONS, assumptions, claim_rows, cost_settings,
+from weince.cost.estimate import (CHEAPER_OPTIONS, CostSettings, assumptions, claim_rows,
                                   estimate, gpu_set, hours_range, job_runtime, with_overlay)
 from weince.cost.throughput import (amp_speedups, calibration_rows, device_names,
                                     load_devices, rates, thin_evidence)
+from weince.pipeline.profile import Profile
 
 __all__ = ["claims_markdown", "totals_rows", "totals_markdown", "calibration_markdown",
            "devices_markdown"]
@@ -24,15 +25,15 @@ def _cell(x: str) -> str:
     return str(x).replace("|", "\\|")
 
 
-def claims_markdown(cfg: dict[str, Any], gpu: str | Iterable[str] | None = None,
+def claims_markdown(prof: Profile, gpu: str | Iterable[str] | None = None,
                     config_name: str = "") -> str:
     """The per-claim and per-setting GPU-hours of a profile on ``gpu`` (one or a mixed
     set), its assumptions, the totals per GPU type, and the devices."""
-    est = estimate(cfg, gpu)
+    est = estimate(prof, gpu)
     L = [f"GPU-hours of the training runs of {config_name or 'the profile'}, **an estimate for "
          f"{est.label}**, as a range (fast end - slow end):", "",
          "| claim | what | training runs | GPU-hours | from |", "| --- | --- | ---: | ---: | --- |"]
-    for r in claim_rows(est, cfg):
+    for r in claim_rows(est, prof):
         L.append(f"| {r['id']} | {_cell(r['title'])} | {r['runs']} | "
                  f"{hours_range(r['low'], r['high'])} | {r['source']} |")
     L += ["", "A run serves several claims (C3-C6 and C10 share encoders), so the rows do not "
@@ -44,45 +45,47 @@ def claims_markdown(cfg: dict[str, Any], gpu: str | Iterable[str] | None = None,
     counts: dict[str, int] = {}
     for r in est.runs:
         counts[r.setting.key] = counts.get(r.setting.key, 0) + 1
-    slurm_cfg = with_overlay(cfg, {"cost": {"gpu": est.gpus}})
+    slurm = with_overlay(prof, {"cost": {"gpu": est.gpus}})
+    requests = CostSettings.of(prof).enabled
     for key, s in est.settings.items():
         fast, slow = s.step_s
         step = f"{fast:.3g}" if fast == slow else f"{fast:.3g}-{slow:.3g}"
         if s.source != "estimated":
             step += f" ({s.source})"
-        req = job_runtime(slurm_cfg, key) if cost_settings(cfg)["enabled"] else None
-        slurm = f"{req['runtime']} x {req['segments']}" if req else "-"
+        req = job_runtime(slurm, key) if requests else None
+        runtime = f"{req['runtime']} x {req['segments']}" if req else "-"
         L.append(f"| {key} | {s.steps:,} | {s.flops_per_step / 1e12:.2f} | "
                  f"{s.precision.upper()} | {step} | {hours_range(*s.hours)} | {counts[key]} | "
-                 f"{slurm} |")
+                 f"{runtime} |")
     L += ["", "Assumptions:", ""] + [f"- {a}" for a in assumptions(est)]
     L += ["", "Every training run of the profile per GPU type (`weince plan --totals`):", ""]
-    L += totals_markdown(cfg, est.gpus if len(est.gpus) > 1 else None).splitlines()
+    L += totals_markdown(prof, est.gpus if len(est.gpus) > 1 else None).splitlines()
     L += ["", devices_markdown().rstrip("\n")]
     return "\n".join(L) + "\n"
 
 
-def totals_rows(cfg: dict[str, Any], mixed: Iterable[str] | None = None
+def totals_rows(prof: Profile, mixed: Iterable[str] | None = None
                 ) -> list[dict[str, Any]]:
     """Every training run's GPU-hours on each listed GPU type, as the profile runs and with
     ``vision.pretrain.amp: true``; then the mixed set ``mixed`` (any run on any of them)."""
-    amp = with_overlay(cfg, AMP["overlay"])
+    amp = with_overlay(prof, AMP["overlay"])
     sets = [[g] for g in device_names()]
     if mixed:
-        sets.append(gpu_set(cfg, list(mixed)))
+        sets.append(gpu_set(prof, list(mixed)))
     rows = []
     for gs in sets:
-        lo, hi = estimate(cfg, gs).total()
+        lo, hi = estimate(prof, gs).total()
         alo, ahi = estimate(amp, gs).total()
         rows.append({"gpu": ",".join(gs), "mixed": len(gs) > 1, "low": lo, "high": hi,
                      "amp_low": alo, "amp_high": ahi})
     return rows
 
 
-def totals_markdown(cfg: dict[str, Any], mixed: Iterable[str] | None = None) -> str:
+def totals_markdown(prof: Profile, mixed: Iterable[str] | None = None) -> str:
+    """The totals of :func:`totals_rows` as a Markdown table."""
     L = ["| GPU | GPU-hours, as the profile runs | with `vision.pretrain.amp: true` |",
          "| --- | ---: | ---: |"]
-    for r in totals_rows(cfg, mixed):
+    for r in totals_rows(prof, mixed):
         name = f"mixed: {r['gpu']}" if r["mixed"] else r["gpu"]
         L.append(f"| {name} | {hours_range(r['low'], r['high'])} | "
                  f"{hours_range(r['amp_low'], r['amp_high'])} |")

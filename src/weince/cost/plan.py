@@ -20,7 +20,9 @@ the grid costs (the real durations are in each run's ``train.json`` and
 ``results/<profile>/benchmarks/`` afterwards, ``weince times``).
 
 ``--claims``, ``--totals`` and ``--target`` price the training runs from counted FLOPs and
-measured GPU throughputs without a dry run or a GPU (:mod:`weince.cost.estimate`).
+measured GPU throughputs without a dry run or a GPU (:mod:`weince.cost.estimate`), on the
+profile the config files resolve to (:func:`load_profile`: merged over the embedded default
+as Snakemake merges them, then :meth:`Profile.of <weince.pipeline.profile.Profile.of>`).
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ from weince.cost.estimate import (CHEAPER_OPTIONS, assumptions, claim_rows, esti
                                   hours_range, with_overlay)
 from weince.cost.forecast import build_forecast, forecast_markdown
 from weince.pipeline.claims import load_claims
-from weince.pipeline.rehearsal import deep_merge, is_rehearsal, prepare_config
+from weince.pipeline.profile import Profile
+from weince.utils.config import deep_merge
 
 # the checkout this package runs from (an editable install): the Snakefile and configs
 REPO = Path(__file__).resolve().parents[3]
@@ -298,14 +301,13 @@ def _dry_run(configfiles, profile, forceall, extra, env) -> str:
     return text
 
 
-def forecast_text(configfiles: list[str]) -> str:
-    """The forecast page of the rehearsal whose config is ``configfiles`` over the embedded
-    default, read from its finished results (weince.cost.forecast)."""
-    cfg = _merged(configfiles)
-    if not is_rehearsal(cfg):
+def forecast_text(prof: Profile) -> str:
+    """The forecast page of the rehearsal profile ``prof``, read from its finished results
+    (weince.cost.forecast)."""
+    if not prof.rehearsal.enabled:
         raise ValueError("--forecast needs a rehearsal config: --configfile config/paper.yaml "
                          "config/rehearsal.yaml")
-    return forecast_markdown(build_forecast(prepare_config(cfg)))
+    return forecast_markdown(build_forecast(prof))
 
 
 def _merged(configfiles: list[str]) -> dict:
@@ -319,38 +321,42 @@ def _merged(configfiles: list[str]) -> dict:
     return cfg
 
 
-def load_profile(configfiles: list[str]) -> dict:
-    """The merged config of ``configfiles`` over the embedded default, as Snakemake sees it."""
+def load_profile(configfiles: list[str]) -> Profile:
+    """The profile of ``configfiles`` merged over the embedded default, as Snakemake merges
+    them, resolved (:meth:`Profile.of`); a relative claims registry that is not found here
+    is the checkout's."""
     cfg = _merged(configfiles)
     if not Path(cfg.get("claims", "config/claims.yaml")).exists():
         cfg["claims"] = str(REPO / cfg.get("claims", "config/claims.yaml"))
-    return prepare_config(cfg)
+    return Profile.of(cfg)
 
 
-def _claim_of_target(target: str, cfg: dict) -> str | None:
+def _claim_of_target(target: str, prof: Profile) -> str | None:
     """The claim id a target reads (``table_c3.md`` -> C3), None for other targets."""
     m = re.search(r"table_([a-z0-9]+)\.(md|tex)$", target)
     if not m:
         return None
-    ids = {c["id"].lower(): c["id"] for c in load_claims(cfg["claims"])["claims"]}
+    ids = {c["id"].lower(): c["id"] for c in load_claims(prof.claims)["claims"]}
     if m.group(1) not in ids:
-        raise ValueError(f"{target}: no claim {m.group(1).upper()} in {cfg['claims']}")
+        raise ValueError(f"{target}: no claim {m.group(1).upper()} in {prof.claims}")
     return ids[m.group(1)]
 
 
-def target_plan(target: str, configfiles: list[str], gpu: str, jobs=None) -> str:
-    """The plan of one target: its jobs by rule (``jobs``: a parsed dry run of the target),
-    its GPU-hours on ``gpu`` and the cheaper options' effect (weince.cost.estimate)."""
-    cfg = load_profile(configfiles)
-    cid = _claim_of_target(target, cfg)
+def target_plan(target: str, prof: Profile, gpu: str, jobs: list[JobInfo] | None = None,
+                config_name: str | None = None) -> str:
+    """The plan of one target of ``prof`` (``config_name``: the config files it came from):
+    its jobs by rule (``jobs``: a parsed dry run of the target), its GPU-hours on ``gpu``
+    and the cheaper options' effect (weince.cost.estimate)."""
+    cid = _claim_of_target(target, prof)
 
-    def row(c):
-        rows = claim_rows(estimate(c, gpu), c)
+    def row(p: Profile) -> dict:
+        rows = claim_rows(estimate(p, gpu), p)
         return next(r for r in rows if r["id"] == (cid or "total"))
 
-    base = row(cfg)
-    est = estimate(cfg, gpu)
-    L = [f"Plan for {target} ({', '.join(configfiles)}), an estimate for {est.label}:", ""]
+    base = row(prof)
+    est = estimate(prof, gpu)
+    name = prof.name if config_name is None else config_name
+    L = [f"Plan for {target} ({name}), an estimate for {est.label}:", ""]
     if jobs is not None:
         by_rule: dict = {}
         for j in jobs:
@@ -373,7 +379,7 @@ def target_plan(target: str, configfiles: list[str], gpu: str, jobs=None) -> str
           f"; GPU-hours: {hours_range(base['low'], base['high'])} ({base['source']})", "",
           "Cheaper documented options (docs/protocol.md):", ""]
     for opt in CHEAPER_OPTIONS:
-        r = row(with_overlay(cfg, opt["overlay"]))
+        r = row(with_overlay(prof, opt["overlay"]))
         L.append(f"- `{opt['key']}`: {r['runs']} training runs (now {base['runs']}), "
                  f"GPU-hours {hours_range(r['low'], r['high'])}; verdict: {opt['verdict']}")
     L += ["", "Assumptions:"] + [f"- {a}" for a in assumptions(est)]
