@@ -180,11 +180,14 @@ def settings(cpu: bool) -> dict:
         rehearsal_dry_run=False)
 
 
-def paper_config() -> dict:
-    """``config/paper.yaml`` (it sets every key of ``config/config.yaml``)."""
+def paper_config():
+    """The paper profile, resolved (``config/paper.yaml`` sets every key of
+    ``config/config.yaml``)."""
     import yaml
 
-    return yaml.safe_load((REPO / "config" / "paper.yaml").read_text())
+    from weince.pipeline.profile import Profile
+
+    return Profile.of(yaml.safe_load((REPO / "config" / "paper.yaml").read_text()))
 
 
 # ----------------------------------------------------------------------------- files
@@ -367,9 +370,9 @@ def e2e_run(name: str, device: str, P: dict, root: Path, work: Path, *, threads:
              (out / "train_log.jsonl").read_text().splitlines() if line.strip()]
     feats = extract_features(out / "encoder.pt", out / "features.pt", device=device,
                              data_root=str(root),
-                             **{**paper["vision"]["features"], **P["e2e"]["features"]})
+                             **{**paper.vision.features, **P["e2e"]["features"]})
     lin = linear_probe(feats, device=device, **probe_kwargs(paper, E2E_ARM))
-    knn_kw = paper["vision"]["knn"]
+    knn_kw = paper.vision.knn
     knn = knn_eval(feats, device=device, **knn_kw)
     return {"name": name, "device": summary["device"], "threads": torch.get_num_threads(),
             "tf32_conv": summary["tf32_cudnn_conv"], "seed": seed, "curve": curve,
@@ -482,17 +485,16 @@ def gpu_key(device_name: str | None) -> str | None:
     return None
 
 
-def step_shapes(paper: dict, cap: int | None) -> list[dict]:
+def step_shapes(paper, cap: int | None) -> list[dict]:
     """The distinct (backbone, image size) pretraining steps of the paper profile's pairs,
     cheapest first (a timeout loses the fewest settings), each with the pairs it serves."""
-    from weince.pipeline.cost import vision_step_flops
-    from weince.pipeline.layout import vision_pairs
+    from weince.cost.estimate import vision_step_flops
     from weince.pipeline.stages import pretrain_config
     from weince.train.simclr import resolve_config
 
-    arm = paper["vision"]["arms"][0]
+    arm = paper.vision.arms[0]
     shapes: dict[tuple, dict] = {}
-    for dataset, backbone in vision_pairs(paper):
+    for dataset, backbone in paper.vision.pairs:
         cfg = resolve_config(pretrain_config(paper, dataset, backbone, arm, 7))
         size = min(cfg.image_size, cap) if cap else cfg.image_size
         key = (backbone, size, cfg.channels)
@@ -517,7 +519,7 @@ def _timed_steps(step, device, warmup: int, timed: int) -> dict:
     return timer.result()
 
 
-def time_vision_shape(shape: dict, arms: list[str], paper: dict, P: dict, device, emit) -> None:
+def time_vision_shape(shape: dict, arms: list[str], paper, P: dict, device, emit) -> None:
     """Every arm's pretraining step on one model of this shape (the step's code path of
     ``pretrain``: ``eager_step``, the profile's optimiser, augmentation, precision)."""
     import torch
@@ -568,7 +570,7 @@ def time_vision_shape(shape: dict, arms: list[str], paper: dict, P: dict, device
         torch.cuda.empty_cache()
 
 
-def time_text(model_name: str, arms: list[str], paper: dict, P: dict, device, emit) -> None:
+def time_text(model_name: str, arms: list[str], paper, P: dict, device, emit) -> None:
     """The SimCSE step (``weince.train.simcse``: one forward over both dropout views, the
     loss on the pairs, gradient clipping, AdamW) on a random ``BertModel(BertConfig())``."""
     import torch
@@ -580,7 +582,7 @@ def time_text(model_name: str, arms: list[str], paper: dict, P: dict, device, em
 
     sp, cuda = P["steps"], device.type == "cuda"
     known = set(SimCSEConfig.__dataclass_fields__)
-    base = {k: v for k, v in (paper.get("text", {}).get("simcse") or {}).items() if k in known}
+    base = {k: v for k, v in paper.text.simcse.items() if k in known}
     torch.manual_seed(0)
     model = SimCSEModel(BertModel(BertConfig(**sp["bert"]))).to(device).train()
     for arm in arms:
@@ -616,7 +618,7 @@ def time_text(model_name: str, arms: list[str], paper: dict, P: dict, device, em
 
 def measured_yaml(rows: list[dict], gpu: str | None, source: str) -> str:
     """The ``cost.measured`` overlay of the planner: one entry per setting x arm."""
-    from weince.pipeline.cost import family_of, precision_of
+    from weince.cost.estimate import family_of_backbone, precision_of
 
     out = ["# Median seconds per optimiser step, measured by benchmarks/gpu_acceptance.sh",
            "# (section 3); a config overlay for the planner (--configfile ... THIS_FILE).",
@@ -624,7 +626,7 @@ def measured_yaml(rows: list[dict], gpu: str | None, source: str) -> str:
     for r in rows:
         if r.get("step_s_median") is None:
             continue
-        fam = family_of("text" if r["stage"] == "text" else r["backbone"])
+        fam = family_of_backbone("text" if r["stage"] == "text" else r["backbone"])
         prec = precision_of(fam, bool(r["amp"]), bool(r["tf32"]))
         for setting in r["settings"]:
             out += [f"    - gpu: {gpu if gpu else 'null'}",
@@ -678,7 +680,7 @@ def section_step_times(S: Section, P: dict, args) -> None:
 
     jobs = [("vision", s) for s in step_shapes(paper, sp["max_image_size"])]
     if (paper.get("text") or {}).get("enabled", True):
-        jobs += [("text", m) for m in paper["text"].get("models", [])]
+        jobs += [("text", m) for m in paper.text.models]
     for kind, what in jobs:
         label = (f"{what['backbone']}@{what['image_size']}" if kind == "vision" else what)
         if S.left() < 5:
@@ -687,9 +689,9 @@ def section_step_times(S: Section, P: dict, args) -> None:
             continue
         try:
             if kind == "vision":
-                time_vision_shape(what, paper["vision"]["arms"], paper, P, device, emit)
+                time_vision_shape(what, paper.vision.arms, paper, P, device, emit)
             else:
-                time_text(what, paper["text"]["arms"], paper, P, device, emit)
+                time_text(what, paper.text.arms, paper, P, device, emit)
         except Exception as err:   # reported; the next shape goes on
             traceback.print_exc()
             emit({"settings": [label], "error": _error(err)})
@@ -826,15 +828,15 @@ def plan_table() -> list[str]:
 def plan_markdown() -> str:
     """The GPU plan: each section's budget and expected time, the cost model's time of
     section 3's steps on an H200, the one-pair rehearsal's job count (a dry run)."""
-    from weince.pipeline.cost import estimate
+    from weince.cost.estimate import estimate
 
     paper = paper_config()
     sp = settings(False)["steps"]
     per_arm = sp["warmup"] + sp["timed"]
     est = estimate(paper, "h200")
     shapes = step_shapes(paper, None)
-    keys = [(s["settings"][0], len(paper["vision"]["arms"])) for s in shapes]
-    keys += [(f"text/{m}", len(paper["text"]["arms"])) for m in paper["text"]["models"]]
+    keys = [(s["settings"][0], len(paper.vision.arms)) for s in shapes]
+    keys += [(f"text/{m}", len(paper.text.arms)) for m in paper.text.models]
     lo = sum(est.settings[k].step_s[0] * per_arm * n for k, n in keys)
     hi = sum(est.settings[k].step_s[1] * per_arm * n for k, n in keys)
     with tempfile.TemporaryDirectory() as tmp:
@@ -845,9 +847,9 @@ def plan_markdown() -> str:
     return "\n".join([
         *plan_table(), "",
         f"Total budget: {total} s. Section 3: {len(shapes)} shapes x "
-        f"{len(paper['vision']['arms'])} arms and {len(paper['text']['models'])} text model x "
-        f"{len(paper['text']['arms'])} arms, {per_arm} steps each: {lo:.0f}-{hi:.0f} s of "
-        f"steps on an H200 by the cost model (`weince.pipeline.cost.estimate`). Section 5: "
+        f"{len(paper.vision.arms)} arms and {len(paper.text.models)} text model x "
+        f"{len(paper.text.arms)} arms, {per_arm} steps each: {lo:.0f}-{hi:.0f} s of "
+        f"steps on an H200 by the cost model (`weince.cost.estimate.estimate`). Section 5: "
         f"{jobs} jobs in the dry run of `snakemake --configfile {' '.join(PAIR_OVERLAYS)}` "
         f"(at most {REHEARSAL_MAX_JOBS} fit its budget)."])
 

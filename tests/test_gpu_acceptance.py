@@ -40,12 +40,9 @@ def _run_script(*args: str, env: dict | None = None) -> subprocess.CompletedProc
 
 def _paper_settings() -> set[tuple[str, str]]:
     """Every (setting, arm) the paper profile trains."""
-    from weince.pipeline.profile import Profile
-
     paper = GA.paper_config()
-    out = {(f"{d}/{b}", a) for d, b in Profile.of(paper).vision.pairs
-           for a in paper["vision"]["arms"]}
-    return out | {(f"text/{m}", a) for m in paper["text"]["models"] for a in paper["text"]["arms"]}
+    out = {(f"{d}/{b}", a) for d, b in paper.vision.pairs for a in paper.vision.arms}
+    return out | {(f"text/{m}", a) for m in paper.text.models for a in paper.text.arms}
 
 
 @pytest.mark.slow

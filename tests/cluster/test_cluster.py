@@ -408,6 +408,7 @@ def test_capped_run_continues_as_segments_from_its_checkpoint(slurm_cluster, rep
     checkpoint by the next attempt, until the run is complete and equal in its epochs to an
     uninterrupted one (each epoch logged once)."""
     from weince.cost.estimate import job_runtime, retries_for
+    from weince.pipeline.profile import Profile
 
     work = repo_copy
     smoke = yaml.safe_load((work / SMOKE_ARGS[1]).read_text())
@@ -422,11 +423,12 @@ def test_capped_run_continues_as_segments_from_its_checkpoint(slurm_cluster, rep
                           "step_s": 2880.0 / (CAPPED_EPOCHS * (1438 // 8)),
                           "source": "a made-up step time: 48 minutes of training"}]}
     override.write_text(yaml.safe_dump({
-        # keep_checkpoint: a segment that ends training seconds before the cap can be killed
-        # while Snakemake stores its outputs, which Snakemake then deletes; the next
-        # segment resumes from the kept checkpoint at the last epoch instead of epoch 1
+        # no keep_checkpoint: the workflow keeps a finished run's checkpoint until its first
+        # consumer starts, so a segment that ends training seconds before the cap and is
+        # killed while Snakemake stores its outputs (which Snakemake then deletes) is
+        # resumed at its last epoch by the next one, not at epoch 1
         "vision": {"pretrain": {"epochs": CAPPED_EPOCHS, "batch_size": 8,
-                                "max_train_images": None, "keep_checkpoint": True}},
+                                "max_train_images": None}},
         "cost": cost}))
     merged = yaml.safe_load((work / "config" / "config.yaml").read_text())
     for extra in (smoke, yaml.safe_load(override.read_text())):
@@ -435,9 +437,9 @@ def test_capped_run_continues_as_segments_from_its_checkpoint(slurm_cluster, rep
                 merged.get(k), dict) else val
     merged["vision"]["pretrain"] = {**smoke["vision"]["pretrain"],
                                     **yaml.safe_load(override.read_text())["vision"]["pretrain"]}
-    plan = job_runtime(merged, key)
+    plan = job_runtime(Profile.of(merged), key)
     assert plan["runtime"] == CAPPED_MINUTES and plan["segments"] == 24, plan
-    retries = retries_for(merged, "vision")
+    retries = retries_for(Profile.of(merged), "vision")
     assert retries == plan["segments"] - 1 + cost["extra_restarts"]
 
     run_dir = work / VISION_RUN.format(

@@ -125,7 +125,7 @@ def test_forecast_multiplies_measured_steps_by_the_paper_sizes(tmp_path):
 
     cfg = rehearsal_cfg(tmp_path)
     _write_runs(cfg, step_s=2.0)
-    fc = build_forecast(cfg)
+    fc = build_forecast(Profile.of(cfg))
     assert fc.unit == "CPU-hours"
     paper = _yaml("paper.yaml")
     steps = paper["vision"]["pretrain"]["epochs"] * (50_000 // 256)
@@ -160,7 +160,7 @@ def test_resources_overlay_has_the_paper_shape_and_passes_the_schema(tmp_path):
 
     cfg = rehearsal_cfg(tmp_path)
     _write_runs(cfg, step_s=2.0)
-    fc = build_forecast(cfg)
+    fc = build_forecast(Profile.of(cfg))
     _, res_path = write_forecast(fc, tmp_path / "reports")
     over = yaml.safe_load(res_path.read_text())
     assert set(over) == {"resources"}
@@ -246,7 +246,7 @@ def test_benchmark_folders_that_are_not_rules_stay_out_of_the_overlay(tmp_path):
     for sub, secs in (("norms/cifar100", 30.0), ("linear/cifar100", 7200.0)):
         (bench / sub).mkdir(parents=True)
         (bench / sub / "a.tsv").write_text(f"s\tmax_rss\n{secs}\t40000\n")
-    over = resources_overlay(build_forecast(cfg))["resources"]
+    over = resources_overlay(build_forecast(Profile.of(cfg)))["resources"]
     assert "norms" not in over
     assert over["linear"]["runtime"] == 7200 / 60 * 2     # measured x safety: above the paper's
     assert over["linear"]["mem_mb"] == 80000
@@ -303,7 +303,7 @@ def test_forecast_fills_pairs_not_rehearsed_from_the_same_backbone(tmp_path):
 
     cfg = rehearsal_cfg(tmp_path)
     _write_runs(cfg, step_s=2.0)
-    fc = build_forecast(cfg)
+    fc = build_forecast(Profile.of(cfg))
 
     def step(setting):
         (r,) = {r.step_s: r for r in fc.runs if r.setting == setting and r.loss == "weince"
@@ -348,7 +348,7 @@ def test_a_gpu_rehearsal_replaces_the_estimate_of_the_settings_it_measured(tmp_p
                 {"loss": "weince", "batch_size": 256,
                  "step_timing": _timing(0.02, 256, device="cuda",
                                         name="NVIDIA H100 80GB HBM3")}))
-    fc = build_forecast(cfg)
+    fc = build_forecast(Profile.of(cfg))
     assert fc.unit == "GPU-hours"
     entries = fc.measured_entries()
     assert {(e["gpu"], e["setting"], e["precision"], e["batch"], e["step_s"])
@@ -364,7 +364,7 @@ def test_a_gpu_rehearsal_replaces_the_estimate_of_the_settings_it_measured(tmp_p
     assert "measured" not in other
     paper = deep_merge(_yaml("paper.yaml"), over)
     steps = 100 * (50_000 // 256)
-    assert job_runtime(paper, "cifar100/resnet18")["runtime"] == math.ceil(
+    assert job_runtime(Profile.of(paper), "cifar100/resnet18")["runtime"] == math.ceil(
         0.02 * steps / 60 * paper["cost"]["safety_factor"] + paper["cost"]["overhead_min"])
     check_config(paper, SCHEMA, ["config/paper.yaml", "resources.yaml"])
 
@@ -384,7 +384,7 @@ def test_a_gpu_devices_yaml_does_not_list_measures_no_estimate_and_says_so(tmp_p
     (d / "train.json").write_text(json.dumps(
         {"loss": "infonce", "batch_size": 256,
          "step_timing": _timing(0.02, 256, device="cuda", name="NVIDIA A100 80GB PCIe")}))
-    fc = build_forecast(cfg)
+    fc = build_forecast(Profile.of(cfg))
     assert fc.unit == "GPU-hours" and fc.measured_entries() == []
     assert "cost" not in resources_overlay(fc)
     assert "NVIDIA A100 80GB PCIe" in forecast_markdown(fc) and "devices.yaml" in " ".join(fc.notes)

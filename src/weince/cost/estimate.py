@@ -512,8 +512,9 @@ def retries_for(prof: Profile, stage: str) -> int | None:
 
 
 # ----------------------------------------------------------------------------- options
-# The documented options that make the paper profile cheaper (docs/protocol.md, "option"
-# rows; weince.train.simclr's docstring), as config overlays, with what they do to a verdict.
+# The documented options that make the paper profile cheaper (docs/protocol.md, "The
+# cheaper options, and which profile uses them"; weince.train.config), as config overlays,
+# with what they do to a verdict.
 CHEAPER_OPTIONS: list[dict[str, Any]] = [
     {"key": "vision.grid.seeds: [7]",
      "overlay": {"vision": {"grid": {"seeds": [7]}}},
