@@ -103,7 +103,7 @@ def test_dry_run_builds_the_dag(name, tmp_path, copy_workflow, job_counts, run_s
                  "simcse", "sts", "timing", "special_case", "claim_tables", "report",
                  "select_grid_point", "noise_floor"):
         assert counts.get(rule, 0) >= 1, f"{name}: no {rule} job in {counts}"
-    assert counts["claim_tables"] == 1   # every claim's table (and verdict) in one job
+    assert counts["claim_tables"] == len(CLAIM_IDS)   # one job per claim, its inputs alone
     cfg = yaml.safe_load((wf / "config" / name).read_text())
     v = cfg["vision"]
     pairs = len(v["datasets"]) * len(v["backbones"])
@@ -139,10 +139,10 @@ def test_dry_run_builds_the_dag(name, tmp_path, copy_workflow, job_counts, run_s
         assert shared and counts["pretrain"] == 15 * (2 * 4 + 2 * 27 * 4) + len(extra)
 
 
-def test_one_table_is_a_target_of_the_claim_tables_job(tmp_path, copy_workflow, job_counts,
-                                                      run_snakemake):
-    """`snakemake reports/default/table_c8.md` plans the one job that writes every claim's
-    table (with what they read), and not the summary."""
+def test_one_table_plans_that_claims_job_alone(tmp_path, copy_workflow, job_counts,
+                                               run_snakemake):
+    """`snakemake reports/default/table_c8.md` plans C8's own table job and what it reads
+    (the timing), nothing of the other claims and not the summary."""
     wf = copy_workflow(tmp_path / "wf")
     proc = run_snakemake(wf, "-n", "--cores", "2", "reports/default/table_c8.md")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -240,9 +240,47 @@ def test_smoke_deleting_one_result_reruns_only_its_dependents(smoke_run, job_cou
     counts = job_counts(proc.stdout)
     assert counts, proc.stdout[-3000:]
     # the final grid arm's k-NN, assembled per metric from the grid runs (select_knn), the
-    # claim tables (C6 and C10 read knn.json), the summary, `all`
-    assert counts == {"select_knn": 1, "claim_tables": 1, "report": 1, "all": 1, "total": 4}, \
+    # two claim tables that read knn.json (C6 and C10), the summary, `all`
+    assert counts == {"select_knn": 1, "claim_tables": 2, "report": 1, "all": 1, "total": 5}, \
         counts
     proc = run_snakemake(smoke_run, "--cores", "2", "--configfile", "config/smoke.yaml")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert knn.exists() and keep.stat().st_mtime_ns == before
+
+
+def test_smoke_keeps_no_features_and_no_finished_checkpoint(smoke_run):
+    """Intermediate files a later job rebuilds cheaply are temporary: no features.pt is left
+    once its readers are done; a finished training's checkpoint is gone once its features
+    job ran; the final grid arm's adopted encoder is a link to the chosen point's."""
+    runs = smoke_run / "results/smoke/vision"
+    assert list(runs.rglob("encoder.pt"))
+    assert not list(runs.rglob("features.pt"))
+    assert not list(runs.rglob("checkpoint.pt"))
+    adopted = runs / "digits/smallcnn/weince/seed7/encoder.pt"
+    sel = json.loads((runs / "digits/smallcnn/weince/selection.json").read_text())
+    assert adopted.is_symlink()
+    assert adopted.resolve() == (runs / f"digits/smallcnn/weince@{sel['chosen']}/seed7"
+                                 / "encoder.pt").resolve()
+
+
+@pytest.mark.parametrize("change, retrained", [
+    # settings that cannot change a result retrain nothing
+    (["threads=2"], 0),
+    (["download=True"], 0),
+    (["vision={pretrain: {progress: true, keep_checkpoint: true}}"], 0),
+    (["data_root=ABS"], 0),
+    # what can change a result reruns exactly the runs it changes: every encoder...
+    (["vision={pretrain: {epochs: 2}}"], 6),
+    # ... or the one arm whose loss option it is
+    (["vision={losses: {weince_recipe: {top_m: 40}}}"], 1),
+])
+def test_smoke_only_what_changes_a_result_plans_a_pretraining(smoke_run, run_snakemake,
+                                                              job_counts, change, retrained):
+    change = [c.replace("ABS", str((smoke_run / "data").resolve())) for c in change]
+    proc = run_snakemake(smoke_run, "-n", "--cores", "2", "--configfile", "config/smoke.yaml",
+                         "--config", *change)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    counts = job_counts(proc.stdout)
+    assert counts.get("pretrain", 0) == retrained, (change, counts)
+    if not retrained:
+        assert counts == {}, (change, counts)     # nothing at all: "Nothing to be done"

@@ -53,12 +53,12 @@ rule claim_tables:
             labels=lambda wc: {"claim": wc.cid.upper(), "page": "table"},
         ),
         forest=directory(FOREST_DIR),
-    wildcard_constraints:
-        cid="|".join(CLAIM_IDS),
     log:
         f"{LOGS}/claim_tables/{{cid}}.log",
     benchmark:
         f"{BENCH}/claim_tables/{{cid}}.tsv"
+    wildcard_constraints:
+        cid="|".join(CLAIM_IDS),
     threads: 1
     resources:
         **resources_for("report"),

@@ -16,7 +16,9 @@ rule simcse:
     resources:
         **resources_for("simcse"),
     params:
-        cfg=lambda wc: result_settings(simcse_config(PROFILE, wc.model, wc.arm, wc.seed)),
+        cfg=lambda wc: result_settings(
+            simcse_config(PROFILE, wc.model, wc.arm, wc.seed)
+        ),
     script:
         "../scripts/simcse.py"
 
