@@ -18,7 +18,8 @@ import jsonschema
 
 from weince.utils.config import parse_yaml
 
-__all__ = ["SCHEMA_PATH", "load_claims", "validate_with_defaults"]
+__all__ = ["SCHEMA_PATH", "load_claims", "validate_with_defaults", "ROW_KEYS", "paper_rows",
+           "row_matches"]
 
 SCHEMA_PATH = Path(__file__).with_name("claims.schema.yaml")
 
@@ -136,3 +137,24 @@ def _check_claim(c: dict[str, Any], path: Path) -> None:
     if kind in ("sign", "reject") and c.get("rows") == "any":
         raise ValueError(f"{where}: kind {kind!r} needs the paper's own settings as rows "
                          f"(rows: any would judge every setting a profile ran as the paper's)")
+
+
+# the setting attributes a registry row names, per stage (a vision row: data set and backbone)
+ROW_KEYS: dict[str, tuple[str, ...]] = {"vision": ("dataset", "backbone"),
+                                        "text": ("model", "corpus"), "timing": ("backbone",)}
+
+
+def paper_rows(claim: dict[str, Any]) -> list[dict[str, Any]]:
+    """The paper's own settings of a claim: its ``rows``, or every cell of its ``grid``
+    (``[]`` for ``rows: any``, a claim over every setting a profile runs)."""
+    if claim.get("grid"):
+        g = claim["grid"]
+        return [{"dataset": d, "backbone": b, "paper": dict(claim.get("paper", {}))}
+                for d in g["datasets"] for b in g["backbones"]]
+    rows = claim.get("rows")
+    return rows if isinstance(rows, list) else []
+
+
+def row_matches(setting: Any, row: dict[str, Any], stage: str) -> bool:
+    """Whether ``setting`` (a :class:`weince.pipeline.layout.Setting`) is the registry row's."""
+    return all(getattr(setting, k) == row.get(k) for k in ROW_KEYS.get(stage, ()))

@@ -15,14 +15,15 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from weince.pipeline.ablations import ablation_inputs, ablation_outputs, ablation_plan
-from weince.pipeline.claims import load_claims
-from weince.pipeline.layout import CLAIM_FILES, files_for, settings_for, summary_logs
+from weince.pipeline.claims import load_claims, paper_rows, row_matches
+from weince.pipeline.layout import CLAIM_FILES, Setting, files_for, settings_for, summary_logs
 from weince.pipeline.norms import norms_outputs, norms_results
 from weince.pipeline.profile import Profile
 from weince.pipeline.rehearsal import forecast_outputs
 
-__all__ = ["claims", "claim_inputs", "figure_inputs", "result_files", "report_outputs",
-           "table_files", "companion_targets", "ablation_targets", "all_targets"]
+__all__ = ["claims", "claim_settings", "claim_inputs", "figure_inputs", "result_files",
+           "report_outputs", "table_files", "companion_targets", "ablation_targets",
+           "all_targets"]
 
 
 def claims(prof: Profile) -> list[dict[str, Any]]:
@@ -30,9 +31,20 @@ def claims(prof: Profile) -> list[dict[str, Any]]:
     return load_claims(prof.claims)["claims"]
 
 
+def claim_settings(prof: Profile, claim: Mapping[str, Any]) -> tuple[list[Setting], list[str]]:
+    """The settings one claim's table reads, and the arms run there: the claim's own paper
+    settings where the profile runs at least one of them (the profile's other settings are
+    other claims' rows: C3 reads CIFAR-100 x ResNet-18 alone, so asking for its table plans
+    that pair's runs), else every setting of its stage the profile runs (a scale model)."""
+    settings, arms = settings_for(prof, claim["stage"])
+    rows = paper_rows(dict(claim))
+    own = [s for s in settings if any(row_matches(s, r, claim["stage"]) for r in rows)]
+    return (own or settings), arms
+
+
 def claim_inputs(prof: Profile, claim: Mapping[str, Any]) -> list[Path]:
     """Every result file one claim reads at this profile (the inputs of its table rule)."""
-    settings, arms = settings_for(prof, claim["stage"])
+    settings, arms = claim_settings(prof, claim)
     fetch = files_for(prof)
     a = claim["arms"]
     shown = list(dict.fromkeys(x for x in [a.get("baseline"), a["primary"], *a.get("others", [])]

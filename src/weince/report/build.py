@@ -23,9 +23,10 @@ from pathlib import Path
 
 from weince.pipeline.claims import load_claims
 from weince.pipeline.layout import (VisionRun, files_for, norms_text_runs, norms_vision_runs,
-                                    run_dir, settings_for, summary_logs)
+                                    run_dir, summary_logs)
 from weince.pipeline.profile import Profile
 from weince.pipeline.protocol import protocol_options
+from weince.pipeline.targets import claim_settings
 from weince.report import figures as figs
 from weince.report.claim_file import (ClaimRecord, check_inputs, claim_file,
                                       claim_input_digests, read_claim_files, write_claim_file)
@@ -173,7 +174,7 @@ def evaluate(prof: Profile, *, claims_path: str | Path | None = None,
     for claim in reg["claims"]:
         if only is not None and claim["id"] not in only:
             continue
-        settings, arms = settings_for(prof, claim["stage"])
+        settings, arms = claim_settings(prof, claim)
         # a text setting is judged only when the weights that ran are the named model
         settings, claim_files = text_identity(settings, arms, files_for(prof),
                                               prof.text.model_paths)
