@@ -45,7 +45,8 @@ formats load without torchvision's MD5 checks. A loader never downloads, whateve
 ``download`` says: a job may run on an offline compute node, and hundreds of jobs at once
 would race on one archive. CIFAR and STL-10 are downloaded once, before any job, by
 ``weince fetch-data`` (:func:`weince.data.fetch.fetch_vision`). Tiny-ImageNet's 110k JPEGs
-are decoded once and cached as ``tiny-imagenet-200/weince_cache_{split}.pt`` (``cache=False`` skips it).
+are decoded once and cached as ``tiny-imagenet-200/weince_cache_{split}.pt``
+(``cache=False`` skips it).
 """
 
 from __future__ import annotations
