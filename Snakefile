@@ -12,6 +12,7 @@ image (config key `container`).
 from snakemake.utils import min_version
 
 from weince.pipeline.config import check_config, retype_overrides, set_run_environment
+from weince.cost.disk import check_disk
 from weince.pipeline import preflight
 from weince.pipeline.preflight import check_data
 from weince.pipeline.profile import CONFIG_SCHEMA, Profile
@@ -67,9 +68,11 @@ onstart:
     # before Snakemake deletes any output: the output folders writable, this profile's run
     # lock (one live run per profile, whatever other profiles run beside it), no job of
     # another live run in its results, the disk space it needs; each refusal one line
-    preflight.on_start(
-        PROFILE, workflow.cores if workflow.local_exec else workflow.nodes
-    )
+    preflight.on_start(PROFILE)
+    # the peak disk against the free space and the user's quota (disk.quota)
+    with preflight.refusals():
+        if not preflight.skipped():
+            check_disk(PROFILE, workflow.cores if workflow.local_exec else workflow.nodes)
 
 
 rule all:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from weince.cost.disk import disk_estimate, runs_of_jobs
 from weince.cost.estimate import gpu_set
 from weince.cost.pages import claims_markdown, totals_markdown
 from weince.cost.plan import (REPO, RULE_HEADERS, SLURM_PROFILE, dry_run, forecast_text,
@@ -74,6 +75,8 @@ def _rules(args: argparse.Namespace) -> None:
     total = rows[-1]
     print(f"\n{total['jobs']} SLURM jobs, {total['gpu_jobs']} of them on GPUs; GPU-hours = "
           f"sum over jobs of GPUs x requested walltime (an upper bound).")
+    print(disk_estimate(load_profile(args.configfile), runs=runs_of_jobs(parse_dry_run(text)))
+          .line())
     if args.submissions:
         sub = submissions(parse_dry_run(text), profile_settings(Path(args.profile)))
         keys = {"unit": "rule or group", "rules": "rules", "jobs": "jobs",

@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-__all__ = ["COUNTS_FILE", "BERT_GEOMETRIES", "TEXT_LENGTHS", "NAMED_SIZES", "VISION_MODELS",
+__all__ = ["COUNTS_FILE", "PROJ_DIMS", "BERT_GEOMETRIES", "TEXT_LENGTHS", "NAMED_SIZES", "VISION_MODELS",
            "TEXT_MODELS", "vision_key", "text_key", "load_counts", "vision_counts",
            "text_counts", "dataset_spec", "text_geometry", "canonical_model", "model_kind"]
 
@@ -41,6 +41,9 @@ BERT_GEOMETRIES: dict[str, dict[str, int]] = {
 TEXT_LENGTHS: dict[str, tuple[int, ...]] = {"bert-base": (32, 128, 384, 512),
                                             "bert-large": (128, 384),
                                             "minilm-l6": (32, 128)}
+# the SimCLR projection sizes the table counts the backbones with (the shipped profiles': the
+# smoke profile's 32, the protocol's 64)
+PROJ_DIMS = (32, 64)
 # named benchmark models (a 1,000-class head) and the sizes the table counts them at
 NAMED_SIZES: dict[str, tuple[int, ...]] = {"resnet18": (224,), "resnet50": (224,),
                                            "vit_small_patch16": (224,)}

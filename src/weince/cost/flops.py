@@ -28,7 +28,8 @@ from torch.utils.flop_counter import FlopCounterMode
 from torchvision.models.vision_transformer import VisionTransformer
 from transformers import BertConfig, BertModel
 
-from weince.cost.counts import (BERT_GEOMETRIES, COUNTS_FILE, NAMED_SIZES, TEXT_LENGTHS,
+from weince.cost.counts import (BERT_GEOMETRIES, COUNTS_FILE, NAMED_SIZES, PROJ_DIMS,
+                                TEXT_LENGTHS,
                                 text_key, vision_key)
 from weince.data.vision import DATASETS
 from weince.models.vision import BACKBONES, build_backbone, build_simclr_model
@@ -62,7 +63,8 @@ def _supervised(model: str, image_size: int, channels: int, classes: int
 def count_vision(model: str, image_size: int, channels: int = 3, head: str = "proj64"
                  ) -> dict[str, Any]:
     """Per image: ``train`` (forward + backward of backbone and head), ``forward`` (the
-    backbone alone, as feature extraction runs it) and ``feat_dim``. ``head``:
+    backbone alone, as feature extraction runs it), ``feat_dim``, and the model's
+    ``params`` (what its encoder file and checkpoint hold). ``head``:
     ``proj<d>`` (the project's SimCLR projection head to ``d`` dims) or ``classes<k>``
     (a linear classifier over ``k`` classes: a plain supervised step)."""
     n = COUNT_BATCH
@@ -89,7 +91,7 @@ def count_vision(model: str, image_size: int, channels: int = 3, head: str = "pr
         feat = full.head.dims()["in_dim"]
     return {"model": model, "image_size": int(image_size), "channels": int(channels),
             "head": head, "train": _count(train) / n, "forward": _count(forward) / n,
-            "feat_dim": int(feat)}
+            "feat_dim": int(feat), "params": sum(p.numel() for p in full.parameters())}
 
 
 def count_text(geometry: str, seq_len: int) -> dict[str, Any]:
@@ -113,7 +115,8 @@ def count_text(geometry: str, seq_len: int) -> dict[str, Any]:
             model(input_ids=ids)
 
     return {"model": geometry, "seq_len": int(seq_len), "train": _count(train) / n,
-            "forward": _count(forward) / n, "feat_dim": int(cfg.hidden_size)}
+            "forward": _count(forward) / n, "feat_dim": int(cfg.hidden_size),
+            "params": sum(p.numel() for p in model.parameters())}
 
 
 def _vision_wanted(proj_dims: Iterable[int]) -> list[tuple[str, int, int, str]]:
@@ -127,7 +130,7 @@ def _vision_wanted(proj_dims: Iterable[int]) -> list[tuple[str, int, int, str]]:
     return out
 
 
-def count_entries(proj_dims: Iterable[int] = (64,)) -> dict[str, Any]:
+def count_entries(proj_dims: Iterable[int] = PROJ_DIMS) -> dict[str, Any]:
     """The whole table: the data sets' sizes, the vision and text counts."""
     datasets = {name: {"image_size": s.image_size, "channels": s.channels,
                        "classes": s.num_classes} for name, s in sorted(DATASETS.items())}
@@ -138,7 +141,7 @@ def count_entries(proj_dims: Iterable[int] = (64,)) -> dict[str, Any]:
     return {"datasets": datasets, "vision": vision, "text": text}
 
 
-def table(proj_dims: Iterable[int] = (64,)) -> dict[str, Any]:
+def table(proj_dims: Iterable[int] = PROJ_DIMS) -> dict[str, Any]:
     """The table as ``flops.yaml`` holds it, with the versions that counted it."""
     head = {"counted_with": {"torch": str(torch.__version__),
                              "torchvision": str(torchvision.__version__),
@@ -146,7 +149,7 @@ def table(proj_dims: Iterable[int] = (64,)) -> dict[str, Any]:
     return {**head, **count_entries(proj_dims)}
 
 
-def recount(path: str | Path | None = None, proj_dims: Iterable[int] = (64,)) -> Path:
+def recount(path: str | Path | None = None, proj_dims: Iterable[int] = PROJ_DIMS) -> Path:
     """Count every entry and rewrite the table (default: the committed ``flops.yaml``)."""
     out = Path(path or COUNTS_FILE)
     text = ("# FLOPs per example, counted by torch's FlopCounterMode on the meta device.\n"

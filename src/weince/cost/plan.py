@@ -40,6 +40,7 @@ from pathlib import Path
 
 import yaml
 
+from weince.cost.disk import disk_estimate, runs_of_jobs
 from weince.cost.estimate import (CHEAPER_OPTIONS, assumptions, claim_rows, estimate,
                                   hours_range, with_overlay)
 from weince.cost.forecast import build_forecast, forecast_markdown
@@ -375,6 +376,7 @@ def target_plan(target: str, prof: Profile, gpu: str, jobs: list[JobInfo] | None
                     lo, hi, n = lo + s.hours[0], hi + s.hours[1], n + 1
         L.append(f"training jobs of that dry run: {n}; GPU-hours {hours_range(lo, hi)} "
                  f"(every run the target's inputs reach, not only the claim's rows)")
+        L.append(disk_estimate(prof, runs=runs_of_jobs(jobs)).line())
     L += [f"training runs: {base['runs']} ({'the rows of claim ' + cid if cid else 'every run'})"
           f"; GPU-hours: {hours_range(base['low'], base['high'])} ({base['source']})", "",
           "Cheaper documented options (docs/protocol.md):", ""]

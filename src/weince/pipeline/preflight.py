@@ -7,9 +7,9 @@
   hand for the rest, or a rehearsal on synthetic files (``weince synthetic-data``). The
   paths and the how-to are the loaders' own (:mod:`weince.data.locations`,
   :mod:`weince.data.text.real`).
-- :func:`space_needed` / :func:`check_space` (Snakefile ``onstart``): the peak disk space
-  of the profile's result files, training checkpoints included, against the free space of
-  the results folder; printed, and an error when short.
+- the disk (Snakefile ``onstart``): the peak disk space of the profile against the free space
+  and the user's quota, :func:`weince.cost.disk.check_disk` (the cost room prices the disk
+  as it prices the GPUs; it raises :class:`DiskSpaceError`, one of the refusals here).
 - :func:`check_no_live_writers` (``onstart``): no job of another live run holds a lock in
   this profile's results (:mod:`weince.utils.runlock`), e.g. after ``snakemake --unlock``
   of a run that is still going.
@@ -28,9 +28,8 @@
 without its data, e.g. to count its jobs; or when the disk estimate is wrong); the profile
 lock and the writable check always run.
 
-    from weince.pipeline.preflight import check_data, space_needed
+    from weince.pipeline.preflight import check_data
     check_data(prof)                   # DataMissingError naming each missing path
-    space_needed(prof, parallel=2)     # {"peak": bytes, "final": ..., "lines": [...]}
 """
 
 from __future__ import annotations
@@ -40,23 +39,21 @@ import os
 import shlex
 import sys
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 from weince.data.fetch import Item
 from weince.data.locations import FETCH, ON_DISK
-from weince.pipeline import layout
 from weince.pipeline.ablations import ablation_plan
 from weince.pipeline.config import ConfigError
 from weince.pipeline.profile import Profile
-from weince.pipeline.stages import model_location, pretrain_config, simcse_config
+from weince.pipeline.stages import model_location, pretrain_config
 from weince.utils.config import YamlSizeError
-from weince.utils.diskspace import free_bytes, human_bytes
 from weince.utils.runlock import (RunLockedError, held_locks, hold_run_lock, holder, lock_path,
                                   release_run_lock)
 
 __all__ = ["DataMissingError", "DiskSpaceError", "LiveRunError", "NotWritableError",
-           "data_items", "fetch_command", "missing_data", "check_data", "space_needed",
-           "check_space", "check_no_live_writers", "check_writable", "hold_profile_lock",
+           "data_items", "fetch_command", "missing_data", "check_data", "skipped",
+           "check_no_live_writers", "check_writable", "hold_profile_lock",
            "release_profile_lock", "profile_lock_path", "refusals", "on_start"]
 
 REHEARSE = ("to rehearse the run without the data first: `weince synthetic-data --root "
@@ -179,7 +176,7 @@ def check_data(prof: Profile) -> None:
     """Raise :class:`DataMissingError` listing every missing data file and text model of
     the profile (``WEINCE_SKIP_PREFLIGHT=1``: plan without them, e.g. to count a profile's
     jobs)."""
-    if os.environ.get("WEINCE_SKIP_PREFLIGHT"):
+    if skipped():
         return
     gone = missing_data(prof)
     if gone:
@@ -189,132 +186,6 @@ def check_data(prof: Profile) -> None:
             f"{fetch_command(prof)}` on a machine with network fetches what can be "
             f"downloaded and names the rest; compute jobs never download); or, {REHEARSE} "
             f"(WEINCE_SKIP_PREFLIGHT=1 plans without the data, e.g. to count the jobs).")
-
-
-# ------------------------------------------------------------------ disk space
-SPLIT_SIZES = {   # images per split (train, test) of each data set, for the estimate
-    "cifar10": (50_000, 10_000), "cifar100": (50_000, 10_000), "stl10": (5_000, 8_000),
-    "imagenet32": (1_281_167, 50_000), "tinyimagenet": (100_000, 10_000),
-    "digits": (1_438, 359), "mnist5k": (4_000, 1_000)}
-TEXT_PARAMS = {"minilm": 22_713_216, "bert-base-uncased": 109_482_240}
-OPT_STATES = {"adam": 2, "lars": 1}   # per-parameter optimiser buffers in a checkpoint
-PER_RUN = 2_000_000                   # JSON results, logs, benchmarks, figures per run
-
-
-def _vision_model(backbone: str, image_size: int, channels: int, run: dict[str, Any]
-                  ) -> tuple[int, int, int]:
-    """(parameters, backbone feature size, head size) of the SimCLR model (built once on
-    the CPU: the meta device would import a good part of torch first)."""
-    import torch
-
-    from weince.models import build_simclr_model
-
-    with torch.no_grad():
-        m = build_simclr_model(backbone, image_size, channels,
-                               hidden_dim=run.get("proj_hidden"),
-                               out_dim=int(run.get("proj_dim", 128)))
-    dims = m.head.dims()
-    return sum(p.numel() for p in m.parameters()), int(dims["in_dim"]), int(dims["out_dim"])
-
-
-def _text_params(prof: Profile, model: str) -> tuple[int, bool]:
-    """(parameters, known) of a text model: its weight files' size / 4 where it is on
-    disk, else a table, else bert-base's (``known`` False)."""
-    loc = model_location(prof, model)
-    try:
-        from weince.models.text import resolve_model
-
-        folder = Path(resolve_model(loc))
-    except Exception:   # noqa: BLE001 - a hub name, or not installed: the table
-        folder = Path(loc)
-    if folder.is_dir():
-        size = sum(p.stat().st_size for p in folder.rglob("*")
-                   if p.suffix in (".safetensors", ".bin", ".pt"))
-        if size:
-            return size // 4, True
-    if model in TEXT_PARAMS:
-        return TEXT_PARAMS[model], True
-    return TEXT_PARAMS["bert-base-uncased"], False
-
-
-def space_needed(prof: Profile, parallel: int = 1) -> dict[str, Any]:
-    """The profile's disk use, estimated: ``final`` (bytes of the files that stay),
-    ``checkpoints`` (of the ``parallel`` largest trainings at once, or every one kept with
-    ``keep_checkpoint``), ``peak`` (their sum) and ``lines`` (what each part holds)."""
-    runs = {layout.run_dir(prof, r): r
-            for r in [*layout.vision_runs(prof), *layout.vision_runs(prof, grid=True)]}
-    plan = ablation_plan(prof)
-    for d, b in plan.pairs:
-        for arm in plan.run_arms():
-            for s in plan.seeds:
-                runs.setdefault(plan.run_dir(d, b, arm, s), layout.VisionRun(d, b, arm, s))
-    feats = prof.vision.features
-    evt_arms = set(prof.vision.evt.arms)
-    col = prof.vision.evt.collect
-    final, ckpts, kept = 0, [], 0
-    models: dict[tuple, tuple[int, int, int]] = {}
-    n_vis = 0
-    from weince.data.vision import DATASETS
-
-    for run in runs.values():
-        rc = pretrain_config(prof, run.dataset, run.backbone, run.arm.split("@")[0], run.seed)
-        spec = DATASETS[run.dataset]
-        size = int(rc.get("image_size") or spec.image_size)
-        key = (run.backbone, size, spec.channels, rc.get("proj_hidden"), rc.get("proj_dim"))
-        if key not in models:
-            models[key] = _vision_model(run.backbone, size, spec.channels, rc)
-        n, feat, head = models[key]
-        n_img = sum(min(k, int(feats.get("max_images") or k))
-                    for k in SPLIT_SIZES.get(run.dataset, (50_000, 10_000)))
-        final += 4 * n + n_img * (4 * (feat + head) + 8) + PER_RUN
-        if run.arm in evt_arms:
-            b = int(col.get("batch_size", 256))
-            lb = int(col.get("link_batch_size") or b)
-            final += 4 * int(col.get("n_batches", 64)) * b * (2 * b - 2) \
-                + 5 * int(col.get("link_batches", 40)) * (2 * lb) ** 2
-        ck = 4 * n * (1 + OPT_STATES.get(str(rc.get("optimizer", "adam")), 2))
-        (ckpts.append(ck) if not rc.get("keep_checkpoint") else None)
-        kept += ck if rc.get("keep_checkpoint") else 0
-        n_vis += 1
-    n_text, guessed = 0, []
-    for run in layout.text_runs(prof):
-        sc = simcse_config(prof, run.model, run.arm, run.seed)
-        n, known = _text_params(prof, run.model)
-        if not known:
-            guessed.append(run.model)
-        final += 4 * n + PER_RUN   # the model folder
-        ck = 4 * n * 3             # weights + Adam's two moments
-        (ckpts.append(ck) if not sc.get("keep_checkpoint") else None)
-        kept += ck if sc.get("keep_checkpoint") else 0
-        n_text += 1
-    live = sum(sorted(ckpts, reverse=True)[:max(1, int(parallel))])
-
-    lines = [f"{n_vis} vision and {n_text} text runs: {human_bytes(final)} of results",
-             f"checkpoints while training ({min(len(ckpts), max(1, parallel))} at once): "
-             f"{human_bytes(live)}" + (f", kept: {human_bytes(kept)}" if kept else "")]
-    if guessed:
-        lines.append(f"size of {', '.join(sorted(set(guessed)))} not known here: taken as "
-                     f"bert-base's")
-    return {"final": final, "checkpoints": live + kept, "peak": final + live + kept,
-            "lines": lines}
-
-
-def check_space(prof: Profile, parallel: int = 1, *, out=None) -> dict:
-    """Print the estimate of :func:`space_needed`; raise :class:`DiskSpaceError` when the
-    results folder has less free space than its peak."""
-    est = space_needed(prof, parallel)
-    root = prof.results
-    free = free_bytes(root)
-    print(f"disk: this profile needs about {human_bytes(est['peak'])} at its peak in "
-          f"{root}/ ({'; '.join(est['lines'])}); {human_bytes(free)} free there",
-          file=out or sys.stderr)
-    if free < est["peak"]:
-        raise DiskSpaceError(
-            f"{root}/ has {human_bytes(free)} free but profile {prof.name!r} needs "
-            f"about {human_bytes(est['peak'])} at its peak ({'; '.join(est['lines'])}); free "
-            f"{human_bytes(est['peak'] - free)} or more there, or set `results:` to a folder "
-            f"on a larger disk (WEINCE_SKIP_PREFLIGHT=1 skips this check)")
-    return est
 
 
 # ------------------------------------------------------------------ other writers
@@ -406,15 +277,18 @@ def refusals() -> Iterator[None]:
         sys.exit(f"weince: {err}")
 
 
-def on_start(prof: Profile, parallel: int = 1) -> None:
+def skipped() -> bool:
+    """``WEINCE_SKIP_PREFLIGHT=1``: plan and run without the data, writer and disk checks."""
+    return bool(os.environ.get("WEINCE_SKIP_PREFLIGHT"))
+
+
+def on_start(prof: Profile) -> None:
     """The Snakefile's ``onstart`` checks (a real run, not a dry run), each refusal one
-    line: this profile's run lock, every output folder writable, no live writer in the
-    profile's results, and the disk estimate printed and checked (the last two skipped
-    with ``WEINCE_SKIP_PREFLIGHT=1``)."""
+    line: this profile's run lock, every output folder writable, and no live writer in the
+    profile's results (skipped with ``WEINCE_SKIP_PREFLIGHT=1``). The disk is checked next
+    (:func:`weince.cost.disk.check_disk`)."""
     with refusals():
         check_writable(prof)
         hold_profile_lock(prof)
-        if os.environ.get("WEINCE_SKIP_PREFLIGHT"):
-            return
-        check_no_live_writers(prof)
-        check_space(prof, parallel)
+        if not skipped():
+            check_no_live_writers(prof)

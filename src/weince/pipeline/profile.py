@@ -34,7 +34,7 @@ from weince.utils.config import deep_merge, expand_data_root, parse_yaml
 from weince.utils.provenance import config_hash
 
 __all__ = ["Profile", "Vision", "Grid", "Evt", "Text", "Timing", "Checks", "NoiseFloor",
-           "Ablations", "Norms", "NormsVision", "NormsText", "Rehearsal", "CONFIG_SCHEMA",
+           "Ablations", "Norms", "NormsVision", "NormsText", "Rehearsal", "Disk", "CONFIG_SCHEMA",
            "config_schema", "resolve_config"]
 
 CONFIG_SCHEMA = Path(__file__).with_name("config.schema.yaml")
@@ -248,6 +248,15 @@ class Rehearsal:
 
 
 @dataclass(frozen=True)
+class Disk:
+    """``disk``: the user's quota (bytes or a size such as "2TB"; None: only the free space
+    counts) and how many runs' temporaries the estimate counts at once."""
+
+    quota: str | float | None
+    concurrent_runs: int
+
+
+@dataclass(frozen=True)
 class Profile:
     """A workflow profile, resolved (module docstring)."""
 
@@ -262,6 +271,7 @@ class Profile:
     data_root: str
     download: bool
     keep_features: bool             # features.pt kept (else temporary: deleted once read)
+    disk: Disk
     vision: Vision
     text: Text
     timing: Timing
@@ -289,6 +299,7 @@ class Profile:
             threads=int(c["threads"]), offline=bool(c["offline"]),
             data_root=str(c["data_root"]), download=bool(c["download"]),
             keep_features=bool(c["keep_features"]),
+            disk=Disk(c["disk"]["quota"], int(c["disk"]["concurrent_runs"])),
             vision=_vision(v), text=_text(t),
             timing=Timing(bool(c["timing"]["enabled"]), _block(c["timing"]["config"])),
             checks=Checks(bool(c["checks"]["enabled"]), tuple(c["checks"]["cases"])),

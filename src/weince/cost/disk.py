@@ -1,0 +1,226 @@
+"""What a profile (or one target of it) costs on disk at its peak, and the start-up check of
+that peak against the disk and the user's quota (docs/cluster.md, "Disk").
+
+    from weince.cost.disk import disk_estimate, check_disk
+    est = disk_estimate(prof)            # est.peak, est.permanent, est.temporary, est.lines
+    check_disk(prof, parallel=2)         # the Snakefile's onstart: printed, refused when short
+
+What stays (permanent): every trained encoder (4 bytes a parameter, the counted table of
+:mod:`weince.cost.counts`), each run's result files and logs, the score files of the
+tail-fit arms, every SimCSE model folder. What comes and goes (temporary): a run's
+``features.pt`` (deleted once the probe, k-NN and the other readers are done; permanent with
+``keep_features``) and its training checkpoint (deleted once the features job starts;
+permanent with ``keep_checkpoint``). The peak is the permanent part plus the temporaries of
+the ``concurrent`` largest runs at once (``disk.concurrent_runs``: about the number of
+GPUs the jobs get at once), with ``parallel`` (the workflow's cores or jobs) as a cap. An
+adopted grid run (the final grid arm at a grid seed) links the chosen point's encoder: it
+adds its small files and its features only.
+
+No torch: the parameter counts come from the committed table.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from weince.cost.counts import dataset_spec, text_counts, text_geometry, vision_counts
+from weince.pipeline import layout
+from weince.pipeline.ablations import ablation_plan
+from weince.pipeline.layout import TextRun, VisionRun
+from weince.pipeline.preflight import DiskSpaceError
+from weince.pipeline.profile import Profile
+from weince.pipeline.protocol import adopted_seeds
+from weince.pipeline.stages import grid_arms, pretrain_config, simcse_config
+from weince.utils.diskspace import free_bytes, human_bytes
+
+__all__ = ["SPLIT_SIZES", "PER_RUN", "QUOTA_ENV", "DiskEstimate", "disk_estimate",
+           "runs_of_jobs", "parse_bytes", "disk_quota", "used_bytes", "check_disk"]
+
+SPLIT_SIZES = {   # images per split (train, test) of each data set: a features.pt holds both
+    "cifar10": (50_000, 10_000), "cifar100": (50_000, 10_000), "stl10": (5_000, 8_000),
+    "imagenet32": (1_281_167, 50_000), "tinyimagenet": (100_000, 10_000),
+    "digits": (1_438, 359), "mnist5k": (4_000, 1_000)}
+OPT_STATES = {"adam": 2, "lars": 1}   # per-parameter optimiser buffers in a checkpoint
+PER_RUN = 2_000_000                   # JSON results, logs, benchmarks, figures per run
+QUOTA_ENV = "WEINCE_DISK_QUOTA"       # overrides the config's disk.quota ("2TB", bytes)
+
+
+@dataclass
+class DiskEstimate:
+    """Bytes: ``permanent`` (what stays), ``temporary`` (the largest temporaries at once),
+    ``peak`` (their sum); ``lines`` say what each part holds."""
+
+    permanent: int = 0
+    temporary: int = 0
+    concurrent: int = 1
+    lines: list[str] = field(default_factory=list)
+
+    @property
+    def peak(self) -> int:
+        return self.permanent + self.temporary
+
+    def line(self) -> str:
+        """The one line the planner and the start-up check print."""
+        return (f"peak disk: {human_bytes(self.peak)} (permanent {human_bytes(self.permanent)}"
+                f", temporary {human_bytes(self.temporary)} with {self.concurrent} run(s)' "
+                f"temporaries at once; {'; '.join(self.lines)})")
+
+
+def _vision_sizes(prof: Profile, run: VisionRun) -> tuple[int, int, int]:
+    """(encoder, features.pt, checkpoint) bytes of one vision run."""
+    cfg = pretrain_config(prof, run.dataset, run.backbone, run.arm.split("@")[0], run.seed)
+    spec = dataset_spec(run.dataset)
+    size = int(cfg.get("image_size") or spec["image_size"])
+    head = f"proj{int(cfg.get('proj_dim', 64))}"
+    c = vision_counts(run.backbone, size, int(spec["channels"]), head)
+    params = int(c["params"])
+    limit = prof.vision.features.get("max_images")
+    images = sum(min(k, int(limit or k)) for k in SPLIT_SIZES.get(run.dataset, (50_000, 10_000)))
+    features = images * (4 * (int(c["feat_dim"]) + int(head[4:])) + 8)
+    states = OPT_STATES.get(str(cfg.get("optimizer", "adam")), 2)
+    return 4 * params, features, 4 * params * (1 + states)
+
+
+def _scores_bytes(prof: Profile) -> int:
+    col = prof.vision.evt.collect
+    b = int(col.get("batch_size", 256))
+    lb = int(col.get("link_batch_size") or b)
+    return (4 * int(col.get("n_batches", 64)) * b * (2 * b - 2)
+            + 5 * int(col.get("link_batches", 40)) * (2 * lb) ** 2)
+
+
+def _profile_runs(prof: Profile) -> tuple[set[VisionRun], set[VisionRun], set[TextRun]]:
+    """(trained vision runs, adopted vision runs, SimCSE runs) of the whole profile."""
+    adopted_at = set(adopted_seeds(prof))
+    garms = set(grid_arms(prof))
+    final = set(layout.vision_runs(prof))
+    adopted = {r for r in final if r.arm in garms and r.seed in adopted_at}
+    trained = (final - adopted) | set(layout.vision_runs(prof, grid=True))
+    plan = ablation_plan(prof)
+    for d, b in plan.pairs:
+        for arm in plan.run_arms():
+            for s in plan.seeds:
+                run = VisionRun(d, b, arm, s)
+                if run not in adopted:
+                    trained.add(run)
+    return trained, adopted, set(layout.text_runs(prof))
+
+
+_VRUN = re.compile(r"/vision/([a-z0-9]+)/([a-z0-9_]+)/([^/]+)/seed([0-9]+)/")
+_TRUN = re.compile(r"/text/([^/]+)/([^/]+)/seed([0-9]+)/")
+
+
+def runs_of_jobs(jobs: Iterable) -> tuple[set[VisionRun], set[VisionRun], set[TextRun]]:
+    """(trained, adopted, SimCSE) runs of a dry run's jobs (``weince.cost.plan.JobInfo``:
+    a rule and its outputs): what a target's plan reaches."""
+    trained, adopted, text = set(), set(), set()
+    for j in jobs:
+        for out in j.output:
+            m = _VRUN.search("/" + out)
+            if m and j.rule in ("pretrain", "adopt_grid_run"):
+                run = VisionRun(m.group(1), m.group(2), m.group(3), int(m.group(4)))
+                (trained if j.rule == "pretrain" else adopted).add(run)
+            t = _TRUN.search("/" + out)
+            if t and j.rule == "simcse":
+                text.add(TextRun(t.group(1), t.group(2), int(t.group(3))))
+    return trained, adopted, text
+
+
+def disk_estimate(prof: Profile, runs: tuple[set, set, set] | None = None,
+                  concurrent: int | None = None, parallel: int | None = None
+                  ) -> DiskEstimate:
+    """The profile's disk use at its peak (module docstring). ``runs``: (trained, adopted,
+    SimCSE) runs (default: the whole profile; :func:`runs_of_jobs` for a target);
+    ``concurrent``: runs whose temporaries exist at once (default ``disk.concurrent_runs``),
+    capped by ``parallel`` (the workflow's cores or jobs)."""
+    trained, adopted, text = runs if runs is not None else _profile_runs(prof)
+    n = int(concurrent or prof.disk.concurrent_runs)
+    if parallel:
+        n = max(1, min(n, int(parallel)))
+    keep_ckpt = bool(prof.vision.pretrain.get("keep_checkpoint"))
+    evt = set(prof.vision.evt.arms)
+    perm, temps = 0, []
+    encoders = feats_kept = 0
+    for run in sorted(trained | adopted, key=str):
+        enc, feats, ckpt = _vision_sizes(prof, run)
+        own = run in trained
+        perm += (enc if own else 0) + PER_RUN + (_scores_bytes(prof) if run.arm in evt else 0)
+        encoders += enc if own else 0
+        kept = (feats if prof.keep_features else 0) + (ckpt if own and keep_ckpt else 0)
+        perm += kept
+        feats_kept += feats if prof.keep_features else 0
+        temps.append(feats * (not prof.keep_features) + ckpt * (own and not keep_ckpt))
+    for run in sorted(text, key=str):
+        params = int(text_counts(text_geometry(run.model), 32)["params"])
+        keep = bool(simcse_config(prof, run.model, run.arm, run.seed).get("keep_checkpoint"))
+        perm += 4 * params + PER_RUN + (12 * params if keep else 0)
+        temps.append(0 if keep else 12 * params)   # weights + Adam's two moments
+    temporary = sum(sorted(temps, reverse=True)[:n])
+    lines = [f"{len(trained)} trained and {len(adopted)} adopted vision run(s), "
+             f"{len(text)} SimCSE run(s)", f"encoders {human_bytes(encoders)}"]
+    if prof.keep_features:
+        lines.append(f"features kept (keep_features): {human_bytes(feats_kept)}")
+    else:
+        lines.append("features.pt temporary (keep_features: false)")
+    return DiskEstimate(permanent=perm, temporary=temporary, concurrent=n, lines=lines)
+
+
+def parse_bytes(text: str | int | float) -> int:
+    """``"2TB"``, ``"500 GB"``, ``"1.5T"``, ``1e12`` -> bytes (decimal units, as
+    :func:`weince.utils.diskspace.human_bytes` prints them)."""
+    if isinstance(text, (int, float)):
+        return int(text)
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([kmgtp]?)b?\s*", str(text).lower())
+    if not m:
+        raise ValueError(f"disk quota {text!r}: write a size such as 2TB, 500GB or a number "
+                         f"of bytes (config key disk.quota or ${QUOTA_ENV})")
+    return int(float(m.group(1)) * 1000 ** "bkmgtp".index(m.group(2) or "b"))
+
+
+def disk_quota(prof: Profile) -> int | None:
+    """The user's quota in bytes: ``$WEINCE_DISK_QUOTA`` over the config's ``disk.quota``."""
+    value = os.environ.get(QUOTA_ENV) or prof.disk.quota
+    return None if value in (None, "") else parse_bytes(value)
+
+
+def used_bytes(folder: str | os.PathLike) -> int:
+    """Bytes of the files under ``folder`` (what a run already wrote there; links not
+    followed, so a linked encoder counts once)."""
+    total = 0
+    for root, _, files in os.walk(folder):
+        for f in files:
+            p = os.path.join(root, f)
+            if not os.path.islink(p):
+                total += os.stat(p).st_size
+    return total
+
+
+def check_disk(prof: Profile, parallel: int | None = None, *, out=None) -> DiskEstimate:
+    """Print the peak estimate; raise :class:`DiskSpaceError` (one message saying what to
+    do) when what is still to be written does not fit the free space of the results folder,
+    or the peak does not fit the user's quota (``disk.quota`` / ``$WEINCE_DISK_QUOTA``)."""
+    est = disk_estimate(prof, parallel=parallel)
+    root = prof.results
+    here = used_bytes(root / prof.name) if (root / prof.name).is_dir() else 0
+    need = max(0, est.peak - here)
+    free = free_bytes(root)
+    quota = disk_quota(prof)
+    print(f"disk: {est.line()}; {human_bytes(here)} written already, {human_bytes(free)} "
+          f"free in {root}/" + (f", quota {human_bytes(quota)}" if quota else ""),
+          file=out or sys.stderr)
+    fixes = ("keep fewer runs' temporaries at once (disk.concurrent_runs), set `results:` to "
+             "a folder on a larger disk, or free space there; WEINCE_SKIP_PREFLIGHT=1 skips "
+             "this check")
+    if quota is not None and est.peak > quota:
+        raise DiskSpaceError(
+            f"profile {prof.name!r} needs about {human_bytes(est.peak)} at its peak but the "
+            f"quota is {human_bytes(quota)} (disk.quota or ${QUOTA_ENV}); {fixes}")
+    if free < need:
+        raise DiskSpaceError(
+            f"{root}/ has {human_bytes(free)} free but profile {prof.name!r} still needs "
+            f"about {human_bytes(need)} ({est.line()}); {fixes}")
+    return est
