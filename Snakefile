@@ -72,7 +72,9 @@ onstart:
     # the peak disk against the free space and the user's quota (disk.quota)
     with preflight.refusals():
         if not preflight.skipped():
-            check_disk(PROFILE, workflow.cores if workflow.local_exec else workflow.nodes)
+            check_disk(
+                PROFILE, workflow.cores if workflow.local_exec else workflow.nodes
+            )
 
 
 rule all:
