@@ -87,7 +87,7 @@ def test_a_hand_edited_claim_file_is_refused_naming_it(fx, monkeypatch):
 
 def test_a_claim_file_older_than_its_result_files_is_refused(fx, monkeypatch):
     build_report(Profile.of(fx), with_figures=False, summary=False)
-    lin = Path(fx["results"], "fx/vision/digits/resnet18/weince_recipe/seed21/linear.json")
+    lin = Path(fx["results"], "fx/vision/cifar100/resnet18/weince_recipe/seed21/linear.json")
     data = json.loads(lin.read_text())
     data["test_acc"]["mean"] += 1.0
     lin.write_text(json.dumps(data))
@@ -116,9 +116,11 @@ def test_the_claim_file_records_what_it_was_computed_from(fx):
     build_report(Profile.of(fx), with_figures=False, summary=False)
     rec = read_claim_file(claim_file(Path(fx["reports"], "fx"), "C3"))
     files = rec.inputs["files"]
-    assert "fx/vision/digits/resnet18/weince_recipe/seed21/linear.json" in files
-    lin = Path(fx["results"], "fx/vision/digits/resnet18/weince_recipe/seed21/linear.json")
-    assert files["fx/vision/digits/resnet18/weince_recipe/seed21/linear.json"] == \
+    # C3 reads its own setting alone (CIFAR-100 x ResNet-18 runs here): no digits file
+    assert files and not [f for f in files if "/digits/" in f], sorted(files)
+    assert "fx/vision/cifar100/resnet18/weince_recipe/seed21/linear.json" in files
+    lin = Path(fx["results"], "fx/vision/cifar100/resnet18/weince_recipe/seed21/linear.json")
+    assert files["fx/vision/cifar100/resnet18/weince_recipe/seed21/linear.json"] == \
         hashlib.sha256(lin.read_bytes()).hexdigest()
     assert rec.inputs["root"] == Path(fx["results"]).as_posix()
     assert len(rec.inputs["registry"]) == 64

@@ -153,9 +153,10 @@ def test_forest_panels_show_the_papers_figure_and_one_metric_each(fx):
     per9, _ = forest_lines(res["C9"])
     assert per9[0].paper_range == (0.0, res["C9"].claim["tolerance"])
     # C6: seven metrics in a group's two panels (values and gains), each line naming its
-    # metric; the paper's setting and the scale-model setting in separate panels
+    # metric; C6 reads its own setting alone where the profile runs it (no scale-model
+    # panels beside it: test_paper_and_scale_model_settings_never_share_an_axis has those)
     panels = forest_panels(res["C6"])
-    assert len(panels) == 4
+    assert len(panels) == 2 and all(lines[0].paper_setting for _, lines, _ in panels)
     for title, lines, _ in panels:
         assert len({ln.metric for ln in lines}) == 7
         assert all(ln.label.startswith(f"{ln.metric} | ") for ln in lines)

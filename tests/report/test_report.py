@@ -84,9 +84,11 @@ def test_gain_verdicts_follow_the_files(fx, fixture_linear):
     g = row.gains["weince_recipe"]
     assert g.mean == pytest.approx(np.mean(fixture_linear[("cifar100", "weince_recipe")])
                                    - np.mean(fixture_linear[("cifar100", "infonce")]))
-    # digits is not the paper's setting: shown with its direction, never a verdict
-    scale_row = next(x for x in c3.rows if not x.paper_setting)
-    assert scale_row.setting.dataset == "digits"
+    # C3 reads its own setting alone; a claim none of whose settings ran (C4) shows the
+    # profile's settings as scale-model rows: digits with its direction, never a verdict
+    assert all(x.paper_setting for x in c3.rows)
+    scale_row = next(x for x in r["C4"].rows
+                     if not x.paper_setting and x.setting.dataset == "digits")
     assert scale_row.verdicts["weince_recipe"].startswith("scale model: gain > 0")
     # C4's settings were not run; C6's k-NN gain (3.2) is far from the paper's (6.65)
     assert r["C4"].verdict == NOT_RUN
@@ -183,7 +185,7 @@ def test_wrong_schema_names_file_and_key(fx):
 
 
 def test_result_without_provenance_is_an_error(fx):
-    p = run_dir(Profile.of(fx), "digits", "resnet18", "infonce", 7) / "knn.json"
+    p = run_dir(Profile.of(fx), "cifar100", "resnet18", "infonce", 7) / "knn.json"
     d = json.loads(p.read_text())
     del d["provenance"]
     p.write_text(json.dumps(d))
