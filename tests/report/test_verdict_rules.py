@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from weince.report import load_claims
-from weince.report.stats import diff_estimate, estimate
+from weince.utils.summary import diff_estimate, estimate
 from weince.report.tables import claim_lines, claim_markdown
 from weince.report.verdicts import (NOT_REPRODUCED, NOT_RUN, REPRODUCED, RULES, Setting,
                                     evaluate_claim, partial_verdict, rule_text)

@@ -22,7 +22,7 @@ import numpy as np
 from weince.norms.files import PROBES_FILE
 from weince.norms.verdicts import PAPER, combine, on_paper_model, unit_fields
 from weince.report.figures import norms_figures
-from weince.report.escape import md_escape
+from weince.utils.escape import md_escape
 from weince.utils.results import InvalidResultError, finite_value, read_json
 from weince.utils.vocabulary import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from weince.report.escape import md_escape
-from weince.report.stats import Estimate
+from weince.utils.escape import md_escape
+from weince.utils.summary import Estimate
 from weince.report.verdicts import (COMMON_RULE, CONTRASTS, NOT_RUN, SCALE_MODEL, ClaimResult,
                                     Row)
 

@@ -52,15 +52,15 @@ with its interval; :func:`attribution` says in words which one carries a gain.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 from weince.evt.noise_floor import loglog_slope
 from weince.norms.verdicts import UNIT_RULES, combine, on_paper_model
-from weince.pipeline.layout import Setting
 from weince.report.norms import check_norms_result
-from weince.report.stats import Estimate, diff_estimate, estimate
+from weince.utils.summary import Estimate, diff_estimate, estimate
+from weince.utils.claim_rows import Cell, ClaimResult, Row, Setting
 from weince.utils.results import (Provenance, ResultSchemaError, encoder_value,
                                   finite_value, get_key, load_result)
 from weince.utils.vocabulary import (NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, PARTIAL,
@@ -158,47 +158,6 @@ def _f2(x: float | None) -> str:
 
 def partial_verdict(k: int, n: int) -> str:
     return f"{PARTIAL}: {k} of {n} rows reproduced"
-
-
-@dataclass
-class Cell:
-    """One arm in one row: per-encoder values, the estimate, files present and missing."""
-
-    arm: str
-    est: Estimate
-    present: list[Path] = field(default_factory=list)
-    missing: list[Path] = field(default_factory=list)
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class Row:
-    setting: Setting
-    label: str
-    metric: str
-    paper_setting: bool
-    paper: dict[str, Any]
-    cells: dict[str, Cell] = field(default_factory=dict)
-    gains: dict[str, Estimate] = field(default_factory=dict)
-    verdicts: dict[str, str] = field(default_factory=dict)  # arm -> verdict or reading
-    reasons: dict[str, str] = field(default_factory=dict)   # arm -> why, in words
-    contrasts: dict[str, Estimate | None] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-    reference: dict[str, Any] | None = None   # an outside published figure (C7)
-
-
-@dataclass
-class ClaimResult:
-    claim: dict[str, Any]
-    rows: list[Row]
-    verdict: str
-    reason: str
-    arm_verdicts: dict[str, str]
-    provenance: Provenance
-    scale: str
-    rule: str = ""
-    attribution: str = ""
-    notes: list[str] = field(default_factory=list)   # profile-dependent notes (its page)
 
 
 @dataclass(frozen=True)
