@@ -13,7 +13,8 @@ from weince.pipeline import layout
 from weince.pipeline.norms import norms_results
 from weince.pipeline.targets import claim_inputs, claims
 from weince.report import build_report, load_claims
-from weince.report.norms import claim_verdicts, load_results
+from weince.norms.files import load_results
+from weince.report.norms import claim_verdicts
 from weince.utils.results import InvalidResultError
 from weince.utils.vocabulary import NOT_REPRODUCED, NOT_RUN, REPRODUCED
 from weince.pipeline.profile import Profile
