@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from weince.utils.claim_rows import Cell, ClaimResult, Row, Setting
-from weince.utils.results import Provenance, ResultSchemaError, encoder_value, get_key, load_result
+from weince.utils.results import (Provenance, ResultSchemaError, encoder_value, get_key,
+                                  load_result)
 from weince.utils.summary import Estimate, diff_estimate, estimate
-from weince.utils.vocabulary import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, PARTIAL, REPRODUCED, SCALE_MODEL
+from weince.utils.vocabulary import (NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, PARTIAL, REPRODUCED,
+                                     SCALE_MODEL)
 
 __all__ = ["COMMON_RULE", "CONTRASTS", "Kind", "Judging", "rule_fields", "render_rule",
            "partial_verdict", "fmt_value", "fmt_interval", "fit_interval", "attribution",
@@ -37,7 +39,6 @@ CONTRASTS = (
      "what the Weibull term adds once InfoNCE gets the same softmax top-50 term"),
     ("weince - infonce", "weince", "infonce", "the core WEINCE loss alone"),
 )
-
 
 
 def rule_fields(claim: dict[str, Any], alpha: float = 0.05) -> dict[str, str]:
@@ -68,6 +69,7 @@ def _f2(x: float | None) -> str:
 
 def partial_verdict(k: int, n: int) -> str:
     return f"{PARTIAL}: {k} of {n} rows reproduced"
+
 
 @dataclass(frozen=True)
 class Judging:
@@ -154,6 +156,7 @@ def fmt_value(x: float, digits: int = 2, signed: bool = True) -> str:
 
 def fmt_interval(lo: float, hi: float, digits: int = 2, signed: bool = True) -> str:
     return f"[{fmt_value(lo, digits, signed)}, {fmt_value(hi, digits, signed)}]"
+
 
 def fit_interval(c: Cell, name: str, labels: dict[str, str]) -> tuple[float, float, str] | None:
     """The t-interval across encoders (n >= 2), else the single fit's own interval from

@@ -74,7 +74,8 @@ def gain_verdict(row: Row, arm: str, j: Judging) -> tuple[str, str]:
         return NOT_REPRODUCED, (f"{describe_gain(g)} does not exclude zero on the paper's "
                                 f"side (paper {fmt_value(G)})")
     if g.contains(G):
-        return REPRODUCED, f"{describe_gain(g)} excludes zero and contains the paper's {fmt_value(G)}"
+        return REPRODUCED, (f"{describe_gain(g)} excludes zero and contains the paper's "
+                            f"{fmt_value(G)}")
     if abs(g.mean - G) <= tol:
         return REPRODUCED, (f"{describe_gain(g)} excludes zero; the paper's {fmt_value(G)} is "
                             f"{abs(g.mean - G):.2f} from our mean (tolerance {tol:g})")
