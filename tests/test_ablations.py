@@ -15,7 +15,7 @@ from weince.losses import LOSSES, build_loss
 from weince.pipeline.arms import ARMS, apply_arm, arm_settings, canonical_arm
 from weince.pipeline.ablations import GROUPS, ablation_inputs, ablation_outputs, ablation_plan
 from weince.report.ablations import build_ablation_report, group_commentary
-from weince.report.stats import estimate
+from weince.utils.summary import estimate
 from weince.utils import write_json
 from weince.pipeline.profile import Profile
 

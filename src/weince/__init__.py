@@ -9,20 +9,23 @@ Subpackages, by layer (imports run downwards only; ``tests/test_import_layers.py
     weince.data      vision and text data sets, SimCLR augmentations
     weince.models    backbones and projection heads
     weince.utils     result files (``weince.utils.results``) and provenance, checkpoints,
-                     the seed summary, verdict words, the strict dataclass-config loader
-                     (``weince.utils.config``)
+                     the seed summary and intervals, a judged claim's rows
+                     (``weince.utils.claim_rows``), verdict words, the strict
+                     dataclass-config loader (``weince.utils.config``)
 1. stages that make result files
     weince.train     the SimCLR and SimCSE training loops
     weince.eval      feature extraction, linear probe, k-NN / recall@k, STS
-    weince.norms     the embedding-norm analysis (N1-N3), one ``norms.json`` per encoder
+    weince.norms     the norms room (N1-N3): the embedding-norm analysis, one
+                     ``norms.json`` per encoder, the claims' verdicts and their page
     weince.timing    loss-alone and whole-step overhead timing (C8)
 2. what a profile asks for, and the pages made from its results
     weince.pipeline  run layout and file names, the named training arms
                      (``weince.pipeline.arms``), the resolved ``Profile``, the claims
                      registry, resolved stage configs, grid choice, the ablation and norms
                      plans, ``all_targets(config)`` (the workflow's glue)
-    weince.report    claims tables with verdicts (C1-C10 and N1-N3, from the registry),
-                     summary, ablations and norms pages, figures
+    weince.report    claims tables with verdicts (every claim of the registry; one module
+                     per claim kind in ``weince.report.verdicts``), summary, ablations
+                     page, figures
     weince.bundle    a profile's results as one checkable archive, and its offline check
                      (``weince bundle`` / ``weince verify``)
     weince.cost      what a profile costs: counted FLOPs, measured GPU throughputs,

@@ -6,10 +6,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from weince.report.norms import claim_verdicts, render_markdown, write_norms_report
+from weince.norms.page import claim_verdicts, render_markdown, write_norms_report
 from weince.norms.run import PROBES_FILE, NormsConfig, _dynamics, load_norms_config
 from weince.utils.vocabulary import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED
-from weince.pipeline import norms as norms_plan
+from weince.pipeline.targets import norms_results
 from weince.pipeline.stages import norms_config, text_model
 from weince.utils import write_json
 from weince.pipeline.profile import Profile
@@ -122,16 +122,16 @@ def test_workflow_targets():
                        "seeds": [7, 21]}}
     config.update(profile="default", results="r",
                   norms={"vision": {"arms": None, "seeds": [7]}, "text": {"models": []}})
-    v = [str(p) for p in norms_plan.norms_results(Profile.of(config))]
+    v = [str(p) for p in norms_results(Profile.of(config))]
     assert v == ["r/default/vision/digits/smallcnn/infonce/seed7/norms.json",
                  "r/default/vision/digits/smallcnn/weince/seed7/norms.json"]
     config.update(profile="p", norms={"vision": {"enabled": False},
                                       "text": {"models": ["minilm"], "simcse_runs": True}})
-    t = [str(p) for p in norms_plan.norms_results(Profile.of(config))]
+    t = [str(p) for p in norms_results(Profile.of(config))]
     assert t == ["r/p/text/minilm/pretrained/seed0/norms.json",
                  "r/p/text/minilm/infonce/seed7/norms.json"]
     config["norms"] = {"vision": {"enabled": False}, "text": {"enabled": False}}
-    assert norms_plan.norms_results(Profile.of(config)) == []
+    assert norms_results(Profile.of(config)) == []
     assert text_model(Profile.of(config), "minilm", "pretrained", "x") == "minilm"
     assert text_model(Profile.of(config), "minilm", "infonce", "x") == "x/model"
 

@@ -217,7 +217,7 @@ def test_a_rehearsal_report_gives_no_verdict_but_c9s_and_c11s(tmp_path):
 
 
 def test_a_text_row_is_a_scale_model_unless_the_named_weights_ran(tmp_path):
-    from weince.pipeline.layout import Setting
+    from weince.utils.claim_rows import Setting
     from weince.report.rehearsal import text_identity
 
     files = {"hub": tmp_path / "hub.json", "syn": tmp_path / "syn.json",

@@ -8,8 +8,8 @@ import yaml
 
 from weince.pipeline import layout
 from weince.pipeline.ablations import ablation_plan
-from weince.pipeline.norms import norms_results
-from weince.pipeline.targets import all_targets, claim_inputs, claims, report_outputs
+from weince.pipeline.targets import (all_targets, claim_inputs, claims, norms_results,
+                                     report_outputs)
 from weince.pipeline.profile import Profile
 
 REPO = Path(__file__).resolve().parents[2]

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from weince.norms.files import load_results
+from weince.norms.page import claim_verdicts, companion_rows
 from weince.pipeline import layout
-from weince.pipeline.norms import norms_results
-from weince.pipeline.targets import claim_inputs, claims
+from weince.pipeline.targets import claim_inputs, claims, norms_results
 from weince.report import build_report, load_claims
-from weince.report.norms import claim_verdicts, load_results
 from weince.utils.results import InvalidResultError
 from weince.utils.vocabulary import NOT_REPRODUCED, NOT_RUN, REPRODUCED
 from weince.pipeline.profile import Profile
@@ -39,8 +39,7 @@ def _registry_naming(tmp_path: Path, backbone: str) -> Path:
 
 
 def _page_rows(claims_path: Path) -> dict:
-    return {c["id"]: c["rows"] for c in load_claims(claims_path)["claims"]
-            if c["kind"] == "norms"}
+    return companion_rows(load_claims(claims_path)["claims"])
 
 
 def test_n_claims_come_from_the_registry_with_the_pages_verdicts(fx):

@@ -20,7 +20,7 @@ from weince.pipeline import arms
 from weince.pipeline import layout
 
 from weince.report.verdicts import partial_verdict
-from weince.report.stats import diff_estimate, estimate
+from weince.utils.summary import diff_estimate, estimate
 from weince.report.tables import latex_escape
 from weince.pipeline.profile import Profile
 
@@ -310,7 +310,7 @@ def test_t_quantile_is_scipy_stats_t_ppf(df):
     """The report's t quantile (scipy.special, no scipy.stats import) is scipy.stats's."""
     from scipy import stats
 
-    from weince.report.stats import t_quantile
+    from weince.utils.summary import t_quantile
 
     for p in (0.9, 0.975, 0.995):
         assert t_quantile(p, df) == stats.t.ppf(p, df)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from weince.report import load_claims
-from weince.report.stats import diff_estimate, estimate
+from weince.utils.summary import diff_estimate, estimate
 from weince.report.tables import claim_lines, claim_markdown
 from weince.report.verdicts import (NOT_REPRODUCED, NOT_RUN, REPRODUCED, RULES, Setting,
                                     evaluate_claim, partial_verdict, rule_text)
@@ -276,7 +276,8 @@ def test_rules_are_written_once_and_repeated_in_the_docs():
 
 def test_every_kind_has_one_rule_in_the_table():
     """The schema's kinds, the rules in words and the table of rule functions are the same
-    set, and every kind but norms (a whole-claim evaluator) has its own rule function."""
+    set, and every kind but norms and noise_floor (whole-claim evaluators) has its own rule
+    function."""
     import yaml
 
     from weince.report.verdicts import KINDS
@@ -288,6 +289,22 @@ def test_every_kind_has_one_rule_in_the_table():
     assert all(callable(r) for r in rules) and len(set(rules)) == len(rules)
     assert all(k.rule is None and callable(k.evaluate) for k in KINDS.values()
                if k.evaluate is not None)
+
+
+def test_each_kind_lives_in_its_own_module_with_its_rule_in_words():
+    """One module per kind (``weince.report.verdicts.<kind>``, N1-N3's in the norms room):
+    its ``RULE`` is the registry's text and its rule function or evaluator is defined
+    there, not in the shared core."""
+    import importlib
+
+    from weince.report.verdicts import KINDS
+
+    for name, kind in KINDS.items():
+        home = "weince.norms.verdicts" if name == "norms" else f"weince.report.verdicts.{name}"
+        mod = importlib.import_module(home)
+        assert RULES[name] is mod.RULE is kind.text, name
+        fn = kind.rule or kind.evaluate
+        assert fn.__module__ == home, (name, fn.__module__)
 
 
 def test_an_unknown_kind_fails_naming_it():

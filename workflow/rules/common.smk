@@ -10,7 +10,6 @@ from weince.pipeline import layout
 from weince.pipeline.ablations import ablation_inputs, ablation_outputs, ablation_plan
 from weince.cost.estimate import cost_settings, job_runtime, retries_for
 from weince.cost.evaljobs import EVAL_RULES, eval_job_runtime
-from weince.pipeline.norms import norms_outputs, norms_results
 from weince.pipeline.stages import (
     PRETRAINED_ARM,
     grid_arms,
@@ -25,6 +24,8 @@ from weince.pipeline.targets import (
     claim_inputs,
     claims,
     companion_targets,
+    norms_outputs,
+    norms_results,
     report_outputs,
     result_files,
     table_files,

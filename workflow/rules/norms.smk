@@ -1,6 +1,7 @@
 # Embedding-norm dynamics (claims N1-N3): heat, radial drift, equilibrium norm
 # and norm-aware re-scoring per vision encoder and text encoder, then one report page.
-# What a profile analyses: its `norms` block (weince.pipeline.norms); docs/norms.md.
+# What a profile analyses: its `norms` block (the units: weince.pipeline.layout,
+# their files: weince.pipeline.targets.norms_results); the room: weince.norms; docs/norms.md.
 
 
 rule norms_vision:

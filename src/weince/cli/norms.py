@@ -9,9 +9,9 @@ Options come from ``--config FILE`` (a flat mapping of
 ``config/smoke.yaml``, whose ``norms.analysis`` block is used) and repeated
 ``--set key=value``. ``--meta key=value`` adds
 identification to the result (``arm=weince seed=0``). Writes ``DIR/norms.json`` and
-``DIR/norms_probes.npz``. The library: :func:`weince.norms.run.load_norms_config`,
-:func:`~weince.norms.run.analyse_vision`, :func:`~weince.norms.run.analyse_text` and
-:func:`weince.report.norms.write_norms_report`.
+``DIR/norms_probes.npz``. The library (the norms room, :mod:`weince.norms`):
+:func:`weince.norms.run.load_norms_config`, :func:`~weince.norms.run.analyse_vision`,
+:func:`~weince.norms.run.analyse_text` and :func:`weince.norms.page.write_norms_report`.
 """
 
 from __future__ import annotations
@@ -19,6 +19,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 from typing import Any
+
+import yaml
+
+from weince.norms.page import write_norms_report
+from weince.norms.run import analyse_text, analyse_vision, load_norms_config
 
 __all__ = ["add_arguments", "main"]
 
@@ -47,8 +52,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _meta(items: list[str]) -> dict[str, Any]:
-    import yaml
-
     out = {}
     for it in items:
         if "=" not in it:
@@ -60,8 +63,6 @@ def _meta(items: list[str]) -> dict[str, Any]:
 
 def main(args: argparse.Namespace) -> int:
     if args.action == "report":
-        from weince.report.norms import write_norms_report
-
         if not args.results:
             raise ValueError("weince norms report needs at least one norms.json")
         cv = write_norms_report(args.results, args.out, profile=args.profile,
@@ -71,18 +72,12 @@ def main(args: argparse.Namespace) -> int:
         return 0
     if bool(args.encoder) == bool(args.text_model):
         raise ValueError("give exactly one of --encoder (vision) or --text-model (text)")
-    from weince.norms.run import load_norms_config
-
     cfg = load_norms_config(args.config, args.overrides)
     meta = _meta(args.meta)
     if args.encoder:
-        from weince.norms.run import analyse_vision
-
         res = analyse_vision(args.encoder, args.loss, features=args.features, cfg=cfg,
                              out_dir=args.out, meta=meta)
     else:
-        from weince.norms.run import analyse_text
-
         res = analyse_text(args.text_model, args.loss, cfg=cfg, out_dir=args.out, meta=meta)
     print(f"{Path(args.out) / 'norms.json'}: " +
           ", ".join(f"{k} {v}" for k, v in res["verdicts"].items()))

@@ -1,43 +1,28 @@
-"""Embedding-norm dynamics analysis (claims N1-N3; ``docs/norms.md``): one
-``norms.json`` per encoder. The page that combines them is :mod:`weince.report.norms`.
+"""The norms room: everything about the embedding-norm dynamics claims N1-N3
+(``docs/norms.md``), from the analysis of one encoder to the claims' verdicts and the page.
 
-    from weince.norms import analyse_vision, analyse_text
+- :mod:`weince.norms.run`: the analysis of one vision or text encoder (``analyse_vision``,
+  ``analyse_text``, ``NormsConfig``, ``load_norms_config``), one ``norms.json`` and
+  ``norms_probes.npz`` per unit; built from :mod:`~weince.norms.analysis` (heat, radial
+  drift, equilibrium norm), :mod:`~weince.norms.rescore` (norm-aware re-scoring, N3) and
+  :mod:`~weince.norms.stats` (correlations and paired gains with bootstrap intervals);
+- :mod:`weince.norms.files`: the files' names, and a ``norms.json`` read back and checked
+  (``load_results``, ``check_norms_result``);
+- :mod:`weince.norms.verdicts`: every norms rule: each unit's verdicts, and N1-N3 as claims
+  of the registry (``evaluate_norms_claim``, the report's kind ``norms``, and its rule in
+  words ``RULE``);
+- :mod:`weince.norms.page`: the per-unit page ``norms.md`` and ``norms_summary.json``
+  (``write_norms_report``), with its figures (:mod:`weince.norms.figures`).
+
+Callers import the submodules (only ``run``, ``analysis`` and ``rescore`` import torch):
+
+    from weince.norms.run import analyse_vision, analyse_text
     analyse_vision("encoder.pt", "weince", features="features.pt", out_dir="out")
     analyse_text("minilm", out_dir="out_text")
 
 Command line: ``weince norms --encoder encoder.pt --features features.pt --out DIR``,
-``weince norms --text-model minilm --out DIR``, ``weince norms report RESULTS... --out MD``.
-
-Attributes are imported on first use, so importing the package does not import torch.
+``weince norms --text-model minilm --out DIR``, ``weince norms report RESULTS... --out MD``
+(:mod:`weince.cli.norms`); the workflow's rules are ``workflow/rules/norms.smk``. The room
+imports only the building blocks below it (``weince.utils``, ``weince.data``,
+``weince.models``, ``weince.losses``, ``weince.eval``), never the report or the pipeline.
 """
-
-from __future__ import annotations
-
-import importlib
-from typing import Any
-
-_WHERE = {
-    "weince.norms.analysis": ["GradientStats", "gradient_statistics", "equilibrium_norm_sq",
-                              "decay_rate", "radial_loss", "straight_through_normalize",
-                              "resample_plan"],
-    "weince.norms.rescore": ["discount", "choose_alpha", "hub_items", "knn_rescore",
-                             "sts_rescore"],
-    "weince.norms.run": ["NormsConfig", "load_norms_config", "analyse_vision", "analyse_text", "training_settings",
-                         "text_settings"],
-    "weince.norms.stats": ["correlation", "paired_gain", "pearson_rows", "spearman_rows"],
-    "weince.norms.verdicts": ["combine", "correlation_verdict", "gain_verdict"],
-    "weince.norms.files": ["RESULT_FILE", "PROBES_FILE"],
-}
-_ATTR = {name: mod for mod, names in _WHERE.items() for name in names}
-
-__all__ = sorted(_ATTR)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _ATTR:
-        return getattr(importlib.import_module(_ATTR[name]), name)
-    raise AttributeError(f"module 'weince.norms' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))

@@ -60,6 +60,7 @@ from typing import Any, Iterator
 import torch
 import torch.nn.functional as F
 from torch import nn
+from tqdm.auto import tqdm
 
 __all__ = ["GradientStats", "gradient_statistics", "equilibrium_norm_sq", "decay_rate",
            "straight_through_normalize", "radial_loss", "resample_plan", "DECOUPLED_OPTIMIZERS"]
@@ -277,7 +278,6 @@ def gradient_statistics(probe_views: torch.Tensor, bank_views: torch.Tensor,
     grads = torch.zeros(resamples, n, 2, d, dtype=probe_views.dtype, device=probe_views.device)
     steps = plan
     if progress:
-        from tqdm.auto import tqdm
         steps = tqdm(plan, desc="resamplings", unit="batch", leave=False)
     for k, idx, fill in steps:
         a = u[idx].detach().clone().requires_grad_(True)                # (p, 2, d)

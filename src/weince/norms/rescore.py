@@ -37,6 +37,7 @@ import torch
 import torch.nn.functional as F
 
 from weince.eval.knn import weighted_vote
+from weince.eval.linear import features_of, load_features, stratified_split
 from weince.norms.stats import bootstrap, paired_gain, spearman_rows
 
 __all__ = ["DEFAULT_ALPHAS", "discount", "choose_alpha", "knn_hits", "hub_items",
@@ -158,8 +159,6 @@ def knn_rescore(features: str | os.PathLike | dict, *, feature: str = "backbone"
         ``metric, subset, alpha, val_plain, val_best, plain, rescored, gain, ci, n, n_val,
         testable``; percentages.
     """
-    from weince.eval.linear import features_of, load_features, stratified_split
-
     feats = load_features(features)
     x_tr, y_tr = features_of(feats, "train", feature)
     x_te, y_te = features_of(feats, "test", feature)

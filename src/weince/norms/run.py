@@ -19,21 +19,31 @@ corpus (``text_train_data``, synthetic by default), the two views are two dropou
 
 from __future__ import annotations
 
-import math
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Optional
 
 import numpy as np
 import torch
+import yaml
 
-from weince.norms.files import PROBES_FILE, RESULT_FILE
+from weince.data.augment import EvalTransform, build_augment
+from weince.data.text import load_sts, load_train_sentences
+from weince.data.vision import load_vision, subset_indices
+from weince.losses import build_loss
+from weince.models import load_encoder
+from weince.models.text import load_text_encoder
 from weince.norms.analysis import decay_rate, equilibrium_norm_sq, gradient_statistics
+from weince.norms.files import PROBES_FILE, RESULT_FILE
 from weince.norms.rescore import DEFAULT_ALPHAS, knn_rescore, sts_rescore
 from weince.norms.stats import correlation
 from weince.norms.verdicts import combine, correlation_verdict, gain_verdict
+from weince.utils.config import apply_overrides, as_config, config_from_dict, to_dict
 from weince.utils.device import resolve_device
+from weince.utils.diskspace import atomic_write, payload_bytes
+from weince.utils.results import read_json, write_json
 from weince.utils.vocabulary import NOT_TESTABLE
 
 __all__ = ["NormsConfig", "load_norms_config", "analyse_vision", "analyse_text", "training_settings",
@@ -106,10 +116,6 @@ def load_norms_config(path: str | os.PathLike | None, overrides: list[str] = ())
     """:class:`NormsConfig` from a YAML file (flat, or a workflow profile config, whose
     ``norms.analysis`` block is used) and ``key=value`` overrides; unknown keys raise a
     ``ValueError`` naming them."""
-    import yaml
-
-    from weince.utils.config import apply_overrides, config_from_dict
-
     d: dict[str, Any] = {}
     if path:
         p = Path(path)
@@ -122,14 +128,12 @@ def load_norms_config(path: str | os.PathLike | None, overrides: list[str] = ())
 
 
 def _as_cfg(cfg: NormsConfig | dict | None) -> NormsConfig:
-    from weince.utils.config import as_config
     return as_config(NormsConfig, cfg)
 
 
 def _progress(flag: Optional[bool]) -> bool:
     if flag is not None:
         return bool(flag)
-    import sys
     return sys.stderr.isatty() or os.environ.get("WEINCE_PROGRESS") == "1"
 
 
@@ -208,13 +212,8 @@ def _write(out_dir: str | os.PathLike | None, result: dict, arrays: dict, cfg: N
            ) -> None:
     if out_dir is None:
         return
-    from weince.utils.config import to_dict
-    from weince.utils import write_json
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    from weince.utils.diskspace import atomic_write, payload_bytes
-
     atomic_write(out / PROBES_FILE, lambda tmp: np.savez(tmp, **arrays),
                  need=payload_bytes(arrays), tmp=out / (PROBES_FILE + ".tmp.npz"))
     write_json(out / RESULT_FILE, result, cfg=to_dict(cfg), seed=cfg.seed)
@@ -257,11 +256,6 @@ def analyse_vision(encoder: str | os.PathLike, loss: str | None = None, *,
     Returns:
         the result dict (as written to ``norms.json``, without provenance).
     """
-    from weince.data.augment import EvalTransform, build_augment
-    from weince.data.vision import load_vision, subset_indices
-    from weince.losses import build_loss
-    from weince.models import load_encoder
-
     cfg = _as_cfg(cfg)
     if cfg.threads:
         torch.set_num_threads(int(cfg.threads))
@@ -370,8 +364,6 @@ def text_settings(model: str | os.PathLike, cfg: NormsConfig, loss: str | None
     origin = "nominal all-MiniLM-L6-v2 training settings"
     train_json = Path(str(model)).parent / "train.json"
     if Path(str(model)).is_dir() and train_json.exists():
-        from weince.utils import read_json
-
         run_cfg = (read_json(train_json).get("provenance") or {}).get("config") or {}
         src = {"loss": run_cfg.get("loss", "infonce"), "tau": run_cfg.get("tau", 0.05),
                "lr": run_cfg.get("lr", 3e-5), "weight_decay": run_cfg.get("weight_decay", 0.0),
@@ -398,10 +390,6 @@ def analyse_text(model: str | os.PathLike = "minilm", loss: str | None = None, *
     values of its own training, AdamW; our synthetic corpus is not its training data, the
     report says so). N3 re-scores STS pairs (``sts_data``), alpha chosen on dev.
     """
-    from weince.data.text import load_sts, load_train_sentences
-    from weince.losses import build_loss
-    from weince.models.text import load_text_encoder
-
     cfg = _as_cfg(cfg)
     if cfg.threads:
         torch.set_num_threads(int(cfg.threads))

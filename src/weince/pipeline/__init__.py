@@ -11,13 +11,15 @@
   means, complete points first, one k-NN point per metric);
 - :mod:`~weince.pipeline.protocol`: the official protocol's values and the cheaper
   options a profile turns on;
-- :mod:`~weince.pipeline.ablations` and :mod:`~weince.pipeline.norms`: the ablation and
-  norms plans of a profile;
+- :mod:`~weince.pipeline.ablations`: the ablation plan of a profile (its norms units, from
+  its ``norms`` block, are :mod:`~weince.pipeline.layout`'s ``norms_vision_runs`` and
+  ``norms_text_runs``);
 - :mod:`~weince.pipeline.profile`: ``Profile.of(config)``, a profile's runs, settings,
   options and paths resolved once (what the report builder passes down);
 - :mod:`~weince.pipeline.claims`: the claims registry (``config/claims.yaml``, checked
   against ``claims.schema.yaml``), ``load_claims``;
-- :mod:`~weince.pipeline.targets`: ``all_targets(config)``, the input of ``rule all``;
+- :mod:`~weince.pipeline.targets`: ``all_targets(config)``, the input of ``rule all``, and
+  the files of each page (``report_outputs``, ``norms_results``, ``norms_outputs``);
 - :mod:`~weince.pipeline.config`: the profile config's check against the schema;
 - :mod:`~weince.pipeline.logs`: ``log_to``, the log redirection of the rules' scripts.
 

@@ -26,9 +26,10 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from weince.pipeline.profile import Profile
+from weince.utils.claim_rows import Setting
 
 __all__ = ["VISION_RUN", "VISION_PAIR", "TEXT_RUN", "TIMING", "CHECKS", "SYNTHETIC",
-           "REPORT", "VisionRun", "TextRun", "Setting", "FOREST", "CLAIM_FILES", "vision_runs",
+           "REPORT", "VisionRun", "TextRun", "FOREST", "CLAIM_FILES", "vision_runs",
            "text_runs", "run_dir", "summary_logs",
            "norms_vision_runs", "norms_text_runs", "PRETRAINED_ARM", "STAGES",
            "settings_for", "files_for", "report_dir", "EVT_FILES"]
@@ -128,33 +129,6 @@ def run_dir(prof: Profile, run: VisionRun | TextRun) -> Path:
 def report_dir(prof: Profile) -> Path:
     """``{reports}/{profile}``: every page of the profile's report."""
     return prof.report_dir
-
-
-@dataclass(frozen=True)
-class Setting:
-    """Where a row's numbers come from: a vision pair, a text model/corpus, or a single
-    profile-wide file (timing, checks, synthetic)."""
-
-    stage: str
-    dataset: str | None = None
-    backbone: str | None = None
-    model: str | None = None
-    corpus: str | None = None
-
-    def label(self) -> str:
-        if self.stage == "vision" or (self.stage == "norms" and self.dataset):
-            return f"{self.dataset} / {self.backbone}"
-        if self.stage == "norms" and self.backbone:   # a model named without its data
-            return self.backbone
-        if self.stage == "text":
-            return f"{self.model} / {self.corpus}"
-        if self.stage == "norms":
-            return f"{self.model} (text)"
-        if self.stage == "timing":
-            return f"whole step, {self.backbone}"
-        if self.stage == "synthetic":
-            return "synthetic (the paper's setting)"
-        return self.stage
 
 
 def settings_for(prof: Profile, stage: str) -> tuple[list[Setting], list[str]]:

@@ -5,8 +5,9 @@ registry (however many), every result file they read, the ablation page when the
 runs an ablation group and the norms page when it analyses a unit. A deleted result is
 rebuilt by a plain ``snakemake``, and then only the pages that read it.
 
-    from weince.pipeline.targets import all_targets
+    from weince.pipeline.targets import all_targets, norms_results
     all_targets(prof)            # prof: the resolved profile (weince.pipeline.profile)
+    norms_results(prof)          # every norms.json the norms page reads (claims N1-N3)
 """
 
 from __future__ import annotations
@@ -14,16 +15,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
+from weince.norms.files import RESULT_FILE as NORMS_FILE
 from weince.pipeline.ablations import ablation_inputs, ablation_outputs, ablation_plan
 from weince.pipeline.claims import load_claims, paper_rows, row_matches
-from weince.pipeline.layout import CLAIM_FILES, Setting, files_for, settings_for, summary_logs
-from weince.pipeline.norms import norms_outputs, norms_results
+from weince.pipeline.layout import (CLAIM_FILES, Setting, files_for, norms_text_runs,
+                                    norms_vision_runs, run_dir, settings_for, summary_logs)
 from weince.pipeline.profile import Profile
 from weince.pipeline.rehearsal import forecast_outputs
 
 __all__ = ["claims", "claim_settings", "claim_inputs", "figure_inputs", "result_files",
-           "report_outputs", "table_files", "companion_targets", "ablation_targets",
-           "all_targets"]
+           "report_outputs", "table_files", "norms_results", "norms_outputs",
+           "companion_targets", "ablation_targets", "all_targets"]
 
 
 def claims(prof: Profile) -> list[dict[str, Any]]:
@@ -95,6 +97,22 @@ def report_outputs(prof: Profile) -> dict[str, Path]:
         for ext, p in table_files(prof, c["id"]).items():
             out[f"{c['id'].lower()}_{ext}"] = p
     return out
+
+
+def norms_results(prof: Profile) -> list[Path]:
+    """Every ``norms.json`` of the profile's norms analysis (its ``norms`` block, claims
+    N1-N3): ``{run}/norms.json`` of each vision unit (dataset x backbone x arm x seed), then
+    of each text unit (a model as shipped, arm ``pretrained`` seed 0, and with
+    ``simcse_runs`` the first seed of every trained SimCSE arm)."""
+    runs = [*norms_vision_runs(prof), *norms_text_runs(prof)]
+    return [run_dir(prof, r) / NORMS_FILE for r in runs]
+
+
+def norms_outputs(prof: Profile) -> dict[str, Path]:
+    """The files of the norms page: ``md``, ``summary`` (json) and ``figures`` (folder)."""
+    d = prof.report_dir
+    return {"md": d / "norms.md", "summary": d / "norms_summary.json",
+            "figures": d / "norms_figures"}
 
 
 def ablation_targets(prof: Profile) -> list[Path]:

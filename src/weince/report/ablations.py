@@ -19,7 +19,7 @@ from weince.pipeline.profile import Profile
 from weince.pipeline.ablations import Group, Plan, ablation_outputs, ablation_plan
 from weince.report.figures import GATE_KEYS, training_curves, training_curves_figure
 from weince.utils.results import Provenance, encoder_value, get_key, load_result
-from weince.report.stats import Estimate, diff_estimate, estimate
+from weince.utils.summary import Estimate, diff_estimate, estimate
 from weince.report.tables import fmt_estimate
 from weince.utils import write_json
 

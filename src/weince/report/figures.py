@@ -17,9 +17,10 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from weince.train.logging import read_jsonl
+from weince.utils.plotting import pyplot
 
 __all__ = ["training_curves", "training_curves_figure", "estimates_figure",
-           "collect_evt_figures", "norms_figures", "noise_floor_figure", "LAMBDA_KEYS",
+           "collect_evt_figures", "noise_floor_figure", "LAMBDA_KEYS",
            "GATE_KEYS"]
 
 # a curve name -> the log keys that hold it (first present wins)
@@ -29,15 +30,6 @@ GATE_KEYS = ("lambda_mean", "rho0")
 _YLABELS = {"lambda_mean": "mean lambda over anchors", "rho0": "rho0 (pivot of the cap gate)"}
 
 Curves = dict[str, dict[str, dict[int, list[float]]]]
-
-
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def training_curves(logs: Mapping[str, Sequence[Path]], keys: Sequence[str] = ("lambda_mean",),
@@ -70,7 +62,7 @@ def training_curves_figure(curves: Curves, out: Path, title: str,
     one colour per arm. None when no arm has a curve (nothing is drawn empty)."""
     if not curves:
         return None
-    plt = _plt()
+    plt = pyplot()
     fig, axes = plt.subplots(1, len(keys), figsize=(5.0 * len(keys), 3.6), squeeze=False)
     for ci, arm in enumerate(sorted(curves)):
         for ax, key in zip(axes[0], keys):
@@ -111,7 +103,7 @@ def estimates_figure(points: list[tuple[str, float, float | None, float | None]]
     pts = [p for p in points if p[1] is not None]
     if not pts:
         return None
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(max(4.0, 0.45 * len(pts) + 2), 3.5))
     xs = range(len(pts))
     for x, (lab, v, lo, hi) in zip(xs, pts):
@@ -146,60 +138,12 @@ def collect_evt_figures(run_dir: Path, dest: Path, prefix: str) -> list[Path]:
     return out
 
 
-def norms_figures(units: Sequence[tuple[str, Mapping[str, Any]]], fig_dir: str | os.PathLike
-                  ) -> dict[str, Path]:
-    """The N1-N3 page's figures from per-probe arrays (``norms_probes.npz``), one panel per
-    ``(label, arrays)`` unit: ``norms_n1.png`` (predicted ``R_eq`` against measured
-    ``||z||``) and ``norms_n2.png`` (heat and radial drift against the norm)."""
-    plt = _plt()
-    fig_dir = Path(fig_dir)
-    fig_dir.mkdir(parents=True, exist_ok=True)
-    out: dict[str, Path] = {}
-    if not units:
-        return out
-    n = len(units)
-    cols = min(n, 4)
-    rows = math.ceil(n / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 3.0 * rows), squeeze=False)
-    for ax, (label, a) in zip(axes.flat, units):
-        ok = np.isfinite(a["r_eq"]) & (a["r_eq"] > 0)
-        if ok.any():
-            ax.scatter(a["r_eq"][ok], a["norm_z"][ok], s=6, alpha=0.6)
-            ax.set_xscale("log")
-        ax.set_title(label, fontsize=7)
-        ax.set_xlabel("predicted R_eq", fontsize=7)
-        ax.set_ylabel("measured ||z||", fontsize=7)
-        ax.tick_params(labelsize=6)
-    for ax in list(axes.flat)[n:]:
-        ax.axis("off")
-    fig.tight_layout()
-    out["n1"] = fig_dir / "norms_n1.png"
-    fig.savefig(out["n1"], dpi=120)
-    plt.close(fig)
-    fig, axes = plt.subplots(n, 2, figsize=(6.4, 2.6 * n), squeeze=False)
-    for (label, a), (ax1, ax2) in zip(units, axes):
-        ax1.scatter(a["heat"], a["norm_z"], s=5, alpha=0.6)
-        ax1.set_xscale("log")
-        ax1.set_xlabel("heat", fontsize=7)
-        ax2.scatter(a["drift"], a["norm_z"], s=5, alpha=0.6, color="tab:orange")
-        ax2.set_xlabel("radial drift <g, u>", fontsize=7)
-        for ax in (ax1, ax2):
-            ax.set_ylabel("||z||", fontsize=7)
-            ax.set_title(label, fontsize=7)
-            ax.tick_params(labelsize=6)
-    fig.tight_layout()
-    out["n2"] = fig_dir / "norms_n2.png"
-    fig.savefig(out["n2"], dpi=120)
-    plt.close(fig)
-    return out
-
-
 def noise_floor_figure(data: Mapping[str, Any], out: str | os.PathLike, title: str = ""
                        ) -> Path:
     """C11 as the paper draws it, from ``noise_floor.json``'s content: both estimators' MSE
     of the top-vs-reference log-odds against n on log-log axes (bars: 95% Monte-Carlo
     intervals), the Weibit ``c / n`` line and the softmax's squared-bias floor."""
-    plt = _plt()
+    plt = pyplot()
     rows = sorted(data["rows"], key=lambda r: r["n"])
     n = np.array([r["n"] for r in rows], dtype=float)
     th = data.get("theory") or {}

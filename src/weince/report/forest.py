@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
+from weince.utils.plotting import pyplot
+
 __all__ = ["ForestLine", "forest_lines", "forest_panels", "has_forest", "forest_figure",
            "forest_figures"]
 
@@ -316,11 +318,7 @@ def forest_figure(result, out: str | Path, profile: str = "") -> Path | None:
     settings, then the scale-model settings; columns: values, gains (gain claims)."""
     if not has_forest(result):
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     claim = result.claim
     grid = _panel_grid(result)
     cols = [c for c in (0, 1) if any(row[c] is not None for row in grid)]

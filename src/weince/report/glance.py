@@ -24,7 +24,7 @@ import re
 from weince.pipeline.layout import norms_text_runs, norms_vision_runs
 from weince.pipeline.profile import Profile
 from weince.pipeline.protocol import protocol_options
-from weince.report.stats import Estimate
+from weince.utils.summary import Estimate
 from weince.report.verdicts import noise_note, overhead_interval
 from weince.utils.vocabulary import NOT_REPRODUCED, PARTIAL, REPRODUCED
 

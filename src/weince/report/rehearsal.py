@@ -20,7 +20,8 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-from weince.pipeline.layout import Setting
+from weince.data.marker import synthetic_marker
+from weince.utils.claim_rows import Setting
 from weince.utils.vocabulary import REHEARSAL
 
 __all__ = ["withhold_verdicts", "rehearsal_note", "data_note",
@@ -42,8 +43,6 @@ def rehearsal_note(data_root: str | None = None) -> str:
 def data_note(data_root: str | None) -> str:
     """``"; data: SYNTHETIC files ..."`` when the profile's ``data_root`` was written by
     ``weince synthetic-data``, else ``""``."""
-    from weince.data.marker import synthetic_marker
-
     root = data_root
     if root and synthetic_marker(Path(str(root))):
         return (f"; data: SYNTHETIC files in the real formats (`weince synthetic-data`, "

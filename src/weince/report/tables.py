@@ -14,10 +14,11 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from weince.report.escape import md_escape
-from weince.report.stats import Estimate
+from weince.report.glance import doc_links, is_companion, ours_cells, summary_row
 from weince.report.verdicts import (COMMON_RULE, CONTRASTS, NOT_RUN, SCALE_MODEL, ClaimResult,
                                     Row)
+from weince.utils.escape import md_escape
+from weince.utils.summary import Estimate
 
 if TYPE_CHECKING:
     from weince.report.claim_file import ClaimRecord
@@ -286,8 +287,6 @@ def claim_markdown(res: ClaimResult, run_info: dict[str, str], nav: str = "") ->
     the verdict, the paper's figure and the table; the rule, the attribution, the notes
     (selection), the scale and the provenance below :data:`DETAILS_HEADING` (the HTML
     page puts the forest plot just above it)."""
-    from weince.report.glance import doc_links, is_companion
-
     c = res.claim
     arms = c["arms"]
     others = ", ".join(f"{a}: {v}" for a, v in res.arm_verdicts.items())
@@ -402,7 +401,7 @@ def latex_caption(res: ClaimResult, run_info: dict[str, str]) -> str:
             f"Profile {run_info['profile']}; 95% t-intervals across encoder seeds"
             + ("; the paper's +- is a 95% half-width" if "+-" in " ".join(
                 ln[3] for ln in latex_lines(res)) else "")
-            + f"; only the paper's settings get a verdict"
+            + "; only the paper's settings get a verdict"
             + (f" ({len(not_run_settings(res))} did not run)" if not_run_settings(res) else "")
             + f". Rule, selection and scale: table_{c['id'].lower()}.md.")
 
@@ -473,8 +472,6 @@ def summary_markdown(results: list[ClaimRecord], run_info: dict[str, str],
     the provenance. Rules, attribution, other arms and notes are on each claim's page.
     ``results``: the claims' records as their table job wrote them
     (:mod:`weince.report.claim_file`)."""
-    from weince.report.glance import doc_links, is_companion, ours_cells, summary_row
-
     items = [scale] if isinstance(scale, str) else list(scale)
     lines = [
         f"# WEINCE reproduction: claims at profile {run_info['profile']}",

@@ -1,8 +1,8 @@
 """``reports/<profile>/norms.md``: tables, verdicts and figures for claims N1-N3.
 
-    from weince.report.norms import write_norms_report
+    from weince.norms.page import write_norms_report
     write_norms_report(["results/.../norms.json", ...], "reports/default/norms.md",
-                       profile="default")
+                       profile="default", claims=registry["claims"])
 
 Reads each ``norms.json`` (and the ``norms_probes.npz`` beside it for the figures),
 writes the Markdown page, ``norms_figures/norms_n1.png`` and ``norms_figures/norms_n2.png``
@@ -15,94 +15,21 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from weince.norms.files import PROBES_FILE
+from weince.norms.figures import norms_figures
+from weince.norms.files import PROBES_FILE, load_results
 from weince.norms.verdicts import PAPER, combine, on_paper_model, unit_fields
-from weince.report.figures import norms_figures
-from weince.report.escape import md_escape
-from weince.utils.results import InvalidResultError, finite_value, read_json
-from weince.utils.vocabulary import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED
+from weince.utils.escape import md_escape
+from weince.utils.results import write_json
+from weince.utils.vocabulary import NOT_RUN, NOT_TESTABLE, REHEARSAL
 
-__all__ = ["load_results", "check_norms_result", "unit_label", "claim_verdicts", "render_markdown",
+__all__ = ["unit_label", "companion_rows", "claim_verdicts", "render_markdown",
            "write_norms_report", "plot_figures"]
 
 MAX_PANELS = 12
-
-
-def _non_finite(x: Any, key: str = "") -> Iterator[str]:
-    """Dotted keys of every NaN/inf float under ``x`` (``write_json`` never writes one)."""
-    if isinstance(x, float) and not math.isfinite(x):
-        yield key
-    elif isinstance(x, dict):
-        for k, v in x.items():
-            yield from _non_finite(v, f"{key}.{k}" if key else str(k))
-    elif isinstance(x, list):
-        for i, v in enumerate(x):
-            yield from _non_finite(v, f"{key}[{i}]")
-
-
-def _deciding(r: dict[str, Any]) -> Iterator[tuple[str, Any]]:
-    """``(key, value)`` of every number a judged unit verdict (``reproduced`` / ``not
-    reproduced``) rests on: a ``null`` there is a NaN that ``write_json`` wrote as null."""
-    judged = (REPRODUCED, NOT_REPRODUCED)
-    v = r.get("verdicts") or {}
-    corr = {"N1": [("n1", "predicted_vs_measured")],
-            "N2": [("n2", "heat_vs_norm"), ("n2", "drift_vs_norm")]}
-    for claim, where in corr.items():
-        if v.get(claim) not in judged:
-            continue
-        for part, name in where:
-            c = ((r.get(part) or {}).get(name) or {}).get("pearson") or {}
-            ci = c.get("ci") or [None, None]
-            yield f"{part}.{name}.pearson.r", c.get("r")
-            yield f"{part}.{name}.pearson.ci[0]", ci[0]
-            yield f"{part}.{name}.pearson.ci[1]", ci[1]
-    for i, row in enumerate((r.get("n3") or {}).get("rows") or []):
-        if row.get("primary") and row.get("verdict") in judged:
-            ci = row.get("ci") or [None, None]
-            yield f"n3.rows[{i}].gain", row.get("gain")
-            yield f"n3.rows[{i}].ci[0]", ci[0]
-            yield f"n3.rows[{i}].ci[1]", ci[1]
-
-
-def check_norms_result(d: dict[str, Any], path: str | os.PathLike) -> None:
-    """Refuse a ``norms.json`` that holds NaN/inf anywhere, or ``null`` where a judged unit
-    verdict needs a number: an :class:`InvalidResultError` naming the file, the key and the
-    rule to re-run (a not-testable unit's ``null`` correlation is a legitimate absence)."""
-    bad = next(_non_finite(d), None)
-    if bad is not None:
-        raise InvalidResultError(
-            f"{path}: {bad!r} is not a finite number, an invalid norms result (the analysis "
-            f"failed numerically), not a missing one. Fix the cause, then re-run the rule "
-            f"that writes it (`snakemake --forcerun {path}`)")
-    for key, value in _deciding(d):
-        finite_value(value, path, key)
-
-
-def load_results(paths: Iterable[str | os.PathLike | dict]) -> list[dict[str, Any]]:
-    """Result dicts from ``norms.json`` paths (dicts pass through); ``_path`` is added.
-
-    Raises:
-        InvalidResultError: NaN/inf in a file, or null where a verdict needs a number
-            (:func:`check_norms_result`).
-        ValueError: a file that is not a norms result.
-    """
-    out = []
-    for p in paths:
-        if isinstance(p, dict):
-            out.append(p)
-            continue
-        d = read_json(p)
-        if "n1" not in d or "n2" not in d:
-            raise ValueError(f"{p} is not a norms result (no 'n1'/'n2'); it must come from "
-                             "`weince norms`")
-        check_norms_result(d, p)
-        d["_path"] = str(p)
-        out.append(d)
-    return out
 
 
 def unit_label(r: dict[str, Any]) -> str:
@@ -138,6 +65,13 @@ def _rci(c: dict[str, Any] | None, nd: int = 2) -> str:
         return "n/a"
     lo, hi = c.get("ci", [None, None])
     return f"{_f(c.get('r'), nd)} [{_f(lo, nd)}, {_f(hi, nd)}]"
+
+
+def companion_rows(claims: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Claim id -> the companion paper's models (the registry rows) of each norms claim of
+    ``claims`` (the registry's entries, as ``weince.pipeline.claims.load_claims`` reads
+    them)."""
+    return {c["id"]: c.get("rows") or [] for c in claims if c["kind"] == "norms"}
 
 
 def claim_verdicts(results: Sequence[dict[str, Any]],
@@ -325,24 +259,15 @@ def plot_figures(results: Sequence[dict[str, Any]], fig_dir: str | os.PathLike
 
 def write_norms_report(results: Iterable[str | os.PathLike | dict], out_md: str | os.PathLike,
                        *, profile: str = "", figures: bool = True,
-                       claims: str | os.PathLike | None = None,
+                       claims: Iterable[dict[str, Any]] | None = None,
                        rehearsal_note: str | None = None) -> dict[str, Any]:
     """Write ``out_md``, its figures (``<out_md dir>/norms_figures/``: the report rule of
     the workflow owns ``figures/``) and ``<out_md dir>/norms_summary.json``. Returns the
-    claim verdicts. ``claims``: the registry whose N1-N3 rows name the companion paper's
-    models (only units on them get a verdict); None judges every unit given.
+    claim verdicts. ``claims``: the registry's entries, whose N1-N3 rows name the companion
+    paper's models (only units on them get a verdict); None judges every unit given.
     ``rehearsal_note`` (a rehearsal, weince.report.rehearsal): every unit and claim verdict
     is withheld and the page opens with the note."""
-    from weince.utils import write_json
-    from weince.utils.vocabulary import REHEARSAL
-
-    paper_rows = None
-    if claims is not None:
-        from weince.pipeline.claims import load_claims
-
-        paper_rows = {c["id"]: c.get("rows") or [] for c in load_claims(claims)["claims"]
-                      if c["kind"] == "norms"}
-
+    rows = companion_rows(claims) if claims is not None else None
     res = load_results(results)
     if rehearsal_note:
         for r in res:
@@ -356,13 +281,13 @@ def write_norms_report(results: Iterable[str | os.PathLike | dict], out_md: str 
         made = plot_figures(res, out_md.parent / "norms_figures")
         figs = {k: os.path.relpath(v, out_md.parent) for k, v in made.items()}
     tmp = out_md.with_suffix(out_md.suffix + ".tmp")
-    page = render_markdown(res, profile=profile, figures=figs, paper_rows=paper_rows)
+    page = render_markdown(res, profile=profile, figures=figs, paper_rows=rows)
     if rehearsal_note:
         head, _, rest = page.partition("\n")
         page = f"{head}\n\n**{rehearsal_note}.**\n{rest}"
     tmp.write_text(page)
     os.replace(tmp, out_md)
-    cv = claim_verdicts(res, paper_rows) if not rehearsal_note else {
+    cv = claim_verdicts(res, rows) if not rehearsal_note else {
         c: {"verdict": REHEARSAL, "paper": PAPER[c], "units": [], "n_testable": 0,
             "n_reproduced": 0, "note": rehearsal_note} for c in ("N1", "N2", "N3")}
     write_json(out_md.parent / "norms_summary.json",
