@@ -21,6 +21,7 @@ from typing import Any
 
 import re
 
+from weince.pipeline.claims import paper_rows
 from weince.pipeline.layout import norms_text_runs, norms_vision_runs
 from weince.pipeline.profile import Profile
 from weince.pipeline.protocol import protocol_options
@@ -53,14 +54,6 @@ class Headline:
         if self.paper_setting:
             return f"{self.text} (n={self.n}; {self.setting})"
         return f"scale model, {self.setting}: {self.text} (n={self.n})"
-
-
-def _paper_rows(claim: dict[str, Any]) -> list[dict[str, Any]]:
-    if claim.get("grid"):
-        g = claim["grid"]
-        return [{"dataset": d, "backbone": b} for d in g["datasets"] for b in g["backbones"]]
-    rows = claim.get("rows")
-    return rows if isinstance(rows, list) else []
 
 
 def _closeness(row, paper_rows: list[dict[str, Any]]) -> int:
@@ -128,7 +121,7 @@ def headline(result) -> Headline | None:
     if paper:
         row = paper[0]
     else:
-        prows = _paper_rows(claim)
+        prows = paper_rows(claim)
         row = max(ran, key=lambda r: _closeness(r, prows))   # first of the closest
     e = value(row)
     several = len({r.metric for r in result.rows}) > 1   # e.g. C6: acc@50 and R@k

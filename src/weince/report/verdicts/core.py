@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from weince.pipeline.claims import ROW_KEYS, paper_rows, row_matches
 from weince.utils.claim_rows import Cell, ClaimResult, Row, Setting
 from weince.utils.results import (Provenance, ResultSchemaError, encoder_value, get_key,
                                   load_result)
@@ -285,15 +286,6 @@ class Kind:
 
 
 # --------------------------------------------------------------------------- rows
-def _paper_rows(claim: dict[str, Any]) -> list[dict[str, Any]]:
-    """The paper's own settings of a claim: its ``rows``, or every cell of its ``grid``."""
-    if claim.get("grid"):
-        g = claim["grid"]
-        return [{"dataset": d, "backbone": b, "paper": dict(claim.get("paper", {}))}
-                for d in g["datasets"] for b in g["backbones"]]
-    return claim["rows"]
-
-
 def _layout_rows(claim: dict[str, Any], kind: Kind, settings: list[Setting]
                  ) -> tuple[list[tuple[Setting, str, str, bool, dict[str, Any], bool]],
                             list[dict[str, Any] | None], int]:
@@ -304,29 +296,25 @@ def _layout_rows(claim: dict[str, Any], kind: Kind, settings: list[Setting]
         plan = [(s, claim.get("label", claim["metric"]), claim["metric"], True,
                  dict(claim.get("paper", {})), True) for s in settings]
         return plan, [None] * len(plan), len(plan)
-    keys = {"vision": ("dataset", "backbone"), "text": ("model", "corpus"),
-            "timing": ("backbone",)}.get(claim["stage"], ())
-    paper_rows = _paper_rows(claim)
+    stage = claim["stage"]
+    keys = ROW_KEYS.get(stage, ())
+    rows = paper_rows(claim)
     metrics = claim.get("metrics") or [claim.get("metric")]
     expanded = [(r, m, r.get("label", claim.get("label", m)) if len(metrics) == 1
                  else f"{claim.get('label', '')} {m}".strip())
-                for r in paper_rows for m in ([r["metric"]] if "metric" in r else metrics)]
-
-    def matches(s: Setting, r: dict[str, Any]) -> bool:
-        return all(getattr(s, k) == r.get(k) for k in keys)
-
+                for r in rows for m in ([r["metric"]] if "metric" in r else metrics)]
     plan, refs = [], []
     for r, metric, label in expanded:
-        hit = [s for s in settings if matches(s, r)]
+        hit = [s for s in settings if row_matches(s, r, stage)]
         s = hit[0] if hit else Setting(claim["stage"], **{k: r.get(k) for k in keys})
         plan.append((s, label, metric, True, dict(r["paper"]), bool(hit)))
         refs.append(r.get("reference"))
     seen = list(dict.fromkeys((m, lab) for _, m, lab in expanded))
     for s in settings:
-        if any(matches(s, r) for r in paper_rows):
+        if any(row_matches(s, r, stage) for r in rows):
             continue
         # the diagnostics' scale-model readings still compare with the paper's figure
-        ref = dict(paper_rows[0]["paper"]) if kind.scale_reads_paper else {}
+        ref = dict(rows[0]["paper"]) if kind.scale_reads_paper else {}
         for metric, label in seen:
             plan.append((s, claim.get("scale_label") or label, metric, False, ref, True))
             refs.append(None)
