@@ -2,7 +2,7 @@
 
     snakemake --cores 2                                  # embedded default -> reports/default/
     snakemake --cores 2 --configfile config/smoke.yaml   # smallest sizes (tests)
-    snakemake --configfile config/paper.yaml --profile workflow/profiles/slurm   # paper grid
+    snakemake --configfile config/paper.yaml --workflow-profile workflow/executors/slurm   # paper grid
     snakemake --cores 2 reports/default/table_c3.md      # the claim tables, not the summary
 
 Containers: add `--sdm apptainer --apptainer-args "--nv"` to run every rule in the pinned
@@ -11,7 +11,11 @@ image (config key `container`).
 
 from snakemake.utils import min_version
 
-from weince.pipeline.config import check_config, retype_overrides, set_run_environment
+from weince.pipeline.config_check import (
+    check_config,
+    retype_overrides,
+    set_run_environment,
+)
 from weince.cost.disk import check_disk
 from weince.pipeline import preflight
 from weince.pipeline.preflight import check_data

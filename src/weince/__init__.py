@@ -30,7 +30,7 @@ Subpackages, by layer (imports run downwards only; ``tests/test_import_layers.py
                      (``weince bundle`` / ``weince verify``)
     weince.cost      what a profile costs: counted FLOPs, measured GPU throughputs,
                      GPU-hours per GPU type, SLURM requests, the rehearsal's forecast and
-                     the dry-run planner (``weince cost`` / ``weince plan`` / ``weince times``)
+                     the dry-run planner (``weince cost`` / ``weince plan`` / ``weince job-times``)
 3. the command line
     weince.cli       ``weince <command>``: the dispatcher and one module per command
                      (``weince.cli.pretrain``, ``weince.cli.evt``, ...), each parsing

@@ -86,7 +86,7 @@ def test_summarise_counts_slurm_jobs_and_gpu_hours(plan):
 
 
 def test_profiles_are_valid_yaml_with_the_slurm_executor():
-    for path in (REPO / "workflow/profiles/slurm/config.yaml",
+    for path in (REPO / "workflow/executors/slurm/config.yaml",
                  REPO / "tests/cluster/profile/config.yaml"):
         prof = yaml.safe_load(path.read_text())
         assert prof["executor"] == "slurm", path
@@ -114,7 +114,7 @@ def test_slurm_profile_dry_run_routes_gpu_rules_to_the_gpu_partition(plan):
            "WEINCE_SLURM_GPU_PARTITION": "gpu_x"}
     proc = subprocess.run(
         [sys.executable, "-m", "snakemake", "--dry-run", "--forceall", "--nolock",
-         "--workflow-profile", "workflow/profiles/slurm", "--configfile", "config/smoke.yaml"],
+         "--workflow-profile", "workflow/executors/slurm", "--configfile", "config/smoke.yaml"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     jobs = [j for j in plan.parse_dry_run(proc.stdout + proc.stderr)
@@ -246,11 +246,11 @@ def test_submissions_count_arrays_by_ready_batch_and_groups_once(plan):
 
 def test_test_profile_uses_the_slurm_profiles_arrays_and_groups(plan):
     """The cluster tests exercise the production profile's submission settings."""
-    prod = plan.profile_settings(REPO / "workflow/profiles/slurm")
+    prod = plan.profile_settings(REPO / "workflow/executors/slurm")
     test = plan.profile_settings(REPO / "tests/cluster/profile")
     assert prod == test
     assert {"pretrain", "simcse"} <= prod["array_rules"]
-    for path in (REPO / "workflow/profiles/slurm/config.yaml",
+    for path in (REPO / "workflow/executors/slurm/config.yaml",
                  REPO / "tests/cluster/profile/config.yaml"):
         prof = yaml.safe_load(path.read_text())
         # arrays need every ready job selected (snakemake-executor-plugin-slurm#473): no job cap

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from weince.cli import main as weince_main
-from weince.norms.verdicts import NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED
+from weince.norms.rules import NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED
 
 VOCAB = {REPRODUCED, NOT_REPRODUCED, NOT_TESTABLE}
 REPO = Path(__file__).resolve().parents[2]

@@ -8,7 +8,7 @@ import pytest
 
 from weince.norms.page import claim_verdicts, render_markdown, write_norms_report
 from weince.norms.run import PROBES_FILE, NormsConfig, _dynamics, load_norms_config
-from weince.utils.vocabulary import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED
+from weince.utils.verdict_words import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED
 from weince.pipeline.targets import norms_results
 from weince.pipeline.stages import norms_config, text_model
 from weince.utils import write_json

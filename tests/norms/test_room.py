@@ -10,7 +10,7 @@ import types
 from pathlib import Path
 
 import weince.norms
-import weince.norms.verdicts as norms_verdicts
+import weince.norms.rules as norms_verdicts
 from weince.report.verdicts import KINDS, RULES
 
 ROOM = Path(weince.norms.__file__).resolve().parent
@@ -54,7 +54,7 @@ def test_the_registry_maps_kind_norms_to_the_rooms_evaluator():
 
 def test_the_page_and_the_claim_rules_load_without_torch():
     code = ("import sys\n"
-            "import weince.norms.page, weince.norms.verdicts, weince.norms.files, "
+            "import weince.norms.page, weince.norms.rules, weince.norms.files, "
             "weince.norms.figures\n"
             "print('torch' in sys.modules, 'matplotlib' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -7,7 +7,7 @@ from scipy import stats as sps
 
 from weince.norms.rescore import choose_alpha, discount, hub_items, knn_rescore, sts_rescore
 from weince.norms.stats import correlation, paired_gain, pearson_rows, spearman_rows
-from weince.norms.verdicts import (NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED, combine,
+from weince.norms.rules import (NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED, combine,
                                    correlation_verdict, gain_verdict, interval_side)
 
 

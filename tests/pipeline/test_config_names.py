@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from weince.pipeline.config import (COMMAND_LINE, ConfigError, check_config, config_errors,
+from weince.pipeline.config_check import (COMMAND_LINE, ConfigError, check_config, config_errors,
                                     name_registry, retype_overrides, rule_names)
 
 REPO = Path(__file__).resolve().parents[2]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from weince.pipeline.config import ConfigError, check_config, oversized_key
+from weince.pipeline.config_check import ConfigError, check_config, oversized_key
 from weince.utils.config import (MAX_VALUES, YamlSizeError, expanded_size, parse_yaml,
                                  value_children)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from weince.pipeline.logs import log_to
+from weince.pipeline.joblog import log_to
 
 
 def test_the_log_gets_the_output_and_the_error(tmp_path):
@@ -38,7 +38,7 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 
 def _script(tmp_path, body: str):
     """Run ``body`` as a rule script would run (its own process); (returncode, stderr)."""
-    code = "from weince.pipeline.logs import log_to\n" + textwrap.dedent(body)
+    code = "from weince.pipeline.joblog import log_to\n" + textwrap.dedent(body)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        timeout=60, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(SRC)})
     return r.returncode, r.stderr

@@ -114,7 +114,7 @@ CONFIG_BLOCKS = {"vision", "text", "timing", "checks", "synthetic", "ablations",
                  "container"}
 # where the raw dict is read on purpose: the resolution itself, the schema check (it names
 # the file and key of a bad value), and the generic dict helpers
-RAW_READERS = {"pipeline/profile.py", "pipeline/config.py", "utils/config.py"}
+RAW_READERS = {"pipeline/profile.py", "pipeline/config_check.py", "utils/config.py"}
 
 
 def raw_config_reads(root: Path = SRC) -> list[str]:

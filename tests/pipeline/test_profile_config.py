@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from weince.pipeline.config import ConfigError, check_config
+from weince.pipeline.config_check import ConfigError, check_config
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
@@ -234,7 +234,7 @@ def test_validation_fills_defaults_of_omitted_blocks():
 
 
 def test_an_offline_profile_sets_hf_hub_offline_for_every_job(monkeypatch):
-    from weince.pipeline.config import set_run_environment
+    from weince.pipeline.config_check import set_run_environment
     from weince.pipeline.profile import Profile
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from weince.pipeline.config import check_config
+from weince.pipeline.config_check import check_config
 from weince.pipeline.profile import Profile
 from weince.pipeline.rehearsal import forecast_outputs
 from weince.utils.config import deep_merge
@@ -191,7 +191,7 @@ def test_forecast_is_a_target_of_the_rehearsal_only(tmp_path):
 def test_a_rehearsal_report_gives_no_verdict_but_c9s_and_c11s(tmp_path):
     from weince.evt import simulate_noise_floor, write_noise_floor
     from weince.report.build import evaluate, scale_line
-    from weince.utils.vocabulary import REHEARSAL
+    from weince.utils.verdict_words import REHEARSAL
 
     cfg = rehearsal_cfg(tmp_path)
     checks = Path(cfg["results"]) / cfg["profile"] / "checks"

@@ -7,8 +7,8 @@ import pytest
 
 from weince.pipeline.profile import Profile
 from weince.pipeline.protocol import adopted_seeds, shares_seeds
-from weince.pipeline.selection import assemble_knn, choose_point, select_grid
-from weince.report.selection import selection_markdown
+from weince.pipeline.grid import assemble_knn, choose_point, select_grid
+from weince.report.grid import selection_markdown
 from weince.utils import write_json
 
 SEEDS = (7, 21, 63, 84)

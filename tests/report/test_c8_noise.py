@@ -14,7 +14,7 @@ import pytest
 from weince.pipeline import layout
 from weince.report import build_report
 from weince.report.glance import headline
-from weince.utils.vocabulary import NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED
+from weince.utils.verdict_words import NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED
 from weince.pipeline.profile import Profile
 
 CLAIMS = Path(__file__).resolve().parents[2] / "config" / "claims.yaml"

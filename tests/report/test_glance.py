@@ -50,7 +50,7 @@ def test_summary_has_an_ours_column_and_short_rows(fx):
 
 
 def test_verdicts_are_styled_by_kind():
-    from weince.utils.vocabulary import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED
+    from weince.utils.verdict_words import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED
 
     assert verdict_cell(REPRODUCED) == f"**{REPRODUCED}**"
     assert verdict_cell(NOT_REPRODUCED) == f"**{NOT_REPRODUCED}**"

@@ -19,7 +19,7 @@ from weince.report.rehearsal import withhold_verdicts
 from weince.report.tables import claim_latex, claim_markdown
 from weince.report.verdicts import NOT_REPRODUCED, NOT_RUN, REPRODUCED, Setting, evaluate_claim
 from weince.utils import write_json
-from weince.utils.vocabulary import REHEARSAL
+from weince.utils.verdict_words import REHEARSAL
 
 REPO = Path(__file__).resolve().parents[2]
 CLAIMS = REPO / "config" / "claims.yaml"

@@ -15,7 +15,7 @@ from weince.pipeline import layout
 from weince.pipeline.targets import claim_inputs, claims, norms_results
 from weince.report import build_report, load_claims
 from weince.utils.results import InvalidResultError
-from weince.utils.vocabulary import NOT_REPRODUCED, NOT_RUN, REPRODUCED
+from weince.utils.verdict_words import NOT_REPRODUCED, NOT_RUN, REPRODUCED
 from weince.pipeline.profile import Profile
 
 REPO = Path(__file__).resolve().parents[2]

@@ -11,7 +11,7 @@ import pytest
 from weince.pipeline.claims import load_claims
 from weince.report.claim_file import claim_file, record_digest, registry_digest
 from weince.report.status import BEGIN, END, status_table, update_readme
-from weince.utils.vocabulary import NOT_REPRODUCED, NOT_RUN, REPRODUCED
+from weince.utils.verdict_words import NOT_REPRODUCED, NOT_RUN, REPRODUCED
 
 REPO = Path(__file__).resolve().parents[2]
 CLAIMS = REPO / "config" / "claims.yaml"

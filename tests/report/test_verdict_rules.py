@@ -300,7 +300,7 @@ def test_each_kind_lives_in_its_own_module_with_its_rule_in_words():
     from weince.report.verdicts import KINDS
 
     for name, kind in KINDS.items():
-        home = "weince.norms.verdicts" if name == "norms" else f"weince.report.verdicts.{name}"
+        home = "weince.norms.rules" if name == "norms" else f"weince.report.verdicts.{name}"
         mod = importlib.import_module(home)
         assert RULES[name] is mod.RULE is kind.text, name
         fn = kind.rule or kind.evaluate

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from weince.pipeline.selection import select_grid
+from weince.pipeline.grid import select_grid
 from weince.pipeline.stages import apply_selection, grid_arms, pretrain_config, simcse_config
 from weince.utils import write_json
 from weince.utils.summary import summary

@@ -10,7 +10,7 @@ import torch
 
 from weince.eval.sts import encode
 from weince.models.text import load_text_encoder
-from weince.train.logging import read_jsonl
+from weince.train.trainlog import read_jsonl
 from weince.train.simcse import SimCSEConfig, train_simcse
 
 # a few steps of batch 8 on the synthetic data: seconds on one CPU thread

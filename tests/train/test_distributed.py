@@ -12,7 +12,7 @@ import torch.multiprocessing as mp
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from weince.train.distributed import all_reduce_mean, gather_with_grad
+from weince.train.ddp import all_reduce_mean, gather_with_grad
 
 WORLD = 2
 N, D_IN, D = 8, 6, 4   # global batch of N images, two views each
@@ -147,7 +147,7 @@ def _pretrain_worker(rank, port, out_dir, stop_after):
     try:
         pretrain(cfg, out_dir, stop_after=stop_after)
     finally:
-        from weince.train.distributed import cleanup_distributed
+        from weince.train.ddp import cleanup_distributed
         cleanup_distributed()
 
 
@@ -158,7 +158,7 @@ def test_pretrain_on_two_processes_resumes(tmp_path):
     writes one log record per epoch and the encoder; rank 0 alone writes files."""
     import torch._dynamo  # noqa: F401  (imported once before the fork, see above)
 
-    from weince.train.logging import read_jsonl
+    from weince.train.trainlog import read_jsonl
 
     for stop in (1, None):
         mp.start_processes(_pretrain_worker, args=(_free_port(), str(tmp_path), stop),

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from weince.train.logging import JsonlLogger, StatsMeter, read_jsonl
+from weince.train.trainlog import JsonlLogger, StatsMeter, read_jsonl
 
 
 def test_append_reset_read(tmp_path):

@@ -13,7 +13,7 @@ import pytest
 import torch
 import yaml
 
-from weince.train.logging import read_jsonl
+from weince.train.trainlog import read_jsonl
 from weince.train.preempt import PREEMPT_EXIT_CODE, Preempted, PreemptionGuard
 from weince.train.simclr import pretrain
 

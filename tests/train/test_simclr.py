@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from weince.train.logging import read_jsonl
+from weince.train.trainlog import read_jsonl
 from weince.train.simclr import SimCLRConfig, pretrain, resolve_config
 
 # tiny: 64 digits, batches of 32 -> 2 steps per epoch

@@ -56,7 +56,7 @@ def _worker(rank, world, port, jobs):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
                       WORLD_SIZE=str(world), LOCAL_RANK=str(rank))
     torch.set_num_threads(1)
-    from weince.train.distributed import cleanup_distributed
+    from weince.train.ddp import cleanup_distributed
     from weince.train.simcse import train_simcse
 
     def stop_at_3(step, loss):
@@ -99,7 +99,7 @@ def runs(tmp_path_factory):
 
 
 def _log(folder):
-    from weince.train.logging import read_jsonl
+    from weince.train.trainlog import read_jsonl
     return read_jsonl(folder / "train_log.jsonl")
 
 

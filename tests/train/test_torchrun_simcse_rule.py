@@ -46,7 +46,7 @@ def _weights(folder: Path) -> dict[str, torch.Tensor]:
 
 
 def test_gpu_2_simcse_rule_runs_torchrun_and_matches_one_process(tmp_path, copy_workflow):
-    from weince.train.logging import read_jsonl
+    from weince.train.trainlog import read_jsonl
 
     one = copy_workflow(tmp_path / "one", {"no_dropout.yaml": NO_DROPOUT})
     two = copy_workflow(tmp_path / "two", {"no_dropout.yaml": NO_DROPOUT})

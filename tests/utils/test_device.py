@@ -4,7 +4,7 @@ calls are recorded)."""
 import pytest
 import torch
 
-from weince.train.distributed import setup_distributed
+from weince.train.ddp import setup_distributed
 from weince.utils.device import resolve_device
 
 

@@ -101,7 +101,7 @@ def test_a_job_given_a_gpu_that_sees_none_fails_at_once():
     require_gpu(0)                                  # no GPU asked: nothing to check
     with pytest.raises(RuntimeError, match="no CUDA device"):
         require_gpu(1, "the pretrain job")
-    from weince.pipeline.logs import log_to
+    from weince.pipeline.joblog import log_to
 
     class Res:
         gpu = 1

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from weince.data.synthetic_formats import write_synthetic_data
-from weince.utils.vocabulary import REHEARSAL
+from weince.utils.verdict_words import REHEARSAL
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.rehearsal

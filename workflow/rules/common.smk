@@ -31,7 +31,7 @@ from weince.pipeline.targets import (
     table_files,
 )
 from weince.pipeline.protocol import adopted_seeds, probe_kwargs, shares_seeds
-from weince.pipeline.selection import selection_paths
+from weince.pipeline.grid import selection_paths
 
 RESULTS = str(PROFILE.results)
 NAME = PROFILE.name

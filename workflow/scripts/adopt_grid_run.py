@@ -1,5 +1,5 @@
 """Snakemake adapter: in the four-seed grid, the final grid arm's run at one encoder seed
-is the chosen point's run at that seed (weince.pipeline.selection): its encoder is a relative
+is the chosen point's run at that seed (weince.pipeline.grid): its encoder is a relative
 symbolic link to the point's (no second copy of an encoder on disk; Snakemake dates a link
 by the link itself), its small files are copies."""
 
@@ -7,7 +7,7 @@ import json
 import os
 import shutil
 
-from weince.pipeline.logs import log_to
+from weince.pipeline.joblog import log_to
 from weince.utils import write_json
 
 with log_to(snakemake.log[0], resources=snakemake.resources,

@@ -1,6 +1,6 @@
 """Snakemake adapter: the synthetic noise-floor experiment of C11 (weince.evt.noise_floor)."""
 
-from weince.pipeline.logs import log_to
+from weince.pipeline.joblog import log_to
 
 with log_to(snakemake.log[0], resources=snakemake.resources,
             device=snakemake.config.get("device")):

@@ -1,6 +1,6 @@
 """Snakemake adapter: the N1-N3 page (weince.norms.page.write_norms_report)."""
 
-from weince.pipeline.logs import log_to
+from weince.pipeline.joblog import log_to
 
 with log_to(snakemake.log[0], resources=snakemake.resources,
             device=snakemake.config.get("device")):

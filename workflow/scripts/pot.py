@@ -1,6 +1,6 @@
 """Snakemake adapter: POT/GPD tail fit of the pooled scores (weince.evt)."""
 
-from weince.pipeline.logs import log_to
+from weince.pipeline.joblog import log_to
 
 with log_to(snakemake.log[0], resources=snakemake.resources,
             device=snakemake.config.get("device")):

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from weince.pipeline.logs import log_to
+from weince.pipeline.joblog import log_to
 from weince.pipeline.stages import apply_selection
 
 with log_to(snakemake.log[0], resources=snakemake.resources,

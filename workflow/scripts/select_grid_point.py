@@ -1,13 +1,13 @@
 """Snakemake adapter: choose a grid arm's point on validation (never test), per arm and
 (dataset, backbone): mean over encoder seeds, complete points first; in the four-seed grid
-also one point per k-NN metric (weince.pipeline.selection)."""
+also one point per k-NN metric (weince.pipeline.grid)."""
 
-from weince.pipeline.logs import log_to
+from weince.pipeline.joblog import log_to
 from weince.utils import write_json
 
 with log_to(snakemake.log[0], resources=snakemake.resources,
             device=snakemake.config.get("device")):
-    from weince.pipeline.selection import select_grid
+    from weince.pipeline.grid import select_grid
 
     linear = {k: list(v) for k, v in snakemake.input.items() if not k.startswith("knn@")}
     knn = {k[len("knn@"):]: list(v) for k, v in snakemake.input.items() if k.startswith("knn@")}

@@ -1,12 +1,12 @@
 """Snakemake adapter: the final grid arm's knn.json at one encoder seed, each k-NN metric
-from the run of that metric's chosen point (weince.pipeline.selection.assemble_knn)."""
+from the run of that metric's chosen point (weince.pipeline.grid.assemble_knn)."""
 
-from weince.pipeline.logs import log_to
+from weince.pipeline.joblog import log_to
 from weince.utils import write_json
 
 with log_to(snakemake.log[0], resources=snakemake.resources,
             device=snakemake.config.get("device")):
-    from weince.pipeline.selection import assemble_knn
+    from weince.pipeline.grid import assemble_knn
     from weince.utils.results import load_result
 
     sel = load_result(snakemake.input.selection)

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from weince.pipeline.logs import log_to
+from weince.pipeline.joblog import log_to
 
 with log_to(snakemake.log[0], resources=snakemake.resources,
             device=snakemake.config.get("device")):

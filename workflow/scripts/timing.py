@@ -1,6 +1,6 @@
 """Snakemake adapter: overhead timing, WEINCE vs InfoNCE (weince.timing, C8)."""
 
-from weince.pipeline.logs import log_to
+from weince.pipeline.joblog import log_to
 
 with log_to(snakemake.log[0], resources=snakemake.resources,
             device=snakemake.config.get("device")):

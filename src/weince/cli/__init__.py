@@ -40,7 +40,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("weince.cli.report", "claims registry -> Markdown/LaTeX tables with verdicts"),
     "bundle": ("weince.cli.bundle", "pack a profile's results and reports in a checkable archive"),
     "verify": ("weince.cli.verify", "check a results bundle, rebuild its tables (no GPU)"),
-    "times": ("weince.cli.times", "where a finished run spent its time, per rule"),
+    "job-times": ("weince.cli.job_times", "where a finished run spent its time, per rule"),
     "cost": ("weince.cli.cost", "the price of one training step of a named model on a named GPU"),
     "plan": ("weince.cli.plan",
              "jobs, GPU-hours and sbatch calls of a profile on SLURM; per claim and GPU type"),

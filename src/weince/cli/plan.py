@@ -35,8 +35,9 @@ __all__ = ["add_arguments", "main"]
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--configfile", nargs="*", default=["config/paper.yaml"],
                    help="config file(s) of the profile to plan (default: config/paper.yaml)")
-    p.add_argument("--profile", default=str(SLURM_PROFILE),
-                   help="Snakemake profile folder (default: workflow/profiles/slurm)")
+    p.add_argument("--workflow-profile", dest="workflow_profile", default=str(SLURM_PROFILE),
+                   help="Snakemake's workflow profile: the executor settings folder "
+                        "(default: workflow/executors/slurm)")
     p.add_argument("--outstanding", action="store_true",
                    help="count only jobs still to run here (default: the whole grid)")
     p.add_argument("--markdown", action="store_true", help="print Markdown tables")
@@ -65,11 +66,11 @@ def _written(args: argparse.Namespace, text: str) -> str:
 
 
 def _rules(args: argparse.Namespace) -> None:
-    text = dry_run(args.configfile, Path(args.profile), forceall=not args.outstanding)
+    text = dry_run(args.configfile, Path(args.workflow_profile), forceall=not args.outstanding)
     rows = summarise(parse_dry_run(text))
     fmt = "github" if args.markdown else "simple"
-    print(f"Plan for {', '.join(args.configfile) or 'the default config'} with profile "
-          f"{os.path.relpath(args.profile, REPO)} "
+    print(f"Plan for {', '.join(args.configfile) or 'the default config'} with the executor "
+          f"settings {os.path.relpath(args.workflow_profile, REPO)} "
           f"({'outstanding jobs' if args.outstanding else 'whole grid, --forceall'}):\n")
     print(tabulate(rule_table(rows), headers=list(RULE_HEADERS.values()), tablefmt=fmt))
     total = rows[-1]
@@ -78,7 +79,7 @@ def _rules(args: argparse.Namespace) -> None:
     print(disk_estimate(load_profile(args.configfile), runs=runs_of_jobs(parse_dry_run(text)))
           .line())
     if args.submissions:
-        sub = submissions(parse_dry_run(text), profile_settings(Path(args.profile)))
+        sub = submissions(parse_dry_run(text), profile_settings(Path(args.workflow_profile)))
         keys = {"unit": "rule or group", "rules": "rules", "jobs": "jobs",
                 "before": "sbatch, one per job", "after": "sbatch, arrays + groups",
                 "how": "how"}
@@ -104,7 +105,7 @@ def main(args: argparse.Namespace) -> int:
         if args.totals:
             print(totals_markdown(prof, gpus if len(gpus) > 1 else None))
         if args.target:
-            listing = dry_run(args.configfile, Path(args.profile), forceall=True,
+            listing = dry_run(args.configfile, Path(args.workflow_profile), forceall=True,
                               extra=[args.target])
             print(target_plan(args.target, prof, ",".join(gpus), parse_dry_run(listing),
                               ", ".join(args.configfile)))

@@ -16,5 +16,5 @@ imports no torch:
 - :mod:`~weince.cost.evaljobs`: the SLURM runtime of the evaluation jobs from their work;
 - :mod:`~weince.cost.forecast`: the rehearsal's forecast of the paper run;
 - :mod:`~weince.cost.plan`: the dry-run planner (``weince plan``);
-- :mod:`~weince.cost.times`: the time and memory per job and rule (``weince times``).
+- :mod:`~weince.cost.job_times`: the time and memory per job and rule (``weince job-times``).
 """

@@ -50,7 +50,7 @@ from weince.cost.estimate import (TRAIN_IMAGES, WIKI1M_SENTENCES, CostSettings, 
                                   precision_of, vision_step_flops, vision_steps, with_overlay)
 from weince.cost.pages import claims_markdown
 from weince.cost.throughput import device_for_name
-from weince.cost.times import job_times, per_rule
+from weince.cost.job_times import job_times, per_rule
 from weince.pipeline import layout
 from weince.pipeline.arms import resolve_arm, split_arm
 from weince.pipeline.claims import load_claims

@@ -17,7 +17,7 @@ every resource the jobs would ask for), reads each job's resources from the dry-
 listing and sums, per rule, the jobs, the GPUs per job, the requested wall time per job
 (``runtime``, minutes) and ``jobs x gpus x runtime`` (GPU-hours): an upper bound of what
 the grid costs (the real durations are in each run's ``train.json`` and
-``results/<profile>/benchmarks/`` afterwards, ``weince times``).
+``results/<profile>/benchmarks/`` afterwards, ``weince job-times``).
 
 ``--claims``, ``--totals`` and ``--target`` price the training runs from counted FLOPs and
 measured GPU throughputs without a dry run or a GPU (:mod:`weince.cost.estimate`), on the
@@ -50,7 +50,7 @@ from weince.utils.config import deep_merge
 
 # the checkout this package runs from (an editable install): the Snakefile and configs
 REPO = Path(__file__).resolve().parents[3]
-SLURM_PROFILE = REPO / "workflow" / "profiles" / "slurm"
+SLURM_PROFILE = REPO / "workflow" / "executors" / "slurm"   # Snakemake's --workflow-profile
 
 __all__ = ["REPO", "SLURM_PROFILE", "JobInfo", "parse_dry_run", "summarise", "submissions",
            "profile_settings", "dry_run", "dry_run_profile", "forecast_text", "load_profile",

@@ -8,7 +8,7 @@
   :mod:`~weince.norms.stats` (correlations and paired gains with bootstrap intervals);
 - :mod:`weince.norms.files`: the files' names, and a ``norms.json`` read back and checked
   (``load_results``, ``check_norms_result``);
-- :mod:`weince.norms.verdicts`: every norms rule: each unit's verdicts, and N1-N3 as claims
+- :mod:`weince.norms.rules`: every norms rule: each unit's verdicts, and N1-N3 as claims
   of the registry (``evaluate_norms_claim``, the report's kind ``norms``, and its rule in
   words ``RULE``);
 - :mod:`weince.norms.page`: the per-unit page ``norms.md`` and ``norms_summary.json``

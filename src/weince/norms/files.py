@@ -13,7 +13,7 @@ import os
 from typing import Any, Iterable, Iterator
 
 from weince.utils.results import InvalidResultError, finite_value, read_json
-from weince.utils.vocabulary import NOT_REPRODUCED, REPRODUCED
+from weince.utils.verdict_words import NOT_REPRODUCED, REPRODUCED
 
 __all__ = ["RESULT_FILE", "PROBES_FILE", "check_norms_result", "load_results"]
 

@@ -21,10 +21,10 @@ import numpy as np
 
 from weince.norms.figures import norms_figures
 from weince.norms.files import PROBES_FILE, load_results
-from weince.norms.verdicts import PAPER, combine, on_paper_model, unit_fields
+from weince.norms.rules import PAPER, combine, on_paper_model, unit_fields
 from weince.utils.escape import md_escape
 from weince.utils.results import write_json
-from weince.utils.vocabulary import NOT_RUN, NOT_TESTABLE, REHEARSAL
+from weince.utils.verdict_words import NOT_RUN, NOT_TESTABLE, REHEARSAL
 
 __all__ = ["unit_label", "companion_rows", "claim_verdicts", "render_markdown",
            "write_norms_report", "plot_figures"]

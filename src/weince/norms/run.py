@@ -39,12 +39,12 @@ from weince.norms.analysis import decay_rate, equilibrium_norm_sq, gradient_stat
 from weince.norms.files import PROBES_FILE, RESULT_FILE
 from weince.norms.rescore import DEFAULT_ALPHAS, knn_rescore, sts_rescore
 from weince.norms.stats import correlation
-from weince.norms.verdicts import combine, correlation_verdict, gain_verdict
+from weince.norms.rules import combine, correlation_verdict, gain_verdict
 from weince.utils.config import apply_overrides, as_config, config_from_dict, to_dict
 from weince.utils.device import resolve_device
 from weince.utils.diskspace import atomic_write, payload_bytes
 from weince.utils.results import read_json, write_json
-from weince.utils.vocabulary import NOT_TESTABLE
+from weince.utils.verdict_words import NOT_TESTABLE
 
 __all__ = ["NormsConfig", "load_norms_config", "analyse_vision", "analyse_text", "training_settings",
            "text_settings", "correlations", "RESULT_FILE", "PROBES_FILE", "TEXT_NOMINAL"]

@@ -7,7 +7,7 @@
   (``pretrain_config``, ``simcse_config``, ``norms_config``, ``apply_selection``);
 - :mod:`~weince.pipeline.arms`: every named training arm of the ``{arm}`` slot (``ARMS``,
   ``resolve_arm``, grid point names), a loss name with its options;
-- :mod:`~weince.pipeline.selection`: the grid point chosen on validation (four-seed
+- :mod:`~weince.pipeline.grid`: the grid point chosen on validation (four-seed
   means, complete points first, one k-NN point per metric);
 - :mod:`~weince.pipeline.protocol`: the official protocol's values and the cheaper
   options a profile turns on;
@@ -20,8 +20,8 @@
   against ``claims.schema.yaml``), ``load_claims``;
 - :mod:`~weince.pipeline.targets`: ``all_targets(config)``, the input of ``rule all``, and
   the files of each page (``report_outputs``, ``norms_results``, ``norms_outputs``);
-- :mod:`~weince.pipeline.config`: the profile config's check against the schema;
-- :mod:`~weince.pipeline.logs`: ``log_to``, the log redirection of the rules' scripts.
+- :mod:`~weince.pipeline.config_check`: the profile config's check against the schema;
+- :mod:`~weince.pipeline.joblog`: ``log_to``, the log redirection of the rules' scripts.
 
 What the runs cost (FLOPs, GPU-hours, SLURM requests, the benchmark files per rule) is
 :mod:`weince.cost`'s.

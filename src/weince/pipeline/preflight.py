@@ -44,7 +44,7 @@ from typing import Iterator
 from weince.data.fetch import Item
 from weince.data.locations import FETCH, ON_DISK
 from weince.pipeline.ablations import ablation_plan
-from weince.pipeline.config import ConfigError
+from weince.pipeline.config_check import ConfigError
 from weince.pipeline.profile import Profile
 from weince.pipeline.stages import model_location, pretrain_config
 from weince.utils.config import YamlSizeError

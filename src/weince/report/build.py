@@ -34,14 +34,14 @@ from weince.report.forest import forest_figure
 from weince.report.glance import claim_notes, pairs_text, scale_items
 from weince.report.rehearsal import (data_note, rehearsal_note, text_identity,
                                      withhold_verdicts)
-from weince.report.selection import selection_section
+from weince.report.grid import selection_section
 from weince.report.tables import (claim_latex, claim_markdown, latex_document,
                                   summary_markdown)
 from weince.report.verdicts import ClaimResult, evaluate_claim
 from weince.utils import write_json
 from weince.utils.results import load_result
 from weince.utils.provenance import git_commit
-from weince.utils.vocabulary import VERDICT_FREE
+from weince.utils.verdict_words import VERDICT_FREE
 
 __all__ = ["build_report", "build_summary", "evaluate", "write_tables", "scale_line",
            "companion_rows"]

@@ -34,7 +34,7 @@ from typing import Any, Mapping
 
 from weince.pipeline.layout import CLAIM_FILES
 from weince.pipeline.profile import Profile
-from weince.pipeline.selection import selection_paths
+from weince.pipeline.grid import selection_paths
 from weince.pipeline.targets import claim_inputs
 from weince.report.forest import has_forest
 from weince.report.glance import headline

@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from weince.train.logging import read_jsonl
+from weince.train.trainlog import read_jsonl
 from weince.utils.plotting import pyplot
 
 __all__ = ["training_curves", "training_curves_figure", "estimates_figure",

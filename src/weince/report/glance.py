@@ -27,7 +27,7 @@ from weince.pipeline.profile import Profile
 from weince.pipeline.protocol import protocol_options
 from weince.utils.summary import Estimate
 from weince.report.verdicts import noise_note, overhead_interval
-from weince.utils.vocabulary import NOT_REPRODUCED, PARTIAL, REPRODUCED
+from weince.utils.verdict_words import NOT_REPRODUCED, PARTIAL, REPRODUCED
 
 __all__ = ["Headline", "headline", "summary_row", "ours_cells", "verdict_cell", "doc_links",
            "scale_items", "claim_notes", "is_companion", "MAX_ROW_CHARS", "DOCS_FROM_REPORT"]

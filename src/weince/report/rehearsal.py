@@ -3,7 +3,7 @@ because of the data or weights that ran.
 
 - A rehearsal (``rehearsal.enabled``, config/rehearsal.yaml) runs the paper's data sets and
   backbones for a few steps. :func:`withhold_verdicts` replaces every verdict (claim, arm
-  and row) by :data:`weince.utils.vocabulary.REHEARSAL` except for the ``exact`` kind (C9,
+  and row) by :data:`weince.utils.verdict_words.REHEARSAL` except for the ``exact`` kind (C9,
   a property of the loss that holds at any size) and the ``noise_floor`` kind (C11, the
   paper's synthetic experiment at its own setting, which involves no training).
 - :func:`data_note` says when the data root is a tree of ``weince synthetic-data``.
@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from weince.data.marker import synthetic_marker
 from weince.utils.claim_rows import Setting
-from weince.utils.vocabulary import REHEARSAL
+from weince.utils.verdict_words import REHEARSAL
 
 __all__ = ["withhold_verdicts", "rehearsal_note", "data_note",
            "text_identity", "REHEARSAL"]

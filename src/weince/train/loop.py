@@ -38,8 +38,8 @@ from typing import Any, Callable, Iterable, Mapping, Optional
 import torch
 from torch import nn
 
-from weince.train import distributed as D
-from weince.train.logging import JsonlLogger
+from weince.train import ddp as D
+from weince.train.trainlog import JsonlLogger
 from weince.train.preempt import Preempted, PreemptionGuard
 from weince.train.step_timer import StepTimer
 from weince.utils import write_json
@@ -182,7 +182,7 @@ class TrainingRun:
     """One training run's output folder, process group (``torchrun`` or one process),
     checkpoint, log, step timer and preemption guard; see the module docstring.
 
-    Attributes: ``out``, ``info`` (:class:`weince.train.distributed.DistInfo`), ``device``,
+    Attributes: ``out``, ``info`` (:class:`weince.train.ddp.DistInfo`), ``device``,
     ``checkpoint_path``, ``log`` (after :meth:`open_log`), ``timer`` (after
     :meth:`start_timer`), ``preemptions`` (where this and earlier attempts stopped on a
     signal; a loop that keeps them stores them in its checkpoint).

@@ -44,7 +44,7 @@ Files written in ``out_dir``:
 
 Multi-GPU (``torchrun``): ``batch_size`` is the *global* batch; every rank shuffles with the
 same seed and takes its slice of each global batch, embeddings are all-gathered with
-gradient (:func:`weince.train.distributed.gather_with_grad`) and every rank evaluates the
+gradient (:func:`weince.train.ddp.gather_with_grad`) and every rank evaluates the
 same global loss, so the gradient equals the single-process one (see that module).
 BatchNorm layers become ``SyncBatchNorm`` on CUDA (``sync_bn``).
 """
@@ -68,7 +68,7 @@ import weince.losses as losses     # build_loss looked up at each build (tests r
 from weince.data.augment import PerImageTwoViews, build_augment
 from weince.data.vision import DATASETS, load_vision, subset_indices
 from weince.models import BACKBONES, build_simclr_model, save_encoder
-from weince.train import distributed as D
+from weince.train import ddp as D
 from weince.train.loop import (DivergedError, EpochStats, TrainingRun, check_same_config,
                                diverged, progress_bar, progress_enabled, progress_note,
                                unwrap_model, weights_finite)

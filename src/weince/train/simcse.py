@@ -28,10 +28,10 @@ Several processes (``torchrun --nproc_per_node=N -m weince.cli simcse ...``; the
 launches it for ``resources: {simcse: {gpu: N}}`` with N > 1): ``batch_size`` stays the
 *global* batch. Every rank tokenizes the same global batch (the data order is the same on
 every rank), encodes its contiguous near-equal shard of rows twice, and all-gathers both
-views' embeddings with gradient (:func:`weince.train.distributed.gather_with_grad`), so
+views' embeddings with gradient (:func:`weince.train.ddp.gather_with_grad`), so
 every rank evaluates the loss on the full ``B x B`` similarity matrix, exactly as one
 process does; DDP averages the parameter gradients, which gives the single-process
-gradient of that loss (the argument is in :mod:`weince.train.distributed`). A batch with
+gradient of that loss (the argument is in :mod:`weince.train.ddp`). A batch with
 fewer rows than processes (a short last batch) leaves some ranks without rows: they run
 the encoder on one row and keep zero rows of it, so DDP's all-reduce still sees every
 parameter. Dropout is the augmentation, so each rank draws its own masks (torch seeded
@@ -63,8 +63,8 @@ import weince.losses as losses
 from weince.data.text import load_sts, load_train_sentences
 from weince.eval.sts import evaluate_sts
 from weince.models.text import SimCSEModel, load_text_encoder, model_identity
-from weince.train import distributed as D
-from weince.train.logging import StatsMeter
+from weince.train import ddp as D
+from weince.train.trainlog import StatsMeter
 from weince.train.loop import (TrainingRun, check_same_config, diverged, progress_bar,
                                progress_enabled)
 from weince.train.preempt import PreemptionGuard

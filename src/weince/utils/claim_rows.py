@@ -2,7 +2,7 @@
 ran there, and the claim's result (verdict, reasons, provenance).
 
 Plain dataclasses, filled by each claim kind's rule (:mod:`weince.report.verdicts`, and
-:mod:`weince.norms.verdicts` for N1-N3) and read by the pages (tables, summary, claim
+:mod:`weince.norms.rules` for N1-N3) and read by the pages (tables, summary, claim
 files); they sit below both so that the norms room judges its claims without importing the
 report.
 

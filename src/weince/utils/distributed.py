@@ -33,7 +33,7 @@ padded to the largest shard for the ``all_gather`` and trimmed after it; the bac
 is the same all-reduce and slice, at this rank's offset, so the scaling argument above
 holds unchanged (a rank with no rows contributes a zero gradient).
 
-This module is in the lowest layer (the losses import it); :mod:`weince.train.distributed`
+This module is in the lowest layer (the losses import it); :mod:`weince.train.ddp`
 re-exports its names beside the process-group set-up of the training loops.
 """
 

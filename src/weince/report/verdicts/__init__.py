@@ -43,10 +43,10 @@ two equal). ``tol`` is the claim's ``tolerance`` in the paper's unit; every inte
   Weibit MSE there is below the floor. One file, one row of verdict; the per-``n`` rows
   are readings.
 - ``norms`` (N1-N3, the companion claims of ``docs/norms.md``; the norms room,
-  :mod:`weince.norms.verdicts`): every testable unit (an encoder x loss arm x seed, or a
+  :mod:`weince.norms.rules`): every testable unit (an encoder x loss arm x seed, or a
   text model) on the companion paper's models reproduces it; each unit's verdict is the one
   ``weince.norms`` computed from the numbers of its ``norms.json`` (the claim's
-  ``verdict_key``), and the units combine by :func:`weince.norms.verdicts.combine`, as on
+  ``verdict_key``), and the units combine by :func:`weince.norms.rules.combine`, as on
   the norms page.
 
 A row-by-row kind's rule is one function ``(row, arm, judging) -> (verdict, why)``; the
@@ -65,14 +65,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from weince.norms import verdicts as norms
+from weince.norms import rules as norms
 from weince.report.verdicts import (exact, gain, noise_floor, noninferior, overhead, reject,
                                     sign)
 from weince.report.verdicts.core import (COMMON_RULE, CONTRASTS, Judging, Kind, attribution,
                                          judge_rows, partial_verdict, render_rule)
 from weince.report.verdicts.overhead import noise_note, overhead_interval
 from weince.utils.claim_rows import Cell, ClaimResult, Row, Setting
-from weince.utils.vocabulary import NOT_REPRODUCED, NOT_RUN, PARTIAL, REPRODUCED, SCALE_MODEL
+from weince.utils.verdict_words import NOT_REPRODUCED, NOT_RUN, PARTIAL, REPRODUCED, SCALE_MODEL
 
 __all__ = ["REPRODUCED", "NOT_REPRODUCED", "NOT_RUN", "PARTIAL", "SCALE_MODEL", "RULES",
            "COMMON_RULE", "CONTRASTS", "KINDS", "Kind", "Judging", "Cell", "Row", "ClaimResult",

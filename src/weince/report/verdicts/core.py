@@ -20,7 +20,7 @@ from weince.utils.claim_rows import Cell, ClaimResult, Row, Setting
 from weince.utils.results import (Provenance, ResultSchemaError, encoder_value, get_key,
                                   load_result)
 from weince.utils.summary import Estimate, diff_estimate, estimate
-from weince.utils.vocabulary import (NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, PARTIAL, REPRODUCED,
+from weince.utils.verdict_words import (NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, PARTIAL, REPRODUCED,
                                      SCALE_MODEL)
 
 __all__ = ["COMMON_RULE", "CONTRASTS", "Kind", "Judging", "rule_fields", "render_rule",

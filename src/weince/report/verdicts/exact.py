@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from weince.report.verdicts.core import Judging, Kind
 from weince.utils.claim_rows import Row
-from weince.utils.vocabulary import NOT_REPRODUCED, NOT_RUN, REPRODUCED
+from weince.utils.verdict_words import NOT_REPRODUCED, NOT_RUN, REPRODUCED
 
 __all__ = ["RULE", "KIND", "exact_verdict"]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from weince.report.verdicts.core import Judging, Kind, fmt_interval, fmt_value
 from weince.utils.claim_rows import Row
 from weince.utils.summary import Estimate, diff_estimate
-from weince.utils.vocabulary import NOT_REPRODUCED, NOT_RUN, REPRODUCED, SCALE_MODEL
+from weince.utils.verdict_words import NOT_REPRODUCED, NOT_RUN, REPRODUCED, SCALE_MODEL
 
 __all__ = ["RULE", "KIND", "gain_verdict", "gain_or_early", "describe_gain"]
 

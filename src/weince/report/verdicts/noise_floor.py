@@ -12,7 +12,7 @@ from weince.report.verdicts.core import Kind, fmt_interval
 from weince.utils.claim_rows import Cell, ClaimResult, Row, Setting
 from weince.utils.results import Provenance, ResultSchemaError, finite_value, get_key, load_result
 from weince.utils.summary import Estimate
-from weince.utils.vocabulary import NOT_REPRODUCED, NOT_RUN, REPRODUCED
+from weince.utils.verdict_words import NOT_REPRODUCED, NOT_RUN, REPRODUCED
 
 __all__ = ["RULE", "KIND", "evaluate_noise_floor", "NF_MAX_DEGENERATE", "NF_Z"]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from weince.report.verdicts.core import Judging, Kind
 from weince.report.verdicts.gain import describe_gain, gain_or_early
 from weince.utils.claim_rows import Row
-from weince.utils.vocabulary import NOT_REPRODUCED, REPRODUCED
+from weince.utils.verdict_words import NOT_REPRODUCED, REPRODUCED
 
 __all__ = ["RULE", "KIND", "noninferior_verdict"]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from weince.report.verdicts.core import Judging, Kind, fit_interval, fmt_interval
 from weince.utils.claim_rows import Row
-from weince.utils.vocabulary import NOT_REPRODUCED, NOT_RUN, REPRODUCED, SCALE_MODEL
+from weince.utils.verdict_words import NOT_REPRODUCED, NOT_RUN, REPRODUCED, SCALE_MODEL
 
 __all__ = ["RULE", "KIND", "reject_verdict"]
 

@@ -10,7 +10,7 @@ pandas ``groupby`` + ``idxmax`` puts them: to the first point in ascending order
 (margin, kappa_aic, kappa_rho), the alphabetical order of the keys ``yaml.dump`` writes
 into each run's ``config.yaml``.
 
-    from weince.pipeline.selection import choose_point, select_grid
+    from weince.pipeline.grid import choose_point, select_grid
     choose_point({"m0": {7: 50.1, 21: 49.8}, "m2": {7: 51.0}}, expected=2)["chosen"]  # "m0"
     sel = select_grid(linear_files, knn_files, expected_seeds=4)   # selection.json
 

@@ -1,13 +1,13 @@
 """The grid-selection section of the linear and k-NN claim tables: which WEINCE point each
 grid arm uses and what it was chosen on (the ``selection.json`` files of
-:mod:`weince.pipeline.selection`)."""
+:mod:`weince.pipeline.grid`)."""
 
 from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
 from weince.pipeline.profile import Profile
-from weince.pipeline.selection import selection_paths
+from weince.pipeline.grid import selection_paths
 from weince.utils.results import load_result
 
 __all__ = ["selection_markdown", "selection_section"]

@@ -36,7 +36,7 @@ from weince.norms.files import check_norms_result
 from weince.utils.claim_rows import Cell, ClaimResult, Row, Setting
 from weince.utils.results import Provenance, ResultSchemaError, get_key, load_result
 from weince.utils.summary import estimate
-from weince.utils.vocabulary import (NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED,
+from weince.utils.verdict_words import (NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED,
                                      SCALE_MODEL, VERDICTS)
 
 __all__ = ["PAPER", "UNIT_RULES", "RULE", "interval_side", "correlation_verdict",

@@ -2,10 +2,10 @@
 
 Every rule writes ``results/<profile>/benchmarks/<rule>/<job>.tsv`` (a rule with a single
 job: ``benchmarks/<name>.tsv``), Snakemake's columns ``s`` (wall seconds), ``max_rss`` (MB),
-``cpu_time``, ... . ``weince times`` prints them per rule; the rehearsal's forecast reads
+``cpu_time``, ... . ``weince job-times`` prints them per rule; the rehearsal's forecast reads
 them (:mod:`weince.cost.forecast`).
 
-    from weince.cost.times import job_times, per_rule
+    from weince.cost.job_times import job_times, per_rule
     rows = per_rule(job_times("results/default/benchmarks"))
 """
 

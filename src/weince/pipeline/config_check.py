@@ -7,7 +7,7 @@ the schema's defaults) before anything is planned, so a typo fails ``snakemake -
 instead of the first job (``visoin:`` -> "unknown key 'visoin' at the top
 level; did you mean 'vision'?").
 
-    from weince.pipeline.config import check_config
+    from weince.pipeline.config_check import check_config
     check_config(config, CONFIG_SCHEMA, ["config/smoke.yaml"])
 """
 

@@ -1,7 +1,7 @@
 """The verdict words of every report page (``docs/verdicts.md``), defined once.
 
 Every registry claim (:mod:`weince.report.verdicts`: the paper's C's, and the companion
-claims N1-N3, judged per unit by :mod:`weince.norms.verdicts`) uses these strings,
+claims N1-N3, judged per unit by :mod:`weince.norms.rules`) uses these strings,
 so a verdict reads the same in ``summary.md``, ``claims.json``, ``norms.md`` and
 ``norms_summary.json``.
 """

@@ -1,8 +1,8 @@
-"""``weince times``: where a finished run spent its time, per rule (its benchmark files).
+"""``weince job-times``: where a finished run spent its time, per rule (its benchmark files).
 
-    weince times                                  # the embedded default: results/default
-    weince times --profile smoke
-    weince times --results /scratch/r --profile paper --jobs 10
+    weince job-times                                  # the embedded default: results/default
+    weince job-times --profile smoke
+    weince job-times --results /scratch/r --profile paper --jobs 10
 
 Every rule of the workflow has a ``benchmark:`` file per job
 (``results/<profile>/benchmarks/``); this prints jobs, total, mean and longest wall seconds
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from weince.cost.times import job_times, per_rule
+from weince.cost.job_times import job_times, per_rule
 
 __all__ = ["add_arguments", "main"]
 

@@ -1,6 +1,6 @@
 """Log redirection for the rules' scripts.
 
-    from weince.pipeline.logs import log_to
+    from weince.pipeline.joblog import log_to
     with log_to(snakemake.log[0]):
         ...
 
