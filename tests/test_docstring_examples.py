@@ -14,14 +14,15 @@ import warnings
 
 import pytest
 
-MODULES = ["weince.losses.modules", "weince.losses.infonce", "weince.losses.weince",
+MODULES = ["weince.losses.modules", "weince.losses.registry", "weince.losses.infonce", "weince.losses.weince",
            "weince.losses._common", "weince.losses.baselines", "weince.losses.bank",
            "weince.evt.gpd", "weince.evt.link", "weince.utils.distributed"]
 
 # the objects whose help() an adopter reads: each must carry a runnable example
 DOCUMENTED = {
     "weince.losses.modules": ["InfoNCELoss", "InfoNCETopMLoss", "WEINCELoss", "WEINCERecipeLoss",
-                              "WEINCERecipeNoWeibLoss", "build_loss", "register_loss"],
+                              "WEINCERecipeNoWeibLoss"],
+    "weince.losses.registry": ["build_loss", "register_loss"],
     "weince.losses.infonce": ["info_nce"],
     "weince.losses.weince": ["weince", "weince_statistics", "tail_size"],
     "weince.losses._common": ["pair_similarities", "queue_similarities"],

@@ -19,9 +19,9 @@ from ``weince`` itself (``from weince import WEINCELoss``).
 
 from weince.losses._common import pair_similarities, queue_similarities
 from weince.losses.infonce import info_nce
-from weince.losses.modules import (LOSSES, InfoNCELoss, InfoNCETopMLoss, WEINCELoss,
-                                   WEINCERecipeLoss, WEINCERecipeNoWeibLoss, build_loss,
-                                   register_loss)
+from weince.losses.modules import (InfoNCELoss, InfoNCETopMLoss, WEINCELoss, WEINCERecipeLoss,
+                                   WEINCERecipeNoWeibLoss)
+from weince.losses.registry import LOSSES, build_loss, register_loss
 from weince.losses.baselines import DCLLoss, DCLWLoss, HCLLoss, dcl, hcl  # registers hcl, dcl, dclw
 from weince.losses.recipe import fit_batch_beta, topm_softmax, topm_weibull
 # last: binds the package's name ``weince`` to the function (importing the submodule above

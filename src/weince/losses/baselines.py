@@ -51,7 +51,8 @@ import torch
 import torch.nn.functional as F
 
 from weince.losses._common import check_batch, check_tau, pick_tau, upcast
-from weince.losses.modules import _TwoViewLoss, register_loss
+from weince.losses.modules import _TwoViewLoss
+from weince.losses.registry import register_loss
 
 __all__ = ["hcl", "dcl", "HCLLoss", "DCLLoss", "DCLWLoss"]
 
