@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
@@ -287,3 +288,22 @@ def test_a_result_written_by_an_installed_copy_records_the_images_commit(tmp_pat
                              cwd=tmp_path, env=env, capture_output=True, text=True)
         assert out.returncode == 0, out.stderr
         assert out.stdout.strip() == expected
+
+
+def test_readme_cpu_only_route_installs_the_locked_torch():
+    """The README's CPU-only route takes torch and torchvision from PyTorch's CPU index at
+    the lock's versions (a ``+cpu`` local version satisfies the lock's ``==`` pin), then
+    installs the project with the lock like the default route."""
+    readme = (ROOT / "README.md").read_text()
+    routes = [ln for ln in readme.splitlines() if "download.pytorch.org/whl/cpu" in ln]
+    assert routes, "README has no CPU-only install route (PyTorch's CPU index)"
+    pins = lock_pins()
+    for line in routes:
+        got = dict(re.findall(r"\b(torch|torchvision)==([0-9][^\s]*)", line))
+        assert got == {"torch": pins["torch"], "torchvision": pins["torchvision"]}, \
+            f"README's CPU-only route pins {got}; the lock pins torch=={pins['torch']}, " \
+            f"torchvision=={pins['torchvision']}"
+        assert f'pip install {CONSTRAINT} -e ".[all]"' in line
+        assert line.index("whl/cpu") < line.index(CONSTRAINT), \
+            "the CPU torch must be installed before the project (else pip pulls the CUDA one)"
+    assert Version(f"{pins['torch']}+cpu") in SpecifierSet(f"=={pins['torch']}")

@@ -20,6 +20,7 @@ from weince.pipeline import arms
 from weince.pipeline import layout
 
 from weince.report.verdicts import partial_verdict
+from weince.utils.verdict_words import SCALE_ONLY
 from weince.utils.summary import diff_estimate, estimate
 from weince.report.tables import latex_escape
 from weince.pipeline.profile import Profile
@@ -67,11 +68,21 @@ def test_summary_lists_all_nine_claims_with_verdicts(fx):
     summary = (Path(fx["reports"]) / "fx" / "summary.md").read_text()
     for cid in REGISTRY_IDS:
         line = next(ln for ln in summary.splitlines() if ln.startswith(f"| {cid} |"))
-        assert any(v in line for v in (REPRODUCED, NOT_REPRODUCED, NOT_RUN,
+        assert any(v in line for v in (REPRODUCED, NOT_REPRODUCED, NOT_RUN, SCALE_ONLY,
                                        "partially run")), line
     for cid in REGISTRY_IDS:
         assert (Path(fx["reports"]) / "fx" / f"table_{cid.lower()}.md").exists()
         assert (Path(fx["reports"]) / "fx" / f"table_{cid.lower()}.tex").exists()
+    # every page points once to the words it uses; C9 and C11 say what kind of claim they are
+    glossary = "[docs/glossary.md](../../docs/glossary.md)"
+    assert glossary in summary
+    for cid in REGISTRY_IDS:
+        page = (Path(fx["reports"]) / "fx" / f"table_{cid.lower()}.md").read_text()
+        assert glossary in page, cid
+    assert "(implementation check)" in next(ln for ln in summary.splitlines()
+                                            if ln.startswith("| C9 |"))
+    assert "(synthetic experiment)" in next(ln for ln in summary.splitlines()
+                                                        if ln.startswith("| C11 |"))
 
 
 def test_gain_verdicts_follow_the_files(fx, fixture_linear):
@@ -90,14 +101,16 @@ def test_gain_verdicts_follow_the_files(fx, fixture_linear):
     scale_row = next(x for x in r["C4"].rows
                      if not x.paper_setting and x.setting.dataset == "digits")
     assert scale_row.verdicts["weince_recipe"].startswith("scale model: gain > 0")
-    # C4's settings were not run; C6's k-NN gain (3.2) is far from the paper's (6.65)
-    assert r["C4"].verdict == NOT_RUN
+    # C4's settings were not run, its rows are scale-model readings: no verdict, and the
+    # cell says so rather than "not run" beside numbers; C6's k-NN gain (3.2) is far from
+    # the paper's (6.65)
+    assert r["C4"].verdict == SCALE_ONLY
     assert r["C6"].verdict == NOT_REPRODUCED
     # C5: the one paper pair run passes, 14 of 15 were not run: partially run
     assert r["C5"].verdict == partial_verdict(1, 15)
     assert "1 of the paper's 15 row(s) ran" in r["C5"].reason
-    # C7 ran MiniLM on synthetic pairs only -> not run; its row shows a direction
-    assert r["C7"].verdict == NOT_RUN
+    # C7 ran MiniLM on synthetic pairs only: a scale-model row with a direction, no verdict
+    assert r["C7"].verdict == SCALE_ONLY
     assert any(v.startswith("scale model") for x in r["C7"].rows for v in x.verdicts.values())
 
 
@@ -118,7 +131,7 @@ def test_method_claims_verdicts(fx):
 def test_timing_of_a_small_backbone_is_a_scale_model_row(fx):
     fx["timing"]["config"]["backbone"] = "smallcnn"
     r = by_id(build_report(Profile.of(fx), with_figures=False))["C8"]
-    assert r.verdict == NOT_RUN
+    assert r.verdict == SCALE_ONLY
     row = next(x for x in r.rows if not x.paper_setting)
     assert row.verdicts["weince"] == ("scale model: overhead +0.90% [+0.20, +1.40] (timed "
                                       "steps of one run), zero trainable parameters")

@@ -10,8 +10,9 @@ import pytest
 
 from weince.pipeline.claims import load_claims
 from weince.report.claim_file import claim_file, record_digest, registry_digest
-from weince.report.status import BEGIN, END, status_table, update_readme
-from weince.utils.verdict_words import NOT_REPRODUCED, NOT_RUN, REPRODUCED
+from weince.report.build import rest_of_paper
+from weince.report.status import BEGIN, END, REST_BEGIN, REST_END, status_table, update_readme
+from weince.utils.verdict_words import NOT_REPRODUCED, NOT_RUN, REPRODUCED, SCALE_ONLY
 
 REPO = Path(__file__).resolve().parents[2]
 CLAIMS = REPO / "config" / "claims.yaml"
@@ -82,7 +83,7 @@ def test_the_readme_block_is_the_generated_one(tmp_path):
     block = text[text.index(BEGIN) + len(BEGIN):text.index(END)].strip()
     ours, fresh = _rows(block), _rows(status_table(CLAIMS, tmp_path))
     assert [r[:4] for r in ours] == [r[:4] for r in fresh]
-    words = {REPRODUCED, NOT_REPRODUCED, NOT_RUN, "not run yet"}
+    words = {REPRODUCED, NOT_REPRODUCED, NOT_RUN, SCALE_ONLY, "not run yet"}
     assert all(v in words or v.startswith("partially run") for r in ours for v in r[4:])
     copy = tmp_path / "README.md"
     copy.write_text(text)
@@ -93,5 +94,31 @@ def test_the_readme_block_is_the_generated_one(tmp_path):
 def test_a_readme_without_the_block_is_an_error(tmp_path):
     p = tmp_path / "README.md"
     p.write_text("# nothing here\n")
-    with pytest.raises(ValueError, match="no generated claims block"):
+    with pytest.raises(ValueError, match="no generated block"):
         update_readme(p, CLAIMS, tmp_path)
+
+
+def test_the_readme_says_what_the_rest_costs_from_the_planner(tmp_path):
+    """The README's Status carries one generated line on what reproducing the rest takes
+    (runs and GPU-hours of C3 alone and of the whole paper, priced by the planner on the
+    paper profile beside the registry), with the commands that plan them."""
+    text = (REPO / "README.md").read_text()
+    block = text[text.index(REST_BEGIN) + len(REST_BEGIN):text.index(REST_END)].strip()
+    rest = rest_of_paper(CLAIMS)
+    assert block == f"- {rest}"
+    assert "C3 alone (its own setting) 224 training runs" in rest
+    assert "weince plan --configfile config/paper.yaml --target reports/paper/table_c3.md" in rest
+    assert "the whole paper" in rest and "GPU-hours (`weince plan --totals`)" in rest
+
+
+def test_the_rest_line_follows_the_paper_profile(tmp_path):
+    """A paper profile with the grid at one seed plans C3 in 68 runs, not 224: the line is
+    computed from the profile beside the registry, never typed."""
+    (tmp_path / "claims.yaml").write_text(CLAIMS.read_text())
+    paper = (REPO / "config" / "paper.yaml").read_text()
+    assert "    seeds: [7, 21, 63, 84]   # option: [7]" in paper
+    (tmp_path / "paper.yaml").write_text(
+        paper.replace("    seeds: [7, 21, 63, 84]   # option: [7]", "    seeds: [7]   # option"))
+    assert "C3 alone (its own setting) 68 training runs" in rest_of_paper(tmp_path / "claims.yaml")
+    (tmp_path / "paper.yaml").unlink()
+    assert rest_of_paper(tmp_path / "claims.yaml") is None

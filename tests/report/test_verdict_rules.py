@@ -15,6 +15,7 @@ import pytest
 from weince.report import load_claims
 from weince.utils.summary import diff_estimate, estimate
 from weince.report.tables import claim_lines, claim_markdown
+from weince.utils.verdict_words import SCALE_ONLY
 from weince.report.verdicts import (NOT_REPRODUCED, NOT_RUN, REPRODUCED, RULES, Setting,
                                     evaluate_claim, partial_verdict, rule_text)
 from weince.utils import write_json
@@ -78,10 +79,10 @@ CASES = {
     # toy data: the paper never ran digits / smallcnn -> no verdict, only a reading
     "C1 toy data is a scale-model row": (
         "C1", {V("digits", "smallcnn"): {"infonce": [pot(-0.2, [-0.3, -0.1])]}},
-        NOT_RUN, "ran none of the paper's settings"),
+        SCALE_ONLY, "ran none of the paper's settings; 1 scale-model row(s) shown"),
     "C2 toy data (lambda 0.57) is a scale-model row": (
         "C2", {V("digits", "smallcnn"): {"infonce": [link(0.57, 1e-8, [0.52, 0.62])]}},
-        NOT_RUN, "ran none of the paper's settings"),
+        SCALE_ONLY, "ran none of the paper's settings; 1 scale-model row(s) shown"),
     # magnitude, not only sign
     "C1 all six settings near -0.39": (
         "C1", {V(d, b): {"infonce": [pot(-0.37, [-0.45, -0.30])]} for d, b in C1_C2_PAPER},
@@ -242,7 +243,7 @@ def test_c7_synthetic_text_is_never_labelled_sts_b_and_shows_simcse(tmp_path):
     res = run(tmp_path, REG["C7"], {T: {
         "infonce": [{"test": {"spearman": v}} for v in (60.0, 61.0)],
         "weince": [{"test": {"spearman": v}} for v in (61.0, 62.0)]}})
-    assert res.verdict == NOT_RUN
+    assert res.verdict == SCALE_ONLY
     for ln in claim_lines(res):
         if ln[0] == "minilm / synthetic":
             assert "STS-B" not in " ".join(ln)

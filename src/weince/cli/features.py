@@ -18,7 +18,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="images per forward pass (default %(default)s)")
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda[:N] (default %(default)s)")
     parser.add_argument("--download", action="store_true",
-                        help="allow torchvision to download CIFAR/STL-10 if missing")
+                        help="no effect: loaders never download; fetch the data "
+                        "first with weince fetch-data")
 
 
 def main(args: argparse.Namespace) -> int:

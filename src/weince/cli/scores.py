@@ -38,7 +38,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0,
                    help="seed of the image draws and augmentations (default %(default)s)")
     p.add_argument("--download", action="store_true",
-                   help="let torchvision download CIFAR / STL-10 when missing")
+                   help="no effect: loaders never download; fetch the data "
+                   "first with weince fetch-data")
 
 
 def main(args: argparse.Namespace) -> int:

@@ -55,7 +55,7 @@ from weince.pipeline import layout
 from weince.pipeline.arms import resolve_arm, split_arm
 from weince.pipeline.claims import load_claims
 from weince.pipeline.profile import Profile
-from weince.report.rehearsal import data_note
+from weince.data.marker import data_note
 from weince.utils.config import parse_yaml
 
 __all__ = ["TRAIN_IMAGES", "WIKI1M_SENTENCES", "Forecast", "build_forecast", "paper_profile",

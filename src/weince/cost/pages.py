@@ -16,7 +16,10 @@ from weince.cost.throughput import (amp_speedups, calibration_rows, device_names
 from weince.pipeline.profile import Profile
 
 __all__ = ["claims_markdown", "totals_rows", "totals_markdown", "calibration_markdown",
-           "devices_markdown"]
+           "devices_markdown", "REST_GPU", "REST_CLAIM", "rest_line"]
+
+REST_GPU = "h100-sxm"    # the GPU the front pages price the rest of the paper on
+REST_CLAIM = "C3"        # the headline claim priced on its own (Table 2's CIFAR-100 ResNet-18)
 
 AMP = next(o for o in CHEAPER_OPTIONS if o["key"] == "vision.pretrain.amp: true")
 
@@ -146,3 +149,18 @@ def devices_markdown() -> str:
                  + (f"; efficiency of {d['stand_in']}: {_cell(d['why_stand_in'])}"
                     if d.get("stand_in") else "") + " |")
     return "\n".join(L) + "\n"
+
+
+def rest_line(paper: Profile, gpu: str = REST_GPU, claim: str = REST_CLAIM) -> str:
+    """One line: what reproducing the paper's training claims takes, from the planner's
+    estimate of the paper profile ``paper`` on ``gpu``: the headline claim alone, then the
+    whole paper, each with its runs, its GPU-hours (a range) and the command that plans it."""
+    rows = {r["id"]: r for r in claim_rows(estimate(paper, gpu), paper)}
+    one, total = rows[claim], rows["total"]
+    name = load_devices()["devices"][gpu]["name"]
+    return (f"**Reproducing the rest** takes GPUs, by the planner's estimate on an {name}: "
+            f"{claim} alone (its own setting) {one['runs']:,} training runs, "
+            f"{hours_range(one['low'], one['high'])} GPU-hours (`weince plan --configfile "
+            f"config/paper.yaml --target reports/paper/table_{claim.lower()}.md --gpu {gpu}`); "
+            f"the whole paper {total['runs']:,} runs, "
+            f"{hours_range(total['low'], total['high'])} GPU-hours (`weince plan --totals`).")

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MARKER", "synthetic_marker"]
+__all__ = ["MARKER", "synthetic_marker", "data_note"]
 
 MARKER = "WEINCE_SYNTHETIC.json"
 
@@ -29,3 +29,12 @@ def synthetic_marker(path: str | Path | None) -> dict[str, Any] | None:
             except (OSError, ValueError):
                 return {"synthetic": True, "what": str(d)}
     return None
+
+
+def data_note(data_root: str | None) -> str:
+    """``"; data: SYNTHETIC files ..."`` when the profile's ``data_root`` was written by
+    ``weince synthetic-data``, else ``""``."""
+    if data_root and synthetic_marker(Path(str(data_root))):
+        return (f"; data: SYNTHETIC files in the real formats (`weince synthetic-data`, "
+                f"{data_root}), not the data sets")
+    return ""

@@ -143,7 +143,9 @@ def load_text_encoder(name_or_path: str | os.PathLike, *, offline: bool = True):
         raise FileNotFoundError(
             f"could not load model {target!r} "
             f"{'offline (HF_HUB_OFFLINE=1) ' if offline else ''}({err}). Fetch it once with "
-            f"network access: python -c \"from transformers import AutoModel, AutoTokenizer; "
+            f"network access: `weince fetch-data --configfile <your profile>` (into "
+            f"<data_root>/models/{target}, docs/data.md), or into the Hugging Face cache: "
+            f"python -c \"from transformers import AutoModel, AutoTokenizer; "
             f"AutoModel.from_pretrained('{target}'); AutoTokenizer.from_pretrained('{target}')\""
             ", or set offline: false"
         ) from err

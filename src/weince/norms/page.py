@@ -24,7 +24,7 @@ from weince.norms.files import PROBES_FILE, load_results
 from weince.norms.rules import PAPER, combine, on_paper_model, unit_fields
 from weince.utils.escape import md_escape
 from weince.utils.results import write_json
-from weince.utils.verdict_words import NOT_RUN, NOT_TESTABLE, REHEARSAL
+from weince.utils.verdict_words import NOT_RUN, NOT_TESTABLE, REHEARSAL, SCALE_ONLY
 
 __all__ = ["unit_label", "companion_rows", "claim_verdicts", "render_markdown",
            "write_norms_report", "plot_figures"]
@@ -78,7 +78,8 @@ def claim_verdicts(results: Sequence[dict[str, Any]],
                    paper_rows: dict[str, list[dict[str, Any]]] | None = None) -> dict[str, Any]:
     """``{"N1": {"verdict", "paper", "units": [{"unit", "verdict", "paper_model"}],
     "n_reproduced", "n_testable", "scale_model": {"units", "n_reproduced", "n_testable"}},
-    ...}``; ``not run at this profile`` without results.
+    ...}``; with no unit on the paper's models, ``no verdict: scale model only`` when other
+    units ran, ``not run at this profile`` without results.
 
     ``paper_rows`` (claim id -> the registry's rows: the companion paper's models): only the
     units on those models make the claim's verdict, as in the registry's N1-N3; every other
@@ -94,7 +95,8 @@ def claim_verdicts(results: Sequence[dict[str, Any]],
                           "paper_model": on})
         vs = [u["verdict"] for u in units if u["paper_model"]]
         sc = [u["verdict"] for u in units if not u["paper_model"]]
-        out[claim] = {"verdict": combine(vs) if vs else NOT_RUN, "paper": PAPER[claim],
+        verdict = combine(vs) if vs else (SCALE_ONLY if sc else NOT_RUN)
+        out[claim] = {"verdict": verdict, "paper": PAPER[claim],
                       "units": units,
                       "n_testable": sum(v != NOT_TESTABLE for v in vs),
                       "n_reproduced": sum(v == "reproduced" for v in vs),

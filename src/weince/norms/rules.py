@@ -37,7 +37,7 @@ from weince.utils.claim_rows import Cell, ClaimResult, Row, Setting
 from weince.utils.results import Provenance, ResultSchemaError, get_key, load_result
 from weince.utils.summary import estimate
 from weince.utils.verdict_words import (NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED,
-                                     SCALE_MODEL, VERDICTS)
+                                     SCALE_MODEL, SCALE_ONLY, VERDICTS)
 
 __all__ = ["PAPER", "UNIT_RULES", "RULE", "interval_side", "correlation_verdict",
            "gain_verdict", "combine", "unit_fields", "on_paper_model", "rule_fields",
@@ -63,7 +63,8 @@ RULE = ("Reproduced when every testable unit on the companion paper's own models
         "(the claim's rows: {models}) shows it: a unit shows it when {unit_rule}, "
         "computed by weince.norms from its norms.json (docs/norms.md). Any other unit "
         "(our encoders, another text model) is a scale-model reading; with no unit on "
-        "those models the claim is not run at this profile, and not testable at this "
+        "those models the claim gets no verdict (scale model only, or not run at this "
+        "profile when no unit ran either), and not testable at this "
         "scale when none of them is testable (fewer than min_n probes, queries or "
         "pairs, or no weight decay).")
 
@@ -209,14 +210,14 @@ def _norms_verdict(units: list[str], scale_units: list[str], names: str,
         t = sum(x not in (NOT_TESTABLE, NOT_RUN) for x in units)
         reason = (f"{k} of {t} testable unit(s) on the companion paper's models reproduced "
                   f"({len(units)} unit(s) analysed)")
+    elif scale_units:   # numbers stand in the rows: no verdict, not "not run"
+        verdict = SCALE_ONLY
+        reason = (f"the profile analyses none of the companion paper's models ({names}); "
+                  f"{len(scale_units)} scale-model unit(s) shown, which get no verdict")
     else:
         verdict = NOT_RUN
-        if scale_units:
-            reason = (f"the profile analyses none of the companion paper's models ({names}); "
-                      f"{len(scale_units)} scale-model unit(s) shown")
-        else:
-            reason = ("the profile analyses no unit" if not any_settings else
-                      "no norms.json of the profile exists yet")
+        reason = ("the profile analyses no unit" if not any_settings else
+                  "no norms.json of the profile exists yet")
     return verdict, reason
 
 

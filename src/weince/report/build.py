@@ -21,6 +21,7 @@ import datetime as _dt
 import shutil
 from pathlib import Path
 
+from weince.cost.pages import rest_line
 from weince.pipeline.claims import load_claims
 from weince.pipeline.layout import (VisionRun, files_for, norms_text_runs, norms_vision_runs,
                                     run_dir, summary_logs)
@@ -32,18 +33,19 @@ from weince.report.claim_file import (ClaimRecord, check_inputs, claim_file,
                                       claim_input_digests, read_claim_files, write_claim_file)
 from weince.report.forest import forest_figure
 from weince.report.glance import claim_notes, pairs_text, scale_items
-from weince.report.rehearsal import (data_note, rehearsal_note, text_identity,
-                                     withhold_verdicts)
+from weince.data.marker import data_note
+from weince.report.rehearsal import rehearsal_note, text_identity, withhold_verdicts
 from weince.report.grid import selection_section
 from weince.report.tables import (claim_latex, claim_markdown, latex_document,
                                   summary_markdown)
 from weince.report.verdicts import ClaimResult, evaluate_claim
 from weince.utils import write_json
 from weince.utils.results import load_result
+from weince.utils.config import parse_yaml
 from weince.utils.provenance import git_commit
 from weince.utils.verdict_words import VERDICT_FREE
 
-__all__ = ["build_report", "build_summary", "evaluate", "write_tables", "scale_line",
+__all__ = ["build_report", "build_summary", "rest_of_paper", "evaluate", "write_tables", "scale_line",
            "companion_rows"]
 
 
@@ -359,6 +361,18 @@ def build_summary(prof: Profile, *, claims_path: str | Path | None = None,
                           forests=forests, draw_forests=draw_forests)
 
 
+def rest_of_paper(claims_path: str | Path) -> str | None:
+    """The line on what reproducing the paper's training claims takes
+    (:func:`weince.cost.pages.rest_line`), priced on the paper profile that sits beside the
+    claims registry (``config/paper.yaml``, or ``config/paper.yaml`` under the registry's
+    folder, as a results bundle holds them); None where there is none."""
+    folder = Path(claims_path).parent
+    for paper in (folder / "paper.yaml", folder / "config" / "paper.yaml"):
+        if paper.is_file():
+            return rest_line(Profile.of(parse_yaml(paper.read_text(), str(paper)) or {}))
+    return None
+
+
 def _write_summary(prof: Profile, *, claims_path: str | Path | None, out: Path,
                    with_figures: bool, forests: dict[str, str | Path] | None,
                    draw_forests: bool) -> list[ClaimRecord]:
@@ -383,7 +397,7 @@ def _write_summary(prof: Profile, *, claims_path: str | Path | None, out: Path,
         scale = [*scale, data_note(prof.data_root).removeprefix("; ")]
     text = summary_markdown(
         records, info, [str(p.relative_to(out)) for p in made], scale,
-        companion_rows(out))
+        companion_rows(out), rest=rest_of_paper(claims_path or prof.claims))
     (out / "summary.md").write_text(with_forest_section(text, forest_pngs, out))
     write_json(out / "claims.json", {
         "profile": prof.name,

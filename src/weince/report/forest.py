@@ -258,7 +258,25 @@ def _tick_label(label: str) -> str:
     return f"{where}\n{what}"
 
 
-def _panel(ax, lines: list[ForestLine], xlabel: str, title: str, band_label: str) -> list:
+# what a point and its interval are, by claim kind: the legend says what is drawn
+_OURS = {
+    "exact": ("ours (the largest |difference| recorded)", "95% t-interval"),
+    "overhead": ("ours (mean over timing runs)", "95% t-interval across timing runs"),
+    "norms": ("ours (mean over the setting's units)", "95% t-interval across units"),
+}
+_OURS_DEFAULT = ("ours (mean over encoder seeds)", "95% t-interval across encoder seeds")
+
+
+def legend_words(kind: str | None) -> tuple[str, str]:
+    """The legend's words for our point and our interval on a claim of ``kind``: a mean over
+    encoder seeds for the training claims, over timing runs for C8, the recorded largest
+    difference for C9."""
+    return _OURS.get(kind or "", _OURS_DEFAULT)
+
+
+def _panel(ax, lines: list[ForestLine], xlabel: str, title: str, band_label: str,
+           kind: str | None = None) -> list:
+    ours_label, interval_label = legend_words(kind)
     ys = list(range(len(lines)))[::-1]
     handles = {}
     for y, ln in zip(ys, lines):
@@ -267,11 +285,11 @@ def _panel(ax, lines: list[ForestLine], xlabel: str, title: str, band_label: str
                          else 1.4, ls="-" if not ln.fit_interval else "--",
                          solid_capstyle="butt")
             key = ("interval of the single fit or timing run (n = 1)" if ln.fit_interval
-                   else "95% t-interval across encoders")
+                   else interval_label)
             handles.setdefault(key, h)
         if ln.mean is not None:
             h, = ax.plot([ln.mean], [y], "o", color="C0", ms=6)
-            handles.setdefault("ours (mean over encoders)", h)
+            handles.setdefault(ours_label, h)
         if ln.paper is not None:
             h, = ax.plot([ln.paper], [y], "D", color="C1", ms=7, mfc="none", mew=1.8)
             handles.setdefault("the paper's figure (its own settings only)", h)
@@ -339,7 +357,7 @@ def forest_figure(result, out: str | Path, profile: str = "") -> Path | None:
                 ax.axis("off")
                 continue
             title, lines, xl = panel
-            for k, h in _panel(ax, lines, xl, title, band):
+            for k, h in _panel(ax, lines, xl, title, band, claim.get("kind")):
                 handles.setdefault(k, h)
     cid = claim["id"]
     head = f"{cid}: {claim.get('short_title', claim.get('title', ''))}"

@@ -138,8 +138,9 @@ def headline(result) -> Headline | None:
         sm, fl = last.cells.get(base), None
         if sm is not None:
             fl = sm.extra["theory"]["floor"]
-        text = (f"Weibit slope {e.mean:+.3f} [{e.lo:+.3f}, {e.hi:+.3f}]"
-                + (f"; softmax MSE {sm.est.mean:.2e} vs floor {fl:.2e} at {last.label[7:]}"
+        text = (f"Weibit slope {e.mean:+.2f} [{e.lo:+.2f}, {e.hi:+.2f}]"
+                + (f"; softmax MSE {sm.est.mean:.2e}, floor {fl:.2e} at "
+                   f"{last.label[7:].replace(' = ', '=')}"
                    if sm is not None else ""))
         n = int(last.cells[primary].extra["replicates"]) if primary in last.cells else e.n
         return Headline(text, n, "replicates per n", True)
@@ -196,6 +197,18 @@ def is_companion(claim: dict[str, Any]) -> bool:
     return str(claim["id"]).startswith("N")
 
 
+# what a claim is, where its kind makes it something else than an empirical result
+# what kind of claim C9 and C11 are, shown beside their title (docs/glossary.md): an identity
+# of this code, and the paper's own synthetic experiment at its own setting
+NATURE = {"exact": "implementation check", "noise_floor": "synthetic experiment"}
+
+
+def claim_nature(claim: dict[str, Any]) -> str | None:
+    """``implementation check`` for C9, ``synthetic experiment`` for C11 (by their kind),
+    None for the empirical claims."""
+    return NATURE.get(claim.get("kind", ""))
+
+
 def summary_row(record, page: str, ours: str | None = None) -> list[str]:
     """The summary's cells of one claim (a :class:`weince.report.claim_file.ClaimRecord`):
     id, what, source (the paper's table or section; left out for a companion claim, whose
@@ -204,7 +217,9 @@ def summary_row(record, page: str, ours: str | None = None) -> list[str]:
     c = record.claim
     if ours is None:
         ours = record.ours
-    cells = [c["id"], c.get("short_title", c["title"])]
+    nature = claim_nature(c)
+    cells = [c["id"], c.get("short_title", c["title"]) + (f" ({nature})"
+                                                          if nature else "")]
     if not is_companion(c):
         cells.append(c.get("source", ""))
     return cells + [c.get("short_paper", c["paper_figure"]), ours,

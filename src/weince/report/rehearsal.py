@@ -6,7 +6,8 @@ because of the data or weights that ran.
   and row) by :data:`weince.utils.verdict_words.REHEARSAL` except for the ``exact`` kind (C9,
   a property of the loss that holds at any size) and the ``noise_floor`` kind (C11, the
   paper's synthetic experiment at its own setting, which involves no training).
-- :func:`data_note` says when the data root is a tree of ``weince synthetic-data``.
+- :func:`weince.data.marker.data_note` says when the data root is a tree of
+  ``weince synthetic-data``.
 - :func:`text_identity` reads the ``model_identity`` of each text run's ``train.json``: a
   setting whose weights are not the named model (a ``text.model_paths`` stand-in, the
   synthetic BERT) is relabelled ``<model> (stand-in: ...)``, so it no longer matches the
@@ -20,12 +21,11 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-from weince.data.marker import synthetic_marker
+from weince.data.marker import data_note
 from weince.utils.claim_rows import Setting
 from weince.utils.verdict_words import REHEARSAL
 
-__all__ = ["withhold_verdicts", "rehearsal_note", "data_note",
-           "text_identity", "REHEARSAL"]
+__all__ = ["withhold_verdicts", "rehearsal_note", "text_identity", "REHEARSAL"]
 
 # C9: lambda = 0 is InfoNCE exactly, at any size; C11: the paper's synthetic experiment at
 # its own setting (numpy, no training), the same run in a rehearsal as anywhere
@@ -38,16 +38,6 @@ def rehearsal_note(data_root: str | None = None) -> str:
     return ("REHEARSAL (config/rehearsal.yaml over the paper profile): a few optimiser steps "
             "per run on a few hundred images; the numbers check that every rule runs and "
             "mean nothing about the paper; no verdict but C9's and C11's" + data_note(data_root))
-
-
-def data_note(data_root: str | None) -> str:
-    """``"; data: SYNTHETIC files ..."`` when the profile's ``data_root`` was written by
-    ``weince synthetic-data``, else ``""``."""
-    root = data_root
-    if root and synthetic_marker(Path(str(root))):
-        return (f"; data: SYNTHETIC files in the real formats (`weince synthetic-data`, "
-                f"{root}), not the data sets")
-    return ""
 
 
 def withhold_verdicts(result: Any) -> Any:

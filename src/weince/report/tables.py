@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from weince.report.claim_file import ClaimRecord
 
 __all__ = ["claim_lines", "claim_markdown", "claim_latex", "latex_lines", "latex_caption",
-           "summary_markdown", "latex_document", "latex_escape", "md_escape", "fmt_estimate",
+           "summary_markdown", "rounding_notes", "latex_document", "latex_escape", "md_escape", "fmt_estimate",
            "DETAILS_HEADING", "LATEX_HEADER", "MAX_CAPTION_WORDS"]
 
 HEADER = ["Setting", "Metric", "Arm", "Ours: mean [95% CI] (n)", "vs. baseline / detail",
@@ -282,6 +282,26 @@ def _prov_lines(res: ClaimResult, run_info: dict[str, str]) -> list[str]:
 DETAILS_HEADING = "### Rule, selection and scale"
 
 
+def rounding_notes(claim: dict[str, Any]) -> list[str]:
+    """Where the paper prints a gain that is not the difference of its printed numbers (to
+    the printed digits), one sentence per row saying so: the paper rounded the difference
+    of its unrounded numbers; the verdict uses the printed gain."""
+    out = []
+    for row in claim.get("rows") or []:
+        p = (row.get("paper") if isinstance(row, dict) else None) or {}
+        if not isinstance(p, dict) or not {"gain", "treatment", "baseline"} <= p.keys():
+            continue
+        diff = p["treatment"] - p["baseline"]
+        if abs(round(diff, 2) - p["gain"]) >= 0.005:
+            where = row.get("label") or ", ".join(
+                str(row[k]) for k in ("dataset", "backbone", "model") if k in row)
+            out.append(f"Paper's rounding ({where}): it prints a gain of {p['gain']:+.2f}, "
+                       f"where its printed numbers give {p['treatment']:.2f} - "
+                       f"{p['baseline']:.2f} = {diff:+.2f} (the paper's rounding). The verdict uses "
+                       f"the printed gain.")
+    return out
+
+
 def claim_markdown(res: ClaimResult, run_info: dict[str, str], nav: str = "") -> str:
     """One claim's page: ``nav`` (links to the summary and the neighbouring claims), then
     the verdict, the paper's figure and the table; the rule, the attribution, the notes
@@ -299,8 +319,10 @@ def claim_markdown(res: ClaimResult, run_info: dict[str, str], nav: str = "") ->
         "",
         f"{paper}: {c['paper_figure']}" + (f" ({c['source']})" if c.get("source") else "")
         + f". Profile {run_info['profile']}: rows of the paper's own settings get a verdict; "
-        "every other row is a scale-model reading (numbers, no verdict).",
+        "every other row is a scale-model reading (numbers, no verdict). The words are "
+        "explained in docs/glossary.md.",
         "",
+        *[x for n in rounding_notes(c) for x in (n, "")],
         _md_table(HEADER, claim_lines(res)),
         "",
     ]
@@ -465,11 +487,13 @@ def _figure_note(path: str) -> str:
 
 def summary_markdown(results: list[ClaimRecord], run_info: dict[str, str],
                      figures: list[str], scale: list[str] | str,
-                     companions: list[dict] | None = None) -> str:
+                     companions: list[dict] | None = None, rest: str | None = None) -> str:
     """The profile's summary: what it ran (a short list), one short row per claim of the
     paper (claim, what, source, paper, ours, verdict, its page), the companion claims N1-N3
     in their own block under the companion paper they come from, the companion pages and
     the provenance. Rules, attribution, other arms and notes are on each claim's page.
+    ``rest``: the line saying what reproducing the remaining claims takes (runs and
+    GPU-hours, :func:`weince.cost.pages.rest_line`).
     ``results``: the claims' records as their table job wrote them
     (:mod:`weince.report.claim_file`)."""
     items = [scale] if isinstance(scale, str) else list(scale)
@@ -480,16 +504,20 @@ def summary_markdown(results: list[ClaimRecord], run_info: dict[str, str],
         "",
         *[f"- {x}" for x in items],
         "",
+        *([rest, ""] if rest else []),
         "Only the paper's own settings get a verdict (**reproduced** or **not reproduced**); "
-        "every other setting is a scale-model reading (its numbers, no verdict), and a claim "
-        "with none of its paper settings here reads not run at this profile. **Ours** is one "
-        "number per claim: the primary arm on the paper's setting when it ran, else on the "
-        "scale-model row closest to it, which the cell names first; where several claims "
-        "have only the same row, it is printed once and the others say so. An interval is "
-        "the 95% t-interval across encoder seeds (n >= 2). Each verdict is computed once "
-        "from the result files and kept in the claim's file (`claims/<id>.json`), which "
-        "this summary reads; the rule, the other arms and the notes are on the claim's page "
-        "and in docs/verdicts.md.",
+        "every other setting is a scale-model reading (its numbers, no verdict): a claim with "
+        "only such readings says *no verdict: scale model only*, one with nothing run at all "
+        "*not run at this profile*. C9 is an implementation check (an identity of this "
+        "code) and C11 the paper's synthetic experiment at its own setting: both get a "
+        "verdict on every profile. **Ours** is one number per claim: the primary arm on the "
+        "paper's setting when it ran, else on the scale-model row closest to it, which the "
+        "cell names first; where several claims have only the same row, it is printed once "
+        "and the others say so. An interval is the 95% t-interval across encoder seeds "
+        "(n >= 2). Each verdict is computed once from the result files and kept in the "
+        "claim's file (`claims/<id>.json`), which this summary reads; the rule, the other "
+        "arms and the notes are on the claim's page and in docs/verdicts.md. The words used "
+        "here are explained in docs/glossary.md.",
         "",
     ]
     ours = ours_cells(results)

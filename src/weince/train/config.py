@@ -27,7 +27,7 @@ class SimCLRConfig:
     # data
     dataset: str = "digits"             # a name of weince.data.vision.DATASETS
     data_root: Optional[str] = None     # None: $WEINCE_DATA or ./data (offline sets ignore it)
-    download: bool = False              # let torchvision download CIFAR / STL-10 if missing
+    download: bool = False              # no effect: loaders never download (weince fetch-data)
     train_split: str = "train"          # e.g. "train+unlabeled" for STL-10
     max_train_images: Optional[int] = None  # seeded subset (seed 0: the same for every run)
     image_size: Optional[int] = None    # view size; None: the data set's size

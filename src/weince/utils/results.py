@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from weince.utils.diskspace import atomic_write
-from weince.utils.provenance import jsonable, provenance
+from weince.utils.provenance import COMMIT_FORM, jsonable, provenance
 
 __all__ = ["write_json", "read_json", "ResultSchemaError", "InvalidResultError", "load_result",
            "get_key", "encoder_value", "finite_value", "check_plausible", "RANGES",
@@ -282,7 +282,7 @@ def encoder_value(value: Any, path: str | Path, key: str) -> float:
 
 # provenance strings reach the tables as they are: each must have its format (a result
 # file from elsewhere, e.g. a bundle, could otherwise put Markdown or LaTeX there)
-_COMMIT = re.compile(r"(?:[0-9a-f]{7,40}(?:\+dirty)?|unknown)\Z")
+_COMMIT = COMMIT_FORM   # the one form of a commit, as provenance writes it
 _HEX = re.compile(r"[0-9a-f]{6,64}\Z")
 
 

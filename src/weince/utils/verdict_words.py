@@ -9,6 +9,7 @@ so a verdict reads the same in ``summary.md``, ``claims.json``, ``norms.md`` and
 REPRODUCED = "reproduced"
 NOT_REPRODUCED = "not reproduced"
 NOT_RUN = "not run at this profile"
+SCALE_ONLY = "no verdict: scale model only"   # none of the paper's settings ran; other ones did
 NOT_TESTABLE = "not testable at this scale"
 PARTIAL = "partially run"        # "partially run: k of n rows reproduced"
 SCALE_MODEL = "scale model"      # a setting the paper did not run: numbers, no verdict
@@ -18,5 +19,5 @@ REHEARSAL = "rehearsal: no verdict"  # a rehearsal's claim (config/rehearsal.yam
 
 VERDICTS = (REPRODUCED, NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE)
 
-__all__ = ["REPRODUCED", "NOT_REPRODUCED", "NOT_RUN", "NOT_TESTABLE", "PARTIAL",
+__all__ = ["REPRODUCED", "NOT_REPRODUCED", "NOT_RUN", "SCALE_ONLY", "NOT_TESTABLE", "PARTIAL",
            "SCALE_MODEL", "MISSING", "VERDICT_FREE", "VERDICTS", "REHEARSAL"]

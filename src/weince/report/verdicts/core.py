@@ -21,7 +21,7 @@ from weince.utils.results import (Provenance, ResultSchemaError, encoder_value, 
                                   load_result)
 from weince.utils.summary import Estimate, diff_estimate, estimate
 from weince.utils.verdict_words import (NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, PARTIAL, REPRODUCED,
-                                     SCALE_MODEL)
+                                     SCALE_MODEL, SCALE_ONLY)
 
 __all__ = ["COMMON_RULE", "CONTRASTS", "Kind", "Judging", "rule_fields", "render_rule",
            "partial_verdict", "fmt_value", "fmt_interval", "fit_interval", "attribution",
@@ -366,10 +366,13 @@ def _overall(rows: list[Row], arm: str, n_paper: int) -> tuple[str, str]:
         r = untestable[0]
         return NOT_TESTABLE, f"{r.setting.label()}: {r.reasons.get(arm, '')}"
     if not judged:
-        scale_rows = [r for r in rows if not r.paper_setting and arm in r.verdicts]
-        return NOT_RUN, ("the profile ran none of the paper's settings"
-                         + (f"; {len(scale_rows)} scale-model row(s) shown"
-                            if scale_rows else ""))
+        scale_rows = [r for r in rows if not r.paper_setting and arm in r.cells
+                      and r.cells[arm].est.n > 0]
+        if scale_rows:   # numbers stand in the row: no verdict, not "not run"
+            return SCALE_ONLY, (f"the profile ran none of the paper's settings; "
+                                f"{len(scale_rows)} scale-model row(s) shown, which get no "
+                                f"verdict")
+        return NOT_RUN, "the profile ran none of the paper's settings, nor any other"
     failed = [r for r in judged if r.verdicts[arm] == NOT_REPRODUCED]
     k = len(judged) - len(failed)
     first = (f"; {failed[0].setting.label()} {failed[0].label}: "
