@@ -42,8 +42,9 @@ def test_legends_say_what_each_kind_draws():
     assert "timing runs" in legend_words("overhead")[0]
     assert "encoder" not in " ".join(legend_words("exact"))
     assert "largest" in legend_words("exact")[0]
-    assert legend_words("gain") == ("ours (mean over encoder seeds)",
-                                    "95% t-interval across encoder seeds")
+    assert legend_words("gain")[:2] == ("ours (mean over encoder seeds)",
+                                        "95% t-interval across encoder seeds")
+    assert "timing runs" in legend_words("overhead")[2]
 
 
 def test_the_glossary_explains_the_words_the_pages_use():

@@ -260,23 +260,27 @@ def _tick_label(label: str) -> str:
 
 # what a point and its interval are, by claim kind: the legend says what is drawn
 _OURS = {
-    "exact": ("ours (the largest |difference| recorded)", "95% t-interval"),
-    "overhead": ("ours (mean over timing runs)", "95% t-interval across timing runs"),
-    "norms": ("ours (mean over the setting's units)", "95% t-interval across units"),
+    "exact": ("ours (the largest |difference| recorded)", "95% t-interval",
+              "interval of the single check (n = 1)"),
+    "overhead": ("ours (mean over timing runs)", "95% t-interval across timing files",
+                 "95% t-interval across the timing runs of one file"),
+    "norms": ("ours (mean over the setting's units)", "95% t-interval across units",
+              "interval of the single unit (n = 1)"),
 }
-_OURS_DEFAULT = ("ours (mean over encoder seeds)", "95% t-interval across encoder seeds")
+_OURS_DEFAULT = ("ours (mean over encoder seeds)", "95% t-interval across encoder seeds",
+                 "interval of the single fit (n = 1)")
 
 
-def legend_words(kind: str | None) -> tuple[str, str]:
-    """The legend's words for our point and our interval on a claim of ``kind``: a mean over
-    encoder seeds for the training claims, over timing runs for C8, the recorded largest
-    difference for C9."""
+def legend_words(kind: str | None) -> tuple[str, str, str]:
+    """The legend's words for our point, our interval across files, and the interval a
+    single file carries, on a claim of ``kind``: a mean over encoder seeds for the training
+    claims, over timing runs for C8, the recorded largest difference for C9."""
     return _OURS.get(kind or "", _OURS_DEFAULT)
 
 
 def _panel(ax, lines: list[ForestLine], xlabel: str, title: str, band_label: str,
            kind: str | None = None) -> list:
-    ours_label, interval_label = legend_words(kind)
+    ours_label, interval_label, single_label = legend_words(kind)
     ys = list(range(len(lines)))[::-1]
     handles = {}
     for y, ln in zip(ys, lines):
@@ -284,8 +288,7 @@ def _panel(ax, lines: list[ForestLine], xlabel: str, title: str, band_label: str
             h, = ax.plot([ln.lo, ln.hi], [y, y], color="C0", lw=2.2 if not ln.fit_interval
                          else 1.4, ls="-" if not ln.fit_interval else "--",
                          solid_capstyle="butt")
-            key = ("interval of the single fit or timing run (n = 1)" if ln.fit_interval
-                   else interval_label)
+            key = single_label if ln.fit_interval else interval_label
             handles.setdefault(key, h)
         if ln.mean is not None:
             h, = ax.plot([ln.mean], [y], "o", color="C0", ms=6)
@@ -361,7 +364,8 @@ def forest_figure(result, out: str | Path, profile: str = "") -> Path | None:
                 handles.setdefault(k, h)
     cid = claim["id"]
     head = f"{cid}: {claim.get('short_title', claim.get('title', ''))}"
-    sub = f"verdict: {result.verdict}" + (f"   (profile {profile})" if profile else "")
+    sub = (result.verdict if result.verdict.startswith("no verdict") else
+           f"verdict: {result.verdict}") + (f"   (profile {profile})" if profile else "")
     fig.suptitle("\n".join(textwrap.wrap(head, 80) + [sub]), fontsize=11)
     if handles:
         fig.legend(list(handles.values()), list(handles.keys()), loc="outside lower center",

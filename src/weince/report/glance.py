@@ -47,13 +47,15 @@ class Headline:
     n: int
     setting: str
     paper_setting: bool
+    n_of: str = ""   # what n counts where it is not encoders (C8: timing files)
 
     def cell(self) -> str:
         """``"<number> (n=3; <setting>)"`` on a paper setting; a scale-model row says so
         first: ``"scale model, <setting>: <number> (n=3)"``."""
+        n = f"n={self.n}" + (f" {self.n_of}" if self.n_of else "")
         if self.paper_setting:
-            return f"{self.text} (n={self.n}; {self.setting})"
-        return f"scale model, {self.setting}: {self.text} (n={self.n})"
+            return f"{self.text} ({n}; {self.setting})"
+        return f"scale model, {self.setting}: {self.text} ({n})"
 
 
 def _closeness(row, paper_rows: list[dict[str, Any]]) -> int:
@@ -158,7 +160,8 @@ def headline(result) -> Headline | None:
             text += " pts"
     if kind == "gain" and base is None:   # pragma: no cover - the registry requires one
         raise ValueError(f"claim {claim['id']}: a gain claim needs arms.baseline")
-    return Headline(text, e.n, row.setting.label(), bool(row.paper_setting))
+    return Headline(text, e.n, row.setting.label(), bool(row.paper_setting),
+                    "timing file(s)" if kind == "overhead" else "")
 
 
 def verdict_cell(verdict: str) -> str:
