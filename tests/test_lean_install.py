@@ -21,6 +21,7 @@ import email
 import importlib.metadata
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -73,6 +74,10 @@ USE_THE_CORE = textwrap.dedent("""
     assert not missing, missing
     print("LEAN-OK", loss.item(), fit.xi, link.lam)
 """)
+
+
+def _python_blocks(page: Path) -> list[str]:
+    return re.findall(r"^```python\n(.*?)^```", page.read_text(), flags=re.S | re.M)
 
 
 def _run(cmd, **kw):
@@ -243,5 +248,14 @@ def test_wheel_installs_without_extras_and_runs_the_core(tmp_path, wheel):
 
     out = _run([str(vpy), "-c", USE_THE_CORE], env=env, cwd=tmp_path)
     assert "LEAN-OK" in out
+    # the researcher's snippets as copied: the README's, and every block of the loss guide
+    # (the two-view example and the MoCo-style queue), in the venv of the wheel and torch
+    snippets = [_python_blocks(ROOT / "README.md")[0],
+                *_python_blocks(ROOT / "docs" / "using-the-loss.md")]
+    assert len(snippets) == 3
+    for code in snippets:
+        script = tmp_path / "snippet.py"
+        script.write_text(code)
+        _run([str(vpy), "-W", "error::UserWarning", str(script)], env=env, cwd=tmp_path)
     version = _run([str(venv / "bin" / "weince"), "--version"], env=env, cwd=tmp_path).strip()
     assert version == "weince 0.1.0"  # an installed wheel: no git commit to report
