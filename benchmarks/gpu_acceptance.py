@@ -86,7 +86,6 @@ import os
 import platform
 import re
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -328,7 +327,7 @@ def cpu_view_draws():
         simclr._Pretraining.build = build
 
 
-def knn_predictions(feats: dict, k: int, temperature: float) -> "torch.Tensor":
+def knn_predictions(feats: dict, k: int, temperature: float) -> torch.Tensor:
     """Every test image's k-NN class (cosine, weighted vote, the whole training split as
     the bank): the per-image counterpart of ``knn_eval``'s accuracy."""
     import torch.nn.functional as F

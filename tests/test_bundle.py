@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import tarfile
 from argparse import Namespace
 from pathlib import Path

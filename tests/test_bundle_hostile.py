@@ -296,9 +296,9 @@ def test_a_host_file_in_the_manifest_is_refused_unread(bundle, host, tmp_path, c
     rc, out, events = verify(host, bad, capsys)
     assert rc == 2, out
     err = one_error(out)
-    assert f"files[" in err and f".path '{host.canary}' is an absolute path" in err, err
+    assert "files[" in err and f".path '{host.canary}' is an absolute path" in err, err
     assert "no host file is read" in err
-    assert f"present with the manifest's SHA-256" not in out  # no count includes it
+    assert "present with the manifest's SHA-256" not in out  # no count includes it
     assert_contained(host, events)
 
 

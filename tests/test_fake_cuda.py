@@ -110,7 +110,7 @@ class FakeModel(torch.nn.Module):
         return torch.func.functional_call(self.inner[0], self.state, (x,))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _real_model(backbone: str, size: int) -> torch.nn.Module:
     with unset_fake_temporarily(), torch.device("cpu"):
         return build_simclr_model(backbone, size, 3, out_dim=16).train()

@@ -21,7 +21,6 @@ other, directly or through a chain of others.
 from __future__ import annotations
 
 import ast
-import os
 import subprocess
 import sys
 import types

@@ -175,7 +175,7 @@ def across_runs(run_times: dict[str, list[list[float]]], base: str, level: float
     return out
 
 
-def _with_runs(cfg: "TimingConfig", block: dict, run_times: dict[str, list[list[float]]]
+def _with_runs(cfg: TimingConfig, block: dict, run_times: dict[str, list[list[float]]]
                ) -> None:
     """Put the across-runs overhead (:func:`across_runs`) into each loss's summary of
     ``block`` (every mode), keeping the pooled per-step figures as ``pooled_overhead_pct``

@@ -395,7 +395,6 @@ def test_digits_read_without_sklearn_equal_sklearns_loader():
     """The digits are read from the file scikit-learn ships, without importing it; the
     pixels and labels are exactly ``sklearn.datasets.load_digits()``'s."""
     import subprocess
-    import sys
 
     from sklearn.datasets import load_digits
 

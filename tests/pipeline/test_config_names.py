@@ -53,7 +53,7 @@ def name_slots(node, path=()):
     items = node.get("items")
     if isinstance(items, dict) and _is_name(items):
         yield path, "list"
-    if isinstance(items, dict) and "prefixItems" in items or (
+    if (isinstance(items, dict) and "prefixItems" in items) or (
             isinstance(items, dict) and isinstance(items.get("items"), dict)
             and _is_name(items["items"])):
         yield path, "pairs"

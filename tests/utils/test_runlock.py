@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from weince.utils.runlock import (RunLockedError, held_locks, hold_run_lock, lock_path,
+from weince.utils.runlock import (RunLockedError, held_locks, lock_path,
                                   locks_output, run_lock)
 
 SRC = Path(__file__).resolve().parents[2] / "src"

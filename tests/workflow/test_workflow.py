@@ -4,7 +4,6 @@ profile end to end (in a temporary copy, so the repository is never written to).
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess

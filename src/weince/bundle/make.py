@@ -254,7 +254,7 @@ def make_bundle(profile: str, out: str | Path, *, reports: str | Path = "reports
     if cdir.is_dir():
         for f in sorted(cdir.glob("*.y*ml")):
             entries.append(Entry(f, f"{meta}/config/{f.name}", "config"))
-    created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    created = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     commit = git_commit()
     opts = {"with_models": with_models, "with_scores": with_scores, "created": created,
             "commit": commit[:12] + ("+dirty" if commit.endswith("+dirty") else "")}

@@ -210,7 +210,7 @@ class CostSettings:
     eval: EvalWork
 
     @classmethod
-    def of(cls, prof: Profile) -> "CostSettings":
+    def of(cls, prof: Profile) -> CostSettings:
         """The cost block of ``prof`` (``prof.cost``)."""
         c = prof.cost
         e = c["eval"]

@@ -155,7 +155,7 @@ def summarise(jobs: list[JobInfo]) -> list[dict]:
     """Per-rule rows (most GPU-hours first, then most jobs, then by name) and a total row,
     for SLURM jobs only: ``localrule`` jobs and jobs without outputs (aggregation targets
     such as ``all``) run on the submit host."""
-    rows: "OrderedDict[str, dict]" = OrderedDict()
+    rows: OrderedDict[str, dict] = OrderedDict()
     for j in jobs:
         if j.local or not j.output:
             continue
@@ -217,7 +217,7 @@ def submissions(jobs: list[JobInfo], settings: dict) -> list[dict]:
     slurm = [j for j in jobs if not j.local and j.output]
     producer = {f: i for i, j in enumerate(slurm) for f in j.output}
     patterns = settings.get("groups", {})
-    rows: "OrderedDict[str, dict]" = OrderedDict()
+    rows: OrderedDict[str, dict] = OrderedDict()
 
     def row(unit, how):
         return rows.setdefault(unit, {"unit": unit, "rules": set(), "jobs": 0, "before": 0,

@@ -79,7 +79,7 @@ class AugmentParams:
     blur: torch.Tensor
     sigma: torch.Tensor
 
-    def to(self, device: torch.device | str) -> "AugmentParams":
+    def to(self, device: torch.device | str) -> AugmentParams:
         return AugmentParams(**{k: v.to(device) for k, v in self.__dict__.items()})
 
     def __getitem__(self, b: int) -> dict[str, Any]:

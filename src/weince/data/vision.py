@@ -115,7 +115,7 @@ class ImageSet:
     def __len__(self) -> int:
         return int(self.images.shape[0])
 
-    def subset(self, index: torch.Tensor | np.ndarray | list[int]) -> "ImageSet":
+    def subset(self, index: torch.Tensor | np.ndarray | list[int]) -> ImageSet:
         """The images at ``index`` (a view of the same metadata)."""
         index = torch.as_tensor(index, dtype=torch.long)
         return ImageSet(self.images[index], self.labels[index], self.num_classes, self.name,

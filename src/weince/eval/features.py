@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -63,9 +63,9 @@ def embed_images(model: torch.nn.Module, images: torch.Tensor, *, mean, std,
 
 @locks_output("out_path", parent=True)   # one writer per output file
 def extract_features(encoder_path: str | os.PathLike, out_path: str | os.PathLike | None,
-                     dataset: Optional[str] = None, data_root: Optional[str] = None,
+                     dataset: str | None = None, data_root: str | None = None,
                      batch_size: int = 512, device: str = "auto", *, download: bool = False,
-                     progress: Optional[bool] = None, max_images: Optional[int] = None
+                     progress: bool | None = None, max_images: int | None = None
                      ) -> dict[str, Any]:
     """Embed the train and test splits with a frozen encoder; save and return the dict.
 

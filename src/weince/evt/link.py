@@ -635,7 +635,7 @@ class _ProfileLik:
     ray), memoised: ``prof[lam] = (c_hat(lam), l_p)`` in float32 passes. ``converged``
     turns False once a Newton search fails."""
 
-    def __init__(self, ev: "_Evaluator") -> None:
+    def __init__(self, ev: _Evaluator) -> None:
         self.ev = ev
         self.prof: dict[float, tuple[float, float]] = {}
         self.converged = True
@@ -660,7 +660,7 @@ class _ProfileLik:
         return prof[lam][1]
 
 
-def _maximise(ev: "_Evaluator", lp: _ProfileLik, notes: list[str]
+def _maximise(ev: _Evaluator, lp: _ProfileLik, notes: list[str]
               ) -> tuple[float, float, float, float, float | None]:
     """The softmax fit and the maximum likelihood in ``(c, lambda)``: ``(c_softmax, c_hat,
     lam_hat, loglik_hat, se_lam)`` (``se_lam``: Wald, None on an edge)."""

@@ -144,7 +144,7 @@ def _norms_lines(value: Any, key: str, label: str, path: Path
     if isinstance(value, list):
         return [(f"{label} {r.get('task', '')} {r.get('metric', '')} {r.get('subset', '')}"
                  .strip(), r.get("gain"), r.get("ci")) for r in value if r.get("primary")]
-    if value is None or isinstance(value, (int, float)) and not isinstance(value, bool):
+    if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)):
         return [(label, value, None)]
     raise ResultSchemaError(f"{path}: key {key!r} holds {type(value).__name__}; a norms claim "
                             f"reads a correlation {{r, ci}}, a number or the n3 rows")

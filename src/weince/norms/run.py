@@ -23,7 +23,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -67,14 +67,14 @@ class NormsConfig:
     n_probes: int = 256                 # inputs whose heat/drift/norm are measured
     n_bank: int = 512                   # filler inputs the minibatches are completed from
     resamples: int = 8                  # K minibatch placements per probe
-    batch_size: Optional[int] = None    # minibatch size (None: the encoder's training batch)
+    batch_size: int | None = None    # minibatch size (None: the encoder's training batch)
     max_batch_size: int = 256           # cap on the above (CPU budget)
     probes_per_batch: int = 16          # probes sharing one minibatch (one backward pass)
     gradient: Literal["unit", "pre"] = "unit"  # which heat the verdicts use (docs/norms.md)
-    lr: Optional[float] = None
-    weight_decay: Optional[float] = None
-    optimizer: Optional[str] = None
-    tau: Optional[float] = None
+    lr: float | None = None
+    weight_decay: float | None = None
+    optimizer: str | None = None
+    tau: float | None = None
     embed_batch: int = 512              # inputs per encoder forward pass
     # statistics
     n_boot: int = 2000
@@ -94,11 +94,11 @@ class NormsConfig:
     # text
     # text: None = from the model's SimCSE train.json when it is a trained run, else the
     # nominal values of all-MiniLM-L6-v2's own training (TEXT_NOMINAL)
-    text_loss: Optional[str] = None
-    text_tau: Optional[float] = None
-    text_lr: Optional[float] = None
-    text_weight_decay: Optional[float] = None
-    text_optimizer: Optional[str] = None
+    text_loss: str | None = None
+    text_tau: float | None = None
+    text_lr: float | None = None
+    text_weight_decay: float | None = None
+    text_optimizer: str | None = None
     text_probes: int = 128              # sentences whose heat/drift/norm are measured
     text_bank: int = 256                # filler sentences
     pooling: Literal["mean", "cls"] = "mean"
@@ -108,8 +108,8 @@ class NormsConfig:
     sts_pairs: int = 500                # synthetic dev/test pairs each
     # hardware
     device: str = "cpu"                 # cpu | cuda | cuda:N | auto
-    threads: Optional[int] = None
-    progress: Optional[bool] = None
+    threads: int | None = None
+    progress: bool | None = None
 
 
 def load_norms_config(path: str | os.PathLike | None, overrides: list[str] = ()) -> NormsConfig:
@@ -131,7 +131,7 @@ def _as_cfg(cfg: NormsConfig | dict | None) -> NormsConfig:
     return as_config(NormsConfig, cfg)
 
 
-def _progress(flag: Optional[bool]) -> bool:
+def _progress(flag: bool | None) -> bool:
     if flag is not None:
         return bool(flag)
     return sys.stderr.isatty() or os.environ.get("WEINCE_PROGRESS") == "1"

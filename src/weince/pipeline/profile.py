@@ -286,7 +286,7 @@ class Profile:
     config_hash: str = field(repr=False, default="")
 
     @classmethod
-    def of(cls, cfg: "Mapping[str, Any] | Profile") -> "Profile":
+    def of(cls, cfg: Mapping[str, Any] | Profile) -> Profile:
         """The profile of a workflow config, resolved on a copy (:func:`resolve_config`;
         ``cfg`` is left as it is). A :class:`Profile` is returned as is."""
         if isinstance(cfg, Profile):

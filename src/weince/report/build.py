@@ -192,7 +192,7 @@ def _run_info(prof: Profile) -> dict[str, str]:
     return {
         "profile": prof.name,
         "config_hash": prof.config_hash,
-        "built": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "built": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "git_commit": commit[:12] + ("+dirty" if commit.endswith("+dirty") else ""),
     }
 

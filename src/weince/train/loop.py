@@ -33,7 +33,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Optional
+from typing import Any, Callable, Iterable, Mapping
 
 import torch
 from torch import nn
@@ -51,7 +51,7 @@ __all__ = ["TrainingRun", "RecordsOnly", "EpochStats", "DivergedError", "diverge
 
 
 # ------------------------------------------------------------------------- small pieces
-def progress_enabled(flag: Optional[bool] = None) -> bool:
+def progress_enabled(flag: bool | None = None) -> bool:
     """Show a progress bar: ``flag`` when given, else when stderr is a terminal or the
     environment sets ``WEINCE_PROGRESS`` (to anything but ``0``)."""
     if flag is not None:
@@ -140,7 +140,7 @@ class EpochStats:
     def __init__(self) -> None:
         self.sums: dict[str, torch.Tensor] = {}
         self.counts: dict[str, int] = {}
-        self.first_bad: Optional[torch.Tensor] = None
+        self.first_bad: torch.Tensor | None = None
 
     def update(self, stats: dict[str, Any]) -> None:
         for k, v in stats.items():

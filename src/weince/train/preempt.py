@@ -29,7 +29,6 @@ import signal
 import sys
 import threading
 import time
-from typing import Optional
 
 __all__ = ["PREEMPT_EXIT_CODE", "Preempted", "PreemptionGuard"]
 
@@ -41,7 +40,7 @@ class Preempted(SystemExit):
     :data:`PREEMPT_EXIT_CODE` and the next run resumes from the checkpoint."""
 
     def __init__(self, message: str, signum: int = int(signal.SIGTERM),
-                 waited_s: Optional[float] = None) -> None:
+                 waited_s: float | None = None) -> None:
         super().__init__(PREEMPT_EXIT_CODE)
         self.message = message
         self.signum = signum
@@ -61,12 +60,12 @@ class PreemptionGuard:
 
     def __init__(self, signals: tuple[int, ...] = (signal.SIGTERM,)) -> None:
         self.signals = tuple(int(s) for s in signals)
-        self.signum: Optional[int] = None
-        self.received_at: Optional[float] = None    # time.monotonic() of the first signal
+        self.signum: int | None = None
+        self.received_at: float | None = None    # time.monotonic() of the first signal
         self._previous: dict[int, object] = {}
 
     # -- context manager
-    def __enter__(self) -> "PreemptionGuard":
+    def __enter__(self) -> PreemptionGuard:
         if threading.current_thread() is threading.main_thread():
             for s in self.signals:
                 self._previous[s] = signal.signal(s, self._handle)

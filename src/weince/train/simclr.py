@@ -58,7 +58,7 @@ import os
 import random
 import time
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -112,7 +112,7 @@ def resolve_config(cfg: SimCLRConfig | dict) -> SimCLRConfig:
     if cfg.lr <= 0 or cfg.weight_decay < 0 or cfg.tau <= 0:
         raise ValueError(f"need lr > 0, weight_decay >= 0, tau > 0; got {cfg.lr}, "
                          f"{cfg.weight_decay}, {cfg.tau}")
-    if cfg.warmup_epochs < 0 or cfg.warmup_epochs >= max(cfg.epochs, 1) and cfg.warmup_epochs:
+    if cfg.warmup_epochs < 0 or (cfg.warmup_epochs >= max(cfg.epochs, 1) and cfg.warmup_epochs):
         raise ValueError(f"warmup_epochs must be in [0, epochs), got {cfg.warmup_epochs}")
     if cfg.compile_step is not None:
         if cfg.compile_step not in COMPILE_MODES:
@@ -244,7 +244,7 @@ class CompiledStep:
     """
 
     def __init__(self, model, loss_fn, opt, aug, *, use_amp=False, channels_last=False,
-                 mode: Optional[str] = "default", forward: str = "per_view",
+                 mode: str | None = "default", forward: str = "per_view",
                  backend: str = "inductor"):
         if not isinstance(opt, torch.optim.Adam) or len(opt.param_groups) != 1:
             raise ValueError("CompiledStep needs a torch.optim.Adam with one parameter group")
@@ -314,7 +314,7 @@ class CompiledStep:
                 lst.append(val)
         return out
 
-    def __call__(self, batch: torch.Tensor, generator: Optional[torch.Generator] = None):
+    def __call__(self, batch: torch.Tensor, generator: torch.Generator | None = None):
         """One step on ``batch`` (uint8 images); returns ``(loss, last_stats)`` (detached)."""
         u = self.aug.draw(2 * batch.shape[0], generator, batch.device)
         self.lr.fill_(float(self.opt.param_groups[0]["lr"]))   # scheduler's value; no sync
@@ -334,8 +334,8 @@ class CompiledStep:
 # ------------------------------------------------------------------------- main loop
 @locks_output("out_dir", "train")   # one writer per run folder
 def pretrain(cfg: SimCLRConfig | dict, out_dir: str | os.PathLike, *,
-             stop_after: Optional[int] = None,
-             on_step: Optional[Callable[[int, int], None]] = None) -> dict[str, Any]:
+             stop_after: int | None = None,
+             on_step: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Run (or resume) SimCLR pretraining; write the files listed in the module docstring.
 
     Args:

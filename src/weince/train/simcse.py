@@ -55,7 +55,7 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 import torch
 
@@ -83,7 +83,7 @@ class SimCSEConfig:
     """Options of :func:`train_simcse` (defaults: SimCSE unsup-BERT recipe, embedded data)."""
 
     model: str = "minilm"            # "minilm" (shipped MiniLM-L6), a folder, bert-base-uncased
-    model_name: Optional[str] = None  # the model the run stands for (None: `model`)
+    model_name: str | None = None  # the model the run stands for (None: `model`)
     model_source: str = "name"       # name | local copy | model_paths (a stand-in: scale model)
     train_data: str = "synthetic"    # "synthetic" or the path of wiki1m_for_simcse.txt
     n_train: int = 0                 # file: first n (0: all); synthetic: n (0: 2000)

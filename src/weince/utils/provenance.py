@@ -143,7 +143,7 @@ def provenance(cfg: Any = None, seed: int | None = None, **extra: Any) -> dict[s
         "git_commit": git_commit(),
         "config_hash": config_hash(cfg) if cfg is not None else None,
         "seed": seed,
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "host": platform.node(),
         "versions": versions(),
         "float32_precision": float32_precision(),

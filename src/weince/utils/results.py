@@ -335,7 +335,7 @@ class Provenance:
         if prov.get("date"):
             self.dates.append(prov["date"])
 
-    def merge(self, other: "Provenance") -> None:
+    def merge(self, other: Provenance) -> None:
         self.commits |= other.commits
         self.config_hashes |= other.config_hashes
         self.dates += other.dates

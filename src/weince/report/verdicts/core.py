@@ -58,7 +58,7 @@ def rule_fields(claim: dict[str, Any], alpha: float = 0.05) -> dict[str, str]:
             "tol_pct": f"{100 * tol:g}"}
 
 
-def render_rule(kind: "Kind", claim: dict[str, Any], alpha: float = 0.05) -> str:
+def render_rule(kind: Kind, claim: dict[str, Any], alpha: float = 0.05) -> str:
     """``kind``'s rule in words for ``claim`` (its text with the claim's figures)."""
     own = kind.fields(claim) if kind.fields is not None else {}
     return kind.text.format(**rule_fields(claim, alpha), **own)
@@ -85,7 +85,7 @@ class Judging:
     unit: str
 
     @classmethod
-    def of(cls, claim: dict[str, Any], arms: list[str], alpha: float) -> "Judging":
+    def of(cls, claim: dict[str, Any], arms: list[str], alpha: float) -> Judging:
         base, primary, others = _arms(claim, arms)
         shown = list(dict.fromkeys(a for a in [base, primary, *others] if a is not None))
         return cls(claim, alpha, base, primary, shown, float(claim.get("tolerance", 0.0)),
