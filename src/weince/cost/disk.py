@@ -24,8 +24,8 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from weince.cost.counts import dataset_spec, text_counts, text_geometry, vision_counts
 from weince.pipeline import layout

@@ -35,8 +35,9 @@ from __future__ import annotations
 import copy
 import math
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from weince.cost.counts import dataset_spec, text_counts, text_geometry, vision_counts
 from weince.cost.throughput import device, load_devices, step_time, thin_evidence

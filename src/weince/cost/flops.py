@@ -17,8 +17,9 @@ batch; ``tests/cost/test_flops.py`` checks it).
 from __future__ import annotations
 
 import platform
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import torch
 import torchvision

@@ -7,7 +7,8 @@ docs/cost_claims.md are made from them by ``weince plan`` and ``weince cost``).
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from weince.cost.estimate import (CHEAPER_OPTIONS, CostSettings, assumptions, claim_rows,
                                   estimate, gpu_set, hours_range, job_runtime, with_overlay)

@@ -42,9 +42,10 @@ from __future__ import annotations
 
 import inspect
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 

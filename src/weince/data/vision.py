@@ -53,11 +53,11 @@ from __future__ import annotations
 
 import os
 import pickle
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch

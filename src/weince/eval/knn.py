@@ -23,7 +23,8 @@ Command line: ``weince eval knn --features features.pt --out knn.json``.
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F

@@ -16,7 +16,8 @@ losses and gradients) and one record per case.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 

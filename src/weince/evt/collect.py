@@ -33,8 +33,9 @@ from __future__ import annotations
 import json
 import warnings
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 

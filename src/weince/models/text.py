@@ -21,8 +21,8 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import torch
 from torch import nn

@@ -31,8 +31,9 @@ after the first layer (SimCLR v2 style) as an option.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch import nn

@@ -29,8 +29,9 @@ does (:mod:`weince.norms.page`).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from weince.norms.files import check_norms_result
 from weince.utils.claim_rows import Cell, ClaimResult, Row, Setting

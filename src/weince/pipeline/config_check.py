@@ -18,8 +18,9 @@ import math
 import os
 import re
 import sys
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import jsonschema
 

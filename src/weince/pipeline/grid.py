@@ -30,8 +30,9 @@ from __future__ import annotations
 import math
 import os
 import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from weince.pipeline import layout
 from weince.pipeline.arms import parse_point

@@ -19,8 +19,9 @@ import logging
 import os
 import sys
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 __all__ = ["log_to", "one_line", "LogNotWritableError"]
 

@@ -21,9 +21,9 @@ reads the point chosen on validation from ``selection.json``.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
 
 from weince.pipeline.profile import Profile
 from weince.utils.claim_rows import Setting

@@ -24,9 +24,10 @@ library's own keys and stay mappings: the library's config dataclasses give thei
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from weince.pipeline.arms import DEFAULT_TAU, grid_points
 from weince.pipeline.claims import validate_with_defaults

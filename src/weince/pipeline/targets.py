@@ -12,8 +12,9 @@ rebuilt by a plain ``snakemake``, and then only the pages that read it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from weince.norms.files import RESULT_FILE as NORMS_FILE
 from weince.pipeline.ablations import ablation_inputs, ablation_outputs, ablation_plan

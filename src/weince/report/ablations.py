@@ -11,8 +11,9 @@ Welch interval; a figure of mean ``lambda`` and ``rho0`` over training. No verdi
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from weince.pipeline.arms import ARMS, TAUS, tau_arm_name
 from weince.pipeline.profile import Profile

@@ -32,8 +32,9 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 import torch
 from torch import nn

@@ -18,8 +18,9 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 __all__ = ["JsonlLogger", "StatsMeter", "read_jsonl"]
 

@@ -23,8 +23,9 @@ import dataclasses
 import os
 import types
 import typing
+from collections.abc import Iterable, MutableMapping
 from pathlib import Path
-from typing import Any, Iterable, MutableMapping, TypeVar
+from typing import Any, TypeVar
 
 import yaml
 

@@ -19,8 +19,9 @@ import errno
 import os
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 __all__ = ["DiskFullError", "atomic_write", "is_disk_full", "free_bytes", "human_bytes",
            "payload_bytes"]

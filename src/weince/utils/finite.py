@@ -8,7 +8,7 @@ where it is cheapest to fix: at the first file that holds it.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import torch
 

@@ -28,8 +28,9 @@ import os
 import socket
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 try:
     import fcntl

@@ -17,8 +17,9 @@ one arm over another has Welch's interval (:func:`diff_estimate`).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from scipy.special import stdtrit
 

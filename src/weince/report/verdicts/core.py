@@ -11,9 +11,10 @@ cells and result are the plain dataclasses of :mod:`weince.utils.claim_rows`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from weince.pipeline.claims import ROW_KEYS, paper_rows, row_matches
 from weince.utils.claim_rows import Cell, ClaimResult, Row, Setting
