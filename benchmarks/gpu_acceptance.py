@@ -691,7 +691,7 @@ def section_step_times(S: Section, P: dict, args) -> None:
                 time_vision_shape(what, paper.vision.arms, paper, P, device, emit)
             else:
                 time_text(what, paper.text.arms, paper, P, device, emit)
-        except Exception as err:   # reported; the next shape goes on
+        except Exception as err:  # noqa: BLE001 - reported; the next shape goes on
             traceback.print_exc()
             emit({"settings": [label], "error": _error(err)})
             S.ok = False
@@ -807,7 +807,7 @@ def run_section(args) -> int:
     S.emit()
     try:
         RUNNERS[args.run_section](S, P, args)
-    except Exception as err:
+    except Exception as err:  # noqa: BLE001 - the section reports its failure
         traceback.print_exc()
         S.ok = False
         S.md += ["", f"section failed: {_error(err)}"]

@@ -95,7 +95,7 @@ def test_issue_arms_present():
     assert {"rho", "aic"} <= gates
     assert ARMS["weince_beta_anchor"].kwargs == {"beta": "anchor"}
     taus = {(ARMS[r.arm].loss, ARMS[r.arm].tau) for r in GROUPS["temperature"].rows}
-    assert taus == {(l, t) for l in ("infonce", "weince") for t in (0.1, 0.2, 0.5, 1.0)}
+    assert taus == {(loss, t) for loss in ("infonce", "weince") for t in (0.1, 0.2, 0.5, 1.0)}
     assert {r.arm for r in GROUPS["baselines"].rows} >= {"hcl", "dcl"}
     assert {r.feature for r in GROUPS["features"].rows} == {"backbone", "head"}
 

@@ -127,7 +127,7 @@ def test_the_public_loss_names_are_the_losses_objects():
     assert sorted(weince.losses.__all__) == sorted(weince._LOSS_NAMES)
     assert all(getattr(weince, n) is getattr(weince.losses, n) for n in weince._LOSS_NAMES)
     with pytest.raises(AttributeError, match="NoSuchLoss"):
-        weince.NoSuchLoss
+        _ = weince.NoSuchLoss
 
 
 def test_the_losses_package_has_no_lazy_loader_and_exports_only_its_names():

@@ -276,8 +276,10 @@ def test_a_resources_overlay_sets_each_rules_time_and_memory_request(plan, tmp_p
     base = plan.parse_dry_run(plan.dry_run(["config/smoke.yaml"], plan.SLURM_PROFILE))
     over = plan.parse_dry_run(plan.dry_run(["config/smoke.yaml", str(overlay)],
                                            plan.SLURM_PROFILE))
-    req = lambda jobs, rule: {(j.runtime_min, j.resources["mem_mb"]) for j in jobs
-                              if j.rule == rule}
+
+    def req(jobs, rule):
+        return {(j.runtime_min, j.resources["mem_mb"]) for j in jobs if j.rule == rule}
+
     assert req(over, "pretrain") == {(37, "1234")} != req(base, "pretrain")
     assert req(over, "pot") == {(3, "777")} != req(base, "pot")
     assert req(over, "features") == req(base, "features")

@@ -40,7 +40,7 @@ def test_solve_tilt_matches_a_scalar_root_finder():
     for f in (S, X, np.array([-3.0, 0.0, 0.5, 7.0])):
         m = f.min() + (f.max() - f.min()) * rng.uniform(1e-4, 1 - 1e-4, size=200)
         got = solve_tilt(m, f)
-        ref = [brentq(lambda t, mm=mm: _tilt_mean(t, f) - mm, -1e4, 1e4, xtol=1e-14)
+        ref = [brentq(lambda t, mm=mm, f=f: _tilt_mean(t, f) - mm, -1e4, 1e4, xtol=1e-14)
                for mm in m]
         np.testing.assert_allclose(got, ref, rtol=1e-9, atol=1e-9)
     with pytest.raises(ValueError, match="attainable"):

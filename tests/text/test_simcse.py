@@ -74,7 +74,7 @@ def test_resume_continues_from_checkpoint(tmp_path):
     with pytest.raises(ValueError, match="keys differ: lr"):
         train_simcse({**cfg, "lr": 1e-5}, out)
     seen = []
-    res = train_simcse(cfg, out, on_step=lambda s, l: seen.append(s))
+    res = train_simcse(cfg, out, on_step=lambda s, _loss: seen.append(s))
     assert seen == [3, 4]                       # continued, not restarted
     assert res["resumed_from_step"] == 2 and res["steps"] == 4
     # same trajectory as the uninterrupted run: log and weights

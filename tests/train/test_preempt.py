@@ -40,7 +40,10 @@ def _assert_same_run(a: Path, b: Path):
     assert ea.keys() == eb.keys()
     for k in ea:
         assert torch.equal(ea[k], eb[k]), k
-    strip = lambda rs: [{k: v for k, v in r.items() if k not in _TIMING} for r in rs]
+
+    def strip(rs):
+        return [{k: v for k, v in r.items() if k not in _TIMING} for r in rs]
+
     la, lb = read_jsonl(a / "train_log.jsonl"), read_jsonl(b / "train_log.jsonl")
     assert strip(la) == strip(lb)
 
@@ -157,7 +160,7 @@ def test_simcse_sigterm_between_evaluations_resumes_at_that_step(tmp_path):
         train_simcse(cfg, out, on_step=term_at_3)
     assert _load(out / "checkpoint.pt")["step"] == 3
     seen = []
-    res = train_simcse(cfg, out, on_step=lambda s, l: seen.append(s))
+    res = train_simcse(cfg, out, on_step=lambda s, _loss: seen.append(s))
     assert seen == [4, 5, 6] and res["resumed_from_step"] == 3
     la, lb = read_jsonl(tmp_path / "full" / "train_log.jsonl"), read_jsonl(out / "train_log.jsonl")
     assert [r["step"] for r in la] == [r["step"] for r in lb]
@@ -166,7 +169,10 @@ def test_simcse_sigterm_between_evaluations_resumes_at_that_step(tmp_path):
             if k in a:
                 assert b[k] == pytest.approx(a[k], rel=1e-5, abs=1e-6)
     probe = ["A man is playing a guitar.", "The cat chases a mouse."]
-    emb = lambda d: encode(*load_text_encoder(d), probe)
+
+    def emb(d):
+        return encode(*load_text_encoder(d), probe)
+
     torch.testing.assert_close(emb(out / "model"), emb(tmp_path / "full" / "model"),
                                atol=1e-5, rtol=1e-5)
     assert res["best_dev_spearman"] == pytest.approx(full["best_dev_spearman"], abs=1e-4)

@@ -46,7 +46,10 @@ def test_kill_and_resume_equals_uninterrupted(tmp_path):
     # identical per-epoch logs apart from timings; one record per epoch, no duplicates
     la, lb = read_jsonl(full / "train_log.jsonl"), read_jsonl(part / "train_log.jsonl")
     assert [r["epoch"] for r in lb] == [1, 2]
-    strip = lambda rs: [{k: v for k, v in r.items() if k not in _TIMING} for r in rs]
+
+    def strip(rs):
+        return [{k: v for k, v in r.items() if k not in _TIMING} for r in rs]
+
     assert strip(la) == strip(lb)
     for key in ("loss", "lambda_mean", "lambda_q10", "lambda_q50", "lambda_q90", "rho0",
                 "daic_mean", "beta_t", "lr", "img_s"):

@@ -94,8 +94,11 @@ def _where_they_differ(a: str, b: str, context: int = 40) -> tuple[str, str]:
     differ in a number: that is what the line must show)."""
     i = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
     start = max(0, i - context)
-    cut = (lambda t: ("..." if start else "") + t[start:start + 2 * context]
-           + ("..." if len(t) > start + 2 * context else ""))
+
+    def cut(t: str) -> str:
+        return (("..." if start else "") + t[start:start + 2 * context]
+                + ("..." if len(t) > start + 2 * context else ""))
+
     return cut(a), cut(b)
 
 

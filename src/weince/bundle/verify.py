@@ -535,7 +535,7 @@ def _registry(manifest: dict[str, Any], root: Path, installed: Path | None,
     archive = root / manifest["claims"]
     try:
         theirs = load_claims(archive)
-    except Exception as err:  # a tampered registry can fail in any way
+    except Exception as err:  # noqa: BLE001 - a tampered registry can fail in any way
         if res.archive_registry:
             raise BundleError(f"the bundle's claims registry cannot be read: "
                               f"{type(err).__name__}: {_in_bundle(err, root)[:300]}") from None
@@ -592,7 +592,7 @@ def _rebuild(manifest: dict[str, Any], root: Path, tmp: Path, shipped: Path,
         with _cwd(root):
             prof = Profile.of(cfg)
             inputs = _report.report_inputs(prof, claims_path)
-    except Exception as err:  # a tampered registry or config can fail in any way
+    except Exception as err:  # noqa: BLE001 - a tampered registry or config can fail in any way
         raise BundleError(f"the bundle's claims registry or config cannot be read: "
                           f"{type(err).__name__}: {_in_bundle(err, root)[:300]}") from None
     outside = sorted(str(p) for p in inputs if not inside(root, p))
@@ -610,7 +610,7 @@ def _rebuild(manifest: dict[str, Any], root: Path, tmp: Path, shipped: Path,
     try:
         with _cwd(root):
             _report.rebuild(prof, claims_path, out, draw=bool(keep))
-    except Exception as err:  # a tampered file can break the report in any way
+    except Exception as err:  # noqa: BLE001 - a tampered file can break the report in any way
         raise BundleError(f"rebuilding the report failed: {type(err).__name__}: "
                           f"{_in_bundle(err, root)[:500]}") from None
     if keep:

@@ -179,7 +179,7 @@ def _dispatch(argv: list[str], debug: bool, from_console: bool) -> int:
     except KeyboardInterrupt:
         print(f"weince {args.command}: interrupted", file=sys.stderr)
         return 130
-    except Exception as err:  # noqa: BLE001 - every error becomes one line on the console
+    except Exception as err:  # every error becomes one line on the console
         if missing_extra(err) is not None:
             raise                               # main() names the extra
         print(f"weince {args.command}: error: {_one_line(err)}", file=sys.stderr)

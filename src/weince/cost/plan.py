@@ -224,7 +224,7 @@ def submissions(jobs: list[JobInfo], settings: dict) -> list[dict]:
                                       "after": 0, "how": how, "_seen": set(), "_waves": {}})
 
     limit = max(1, int(settings.get("array_limit", 1000)))
-    for i, j in enumerate(slurm):
+    for j in slurm:
         if j.group_job is not None:
             unit = f"group {patterns.get(j.rule, j.group)}"
             k = settings.get("group_components", {}).get(patterns.get(j.rule, j.group), 1)

@@ -37,11 +37,9 @@ from weince.utils.checkpoint import torch_threads
 from weince.utils.config import as_config, to_dict
 from weince.utils.runlock import locks_output
 from weince.utils.device import resolve_device
+from weince.utils.summary import summary as summarize  # the one format
 
 __all__ = ["linear_probe", "stratified_split", "summarize", "load_features", "features_of"]
-
-
-from weince.utils.summary import summary as summarize  # noqa: E402  (the one format)
 
 
 def load_features(features: str | os.PathLike | dict) -> dict:

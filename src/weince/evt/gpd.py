@@ -379,7 +379,7 @@ def fit_gpd(exceedances, *, ci_level: float = 0.95, n_boot: int = 0, gof_boot: i
     boot_failed = 0
     if n_boot > 0:
         xis = []
-        for b in progress(range(n_boot), desc="GPD bootstrap"):
+        for _ in progress(range(n_boot), desc="GPD bootstrap"):
             try:
                 xis.append(_mle(rng.choice(y, size=y.size, replace=True), (xi - 0.5, xi + 0.5))[0])
             except GPDConvergenceError:
