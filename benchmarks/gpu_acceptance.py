@@ -928,7 +928,8 @@ def parse_args(argv):
     p.add_argument("report", nargs="?", default=None,
                    help="Markdown report (default: ${OUT:-gpu_acceptance_out}/gpu_acceptance.md); "
                         "its JSON twin and measured_steps.yaml are written beside it")
-    p.add_argument("--cpu", action="store_true", default=bool(os.environ.get("WEINCE_ACCEPTANCE_CPU")),
+    p.add_argument("--cpu", action="store_true",
+                   default=bool(os.environ.get("WEINCE_ACCEPTANCE_CPU")),
                    help="tiny sizes on the CPU (the test suite runs this)")
     p.add_argument("--budget", type=float, default=None,
                    help="seconds for the whole run, from the shell's start (GPU default 480, "
@@ -1003,7 +1004,8 @@ def main(argv=None) -> int:
     t0 = float(os.environ.get("WEINCE_ACCEPTANCE_T0") or time.time())   # the shell's start
     state = {"mode": "CPU (tiny sizes: the code paths run; no number here is a measurement)"
              if args.cpu else "GPU", "command": " ".join(
-                 ["bash benchmarks/gpu_acceptance.sh", *(argv if argv is not None else sys.argv[1:])]),
+                 ["bash benchmarks/gpu_acceptance.sh",
+                  *(argv if argv is not None else sys.argv[1:])]),
              "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t0)),
              "t0": t0, "budget_s": budget, "environment": environment(args.cpu),
              "sections": {n: {"status": "pending", "title": TITLES[n]} for n in names},

@@ -74,7 +74,8 @@ def closure(names: list[str]) -> dict[str, dict]:
         except md.PackageNotFoundError:
             raise SystemExit(f"{name} is required but not installed here: install the project "
                              f"with `pip install -e \".[all]\"` first") from None
-        tags = [line.split(":", 1)[1].strip() for line in (dist.read_text("WHEEL") or "").splitlines()
+        tags = [line.split(":", 1)[1].strip()
+                for line in (dist.read_text("WHEEL") or "").splitlines()
                 if line.startswith("Tag:")]
         out[name] = {"version": dist.version, "pure": bool(tags) and all(t.endswith("-none-any")
                                                                       for t in tags)}

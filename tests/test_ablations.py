@@ -152,7 +152,8 @@ def test_plan_from_the_profile_block_and_errors(tmp_path):
     assert paper.pairs == (("cifar100", "resnet18"),) and paper.seeds == (7, 21, 63)
     assert len(paper.run_arms()) == len(set(paper.run_arms())) == 20
     assert ablation_plan(Profile.of(cfg)).groups == ()          # no block: no group
-    off = ablation_plan(Profile.of({**cfg, "ablations": {"groups": ["confound"], "enabled": False}}))
+    off = ablation_plan(Profile.of({**cfg, "ablations": {"groups": ["confound"],
+                                                         "enabled": False}}))
     assert off.groups == () and ablation_inputs(off) == []
     with pytest.raises(ValueError, match="ablations/groups.*'gates'"):
         ablation_plan(Profile.of({**cfg, "ablations": {"groups": ["gates"]}}))
@@ -291,7 +292,8 @@ def test_no_figure_without_gate_logs(tmp_path):
                                     ("infonce", "hcl", "dcl", "dclw", "weince")})
     build_ablation_report(Profile.of(cfg), plan)
     md, _ = read_report(cfg)
-    assert "Arms that log a gate: weince. Not drawn (no gate logged): infonce, hcl, dcl, dclw." in md
+    assert ("Arms that log a gate: weince. Not drawn (no gate logged): infonce, hcl, dcl, "
+            "dclw.") in md
     for p in plan.log_files("digits", "smallcnn", "weince"):
         p.unlink()
     build_ablation_report(Profile.of(cfg), plan, allow_missing=True)

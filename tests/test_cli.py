@@ -192,7 +192,8 @@ def test_without_an_extra_a_command_names_it_in_one_line(without_extras):
             continue
         assert rc == 2 and len(err) == 1, (key, rc, err)
         cmd = key.split()[0]
-        assert err[0].startswith(f"weince {cmd}: error: this command needs the 'workflow' extra"), err
+        assert err[0].startswith(
+            f"weince {cmd}: error: this command needs the 'workflow' extra"), err
         assert err[0].endswith('install it with: pip install "weince[workflow]"'), err
         named[cmd] = err[0]
     # the commands of the report (and bench-loss's run) cannot work without the extra

@@ -48,7 +48,8 @@ def test_using_the_loss_names_what_exists():
     import weince.losses as L
 
     for name in re.findall(r"`(?:weince\.losses\.)?([A-Z][A-Za-z]+Loss|ShortTailWarning)`", text):
-        assert name == "NTXentLoss" or hasattr(L, name), name   # NTXentLoss: lightly's, for comparison
+        # NTXentLoss: lightly's, for comparison
+        assert name == "NTXentLoss" or hasattr(L, name), name
     for link in re.findall(r"\]\(([a-z\-]+\.md)\)", text):
         assert (DOCS / link).exists(), link
     for key in re.findall(r"^\| `([a-z_0-9]+)`", text, flags=re.M):

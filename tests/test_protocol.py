@@ -46,8 +46,8 @@ def paper():
 
 
 def _resolved_pretrain(cfg, dataset="cifar100", arm="weince@m0_kr5_ka1"):
-    return resolve_config({k: v for k, v in pretrain_config(Profile.of(cfg), dataset, "resnet18", arm, 7)
-                           .items() if k not in ("threads",)})
+    cfg = pretrain_config(Profile.of(cfg), dataset, "resnet18", arm, 7)
+    return resolve_config({k: v for k, v in cfg.items() if k not in ("threads",)})
 
 
 def _call_kwargs(fn, given: dict) -> dict:

@@ -96,7 +96,8 @@ class TimingConfig:
                              f"across runs), got {self.runs}")
         bad = [n for n in self.sizes if int(n) < 4 or int(n) % 2]
         if bad:
-            raise ValueError(f"timing.config.sizes are batch sizes 2N: even numbers >= 4, got {bad}")
+            raise ValueError(f"timing.config.sizes are batch sizes 2N: even numbers >= 4, "
+                             f"got {bad}")
 
     @property
     def modes(self) -> list[str]:
@@ -109,7 +110,8 @@ class _Timer:
 
     def __enter__(self):
         if self.cuda:
-            self.start, self.end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            self.start = torch.cuda.Event(enable_timing=True)
+            self.end = torch.cuda.Event(enable_timing=True)
             self.start.record()
         else:
             self.t0 = time.perf_counter()
@@ -124,7 +126,8 @@ class _Timer:
             self.seconds = time.perf_counter() - self.t0
 
 
-def paired_summary(times: dict[str, list[float]], base: str, n_boot: int = 2000, seed: int = 0) -> dict:
+def paired_summary(times: dict[str, list[float]], base: str, n_boot: int = 2000,
+                   seed: int = 0) -> dict:
     """Median time per loss and the median paired ratio to ``base`` with a bootstrap 95% CI
     (also as an overhead in percent); the raw times (ms) are kept for re-analysis."""
     rng = np.random.default_rng(seed)
@@ -198,7 +201,8 @@ def loss_label(name: str, mode: str) -> str:
 def _loss_modules(cfg: TimingConfig, device: torch.device):
     """``({label: callable}, {loss: trainable parameters})``; one label per loss and mode."""
     eager = {name: build_loss(name, tau=cfg.tau).to(device).train() for name in cfg.losses}
-    params = {name: sum(p.numel() for p in m.parameters() if p.requires_grad) for name, m in eager.items()}
+    params = {name: sum(p.numel() for p in m.parameters() if p.requires_grad)
+              for name, m in eager.items()}
     mods = {}
     for mode in cfg.modes:
         for name, m in eager.items():
@@ -215,8 +219,9 @@ def _order(labels: list[str], rep: int) -> list[str]:
 def _summaries(cfg: TimingConfig, times: dict[str, list[float]]) -> dict:
     """``mode`` (headline: compiled when measured), ``losses`` (its ratios to InfoNCE of the
     same mode), and with ``compile: both`` also ``modes`` and ``compiled_vs_eager``."""
-    per_mode = {mode: paired_summary({n: times[loss_label(n, mode)] for n in cfg.losses}, cfg.losses[0],
-                                     cfg.n_boot, cfg.seed) for mode in cfg.modes}
+    per_mode = {mode: paired_summary({n: times[loss_label(n, mode)] for n in cfg.losses},
+                                     cfg.losses[0], cfg.n_boot, cfg.seed)
+                for mode in cfg.modes}
     head = cfg.modes[-1]
     out = {"mode": head, "losses": per_mode[head]}
     if len(cfg.modes) > 1:
@@ -280,7 +285,8 @@ def time_whole_step(cfg: TimingConfig, device: torch.device, progress=None) -> d
     _with_runs(cfg, out, run_times)
     base = loss_label(cfg.losses[0], out["mode"])
     step_ms = 1e3 * float(np.median(times[base]))
-    loss_ms = {n: 1e3 * float(np.median(loss_times[loss_label(n, out["mode"])])) for n in cfg.losses}
+    loss_ms = {n: 1e3 * float(np.median(loss_times[loss_label(n, out["mode"])]))
+               for n in cfg.losses}
     out["attributed"] = {
         n: {"loss_ms": loss_ms[n], "extra_ms": loss_ms[n] - loss_ms[cfg.losses[0]],
             "overhead_pct": 100.0 * (loss_ms[n] - loss_ms[cfg.losses[0]]) / step_ms}
@@ -296,7 +302,8 @@ def _time_one_run(cfg: TimingConfig, device: torch.device, mods: dict, run: int,
 
     torch.manual_seed(cfg.seed + run)
     model = build_simclr_model(cfg.backbone, cfg.image_size, cfg.channels).to(device)
-    fmt = torch.channels_last if (cfg.channels_last and device.type == "cuda") else torch.contiguous_format
+    fmt = (torch.channels_last if (cfg.channels_last and device.type == "cuda")
+           else torch.contiguous_format)
     model = model.to(memory_format=fmt)
     opt = torch.optim.Adam(model.parameters(), lr=3e-4, weight_decay=1e-6)
     x1 = torch.randn(cfg.step_batch, cfg.channels, cfg.image_size, cfg.image_size, device=device)

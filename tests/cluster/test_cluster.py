@@ -197,7 +197,8 @@ def test_smoke_workflow_runs_as_job_arrays_and_groups(slurm_cluster, repo_copy, 
               ["claims"]]
     assert claims and len(claims) == len(set(claims))   # however many the registry holds
     summary = work / SUMMARY
-    assert summary.exists(), f"{SUMMARY} was not written; outputs: {sorted(work.glob('reports/**/*'))}"
+    assert summary.exists(), \
+        f"{SUMMARY} was not written; outputs: {sorted(work.glob('reports/**/*'))}"
     text = summary.read_text()
     for cid in claims:
         rows = [ln for ln in text.splitlines() if ln.startswith(f"| {cid} |")]
@@ -361,7 +362,8 @@ def test_sigterm_mid_epoch_requeues_and_ends_as_an_uninterrupted_run(slurm_clust
     finally:
         stop_snakemake(proc, log)
     out = log.read_text()
-    assert rc == 0, f"the run did not finish after the SIGTERM (exit {rc}):\n{failure_context(work, out)}"
+    assert rc == 0, (f"the run did not finish after the SIGTERM (exit {rc}):\n"
+                     f"{failure_context(work, out)}")
 
     # SLURM's view: the signalled job failed (exit 143 inside), a second one completed
     jobs = sacct_jobs(run_id(out))

@@ -57,7 +57,7 @@ rule all:
     resources: tmpdir=/tmp, runtime=60
 Job stats:
 job         count
-"""
+"""  # noqa: E501 - Snakemake's dry-run listing, verbatim
 
 
 def test_parse_dry_run_reads_rules_outputs_threads_and_resources(plan):

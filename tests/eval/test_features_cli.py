@@ -58,7 +58,8 @@ def test_eval_clis_write_summaries(encoder, tmp_path):
     assert res["provenance"]["seed"] == 7 and res["meta"]["loss"] == "weince"
     knn = tmp_path / "knn.json"
     assert weince_main(["eval", "knn", "--features", str(fpath), "--out", str(knn),
-                        "--set", "k=5", "--set", "recall_ks=[1,2]", "--set", "split_seeds=[0]"]) == 0
+                        "--set", "k=5", "--set", "recall_ks=[1,2]",
+                        "--set", "split_seeds=[0]"]) == 0
     res = json.loads(knn.read_text())
     assert {"acc@5", "recall@1", "recall@2", "val", "per_seed"} <= set(res)
     with pytest.raises(ValueError, match="'kk'"):

@@ -44,7 +44,8 @@ def test_recovers_xi_at_20000_exceedances(xi):
     assert r.xi_ci[0] < r.xi < r.xi_ci[1]
     # the MLE: scipy's logpdf at our estimate equals our loglik, and scipy's own optimiser
     # finds nothing better
-    assert r.loglik == pytest.approx(stats.genpareto.logpdf(y, r.xi, scale=r.sigma).sum(), rel=1e-12)
+    assert r.loglik == pytest.approx(stats.genpareto.logpdf(y, r.xi, scale=r.sigma).sum(),
+                                     rel=1e-12)
     c, _, s = stats.genpareto.fit(y, floc=0)
     assert stats.genpareto.logpdf(y, c, scale=s).sum() <= r.loglik + 1e-6
     if xi < 0:

@@ -101,7 +101,8 @@ def test_two_processes_equal_one_on_the_whole_batch(ranks, i):
     if "memory_bank_size" in kw:
         assert one["bank"].shape == (64, D) and float(one["loss"]) > 0   # 2N = 80 rows pushed
     if name == "weince_recipe":
-        assert float(one["beta_t"]) != 4.0, "the EMA did not move: the test would not see a difference"
+        assert float(one["beta_t"]) != 4.0, \
+            "the EMA did not move: the test would not see a difference"
 
 
 def test_without_a_process_group_the_flag_changes_nothing():

@@ -5,12 +5,9 @@ import math
 import pytest
 import torch
 
+from weince.losses import (LOSSES, InfoNCETopMLoss, WEINCERecipeLoss, build_loss, fit_batch_beta,
+                           info_nce, pair_similarities, topm_softmax, topm_weibull, weince)
 from weince.losses._common import negative_values
-
-from weince.losses import (
-    LOSSES, InfoNCETopMLoss, WEINCERecipeLoss, build_loss, fit_batch_beta, info_nce, pair_similarities,
-    topm_softmax, topm_weibull, weince,
-)
 
 
 def negatives(sim, t):
@@ -97,7 +94,8 @@ def test_topm_terms_match_reference():
     assert float(topm_weibull(sim, t, m, 3.0, 10)) == pytest.approx(
         ref_topm(sim, t, m, 10, lambda s: -3.0 * math.log(1 - min(s, 1 - 1e-6))), rel=1e-5)
     # M larger than K uses all negatives: the softmax term is then InfoNCE
-    assert float(topm_softmax(sim, t, m, 0.5, 1000)) == pytest.approx(float(info_nce(sim, t, m)), rel=1e-6)
+    assert float(topm_softmax(sim, t, m, 0.5, 1000)) == pytest.approx(float(info_nce(sim, t, m)),
+                                                                      rel=1e-6)
 
 
 def test_recipe_module_is_the_sum_of_its_terms():
@@ -112,7 +110,8 @@ def test_recipe_module_is_the_sum_of_its_terms():
     assert float(h(z1, z2)) == pytest.approx(
         float(info_nce(sim, t, m) + 0.5 * topm_softmax(sim, t, m, 0.5, 12)), rel=1e-6)
     nw = build_loss("weince_recipe_no_weib", top_m=12).eval()
-    assert float(nw(z1, z2)) == pytest.approx(float(weince(sim, t, m) + 0.5 * topm_softmax(sim, t, m, 0.5, 12)), rel=1e-6)
+    assert float(nw(z1, z2)) == pytest.approx(
+        float(weince(sim, t, m) + 0.5 * topm_softmax(sim, t, m, 0.5, 12)), rel=1e-6)
 
 
 def test_recipe_rejects_bad_options():

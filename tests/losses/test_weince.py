@@ -67,7 +67,8 @@ def ref_weince(sim, targets, mask, tau, *, q=0.2, margin=2.0, kappa_rho=10.0, ka
                eps=1e-6, beta="one", gate="both", lam=None, beta_min=0.5, beta_max=16.0):
     S = sim.double().numpy()
     B, C = S.shape
-    cols = [list(range(C)) if mask is None else list(np.flatnonzero(mask[i].numpy())) for i in range(B)]
+    cols = [list(range(C)) if mask is None else list(np.flatnonzero(mask[i].numpy()))
+            for i in range(B)]
     negs = [[S[i, j] for j in cols[i] if j != int(targets[i])] for i in range(B)]
     K = len(negs[0])
     rows = [ref_stats_row(negs[i], K, eps=eps) for i in range(B)]
@@ -89,13 +90,16 @@ def ref_weince(sim, targets, mask, tau, *, q=0.2, margin=2.0, kappa_rho=10.0, ka
         logits = []
         for j in cols[i]:
             s = S[i, j]
-            logits.append((1 - lams[i]) * s / tau + lams[i] * (-bet * math.log(1 - min(s, 1 - eps))))
+            logits.append((1 - lams[i]) * s / tau
+                          + lams[i] * (-bet * math.log(1 - min(s, 1 - eps))))
         logits = np.array(logits)
         pos = cols[i].index(int(targets[i]))
         mx = logits.max()
         total += -(logits[pos] - mx - math.log(np.exp(logits - mx).sum()))
-    stats = dict(rho0=rho0, k=rows[0]["k"], lam=np.array(lams), rho=np.array([r["rho"] for r in rows]),
-                 daic=np.array([r["daic"] for r in rows]), beta_w=np.array([r["beta_w"] for r in rows]))
+    stats = dict(rho0=rho0, k=rows[0]["k"], lam=np.array(lams),
+                 rho=np.array([r["rho"] for r in rows]),
+                 daic=np.array([r["daic"] for r in rows]),
+                 beta_w=np.array([r["beta_w"] for r in rows]))
     return total / B, stats
 
 
@@ -327,7 +331,8 @@ def test_cpu_selection_equals_torch_topk():
 
     g = torch.Generator().manual_seed(0)
     # (B, C) = (150, 4096) runs through several row blocks; (64, 200) through one
-    for B, C, dtype in ((64, 200, torch.float32), (150, 4096, torch.float32), (40, 300, torch.float64)):
+    for B, C, dtype in ((64, 200, torch.float32), (150, 4096, torch.float32),
+                        (40, 300, torch.float64)):
         x = torch.randn(B, C, generator=g, dtype=dtype)
         x[5, 10:20] = 0.25                # ties
         targets = torch.randint(0, C, (B,), generator=g)

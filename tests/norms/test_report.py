@@ -112,7 +112,8 @@ def test_every_profile_parses_into_the_config(profile):
     import yaml
 
     from weince.utils.config import as_config
-    assert as_config(NormsConfig, norms_config(Profile.of(yaml.safe_load(open(path))))).n_boot >= 200
+    cfg = norms_config(Profile.of(yaml.safe_load(open(path))))
+    assert as_config(NormsConfig, cfg).n_boot >= 200
 
 
 def test_workflow_targets():

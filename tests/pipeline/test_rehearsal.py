@@ -1,5 +1,5 @@
-"""The rehearsal overlay (config/rehearsal.yaml): its config preparation, the
-forecast it writes from measured step times, and a report that gives no verdict but C9's and C11's."""
+"""The rehearsal overlay (config/rehearsal.yaml): its config preparation, the forecast it
+writes from measured step times, and a report that gives no verdict but C9's and C11's."""
 
 from __future__ import annotations
 
@@ -106,7 +106,8 @@ def _write_runs(cfg, step_s=2.0):
 
     root, prof = cfg["results"], cfg["profile"]
     batch = cfg["vision"]["pretrain"]["batch_size"]
-    for r in [*layout.vision_runs(Profile.of(cfg)), *layout.vision_runs(Profile.of(cfg), grid=True)]:
+    prof = Profile.of(cfg)
+    for r in [*layout.vision_runs(prof), *layout.vision_runs(prof, grid=True)]:
         if r.dataset == "cifar100" and r.backbone == "resnet18" and r.arm.startswith("weince@"):
             d = r.dir(root, prof)
             d.mkdir(parents=True, exist_ok=True)
@@ -260,7 +261,8 @@ def test_the_scale_line_names_only_the_pairs_that_ran(tmp_path):
     assert "cifar100 x resnet18" in line and "imagenet32" not in line
     from weince.report.glance import scale_items
 
-    vision = next(i for i in scale_items(Profile.of(cfg)) if i.startswith("vision:"))   # the summary's
+    # the summary's
+    vision = next(i for i in scale_items(Profile.of(cfg)) if i.startswith("vision:"))
     assert "cifar100 x resnet18" in vision and "imagenet32" not in vision
 
 

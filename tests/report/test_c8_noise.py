@@ -33,7 +33,8 @@ def _timing(fx, weince: tuple[float, list[float]], backbone: str | None = None) 
 
 
 def _c8(fx):
-    return next(r for r in build_report(Profile.of(fx), with_figures=False) if r.claim["id"] == "C8")
+    return next(r for r in build_report(Profile.of(fx), with_figures=False)
+                if r.claim["id"] == "C8")
 
 
 @pytest.mark.parametrize("mean, ci, verdict, why", [

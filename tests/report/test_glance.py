@@ -211,5 +211,6 @@ def test_the_summary_says_which_lambda_is_one_encoders_and_which_the_mean():
     lines = {ln.split("](")[0]: ln for ln in text.splitlines() if ln.startswith("- [figures/")}
     prof = lines["- [figures/evt/digits_smallcnn_infonce_lambda_profile.png"]
     assert "one encoder's link fit" in prof and "C2 row above is the mean" in prof
-    assert "C1 row above is the mean of xi" in lines["- [figures/evt/digits_smallcnn_infonce_gpd_qq.png"]
+    assert "C1 row above is the mean of xi" in \
+        lines["- [figures/evt/digits_smallcnn_infonce_gpd_qq.png"]
     assert lines["- [figures/lambda_training_digits_smallcnn.png"].endswith(".png)")

@@ -43,7 +43,7 @@ def _page_rows(claims_path: Path) -> dict:
 
 
 def test_n_claims_come_from_the_registry_with_the_pages_verdicts(fx):
-    paths = norms_results(Profile.of(fx))               # written by the fixture (conftest.norms_unit)
+    paths = norms_results(Profile.of(fx))  # written by the fixture (conftest.norms_unit)
     assert len(paths) == 18                  # 2 pairs x 3 arms x 3 seeds
     n_claims = [c for c in claims(Profile.of(fx)) if c["kind"] == "norms"]
     assert [c["id"] for c in n_claims] == ["N1", "N2", "N3"]
@@ -81,8 +81,10 @@ def test_n_claims_judge_units_on_the_companion_papers_models(fx, tmp_path):
     """With the fixture's backbone among the registry's rows, its units decide the claims,
     on the registry page and the norms page alike."""
     fx["claims"] = str(_registry_naming(tmp_path, "resnet18"))
-    res = {r.claim["id"]: r for r in build_report(Profile.of(fx), with_figures=False, summary=False)}
-    page = claim_verdicts(load_results(norms_results(Profile.of(fx))), _page_rows(Path(fx["claims"])))
+    res = {r.claim["id"]: r
+           for r in build_report(Profile.of(fx), with_figures=False, summary=False)}
+    page = claim_verdicts(load_results(norms_results(Profile.of(fx))),
+                          _page_rows(Path(fx["claims"])))
     assert res["N1"].verdict == page["N1"]["verdict"] == REPRODUCED
     assert res["N2"].verdict == page["N2"]["verdict"] == NOT_REPRODUCED
     assert res["N3"].verdict == page["N3"]["verdict"] == REPRODUCED
@@ -95,10 +97,12 @@ def test_n_claims_judge_units_on_the_companion_papers_models(fx, tmp_path):
 def test_n_claims_without_results_are_not_run(fx):
     for p in norms_results(Profile.of(fx)):
         p.unlink()
-    res = {r.claim["id"]: r for r in build_report(Profile.of(fx), with_figures=False, summary=False)}
+    res = {r.claim["id"]: r
+           for r in build_report(Profile.of(fx), with_figures=False, summary=False)}
     assert res["N1"].verdict == NOT_RUN and "no norms.json" in res["N1"].reason
     no_norms = {**fx, "norms": {"vision": {"enabled": False}, "text": {"enabled": False}}}
-    res = {r.claim["id"]: r for r in build_report(Profile.of(no_norms), with_figures=False, summary=False)}
+    res = {r.claim["id"]: r
+           for r in build_report(Profile.of(no_norms), with_figures=False, summary=False)}
     assert res["N2"].verdict == NOT_RUN and res["N2"].reason == "the profile analyses no unit"
 
 

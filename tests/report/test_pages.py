@@ -19,7 +19,8 @@ INFO = {"profile": "fx", "config_hash": "x", "built": "now", "git_commit": "y"}
 
 @pytest.fixture(scope="module")
 def built(fx_module):
-    return fx_module, {r.claim["id"]: r for r in build_report(Profile.of(fx_module), with_figures=False)}
+    return fx_module, {r.claim["id"]: r
+                       for r in build_report(Profile.of(fx_module), with_figures=False)}
 
 
 def test_claim_page_puts_verdict_and_table_before_rule_and_notes(built):

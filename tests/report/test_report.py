@@ -131,7 +131,8 @@ def test_sign_claim_fails_when_interval_crosses_zero(fx):
             d = json.loads(p.read_text())
             d["fit"]["xi"] = {7: -0.2, 21: 0.3, 63: 0.1}[s]
             p.write_text(json.dumps(d))
-    assert by_id(build_report(Profile.of(fx), with_figures=False))["C1"].verdict == partial_verdict(0, 6)
+    assert by_id(build_report(Profile.of(fx), with_figures=False))["C1"].verdict \
+        == partial_verdict(0, 6)
 
 
 def test_reject_claim_fails_when_one_fit_keeps_softmax(fx):
@@ -153,7 +154,8 @@ def test_profile_without_text_or_timing_says_not_run(fx):
 
 # ----------------------------------------------------------------------------- missing files
 def test_missing_result_is_shown_as_missing_never_typed(fx):
-    run_dir(Profile.of(fx), "cifar100", "resnet18", "weince_recipe", 63).joinpath("linear.json").unlink()
+    run = run_dir(Profile.of(fx), "cifar100", "resnet18", "weince_recipe", 63)
+    run.joinpath("linear.json").unlink()
     r = by_id(build_report(Profile.of(fx), with_figures=False))["C3"]
     row = next(x for x in r.rows if x.paper_setting)
     assert row.cells["weince_recipe"].est.n == 2
@@ -163,7 +165,8 @@ def test_missing_result_is_shown_as_missing_never_typed(fx):
 
 def test_all_results_of_an_arm_missing(fx):
     for s in fx["vision"]["seeds"]:
-        run_dir(Profile.of(fx), "cifar100", "resnet18", "weince_recipe", s).joinpath("linear.json").unlink()
+        run = run_dir(Profile.of(fx), "cifar100", "resnet18", "weince_recipe", s)
+        run.joinpath("linear.json").unlink()
     r = by_id(build_report(Profile.of(fx), with_figures=False))["C3"]
     assert r.verdict == NOT_RUN
     md = Path(fx["reports"], "fx", "table_c3.md").read_text()

@@ -209,7 +209,8 @@ def test_attribution_names_the_difference_that_carries_the_gain(tmp_path, topm_g
     from weince.pipeline.profile import Profile
     from weince.report.glance import claim_notes
 
-    cfg = {"profile": "t", "vision": {"arms": ["infonce", "weince_recipe", "weince", "infonce_topm"],
+    cfg = {"profile": "t",
+           "vision": {"arms": ["infonce", "weince_recipe", "weince", "infonce_topm"],
                        "grid": {"arms": ["weince_recipe"], "seeds": [7, 21],
                                 "margin": [0, 2, 6], "kappa_rho": [], "kappa_aic": []}}}
     res.notes = claim_notes(Profile.of(cfg), res.claim)

@@ -121,7 +121,8 @@ def test_compile_step_config_is_checked():
         resolve_config(SimCLRConfig(compile_step="fast"))
     with pytest.raises(ValueError, match="optimizer: adam"):
         resolve_config(SimCLRConfig(compile_step="default", optimizer="lars"))
-    assert resolve_config(SimCLRConfig(compile_step="reduce-overhead")).compile_step == "reduce-overhead"
+    assert resolve_config(SimCLRConfig(compile_step="reduce-overhead")).compile_step \
+        == "reduce-overhead"
 
 
 @pytest.mark.cuda

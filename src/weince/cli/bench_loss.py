@@ -115,7 +115,8 @@ def main(args: argparse.Namespace) -> int:
         print(w, file=sys.stderr)
     if args.out:
         from weince.utils import write_json
-        opts = {k: v for k, v in vars(args).items() if not k.startswith("_")}  # not the dispatcher's
+        # the command's options, not the dispatcher's
+        opts = {k: v for k, v in vars(args).items() if not k.startswith("_")}
         write_json(args.out, {"rows": rows, "torch": torch.__version__,
                               "threads": torch.get_num_threads()}, cfg=opts)
     return 0

@@ -21,14 +21,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--qs", type=float, nargs="+", default=list(STABILITY_QS),
                    help="threshold-stability grid (default 0.95 0.975 0.99 0.995)")
     p.add_argument("--tau", type=float, default=None,
-                   help="the encoder's training temperature (default: the score file's meta, else 0.5)")
-    p.add_argument("--beta", type=float, default=1.0, help="shortfall exponent of the link family (default %(default)s)")
+                   help="the encoder's training temperature (default: the score file's meta, "
+                        "else 0.5)")
+    p.add_argument("--beta", type=float, default=1.0,
+                   help="shortfall exponent of the link family (default %(default)s)")
     p.add_argument("--n-boot", type=int, default=200,
                    help="bootstrap resamples for the intervals of xi: over exceedances (a check) "
-                        "and over batches (xi_ci_batch, what C1 reads); 0 = skip (default %(default)s)")
+                        "and over batches (xi_ci_batch, what C1 reads); 0 = skip "
+                        "(default %(default)s)")
     p.add_argument("--gof-boot", type=int, default=100,
-                   help="parametric bootstrap replicates for the Anderson-Darling p-value (0 = skip; "
-                        "default %(default)s)")
+                   help="parametric bootstrap replicates for the Anderson-Darling p-value "
+                        "(0 = skip; default %(default)s)")
     p.add_argument("--seed", type=int, default=0,
                    help="seed of the bootstrap resamples (default %(default)s)")
     p.add_argument("--no-figures", action="store_true", help="skip the figures")

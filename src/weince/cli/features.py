@@ -16,7 +16,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-root", default=None, help="data folder (default: as trained)")
     parser.add_argument("--batch-size", type=int, default=512,
                         help="images per forward pass (default %(default)s)")
-    parser.add_argument("--device", default="auto", help="auto | cpu | cuda[:N] (default %(default)s)")
+    parser.add_argument("--device", default="auto",
+                        help="auto | cpu | cuda[:N] (default %(default)s)")
     parser.add_argument("--download", action="store_true",
                         help="allow torchvision to download CIFAR/STL-10 if missing")
 

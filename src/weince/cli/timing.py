@@ -36,7 +36,8 @@ def _print(result: dict) -> None:
         rows += lines("whole step", f"{st['backbone']} {st['batch']}", st)
     print(f"device {result['device']} ({result['device_name']}), threads {result['threads']}; "
           f"trainable parameters per loss: {result['trainable_parameters']}")
-    print(tabulate(rows, headers=["what", "size", "loss", "median ms", "ratio to infonce", "95% CI"],
+    print(tabulate(rows, headers=["what", "size", "loss", "median ms", "ratio to infonce",
+                                  "95% CI"],
                    floatfmt=".3f"))
     if st:
         base = next(iter(st["losses"]))

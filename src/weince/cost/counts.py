@@ -21,7 +21,8 @@ from typing import Any
 
 import yaml
 
-__all__ = ["COUNTS_FILE", "PROJ_DIMS", "BERT_GEOMETRIES", "TEXT_LENGTHS", "NAMED_SIZES", "VISION_MODELS",
+__all__ = ["COUNTS_FILE", "PROJ_DIMS", "BERT_GEOMETRIES", "TEXT_LENGTHS", "NAMED_SIZES",
+           "VISION_MODELS",
            "TEXT_MODELS", "vision_key", "text_key", "load_counts", "vision_counts",
            "text_counts", "dataset_spec", "text_geometry", "canonical_model", "model_kind"]
 

@@ -274,7 +274,8 @@ def calibration_rows() -> list[dict[str, Any]]:
         if "flops_total" in m:
             measured, unit = _measured_rate(m) / 1e12, "TFLOP/s"
             lo, hi = (r / 1e12 for r in rate(m["gpu"], fam, m["precision"]))
-            what = f"{fam}, {m['precision'].upper()}, {m.get('gpus', 1)} GPU (counted by the source)"
+            what = (f"{fam}, {m['precision'].upper()}, {m.get('gpus', 1)} GPU "
+                    "(counted by the source)")
         else:
             size = m.get("image_size") or m.get("seq_len")
             p = price_step(m["model"], size, m.get("batch") or 1, m["precision"], m["gpu"])

@@ -279,7 +279,8 @@ class SimCLRAugment:
     # ------------------------------------------------------------------ sampling
     def sample_params(self, batch: int, height: int, width: int,
                       generator: torch.Generator | None = None,
-                      device: torch.device | str = "cpu", u: torch.Tensor | None = None) -> AugmentParams:
+                      device: torch.device | str = "cpu",
+                      u: torch.Tensor | None = None) -> AugmentParams:
         """Draw every image's parameters with one ``torch.rand`` call (on the generator's
         device if a generator is given, else on ``device``); ``u``: that draw, made
         beforehand by :meth:`draw` (a compiled training step takes it as an input)."""
@@ -287,7 +288,8 @@ class SimCLRAugment:
         if u is None:
             u = self.draw(batch, generator, device)
         dev = u.device
-        u_area, u_ratio, u_top, u_left = u[:, :a], u[:, a:2 * a], u[:, 2 * a:3 * a], u[:, 3 * a:4 * a]
+        u_area, u_ratio = u[:, :a], u[:, a:2 * a]
+        u_top, u_left = u[:, 2 * a:3 * a], u[:, 3 * a:4 * a]
         rest = u[:, 4 * a:]
         # --- random resized crop (torchvision's algorithm, vectorised over attempts)
         area = float(height * width)

@@ -226,7 +226,8 @@ def _read_stl(folder: Path, split: str) -> tuple[torch.Tensor, torch.Tensor]:
     if raw.size % (3 * 96 * 96):
         raise ValueError(f"{folder / xfile}: size {raw.size} is not a multiple of 3*96*96")
     # stored column-major per channel: (N, C, W, H) -> (N, C, H, W)
-    images = torch.from_numpy(np.ascontiguousarray(raw.reshape(-1, 3, 96, 96).transpose(0, 1, 3, 2)))
+    images = torch.from_numpy(
+        np.ascontiguousarray(raw.reshape(-1, 3, 96, 96).transpose(0, 1, 3, 2)))
     if yfile is None:
         labels = torch.full((images.shape[0],), -1, dtype=torch.int64)
     else:

@@ -109,7 +109,8 @@ def extract_features(encoder_path: str | os.PathLike, out_path: str | os.PathLik
         data = load_vision(name, root, split, download=download)
         if max_images is not None and int(max_images) < len(data):
             g = torch.Generator().manual_seed(0)
-            data = data.subset(torch.randperm(len(data), generator=g)[:int(max_images)].sort().values)
+            keep = torch.randperm(len(data), generator=g)[:int(max_images)].sort().values
+            data = data.subset(keep)
         h, z = embed_images(model, data.images, mean=mean, std=std,
                             image_size=int(cfg["image_size"]), batch_size=batch_size,
                             device=device, progress=progress, desc=f"features {split}",

@@ -2,7 +2,8 @@
 
 Cosine similarity; the bank is the training part of a stratified 80/20 train/validation
 split of the training set, one split per split seed (official: seeds 1-5, ``knn_eval.py
---val-split-ratio 0.2``); the validation queries serve only the per-metric grid choice. For a query ``q`` with nearest bank items ``1..k`` (cosine
+--val-split-ratio 0.2``); the validation queries serve only the per-metric grid choice.
+For a query ``q`` with nearest bank items ``1..k`` (cosine
 ``s_1 >= ... >= s_k``):
 
 - ``acc@k``: weighted vote, weight ``exp((s_j - s_1) / T)`` (``T = 0.1``), the class with

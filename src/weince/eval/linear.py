@@ -296,7 +296,8 @@ def _probe(x_train, y_train, x_test, y_test, num_classes, *, feature, seeds, epo
         "n_train": int(n_tr), "n_val": int(Xva.shape[1]), "n_test": int(x_test.shape[0]),
         "num_classes": num_classes, "dim": int(D),
         "settings": {"epochs": epochs, "lr": lr, "batch_size": batch_size, "val_frac": val_frac,
-                     "split_seed": split_seed, "select": select, "weight_decay": weight_decay, "standardize": standardize, "seeds": seeds,
+                     "split_seed": split_seed, "select": select,
+                     "weight_decay": weight_decay, "standardize": standardize, "seeds": seeds,
                      "optimizer": "adam"},
     }
 

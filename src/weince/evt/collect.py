@@ -133,7 +133,8 @@ def collect_scores(embed_fn: Callable, images, augment: Callable, *, batch_size:
 
 
 def collect_link_batches(embed_fn: Callable, images, augment: Callable, *, batch_size: int = 256,
-                         n_batches: int = 40, device: str = "cpu", seed: int = 0) -> dict[str, np.ndarray]:
+                         n_batches: int = 40, device: str = "cpu",
+                         seed: int = 0) -> dict[str, np.ndarray]:
     """Two-view SimCLR batches for the link-selection fit.
 
     Each batch takes ``N = batch_size`` distinct images, two independent augmented views
@@ -191,7 +192,8 @@ def save_scores(path, scores, link: dict[str, Any] | None = None,
     if link is not None:
         missing = {"sim", "targets"} - set(link)
         if missing:
-            raise ValueError(f"link needs keys sim, targets (and optionally mask); missing {sorted(missing)}")
+            raise ValueError(f"link needs keys sim, targets (and optionally mask); missing "
+                             f"{sorted(missing)}")
         arrays["sim"] = np.asarray(link["sim"], dtype=np.float32)
         arrays["targets"] = np.asarray(link["targets"], dtype=np.int64)
         if link.get("mask") is not None:

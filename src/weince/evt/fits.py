@@ -99,7 +99,8 @@ def run_link(scores_path, out_json, *, tau: float | None = None, beta: float = 1
         if figures:
             from weince.evt import plots
 
-            png, pdf = plots.plot_lambda_profile(link, out_json.parent / "figures" / "lambda_profile",
+            png, pdf = plots.plot_lambda_profile(link,
+                                                 out_json.parent / "figures" / "lambda_profile",
                                                  setting=plots.setting_label(meta))
             written["figures/lambda_profile.png"], written["figures/lambda_profile.pdf"] = png, pdf
     else:

@@ -190,7 +190,8 @@ def _mle(y: np.ndarray, bracket: tuple[float, float] | None = None) -> tuple[flo
     return xi, _sigma_hat(y, xi, ymax, ymean), ll
 
 
-def _profile_ci(y: np.ndarray, xi_hat: float, ll_hat: float, level: float) -> tuple[tuple[float, float], list[str]]:
+def _profile_ci(y: np.ndarray, xi_hat: float, ll_hat: float,
+                level: float) -> tuple[tuple[float, float], list[str]]:
     crit = 0.5 * float(stats.chi2.ppf(level, 1))
     notes: list[str] = []
 
@@ -227,7 +228,8 @@ def _ad_stat(y_sorted: np.ndarray, xi: float, sigma: float) -> float:
     return float(-n - np.sum((2 * i - 1) * (np.log(u) + np.log1p(-u[::-1]))) / n)
 
 
-def _gof(y: np.ndarray, xi: float, sigma: float, n_boot: int, rng: np.random.Generator) -> dict[str, Any]:
+def _gof(y: np.ndarray, xi: float, sigma: float, n_boot: int,
+         rng: np.random.Generator) -> dict[str, Any]:
     ys = np.sort(y)
     ad = _ad_stat(ys, xi, sigma)
     ks = stats.kstest(ys, stats.genpareto(xi, scale=sigma).cdf)
@@ -312,7 +314,8 @@ class GPDFit:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (no arrays)."""
-        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "exceedances"}
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+             if f.name != "exceedances"}
         d["xi_ci"] = [x if math.isfinite(x) else None for x in self.xi_ci]   # strict JSON
         d["xi_ci_boot"] = None if self.xi_ci_boot is None else list(self.xi_ci_boot)
         d["xi_ci_batch"] = None if self.xi_ci_batch is None else list(self.xi_ci_batch)

@@ -77,7 +77,8 @@ def check_weince_args(tau, q, margin, kappa_rho, kappa_aic, tail_frac, min_tail,
                       gate, lam, beta_min, beta_max) -> None:
     check_tau(tau)
     if not 0.0 <= q <= 1.0:
-        raise ValueError(f"q (quantile of rho that sets the pivot rho0) must lie in [0, 1], got {q!r}")
+        raise ValueError(f"q (quantile of rho that sets the pivot rho0) must lie in [0, 1], "
+                         f"got {q!r}")
     if not tail_frac > 0:
         raise ValueError(f"tail_frac must be > 0, got {tail_frac!r}")
     if int(min_tail) < 1:
@@ -117,7 +118,8 @@ def _design(k: int, b: int, device: torch.device):
             cols.append([v - mu for v in y])
         W = torch.tensor([[cols[0][i] / n, cols[1][i] / n] for i in range(n)],
                          dtype=torch.float64, device=device)
-        syy = torch.tensor([sum(v * v for v in c) for c in cols], dtype=torch.float64, device=device)
+        syy = torch.tensor([sum(v * v for v in c) for c in cols], dtype=torch.float64,
+                           device=device)
         wd = torch.tensor([-float(n), float(n)], dtype=torch.float64, device=device)
         return W, syy, wd
     return cached(_DESIGNS, (k, b, str(device)), build)
@@ -200,7 +202,8 @@ def weince_statistics(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tens
                       None, 0.5, 16.0)
     K = check_batch(sim, targets, mask, sync=check)
     st = _statistics(sim, targets, invert(mask), K, q=q, margin=margin, kappa_rho=kappa_rho,
-                     kappa_aic=kappa_aic, tail_frac=tail_frac, min_tail=min_tail, eps=eps, gate=gate)
+                     kappa_aic=kappa_aic, tail_frac=tail_frac, min_tail=min_tail, eps=eps,
+                     gate=gate)
     return public_stats(st)
 
 
@@ -337,7 +340,8 @@ def blended_logits(sim: torch.Tensor, lam: torch.Tensor, tau: float, beta: torch
 
 
 def _weince(sim, targets, invalid, K, tau, *, q, margin, kappa_rho, kappa_aic, tail_frac, min_tail,
-            eps, beta, gate, lam, return_stats, beta_min=0.5, beta_max=16.0, topk_extra=0, half=None):
+            eps, beta, gate, lam, return_stats, beta_min=0.5, beta_max=16.0, topk_extra=0,
+            half=None):
     need_stats = lam is None or beta == "anchor" or return_stats
     stats = None
     if need_stats:
@@ -358,8 +362,9 @@ def _weince(sim, targets, invalid, K, tau, *, q, margin, kappa_rho, kappa_aic, t
 
 
 def weince(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None = None,
-           tau: float | None = None, *, q: float = 0.2, margin: float = 2.0, kappa_rho: float = 10.0,
-           kappa_aic: float = 1.0, tail_frac: float = 0.10, min_tail: int = 32, eps: float = 1e-6,
+           tau: float | None = None, *, q: float = 0.2, margin: float = 2.0,
+           kappa_rho: float = 10.0, kappa_aic: float = 1.0, tail_frac: float = 0.10,
+           min_tail: int = 32, eps: float = 1e-6,
            beta: Literal["one", "anchor"] = "one", gate: Literal["both", "rho", "aic"] = "both",
            lam: float | None = None, return_stats: bool = False, beta_min: float = 0.5,
            beta_max: float = 16.0, check: bool = True, num_negatives: int | None = None,
@@ -445,7 +450,8 @@ def weince(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None =
     check_weince_args(tau, q, margin, kappa_rho, kappa_aic, tail_frac, min_tail, eps, beta, gate,
                       lam, beta_min, beta_max)
     K = check_batch(sim, targets, mask, sync=check, num_negatives=num_negatives)
-    loss, stats = _weince(sim, targets, invert(mask), K, tau, q=q, margin=margin, kappa_rho=kappa_rho,
+    loss, stats = _weince(sim, targets, invert(mask), K, tau, q=q, margin=margin,
+                          kappa_rho=kappa_rho,
                           kappa_aic=kappa_aic, tail_frac=tail_frac, min_tail=min_tail, eps=eps,
                           beta=beta, gate=gate, lam=lam, return_stats=return_stats,
                           beta_min=beta_min, beta_max=beta_max)

@@ -46,7 +46,8 @@ from weince.utils.diskspace import atomic_write, payload_bytes
 from weince.utils.results import read_json, write_json
 from weince.utils.verdict_words import NOT_TESTABLE
 
-__all__ = ["NormsConfig", "load_norms_config", "analyse_vision", "analyse_text", "training_settings",
+__all__ = ["NormsConfig", "load_norms_config", "analyse_vision", "analyse_text",
+           "training_settings",
            "text_settings", "correlations", "RESULT_FILE", "PROBES_FILE", "TEXT_NOMINAL"]
 
 # all-MiniLM-L6-v2: sentence-transformers MultipleNegativesRankingLoss (InfoNCE with
@@ -221,7 +222,8 @@ def _write(out_dir: str | os.PathLike | None, result: dict, arrays: dict, cfg: N
 
 # --------------------------------------------------------------------------- vision
 @torch.no_grad()
-def _embed(model, x: torch.Tensor, transform, batch: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+def _embed(model, x: torch.Tensor, transform, batch: int,
+           device) -> tuple[torch.Tensor, torch.Tensor]:
     hs, zs = [], []
     for i in range(0, len(x), batch):
         h, z = model(transform(x[i:i + batch].to(device)))

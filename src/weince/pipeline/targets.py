@@ -125,7 +125,8 @@ def companion_targets(prof: Profile) -> list[Path]:
     """The pages the summary links to: ablations and norms (each only when the profile
     runs it), and a rehearsal's cost forecast."""
     norms = norms_outputs(prof)
-    return (ablation_targets(prof) + ([norms["md"], norms["summary"]] if norms_results(prof) else [])
+    return (ablation_targets(prof)
+            + ([norms["md"], norms["summary"]] if norms_results(prof) else [])
             + [p for k, p in forecast_outputs(prof).items() if k == "md"])
 
 

@@ -98,7 +98,8 @@ def _renderer():
     try:
         from markdown_it import MarkdownIt
     except ImportError:  # pragma: no cover - the [workflow] extra pins it
-        raise SystemExit('the HTML report pages need markdown-it-py: pip install -e ".[all]"') from None
+        raise SystemExit("the HTML report pages need markdown-it-py: "
+                         'pip install -e ".[all]"') from None
     return MarkdownIt("commonmark", {"html": False}).enable("table")
 
 

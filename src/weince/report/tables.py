@@ -530,8 +530,9 @@ def summary_markdown(results: list[ClaimRecord], run_info: dict[str, str],
     commits = sorted({x for r in results for x in r.provenance.commits})
     dates = sorted(d for r in results for d in r.provenance.dates)
     nfiles = sum(r.provenance.files for r in results)
+    shown = ", ".join(c[:12] + ("+dirty" if c.endswith("+dirty") else "") for c in commits)
     lines.append(f"- Built from {nfiles} result file reads; result commits: "
-                 f"{', '.join(c[:12] + ('+dirty' if c.endswith('+dirty') else '') for c in commits) or 'none'}; "
+                 f"{shown or 'none'}; "
                  f"result dates: {(dates[0] + ' to ' + dates[-1]) if dates else 'none'}")
     if figures:
         lines += ["", "## Figures", ""] + [f"- [{f}]({f}){_figure_note(f)}" for f in figures]

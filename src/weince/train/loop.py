@@ -47,7 +47,8 @@ from weince.utils import write_json
 from weince.utils.checkpoint import load_checkpoint, save_checkpoint
 
 __all__ = ["TrainingRun", "RecordsOnly", "EpochStats", "DivergedError", "diverged",
-           "weights_finite", "check_same_config", "progress_enabled", "progress_bar", "progress_note",
+           "weights_finite", "check_same_config", "progress_enabled", "progress_bar",
+           "progress_note",
            "unwrap_model"]
 
 

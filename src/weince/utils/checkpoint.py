@@ -36,7 +36,8 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["release_checkpoint", "rng_state", "restore_rng", "save_checkpoint", "load_checkpoint", "seed_everything",
+__all__ = ["release_checkpoint", "rng_state", "restore_rng", "save_checkpoint", "load_checkpoint",
+           "seed_everything",
            "torch_threads", "load_torch_file", "UnreadableFileError", "ResumeDeviceError",
            "check_resume_device", "restore_generator"]
 

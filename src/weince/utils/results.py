@@ -52,7 +52,8 @@ def read_json(path: str | os.PathLike) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text())
     except json.JSONDecodeError as err:
-        raise ValueError(f"{path} is not valid JSON ({err}); delete it and re-run its rule") from err
+        raise ValueError(f"{path} is not valid JSON ({err}); delete it and re-run its "
+                         f"rule") from err
     return check_plausible(data, path)
 
 
