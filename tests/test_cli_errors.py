@@ -86,7 +86,7 @@ def test_corrupt_score_file_names_file_and_rule(tmp_path, monkeypatch, capsys, c
 
 
 def test_a_valid_score_file_still_loads(tmp_path):
-    from weince.evt.collect import load_scores, save_scores
+    from weince.evt.scorefile import load_scores, save_scores
 
     path = save_scores(tmp_path / "s.npz", np.linspace(-0.5, 0.9, 50), meta={"tau": 0.5})
     got = load_scores(path)

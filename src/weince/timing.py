@@ -38,8 +38,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 from scipy import stats
+from tqdm.auto import tqdm
 
 from weince.losses import build_loss
+from weince.models import build_simclr_model
 from weince.utils.device import resolve_device
 
 __all__ = ["TimingConfig", "MODES", "time_loss_alone", "time_whole_step", "run_timing",
@@ -298,8 +300,6 @@ def _time_one_run(cfg: TimingConfig, device: torch.device, mods: dict, run: int,
                   ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """One run of the whole step: a fresh model, optimiser and batch (seeded by the run),
     every loss interleaved in each repetition; (step times, loss-alone times) per label."""
-    from weince.models import build_simclr_model
-
     torch.manual_seed(cfg.seed + run)
     model = build_simclr_model(cfg.backbone, cfg.image_size, cfg.channels).to(device)
     fmt = (torch.channels_last if (cfg.channels_last and device.type == "cuda")
@@ -347,8 +347,6 @@ def _time_one_run(cfg: TimingConfig, device: torch.device, mods: dict, run: int,
 
 def run_timing(cfg: TimingConfig) -> dict:
     """Both measurements and the parameter counts, as the JSON-able result of the C8 table."""
-    from tqdm.auto import tqdm
-
     device = resolve_device(cfg.device)
     _, params = _loss_modules(cfg, device)  # counted on the eager modules (compiling is lazy)
     total = len(cfg.sizes) * (cfg.warmup + cfg.loss_reps)

@@ -7,7 +7,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from weince.evt.collect import collect_link_batches, collect_scores, load_scores, save_scores  # noqa: E402
+from weince.evt.collect import collect_link_batches, collect_scores  # noqa: E402
+from weince.evt.scorefile import load_scores, save_scores  # noqa: E402
 
 
 def _images(n=20, seed=0):

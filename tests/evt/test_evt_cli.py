@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from weince.cli import main as weince_main
-from weince.evt.collect import load_scores, save_scores
+from weince.evt.scorefile import load_scores, save_scores
 
 FIGS = ["gpd_density", "gpd_qq", "xi_threshold", "mean_excess"]
 

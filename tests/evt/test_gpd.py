@@ -217,7 +217,7 @@ def test_weince_evt_imports_and_fits_without_torch():
             "            raise ModuleNotFoundError(f'No module named {name!r} (blocked)')\n"
             "sys.meta_path.insert(0, Block())\n"
             "import numpy as np\n"
-            "import weince.evt, weince.evt.plots, weince.cli.evt, weince.evt.collect\n"
+            "import weince.evt, weince.evt.plots, weince.cli.evt, weince.evt.scorefile\n"
             "s = 1 - 1.5 * np.random.default_rng(0).uniform(size=100000) ** (1 / 2.56)\n"
             "r = weince.evt.fit_gpd_pot(s)\n"
             "assert -0.5 < r.xi < -0.3, r.xi\n"

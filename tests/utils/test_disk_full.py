@@ -74,7 +74,7 @@ def test_checkpoint_encoder_and_features_on_a_full_disk(tmp_path, monkeypatch, f
 
 
 def test_score_files_and_the_training_log_on_a_full_disk(tmp_path, monkeypatch):
-    from weince.evt.collect import save_scores
+    from weince.evt.scorefile import save_scores
     from weince.train.trainlog import JsonlLogger
 
     monkeypatch.setattr(np, "savez", _full)

@@ -14,6 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import weince
+
 __all__ = ["installed_registry", "registry_differences", "rule_differences"]
 
 SHOWN = 120   # characters of a value quoted in a difference
@@ -29,8 +31,6 @@ def installed_registry(claims: str | Path | None = None) -> Path:
             raise FileNotFoundError(f"--claims {p}: no such file; name the checkout's "
                                     f"config/claims.yaml")
         return p
-    import weince
-
     checkout = Path(weince.__file__).resolve().parents[2] / "config" / "claims.yaml"
     for p in (checkout, Path("config") / "claims.yaml"):
         if p.is_file():

@@ -31,6 +31,7 @@ matplotlib): nothing here imports torch.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import hashlib
 import json
 import os
@@ -47,13 +48,12 @@ from typing import Any
 import yaml
 
 from weince.bundle import _report
-from weince.pipeline.profile import Profile
-from weince.bundle._archive import (DEFAULT_MAX_BYTES, DEFAULT_MAX_MANIFEST_BYTES,
-                                    BundleError, check_manifest, extract_member, inside,
-                                    read_member, scan)
-from weince.bundle._registry import (installed_registry, registry_differences,
-                                     rule_differences)
+from weince.bundle._archive import (DEFAULT_MAX_BYTES, DEFAULT_MAX_MANIFEST_BYTES, BundleError,
+                                    check_manifest, extract_member, inside, read_member, scan)
+from weince.bundle._registry import installed_registry, registry_differences, rule_differences
 from weince.bundle.make import FORMAT
+from weince.pipeline.claims import load_claims
+from weince.pipeline.profile import Profile
 from weince.utils.provenance import git_commit
 
 __all__ = ["verify_bundle", "VerifyResult", "normalise", "table_cells", "BundleError"]
@@ -269,8 +269,6 @@ def _diff_table(old: str, new: str) -> list[str]:
 
 
 def _diff_lines(old: list[str], new: list[str]) -> list[str]:
-    import difflib
-
     return [("shipped: " if d[0] == "-" else "rebuilt: ") + d[1:].strip()
             for d in difflib.unified_diff(old, new, lineterm="", n=0)
             if d[:1] in "+-" and not d.startswith(("+++", "---")) and d[1:].strip()]
@@ -530,8 +528,6 @@ def _registry(manifest: dict[str, Any], root: Path, installed: Path | None,
               res: VerifyResult) -> Path:
     """The registry the rebuild judges by (the installed one unless the archive's was asked
     for), and every difference of the archive's from the installed one."""
-    from weince.pipeline.claims import load_claims
-
     archive = root / manifest["claims"]
     try:
         theirs = load_claims(archive)

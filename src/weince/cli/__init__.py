@@ -21,8 +21,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import subprocess
 import sys
 from pathlib import Path
+
+from weince import __version__
+from weince.utils.provenance import git_commit
 
 # command name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -109,10 +113,6 @@ def _one_line(err: BaseException) -> str:
 def version_string() -> str:
     """``weince <version>``, plus ``(git <commit>)`` when this package is a file tracked in a git
     checkout (an editable install; an installed wheel has no commit to report)."""
-    import subprocess
-
-    from weince import __version__
-
     here = Path(__file__).resolve().parent
     text = f"weince {__version__}"
     try:
@@ -121,8 +121,6 @@ def version_string() -> str:
     except (OSError, subprocess.SubprocessError):
         tracked = False
     if tracked:
-        from weince.utils.provenance import git_commit
-
         commit = git_commit()
         if commit != "unknown":
             text += f" (git {commit})"

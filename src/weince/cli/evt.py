@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 
 from weince.evt.fits import STABILITY_QS, run_evt
+from weince.utils import read_json
 
 __all__ = ["add_arguments", "main"]
 
@@ -41,8 +42,6 @@ def main(args: argparse.Namespace) -> int:
     written = run_evt(args.scores, args.out, q=args.q, qs=tuple(args.qs), tau=args.tau,
                       beta=args.beta, n_boot=args.n_boot, gof_boot=args.gof_boot,
                       seed=args.seed, figures=not args.no_figures)
-    from weince.utils import read_json
-
     pot = read_json(written["pot"])["fit"]
     print(f"POT: xi = {pot['xi']:.4f} [{pot['xi_ci'][0]:.4f}, {pot['xi_ci'][1]:.4f}], "
           f"sigma = {pot['sigma']:.4g}, u = {pot['threshold']:.4f}, n = {pot['n_exceed']}")

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 
+from weince.eval.features import extract_features
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--encoder", required=True, help="encoder.pt from `weince pretrain`")
@@ -23,8 +25,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from weince.eval.features import extract_features
-
     feats = extract_features(args.encoder, args.out, dataset=args.dataset,
                              data_root=args.data_root, batch_size=args.batch_size,
                              device=args.device, download=args.download)

@@ -14,6 +14,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from weince.pipeline.profile import Profile
+from weince.report.build import build_report
 from weince.utils.config import apply_overrides, parse_yaml
 
 __all__ = ["add_arguments", "main", "load_profile_config"]
@@ -54,9 +56,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from weince.pipeline.profile import Profile
-    from weince.report.build import build_report
-
     cfg = load_profile_config(args.config, args.set)
     for key in ("profile", "claims", "results", "reports"):
         if getattr(args, key):

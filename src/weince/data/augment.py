@@ -48,7 +48,9 @@ from functools import lru_cache
 from typing import Any
 
 import torch
+from torchvision.transforms import v2
 
+from weince.data.vision import DATASETS
 from weince.utils.device import resolve_device
 
 __all__ = ["SimCLRAugment", "AugmentParams", "EvalTransform", "augment_config",
@@ -454,8 +456,6 @@ _RGB_RECIPE = dict(crop_scale=(0.08, 1.0), flip=True, jitter=(0.8, 0.8, 0.8, 0.2
 def augment_config(name: str) -> dict[str, Any]:
     """The default :class:`SimCLRAugment` arguments for a registered data set (see the
     module docstring for the choices), including its image size, channels, mean and std."""
-    from weince.data.vision import DATASETS
-
     key = name.lower()
     if key not in DATASETS:
         raise ValueError(f"unknown data set {name!r}; valid names: {', '.join(DATASETS)}")
@@ -481,8 +481,6 @@ def build_augment(name: str, **overrides: Any) -> SimCLRAugment:
 def reference_transform(aug: SimCLRAugment):
     """The same recipe as torchvision ``transforms.v2`` ops, for one uint8 ``(C, H, W)``
     image at a time (the classic CPU ``DataLoader`` path; antialiased resize)."""
-    from torchvision.transforms import v2
-
     ops: list[Any] = [v2.RandomResizedCrop(aug.image_size, scale=aug.crop_scale,
                                            ratio=aug.crop_ratio, antialias=True)]
     if aug.flip:

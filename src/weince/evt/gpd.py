@@ -26,7 +26,7 @@ Likelihood details:
 Dependence. Pooled scores are not independent: each image of a batch of ``K + 1`` enters
 ``K`` pairs, so exceedances cluster by image and by batch, and the profile interval (which
 treats exceedances as i.i.d.) is too narrow. Given ``groups`` (the batch each score came
-from; :func:`weince.evt.collect.load_scores` returns them as ``batch``),
+from; :func:`weince.evt.scorefile.load_scores` returns them as ``batch``),
 :func:`fit_gpd_pot` adds a *batch bootstrap*: resample whole batches with replacement,
 re-threshold the pooled resample at its own ``q`` quantile, refit, and take
 ``xi_hat +- t_{G-1} sd`` of the refits (``xi_ci_batch``, ``G`` batches); the batches

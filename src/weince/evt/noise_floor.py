@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy.special import ndtri, stdtrit
 
 from weince.utils.diskspace import atomic_write
 from weince.utils.results import write_json
@@ -298,8 +299,6 @@ def loglog_slope(n: Sequence[float], mse: Sequence[float], se: Sequence[float] |
     one from the residuals about the line (t with ``len(n) - 2`` degrees of freedom), so
     that neither Monte-Carlo noise nor curvature of the points (the ``o(1/n)`` terms at
     small ``n``) is hidden. ``slope``, ``lo``, ``hi``, ``se_mc``, ``se_resid``."""
-    from scipy.special import ndtri, stdtrit
-
     ln = np.log(np.asarray(n, dtype=np.float64))
     ly = np.log(np.asarray(mse, dtype=np.float64))
     k = ln.size

@@ -37,6 +37,12 @@ from typing import Any
 
 import torch
 from torch import nn
+from torchvision.models import resnet18, resnet50
+from torchvision.models.vision_transformer import VisionTransformer
+
+from weince.utils.checkpoint import UnreadableFileError, load_torch_file
+from weince.utils.diskspace import atomic_write, payload_bytes
+from weince.utils.finite import check_finite
 
 __all__ = ["BACKBONES", "build_backbone", "register_backbone", "ProjectionHead", "SimCLRModel",
            "build_simclr_model", "save_encoder", "load_encoder", "vit_patch_size"]
@@ -72,15 +78,11 @@ def _resnet(ctor: Callable[..., nn.Module], image_size: int, channels: int
 
 @register_backbone("resnet18")
 def _resnet18(image_size: int, channels: int) -> tuple[nn.Module, int]:
-    from torchvision.models import resnet18
-
     return _resnet(resnet18, image_size, channels)
 
 
 @register_backbone("resnet50")
 def _resnet50(image_size: int, channels: int) -> tuple[nn.Module, int]:
-    from torchvision.models import resnet50
-
     return _resnet(resnet50, image_size, channels)
 
 
@@ -100,8 +102,6 @@ class _ViTFeatures(nn.Module):
 
     def __init__(self, image_size: int, channels: int):
         super().__init__()
-        from torchvision.models.vision_transformer import VisionTransformer
-
         patch = vit_patch_size(image_size)
         vit = VisionTransformer(image_size=image_size, patch_size=patch, num_layers=12,
                                 num_heads=6, hidden_dim=384, mlp_dim=1536)
@@ -251,8 +251,6 @@ def save_encoder(path: str | os.PathLike, model: SimCLRModel, cfg: dict[str, Any
     arch = {k: cfg[k] for k in _ARCH_KEYS}
     arch.update(model.head.dims())
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
-    from weince.utils.diskspace import atomic_write, payload_bytes
-
     blob = {"arch": arch, "state_dict": state, "cfg": dict(cfg)}
     return atomic_write(path, lambda tmp: torch.save(blob, tmp), need=payload_bytes(state))
 
@@ -266,15 +264,11 @@ def load_encoder(path: str | os.PathLike, map_location: str | torch.device = "cp
     if not path.exists():
         raise FileNotFoundError(f"encoder file {path} does not exist; run `weince pretrain` "
                                 "(or the workflow's pretrain rule) to create it")
-    from weince.utils.checkpoint import UnreadableFileError, load_torch_file
-
     remake = ("re-run `weince pretrain` (the workflow's pretrain rule) that writes it")
     blob = load_torch_file(path, what="encoder file", remake=remake, map_location=map_location)
     if not isinstance(blob, dict) or "arch" not in blob or "state_dict" not in blob:
         raise UnreadableFileError(f"{path} is not an encoder file written by save_encoder "
                                   f"(no 'arch'/'state_dict'); {remake}")
-    from weince.utils.finite import check_finite
-
     check_finite(blob["state_dict"].items(), f"{path} (encoder weights)",
                  "its pretraining diverged (see the run's train_log.jsonl): re-run the pretrain "
                  "rule with a lower lr")

@@ -24,6 +24,7 @@ from typing import Any
 
 import jsonschema
 
+from weince.pipeline.arms import ARMS
 from weince.pipeline.claims import validate_with_defaults
 from weince.pipeline.profile import Profile
 from weince.utils.config import (MAX_VALUES, YamlSizeError, expanded_size, parse_yaml,
@@ -163,7 +164,6 @@ def name_registry(kind: str, config: Mapping[str, Any],
     (keys of ``resources``) and ``default``, ``settings`` the profile's ``dataset/backbone``
     pairs and ``text/<model>`` (the keys of measured step times)."""
     if kind == "arms":
-        from weince.pipeline.arms import ARMS
         return sorted(ARMS)
     if kind == "vision.arms":
         return list(((config.get("vision") or {}).get("arms")) or [])

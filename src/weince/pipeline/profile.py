@@ -52,7 +52,7 @@ def config_schema() -> dict[str, Any]:
 def _cuda_visible() -> bool:
     """Whether torch sees a GPU here: the one question a rehearsal with ``gpu: auto`` asks the
     machine, so torch is imported only then (planning a profile never needs it)."""
-    import torch
+    import torch  # noqa: PLC0415 - planning never needs torch; this one question does
 
     return bool(torch.cuda.is_available())
 

@@ -38,11 +38,12 @@ from typing import Any
 
 import torch
 from torch import nn
+from tqdm.auto import tqdm
 
 from weince.train import ddp as D
-from weince.train.trainlog import JsonlLogger
 from weince.train.preempt import Preempted, PreemptionGuard
 from weince.train.step_timer import StepTimer
+from weince.train.trainlog import JsonlLogger
 from weince.utils import write_json
 from weince.utils.checkpoint import load_checkpoint, save_checkpoint
 
@@ -64,15 +65,11 @@ def progress_enabled(flag: bool | None = None) -> bool:
 def progress_bar(iterable: Iterable | None = None, *, show: bool, **kwargs):
     """A tqdm bar (``disable`` unless ``show``); tqdm is imported only here (an optional
     dependency of the workflow extra)."""
-    from tqdm.auto import tqdm
-
     return tqdm(iterable, disable=not show, dynamic_ncols=True, **kwargs)
 
 
 def progress_note(message: str) -> None:
     """One line on stderr that does not break a progress bar."""
-    from tqdm.auto import tqdm
-
     tqdm.write(message, file=sys.stderr)
 
 

@@ -30,6 +30,9 @@ import sys
 import threading
 import time
 
+import torch
+import torch.distributed as dist
+
 __all__ = ["PREEMPT_EXIT_CODE", "Preempted", "PreemptionGuard"]
 
 PREEMPT_EXIT_CODE = 128 + int(signal.SIGTERM)   # 143
@@ -94,9 +97,6 @@ class PreemptionGuard:
         of the process group takes the same decision (the maximum of their flags)."""
         if not distributed:
             return self.requested
-        import torch
-        import torch.distributed as dist
-
         flag = torch.tensor([1 if self.requested else 0], dtype=torch.int32, device=device)
         dist.all_reduce(flag, op=dist.ReduceOp.MAX)
         return bool(flag.item())

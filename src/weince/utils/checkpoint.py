@@ -36,6 +36,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from weince.utils.diskspace import atomic_write, payload_bytes
+
 __all__ = ["release_checkpoint", "rng_state", "restore_rng", "save_checkpoint", "load_checkpoint",
            "seed_everything",
            "torch_threads", "load_torch_file", "UnreadableFileError", "ResumeDeviceError",
@@ -170,8 +172,6 @@ def restore_generator(gen: torch.Generator, state: torch.Tensor, path: str | os.
 def save_checkpoint(path: str | os.PathLike, **state: Any) -> Path:
     """``torch.save`` to a temporary file then rename: never a torn checkpoint; a full disk
     is one line naming the file and the space (:func:`weince.utils.diskspace.atomic_write`)."""
-    from weince.utils.diskspace import atomic_write, payload_bytes
-
     return atomic_write(path, lambda tmp: torch.save(state, tmp), need=payload_bytes(state))
 
 

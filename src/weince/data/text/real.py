@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from weince.data.marker import synthetic_marker
+
 __all__ = ["STSPairs", "SPLITS", "load_wiki1m", "load_stsb", "missing_wiki1m", "missing_stsb"]
 
 SPLITS = ("train", "dev", "test")
@@ -205,8 +207,6 @@ def load_stsb(root: str | Path, split: str) -> STSPairs:
     for path in candidates:
         if path.is_file():
             pairs = _read_senteval(path) if path.suffix == ".csv" else _read_glue(path, split)
-            from weince.data.marker import synthetic_marker
-
             pairs.synthetic = bool(synthetic_marker(path))   # `weince synthetic-data` files
             return pairs
     raise FileNotFoundError(missing_stsb(root, split))
