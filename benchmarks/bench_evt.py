@@ -17,6 +17,8 @@ import time
 
 import numpy as np
 
+from weince.evt import fit_gpd_pot, fit_link_selection
+
 
 def _link_data(B: int, C: int, *, c: float, lam: float, tau: float, seed: int):
     """Candidates ``s = 1 - 1.5 V^(1/2.5)``; winners drawn from the link-selection family."""
@@ -35,8 +37,6 @@ def _link_data(B: int, C: int, *, c: float, lam: float, tau: float, seed: int):
 
 
 def main() -> None:
-    from weince.evt import fit_gpd_pot, fit_link_selection
-
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--anchors", type=int, default=20000)
     ap.add_argument("--candidates", type=int, default=512)
