@@ -4,9 +4,12 @@ The numbers in the fixtures are test data written by the tests, not results."""
 
 import json
 import math
+import re
+from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from scipy import stats as st
 
 import weince.losses.baselines  # noqa: F401  (registers hcl, dcl, dclw)
@@ -320,11 +323,7 @@ def test_shipped_ablation_config_covers_the_issue():
     """The ablations block of each shipped profile: the embedded default runs the
     confound arms at least, the paper profile runs every group; every arm name fits the
     workflow's {arm} wildcard."""
-    import re
-
-    import yaml
-
-    root = __import__("pathlib").Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[1]
     plans = {}
     for name in ("config", "smoke", "paper"):
         path = root / "config" / f"{name}.yaml"

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import doctest
 import importlib
+import inspect
 import warnings
 
 import pytest
+
+from weince.losses import InfoNCELoss, WEINCELoss, WEINCERecipeLoss
 
 MODULES = ["weince.losses.modules", "weince.losses.registry", "weince.losses.infonce",
            "weince.losses.weince",
@@ -63,10 +66,6 @@ def test_public_objects_carry_examples_and_arguments(name):
 def test_help_of_the_loss_modules_is_complete():
     """``help(WEINCELoss)``: paper, shapes, every argument of the constructor, the
     statistics it logs, an example; ``forward`` has its own docstring."""
-    import inspect
-
-    from weince.losses import InfoNCELoss, WEINCELoss, WEINCERecipeLoss
-
     for cls in (InfoNCELoss, WEINCELoss, WEINCERecipeLoss):
         doc = cls.__doc__
         assert "Shape:" in doc and "(N, d)" in doc and "Example:" in doc, cls.__name__

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import tomllib
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,8 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
+
+from weince.utils.provenance import COMMIT_FORM, COMMIT_VARIABLE, checkout_commit, commit_at
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCK = ROOT / "requirements" / "lock.txt"
@@ -155,8 +158,6 @@ def test_core_is_lean_and_extras_cover_the_reproduction():
 
 def test_installed_versions_match_the_lock():
     """This test environment is the locked one (where it was installed with the lock)."""
-    from importlib.metadata import PackageNotFoundError, version
-
     pins = lock_pins()
     for name in requirements():
         try:
@@ -234,8 +235,6 @@ def test_dockerfile_states_the_cuda_version_and_the_driver_it_needs():
 def test_dockerfile_records_the_commit_it_is_built_from():
     """A build argument, checked at build time in the form results accept, kept as the
     ENV that the provenance code reads and shown as the OCI revision label."""
-    from weince.utils.provenance import COMMIT_FORM, COMMIT_VARIABLE
-
     ins = dockerfile_instructions()
     arg = [i for i, (op, rest) in enumerate(ins) if op == "ARG"
            and rest.startswith(f"{COMMIT_VARIABLE}=")]
@@ -257,8 +256,6 @@ def test_the_commit_is_read_from_the_image_where_there_is_no_checkout(tmp_path, 
     """Outside a git checkout (the image's installed package) the recorded commit is the
     result's; inside one the checkout's own commit wins; a value that is not a commit is
     refused in one line naming the variable and the fix."""
-    from weince.utils.provenance import checkout_commit, commit_at
-
     monkeypatch.delenv("WEINCE_GIT_COMMIT", raising=False)
     assert checkout_commit(tmp_path) is None and commit_at(tmp_path) == "unknown"
     monkeypatch.setenv("WEINCE_GIT_COMMIT", "0123abc" * 5 + "+dirty")

@@ -25,6 +25,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -111,8 +112,6 @@ def wheel(tmp_path_factory) -> Path:
 
 
 def wheel_metadata(whl: Path) -> email.message.Message:
-    import zipfile
-
     with zipfile.ZipFile(whl) as z:
         name = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
         return email.message_from_bytes(z.read(name))

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from weince.cli import main as cli
+
 REPO = Path(__file__).resolve().parents[2]
 
 LISTING = """\
@@ -147,8 +149,6 @@ def test_planner_profile_without_the_slurm_plugin_keeps_the_resources(plan, tmp_
 @pytest.mark.slow
 def test_planner_runs_without_the_slurm_plugin(plan, monkeypatch, capsys):
     """`weince plan` prints jobs and GPU-hours with the plugin hidden, the same as with it."""
-    from weince.cli import main as cli
-
     cli(["plan", "--configfile", "config/smoke.yaml"])
     with_plugin = capsys.readouterr().out
     monkeypatch.setattr(plan, "_has_module", lambda name: name != "snakemake_executor_plugin_slurm")

@@ -9,6 +9,7 @@ import torch
 from weince.cli import main as weince_main
 from weince.data.augment import EvalTransform
 from weince.data.vision import load_vision
+from weince.eval.features import extract_features
 from weince.models import build_simclr_model, save_encoder
 
 
@@ -67,7 +68,5 @@ def test_eval_clis_write_summaries(encoder, tmp_path):
 
 
 def test_features_missing_encoder(tmp_path):
-    from weince.eval.features import extract_features
-
     with pytest.raises(FileNotFoundError, match="weince pretrain"):
         extract_features(tmp_path / "nope.pt", None)

@@ -5,6 +5,7 @@ convergence to its pseudo-true log-odds, and degenerate samples counted, never c
 from __future__ import annotations
 
 import csv
+import json
 import math
 
 import numpy as np
@@ -12,9 +13,8 @@ import pytest
 from scipy.optimize import brentq
 
 from weince.evt import noise_floor_theory, simulate_noise_floor, write_noise_floor
-from weince.evt.noise_floor import (BETA, CSV_COLUMNS, SCORES, endpoint_coordinate,
-                                    fit_tilt_counts, loglog_slope, shortfall_probs,
-                                    solve_tilt)
+from weince.evt.noise_floor import (BETA, CSV_COLUMNS, SCORES, endpoint_coordinate, fit_tilt_counts,
+                                    loglog_slope, shortfall_probs, solve_tilt)
 
 S = np.array(SCORES)
 X = endpoint_coordinate(S)
@@ -114,7 +114,6 @@ def test_degenerate_samples_are_counted_and_left_out_not_clipped():
 def test_result_file_and_csv_twin(tmp_path):
     r = simulate_noise_floor(replicates=50, seed=5)
     write_noise_floor(r, tmp_path / "nf.json", tmp_path / "nf.csv", cfg={"replicates": 50})
-    import json
     data = json.loads((tmp_path / "nf.json").read_text())
     assert data["setting"]["seed"] == 5 and data["provenance"]
     with (tmp_path / "nf.csv").open() as fh:

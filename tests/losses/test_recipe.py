@@ -8,6 +8,7 @@ import torch
 from weince.losses import (LOSSES, InfoNCETopMLoss, WEINCERecipeLoss, build_loss, fit_batch_beta,
                            info_nce, pair_similarities, topm_softmax, topm_weibull, weince)
 from weince.losses._common import negative_values
+from weince.losses.recipe import pooled_top_cpu
 
 
 def negatives(sim, t):
@@ -154,8 +155,6 @@ def test_every_loss_trains_a_step_in_every_dtype_on_cpu(name, dtype):
 
 
 def test_recipe_top_negatives_of_bf16_are_those_of_its_float32_copy():
-    from weince.losses.recipe import pooled_top_cpu
-
     sim, t = power_tail_batch(3.0, B=16, C=64)
     s16 = sim.bfloat16()
     got = pooled_top_cpu(s16, 40, targets=t)

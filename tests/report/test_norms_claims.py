@@ -8,15 +8,16 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from weince.norms.files import load_results
 from weince.norms.page import claim_verdicts, companion_rows
 from weince.pipeline import layout
+from weince.pipeline.profile import Profile
 from weince.pipeline.targets import claim_inputs, claims, norms_results
 from weince.report import build_report, load_claims
 from weince.utils.results import InvalidResultError
 from weince.utils.verdict_words import NOT_REPRODUCED, NOT_RUN, REPRODUCED
-from weince.pipeline.profile import Profile
 
 REPO = Path(__file__).resolve().parents[2]
 CLAIMS = REPO / "config" / "claims.yaml"
@@ -26,8 +27,6 @@ CLAIMS = REPO / "config" / "claims.yaml"
 def _registry_naming(tmp_path: Path, backbone: str) -> Path:
     """The registry with ``backbone`` added to N1-N3's rows, as if the companion paper had
     used it (so that the fixture's units are on a paper model)."""
-    import yaml
-
     reg = yaml.safe_load(CLAIMS.read_text())
     for c in reg["claims"]:
         if c["kind"] == "norms":

@@ -7,6 +7,7 @@ import json
 import math
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,15 +15,15 @@ import pytest
 import yaml
 from scipy import stats
 
-from weince.report import (NOT_REPRODUCED, NOT_RUN, REPRODUCED, ResultSchemaError,
-                           build_report, load_claims)
-from weince.pipeline import arms
-from weince.pipeline import layout
-
-from weince.report.verdicts import partial_verdict
-from weince.utils.summary import diff_estimate, estimate
-from weince.report.tables import latex_escape
+from weince.cli import main
+from weince.pipeline import arms, layout
+from weince.pipeline.claims import SCHEMA_PATH
 from weince.pipeline.profile import Profile
+from weince.report import (NOT_REPRODUCED, NOT_RUN, REPRODUCED, ResultSchemaError, build_report,
+                           load_claims)
+from weince.report.tables import claim_lines, latex_escape
+from weince.report.verdicts import partial_verdict
+from weince.utils.summary import diff_estimate, estimate, t_quantile
 
 REPO = Path(__file__).resolve().parents[2]
 CLAIMS = REPO / "config" / "claims.yaml"
@@ -108,7 +109,6 @@ def test_method_claims_verdicts(fx):
     assert r["C2"].verdict == partial_verdict(1, 6)  # every fit rejects softmax
     assert r["C8"].verdict == REPRODUCED  # 0.9% <= 2% and zero parameters
     assert r["C8"].arm_verdicts["weince_recipe"] == NOT_REPRODUCED  # 3.5% > 2%
-    from weince.report.tables import claim_lines
     text = "\n".join(" | ".join(line) for line in claim_lines(r["C8"]))
     assert "trainable parameters: 0; 95% CI [+0.20, +1.40]%; attributed from the loss alone " \
            "+0.250%" in text
@@ -241,8 +241,6 @@ def test_registry_schema_error_names_the_field(tmp_path):
 
 
 def test_workflow_schema_link_points_at_the_package_schema():
-    from weince.pipeline.claims import SCHEMA_PATH
-
     link = CLAIMS.parents[1] / "workflow" / "schemas" / "claims.schema.yaml"
     assert link.resolve() == SCHEMA_PATH.resolve()
 
@@ -273,8 +271,6 @@ def test_latex_escape():
 
 
 def test_cli_writes_the_report(fx, tmp_path):
-    from weince.cli import main
-
     cfg_file = tmp_path / "profile.yaml"
     cfg_file.write_text(yaml.safe_dump(fx))
     assert main(["report", "--config", str(cfg_file), "--profile", "fx", "--no-figures"]) == 0
@@ -311,18 +307,11 @@ def test_grid_point_names_round_trip():
 @pytest.mark.parametrize("df", [1, 2, 3, 4.7, 10, 29.3, 1000])
 def test_t_quantile_is_scipy_stats_t_ppf(df):
     """The report's t quantile (scipy.special, no scipy.stats import) is scipy.stats's."""
-    from scipy import stats
-
-    from weince.utils.summary import t_quantile
-
     for p in (0.9, 0.975, 0.995):
         assert t_quantile(p, df) == stats.t.ppf(p, df)
 
 
 def test_report_package_imports_without_scipy_stats():
-    import subprocess
-    import sys
-
     probe = "import sys, weince.report, weince.report.html; print('scipy.stats' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          check=True)

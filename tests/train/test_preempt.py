@@ -13,9 +13,12 @@ import pytest
 import torch
 import yaml
 
-from weince.train.trainlog import read_jsonl
+from weince.eval.sts import encode
+from weince.models.text import load_text_encoder
 from weince.train.preempt import PREEMPT_EXIT_CODE, Preempted, PreemptionGuard
 from weince.train.simclr import pretrain
+from weince.train.simcse import train_simcse
+from weince.train.trainlog import read_jsonl
 
 # 64 digits, batches of 16 -> 4 steps per epoch, 2 epochs
 TINY = dict(dataset="digits", max_train_images=64, batch_size=16, epochs=2,
@@ -143,10 +146,6 @@ def test_cli_process_exits_143_soon_after_sigterm_and_resumes(tmp_path, uninterr
 
 @pytest.mark.slow
 def test_simcse_sigterm_between_evaluations_resumes_at_that_step(tmp_path):
-    from weince.eval.sts import encode
-    from weince.models.text import load_text_encoder
-    from weince.train.simcse import train_simcse
-
     cfg = dict(n_train=48, batch_size=8, max_length=16, n_sts=20, eval_every=4, log_every=1,
                eval_at_start=False, max_steps=6, eval_batch_size=64, loss="weince")
     full = train_simcse(cfg, tmp_path / "full")
