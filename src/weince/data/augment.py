@@ -260,7 +260,7 @@ class SimCLRAugment:
         self.blur_kernel = max(3, int(0.1 * self.image_size) // 2 * 2 + 1)
         if (mean is None) != (std is None):
             raise ValueError("give both mean and std, or neither")
-        if mean is not None:
+        if mean is not None and std is not None:
             mean, std = tuple(float(m) for m in mean), tuple(float(s) for s in std)
             if len(mean) != channels or len(std) != channels or min(std) <= 0:
                 raise ValueError(f"mean/std need {channels} entries (std > 0), got {mean}, {std}")
@@ -432,7 +432,8 @@ class EvalTransform:
             raise ValueError("give both mean and std, or neither")
         self.mean = None if mean is None else tuple(float(m) for m in mean)
         self.std = None if std is None else tuple(float(s) for s in std)
-        if self.std is not None and (len(self.std) != len(self.mean) or min(self.std) <= 0):
+        if self.std is not None and self.mean is not None and (
+                len(self.std) != len(self.mean) or min(self.std) <= 0):
             raise ValueError(f"mean/std must have equal length and std > 0: {mean}, {std}")
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:

@@ -131,8 +131,8 @@ class Item:
         if self.kind == "wiki1m":
             return missing_wiki1m(self.where)
         if self.kind == "stsb":
-            gone = [m for s in self.splits if (m := missing_stsb(self.where, s, sep=", "))]
-            return "; ".join(gone) or None
+            gaps = [m for s in self.splits if (m := missing_stsb(self.where, s, sep=", "))]
+            return "; ".join(gaps) or None
         return missing_model(self.name, self.where, self.location or None, self.source, fetch)
 
     def synthetic(self) -> bool:

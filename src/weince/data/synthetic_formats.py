@@ -212,14 +212,16 @@ def _write_bert(folder: Path, sentences: list[str], seed: int) -> None:
     exactly as they read ``bert-base-uncased``."""
     # the text extra, which reads HF_HUB_OFFLINE when first imported (weince.models.text
     # sets it before its own import): imported when the BERT is written
-    from transformers import BertConfig, BertModel, BertTokenizerFast  # noqa: PLC0415
+    # (transformers 5's BertTokenizer is the fast, tokenizers-backed one: BertTokenizerFast
+    # is the same class under its old name)
+    from transformers import BertConfig, BertModel, BertTokenizer  # noqa: PLC0415
 
     words = sorted({w for s in sentences for w in re.findall(r"[a-z]+|[^\sa-z]", s.lower())})
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
-    tokenizer = BertTokenizerFast(vocab={w: i for i, w in enumerate(vocab)},
-                                  do_lower_case=True, model_max_length=128)
+    tokenizer = BertTokenizer(vocab={w: i for i, w in enumerate(vocab)},
+                              do_lower_case=True, model_max_length=128)
     torch.manual_seed(seed)
     config = BertConfig(vocab_size=len(vocab), hidden_size=64, num_hidden_layers=2,
                         num_attention_heads=2, intermediate_size=128,

@@ -387,8 +387,7 @@ def _digits_raw() -> tuple[np.ndarray, np.ndarray]:
     images, target = raw[:, :64].reshape(-1, 8, 8), raw[:, 64].astype(np.int64)
     x = torch.from_numpy(images * (255.0 / 16.0)).unsqueeze(1)
     x = torch.nn.functional.interpolate(x, size=(16, 16), mode="bilinear", align_corners=False)
-    x = x.round().clamp(0, 255).to(torch.uint8).numpy()
-    return x, target
+    return x.round().clamp(0, 255).to(torch.uint8).numpy(), target
 
 
 @lru_cache(maxsize=1)

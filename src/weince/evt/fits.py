@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import sys
 import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from weince.evt import plots
 from weince.evt.gpd import fit_gpd_pot, mean_excess, threshold_stability
@@ -57,10 +59,11 @@ def run_pot(scores_path, out_json, *, q: float = 0.99, qs=STABILITY_QS, n_boot: 
     if figures:
         fig_dir = out_json.parent / "figures"
         setting = plots.setting_label(meta)
-        for name, fn, arg in [("gpd_density", plots.plot_exceedance_density, pot),
-                              ("gpd_qq", plots.plot_qq, pot),
-                              ("xi_threshold", plots.plot_threshold_stability, stab),
-                              ("mean_excess", plots.plot_mean_excess, me)]:
+        drawn: list[tuple[str, Callable[..., list[Path]], Any]] = [
+            ("gpd_density", plots.plot_exceedance_density, pot), ("gpd_qq", plots.plot_qq, pot),
+            ("xi_threshold", plots.plot_threshold_stability, stab),
+            ("mean_excess", plots.plot_mean_excess, me)]
+        for name, fn, arg in drawn:
             png, pdf = fn(arg, fig_dir / name, setting=setting)
             written[f"figures/{name}.png"], written[f"figures/{name}.pdf"] = png, pdf
     return written

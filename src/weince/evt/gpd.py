@@ -561,17 +561,15 @@ def mean_excess(scores, qs: Sequence[float] | None = None, *, min_exceed: int = 
         (normal 95% interval), ``n``.
     """
     s = check_scores(scores, check_range=check_range)
-    if qs is None:
-        qs = np.linspace(0.9, 0.999, 60)
     desc = np.sort(s)[::-1]
     csum = np.cumsum(desc)
     csq = np.cumsum(desc * desc)
     out: dict[str, list[float]] = {k: [] for k in ("q", "u", "mean_excess", "ci_lo", "ci_hi", "n")}
-    qs = np.asarray(qs, dtype=np.float64)
-    if qs.size and (qs.min() <= 0 or qs.max() >= 1):
-        raise ValueError(f"qs must lie in (0, 1), got {qs.tolist()}")
-    us = np.quantile(s, qs) if qs.size else np.empty(0)
-    for q, u in zip(qs, us):
+    qa = np.linspace(0.9, 0.999, 60) if qs is None else np.asarray(qs, dtype=np.float64)
+    if qa.size and (qa.min() <= 0 or qa.max() >= 1):
+        raise ValueError(f"qs must lie in (0, 1), got {qa.tolist()}")
+    us = np.quantile(s, qa) if qa.size else np.empty(0)
+    for q, u in zip(qa, us):
         u = float(u)
         n = int(np.searchsorted(-desc, -u, side="left"))   # count of s > u
         if n < min_exceed:

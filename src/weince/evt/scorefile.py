@@ -57,7 +57,7 @@ def save_scores(path, scores, link: dict[str, Any] | None = None,
 
     def write(tmp):
         with open(tmp, "wb") as fh:
-            np.savez(fh, **arrays)
+            np.savez(fh, **arrays)  # type: ignore[arg-type]  # array names, not options
     return atomic_write(path, write, need=payload_bytes(arrays))
 
 

@@ -138,6 +138,7 @@ def _top_negatives_cpu(s: torch.Tensor, targets: torch.Tensor | None, invalid: t
     a = np.from_dlpack(s.data)   # a view, without the dispatcher calls of .numpy()
     B, C = a.shape
     if half is None:
+        assert targets is not None, "targets are needed without half"
         t = targets.cpu().numpy()
         inv = None if invalid is None else invalid.numpy()
     else:
@@ -146,7 +147,7 @@ def _top_negatives_cpu(s: torch.Tensor, targets: torch.Tensor | None, invalid: t
     rows = max(1, min(B, (1 << 18) // C))  # blocks of about 1 MiB stay in cache
     buf = np.empty((rows, C), dtype=a.dtype)
     out = np.empty((B, k), dtype=a.dtype)
-    idx = np.empty((B, k), dtype=np.int64) if with_indices else None
+    idx = np.empty((B, k) if with_indices else (0, k), dtype=np.int64)
     for r0 in range(0, B, rows):
         r1 = min(B, r0 + rows)
         blk = buf[: r1 - r0]
@@ -304,7 +305,7 @@ class _BlendedLogits(torch.autograd.Function):
     def backward(ctx, grad):
         s, a, c = ctx.saved_tensors
         slope = torch.rsub(s, 1.0)
-        F.threshold_(slope, ctx.eps, float("inf"))         # 1 - s <= eps: the clamp holds, slope 0
+        F.threshold_(slope, ctx.eps, float("inf"))  # type: ignore[attr-defined]  # stubs lack it         # 1 - s <= eps: the clamp holds, slope 0
         torch.div(c, slope, out=slope)                     # c / (1 - s), 0 where clamped
         slope.add_(a).mul_(grad)
         return slope, None, None, None, None, None
@@ -349,6 +350,7 @@ def _weince(sim, targets, invalid, K, tau, *, q, margin, kappa_rho, kappa_aic, t
                             kappa_aic=kappa_aic, tail_frac=tail_frac, min_tail=min_tail,
                             eps=eps, gate=gate, topk_extra=topk_extra, half=half)
     if lam is None:
+        assert stats is not None   # need_stats
         lam_row = stats["lambda"]
     else:
         # in the compute dtype: the coefficient (1 - lam) / tau of float64 input stays float64
@@ -356,7 +358,11 @@ def _weince(sim, targets, invalid, K, tau, *, q, margin, kappa_rho, kappa_aic, t
                              dtype=upcast(sim).dtype)
         if stats is not None:
             stats["lambda"] = lam_row
-    beta_val = 1.0 if beta == "one" else stats["beta_w"].clamp(beta_min, beta_max)
+    if beta == "one":
+        beta_val = 1.0
+    else:
+        assert stats is not None   # need_stats
+        beta_val = stats["beta_w"].clamp(beta_min, beta_max)
     loss = F.cross_entropy(blended_logits(sim, lam_row, tau, beta_val, eps, invalid), targets)
     return loss, stats
 

@@ -24,12 +24,16 @@ import importlib.util
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
 from weince.data.locations import MINILM_ALIASES, MINILM_PACKAGE, model_folder_gaps
 from weince.data.marker import synthetic_marker
+
+if TYPE_CHECKING:   # the text extra, imported where it is used (HF_HUB_OFFLINE)
+    from transformers import PreTrainedModel
 
 __all__ = ["MINILM_ALIASES", "minilm_path", "resolve_model", "load_text_encoder",
            "SimCSEModel", "weights_sha256", "model_identity", "MODEL_SOURCES"]
@@ -161,7 +165,7 @@ class SimCSEModel(nn.Module):
     when ``mlp`` is True (training), else ``cls``.
     """
 
-    def __init__(self, encoder: nn.Module, mlp: bool = True) -> None:
+    def __init__(self, encoder: PreTrainedModel, mlp: bool = True) -> None:
         super().__init__()
         self.encoder = encoder
         hidden = int(encoder.config.hidden_size)

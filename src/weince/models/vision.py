@@ -33,7 +33,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -71,7 +71,7 @@ def _resnet(ctor: Callable[..., nn.Module], image_size: int, channels: int
         net.conv1 = nn.Conv2d(channels, 64, kernel_size=7, stride=2, padding=3, bias=False)
     # a replaced conv1 keeps PyTorch's default init, as the official code's does
     # (build_simclr_model(conv1_init="kaiming") re-initialises it)
-    feat_dim = net.fc.in_features
+    feat_dim = cast(nn.Linear, net.fc).in_features
     net.fc = nn.Identity()
     return net, feat_dim
 
@@ -226,8 +226,9 @@ def build_simclr_model(backbone: str, image_size: int, channels: int = 3, *,
     if conv1_init not in ("default", "kaiming"):
         raise ValueError(f"conv1_init must be 'default' or 'kaiming', got {conv1_init!r}")
     net, feat_dim = build_backbone(backbone, image_size, channels)
-    if conv1_init == "kaiming" and isinstance(getattr(net, "conv1", None), nn.Conv2d):
-        nn.init.kaiming_normal_(net.conv1.weight, mode="fan_out", nonlinearity="relu")
+    conv1 = getattr(net, "conv1", None)
+    if conv1_init == "kaiming" and isinstance(conv1, nn.Conv2d):
+        nn.init.kaiming_normal_(conv1.weight, mode="fan_out", nonlinearity="relu")
     return SimCLRModel(net, ProjectionHead(feat_dim, hidden_dim, out_dim, batch_norm=batch_norm))
 
 

@@ -31,7 +31,7 @@ import random
 import re
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -94,7 +94,9 @@ def rng_state(device: str | torch.device | None = None) -> dict[str, Any]:
     ``device``: the run's device. For a CUDA device, that device's generator is kept (as
     ``{"cuda": {"device": "cuda:N", "state": ...}}``), never the other visible GPUs'."""
     version, keys, gauss = random.getstate()
-    name, np_keys, pos, has_gauss, cached = np.random.get_state()
+    # the legacy tuple (the default); its stub's return type also admits the dict form
+    name, np_keys, pos, has_gauss, cached = cast(tuple[str, np.ndarray, int, int, float],
+                                                 np.random.get_state())
     state = {
         "python": {"version": int(version), "keys": torch.tensor(keys, dtype=torch.int64),
                    "gauss": gauss},

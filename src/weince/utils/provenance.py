@@ -114,7 +114,7 @@ def versions() -> dict[str, str]:
     return out
 
 
-def float32_precision() -> dict[str, Any]:
+def float32_precision() -> dict[str, Any] | None:
     """How float32 arithmetic runs in this process, read when the result is written:
     matmuls (``torch.get_float32_matmul_precision()``: "highest" = full float32, "high" =
     TF32) and cuDNN convolutions (``torch.backends.cudnn.allow_tf32``: PyTorch's default

@@ -231,7 +231,7 @@ def get_key(data: dict[str, Any], key: str, path: str | Path, *, needed_by: str 
     if key in data:
         return data[key]
     cur: Any = data
-    walked = []
+    walked: list[str] = []
     for part in key.split("."):
         if not isinstance(cur, dict) or part not in cur:
             where = ".".join(walked) or "<top level>"

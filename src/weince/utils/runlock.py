@@ -35,7 +35,7 @@ from typing import Any
 try:
     import fcntl
 except ImportError:   # pragma: no cover - Windows
-    fcntl = None
+    fcntl = None  # type: ignore[assignment]  # no fcntl: nothing is locked (docstring)
 
 __all__ = ["RunLockedError", "run_lock", "locks_output", "hold_run_lock", "release_run_lock",
            "held_locks", "lock_path", "holder"]
