@@ -103,7 +103,7 @@ class TimingConfig:
 
     @property
     def modes(self) -> list[str]:
-        return ["eager", "compiled"] if self.compile == "both" else [self.compile]
+        return ["eager", "compiled"] if self.compile == "both" else [str(self.compile)]
 
 
 class _Timer:
@@ -135,8 +135,8 @@ def paired_summary(times: dict[str, list[float]], base: str, n_boot: int = 2000,
     rng = np.random.default_rng(seed)
     ref = np.asarray(times[base])
     out = {}
-    for name, ts in times.items():
-        ts = np.asarray(ts)
+    for name, listed in times.items():
+        ts = np.asarray(listed)
         ratios = ts / ref
         boots = np.median(rng.choice(ratios, size=(n_boot, ratios.size), replace=True), axis=1)
         lo, hi = float(np.quantile(boots, 0.025)), float(np.quantile(boots, 0.975))
@@ -247,7 +247,7 @@ def time_loss_alone(cfg: TimingConfig, device: torch.device, progress=None) -> l
         n = two_n // 2
         z1 = torch.randn(n, cfg.dim, generator=g).to(device)
         z2 = z1 + 0.5 * torch.randn(n, cfg.dim, generator=g).to(device)
-        times = {name: [] for name in mods}
+        times: dict[str, list[float]] = {name: [] for name in mods}
         for rep in range(cfg.warmup + cfg.loss_reps):
             for name in _order(labels, rep):
                 a, b = z1.detach().requires_grad_(True), z2.detach().requires_grad_(True)
@@ -271,8 +271,8 @@ def time_whole_step(cfg: TimingConfig, device: torch.device, progress=None) -> d
     extra loss time over InfoNCE as a share of InfoNCE's step time, a low-noise estimate of
     the same overhead (the backbone's work does not depend on the loss)."""
     mods, _ = _loss_modules(cfg, device)
-    times = {name: [] for name in mods}
-    loss_times = {name: [] for name in mods}
+    times: dict[str, list[float]] = {name: [] for name in mods}
+    loss_times: dict[str, list[float]] = {name: [] for name in mods}
     run_times: dict[str, list[list[float]]] = {name: [] for name in mods}
     for run in range(cfg.runs):   # one after the other: the interval spans the machine's drift
         got = _time_one_run(cfg, device, mods, run, progress)
@@ -311,8 +311,8 @@ def _time_one_run(cfg: TimingConfig, device: torch.device, mods: dict, run: int,
     x = torch.cat([x1, x2]).contiguous(memory_format=fmt)
     labels = list(mods)
     amp = cfg.amp and device.type == "cuda"
-    times = {name: [] for name in mods}
-    loss_times = {name: [] for name in mods}
+    times: dict[str, list[float]] = {name: [] for name in mods}
+    loss_times: dict[str, list[float]] = {name: [] for name in mods}
 
     def step(fn):
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):

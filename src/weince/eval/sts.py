@@ -213,8 +213,7 @@ def run_sts(model: str | os.PathLike, data: str | os.PathLike, out: str | os.Pat
         pairs = load_sts(data, split, n_synthetic=n_synthetic, seed=seed)
         r = evaluate_sts(encoder, pairs, tokenizer=tok, pooling=pooling, batch_size=batch_size,
                          max_length=max_length)
-        r["source"] = pairs.source
-        result[split] = r
+        result[split] = {**r, "source": pairs.source}
     if out is not None:
         cfg = {"model": str(model), "data": str(data), "n_synthetic": n_synthetic, "seed": seed,
                "pooling": pooling, "max_length": max_length, "splits": list(splits)}

@@ -166,7 +166,7 @@ def _norms_paper(claim: dict[str, Any], s: Setting, metric: str) -> tuple[bool, 
 
 
 def _norms_unit(claim: dict[str, Any], s: Setting, f: Path, metrics: list[str],
-                per_line: dict[str, dict[str, list]], prov: Provenance, needed_by: str) -> str:
+                per_line: dict[str, dict[str, Any]], prov: Provenance, needed_by: str) -> str:
     """Read one unit's ``norms.json``: its verdict word (returned) and its numbers, added
     to ``per_line`` (one entry per line of the claim's table)."""
     data = load_result(f)
@@ -241,7 +241,7 @@ def evaluate_norms_claim(claim: dict[str, Any], settings: list[Setting], arms: l
             files = files_for(s, arm, claim["file"])
             if not files:
                 continue
-            per_line: dict[str, dict[str, list]] = {}
+            per_line: dict[str, dict[str, Any]] = {}
             verdicts, present, missing = [], [], []
             for f in files:
                 if not f.exists():

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -113,7 +114,8 @@ class NormsConfig:
     progress: bool | None = None
 
 
-def load_norms_config(path: str | os.PathLike | None, overrides: list[str] = ()) -> NormsConfig:
+def load_norms_config(path: str | os.PathLike | None,
+                      overrides: Sequence[str] = ()) -> NormsConfig:
     """:class:`NormsConfig` from a YAML file (flat, or a workflow profile config, whose
     ``norms.analysis`` block is used) and ``key=value`` overrides; unknown keys raise a
     ``ValueError`` naming them."""
@@ -192,11 +194,11 @@ def _dynamics(gs, norm_z: torch.Tensor, norm_h: torch.Tensor | None, settings: d
     else:
         arrays["r_eq"] = np.full_like(nz, np.nan)
         n1["verdict"] = NOT_TESTABLE
-    n2 = {"heat_vs_norm": correlations(arrays["heat" if cfg.gradient == "unit" else "heat_pre"],
-                                       nz, cfg, 3),
-          "drift_vs_norm": correlations(arrays["drift"], nz, cfg, 4),
-          "heat_pre_vs_norm": correlations(arrays["heat_pre"], nz, cfg, 5),
-          "heat_unit_vs_norm": correlations(arrays["heat"], nz, cfg, 6)}
+    heat = arrays["heat" if cfg.gradient == "unit" else "heat_pre"]
+    n2: dict[str, Any] = {"heat_vs_norm": correlations(heat, nz, cfg, 3),
+                          "drift_vs_norm": correlations(arrays["drift"], nz, cfg, 4),
+                          "heat_pre_vs_norm": correlations(arrays["heat_pre"], nz, cfg, 5),
+                          "heat_unit_vs_norm": correlations(arrays["heat"], nz, cfg, 6)}
     if norm_h is not None:
         n2["heat_vs_backbone_norm"] = correlations(arrays["heat"], arrays["norm_h"], cfg, 7)
         n2["drift_vs_backbone_norm"] = correlations(arrays["drift"], arrays["norm_h"], cfg, 8)
@@ -406,8 +408,8 @@ def analyse_text(model: str | os.PathLike = "minilm", loss: str | None = None, *
     n_probes = min(cfg.text_probes, len(sentences) // 2)
     probes, bank = sentences[:n_probes], sentences[n_probes:n_probes + cfg.text_bank]
     torch.manual_seed(cfg.seed)  # dropout masks
-    kw = dict(pooling=cfg.pooling, max_length=cfg.max_length, batch=cfg.embed_batch,
-              device=device)
+    kw: dict[str, Any] = dict(pooling=cfg.pooling, max_length=cfg.max_length,
+                              batch=cfg.embed_batch, device=device)
     clean = _pooled(encoder, tok, probes, train=False, **kw)
     pv = torch.stack([_pooled(encoder, tok, probes, train=True, **kw) for _ in range(2)], 1)
     bv = torch.stack([_pooled(encoder, tok, bank, train=True, **kw) for _ in range(2)], 1)

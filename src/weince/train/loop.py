@@ -196,13 +196,27 @@ class TrainingRun:
         self.device = self.info.device
         self.checkpoint_path = self.out / "checkpoint.pt"
         self.log_path = self.out / log_name
-        self.log: JsonlLogger | RecordsOnly | None = None
-        self.timer: StepTimer | None = None
+        self._log: JsonlLogger | RecordsOnly | None = None
+        self._timer: StepTimer | None = None
         self.preemptions: list[dict] = []
 
     @property
     def is_main(self) -> bool:
         return self.info.is_main
+
+    @property
+    def log(self) -> JsonlLogger | RecordsOnly:
+        """The run's log (:meth:`open_log` opens it)."""
+        if self._log is None:
+            raise RuntimeError("the training log is read before open_log() opened it")
+        return self._log
+
+    @property
+    def timer(self) -> StepTimer:
+        """The step timer (:meth:`start_timer` starts it)."""
+        if self._timer is None:
+            raise RuntimeError("the step timer is read before start_timer() made it")
+        return self._timer
 
     # -- resume and checkpoints
     def load_checkpoint(self, remake: str, **kwargs) -> dict[str, Any] | None:
@@ -229,14 +243,14 @@ class TrainingRun:
     def open_log(self, records: Iterable[Mapping[str, Any]] = ()) -> JsonlLogger | RecordsOnly:
         """``train_log.jsonl`` rewritten to hold ``records`` (rank 0; other ranks keep the
         records without a file)."""
-        self.log = (JsonlLogger(self.log_path, records) if self.is_main
-                    else RecordsOnly(records))
-        return self.log
+        self._log = (JsonlLogger(self.log_path, records) if self.is_main
+                     else RecordsOnly(records))
+        return self._log
 
     def start_timer(self, warmup: int = 1) -> StepTimer:
         """The step timer (made here so that the peak memory counts from now on)."""
-        self.timer = StepTimer(self.device, warmup=warmup)
-        return self.timer
+        self._timer = StepTimer(self.device, warmup=warmup)
+        return self._timer
 
     # -- preemption
     def should_stop(self) -> bool:

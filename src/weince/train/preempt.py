@@ -29,11 +29,17 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
 
 import torch
 import torch.distributed as dist
 
 __all__ = ["PREEMPT_EXIT_CODE", "Preempted", "PreemptionGuard"]
+
+# what signal.signal takes and returns
+_Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
 
 PREEMPT_EXIT_CODE = 128 + int(signal.SIGTERM)   # 143
 
@@ -65,7 +71,7 @@ class PreemptionGuard:
         self.signals = tuple(int(s) for s in signals)
         self.signum: int | None = None
         self.received_at: float | None = None    # time.monotonic() of the first signal
-        self._previous: dict[int, object] = {}
+        self._previous: dict[int, _Handler] = {}
 
     # -- context manager
     def __enter__(self) -> PreemptionGuard:

@@ -59,7 +59,7 @@ import random
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -68,7 +68,7 @@ from torch import nn
 import weince.losses as losses     # build_loss looked up at each build (tests replace it)
 from weince.data.augment import PerImageTwoViews, build_augment
 from weince.data.vision import DATASETS, load_vision, subset_indices
-from weince.models import BACKBONES, build_simclr_model, save_encoder
+from weince.models import BACKBONES, SimCLRModel, build_simclr_model, save_encoder
 from weince.train import ddp as D
 from weince.train.loop import (DivergedError, EpochStats, TrainingRun, check_same_config,
                                diverged, progress_bar, progress_enabled, progress_note,
@@ -171,7 +171,8 @@ class LARS(torch.optim.Optimizer):
 def _build_optimizer(cfg: SimCLRConfig, model: nn.Module) -> torch.optim.Optimizer:
     if cfg.optimizer == "adam":
         return torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    decay, plain = [], []
+    decay: list[nn.Parameter] = []
+    plain: list[nn.Parameter] = []
     for p in model.parameters():
         (plain if p.ndim <= 1 else decay).append(p)
     return LARS([{"params": decay}, {"params": plain, "lars": False, "weight_decay": 0.0}],
@@ -204,7 +205,8 @@ def embed_views(fwd, v1: torch.Tensor, v2: torch.Tensor, *, forward: str = "per_
         views = [x.contiguous(memory_format=torch.channels_last) for x in views]
     with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=use_amp):
         z = torch.cat([fwd(x)[1] for x in views])
-    return z.float().chunk(2)
+    z1, z2 = z.float().chunk(2)
+    return z1, z2
 
 
 def eager_step(model, loss_fn, opt, aug, batch, generator, *, use_amp=False, channels_last=False,
@@ -300,7 +302,7 @@ class CompiledStep:
         wrong results under Inductor on CPU (torch 2.14.1; ``aot_eager`` was right)."""
         g0 = self.opt.param_groups[0]
         (b1, b2), eps, wd = g0["betas"], g0["eps"], g0["weight_decay"]
-        out = ([], [], [], [])
+        out: tuple[list[torch.Tensor], ...] = ([], [], [], [])
         for p, grad in zip(self.params, grads):
             st = self.opt.state[p]
             if wd:
@@ -428,13 +430,14 @@ class _Pretraining:
         torch.manual_seed(cfg.seed)
         random.seed(cfg.seed)
         np.random.seed(cfg.seed % 2**32)
+        assert cfg.image_size is not None and cfg.channels is not None   # resolve_config set them
         model = build_simclr_model(cfg.backbone, cfg.image_size, cfg.channels,
                                    hidden_dim=cfg.proj_hidden, out_dim=cfg.proj_dim,
                                    batch_norm=cfg.proj_batch_norm,
                                    conv1_init=cfg.conv1_init).to(dev)
         if self.channels_last:
             model = model.to(memory_format=torch.channels_last)
-        self.model = model
+        self.model: nn.Module = model   # wrap() puts DDP around it under torchrun
         self.loss_fn = losses.build_loss(cfg.loss, tau=cfg.tau, **cfg.loss_kwargs).to(dev)
         self.opt = _build_optimizer(cfg, model)
         self.sched = _build_scheduler(cfg, self.opt, self.steps_per_epoch)
@@ -529,7 +532,7 @@ class _Pretraining:
         if cfg.aug == "per_image":
             loader_gen = torch.Generator().manual_seed(
                 int(torch.randint(0, 2**62, (1,), generator=self.shuffle_gen)) + rank)
-            source = torch.utils.data.DataLoader(
+            source: torch.utils.data.DataLoader | torch.Tensor = torch.utils.data.DataLoader(
                 self.per_image, batch_sampler=local.tolist(), num_workers=cfg.num_workers,
                 generator=loader_gen, persistent_workers=False, pin_memory=self.cuda)
         else:
@@ -568,7 +571,9 @@ class _Pretraining:
             run.timer.start()
             loss = self.step(item)
             run.timer.stop()
-            stats.update({"loss": loss.detach(), **self.loss_fn.last_stats})
+            # every loss of the registry keeps its last_stats dict
+            last = cast(dict[str, torch.Tensor], self.loss_fn.last_stats)
+            stats.update({"loss": loss.detach(), **last})
             if on_step is not None:
                 on_step(epoch + 1, step + 1)
             if step + 1 < spe and run.should_stop():
@@ -626,7 +631,8 @@ class _Pretraining:
             return {"stopped_at": done}
         summary: dict[str, Any] = {}
         if run.is_main:
-            save_encoder(run.out / "encoder.pt", unwrap_model(self.model), self.cfg_dict)
+            save_encoder(run.out / "encoder.pt", cast(SimCLRModel, unwrap_model(self.model)),
+                         self.cfg_dict)
             summary = self.summary(wall_s)
         # the resume state of a finished run is 3x the encoder's size (weights + Adam's two
         # moments): 135 MB for ResNet-18, ~280 MB for ResNet-50, per run of the paper's 3,424

@@ -21,6 +21,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 from weince.utils.diskspace import atomic_write
@@ -31,7 +32,7 @@ __all__ = ["write_json", "read_json", "ResultSchemaError", "InvalidResultError",
            "Provenance", "collect_provenance"]
 
 
-def write_json(path: str | os.PathLike, data: dict[str, Any], *, cfg: Any = None,
+def write_json(path: str | os.PathLike, data: Mapping[str, Any], *, cfg: Any = None,
                seed: int | None = None, add_provenance: bool = True) -> Path:
     """Write ``data`` (plus a ``provenance`` block) atomically: a crash never leaves a
     half-written result that a resumed workflow would take for a finished one."""
@@ -66,14 +67,14 @@ class InvalidResultError(ResultSchemaError):
     needs a number: a run that failed numerically, never to be shown as a missing one."""
 
 
-def _invalid(path: str | Path, key: str, what: str) -> InvalidResultError:
+def _invalid(path: str | os.PathLike, key: str, what: str) -> InvalidResultError:
     return InvalidResultError(
         f"{path}: {key!r} is {what}, an invalid result (the stage that wrote it failed "
         f"numerically, e.g. on a diverged encoder), not a missing one. Fix the cause, then "
         f"re-run the rule that writes it (`snakemake --forcerun {path}`)")
 
 
-def finite_value(v: Any, path: str | Path, key: str) -> float:
+def finite_value(v: Any, path: str | os.PathLike, key: str) -> float:
     """``v`` as a float; NaN, inf or ``null`` is an :class:`InvalidResultError` naming the
     file, the key and the rule to re-run; any other non-number a ``ResultSchemaError``."""
     if v is None:

@@ -23,6 +23,7 @@
 from __future__ import annotations
 
 import csv
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -184,7 +185,7 @@ def _read_glue(path: Path, split: str) -> STSPairs:
     return STSPairs(s1, s2, np.array(scores), source=str(path))
 
 
-def load_stsb(root: str | Path, split: str) -> STSPairs:
+def load_stsb(root: str | os.PathLike, split: str) -> STSPairs:
     """STS-B pairs of one split from a local root, in SentEval or GLUE layout.
 
     Looks, in order, for ``ROOT/sts-{split}.csv``, ``ROOT/stsbenchmark/sts-{split}.csv``,
