@@ -277,6 +277,12 @@ def _diff_lines(old: list[str], new: list[str]) -> list[str]:
 _CLAIM_FILE_KEYS = ("id", "verdict", "reason", "rule", "arm_verdicts", "ours", "forest")
 
 
+def _dict_at(d: Any, key: str) -> dict[str, Any]:
+    """``d[key]`` when it is a dict, else an empty one (a claim file may lack it)."""
+    v = d.get(key) if isinstance(d, dict) else None
+    return v if isinstance(v, dict) else {}
+
+
 def _claim_file_diff(shipped: Path, rebuilt: Path) -> list[str]:
     """What differs between a shipped and a rebuilt claim file, in the keys the summary
     reads (result paths inside may differ with where the bundle was unpacked)."""
@@ -288,11 +294,11 @@ def _claim_file_diff(shipped: Path, rebuilt: Path) -> list[str]:
         return ["not a claim file"]
     out = [f"{k}: {a.get(k)!r} -> {b.get(k)!r}"[:300] for k in _CLAIM_FILE_KEYS
            if a.get(k) != b.get(k)]
-    ia, ib = (d.get("inputs") if isinstance(d.get("inputs"), dict) else {} for d in (a, b))
+    ia, ib = _dict_at(a, "inputs"), _dict_at(b, "inputs")
     if ia.get("registry") != ib.get("registry"):
         out.append("inputs.registry: computed from another registry entry than the installed "
                    "registry's")
-    fa, fb = (x.get("files") if isinstance(x.get("files"), dict) else {} for x in (ia, ib))
+    fa, fb = _dict_at(ia, "files"), _dict_at(ib, "files")
     out += [f"inputs.files {name}: {str(fa.get(name))[:12]} -> {str(fb.get(name))[:12]}"
             for name in sorted(fa.keys() | fb.keys()) if fa.get(name) != fb.get(name)]
     return out
@@ -546,6 +552,7 @@ def _registry(manifest: dict[str, Any], root: Path, installed: Path | None,
                         f"(--archive-registry): every verdict below is judged by it, not by "
                         f"the installed rules")
         return archive
+    assert installed is not None   # None only with --archive-registry (returned above)
     res.registry = f"the installed one ({installed})"
     return installed
 
@@ -651,9 +658,9 @@ def _compare(rebuilt: list[str], shipped: Path, out: Path, hash_free: bool,
         new_claims = json.loads((out / "claims.json").read_text())
         vo, vn = _verdicts(shipped_claims), _verdicts(new_claims)
         for cid in sorted(vo.keys() | vn.keys(), key=lambda c: (len(c), c)):
-            (a, aa), (b, bb) = vo.get(cid, ("absent", {})), vn.get(cid, ("absent", {}))
-            if a != b:
-                res.verdict_changes.append(f"{cid}: {a} -> {b}")
+            (was, aa), (now, bb) = vo.get(cid, ("absent", {})), vn.get(cid, ("absent", {}))
+            if was != now:
+                res.verdict_changes.append(f"{cid}: {was} -> {now}")
             for arm in sorted(aa.keys() | bb.keys()):
                 if aa.get(arm) != bb.get(arm):
                     res.verdict_changes.append(f"{cid} ({arm}): {aa.get(arm, 'absent')} "

@@ -11,6 +11,7 @@ Several ``--config`` files are merged left to right, as Snakemake merges its
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,8 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return base
 
 
-def load_profile_config(paths: list[str | Path], overrides: list[str] = ()) -> dict[str, Any]:
+def load_profile_config(paths: Sequence[str | Path],
+                        overrides: Sequence[str] = ()) -> dict[str, Any]:
     """Merge YAML config files (later wins) and ``key.sub=value`` overrides (YAML values)."""
     cfg: dict[str, Any] = {}
     for p in paths:

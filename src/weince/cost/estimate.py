@@ -233,9 +233,11 @@ def cost_settings(prof: Profile) -> CostSettings:
 def gpu_set(prof: Profile | None, gpu: str | Iterable[str] | None = None) -> list[str]:
     """The GPU types a run may land on: ``gpu`` (a name, ``"a,b"`` or a list), else the
     profile's ``cost.gpu``; each checked against devices.yaml."""
-    if gpu is None and prof is None:
-        raise ValueError("gpu_set needs the GPU names or a profile whose cost.gpu names them")
-    g = gpu if gpu is not None else CostSettings.of(prof).gpu
+    if gpu is None:
+        if prof is None:
+            raise ValueError("gpu_set needs the GPU names or a profile whose cost.gpu names them")
+        gpu = CostSettings.of(prof).gpu
+    g = gpu
     names = [s.strip() for s in g.split(",")] if isinstance(g, str) else list(g)
     out = [str(n).lower() for n in names if str(n).strip()]
     if not out:

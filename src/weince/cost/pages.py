@@ -44,8 +44,8 @@ def claims_markdown(prof: Profile, gpu: str | Iterable[str] | None = None,
           "runs | SLURM runtime (min) x segments |",
           "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |"]
     counts: dict[str, int] = {}
-    for r in est.runs:
-        counts[r.setting.key] = counts.get(r.setting.key, 0) + 1
+    for run in est.runs:
+        counts[run.setting.key] = counts.get(run.setting.key, 0) + 1
     slurm = with_overlay(prof, {"cost": {"gpu": est.gpus}})
     requests = CostSettings.of(prof).enabled
     for key, s in est.settings.items():

@@ -37,6 +37,7 @@ import tempfile
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -242,7 +243,7 @@ def submissions(jobs: list[JobInfo], settings: dict) -> list[dict]:
         r["rules"].add(j.rule)
         r["jobs"] += 1
         r["before"] += 1
-    out = []
+    out: list[dict[str, Any]] = []
     for r in rows.values():
         r["after"] += sum(math.ceil(n / limit) for n in r["_waves"].values())
         out.append({k: (", ".join(sorted(v)) if k == "rules" else v)

@@ -142,14 +142,14 @@ def range_of(key: str) -> Range | None:
     return None
 
 
-def _implausible(path: str | Path, key: str, v: float, rng: Range) -> InvalidResultError:
+def _implausible(path: str | os.PathLike, key: str, v: float, rng: Range) -> InvalidResultError:
     return InvalidResultError(
         f"{path}: {key!r} = {v!r} is outside the range of {rng.what} ({rng}), an impossible "
         f"result (a corrupted or foreign file, or a bug in the stage that wrote it): delete it "
         f"and re-run the rule that writes it (`snakemake --forcerun {path}`)")
 
 
-def _check_number(v: Any, path: str | Path, key: str, rng: Range | None) -> None:
+def _check_number(v: Any, path: str | os.PathLike, key: str, rng: Range | None) -> None:
     if rng is None or v is None or isinstance(v, bool) or not isinstance(v, (int, float)):
         return   # null and non-numbers: finite_value/encoder_value judge them where read
     x = finite_value(v, path, key)
@@ -157,7 +157,7 @@ def _check_number(v: Any, path: str | Path, key: str, rng: Range | None) -> None
         raise _implausible(path, key, x, rng)
 
 
-def _check_summary(d: dict[str, Any], path: str | Path, key: str) -> None:
+def _check_summary(d: dict[str, Any], path: str | os.PathLike, key: str) -> None:
     """A stored summary ``{"mean", "values", ...}`` agrees with itself: its mean is the
     mean of its values and its ``n`` their count."""
     vals, mean = d.get("values"), d.get("mean")
@@ -181,7 +181,7 @@ def _check_summary(d: dict[str, Any], path: str | Path, key: str) -> None:
             f"re-run the rule that writes it (`snakemake --forcerun {path}`)")
 
 
-def check_plausible(data: Any, path: str | Path, key: str = "") -> Any:
+def check_plausible(data: Any, path: str | os.PathLike, key: str = "") -> Any:
     """``data`` unchanged, or an :class:`InvalidResultError` naming the file, the key, the
     value and its range (:data:`RANGES`): an accuracy of 150 %, a lambda of 2, a negative
     time, a p-value above 1, a summary whose ``mean`` is not the mean of its ``values``.
@@ -211,7 +211,7 @@ def check_plausible(data: Any, path: str | Path, key: str = "") -> Any:
     return data
 
 
-def load_result(path: str | Path) -> dict[str, Any]:
+def load_result(path: str | os.PathLike) -> dict[str, Any]:
     """Parse one result JSON; a file that is not a JSON object is a ``ResultSchemaError``."""
     path = Path(path)
     try:
@@ -225,7 +225,7 @@ def load_result(path: str | Path) -> dict[str, Any]:
     return check_plausible(data, path)
 
 
-def get_key(data: dict[str, Any], key: str, path: str | Path, *, needed_by: str = "") -> Any:
+def get_key(data: dict[str, Any], key: str, path: str | os.PathLike, *, needed_by: str = "") -> Any:
     """``data[a][b]...`` for ``key = "a.b..."``, or a ``ResultSchemaError`` naming the file,
     the missing key and who needs it. A key that itself contains dots (``"acc@50"``) is
     matched whole first."""
@@ -247,7 +247,7 @@ def get_key(data: dict[str, Any], key: str, path: str | Path, *, needed_by: str 
     return cur
 
 
-def encoder_value(value: Any, path: str | Path, key: str) -> float:
+def encoder_value(value: Any, path: str | os.PathLike, key: str) -> float:
     """One number per encoder: a plain number, or the mean of a summary's values.
 
     NaN, inf and ``null`` (JSON's form of a NaN written by ``write_json``), alone or among a
@@ -288,7 +288,7 @@ _COMMIT = re.compile(r"(?:[0-9a-f]{7,40}(?:\+dirty)?|unknown)\Z")
 _HEX = re.compile(r"[0-9a-f]{6,64}\Z")
 
 
-def _check_format(value: Any, pattern: re.Pattern, path: str | Path, key: str,
+def _check_format(value: Any, pattern: re.Pattern, path: str | os.PathLike, key: str,
                   what: str) -> None:
     if not (isinstance(value, str) and pattern.match(value)):
         raise ResultSchemaError(f"{path}: provenance.{key} {str(value)[:80]!r} is not {what}; "
@@ -296,7 +296,7 @@ def _check_format(value: Any, pattern: re.Pattern, path: str | Path, key: str,
                                 f"the rule that writes it)")
 
 
-def _check_date(value: Any, path: str | Path) -> None:
+def _check_date(value: Any, path: str | os.PathLike) -> None:
     try:
         ok = isinstance(value, str) and len(value) <= 40 and bool(
             _dt.datetime.fromisoformat(value))
@@ -317,7 +317,7 @@ class Provenance:
     dates: list[str] = field(default_factory=list)
     files: int = 0
 
-    def add(self, data: dict[str, Any], path: str | Path) -> None:
+    def add(self, data: dict[str, Any], path: str | os.PathLike) -> None:
         prov = data.get("provenance")
         if not isinstance(prov, dict):
             raise ResultSchemaError(f"{path}: missing key 'provenance' (every result is "
