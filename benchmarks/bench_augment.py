@@ -25,12 +25,15 @@ since other processes on a shared machine slow every path. Written with provenan
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import torch
+from tabulate import tabulate
 
 from weince.data.augment import build_augment, reference_transform
 from weince.models import build_simclr_model
+from weince.utils import write_json
 
 
 def _timeit(fn, n_items: int, min_time: float, sync=None) -> dict[str, float]:
@@ -68,7 +71,7 @@ def bench_augment(name: str, n_per_image: int, batch: int, min_time: float,
     for dev in devices:
         x = images.to(dev)
         sync = torch.cuda.synchronize if dev == "cuda" else None
-        out[f"batched-{dev}"] = _timeit(lambda: aug(x), batch, min_time, sync)
+        out[f"batched-{dev}"] = _timeit(lambda x=x: aug(x), batch, min_time, sync)
     return out
 
 
@@ -105,8 +108,6 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     min_time = 1.0 if args.quick else 3.0
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
-    import os
-
     rows, results = [], {"threads": torch.get_num_threads(), "augment": {}, "model": {},
                          "loadavg_before": os.getloadavg()}
     for name, label in (("cifar10", "32px RGB"), ("mnist5k", "28px gray")):
@@ -128,17 +129,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"torch threads: {results['threads']}; 1-min load average before/after: "
           f"{results['loadavg_before'][0]:.1f}/{results['loadavg_after'][0]:.1f} "
           f"(a shared machine inflates every number)")
-    try:
-        from tabulate import tabulate
-
-        print(tabulate(rows, headers=["what", "path", "images/s", "images/CPU-s"],
-                       floatfmt=",.0f", missingval="-"))
-    except ImportError:  # pragma: no cover
-        for r in rows:
-            print(*r)
+    print(tabulate(rows, headers=["what", "path", "images/s", "images/CPU-s"],
+                   floatfmt=",.0f", missingval="-"))
     if args.out:
-        from weince.utils import write_json
-
         write_json(args.out, results, cfg={"quick": args.quick, "devices": devices,
                                            "threads": args.threads})
     return 0

@@ -30,12 +30,19 @@ from pathlib import Path
 
 import torch
 
+from weince.data.text import generate_corpus
+from weince.eval.sts import run_sts
+from weince.losses import build_loss
+from weince.models.text import SimCSEModel, load_text_encoder
+from weince.train.simcse import train_simcse
+from weince.utils import write_json
+
 
 def _model(arch: str, device: torch.device):
-    from weince.models.text import SimCSEModel, load_text_encoder
     enc, tok = load_text_encoder("minilm")
     if arch == "bert-base":
-        from transformers import BertConfig, BertModel
+        # after load_text_encoder: transformers reads HF_HUB_OFFLINE when first imported
+        from transformers import BertConfig, BertModel  # noqa: PLC0415
         torch.manual_seed(0)
         enc = BertModel(BertConfig())  # bert-base-uncased shape, random weights
     elif arch != "minilm":
@@ -45,9 +52,6 @@ def _model(arch: str, device: torch.device):
 
 def bench_steps(device: torch.device, arch: str, loss_name: str, batch: int, max_length: int,
                 steps: int, warmup: int) -> dict:
-    from weince.data.text import generate_corpus
-    from weince.losses import build_loss
-
     model, tok = _model(arch, device)
     model.train()
     loss_fn = build_loss(loss_name, tau=0.05, layout="pairs").to(device)
@@ -81,9 +85,6 @@ def bench_steps(device: torch.device, arch: str, loss_name: str, batch: int, max
 
 
 def full_run(args) -> dict:
-    from weince.eval.sts import run_sts
-    from weince.train.simcse import train_simcse
-
     seeds = [int(s) for s in args.seeds.split(",")]
     losses = args.losses.split(",")
     runs = []
@@ -157,7 +158,6 @@ def main(argv=None) -> int:
         print(f"embedded text runs: {fr['total_s']:.1f} s wall, {fr['total_cpu_s']:.1f} s CPU "
               f"(all threads) in total", flush=True)
     if args.out:
-        from weince.utils import write_json
         write_json(args.out, result, cfg=vars(args))
     return 0
 

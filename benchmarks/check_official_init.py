@@ -28,8 +28,9 @@ from weince.models.vision import build_simclr_model
 def official(repo: Path, resnet: str, dataset: str, seed: int) -> list[torch.Tensor]:
     sys.path.insert(0, str(repo))
     try:
-        from simclr.modules.resnet import get_resnet_adaptable
-        from simclr.simclr import SimCLR
+        # the official repository, on sys.path only now (its checkout is the argument)
+        from simclr.modules.resnet import get_resnet_adaptable  # noqa: PLC0415
+        from simclr.simclr import SimCLR  # noqa: PLC0415
     finally:
         sys.path.remove(str(repo))
     torch.manual_seed(seed)

@@ -86,7 +86,6 @@ import os
 import platform
 import re
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -94,6 +93,28 @@ import time
 import traceback
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+import yaml
+
+from weince.cost.estimate import estimate, family_of_backbone, precision_of, vision_step_flops
+from weince.data.augment import build_augment
+from weince.data.synthetic_formats import write_synthetic_data
+from weince.eval.features import extract_features
+from weince.eval.knn import knn_eval, weighted_vote
+from weince.eval.linear import linear_probe
+from weince.losses import build_loss
+from weince.models import build_simclr_model
+from weince.models.text import SimCSEModel
+from weince.pipeline.profile import Profile
+from weince.pipeline.protocol import probe_kwargs
+from weince.pipeline.stages import pretrain_config
+from weince.timing import TimingConfig, run_timing
+from weince.train import simclr
+from weince.train.simclr import _build_optimizer, eager_step, pretrain, resolve_config
+from weince.train.simcse import SimCSEConfig, _optimizer
+from weince.train.step_timer import StepTimer
 
 REPO = Path(__file__).resolve().parents[1]
 SECTIONS = (("cuda_tests", "1. CUDA tests"),
@@ -183,10 +204,6 @@ def settings(cpu: bool) -> dict:
 def paper_config():
     """The paper profile, resolved (``config/paper.yaml`` sets every key of
     ``config/config.yaml``)."""
-    import yaml
-
-    from weince.pipeline.profile import Profile
-
     return Profile.of(yaml.safe_load((REPO / "config" / "paper.yaml").read_text()))
 
 
@@ -265,8 +282,6 @@ def _error(err: BaseException) -> str:
 
 
 def _sync(device) -> None:
-    import torch
-
     if device.type == "cuda":
         torch.cuda.synchronize()
 
@@ -283,8 +298,6 @@ def cuda_test_files() -> list[str]:
 
 
 def section_cuda_tests(S: Section, P: dict, args) -> None:
-    import torch
-
     # `-o addopts=`: one process, without the suite's xdist options (pytest-xdist may not
     # be installed where this runs; the cuda tests share one device anyway)
     cmd = [sys.executable, "-m", "pytest", "-m", "cuda", "-o", "addopts=", "--strict-markers",
@@ -308,10 +321,6 @@ def cpu_view_draws():
     exactly as the CPU run does (the augmentation still runs on the GPU; only the
     ``torch.rand`` of the parameters moves). A CUDA generator's stream differs from a CPU
     one's, which would make the two runs differ by more than arithmetic."""
-    import torch
-
-    from weince.train import simclr
-
     build = getattr(simclr, "_Pretraining", None) and getattr(simclr._Pretraining, "build", None)
     if build is None:
         raise RuntimeError("weince.train.simclr._Pretraining.build is gone: update "
@@ -328,13 +337,9 @@ def cpu_view_draws():
         simclr._Pretraining.build = build
 
 
-def knn_predictions(feats: dict, k: int, temperature: float) -> "torch.Tensor":
+def knn_predictions(feats: dict, k: int, temperature: float) -> torch.Tensor:
     """Every test image's k-NN class (cosine, weighted vote, the whole training split as
     the bank): the per-image counterpart of ``knn_eval``'s accuracy."""
-    import torch.nn.functional as F
-
-    from weince.eval.knn import weighted_vote
-
     bank = F.normalize(feats["train"]["backbone"].float(), dim=1)
     query = F.normalize(feats["test"]["backbone"].float(), dim=1)
     labels = feats["train"]["labels"].long()
@@ -346,15 +351,6 @@ def knn_predictions(feats: dict, k: int, temperature: float) -> "torch.Tensor":
 def e2e_run(name: str, device: str, P: dict, root: Path, work: Path, *, threads: int | None,
             tf32_conv: bool, seed: int) -> dict:
     """One pretraining run and its evaluation, as the workflow's rules call them."""
-    import torch
-
-    from weince.eval.features import extract_features
-    from weince.eval.knn import knn_eval
-    from weince.eval.linear import linear_probe
-    from weince.pipeline.protocol import probe_kwargs
-    from weince.pipeline.stages import pretrain_config
-    from weince.train.simclr import pretrain
-
     paper = paper_config()
     cfg = pretrain_config(paper, *E2E_PAIR, E2E_ARM, seed)
     cfg.update(P["e2e"]["train"], device=device, data_root=str(root), threads=threads,
@@ -386,8 +382,6 @@ def e2e_run(name: str, device: str, P: dict, root: Path, work: Path, *, threads:
 
 def e2e_checks(ref: dict, got: dict, tol: dict, want_device: str, want_tf32: bool) -> list[dict]:
     """The comparisons of one GPU run with the CPU reference."""
-    import torch.nn.functional as F
-
     loss_rel = max(abs(a - b) / abs(a) for a, b in zip(ref["curve"], got["curve"]))
     cos = F.cosine_similarity(ref["h"].double(), got["h"].double(), dim=1)
     agree = 100.0 * float((ref["pred"] == got["pred"]).double().mean())
@@ -436,10 +430,6 @@ def _e2e_md(S: Section, P: dict, runs: list[dict], perturb: str | None) -> None:
 
 
 def section_e2e(S: Section, P: dict, args) -> None:
-    import torch
-
-    from weince.data.synthetic_formats import write_synthetic_data
-
     dev = P["device"]
     perturb = os.environ.get(PERTURB_ENV) or None
     if perturb not in (None, "seed"):
@@ -488,10 +478,6 @@ def gpu_key(device_name: str | None) -> str | None:
 def step_shapes(paper, cap: int | None) -> list[dict]:
     """The distinct (backbone, image size) pretraining steps of the paper profile's pairs,
     cheapest first (a timeout loses the fewest settings), each with the pairs it serves."""
-    from weince.cost.estimate import vision_step_flops
-    from weince.pipeline.stages import pretrain_config
-    from weince.train.simclr import resolve_config
-
     arm = paper.vision.arms[0]
     shapes: dict[tuple, dict] = {}
     for dataset, backbone in paper.vision.pairs:
@@ -509,8 +495,6 @@ def step_shapes(paper, cap: int | None) -> list[dict]:
 
 def _timed_steps(step, device, warmup: int, timed: int) -> dict:
     """``StepTimer``'s result over ``warmup + timed`` calls of ``step()``."""
-    from weince.train.step_timer import StepTimer
-
     timer = StepTimer(device, warmup=warmup)
     for _ in range(warmup + timed):
         timer.start()
@@ -519,17 +503,22 @@ def _timed_steps(step, device, warmup: int, timed: int) -> dict:
     return timer.result()
 
 
+def _vision_step(model, loss_fn, opt, aug, images, batch: int, gen, acfg, cuda: bool):
+    """One pretraining step of ``eager_step``, alternating between the two halves of
+    ``images`` (a closure over this arm's loss and settings)."""
+    calls = iter(range(10**9))
+
+    def step():
+        k = next(calls) % 2
+        eager_step(model, loss_fn, opt, aug, images[k * batch:(k + 1) * batch], gen,
+                   use_amp=bool(acfg.amp and cuda), channels_last=cuda, forward=acfg.forward)
+
+    return step
+
+
 def time_vision_shape(shape: dict, arms: list[str], paper, P: dict, device, emit) -> None:
     """Every arm's pretraining step on one model of this shape (the step's code path of
     ``pretrain``: ``eager_step``, the profile's optimiser, augmentation, precision)."""
-    import torch
-
-    from weince.losses import build_loss
-    from weince.models import build_simclr_model
-    from weince.data.augment import build_augment
-    from weince.pipeline.stages import pretrain_config
-    from weince.train.simclr import _build_optimizer, eager_step, resolve_config
-
     sp, cuda = P["steps"], device.type == "cuda"
     cfg = resolve_config({**pretrain_config(paper, shape["dataset"], shape["backbone"], arms[0],
                                             7), "image_size": shape["image_size"]})
@@ -553,15 +542,8 @@ def time_vision_shape(shape: dict, arms: list[str], paper, P: dict, device, emit
         acfg = resolve_config({**pretrain_config(paper, shape["dataset"], shape["backbone"],
                                                  arm, 7), "image_size": shape["image_size"]})
         loss_fn = build_loss(acfg.loss, tau=acfg.tau, **acfg.loss_kwargs).to(device).train()
-        i = iter(range(10**9))
-
-        def step():
-            k = next(i) % 2
-            eager_step(model, loss_fn, opt, aug, images[k * batch:(k + 1) * batch], gen,
-                       use_amp=bool(acfg.amp and cuda), channels_last=cuda,
-                       forward=acfg.forward)
-
-        res = _timed_steps(step, device, sp["warmup"], sp["timed"])
+        res = _timed_steps(_vision_step(model, loss_fn, opt, aug, images, batch, gen, acfg, cuda),
+                           device, sp["warmup"], sp["timed"])
         emit({"stage": "vision", "backbone": shape["backbone"],
               "image_size": shape["image_size"], "arm": arm, "amp": acfg.amp,
               "tf32": acfg.tf32, "batch": batch, "settings": shape["settings"], **res})
@@ -570,15 +552,30 @@ def time_vision_shape(shape: dict, arms: list[str], paper, P: dict, device, emit
         torch.cuda.empty_cache()
 
 
+def _text_step(model, loss_fn, opt, twice: dict, cfg, cuda: bool):
+    """One SimCSE step on the batch ``twice`` (both dropout views in one forward)."""
+
+    def step():
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bool(cfg.amp and cuda)):
+            _, z = model(**twice)
+        z1, z2 = z.float().chunk(2)
+        loss = loss_fn(z1, z2)
+        if not torch.isfinite(loss):          # the training loop checks every step
+            raise FloatingPointError("non-finite SimCSE loss")
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if cfg.grad_clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        opt.step()
+
+    return step
+
+
 def time_text(model_name: str, arms: list[str], paper, P: dict, device, emit) -> None:
     """The SimCSE step (``weince.train.simcse``: one forward over both dropout views, the
     loss on the pairs, gradient clipping, AdamW) on a random ``BertModel(BertConfig())``."""
-    import torch
-    from transformers import BertConfig, BertModel
-
-    from weince.losses import build_loss
-    from weince.models.text import SimCSEModel
-    from weince.train.simcse import SimCSEConfig, _optimizer
+    # the text extra; transformers reads HF_HUB_OFFLINE when first imported
+    from transformers import BertConfig, BertModel  # noqa: PLC0415
 
     sp, cuda = P["steps"], device.type == "cuda"
     known = set(SimCSEConfig.__dataclass_fields__)
@@ -596,21 +593,8 @@ def time_text(model_name: str, arms: list[str], paper, P: dict, device, emit) ->
                             generator=g).to(device)
         twice = {"input_ids": torch.cat([ids, ids]), "attention_mask": torch.ones(
             2 * batch, cfg.max_length, dtype=torch.long, device=device)}
-
-        def step():
-            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bool(cfg.amp and cuda)):
-                _, z = model(**twice)
-            z1, z2 = z.float().chunk(2)
-            loss = loss_fn(z1, z2)
-            if not torch.isfinite(loss):          # the training loop checks every step
-                raise FloatingPointError("non-finite SimCSE loss")
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            if cfg.grad_clip:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            opt.step()
-
-        res = _timed_steps(step, device, sp["warmup"], sp["timed"])
+        res = _timed_steps(_text_step(model, loss_fn, opt, twice, cfg, cuda), device,
+                           sp["warmup"], sp["timed"])
         emit({"stage": "text", "backbone": model_name, "image_size": None, "arm": arm,
               "amp": cfg.amp, "tf32": False,       # SimCSE has no TF32 option: full float32
               "batch": batch, "settings": [f"text/{model_name}"], **res})
@@ -618,8 +602,6 @@ def time_text(model_name: str, arms: list[str], paper, P: dict, device, emit) ->
 
 def measured_yaml(rows: list[dict], gpu: str | None, source: str) -> str:
     """The ``cost.measured`` overlay of the planner: one entry per setting x arm."""
-    from weince.cost.estimate import family_of_backbone, precision_of
-
     out = ["# Median seconds per optimiser step, measured by benchmarks/gpu_acceptance.sh",
            "# (section 3); a config overlay for the planner (--configfile ... THIS_FILE).",
            "cost:", "  measured:"]
@@ -642,8 +624,6 @@ def measured_yaml(rows: list[dict], gpu: str | None, source: str) -> str:
 
 
 def section_step_times(S: Section, P: dict, args) -> None:
-    import torch
-
     device = torch.device(P["device"])
     if P["steps"]["threads"]:
         torch.set_num_threads(P["steps"]["threads"])
@@ -692,7 +672,7 @@ def section_step_times(S: Section, P: dict, args) -> None:
                 time_vision_shape(what, paper.vision.arms, paper, P, device, emit)
             else:
                 time_text(what, paper.text.arms, paper, P, device, emit)
-        except Exception as err:   # reported; the next shape goes on
+        except Exception as err:  # noqa: BLE001 - reported; the next shape goes on
             traceback.print_exc()
             emit({"settings": [label], "error": _error(err)})
             S.ok = False
@@ -702,8 +682,6 @@ def section_step_times(S: Section, P: dict, args) -> None:
 
 # ----------------------------------------------------------------------------- 4. C8
 def section_c8(S: Section, P: dict, args) -> None:
-    from weince.timing import TimingConfig, run_timing
-
     cfg = TimingConfig(**P["timing"])
     res = run_timing(cfg)
     S.extra["timing"] = res
@@ -808,7 +786,7 @@ def run_section(args) -> int:
     S.emit()
     try:
         RUNNERS[args.run_section](S, P, args)
-    except Exception as err:
+    except Exception as err:  # noqa: BLE001 - the section reports its failure
         traceback.print_exc()
         S.ok = False
         S.md += ["", f"section failed: {_error(err)}"]
@@ -828,8 +806,6 @@ def plan_table() -> list[str]:
 def plan_markdown() -> str:
     """The GPU plan: each section's budget and expected time, the cost model's time of
     section 3's steps on an H200, the one-pair rehearsal's job count (a dry run)."""
-    from weince.cost.estimate import estimate
-
     paper = paper_config()
     sp = settings(False)["steps"]
     per_arm = sp["warmup"] + sp["timed"]
@@ -856,15 +832,13 @@ def plan_markdown() -> str:
 
 # ----------------------------------------------------------------------------- report
 def environment(cpu: bool) -> dict:
-    import torch
-
     env = {"torch": torch.__version__, "pinned_torch": PINNED_TORCH,
            "python": platform.python_version(), "cuda": torch.version.cuda,
            "device": (torch.cuda.get_device_name(0) if torch.cuda.is_available() and not cpu
                       else platform.processor() or "cpu"),
            "threads": torch.get_num_threads(), "cpus": os.cpu_count()}
     try:
-        import triton
+        import triton  # noqa: PLC0415 - optional: the CPU machine may have none
         env["triton"] = triton.__version__
     except ImportError:
         env["triton"] = None
@@ -929,7 +903,8 @@ def parse_args(argv):
     p.add_argument("report", nargs="?", default=None,
                    help="Markdown report (default: ${OUT:-gpu_acceptance_out}/gpu_acceptance.md); "
                         "its JSON twin and measured_steps.yaml are written beside it")
-    p.add_argument("--cpu", action="store_true", default=bool(os.environ.get("WEINCE_ACCEPTANCE_CPU")),
+    p.add_argument("--cpu", action="store_true",
+                   default=bool(os.environ.get("WEINCE_ACCEPTANCE_CPU")),
                    help="tiny sizes on the CPU (the test suite runs this)")
     p.add_argument("--budget", type=float, default=None,
                    help="seconds for the whole run, from the shell's start (GPU default 480, "
@@ -991,8 +966,6 @@ def main(argv=None) -> int:
         print(plan_markdown())
         return 0
 
-    import torch
-
     if not args.cpu and not torch.cuda.is_available():
         print("no CUDA device visible: run with --cpu for the tiny CPU mode", file=sys.stderr)
         return 2
@@ -1004,7 +977,8 @@ def main(argv=None) -> int:
     t0 = float(os.environ.get("WEINCE_ACCEPTANCE_T0") or time.time())   # the shell's start
     state = {"mode": "CPU (tiny sizes: the code paths run; no number here is a measurement)"
              if args.cpu else "GPU", "command": " ".join(
-                 ["bash benchmarks/gpu_acceptance.sh", *(argv if argv is not None else sys.argv[1:])]),
+                 ["bash benchmarks/gpu_acceptance.sh",
+                  *(argv if argv is not None else sys.argv[1:])]),
              "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t0)),
              "t0": t0, "budget_s": budget, "environment": environment(args.cpu),
              "sections": {n: {"status": "pending", "title": TITLES[n]} for n in names},

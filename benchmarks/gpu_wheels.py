@@ -39,6 +39,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+from packaging.requirements import Requirement
+
 REPO = Path(__file__).resolve().parents[1]
 GPU_STACK = re.compile(r"^(torch|triton|nvidia-.*|cuda-.*|pytorch-triton.*)$")
 EXTRAS = ("workflow", "text")
@@ -61,8 +63,6 @@ def roots() -> list[str]:
 
 def closure(names: list[str]) -> dict[str, dict]:
     """``{name: {"version", "pure"}}`` over the installed requirements, transitively."""
-    from packaging.requirements import Requirement
-
     out: dict[str, dict] = {}
     stack = list(names)
     while stack:
@@ -74,7 +74,8 @@ def closure(names: list[str]) -> dict[str, dict]:
         except md.PackageNotFoundError:
             raise SystemExit(f"{name} is required but not installed here: install the project "
                              f"with `pip install -e \".[all]\"` first") from None
-        tags = [line.split(":", 1)[1].strip() for line in (dist.read_text("WHEEL") or "").splitlines()
+        tags = [line.split(":", 1)[1].strip()
+                for line in (dist.read_text("WHEEL") or "").splitlines()
                 if line.startswith("Tag:")]
         out[name] = {"version": dist.version, "pure": bool(tags) and all(t.endswith("-none-any")
                                                                       for t in tags)}

@@ -28,6 +28,13 @@ import json
 import sys
 
 import torch
+import torch._dynamo
+from functorch.compile import make_boxed_func
+from torch._dynamo.backends.common import aot_autograd
+from torch._inductor import metrics
+from torch.profiler import ProfilerActivity, profile
+
+from weince.losses import _common, build_loss
 
 ARMS = ("infonce", "weince", "weince_recipe", "infonce_topm")
 
@@ -46,10 +53,6 @@ def _leaves(z1, z2):
 
 def eager_ops(name: str, two_n: int = 512, dim: int = 128, device_path: bool = False):
     """Top-level ATen ops of one forward+backward, and their names in order."""
-    from torch.profiler import ProfilerActivity, profile
-
-    from weince.losses import _common, build_loss
-
     z1, z2 = _inputs(two_n, dim)
     fn = build_loss(name, tau=0.5).train()
     old = _common.CPU_SELECTION
@@ -79,17 +82,10 @@ def eager_ops(name: str, two_n: int = 512, dim: int = 128, device_path: bool = F
 
 def compiled_ops(name: str, two_n: int = 512, dim: int = 128, inductor: bool = True):
     """``(aten_nodes, inductor_kernels)`` of the compiled forward+backward (see module doc)."""
-    import torch._dynamo
-    from torch._dynamo.backends.common import aot_autograd
-    from torch._inductor import metrics
-
-    from weince.losses import build_loss
-
     z1, z2 = _inputs(two_n, dim)
     nodes = []
 
     def counting(gm, example_inputs):
-        from functorch.compile import make_boxed_func
         nodes.append(sum(1 for nd in gm.graph.nodes if nd.op == "call_function"))
         return make_boxed_func(gm.forward)
 

@@ -176,7 +176,8 @@ def _write_fixture_results(cfg: dict[str, Any]) -> None:
                                     "dev": {"spearman": sp, "pearson": sp}}, seed=run.seed)
     root, name = cfg["results"], cfg["profile"]
     write_json(Path(layout.TIMING.format(results=root, profile=name)) / "timing.json",
-               {"whole_step": {"losses": {"weince": {"overhead_pct": 0.9, "overhead_ci": [0.2, 1.4]},
+               {"whole_step": {"losses": {"weince": {"overhead_pct": 0.9,
+                                                     "overhead_ci": [0.2, 1.4]},
                                           "weince_recipe": {"overhead_pct": 3.5,
                                                             "overhead_ci": [2.9, 4.0]}},
                                "attributed": {"weince": {"overhead_pct": 0.25},

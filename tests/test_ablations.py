@@ -4,9 +4,12 @@ The numbers in the fixtures are test data written by the tests, not results."""
 
 import json
 import math
+import re
+from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from scipy import stats as st
 
 import weince.losses.baselines  # noqa: F401  (registers hcl, dcl, dclw)
@@ -95,7 +98,7 @@ def test_issue_arms_present():
     assert {"rho", "aic"} <= gates
     assert ARMS["weince_beta_anchor"].kwargs == {"beta": "anchor"}
     taus = {(ARMS[r.arm].loss, ARMS[r.arm].tau) for r in GROUPS["temperature"].rows}
-    assert taus == {(l, t) for l in ("infonce", "weince") for t in (0.1, 0.2, 0.5, 1.0)}
+    assert taus == {(loss, t) for loss in ("infonce", "weince") for t in (0.1, 0.2, 0.5, 1.0)}
     assert {r.arm for r in GROUPS["baselines"].rows} >= {"hcl", "dcl"}
     assert {r.feature for r in GROUPS["features"].rows} == {"backbone", "head"}
 
@@ -152,7 +155,8 @@ def test_plan_from_the_profile_block_and_errors(tmp_path):
     assert paper.pairs == (("cifar100", "resnet18"),) and paper.seeds == (7, 21, 63)
     assert len(paper.run_arms()) == len(set(paper.run_arms())) == 20
     assert ablation_plan(Profile.of(cfg)).groups == ()          # no block: no group
-    off = ablation_plan(Profile.of({**cfg, "ablations": {"groups": ["confound"], "enabled": False}}))
+    off = ablation_plan(Profile.of({**cfg, "ablations": {"groups": ["confound"],
+                                                         "enabled": False}}))
     assert off.groups == () and ablation_inputs(off) == []
     with pytest.raises(ValueError, match="ablations/groups.*'gates'"):
         ablation_plan(Profile.of({**cfg, "ablations": {"groups": ["gates"]}}))
@@ -291,7 +295,8 @@ def test_no_figure_without_gate_logs(tmp_path):
                                     ("infonce", "hcl", "dcl", "dclw", "weince")})
     build_ablation_report(Profile.of(cfg), plan)
     md, _ = read_report(cfg)
-    assert "Arms that log a gate: weince. Not drawn (no gate logged): infonce, hcl, dcl, dclw." in md
+    assert ("Arms that log a gate: weince. Not drawn (no gate logged): infonce, hcl, dcl, "
+            "dclw.") in md
     for p in plan.log_files("digits", "smallcnn", "weince"):
         p.unlink()
     build_ablation_report(Profile.of(cfg), plan, allow_missing=True)
@@ -318,11 +323,7 @@ def test_shipped_ablation_config_covers_the_issue():
     """The ablations block of each shipped profile: the embedded default runs the
     confound arms at least, the paper profile runs every group; every arm name fits the
     workflow's {arm} wildcard."""
-    import re
-
-    import yaml
-
-    root = __import__("pathlib").Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[1]
     plans = {}
     for name in ("config", "smoke", "paper"):
         path = root / "config" / f"{name}.yaml"

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import tarfile
 from argparse import Namespace
 from pathlib import Path
@@ -16,12 +15,12 @@ import pytest
 import yaml
 
 from weince.bundle import make_bundle, verify_bundle
-from weince.pipeline.claims import load_claims
-from weince.cli import verify as verify_cli
 from weince.bundle.make import rebuild_command
-from weince.bundle.verify import normalise, table_cells
-from weince.report import build_report
+from weince.bundle.verify import _relation, normalise, table_cells
+from weince.cli import verify as verify_cli
+from weince.pipeline.claims import load_claims
 from weince.pipeline.profile import Profile
+from weince.report import build_report
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -290,8 +289,6 @@ def test_a_stricter_installed_rule_fails_an_archive_that_passed(bundle, tmp_path
 
 
 def test_a_dirty_build_is_never_the_same_code():
-    from weince.bundle.verify import _relation
-
     assert _relation(["15ab6aba4d39"], "15ab6aba4d39", "15ab6aba4d39") == "same"
     for results, report, installed in ((["15ab6aba4d39+dirty"], "15ab6aba4d39+dirty",
                                         "15ab6aba4d39+dirty"),

@@ -13,6 +13,7 @@ import os
 import sys
 import tarfile
 import tempfile
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -20,8 +21,8 @@ import pytest
 from weince import cli
 from weince.bundle import _archive, make_bundle
 from weince.bundle import verify as verify_mod
-from weince.report import build_report
 from weince.pipeline.profile import Profile
+from weince.report import build_report
 
 REPO = Path(__file__).resolve().parents[1]
 LIN = "results/fx/vision/digits/resnet18/weince_recipe/seed21/linear.json"
@@ -296,9 +297,9 @@ def test_a_host_file_in_the_manifest_is_refused_unread(bundle, host, tmp_path, c
     rc, out, events = verify(host, bad, capsys)
     assert rc == 2, out
     err = one_error(out)
-    assert f"files[" in err and f".path '{host.canary}' is an absolute path" in err, err
+    assert "files[" in err and f".path '{host.canary}' is an absolute path" in err, err
     assert "no host file is read" in err
-    assert f"present with the manifest's SHA-256" not in out  # no count includes it
+    assert "present with the manifest's SHA-256" not in out  # no count includes it
     assert_contained(host, events)
 
 
@@ -397,8 +398,6 @@ def test_a_member_whose_size_differs_from_the_manifest_is_named(bundle, host, tm
 
 def test_a_padded_manifest_is_refused_unread(bundle, host, tmp_path, capsys):
     """256 MiB of spaces after the manifest's JSON: refused from its header."""
-    import tracemalloc
-
     with tarfile.open(bundle) as tar:
         head = tar.extractfile(f"{META}/manifest.json").read()
     n = 256 << 20

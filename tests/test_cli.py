@@ -1,12 +1,22 @@
 """The ``weince`` console command: every listed subcommand resolves, and choosing the
 statistics command does not import torch."""
 
+import argparse
+import importlib
+import json
 import subprocess
 import sys
+import tomllib
+from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
-from weince.cli import COMMANDS, _available, main
+import weince
+from weince.cli import COMMANDS, EXTRA_MODULES, _available, main, missing_extra
+from weince.cli.bench_loss import MAX_CI_REL, MIN_STABLE_REPS, noise_warnings
+from weince.utils.provenance import git_commit
 
 
 def test_every_command_module_exists():
@@ -27,9 +37,6 @@ def test_no_command_prints_help_and_fails(capsys):
 
 
 def test_version_prints_the_version_and_the_checkout_commit(capsys):
-    import weince
-    from weince.utils.provenance import git_commit
-
     assert main(["--version"]) == 0
     out = capsys.readouterr().out.strip()
     assert out.startswith(f"weince {weince.__version__}")
@@ -53,8 +60,6 @@ def test_evt_command_does_not_import_torch():
 ])
 def test_benchmark_commands_write_json(argv, tmp_path, capsys):
     """The benchmark commands run through the dispatcher and save JSON with provenance."""
-    import json
-
     out = tmp_path / "out.json"
     assert main([*argv, "--out", str(out)]) == 0
     data = json.loads(out.read_text())
@@ -64,8 +69,6 @@ def test_benchmark_commands_write_json(argv, tmp_path, capsys):
 
 def _options(parser, prefix):
     """``(command path, action)`` of every argument of ``parser`` and its sub-commands."""
-    import argparse
-
     for a in parser._actions:
         if isinstance(a, argparse._SubParsersAction):
             for name, sub in a.choices.items():
@@ -89,9 +92,6 @@ def _undocumented(parser, prefix):
 
 
 def test_every_option_of_every_command_has_help_with_its_default():
-    import argparse
-    import importlib
-
     bad = []
     for name, (mod, _) in COMMANDS.items():
         p = argparse.ArgumentParser(prog=f"weince {name}")
@@ -101,8 +101,6 @@ def test_every_option_of_every_command_has_help_with_its_default():
 
 
 def test_the_help_check_catches_an_option_without_help():
-    import argparse
-
     p = argparse.ArgumentParser()
     p.add_argument("--dim", type=int, default=64)
     p.add_argument("--reps", type=int, default=30, help="repetitions")
@@ -112,8 +110,6 @@ def test_the_help_check_catches_an_option_without_help():
 
 
 def test_bench_loss_states_its_spread_and_warns_on_few_repetitions(capsys):
-    from weince.cli.bench_loss import MIN_STABLE_REPS
-
     assert main(["bench-loss", "--sizes", "16", "--dim", "8", "--reps", "3",
                  "--losses", "infonce", "weince", "--device", "cpu"]) == 0
     out, err = capsys.readouterr()
@@ -122,8 +118,6 @@ def test_bench_loss_states_its_spread_and_warns_on_few_repetitions(capsys):
 
 
 def test_noise_warnings_threshold_and_interval_width():
-    from weince.cli.bench_loss import MAX_CI_REL, MIN_STABLE_REPS, noise_warnings
-
     tight = {"loss": "weince", "2N": 512, "device": "cpu", "ratio": 1.5, "ratio_ci": [1.45, 1.55]}
     wide = {**tight, "ratio_ci": [1.5 - MAX_CI_REL, 1.5 + MAX_CI_REL]}   # width 0.4 > 0.3
     assert noise_warnings([tight], MIN_STABLE_REPS) == []
@@ -169,10 +163,6 @@ print(json.dumps(out))
 def without_extras():
     """Every command's ``--help`` (and a bench-loss run) in an interpreter where the
     modules of every extra fail to import: the core install, simulated."""
-    import json
-
-    from weince.cli import EXTRA_MODULES
-
     blocked = sorted(m for mods in EXTRA_MODULES.values() for m in mods)
     proc = subprocess.run([sys.executable, "-c", _WITHOUT_EXTRAS.format(blocked=blocked)],
                           capture_output=True, text=True, timeout=600)
@@ -192,7 +182,8 @@ def test_without_an_extra_a_command_names_it_in_one_line(without_extras):
             continue
         assert rc == 2 and len(err) == 1, (key, rc, err)
         cmd = key.split()[0]
-        assert err[0].startswith(f"weince {cmd}: error: this command needs the 'workflow' extra"), err
+        assert err[0].startswith(
+            f"weince {cmd}: error: this command needs the 'workflow' extra"), err
         assert err[0].endswith('install it with: pip install "weince[workflow]"'), err
         named[cmd] = err[0]
     # the commands of the report (and bench-loss's run) cannot work without the extra
@@ -210,8 +201,6 @@ def test_the_console_prints_the_extra_in_one_line_and_debug_the_traceback(withou
 
 
 def test_missing_extra_names_the_text_extra_and_ignores_other_modules():
-    from weince.cli import missing_extra
-
     line = missing_extra(ModuleNotFoundError("No module named 'transformers'", name="transformers"))
     assert line.endswith('pip install "weince[text]"') and "'text' extra" in line
     assert missing_extra(ModuleNotFoundError("x", name="yaml.cyaml")).endswith('"weince[workflow]"')
@@ -221,14 +210,6 @@ def test_missing_extra_names_the_text_extra_and_ignores_other_modules():
 
 def test_the_extras_table_lists_every_package_of_the_extras():
     """``EXTRA_MODULES`` (what the dispatcher recognises) and pyproject.toml's extras agree."""
-    import tomllib
-    from pathlib import Path
-
-    from packaging.requirements import Requirement
-    from packaging.utils import canonicalize_name
-
-    from weince.cli import EXTRA_MODULES
-
     extras = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())[
         "project"]["optional-dependencies"]
     for extra, modules in EXTRA_MODULES.items():

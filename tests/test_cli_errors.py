@@ -12,7 +12,10 @@ import pytest
 import torch
 
 from weince import cli
+from weince.evt.scorefile import load_scores, save_scores
 from weince.models import build_simclr_model, save_encoder
+from weince.train.simclr import pretrain
+from weince.utils.checkpoint import UnreadableFileError
 
 
 def _console(monkeypatch, capsys, *argv, debug_env=None):
@@ -49,8 +52,6 @@ def test_truncated_encoder_is_one_line_naming_file_and_rule(truncated_encoder, t
 
 @pytest.mark.parametrize("how", ["flag", "env"])
 def test_debug_shows_the_traceback(truncated_encoder, tmp_path, monkeypatch, capsys, how):
-    from weince.utils.checkpoint import UnreadableFileError
-
     argv = ["features", "--encoder", str(truncated_encoder), "--out", str(tmp_path / "f.pt")]
     with pytest.raises(UnreadableFileError, match="encoder.pt"):
         if how == "flag":
@@ -86,25 +87,18 @@ def test_corrupt_score_file_names_file_and_rule(tmp_path, monkeypatch, capsys, c
 
 
 def test_a_valid_score_file_still_loads(tmp_path):
-    from weince.evt.collect import load_scores, save_scores
-
     path = save_scores(tmp_path / "s.npz", np.linspace(-0.5, 0.9, 50), meta={"tau": 0.5})
     got = load_scores(path)
     assert got["meta"] == {"tau": 0.5} and got["scores"].shape == (50,)
 
 
 def test_explicit_argv_still_raises_for_python_callers(truncated_encoder, tmp_path):
-    from weince.utils.checkpoint import UnreadableFileError
-
     with pytest.raises(UnreadableFileError):
         cli.main(["features", "--encoder", str(truncated_encoder), "--out",
                   str(tmp_path / "f.pt")])
 
 
 def test_truncated_checkpoint_tells_how_to_start_over(tmp_path):
-    from weince.train.simclr import pretrain
-    from weince.utils.checkpoint import UnreadableFileError
-
     torch.save({"epoch": 1}, tmp_path / "checkpoint.pt")
     data = (tmp_path / "checkpoint.pt").read_bytes()
     (tmp_path / "checkpoint.pt").write_bytes(data[: len(data) // 2])

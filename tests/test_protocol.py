@@ -5,21 +5,26 @@ resolves to (config/config.yaml merged under it, then the library defaults)."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import inspect
+import json
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
 
+import weince.models as models
+import weince.train.simclr as simclr
+from weince.eval.config import KNNConfig, LinearProbeConfig
 from weince.eval.knn import knn_eval
 from weince.eval.linear import linear_probe
 from weince.models import build_simclr_model
-from weince.pipeline.protocol import shares_seeds
-from weince.pipeline.protocol import OFFICIAL, protocol_options
-from weince.pipeline.stages import pretrain_config
-from weince.train.simclr import SimCLRConfig, resolve_config
 from weince.pipeline.profile import Profile
+from weince.pipeline.protocol import OFFICIAL, probe_kwargs, protocol_options, shares_seeds
+from weince.pipeline.stages import pretrain_config
+from weince.train.simclr import SimCLRConfig, pretrain, resolve_config
+from weince.utils import write_json
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -46,8 +51,8 @@ def paper():
 
 
 def _resolved_pretrain(cfg, dataset="cifar100", arm="weince@m0_kr5_ka1"):
-    return resolve_config({k: v for k, v in pretrain_config(Profile.of(cfg), dataset, "resnet18", arm, 7)
-                           .items() if k not in ("threads",)})
+    cfg = pretrain_config(Profile.of(cfg), dataset, "resnet18", arm, 7)
+    return resolve_config({k: v for k, v in cfg.items() if k not in ("threads",)})
 
 
 def _call_kwargs(fn, given: dict) -> dict:
@@ -69,8 +74,6 @@ def test_pretraining_has_no_weight_decay_float32_per_view_default_conv1(paper):
     assert (d.weight_decay, d.amp, d.tf32, d.forward, d.conv1_init) == (
         0.0, False, False, "per_view", "default")
     # the official values the protocol table states are the library's defaults
-    from weince.eval.config import KNNConfig, LinearProbeConfig
-
     for key in OFFICIAL["pretrain"]:
         assert getattr(d, key) == OFFICIAL["pretrain"][key], key
     for cls, block in ((LinearProbeConfig, "linear"), (KNNConfig, "knn")):
@@ -142,9 +145,6 @@ def test_conv1_default_init_is_pytorchs_and_kaiming_is_an_option():
 def test_training_step_runs_one_forward_per_view(tmp_path, monkeypatch, forward, sizes):
     """Official default: the backbone sees each view's batch on its own (BatchNorm statistics
     per view); ``forward: joint`` is the one-pass option over both views."""
-    import weince.train.simclr as simclr
-    from weince.train.simclr import pretrain
-
     seen: list[int] = []
     build = simclr.build_simclr_model
 
@@ -162,8 +162,6 @@ def test_training_step_runs_one_forward_per_view(tmp_path, monkeypatch, forward,
 def test_probe_seeds_follow_the_official_scripts_per_arm(paper):
     """slurm/submit_cifar100_r18_baseline.slurm probes each InfoNCE encoder with seeds 1-5
     (averaged within the encoder), the WEINCE script with seed 1."""
-    from weince.pipeline.protocol import probe_kwargs
-
     assert probe_kwargs(Profile.of(paper), "infonce")["seeds"] == [1, 2, 3, 4, 5]
     for arm in ("weince", "weince_recipe@m2_kr10_ka1", "infonce_topm"):
         kw = probe_kwargs(Profile.of(paper), arm)
@@ -181,9 +179,6 @@ def test_views_are_scaled_to_unit_range_as_the_official_transform(paper):
 def test_cuda_pretraining_is_float32_without_tf32_matmuls(tmp_path, monkeypatch):
     """Default (official): no autocast, full-precision float32 matmuls; the backbone's
     output is float32 at every step."""
-    import weince.models as models
-    from weince.train.simclr import pretrain
-
     dtypes: list[torch.dtype] = []
     build = models.build_simclr_model
 
@@ -209,10 +204,6 @@ def test_cuda_pretraining_is_float32_without_tf32_matmuls(tmp_path, monkeypatch)
 def test_provenance_records_matmul_and_convolution_precision(tmp_path, monkeypatch):
     """"float32 throughout" leaves cuDNN convolutions in TF32 (PyTorch's default): every
     result file says so, read when it is written (not cached), beside the matmul setting."""
-    import json
-
-    from weince.utils import write_json
-
     monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", True)
     write_json(tmp_path / "a.json", {"x": 1})
     monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
@@ -227,10 +218,6 @@ def test_provenance_records_matmul_and_convolution_precision(tmp_path, monkeypat
 def test_the_probe_and_knn_defaults_come_from_their_config_classes():
     """One source of every default: each option of the library functions takes its default
     from the config class the workflow, `weince eval` and the protocol table read."""
-    import dataclasses
-
-    from weince.eval.config import KNNConfig, LinearProbeConfig
-
     for cls, fn in ((LinearProbeConfig, linear_probe), (KNNConfig, knn_eval)):
         params = inspect.signature(fn).parameters
         names = [f.name for f in dataclasses.fields(cls)]

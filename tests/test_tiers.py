@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+import torch
 
 REPO = Path(__file__).resolve().parents[1]
 TIERS = ("slow", "cluster", "rehearsal")
@@ -99,7 +100,5 @@ def test_each_test_process_runs_torch_on_its_share_of_the_cores(suite):
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
     if workers < 2:
         pytest.skip("one test process (-n 0): torch keeps its own thread count")
-    import torch
-
     assert "OMP_NUM_THREADS" in os.environ
     assert torch.get_num_threads() == int(os.environ["OMP_NUM_THREADS"])

@@ -1,10 +1,16 @@
 """Timing harness (claim C8): structure and statistics, not speed (speed lives in benchmarks)."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
+import yaml
+from scipy import stats
 
+import weince.timing as timing
+from weince.losses import build_loss
 from weince.timing import TimingConfig, across_runs, paired_summary, run_timing
 
 
@@ -45,10 +51,6 @@ def test_run_timing_small(tmp_path):
 def test_compile_both_times_eager_and_compiled_side_by_side(monkeypatch):
     """``compile: both``: every loss twice, ratios within a mode, compiled / eager per loss.
     (aot_eager stands in for inductor: the same tracing, no C++ build.)"""
-    import torch
-
-    import weince.timing as timing
-
     real = torch.compile
     monkeypatch.setattr(timing.torch, "compile", lambda m: real(m, backend="aot_eager"))
     cfg = TimingConfig(losses=["infonce", "weince"], sizes=[64], dim=8, loss_reps=2, warmup=1,
@@ -70,10 +72,6 @@ def test_compile_both_times_eager_and_compiled_side_by_side(monkeypatch):
 def test_weince_compiles_without_graph_breaks():
     """The CUDA path of ``compile: compiled`` needs one graph per loss call: under
     ``torch.compile`` the CPU-only numpy selection gives way to ``torch.topk``."""
-    import torch
-
-    from weince.losses import build_loss
-
     z1 = torch.randn(32, 8, requires_grad=True)
     z2 = torch.randn(32, 8, requires_grad=True)
     for name in ("infonce", "weince", "weince_recipe"):
@@ -95,10 +93,6 @@ def test_c8_is_timed_in_the_paper_profiles_pretraining_precision():
     """C8 times the step the paper profile trains: float32 (no autocast) unless the profile
     pretrains in bf16, and eager and compiled side by side (the paper's figure is a compiled
     ratio, so the compiled one is the headline and the eager one is kept beside it)."""
-    from pathlib import Path
-
-    import yaml
-
     root = Path(__file__).resolve().parents[1]
     assert TimingConfig().amp is False
     for name in ("paper.yaml", "config.yaml", "smoke.yaml"):
@@ -114,8 +108,6 @@ def test_across_runs_recovers_known_run_overheads_and_their_interval():
     """Runs of a machine whose speed changes between runs (x1, x2, x0.5 ...): each run's
     paired ratio is exact, the headline is their geometric mean and the interval the
     t-interval of the log ratios, so it widens with the run-to-run spread."""
-    from scipy import stats
-
     rng = np.random.default_rng(1)
     ratios = [1.02, 1.10, 0.95, 1.30, 1.05]
     base, arm = [], []

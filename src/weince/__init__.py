@@ -63,7 +63,7 @@ def __getattr__(name: str):
     would load torch for all of them. So ``weince.WEINCELoss`` imports the losses only when
     it is asked for, and then it is the very object ``weince.losses.WEINCELoss``."""
     if name in _LOSS_NAMES:
-        from weince import losses
+        from weince import losses  # noqa: PLC0415 - on demand: the torch-free layers stay so
 
         value = getattr(losses, name)
         globals()[name] = value

@@ -38,8 +38,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 from scipy import stats
+from tqdm.auto import tqdm
 
 from weince.losses import build_loss
+from weince.models import build_simclr_model
 from weince.utils.device import resolve_device
 
 __all__ = ["TimingConfig", "MODES", "time_loss_alone", "time_whole_step", "run_timing",
@@ -96,11 +98,12 @@ class TimingConfig:
                              f"across runs), got {self.runs}")
         bad = [n for n in self.sizes if int(n) < 4 or int(n) % 2]
         if bad:
-            raise ValueError(f"timing.config.sizes are batch sizes 2N: even numbers >= 4, got {bad}")
+            raise ValueError(f"timing.config.sizes are batch sizes 2N: even numbers >= 4, "
+                             f"got {bad}")
 
     @property
     def modes(self) -> list[str]:
-        return ["eager", "compiled"] if self.compile == "both" else [self.compile]
+        return ["eager", "compiled"] if self.compile == "both" else [str(self.compile)]
 
 
 class _Timer:
@@ -109,7 +112,8 @@ class _Timer:
 
     def __enter__(self):
         if self.cuda:
-            self.start, self.end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            self.start = torch.cuda.Event(enable_timing=True)
+            self.end = torch.cuda.Event(enable_timing=True)
             self.start.record()
         else:
             self.t0 = time.perf_counter()
@@ -124,14 +128,15 @@ class _Timer:
             self.seconds = time.perf_counter() - self.t0
 
 
-def paired_summary(times: dict[str, list[float]], base: str, n_boot: int = 2000, seed: int = 0) -> dict:
+def paired_summary(times: dict[str, list[float]], base: str, n_boot: int = 2000,
+                   seed: int = 0) -> dict:
     """Median time per loss and the median paired ratio to ``base`` with a bootstrap 95% CI
     (also as an overhead in percent); the raw times (ms) are kept for re-analysis."""
     rng = np.random.default_rng(seed)
     ref = np.asarray(times[base])
     out = {}
-    for name, ts in times.items():
-        ts = np.asarray(ts)
+    for name, listed in times.items():
+        ts = np.asarray(listed)
         ratios = ts / ref
         boots = np.median(rng.choice(ratios, size=(n_boot, ratios.size), replace=True), axis=1)
         lo, hi = float(np.quantile(boots, 0.025)), float(np.quantile(boots, 0.975))
@@ -175,7 +180,7 @@ def across_runs(run_times: dict[str, list[list[float]]], base: str, level: float
     return out
 
 
-def _with_runs(cfg: "TimingConfig", block: dict, run_times: dict[str, list[list[float]]]
+def _with_runs(cfg: TimingConfig, block: dict, run_times: dict[str, list[list[float]]]
                ) -> None:
     """Put the across-runs overhead (:func:`across_runs`) into each loss's summary of
     ``block`` (every mode), keeping the pooled per-step figures as ``pooled_overhead_pct``
@@ -198,7 +203,8 @@ def loss_label(name: str, mode: str) -> str:
 def _loss_modules(cfg: TimingConfig, device: torch.device):
     """``({label: callable}, {loss: trainable parameters})``; one label per loss and mode."""
     eager = {name: build_loss(name, tau=cfg.tau).to(device).train() for name in cfg.losses}
-    params = {name: sum(p.numel() for p in m.parameters() if p.requires_grad) for name, m in eager.items()}
+    params = {name: sum(p.numel() for p in m.parameters() if p.requires_grad)
+              for name, m in eager.items()}
     mods = {}
     for mode in cfg.modes:
         for name, m in eager.items():
@@ -215,8 +221,9 @@ def _order(labels: list[str], rep: int) -> list[str]:
 def _summaries(cfg: TimingConfig, times: dict[str, list[float]]) -> dict:
     """``mode`` (headline: compiled when measured), ``losses`` (its ratios to InfoNCE of the
     same mode), and with ``compile: both`` also ``modes`` and ``compiled_vs_eager``."""
-    per_mode = {mode: paired_summary({n: times[loss_label(n, mode)] for n in cfg.losses}, cfg.losses[0],
-                                     cfg.n_boot, cfg.seed) for mode in cfg.modes}
+    per_mode = {mode: paired_summary({n: times[loss_label(n, mode)] for n in cfg.losses},
+                                     cfg.losses[0], cfg.n_boot, cfg.seed)
+                for mode in cfg.modes}
     head = cfg.modes[-1]
     out = {"mode": head, "losses": per_mode[head]}
     if len(cfg.modes) > 1:
@@ -240,7 +247,7 @@ def time_loss_alone(cfg: TimingConfig, device: torch.device, progress=None) -> l
         n = two_n // 2
         z1 = torch.randn(n, cfg.dim, generator=g).to(device)
         z2 = z1 + 0.5 * torch.randn(n, cfg.dim, generator=g).to(device)
-        times = {name: [] for name in mods}
+        times: dict[str, list[float]] = {name: [] for name in mods}
         for rep in range(cfg.warmup + cfg.loss_reps):
             for name in _order(labels, rep):
                 a, b = z1.detach().requires_grad_(True), z2.detach().requires_grad_(True)
@@ -264,8 +271,8 @@ def time_whole_step(cfg: TimingConfig, device: torch.device, progress=None) -> d
     extra loss time over InfoNCE as a share of InfoNCE's step time, a low-noise estimate of
     the same overhead (the backbone's work does not depend on the loss)."""
     mods, _ = _loss_modules(cfg, device)
-    times = {name: [] for name in mods}
-    loss_times = {name: [] for name in mods}
+    times: dict[str, list[float]] = {name: [] for name in mods}
+    loss_times: dict[str, list[float]] = {name: [] for name in mods}
     run_times: dict[str, list[list[float]]] = {name: [] for name in mods}
     for run in range(cfg.runs):   # one after the other: the interval spans the machine's drift
         got = _time_one_run(cfg, device, mods, run, progress)
@@ -280,7 +287,8 @@ def time_whole_step(cfg: TimingConfig, device: torch.device, progress=None) -> d
     _with_runs(cfg, out, run_times)
     base = loss_label(cfg.losses[0], out["mode"])
     step_ms = 1e3 * float(np.median(times[base]))
-    loss_ms = {n: 1e3 * float(np.median(loss_times[loss_label(n, out["mode"])])) for n in cfg.losses}
+    loss_ms = {n: 1e3 * float(np.median(loss_times[loss_label(n, out["mode"])]))
+               for n in cfg.losses}
     out["attributed"] = {
         n: {"loss_ms": loss_ms[n], "extra_ms": loss_ms[n] - loss_ms[cfg.losses[0]],
             "overhead_pct": 100.0 * (loss_ms[n] - loss_ms[cfg.losses[0]]) / step_ms}
@@ -292,11 +300,10 @@ def _time_one_run(cfg: TimingConfig, device: torch.device, mods: dict, run: int,
                   ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """One run of the whole step: a fresh model, optimiser and batch (seeded by the run),
     every loss interleaved in each repetition; (step times, loss-alone times) per label."""
-    from weince.models import build_simclr_model
-
     torch.manual_seed(cfg.seed + run)
     model = build_simclr_model(cfg.backbone, cfg.image_size, cfg.channels).to(device)
-    fmt = torch.channels_last if (cfg.channels_last and device.type == "cuda") else torch.contiguous_format
+    fmt = (torch.channels_last if (cfg.channels_last and device.type == "cuda")
+           else torch.contiguous_format)
     model = model.to(memory_format=fmt)
     opt = torch.optim.Adam(model.parameters(), lr=3e-4, weight_decay=1e-6)
     x1 = torch.randn(cfg.step_batch, cfg.channels, cfg.image_size, cfg.image_size, device=device)
@@ -304,8 +311,8 @@ def _time_one_run(cfg: TimingConfig, device: torch.device, mods: dict, run: int,
     x = torch.cat([x1, x2]).contiguous(memory_format=fmt)
     labels = list(mods)
     amp = cfg.amp and device.type == "cuda"
-    times = {name: [] for name in mods}
-    loss_times = {name: [] for name in mods}
+    times: dict[str, list[float]] = {name: [] for name in mods}
+    loss_times: dict[str, list[float]] = {name: [] for name in mods}
 
     def step(fn):
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
@@ -340,8 +347,6 @@ def _time_one_run(cfg: TimingConfig, device: torch.device, mods: dict, run: int,
 
 def run_timing(cfg: TimingConfig) -> dict:
     """Both measurements and the parameter counts, as the JSON-able result of the C8 table."""
-    from tqdm.auto import tqdm
-
     device = resolve_device(cfg.device)
     _, params = _loss_modules(cfg, device)  # counted on the eager modules (compiling is lazy)
     total = len(cfg.sizes) * (cfg.warmup + cfg.loss_reps)

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from weince.cost import plan as planner
+
 REPO = Path(__file__).resolve().parents[2]
 TEST_PROFILE = REPO / "tests" / "cluster" / "profile"
 STATE = Path(os.environ.get("WEINCE_SLURM_STATE", "/var/tmp/weince-slurm"))
@@ -116,6 +118,4 @@ def repo_copy(tmp_path) -> Path:
 @pytest.fixture(scope="session")
 def plan():
     """The dry-run planner of ``weince plan`` (weince.cost.plan)."""
-    from weince.cost import plan as planner
-
     return planner

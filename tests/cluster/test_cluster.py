@@ -30,7 +30,10 @@ import pytest
 import torch
 import yaml
 
+from weince.cost.estimate import job_runtime, retries_for
 from weince.pipeline.layout import VISION_RUN
+from weince.pipeline.profile import Profile
+from weince.train.simclr import pretrain
 
 REPO = Path(__file__).resolve().parents[2]
 TEST_PROFILE = REPO / "tests" / "cluster" / "profile"
@@ -197,7 +200,8 @@ def test_smoke_workflow_runs_as_job_arrays_and_groups(slurm_cluster, repo_copy, 
               ["claims"]]
     assert claims and len(claims) == len(set(claims))   # however many the registry holds
     summary = work / SUMMARY
-    assert summary.exists(), f"{SUMMARY} was not written; outputs: {sorted(work.glob('reports/**/*'))}"
+    assert summary.exists(), \
+        f"{SUMMARY} was not written; outputs: {sorted(work.glob('reports/**/*'))}"
     text = summary.read_text()
     for cid in claims:
         rows = [ln for ln in text.splitlines() if ln.startswith(f"| {cid} |")]
@@ -317,8 +321,6 @@ def test_sigterm_mid_epoch_requeues_and_ends_as_an_uninterrupted_run(slurm_clust
     through an epoch writes its checkpoint at the next step and exits 143; Snakemake
     resubmits it (restart-times), the new job resumes at that step, and the final encoder
     equals an uninterrupted run's with the same config (same seed, CPU, one thread)."""
-    from weince.train.simclr import pretrain
-
     work = repo_copy
     # many short steps (batches of 8 of the digits training split: 179 steps per epoch), so that
     # the signal falls inside an epoch
@@ -361,7 +363,8 @@ def test_sigterm_mid_epoch_requeues_and_ends_as_an_uninterrupted_run(slurm_clust
     finally:
         stop_snakemake(proc, log)
     out = log.read_text()
-    assert rc == 0, f"the run did not finish after the SIGTERM (exit {rc}):\n{failure_context(work, out)}"
+    assert rc == 0, (f"the run did not finish after the SIGTERM (exit {rc}):\n"
+                     f"{failure_context(work, out)}")
 
     # SLURM's view: the signalled job failed (exit 143 inside), a second one completed
     jobs = sacct_jobs(run_id(out))
@@ -407,9 +410,6 @@ def test_capped_run_continues_as_segments_from_its_checkpoint(slurm_cluster, rep
     segments (the rule's retries), each ended by SLURM at the cap and resumed from the
     checkpoint by the next attempt, until the run is complete and equal in its epochs to an
     uninterrupted one (each epoch logged once)."""
-    from weince.cost.estimate import job_runtime, retries_for
-    from weince.pipeline.profile import Profile
-
     work = repo_copy
     smoke = yaml.safe_load((work / SMOKE_ARGS[1]).read_text())
     v = smoke["vision"]

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from weince.cli import main as cli
+
 REPO = Path(__file__).resolve().parents[2]
 
 LISTING = """\
@@ -57,7 +59,7 @@ rule all:
     resources: tmpdir=/tmp, runtime=60
 Job stats:
 job         count
-"""
+"""  # noqa: E501 - Snakemake's dry-run listing, verbatim
 
 
 def test_parse_dry_run_reads_rules_outputs_threads_and_resources(plan):
@@ -147,8 +149,6 @@ def test_planner_profile_without_the_slurm_plugin_keeps_the_resources(plan, tmp_
 @pytest.mark.slow
 def test_planner_runs_without_the_slurm_plugin(plan, monkeypatch, capsys):
     """`weince plan` prints jobs and GPU-hours with the plugin hidden, the same as with it."""
-    from weince.cli import main as cli
-
     cli(["plan", "--configfile", "config/smoke.yaml"])
     with_plugin = capsys.readouterr().out
     monkeypatch.setattr(plan, "_has_module", lambda name: name != "snakemake_executor_plugin_slurm")
@@ -276,8 +276,10 @@ def test_a_resources_overlay_sets_each_rules_time_and_memory_request(plan, tmp_p
     base = plan.parse_dry_run(plan.dry_run(["config/smoke.yaml"], plan.SLURM_PROFILE))
     over = plan.parse_dry_run(plan.dry_run(["config/smoke.yaml", str(overlay)],
                                            plan.SLURM_PROFILE))
-    req = lambda jobs, rule: {(j.runtime_min, j.resources["mem_mb"]) for j in jobs
-                              if j.rule == rule}
+
+    def req(jobs, rule):
+        return {(j.runtime_min, j.resources["mem_mb"]) for j in jobs if j.rule == rule}
+
     assert req(over, "pretrain") == {(37, "1234")} != req(base, "pretrain")
     assert req(over, "pot") == {(3, "777")} != req(base, "pot")
     assert req(over, "features") == req(base, "features")

@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from weince.cost.counts import vision_counts
-from weince.cost.disk import (QUOTA_ENV, check_disk, disk_estimate, parse_bytes,
-                              runs_of_jobs)
+from weince.cost.disk import QUOTA_ENV, check_disk, disk_estimate, parse_bytes, runs_of_jobs
 from weince.cost.plan import JobInfo
+from weince.models import build_simclr_model
 from weince.pipeline.layout import VisionRun
 from weince.pipeline.preflight import DiskSpaceError
 from weince.pipeline.profile import Profile
@@ -29,8 +29,6 @@ def _cfg(name: str, **over) -> dict:
 
 
 def test_the_encoder_size_is_the_models_parameter_count():
-    from weince.models import build_simclr_model
-
     model = build_simclr_model("smallcnn", 16, 1, out_dim=32)
     c = vision_counts("smallcnn", 16, 1, "proj32")
     assert c["params"] == sum(p.numel() for p in model.parameters())

@@ -6,6 +6,7 @@ from argparse import Namespace
 
 import pytest
 
+from weince.cli.job_times import main
 from weince.cost.job_times import job_times, per_rule
 
 HEAD = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
@@ -35,8 +36,6 @@ def test_per_rule_sums_every_job_and_names_the_rule_by_its_folder(tmp_path):
 
 
 def test_weince_times_prints_the_table_and_says_what_to_run_without_files(tmp_path, capsys):
-    from weince.cli.job_times import main
-
     _bench(tmp_path / "default" / "benchmarks", "linear/digits/a/seed7.tsv", 2.0)
     assert main(Namespace(results=str(tmp_path), profile="default", jobs=1)) == 0
     out = capsys.readouterr().out

@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+import yaml
 
 from weince.cli import main as cli
 from weince.cost import throughput as tp
@@ -126,10 +128,6 @@ def test_weince_cost_refuses_what_it_cannot_price():
 
 
 def test_the_schema_s_gpu_names_are_the_listed_devices():
-    from pathlib import Path
-
-    import yaml
-
     schema = yaml.safe_load((Path(__file__).resolve().parents[2] / "workflow" / "schemas"
                              / "config.schema.yaml").read_text())
     c = schema["properties"]["cost"]["properties"]

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torchvision.transforms as T
 from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as TF
 
-from weince.data.augment import (EvalTransform, PerImageTwoViews, SimCLRAugment,
-                                 augment_config, build_augment, reference_transform)
+from weince.data.augment import (EvalTransform, PerImageTwoViews, SimCLRAugment, augment_config,
+                                 build_augment, reference_transform)
+from weince.data.vision import load_vision
 
 MEAN, STD = (0.5, 0.4, 0.3), (0.2, 0.25, 0.3)
 
@@ -173,8 +175,6 @@ def test_parameter_distribution_matches_torchvision():
 
 def _tv_crop(img):
     """One draw of torchvision's RandomResizedCrop parameters (i, j, h, w), defaults."""
-    import torchvision.transforms as T
-
     return T.RandomResizedCrop.get_params(img, scale=[0.08, 1.0], ratio=[3 / 4, 4 / 3])
 
 
@@ -201,8 +201,6 @@ def test_gather_and_masked_jitter_agree():
 def test_output_statistics_normalised():
     """Jitter-free views of real digits have roughly zero mean and unit std after
     normalisation with the data set's constants."""
-    from weince.data.vision import load_vision
-
     ds = load_vision("digits", split="train")
     aug = build_augment("digits", crop_scale=(1.0, 1.0), crop_ratio=(1.0, 1.0), jitter_p=0.0)
     v = aug(ds.images, torch.Generator().manual_seed(0))

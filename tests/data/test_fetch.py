@@ -5,13 +5,18 @@ Face hub's) are fakes here, and any socket connection fails the test."""
 from __future__ import annotations
 
 import socket
+from fnmatch import fnmatch
 from pathlib import Path
 
+import huggingface_hub
 import pytest
+import torchvision.datasets
+import torchvision.datasets.utils as tvu
 
 from weince.cli import main
 from weince.data.fetch import MODEL_PATTERNS, TORCHVISION_CLASS, Item, fetch_model
 from weince.data.locations import ARCHIVES, CIFAR, STL_FILES, missing_files
+from weince.data.synthetic_formats import write_synthetic_data
 
 REPO = Path(__file__).resolve().parents[2]
 PAPER_ITEMS = ("cifar10", "cifar100", "stl10", "imagenet32", "tinyimagenet", "wiki1m", "stsb",
@@ -28,9 +33,6 @@ BY_HAND = {"imagenet32": ("Imagenet32_train.zip", "imagenet32/"),
 def offline(monkeypatch):
     """No network: a socket connection, a torchvision download or a hub snapshot fails the
     test unless the test puts its own fake in (``fakes``)."""
-    import huggingface_hub
-    import torchvision.datasets.utils as tvu
-
     def refuse(*a, **k):
         raise AssertionError("a test tried to reach the network")
 
@@ -57,9 +59,6 @@ def _write_model(folder: Path) -> None:
 def fakes(monkeypatch):
     """The downloaders replaced by fakes that write the files an archive or a snapshot
     holds (empty) and record each call; ``fail`` names data sets whose download raises."""
-    import huggingface_hub
-    import torchvision.datasets.utils as tvu
-
     calls: dict = {"archive": [], "snapshot": [], "fail": set()}
     by_url = {url: name for name, url in ARCHIVES.items()}
 
@@ -115,8 +114,6 @@ def _files(root: Path) -> dict[str, int]:
 # ------------------------------------------------------------------ everything present
 @pytest.mark.slow   # the synthetic tree (a tiny BERT included) takes several seconds to write
 def test_synthetic_files_in_the_real_formats_are_all_present_and_untouched(tmp_path, capsys):
-    from weince.data.synthetic_formats import write_synthetic_data
-
     root = write_synthetic_data(tmp_path / "data")
     before = _files(root)
     rc, lines, out = _run(capsys, root)
@@ -169,8 +166,6 @@ def test_check_names_each_missing_item_the_file_to_get_and_what_it_would_downloa
 
 def test_fetch_downloads_each_downloadable_item_once_then_finds_it_present(
         tmp_path, capsys, fakes):
-    import torchvision.datasets
-
     root = tmp_path / "data"
     rc, lines, out = _run(capsys, root)
     assert rc == 1   # the items to get by hand are still missing
@@ -209,8 +204,6 @@ def test_a_failed_download_is_named_and_the_other_items_are_still_fetched(
 
 
 def test_a_model_is_not_fetched_while_the_hub_is_offline(tmp_path, monkeypatch):
-    import huggingface_hub
-
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     with pytest.raises(RuntimeError, match="HF_HUB_OFFLINE=0 weince fetch-data"):
         fetch_model("bert-base-uncased", tmp_path / "m")
@@ -218,16 +211,12 @@ def test_a_model_is_not_fetched_while_the_hub_is_offline(tmp_path, monkeypatch):
 
 
 def test_what_is_fetched_and_from_where():
-    import torchvision.datasets
-
     for name, cls_name in TORCHVISION_CLASS.items():   # our archive list is torchvision's
         assert ARCHIVES[name] == getattr(torchvision.datasets, cls_name).url
     assert set(TORCHVISION_CLASS) == set(ARCHIVES) == set(DOWNLOADABLE)
     assert {"cifar-10-batches-py", "cifar-100-python"} == {v["folder"] for v in CIFAR.values()}
     assert set(STL_FILES) == {"train", "test", "unlabeled"}
     # a model snapshot takes the files from_pretrained reads, not the other frameworks'
-    from fnmatch import fnmatch
-
     def taken(f):
         return any(fnmatch(f, p) for p in MODEL_PATTERNS)
 

@@ -7,8 +7,12 @@ import json
 
 import pytest
 
+from weince.cli import main
 from weince.data.synthetic_formats import (BERT_NAME, MARKER, SIZES, synthetic_marker,
                                            write_synthetic_data)
+from weince.data.text import load_sts, load_train_sentences
+from weince.data.vision import DATASETS, load_vision
+from weince.models.text import load_text_encoder, model_identity
 
 
 @pytest.fixture(scope="module")
@@ -23,8 +27,6 @@ def root(tmp_path_factory):
                                         ("imagenet32", "test"), ("tinyimagenet", "train"),
                                         ("tinyimagenet", "test")])
 def test_every_split_loads_through_the_real_loader(root, name, split):
-    from weince.data.vision import DATASETS, load_vision
-
     d = load_vision(name, root, split)
     assert len(d) == SIZES[name][split]
     assert d.image_size == DATASETS[name].image_size and d.channels == 3
@@ -36,8 +38,6 @@ def test_every_split_loads_through_the_real_loader(root, name, split):
 
 
 def test_text_files_load_through_the_real_readers(root):
-    from weince.data.text import load_sts, load_train_sentences
-
     assert len(load_train_sentences(str(root / "wiki1m_for_simcse.txt"))) > 1000
     for split in ("train", "dev", "test"):
         pairs = load_sts(str(root / "stsbenchmark"), split)
@@ -45,8 +45,6 @@ def test_text_files_load_through_the_real_readers(root):
 
 
 def test_tiny_bert_loads_like_a_hub_model_and_tokenizes_words(root):
-    from weince.models.text import load_text_encoder, model_identity
-
     folder = root / "models" / BERT_NAME
     enc, tok = load_text_encoder(str(folder))
     assert type(enc).__name__ == "BertModel" and enc.config.hidden_size == 64
@@ -72,8 +70,6 @@ def test_refuses_a_folder_it_did_not_write(tmp_path):
 
 
 def test_cli_is_registered_and_idempotent(root, capsys):
-    from weince.cli import main
-
     before = (root / "wiki1m_for_simcse.txt").stat().st_mtime_ns
     assert main(["synthetic-data", "--root", str(root)]) == 0
     assert (root / "wiki1m_for_simcse.txt").stat().st_mtime_ns == before  # complete: kept
@@ -81,6 +77,4 @@ def test_cli_is_registered_and_idempotent(root, capsys):
 
 
 def test_sts_pairs_read_from_synthetic_files_say_so(root):
-    from weince.data.text import load_sts
-
     assert load_sts(str(root / "stsbenchmark"), "dev").synthetic

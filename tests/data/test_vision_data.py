@@ -4,15 +4,21 @@ sets' fixed splits, and the missing-data messages."""
 from __future__ import annotations
 
 import pickle
+import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+import torchvision.datasets
+import torchvision.datasets.utils as tvu
+from sklearn.datasets import load_digits
+from torchvision.io import encode_jpeg, write_file
 
 from weince.data import vision
 from weince.data.vision import DATASETS, ImageSet, load_vision, stratified_split
+from weince.train.simclr import pretrain
 
 
 # ----------------------------------------------------------------------------- tiny data sets
@@ -118,9 +124,6 @@ TINY_WNIDS = ["n03444034", "n01443537", "n02124075"]  # deliberately not sorted
 
 
 def _flat_jpeg(path: Path, rgb: tuple[int, int, int], gray: bool = False) -> None:
-    import torch
-    from torchvision.io import encode_jpeg, write_file
-
     path.parent.mkdir(parents=True, exist_ok=True)
     c = 1 if gray else 3
     img = torch.empty((c, 64, 64), dtype=torch.uint8)
@@ -168,8 +171,6 @@ def write_tinyimagenet(root: Path, per_class: int = 2, n_val: int = 4
 @pytest.fixture(autouse=True)
 def _no_network(monkeypatch):
     """Any attempt to download fails the test."""
-    import torchvision.datasets.utils as tvu
-
     def refuse(*a, **k):
         raise AssertionError("a test tried to download")
 
@@ -204,8 +205,6 @@ def test_cifar_pixel_layout(tmp_path):
     """Row bytes are R plane, G plane, B plane, each row-major: byte 1024 + 32*r + c is
     the green value at row r, column c."""
     write_cifar(tmp_path, "cifar10")
-    import pickle
-
     f = tmp_path / "cifar-10-batches-py" / "data_batch_1"
     entry = pickle.loads(f.read_bytes())
     row = entry["data"][0]
@@ -342,8 +341,6 @@ def test_offline_split_disjoint():
 def test_digits_values_match_sklearn():
     """Upsampling keeps the 8x8 content: average-pooling the 16 px image by 2 is close to
     the original (rescaled to 0-255)."""
-    from sklearn.datasets import load_digits
-
     d = load_digits()
     tr, _ = stratified_split(d.target)
     ds = load_vision("digits", split="train")
@@ -365,8 +362,6 @@ def test_a_loader_never_downloads_whatever_download_says(tmp_path, monkeypatch, 
     """A job's loader never downloads (an offline node; hundreds of array tasks racing on
     one archive): ``download=True`` reaches no downloader, and the error names the fetch
     command; the files once in place load."""
-    import torchvision.datasets
-
     calls = []
     monkeypatch.setattr(torchvision.datasets, tv_class, lambda *a, **k: calls.append(a))
     for download in (False, True):
@@ -382,8 +377,6 @@ def test_a_loader_never_downloads_whatever_download_says(tmp_path, monkeypatch, 
 def test_a_pretraining_job_with_download_true_does_not_download(tmp_path):
     """The config a workflow job gets, with ``download: true``: the job stops at its data,
     naming the fetch command, and nothing is downloaded (the autouse fixture)."""
-    from weince.train.simclr import pretrain
-
     cfg = {"dataset": "cifar10", "backbone": "smallcnn", "data_root": str(tmp_path / "data"),
            "download": True, "epochs": 1, "batch_size": 8, "device": "cpu"}
     with pytest.raises(FileNotFoundError, match="weince fetch-data"):
@@ -394,11 +387,6 @@ def test_a_pretraining_job_with_download_true_does_not_download(tmp_path):
 def test_digits_read_without_sklearn_equal_sklearns_loader():
     """The digits are read from the file scikit-learn ships, without importing it; the
     pixels and labels are exactly ``sklearn.datasets.load_digits()``'s."""
-    import subprocess
-    import sys
-
-    from sklearn.datasets import load_digits
-
     vision._digits_raw.cache_clear()
     x, y = vision._digits_raw()
     d = load_digits()

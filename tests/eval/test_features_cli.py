@@ -9,6 +9,7 @@ import torch
 from weince.cli import main as weince_main
 from weince.data.augment import EvalTransform
 from weince.data.vision import load_vision
+from weince.eval.features import extract_features
 from weince.models import build_simclr_model, save_encoder
 
 
@@ -58,7 +59,8 @@ def test_eval_clis_write_summaries(encoder, tmp_path):
     assert res["provenance"]["seed"] == 7 and res["meta"]["loss"] == "weince"
     knn = tmp_path / "knn.json"
     assert weince_main(["eval", "knn", "--features", str(fpath), "--out", str(knn),
-                        "--set", "k=5", "--set", "recall_ks=[1,2]", "--set", "split_seeds=[0]"]) == 0
+                        "--set", "k=5", "--set", "recall_ks=[1,2]",
+                        "--set", "split_seeds=[0]"]) == 0
     res = json.loads(knn.read_text())
     assert {"acc@5", "recall@1", "recall@2", "val", "per_seed"} <= set(res)
     with pytest.raises(ValueError, match="'kk'"):
@@ -66,7 +68,5 @@ def test_eval_clis_write_summaries(encoder, tmp_path):
 
 
 def test_features_missing_encoder(tmp_path):
-    from weince.eval.features import extract_features
-
     with pytest.raises(FileNotFoundError, match="weince pretrain"):
         extract_features(tmp_path / "nope.pt", None)

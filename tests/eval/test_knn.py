@@ -57,14 +57,16 @@ def test_knn_matches_brute_force(chunk):
 
 def test_vote_weighting_exact_case():
     # bank: one item of class 0 at angle 0, two of class 1 slightly further away
-    bank = torch.tensor([[1.0, 0.0], [math.cos(0.3), math.sin(0.3)], [math.cos(0.3), -math.sin(0.3)]])
+    bank = torch.tensor([[1.0, 0.0], [math.cos(0.3), math.sin(0.3)],
+                         [math.cos(0.3), -math.sin(0.3)]])
     by = torch.tensor([0, 1, 1])
     q, qy = torch.tensor([[1.0, 0.0]]), torch.tensor([0])
     s = math.cos(0.3)
     # class 1 weight 2*exp((s-1)/T); class 0 weight 1: vote flips at T* = (1-s)/log 2
     t_star = (1 - s) / math.log(2)
-    assert knn_scores(q, qy, bank, by, k=3, temperature=0.9 * t_star, recall_ks=(1,))["acc@3"] == 100.0
-    assert knn_scores(q, qy, bank, by, k=3, temperature=1.1 * t_star, recall_ks=(1,))["acc@3"] == 0.0
+    for scale, acc in ((0.9, 100.0), (1.1, 0.0)):
+        assert knn_scores(q, qy, bank, by, k=3, temperature=scale * t_star,
+                          recall_ks=(1,))["acc@3"] == acc
 
 
 def test_knn_eval_splits_and_summaries():

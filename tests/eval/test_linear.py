@@ -31,7 +31,8 @@ def test_stratified_split_is_stratified_and_seeded():
     y = torch.tensor([0] * 50 + [1] * 30 + [2] * 20)
     tr, va = stratified_split(y, 0.1, seed=3)
     assert torch.bincount(y[va]).tolist() == [5, 3, 2]
-    assert len(set(tr.tolist()) | set(va.tolist())) == 100 and not set(tr.tolist()) & set(va.tolist())
+    assert len(set(tr.tolist()) | set(va.tolist())) == 100
+    assert not set(tr.tolist()) & set(va.tolist())
     tr2, va2 = stratified_split(y, 0.1, seed=3)
     assert torch.equal(va, va2)
     assert not torch.equal(va, stratified_split(y, 0.1, seed=4)[1])

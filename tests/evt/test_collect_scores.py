@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
-torch = pytest.importorskip("torch")
-
-from weince.evt.collect import collect_link_batches, collect_scores, load_scores, save_scores  # noqa: E402
+from weince.evt.collect import collect_link_batches, collect_scores
+from weince.evt.scorefile import load_scores, save_scores
 
 
 def _images(n=20, seed=0):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from weince.evt.collect import load_scores, save_scores, score_batch_ids
+from weince.evt.scorefile import load_scores, save_scores, score_batch_ids
 from weince.evt.gpd import fit_gpd_pot
 from weince.evt.link import fit_link_selection, pair_score_test, simclr_pair_ids
 

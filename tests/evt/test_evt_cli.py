@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from weince.cli import main as weince_main
-from weince.evt.collect import load_scores, save_scores
+from weince.evt.scorefile import load_scores, save_scores
+from weince.models import build_simclr_model, save_encoder
 
 FIGS = ["gpd_density", "gpd_qq", "xi_threshold", "mean_excess"]
 
@@ -63,8 +64,6 @@ def test_evt_cli_missing_file_names_the_fix(tmp_path):
 @pytest.mark.slow
 def test_collect_scores_cli_with_a_saved_encoder(tmp_path):
     torch = pytest.importorskip("torch")
-    from weince.models import build_simclr_model, save_encoder
-
     torch.manual_seed(0)
     model = build_simclr_model("smallcnn", 16, 1, out_dim=8)
     cfg = {"dataset": "digits", "backbone": "smallcnn", "image_size": 16, "channels": 1,

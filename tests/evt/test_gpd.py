@@ -10,9 +10,11 @@ import sys
 import numpy as np
 import pytest
 from scipy import stats
+from scipy.optimize import minimize_scalar
 
 from weince.evt import (fit_gpd, fit_gpd_pot, gpd_loglik, gpd_profile_loglik, mean_excess,
                         threshold_stability)
+from weince.evt.plots import setting_label
 
 XIS = [-0.5, -0.39, -0.2, 0.1]
 
@@ -44,7 +46,8 @@ def test_recovers_xi_at_20000_exceedances(xi):
     assert r.xi_ci[0] < r.xi < r.xi_ci[1]
     # the MLE: scipy's logpdf at our estimate equals our loglik, and scipy's own optimiser
     # finds nothing better
-    assert r.loglik == pytest.approx(stats.genpareto.logpdf(y, r.xi, scale=r.sigma).sum(), rel=1e-12)
+    assert r.loglik == pytest.approx(stats.genpareto.logpdf(y, r.xi, scale=r.sigma).sum(),
+                                     rel=1e-12)
     c, _, s = stats.genpareto.fit(y, floc=0)
     assert stats.genpareto.logpdf(y, c, scale=s).sum() <= r.loglik + 1e-6
     if xi < 0:
@@ -66,7 +69,6 @@ def test_profile_loglik_is_maximised_at_the_mle_and_drops_by_chi2_at_the_limits(
     # sigma_hat(xi) maximises over sigma (compare with a bounded scalar search)
     xi = -0.3
     s_hat = gpd_profile_loglik(y, xi)[1]
-    from scipy.optimize import minimize_scalar
     lo = -xi * y.max() * (1 + 1e-9)
     res = minimize_scalar(lambda s: -gpd_loglik(y, xi, s), bounds=(lo, 1.0), method="bounded",
                           options={"xatol": 1e-12})
@@ -216,7 +218,7 @@ def test_weince_evt_imports_and_fits_without_torch():
             "            raise ModuleNotFoundError(f'No module named {name!r} (blocked)')\n"
             "sys.meta_path.insert(0, Block())\n"
             "import numpy as np\n"
-            "import weince.evt, weince.evt.plots, weince.cli.evt, weince.evt.collect\n"
+            "import weince.evt, weince.evt.plots, weince.cli.evt, weince.evt.scorefile\n"
             "s = 1 - 1.5 * np.random.default_rng(0).uniform(size=100000) ** (1 / 2.56)\n"
             "r = weince.evt.fit_gpd_pot(s)\n"
             "assert -0.5 < r.xi < -0.3, r.xi\n"
@@ -226,8 +228,6 @@ def test_weince_evt_imports_and_fits_without_torch():
 
 
 def test_figure_titles_name_the_setting_and_the_encoder_seed():
-    from weince.evt.plots import setting_label
-
     meta = {"dataset": "digits", "backbone": "smallcnn", "loss": "infonce",
             "encoder": "results/default/vision/digits/smallcnn/infonce/seed21/encoder.pt"}
     assert setting_label(meta) == "digits / smallcnn, infonce, encoder seed 21"

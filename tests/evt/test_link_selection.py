@@ -77,7 +77,7 @@ def test_mle_agrees_with_a_generic_bounded_optimiser(link_data):
     assert r.lam_ci[0] < r.lam < r.lam_ci[1]
     for lim in r.lam_ci:
         prof = optimize.minimize_scalar(
-            lambda lc: -link_loglik(sim, t, c=math.exp(lc), lam=lim),
+            lambda lc, lim=lim: -link_loglik(sim, t, c=math.exp(lc), lam=lim),
             bounds=(math.log(r.c) - 0.5, math.log(r.c) + 0.5), method="bounded",
             options={"xatol": 1e-7})
         assert 2 * (r.loglik + prof.fun) == pytest.approx(crit, abs=0.02)

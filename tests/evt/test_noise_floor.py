@@ -5,6 +5,7 @@ convergence to its pseudo-true log-odds, and degenerate samples counted, never c
 from __future__ import annotations
 
 import csv
+import json
 import math
 
 import numpy as np
@@ -12,9 +13,8 @@ import pytest
 from scipy.optimize import brentq
 
 from weince.evt import noise_floor_theory, simulate_noise_floor, write_noise_floor
-from weince.evt.noise_floor import (BETA, CSV_COLUMNS, SCORES, endpoint_coordinate,
-                                    fit_tilt_counts, loglog_slope, shortfall_probs,
-                                    solve_tilt)
+from weince.evt.noise_floor import (BETA, CSV_COLUMNS, SCORES, endpoint_coordinate, fit_tilt_counts,
+                                    loglog_slope, shortfall_probs, solve_tilt)
 
 S = np.array(SCORES)
 X = endpoint_coordinate(S)
@@ -40,7 +40,7 @@ def test_solve_tilt_matches_a_scalar_root_finder():
     for f in (S, X, np.array([-3.0, 0.0, 0.5, 7.0])):
         m = f.min() + (f.max() - f.min()) * rng.uniform(1e-4, 1 - 1e-4, size=200)
         got = solve_tilt(m, f)
-        ref = [brentq(lambda t, mm=mm: _tilt_mean(t, f) - mm, -1e4, 1e4, xtol=1e-14)
+        ref = [brentq(lambda t, mm=mm, f=f: _tilt_mean(t, f) - mm, -1e4, 1e4, xtol=1e-14)
                for mm in m]
         np.testing.assert_allclose(got, ref, rtol=1e-9, atol=1e-9)
     with pytest.raises(ValueError, match="attainable"):
@@ -114,7 +114,6 @@ def test_degenerate_samples_are_counted_and_left_out_not_clipped():
 def test_result_file_and_csv_twin(tmp_path):
     r = simulate_noise_floor(replicates=50, seed=5)
     write_noise_floor(r, tmp_path / "nf.json", tmp_path / "nf.csv", cfg={"replicates": 50})
-    import json
     data = json.loads((tmp_path / "nf.json").read_text())
     assert data["setting"]["seed"] == 5 and data["provenance"]
     with (tmp_path / "nf.csv").open() as fh:

@@ -5,6 +5,8 @@ from deep inside, NaN for ``tau=1e-300``, a constant loss for ``tau=inf``). A Nu
 or a 0-d tensor ``tau`` is a number like any other."""
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import pytest
 import torch
@@ -139,8 +141,6 @@ def test_functions_take_temperature_as_tau(name):
 def test_repr_shows_every_constructor_option(name):
     """``repr(loss_fn)`` names each option of the constructor (``temperature`` is ``tau``),
     with its value: a non-default value shows up."""
-    import inspect
-
     params: set[str] = set()
     for c in (c for c in LOSSES[name].__mro__ if "__init__" in vars(c)):
         sig = inspect.signature(c.__init__).parameters

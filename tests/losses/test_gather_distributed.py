@@ -10,10 +10,13 @@ import socket
 
 import pytest
 import torch
+import torch._dynamo  # DDP imports it on construction: here, once, before any fork
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from weince.losses import build_loss
+from weince.train.simclr import resolve_config
+from weince.train.simcse import SimCSEConfig
 
 pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distributed not available")
 
@@ -76,7 +79,6 @@ def _free_port():
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory):
     out = tmp_path_factory.mktemp("gather")
-    import torch._dynamo  # noqa: F401  (DDP imports it on construction: once, before the fork)
     mp.start_processes(_worker, args=(_free_port(), str(out)), nprocs=WORLD, join=True,
                        start_method="fork")
     return [torch.load(out / f"r{r}.pt") for r in range(WORLD)]
@@ -101,7 +103,8 @@ def test_two_processes_equal_one_on_the_whole_batch(ranks, i):
     if "memory_bank_size" in kw:
         assert one["bank"].shape == (64, D) and float(one["loss"]) > 0   # 2N = 80 rows pushed
     if name == "weince_recipe":
-        assert float(one["beta_t"]) != 4.0, "the EMA did not move: the test would not see a difference"
+        assert float(one["beta_t"]) != 4.0, \
+            "the EMA did not move: the test would not see a difference"
 
 
 def test_without_a_process_group_the_flag_changes_nothing():
@@ -115,9 +118,6 @@ def test_without_a_process_group_the_flag_changes_nothing():
 
 def test_training_configs_refuse_the_flag():
     """The training loops gather the embeddings themselves: the loss must not gather again."""
-    from weince.train.simclr import resolve_config
-    from weince.train.simcse import SimCSEConfig
-
     with pytest.raises(ValueError, match="loss_kwargs.gather_distributed"):
         resolve_config({"loss": "weince", "loss_kwargs": {"gather_distributed": True}})
     cfg = SimCSEConfig()

@@ -11,6 +11,7 @@ import math
 
 import pytest
 import torch
+import torch.nn as nn
 import torch.nn.functional as F
 
 from weince.losses import (InfoNCELoss, WEINCELoss, WEINCERecipeLoss, build_loss, info_nce,
@@ -184,11 +185,11 @@ def test_a_batch_of_one_pair_works_with_a_bank():
 @pytest.mark.parametrize("name", ["infonce", "weince", "weince_recipe", "infonce_topm"])
 def test_the_modules_keep_nn_module_s_methods(name):
     """No helper of the losses shadows an ``nn.Module`` method (a ``half`` helper once did)."""
-    import torch.nn as nn
-
     own = {n for c in type(build_loss(name)).__mro__ if c.__module__.startswith("weince")
            for n in vars(c)}
+    # (__annotations__: the declared types of the buffers, for the type checker)
     assert not own & set(dir(nn.Module)) - {"__init__", "forward", "extra_repr", "__doc__",
-                                            "__module__", "_load_from_state_dict"}
+                                            "__module__", "_load_from_state_dict",
+                                            "__annotations__"}
     loss_fn = build_loss(name, memory_bank_size=Q)
     assert loss_fn.half() is loss_fn and loss_fn.double() is loss_fn

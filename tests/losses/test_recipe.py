@@ -5,12 +5,10 @@ import math
 import pytest
 import torch
 
+from weince.losses import (LOSSES, InfoNCETopMLoss, WEINCERecipeLoss, build_loss, fit_batch_beta,
+                           info_nce, pair_similarities, topm_softmax, topm_weibull, weince)
 from weince.losses._common import negative_values
-
-from weince.losses import (
-    LOSSES, InfoNCETopMLoss, WEINCERecipeLoss, build_loss, fit_batch_beta, info_nce, pair_similarities,
-    topm_softmax, topm_weibull, weince,
-)
+from weince.losses.recipe import pooled_top_cpu
 
 
 def negatives(sim, t):
@@ -97,7 +95,8 @@ def test_topm_terms_match_reference():
     assert float(topm_weibull(sim, t, m, 3.0, 10)) == pytest.approx(
         ref_topm(sim, t, m, 10, lambda s: -3.0 * math.log(1 - min(s, 1 - 1e-6))), rel=1e-5)
     # M larger than K uses all negatives: the softmax term is then InfoNCE
-    assert float(topm_softmax(sim, t, m, 0.5, 1000)) == pytest.approx(float(info_nce(sim, t, m)), rel=1e-6)
+    assert float(topm_softmax(sim, t, m, 0.5, 1000)) == pytest.approx(float(info_nce(sim, t, m)),
+                                                                      rel=1e-6)
 
 
 def test_recipe_module_is_the_sum_of_its_terms():
@@ -112,7 +111,8 @@ def test_recipe_module_is_the_sum_of_its_terms():
     assert float(h(z1, z2)) == pytest.approx(
         float(info_nce(sim, t, m) + 0.5 * topm_softmax(sim, t, m, 0.5, 12)), rel=1e-6)
     nw = build_loss("weince_recipe_no_weib", top_m=12).eval()
-    assert float(nw(z1, z2)) == pytest.approx(float(weince(sim, t, m) + 0.5 * topm_softmax(sim, t, m, 0.5, 12)), rel=1e-6)
+    assert float(nw(z1, z2)) == pytest.approx(
+        float(weince(sim, t, m) + 0.5 * topm_softmax(sim, t, m, 0.5, 12)), rel=1e-6)
 
 
 def test_recipe_rejects_bad_options():
@@ -155,8 +155,6 @@ def test_every_loss_trains_a_step_in_every_dtype_on_cpu(name, dtype):
 
 
 def test_recipe_top_negatives_of_bf16_are_those_of_its_float32_copy():
-    from weince.losses.recipe import pooled_top_cpu
-
     sim, t = power_tail_batch(3.0, B=16, C=64)
     s16 = sim.bfloat16()
     got = pooled_top_cpu(s16, 40, targets=t)

@@ -10,7 +10,8 @@ import torch
 
 from weince.losses import ShortTailWarning, WEINCELoss, pair_similarities, tail_size, weince
 
-W = importlib.import_module("weince.losses.weince")   # the module (the package's name is the function)
+# the module (the package's name is the function)
+W = importlib.import_module("weince.losses.weince")
 
 
 @pytest.fixture

@@ -6,9 +6,12 @@ import numpy as np
 import pytest
 import torch
 
-from weince.losses import (
-    LOSSES, build_loss, info_nce, pair_similarities, tail_size, weince,
-)
+import weince.losses._common as common
+from weince.losses import LOSSES, build_loss, info_nce, pair_similarities, tail_size, weince
+from weince.losses._common import negative_values
+from weince.losses.modules import _quantiles
+from weince.losses.recipe import _largest
+from weince.losses.weince import _top_negatives_cpu, blended_logits
 
 
 # ---------------------------------------------------------------- slow references
@@ -67,7 +70,8 @@ def ref_weince(sim, targets, mask, tau, *, q=0.2, margin=2.0, kappa_rho=10.0, ka
                eps=1e-6, beta="one", gate="both", lam=None, beta_min=0.5, beta_max=16.0):
     S = sim.double().numpy()
     B, C = S.shape
-    cols = [list(range(C)) if mask is None else list(np.flatnonzero(mask[i].numpy())) for i in range(B)]
+    cols = [list(range(C)) if mask is None else list(np.flatnonzero(mask[i].numpy()))
+            for i in range(B)]
     negs = [[S[i, j] for j in cols[i] if j != int(targets[i])] for i in range(B)]
     K = len(negs[0])
     rows = [ref_stats_row(negs[i], K, eps=eps) for i in range(B)]
@@ -89,13 +93,16 @@ def ref_weince(sim, targets, mask, tau, *, q=0.2, margin=2.0, kappa_rho=10.0, ka
         logits = []
         for j in cols[i]:
             s = S[i, j]
-            logits.append((1 - lams[i]) * s / tau + lams[i] * (-bet * math.log(1 - min(s, 1 - eps))))
+            logits.append((1 - lams[i]) * s / tau
+                          + lams[i] * (-bet * math.log(1 - min(s, 1 - eps))))
         logits = np.array(logits)
         pos = cols[i].index(int(targets[i]))
         mx = logits.max()
         total += -(logits[pos] - mx - math.log(np.exp(logits - mx).sum()))
-    stats = dict(rho0=rho0, k=rows[0]["k"], lam=np.array(lams), rho=np.array([r["rho"] for r in rows]),
-                 daic=np.array([r["daic"] for r in rows]), beta_w=np.array([r["beta_w"] for r in rows]))
+    stats = dict(rho0=rho0, k=rows[0]["k"], lam=np.array(lams),
+                 rho=np.array([r["rho"] for r in rows]),
+                 daic=np.array([r["daic"] for r in rows]),
+                 beta_w=np.array([r["beta_w"] for r in rows]))
     return total / B, stats
 
 
@@ -311,8 +318,6 @@ def test_fused_backward_passes_gradcheck(beta):
     sim, t, m = simclr_batch(n=8, d=4, seed=9)
     sim = sim.double().clamp(-0.99, 0.99).requires_grad_(True)
     lam = torch.linspace(0.1, 0.9, sim.shape[0], dtype=torch.float64)
-    from weince.losses.weince import blended_logits
-
     def f(s):
         bet = 1.0 if beta == "one" else torch.linspace(0.5, 3.0, s.shape[0], dtype=torch.float64)
         out = blended_logits(s, lam, 0.5, bet, 1e-6, ~m)
@@ -322,12 +327,10 @@ def test_fused_backward_passes_gradcheck(beta):
 
 
 def test_cpu_selection_equals_torch_topk():
-    from weince.losses._common import negative_values
-    from weince.losses.weince import _top_negatives_cpu
-
     g = torch.Generator().manual_seed(0)
     # (B, C) = (150, 4096) runs through several row blocks; (64, 200) through one
-    for B, C, dtype in ((64, 200, torch.float32), (150, 4096, torch.float32), (40, 300, torch.float64)):
+    for B, C, dtype in ((64, 200, torch.float32), (150, 4096, torch.float32),
+                        (40, 300, torch.float64)):
         x = torch.randn(B, C, generator=g, dtype=dtype)
         x[5, 10:20] = 0.25                # ties
         targets = torch.randint(0, C, (B,), generator=g)
@@ -347,8 +350,6 @@ def test_cpu_selection_equals_torch_topk():
 
 
 def test_pooled_cpu_selection_equals_torch_topk():
-    from weince.losses.recipe import _largest
-
     g = torch.Generator().manual_seed(1)
     v = torch.randn(5000, generator=g)
     v[:100] = float("-inf")
@@ -367,8 +368,6 @@ def test_pooled_cpu_selection_equals_torch_topk():
 def test_blended_logits_gradient_at_the_clamp(dtype):
     """The written-out backward equals autograd through the plain formula, including the
     entries at and above ``1 - eps`` (where the clamp holds and the Weibull slope is 0)."""
-    from weince.losses.weince import blended_logits
-
     eps, tau = 1e-3, 0.2
     g = torch.Generator().manual_seed(3)
     s0 = torch.rand(6, 7, generator=g, dtype=dtype) * 1.6 - 0.8
@@ -392,8 +391,6 @@ def test_blended_logits_gradient_at_the_clamp(dtype):
 
 @pytest.mark.parametrize("n", [1, 2, 7, 256])
 def test_module_lambda_quantiles_match_torch_quantile(n):
-    from weince.losses.modules import _quantiles
-
     x = torch.rand(n, generator=torch.Generator().manual_seed(n))
     got = _quantiles(x)
     ref = torch.quantile(x, torch.tensor([0.1, 0.5, 0.9]))
@@ -426,8 +423,6 @@ def test_check_false_gives_the_same_loss_and_keeps_free_checks():
 
 def test_device_selection_path_equals_cpu_path():
     # the torch.topk path (what CUDA and compiled code run) against the NumPy CPU path
-    import weince.losses._common as common
-
     g = torch.Generator().manual_seed(7)
     z1, z2 = torch.randn(48, 16, generator=g), torch.randn(48, 16, generator=g)
     for name in ("weince", "weince_recipe"):

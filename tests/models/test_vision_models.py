@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from weince.models import (BACKBONES, ProjectionHead, SimCLRModel, build_backbone,
+from weince.models import (BACKBONES, ProjectionHead, build_backbone,
                            build_simclr_model, load_encoder, save_encoder)
 from weince.models.vision import vit_patch_size
 

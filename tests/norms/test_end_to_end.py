@@ -6,8 +6,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from transformers import AutoTokenizer, BertConfig, BertModel
 
 from weince.cli import main as weince_main
+from weince.data.augment import EvalTransform, build_augment
+from weince.data.vision import load_vision
+from weince.models import build_simclr_model, save_encoder
+from weince.models.text import minilm_path
 from weince.norms.rules import NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED
 
 VOCAB = {REPRODUCED, NOT_REPRODUCED, NOT_TESTABLE}
@@ -18,10 +23,6 @@ REPO = Path(__file__).resolve().parents[2]
 def tiny_vision(tmp_path_factory):
     """A random smallcnn encoder on digits (its file as `weince pretrain` writes it) and
     its features.pt."""
-    from weince.data.augment import EvalTransform, build_augment
-    from weince.data.vision import load_vision
-    from weince.models import build_simclr_model, save_encoder
-
     d = tmp_path_factory.mktemp("vision")
     torch.manual_seed(0)
     model = build_simclr_model("smallcnn", 16, 1, out_dim=16)
@@ -102,10 +103,6 @@ def test_vision_cli_end_to_end(tiny_vision, tmp_path):
 @pytest.fixture(scope="module")
 def tiny_text_model(tmp_path_factory):
     """A 2-layer, 32-wide random BERT with MiniLM's tokenizer, saved as a model folder."""
-    from transformers import AutoTokenizer, BertConfig, BertModel
-
-    from weince.models.text import minilm_path
-
     d = tmp_path_factory.mktemp("text") / "model"
     tok = AutoTokenizer.from_pretrained(str(minilm_path()))
     cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2,

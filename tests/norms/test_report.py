@@ -1,18 +1,24 @@
 """The report page on small synthetic results; the profile settings and workflow targets."""
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
+import yaml
+from markdown_it import MarkdownIt
 
 from weince.norms.page import claim_verdicts, render_markdown, write_norms_report
-from weince.norms.run import PROBES_FILE, NormsConfig, _dynamics, load_norms_config
-from weince.utils.verdict_words import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED
-from weince.pipeline.targets import norms_results
-from weince.pipeline.stages import norms_config, text_model
-from weince.utils import write_json
+from weince.norms.run import PROBES_FILE, NormsConfig, _batching, _dynamics, load_norms_config
 from weince.pipeline.profile import Profile
+from weince.pipeline.stages import norms_config, text_model
+from weince.pipeline.targets import norms_results
+from weince.utils import write_json
+from weince.utils.config import as_config
+from weince.utils.results import InvalidResultError
+from weince.utils.verdict_words import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -21,8 +27,6 @@ class _GS:
     """Stand-in for GradientStats built from arrays."""
 
     def __init__(self, drift, heat, norm):
-        import torch
-
         t = lambda a: torch.as_tensor(a, dtype=torch.float64)  # noqa: E731
         self.drift, self.heat, self.heat_pre = t(drift), t(heat), t(heat / norm ** 2)
         self.drift_pre, self.grad_sq, self.view_norm = t(0 * norm), t(heat), t(norm)
@@ -30,8 +34,6 @@ class _GS:
 
 def _unit(tmp: Path, name: str, n: int, seed: int, signal: float) -> Path:
     """A result whose heat rises and drift falls with the norm (signal > 0)."""
-    import torch
-
     rng = np.random.default_rng(seed)
     norm = rng.uniform(1, 3, n)
     heat = np.exp(signal * norm + rng.normal(0, 0.3, n)) * 1e-6
@@ -71,7 +73,6 @@ def test_report_on_synthetic_results(tmp_path):
     assert "| N2 |" in md and "**reproduced**" in md and "1 / 1 (of 2)" in md
     assert "norms_figures/norms_n2.png" in md
     # every row of a table has as many (unescaped) cell separators as its header
-    import re
     tables, cur = [], []
     for line in md.splitlines() + [""]:
         if line.startswith("|"):
@@ -109,10 +110,8 @@ def test_every_profile_parses_into_the_config(profile):
     assert cfg.n_boot == 10
     with pytest.raises(ValueError, match="nonsense"):
         load_norms_config(path, ["nonsense=1"])
-    import yaml
-
-    from weince.utils.config import as_config
-    assert as_config(NormsConfig, norms_config(Profile.of(yaml.safe_load(open(path))))).n_boot >= 200
+    cfg = norms_config(Profile.of(yaml.safe_load(open(path))))
+    assert as_config(NormsConfig, cfg).n_boot >= 200
 
 
 def test_workflow_targets():
@@ -137,8 +136,6 @@ def test_workflow_targets():
 
 
 def test_batching_fits_the_filler_bank():
-    from weince.norms.run import _batching
-
     assert _batching(256, 1000, 16) == {"batch_size": 256, "probes_per_batch": 16}
     assert _batching(256, 40, 16) == {"batch_size": 41, "probes_per_batch": 16}
     assert _batching(8, 40, 16) == {"batch_size": 8, "probes_per_batch": 7}
@@ -150,8 +147,6 @@ def test_batching_fits_the_filler_bank():
 def test_non_finite_norms_result_is_invalid_not_na(tmp_path, where):
     """A NaN in norms.json (or null where a judged verdict needs a number) stops the page
     with an error naming the file and the rule to re-run, never an 'n/a' cell."""
-    from weince.utils.results import InvalidResultError
-
     path = _unit(tmp_path, "infonce", 300, 0, 1.0)
     res = json.loads(path.read_text())
     assert res["verdicts"]["N2"] == REPRODUCED
@@ -184,8 +179,6 @@ def test_not_testable_null_is_a_legitimate_absence(tmp_path):
 def test_strings_from_result_files_are_escaped_on_the_page(tmp_path):
     """A result file's strings (labels, notes, row fields) cannot add
     images, links, raw HTML or table cells to the page."""
-    from markdown_it import MarkdownIt
-
     path = _unit(tmp_path, "infonce", 300, 0, 1.0)
     res = json.loads(path.read_text())
     res["dataset"] = "![x](/etc/passwd)"
@@ -198,7 +191,6 @@ def test_strings_from_result_files_are_escaped_on_the_page(tmp_path):
     page = MarkdownIt("commonmark", {"html": False}).enable("table").render(md)
     assert "<img" not in page and "<a " not in page and "<code>code" not in page
     assert "<strong>bold" not in page
-    import re
     tables, cur = [], []
     for line in md.splitlines() + [""]:
         if line.startswith("|"):

@@ -5,10 +5,11 @@ import pytest
 import torch
 from scipy import stats as sps
 
+from weince.eval.knn import knn_eval
 from weince.norms.rescore import choose_alpha, discount, hub_items, knn_rescore, sts_rescore
-from weince.norms.stats import correlation, paired_gain, pearson_rows, spearman_rows
 from weince.norms.rules import (NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED, combine,
-                                   correlation_verdict, gain_verdict, interval_side)
+                                correlation_verdict, gain_verdict, interval_side)
+from weince.norms.stats import correlation, paired_gain, pearson_rows, spearman_rows
 
 
 def test_correlations_match_scipy_with_ties_and_rows():
@@ -137,8 +138,6 @@ def test_knn_rescore_alpha_uses_validation_only():
 
 
 def test_knn_rescore_plain_matches_knn_eval():
-    from weince.eval.knn import knn_eval
-
     feats = _features(seed=2)
     r = knn_rescore(feats, alphas=[0], n_boot=50, k=10)
     ref = knn_eval(feats, k=10, recall_ks=(1,), split_seeds=(0,), val_frac=0.1)

@@ -15,8 +15,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from weince.data.vision import DATASETS
+from weince.losses import LOSSES
+from weince.models.vision import BACKBONES
 from weince.pipeline.config_check import (COMMAND_LINE, ConfigError, check_config, config_errors,
-                                    name_registry, retype_overrides, rule_names)
+                                          name_registry, retype_overrides, rule_names)
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
@@ -53,7 +56,7 @@ def name_slots(node, path=()):
     items = node.get("items")
     if isinstance(items, dict) and _is_name(items):
         yield path, "list"
-    if isinstance(items, dict) and "prefixItems" in items or (
+    if (isinstance(items, dict) and "prefixItems" in items) or (
             isinstance(items, dict) and isinstance(items.get("items"), dict)
             and _is_name(items["items"])):
         yield path, "pairs"
@@ -123,10 +126,6 @@ def test_a_vision_arm_typo_names_the_profiles_arms(tmp_path, key):
 
 def test_schema_name_lists_equal_the_registries():
     """The enums the schema spells out are the library's registries, name for name."""
-    from weince.data.vision import DATASETS
-    from weince.losses import LOSSES
-    from weince.models.vision import BACKBONES
-
     v = _schema()["properties"]["vision"]["properties"]
     assert set(v["datasets"]["items"]["enum"]) == set(DATASETS)
     assert set(v["backbones"]["items"]["enum"]) == set(BACKBONES)

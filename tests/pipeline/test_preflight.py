@@ -6,6 +6,7 @@ live run per profile, and every folder it writes writable; each refusal is one l
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -14,10 +15,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from weince.pipeline.preflight import (DataMissingError, LiveRunError,
-                                       NotWritableError, check_data, check_no_live_writers,
-                                       check_writable, missing_data, on_start,
-                                       profile_lock_path, refusals, release_profile_lock)
+from weince.pipeline.preflight import (DataMissingError, LiveRunError, NotWritableError, check_data,
+                                       check_no_live_writers, check_writable, data_items,
+                                       fetch_command, missing_data, on_start, profile_lock_path,
+                                       refusals, release_profile_lock)
 from weince.pipeline.profile import Profile
 from weince.utils.config import deep_merge
 
@@ -125,8 +126,6 @@ def test_a_stand_in_model_folder_is_checked_where_the_config_points(tmp_path):
 
 
 def test_data_items_are_what_the_profile_reads(tmp_path, monkeypatch):
-    from weince.pipeline.preflight import data_items, fetch_command
-
     monkeypatch.chdir(REPO)
     prof = Profile.of(profile("paper.yaml", data_root=str(tmp_path)))
     items = {(i.kind, i.name): i for i in data_items(prof)}
@@ -218,7 +217,6 @@ def test_a_second_run_of_a_profile_is_refused_in_one_line(tmp_path, monkeypatch)
         (tmp_path / ".snakemake" / "locks").mkdir(parents=True)
         on_start(Profile.of(b))                      # another profile runs beside it
         release_profile_lock(Profile.of(b))
-        import shutil
         shutil.rmtree(tmp_path / ".snakemake")   # what the other profile's end does
         with pytest.raises(SystemExit) as err:
             on_start(Profile.of(a))

@@ -16,7 +16,19 @@ from pathlib import Path
 import pytest
 import yaml
 
-from weince.pipeline.config_check import ConfigError, check_config
+from weince.eval.features import extract_features
+from weince.eval.knn import knn_eval
+from weince.eval.linear import linear_probe
+from weince.eval.scores import collect_score_file
+from weince.eval.sts import run_sts
+from weince.evt.fits import run_link, run_pot
+from weince.norms.run import NormsConfig
+from weince.pipeline.claims import validate_with_defaults
+from weince.pipeline.config_check import ConfigError, check_config, set_run_environment
+from weince.pipeline.profile import Profile
+from weince.timing import TimingConfig
+from weince.train.simclr import SimCLRConfig
+from weince.train.simcse import SimCSEConfig
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
@@ -177,17 +189,6 @@ def _kwargs(fn, skip):
 
 
 def test_stage_blocks_list_exactly_the_library_keys():
-    from weince.eval.features import extract_features
-    from weince.eval.knn import knn_eval
-    from weince.eval.linear import linear_probe
-    from weince.eval.sts import run_sts
-    from weince.evt.fits import run_link, run_pot
-    from weince.eval.scores import collect_score_file
-    from weince.norms.run import NormsConfig
-    from weince.timing import TimingConfig
-    from weince.train.simclr import SimCLRConfig
-    from weince.train.simcse import SimCSEConfig
-
     expect = {
         ("vision", "pretrain"): _dataclass_keys(SimCLRConfig),
         ("text", "simcse"): _dataclass_keys(SimCSEConfig),
@@ -225,8 +226,6 @@ def test_every_object_of_the_schema_is_closed():
 
 
 def test_validation_fills_defaults_of_omitted_blocks():
-    from weince.pipeline.claims import validate_with_defaults
-
     cfg = {"profile": "x"}
     validate_with_defaults(cfg, _schema(), "config")
     assert cfg["ablations"]["groups"] == [] and cfg["norms"]["vision"]["enabled"] is True
@@ -234,9 +233,6 @@ def test_validation_fills_defaults_of_omitted_blocks():
 
 
 def test_an_offline_profile_sets_hf_hub_offline_for_every_job(monkeypatch):
-    from weince.pipeline.config_check import set_run_environment
-    from weince.pipeline.profile import Profile
-
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     set_run_environment(Profile.of({"profile": "t", "offline": False}))
     assert "HF_HUB_OFFLINE" not in os.environ

@@ -1,5 +1,5 @@
-"""The rehearsal overlay (config/rehearsal.yaml): its config preparation, the
-forecast it writes from measured step times, and a report that gives no verdict but C9's and C11's."""
+"""The rehearsal overlay (config/rehearsal.yaml): its config preparation, the forecast it
+writes from measured step times, and a report that gives no verdict but C9's and C11's."""
 
 from __future__ import annotations
 
@@ -11,10 +11,24 @@ from pathlib import Path
 import pytest
 import yaml
 
+from weince.cost.estimate import job_runtime, vision_step_flops
+from weince.cost.forecast import (build_forecast, forecast_markdown, resources_overlay,
+                                  write_forecast)
+from weince.eval.special_case import special_case_check
+from weince.evt import simulate_noise_floor, write_noise_floor
+from weince.pipeline import layout
 from weince.pipeline.config_check import check_config
 from weince.pipeline.profile import Profile
 from weince.pipeline.rehearsal import forecast_outputs
+from weince.pipeline.stages import model_location, simcse_config
+from weince.pipeline.targets import all_targets
+from weince.report.build import build_report, evaluate, scale_line
+from weince.report.glance import scale_items
+from weince.report.rehearsal import text_identity
+from weince.utils import write_json
+from weince.utils.claim_rows import Setting
 from weince.utils.config import deep_merge
+from weince.utils.verdict_words import REHEARSAL
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
@@ -80,8 +94,6 @@ def test_pairs_narrow_the_grid_and_a_wrong_pair_is_named(tmp_path):
 
 
 def test_model_location_prefers_model_paths_then_a_local_copy(tmp_path):
-    from weince.pipeline.stages import model_location, simcse_config
-
     cfg = rehearsal_cfg(tmp_path)
     assert model_location(Profile.of(cfg), "bert-base-uncased", with_source=True) == (
         "bert-base-uncased", "name")
@@ -102,11 +114,10 @@ def _timing(step_s, batch, device="cpu", name=None):
 
 
 def _write_runs(cfg, step_s=2.0):
-    from weince.pipeline import layout
-
     root, prof = cfg["results"], cfg["profile"]
     batch = cfg["vision"]["pretrain"]["batch_size"]
-    for r in [*layout.vision_runs(Profile.of(cfg)), *layout.vision_runs(Profile.of(cfg), grid=True)]:
+    prof = Profile.of(cfg)
+    for r in [*layout.vision_runs(prof), *layout.vision_runs(prof, grid=True)]:
         if r.dataset == "cifar100" and r.backbone == "resnet18" and r.arm.startswith("weince@"):
             d = r.dir(root, prof)
             d.mkdir(parents=True, exist_ok=True)
@@ -121,8 +132,6 @@ def _write_runs(cfg, step_s=2.0):
 
 
 def test_forecast_multiplies_measured_steps_by_the_paper_sizes(tmp_path):
-    from weince.cost.forecast import build_forecast, forecast_markdown, write_forecast
-
     cfg = rehearsal_cfg(tmp_path)
     _write_runs(cfg, step_s=2.0)
     fc = build_forecast(Profile.of(cfg))
@@ -156,8 +165,6 @@ def test_forecast_multiplies_measured_steps_by_the_paper_sizes(tmp_path):
 
 
 def test_resources_overlay_has_the_paper_shape_and_passes_the_schema(tmp_path):
-    from weince.cost.forecast import build_forecast, resources_overlay, write_forecast
-
     cfg = rehearsal_cfg(tmp_path)
     _write_runs(cfg, step_s=2.0)
     fc = build_forecast(Profile.of(cfg))
@@ -179,8 +186,6 @@ def test_resources_overlay_has_the_paper_shape_and_passes_the_schema(tmp_path):
 
 
 def test_forecast_is_a_target_of_the_rehearsal_only(tmp_path):
-    from weince.pipeline.targets import all_targets
-
     cfg = rehearsal_cfg(tmp_path)
     outs = forecast_outputs(Profile.of(cfg))
     assert {p.name for p in outs.values()} == {"forecast.md", "resources.yaml"}
@@ -189,17 +194,9 @@ def test_forecast_is_a_target_of_the_rehearsal_only(tmp_path):
 
 
 def test_a_rehearsal_report_gives_no_verdict_but_c9s_and_c11s(tmp_path):
-    from weince.evt import simulate_noise_floor, write_noise_floor
-    from weince.report.build import evaluate, scale_line
-    from weince.utils.verdict_words import REHEARSAL
-
     cfg = rehearsal_cfg(tmp_path)
     checks = Path(cfg["results"]) / cfg["profile"] / "checks"
     checks.mkdir(parents=True)
-    from weince.eval.special_case import special_case_check  # the real C9 computation
-
-    from weince.utils import write_json
-
     write_json(checks / "special_case.json", special_case_check(), cfg={})
     # the real C11 computation, at fewer replicates (its own setting: no training involved)
     write_noise_floor(simulate_noise_floor(replicates=2000, seed=1),
@@ -217,9 +214,6 @@ def test_a_rehearsal_report_gives_no_verdict_but_c9s_and_c11s(tmp_path):
 
 
 def test_a_text_row_is_a_scale_model_unless_the_named_weights_ran(tmp_path):
-    from weince.utils.claim_rows import Setting
-    from weince.report.rehearsal import text_identity
-
     files = {"hub": tmp_path / "hub.json", "syn": tmp_path / "syn.json",
              "old": tmp_path / "old.json"}
     files["hub"].write_text(json.dumps({"model_identity": {
@@ -238,8 +232,6 @@ def test_a_text_row_is_a_scale_model_unless_the_named_weights_ran(tmp_path):
 
 
 def test_benchmark_folders_that_are_not_rules_stay_out_of_the_overlay(tmp_path):
-    from weince.cost.forecast import build_forecast, resources_overlay
-
     cfg = rehearsal_cfg(tmp_path)
     _write_runs(cfg, step_s=2.0)
     bench = Path(cfg["results"]) / cfg["profile"] / "benchmarks"
@@ -253,22 +245,15 @@ def test_benchmark_folders_that_are_not_rules_stay_out_of_the_overlay(tmp_path):
 
 
 def test_the_scale_line_names_only_the_pairs_that_ran(tmp_path):
-    from weince.report.build import scale_line
-
     cfg = rehearsal_cfg(tmp_path, vision={"pairs": [["cifar100", "resnet18"]]})
     line = scale_line(Profile.of(cfg), "vision")
     assert "cifar100 x resnet18" in line and "imagenet32" not in line
-    from weince.report.glance import scale_items
-
-    vision = next(i for i in scale_items(Profile.of(cfg)) if i.startswith("vision:"))   # the summary's
+    # the summary's
+    vision = next(i for i in scale_items(Profile.of(cfg)) if i.startswith("vision:"))
     assert "cifar100 x resnet18" in vision and "imagenet32" not in vision
 
 
 def test_the_rehearsal_summary_opens_with_the_rehearsal_note(tmp_path):
-    from weince.report.build import build_report
-    from weince.eval.special_case import special_case_check
-    from weince.utils import write_json
-
     cfg = rehearsal_cfg(tmp_path)
     (Path(cfg["data_root"])).mkdir(parents=True)
     (Path(cfg["data_root"]) / "WEINCE_SYNTHETIC.json").write_text('{"synthetic": true}')
@@ -298,9 +283,6 @@ def test_forecast_fills_pairs_not_rehearsed_from_the_same_backbone(tmp_path):
     it is, stl10 (96 px) and tinyimagenet (64 px) scaled by the ratio of counted FLOPs (not
     pixels: STL-10's 7x7 stem makes its step cheaper) and marked; ViT-S, never measured,
     stays unmeasured."""
-    from weince.cost.estimate import vision_step_flops
-    from weince.cost.forecast import build_forecast, forecast_markdown
-
     cfg = rehearsal_cfg(tmp_path)
     _write_runs(cfg, step_s=2.0)
     fc = build_forecast(Profile.of(cfg))
@@ -333,12 +315,7 @@ def test_a_gpu_rehearsal_replaces_the_estimate_of_the_settings_it_measured(tmp_p
     and its `cost.measured` entries in resources.yaml (filed under the devices.yaml key of
     the GPU that ran them, one per arm, at the batch it ran), which the jobs' runtime then
     follows; the other settings keep their counted-FLOPs estimate."""
-    from weince.cost.estimate import job_runtime
-    from weince.cost.forecast import build_forecast, forecast_markdown, resources_overlay
-
     cfg = rehearsal_cfg(tmp_path, gpu=True)
-    from weince.pipeline import layout
-
     root, prof = cfg["results"], cfg["profile"]
     for r in layout.vision_runs(Profile.of(cfg), grid=True):
         if (r.dataset, r.backbone) == ("cifar100", "resnet18"):
@@ -372,11 +349,7 @@ def test_a_gpu_rehearsal_replaces_the_estimate_of_the_settings_it_measured(tmp_p
 def test_a_gpu_devices_yaml_does_not_list_measures_no_estimate_and_says_so(tmp_path):
     """An A100 PCIe (its clocks are not the SXM part's): its step times stay on the page
     as this rehearsal's, no `cost.measured` entry is filed under another GPU's name."""
-    from weince.cost.forecast import build_forecast, forecast_markdown, resources_overlay
-
     cfg = rehearsal_cfg(tmp_path, gpu=True)
-    from weince.pipeline import layout
-
     r = next(r for r in layout.vision_runs(Profile.of(cfg)) if (r.dataset, r.backbone) ==
              ("cifar100", "resnet18"))
     d = r.dir(cfg["results"], cfg["profile"])

@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 
 from weince.pipeline import layout
+from weince.pipeline.claims import load_claims
+from weince.pipeline.profile import Profile
 from weince.report import build_report
 from weince.report.glance import headline
 from weince.utils.verdict_words import NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED
-from weince.pipeline.profile import Profile
 
 CLAIMS = Path(__file__).resolve().parents[2] / "config" / "claims.yaml"
 
@@ -33,7 +34,8 @@ def _timing(fx, weince: tuple[float, list[float]], backbone: str | None = None) 
 
 
 def _c8(fx):
-    return next(r for r in build_report(Profile.of(fx), with_figures=False) if r.claim["id"] == "C8")
+    return next(r for r in build_report(Profile.of(fx), with_figures=False)
+                if r.claim["id"] == "C8")
 
 
 @pytest.mark.parametrize("mean, ci, verdict, why", [
@@ -76,8 +78,6 @@ def test_a_scale_model_row_reads_its_noise_too(fx):
 
 
 def test_the_registry_reads_the_interval_across_runs_first():
-    from weince.pipeline.claims import load_claims
-
     c8 = next(c for c in load_claims(CLAIMS)["claims"] if c["id"] == "C8")
     assert c8["interval_key"] == ["whole_step.losses.{arm}.overhead_ci_runs",
                                   "whole_step.losses.{arm}.overhead_ci"]

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from weince.report import build_report
-from weince.report.forest import forest_lines, has_forest
 from weince.pipeline.profile import Profile
+from weince.report import build_report
+from weince.report.forest import forest_figures, forest_lines, forest_panels, has_forest
+from weince.report.html import claim_page, figure_category, write_markdown_page
 
 
 def by_id(results):
@@ -69,8 +70,6 @@ def test_summary_shows_one_forest_plot_per_claim_inline(drawn):
 
 
 def test_html_pages_embed_the_forest_plot_and_render_the_table(drawn, tmp_path):
-    from weince.report.html import claim_page, write_markdown_page
-
     fx, res = drawn
     res = by_id(res)
     out = Path(fx["reports"], "fx")
@@ -87,9 +86,6 @@ def test_html_pages_embed_the_forest_plot_and_render_the_table(drawn, tmp_path):
 def test_the_summary_copies_the_plot_a_claim_page_kept(fx, tmp_path):
     """The workflow's table job draws a claim's plot once for its page; the summary copies
     that file, and draws only a plot that nobody drew."""
-    from weince.report.forest import forest_figures
-    from weince.report.html import claim_page
-
     res = by_id(build_report(Profile.of(fx), with_figures=False))
     out = Path(fx["reports"], "fx")
     keep = tmp_path / "forest" / "c3"
@@ -108,8 +104,6 @@ def test_the_summary_copies_the_plot_a_claim_page_kept(fx, tmp_path):
 def test_names_only_mode_lists_the_same_plots_and_draws_none(fx, tmp_path):
     """A bundle's verification compares the summary's text: the forest section must name the
     same plots whether or not they are drawn."""
-    from weince.report.forest import forest_figures
-
     res = build_report(Profile.of(fx), with_figures=False)
     named = forest_figures(res, tmp_path / "named", "fx", draw=False)
     assert named and not (tmp_path / "named").exists()
@@ -119,8 +113,6 @@ def test_names_only_mode_lists_the_same_plots_and_draws_none(fx, tmp_path):
 
 
 def test_figures_are_grouped_by_claim():
-    from weince.report.html import figure_category
-
     cats = {"C1": "C1: tail", "C2": "C2: link", "C3": "C3: probe", "C10": "C10: k-NN",
             "N2": "N2: heat"}
     assert figure_category("forest_c3", cats) == "C3: probe"
@@ -133,8 +125,6 @@ def test_figures_are_grouped_by_claim():
 
 
 def test_forest_panels_show_the_papers_figure_and_one_metric_each(fx):
-    from weince.report.forest import forest_panels
-
     res = by_id(build_report(Profile.of(fx), with_figures=False))
     # C4: none of its settings ran; the gain panel still shows each paper gain
     _, gains = forest_lines(res["C4"])
@@ -177,8 +167,6 @@ def test_forest_panels_show_the_papers_figure_and_one_metric_each(fx):
 
 @pytest.mark.parametrize("cid", ["C3", "C4", "C7", "N2"])
 def test_paper_and_scale_model_settings_never_share_an_axis(fx, cid):
-    from weince.report.forest import forest_panels
-
     res = by_id(build_report(Profile.of(fx), with_figures=False))
     panels = forest_panels(res[cid])
     assert panels

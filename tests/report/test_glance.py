@@ -3,15 +3,19 @@ that link: every local link and image of the summary and claim pages resolves.""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
-from weince.report import build_report
+from weince.pipeline import layout
+from weince.pipeline.profile import Profile
+from weince.report import build_report, load_claims
 from weince.report.claim_file import record_of
 from weince.report.glance import MAX_ROW_CHARS, headline, ours_cells, verdict_cell
 from weince.report.html import (SUMMARY_CATEGORY, claim_categories, claim_page, html_page_for,
                                 local_refs, write_markdown_page)
-from weince.pipeline.profile import Profile
+from weince.report.tables import summary_markdown
+from weince.utils.verdict_words import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED
 
 REPO = Path(__file__).resolve().parents[2]
 CLAIMS = REPO / "config" / "claims.yaml"
@@ -50,8 +54,6 @@ def test_summary_has_an_ours_column_and_short_rows(fx):
 
 
 def test_verdicts_are_styled_by_kind():
-    from weince.utils.verdict_words import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED
-
     assert verdict_cell(REPRODUCED) == f"**{REPRODUCED}**"
     assert verdict_cell(NOT_REPRODUCED) == f"**{NOT_REPRODUCED}**"
     assert verdict_cell("partially run: 1 of 6 rows reproduced").startswith("*partially")
@@ -126,10 +128,6 @@ def test_ours_is_the_paper_setting_else_the_closest_scale_model_row(fx, fixture_
 def test_c8_without_an_interval_says_it_is_one_run(fx):
     """A CPU overhead of one timing run ranged from -27% to +48% across identical runs: the
     summary never prints it bare."""
-    import json
-
-    from weince.pipeline import layout
-
     p = Path(layout.TIMING.format(results=fx["results"], profile=fx["profile"])) / "timing.json"
     d = json.loads(p.read_text())
     for arm in d["whole_step"]["losses"].values():
@@ -192,8 +190,6 @@ def test_report_categories_sort_in_claim_order_after_the_summary():
     names = [SUMMARY_CATEGORY, *cats.values(), "Ablations and norms"]
     # Snakemake's menu sorts category names (localeCompare); plain sorting agrees here
     assert sorted(names) == names
-    from weince.report import load_claims
-
     ids = [c["id"] for c in load_claims(CLAIMS)["claims"]]
     assert [n.split(" ", 1)[1].split(":")[0] for n in sorted(cats.values())] == ids
 
@@ -201,8 +197,6 @@ def test_report_categories_sort_in_claim_order_after_the_summary():
 def test_the_summary_says_which_lambda_is_one_encoders_and_which_the_mean():
     """The lambda profile figure shows one encoder's fit; the summary's C2 number is the
     mean across encoder seeds: the figure list says which is which."""
-    from weince.report.tables import summary_markdown
-
     text = summary_markdown([], {"profile": "p", "config_hash": "h", "built": "b",
                                  "git_commit": "c"},
                             ["figures/evt/digits_smallcnn_infonce_lambda_profile.png",
@@ -211,5 +205,6 @@ def test_the_summary_says_which_lambda_is_one_encoders_and_which_the_mean():
     lines = {ln.split("](")[0]: ln for ln in text.splitlines() if ln.startswith("- [figures/")}
     prof = lines["- [figures/evt/digits_smallcnn_infonce_lambda_profile.png"]
     assert "one encoder's link fit" in prof and "C2 row above is the mean" in prof
-    assert "C1 row above is the mean of xi" in lines["- [figures/evt/digits_smallcnn_infonce_gpd_qq.png"]
+    assert "C1 row above is the mean of xi" in \
+        lines["- [figures/evt/digits_smallcnn_infonce_gpd_qq.png"]
     assert lines["- [figures/lambda_training_digits_smallcnn.png"].endswith(".png)")

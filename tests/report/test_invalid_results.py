@@ -18,8 +18,8 @@ from weince.pipeline.profile import Profile
 
 
 def _linear(cfg, seed=21):
-    return layout.run_dir(Profile.of(cfg), layout.VisionRun("cifar100", "resnet18", "infonce", seed)) \
-        / "linear.json"
+    return layout.run_dir(Profile.of(cfg),
+                          layout.VisionRun("cifar100", "resnet18", "infonce", seed)) / "linear.json"
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf"), None])
@@ -103,7 +103,8 @@ def test_a_mean_that_contradicts_its_values_is_refused(fx):
 
 def test_report_cli_refuses_an_impossible_value_in_one_line(fx, tmp_path, monkeypatch,
                                                              capsys):
-    p = layout.run_dir(Profile.of(fx), layout.VisionRun("cifar100", "resnet18", "infonce", 7)) / "link.json"
+    p = layout.run_dir(Profile.of(fx),
+                       layout.VisionRun("cifar100", "resnet18", "infonce", 7)) / "link.json"
     d = json.loads(p.read_text())
     d["fit"]["lam"] = 1.7
     p.write_text(json.dumps(d))

@@ -52,7 +52,8 @@ def test_the_glossary_explains_the_words_the_pages_use():
     text = (REPO / "docs" / "glossary.md").read_text()
     for term in ("no verdict: scale model only", "not run at this profile", "scale model",
                  "primary arm", "implementation check", "synthetic experiment",
-                 "encoder seed", "probed with seeds", "grid point", "attributed from the loss alone",
+                 "encoder seed", "probed with seeds", "grid point",
+                 "attributed from the loss alone",
                  "unit", "infonce_topm", "weince_recipe", "95% CI", "paper's rounding"):
         assert term in text, f"docs/glossary.md does not explain {term!r}"
     assert re.search(r"\| \*\*n\*\* \|", text)

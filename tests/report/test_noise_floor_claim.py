@@ -14,11 +14,13 @@ import pytest
 from weince.evt import noise_floor_theory
 from weince.report import load_claims
 from weince.report.claim_file import record_of
+from weince.report.figures import noise_floor_figure
 from weince.report.glance import MAX_ROW_CHARS, summary_row
 from weince.report.rehearsal import withhold_verdicts
 from weince.report.tables import claim_latex, claim_markdown
 from weince.report.verdicts import NOT_REPRODUCED, NOT_RUN, REPRODUCED, Setting, evaluate_claim
 from weince.utils import write_json
+from weince.utils.results import load_result
 from weince.utils.verdict_words import REHEARSAL
 
 REPO = Path(__file__).resolve().parents[2]
@@ -109,8 +111,6 @@ def test_table_summary_row_and_figure(tmp_path):
     line = "| " + " | ".join(cells) + " |"
     assert "Weibit slope" in cells[4] and "floor" in cells[4]
     assert len(line) <= MAX_ROW_CHARS
-    from weince.report.figures import noise_floor_figure
-    from weince.utils.results import load_result
     out = noise_floor_figure(load_result(tmp_path / "synthetic" / "noise_floor.json"),
                              tmp_path / "c11.png", "C11")
     assert out.stat().st_size > 10_000

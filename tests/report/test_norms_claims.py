@@ -8,16 +8,16 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from weince.norms.files import load_results
 from weince.norms.page import claim_verdicts, companion_rows
 from weince.pipeline import layout
+from weince.pipeline.profile import Profile
 from weince.pipeline.targets import claim_inputs, claims, norms_results
 from weince.report import build_report, load_claims
 from weince.utils.results import InvalidResultError
-from weince.utils.verdict_words import NOT_REPRODUCED, NOT_RUN, REPRODUCED
-from weince.pipeline.profile import Profile
-from weince.utils.verdict_words import SCALE_ONLY
+from weince.utils.verdict_words import NOT_REPRODUCED, NOT_RUN, REPRODUCED, SCALE_ONLY
 
 REPO = Path(__file__).resolve().parents[2]
 CLAIMS = REPO / "config" / "claims.yaml"
@@ -27,8 +27,6 @@ CLAIMS = REPO / "config" / "claims.yaml"
 def _registry_naming(tmp_path: Path, backbone: str) -> Path:
     """The registry with ``backbone`` added to N1-N3's rows, as if the companion paper had
     used it (so that the fixture's units are on a paper model)."""
-    import yaml
-
     reg = yaml.safe_load(CLAIMS.read_text())
     for c in reg["claims"]:
         if c["kind"] == "norms":
@@ -44,7 +42,7 @@ def _page_rows(claims_path: Path) -> dict:
 
 
 def test_n_claims_come_from_the_registry_with_the_pages_verdicts(fx):
-    paths = norms_results(Profile.of(fx))               # written by the fixture (conftest.norms_unit)
+    paths = norms_results(Profile.of(fx))  # written by the fixture (conftest.norms_unit)
     assert len(paths) == 18                  # 2 pairs x 3 arms x 3 seeds
     n_claims = [c for c in claims(Profile.of(fx)) if c["kind"] == "norms"]
     assert [c["id"] for c in n_claims] == ["N1", "N2", "N3"]
@@ -82,8 +80,10 @@ def test_n_claims_judge_units_on_the_companion_papers_models(fx, tmp_path):
     """With the fixture's backbone among the registry's rows, its units decide the claims,
     on the registry page and the norms page alike."""
     fx["claims"] = str(_registry_naming(tmp_path, "resnet18"))
-    res = {r.claim["id"]: r for r in build_report(Profile.of(fx), with_figures=False, summary=False)}
-    page = claim_verdicts(load_results(norms_results(Profile.of(fx))), _page_rows(Path(fx["claims"])))
+    res = {r.claim["id"]: r
+           for r in build_report(Profile.of(fx), with_figures=False, summary=False)}
+    page = claim_verdicts(load_results(norms_results(Profile.of(fx))),
+                          _page_rows(Path(fx["claims"])))
     assert res["N1"].verdict == page["N1"]["verdict"] == REPRODUCED
     assert res["N2"].verdict == page["N2"]["verdict"] == NOT_REPRODUCED
     assert res["N3"].verdict == page["N3"]["verdict"] == REPRODUCED
@@ -96,10 +96,12 @@ def test_n_claims_judge_units_on_the_companion_papers_models(fx, tmp_path):
 def test_n_claims_without_results_are_not_run(fx):
     for p in norms_results(Profile.of(fx)):
         p.unlink()
-    res = {r.claim["id"]: r for r in build_report(Profile.of(fx), with_figures=False, summary=False)}
+    res = {r.claim["id"]: r
+           for r in build_report(Profile.of(fx), with_figures=False, summary=False)}
     assert res["N1"].verdict == NOT_RUN and "no norms.json" in res["N1"].reason
     no_norms = {**fx, "norms": {"vision": {"enabled": False}, "text": {"enabled": False}}}
-    res = {r.claim["id"]: r for r in build_report(Profile.of(no_norms), with_figures=False, summary=False)}
+    res = {r.claim["id"]: r
+           for r in build_report(Profile.of(no_norms), with_figures=False, summary=False)}
     assert res["N2"].verdict == NOT_RUN and res["N2"].reason == "the profile analyses no unit"
 
 

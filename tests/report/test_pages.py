@@ -9,17 +9,19 @@ from pathlib import Path
 
 import pytest
 
-from weince.report import build_report
-from weince.report.tables import (DETAILS_HEADING, LATEX_HEADER, MAX_CAPTION_WORDS,
-                                  latex_caption, latex_lines)
 from weince.pipeline.profile import Profile
+from weince.report import build_report
+from weince.report.html import claim_page
+from weince.report.tables import (DETAILS_HEADING, LATEX_HEADER, MAX_CAPTION_WORDS, latex_caption,
+                                  latex_lines)
 
 INFO = {"profile": "fx", "config_hash": "x", "built": "now", "git_commit": "y"}
 
 
 @pytest.fixture(scope="module")
 def built(fx_module):
-    return fx_module, {r.claim["id"]: r for r in build_report(Profile.of(fx_module), with_figures=False)}
+    return fx_module, {r.claim["id"]: r
+                       for r in build_report(Profile.of(fx_module), with_figures=False)}
 
 
 def test_claim_page_puts_verdict_and_table_before_rule_and_notes(built):
@@ -78,8 +80,6 @@ def test_latex_has_five_columns_and_a_short_caption(built):
 
 
 def test_html_claim_page_shows_the_plot_between_table_and_rule(built, tmp_path):
-    from weince.report.html import claim_page
-
     fx, res = built
     out = Path(fx["reports"], "fx")
     page = claim_page(res["C3"], out / "table_c3.md", tmp_path / "claim_c3.html", "fx")

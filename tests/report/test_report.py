@@ -7,6 +7,7 @@ import json
 import math
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,16 +15,16 @@ import pytest
 import yaml
 from scipy import stats
 
-from weince.report import (NOT_REPRODUCED, NOT_RUN, REPRODUCED, ResultSchemaError,
-                           build_report, load_claims)
-from weince.pipeline import arms
-from weince.pipeline import layout
-
-from weince.report.verdicts import partial_verdict
-from weince.utils.verdict_words import SCALE_ONLY
-from weince.utils.summary import diff_estimate, estimate
-from weince.report.tables import latex_escape
+from weince.cli import main
+from weince.pipeline import arms, layout
+from weince.pipeline.claims import SCHEMA_PATH
 from weince.pipeline.profile import Profile
+from weince.report import (NOT_REPRODUCED, NOT_RUN, REPRODUCED, ResultSchemaError, build_report,
+                           load_claims)
+from weince.report.tables import claim_lines, latex_escape
+from weince.utils.verdict_words import SCALE_ONLY
+from weince.report.verdicts import partial_verdict
+from weince.utils.summary import diff_estimate, estimate, t_quantile
 
 REPO = Path(__file__).resolve().parents[2]
 CLAIMS = REPO / "config" / "claims.yaml"
@@ -121,7 +122,6 @@ def test_method_claims_verdicts(fx):
     assert r["C2"].verdict == partial_verdict(1, 6)  # every fit rejects softmax
     assert r["C8"].verdict == REPRODUCED  # 0.9% <= 2% and zero parameters
     assert r["C8"].arm_verdicts["weince_recipe"] == NOT_REPRODUCED  # 3.5% > 2%
-    from weince.report.tables import claim_lines
     text = "\n".join(" | ".join(line) for line in claim_lines(r["C8"]))
     assert "trainable parameters: 0; 95% CI [+0.20, +1.40]%; attributed from the loss alone " \
            "+0.250%" in text
@@ -144,7 +144,8 @@ def test_sign_claim_fails_when_interval_crosses_zero(fx):
             d = json.loads(p.read_text())
             d["fit"]["xi"] = {7: -0.2, 21: 0.3, 63: 0.1}[s]
             p.write_text(json.dumps(d))
-    assert by_id(build_report(Profile.of(fx), with_figures=False))["C1"].verdict == partial_verdict(0, 6)
+    assert by_id(build_report(Profile.of(fx), with_figures=False))["C1"].verdict \
+        == partial_verdict(0, 6)
 
 
 def test_reject_claim_fails_when_one_fit_keeps_softmax(fx):
@@ -166,7 +167,8 @@ def test_profile_without_text_or_timing_says_not_run(fx):
 
 # ----------------------------------------------------------------------------- missing files
 def test_missing_result_is_shown_as_missing_never_typed(fx):
-    run_dir(Profile.of(fx), "cifar100", "resnet18", "weince_recipe", 63).joinpath("linear.json").unlink()
+    run = run_dir(Profile.of(fx), "cifar100", "resnet18", "weince_recipe", 63)
+    run.joinpath("linear.json").unlink()
     r = by_id(build_report(Profile.of(fx), with_figures=False))["C3"]
     row = next(x for x in r.rows if x.paper_setting)
     assert row.cells["weince_recipe"].est.n == 2
@@ -176,7 +178,8 @@ def test_missing_result_is_shown_as_missing_never_typed(fx):
 
 def test_all_results_of_an_arm_missing(fx):
     for s in fx["vision"]["seeds"]:
-        run_dir(Profile.of(fx), "cifar100", "resnet18", "weince_recipe", s).joinpath("linear.json").unlink()
+        run = run_dir(Profile.of(fx), "cifar100", "resnet18", "weince_recipe", s)
+        run.joinpath("linear.json").unlink()
     r = by_id(build_report(Profile.of(fx), with_figures=False))["C3"]
     assert r.verdict == NOT_RUN
     md = Path(fx["reports"], "fx", "table_c3.md").read_text()
@@ -251,8 +254,6 @@ def test_registry_schema_error_names_the_field(tmp_path):
 
 
 def test_workflow_schema_link_points_at_the_package_schema():
-    from weince.pipeline.claims import SCHEMA_PATH
-
     link = CLAIMS.parents[1] / "workflow" / "schemas" / "claims.schema.yaml"
     assert link.resolve() == SCHEMA_PATH.resolve()
 
@@ -283,8 +284,6 @@ def test_latex_escape():
 
 
 def test_cli_writes_the_report(fx, tmp_path):
-    from weince.cli import main
-
     cfg_file = tmp_path / "profile.yaml"
     cfg_file.write_text(yaml.safe_dump(fx))
     assert main(["report", "--config", str(cfg_file), "--profile", "fx", "--no-figures"]) == 0
@@ -321,18 +320,11 @@ def test_grid_point_names_round_trip():
 @pytest.mark.parametrize("df", [1, 2, 3, 4.7, 10, 29.3, 1000])
 def test_t_quantile_is_scipy_stats_t_ppf(df):
     """The report's t quantile (scipy.special, no scipy.stats import) is scipy.stats's."""
-    from scipy import stats
-
-    from weince.utils.summary import t_quantile
-
     for p in (0.9, 0.975, 0.995):
         assert t_quantile(p, df) == stats.t.ppf(p, df)
 
 
 def test_report_package_imports_without_scipy_stats():
-    import subprocess
-    import sys
-
     probe = "import sys, weince.report, weince.report.html; print('scipy.stats' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          check=True)

@@ -6,19 +6,23 @@ the reason it gives."""
 from __future__ import annotations
 
 import copy
+import importlib
 import re
 from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
+from weince.pipeline.profile import Profile
 from weince.report import load_claims
-from weince.utils.summary import diff_estimate, estimate
+from weince.report.glance import claim_notes
 from weince.report.tables import claim_lines, claim_markdown
 from weince.utils.verdict_words import SCALE_ONLY
-from weince.report.verdicts import (NOT_REPRODUCED, NOT_RUN, REPRODUCED, RULES, Setting,
+from weince.report.verdicts import (KINDS, NOT_REPRODUCED, REPRODUCED, RULES, Setting,
                                     evaluate_claim, partial_verdict, rule_text)
 from weince.utils import write_json
+from weince.utils.summary import diff_estimate, estimate
 
 REPO = Path(__file__).resolve().parents[2]
 CLAIMS = REPO / "config" / "claims.yaml"
@@ -207,10 +211,8 @@ def test_attribution_names_the_difference_that_carries_the_gain(tmp_path, topm_g
     assert {"weince_recipe - infonce_topm", "weince - infonce",
             "weince_recipe - infonce"} <= set(names)
     # the selection note: the paper's (registry) beside this profile's, from its grid
-    from weince.pipeline.profile import Profile
-    from weince.report.glance import claim_notes
-
-    cfg = {"profile": "t", "vision": {"arms": ["infonce", "weince_recipe", "weince", "infonce_topm"],
+    cfg = {"profile": "t",
+           "vision": {"arms": ["infonce", "weince_recipe", "weince", "infonce_topm"],
                        "grid": {"arms": ["weince_recipe"], "seeds": [7, 21],
                                 "margin": [0, 2, 6], "kappa_rho": [], "kappa_aic": []}}}
     res.notes = claim_notes(Profile.of(cfg), res.claim)
@@ -279,10 +281,6 @@ def test_every_kind_has_one_rule_in_the_table():
     """The schema's kinds, the rules in words and the table of rule functions are the same
     set, and every kind but norms and noise_floor (whole-claim evaluators) has its own rule
     function."""
-    import yaml
-
-    from weince.report.verdicts import KINDS
-
     schema = yaml.safe_load((REPO / "src/weince/pipeline/claims.schema.yaml").read_text())
     kinds = set(schema["$defs"]["claim"]["properties"]["kind"]["enum"])
     assert set(KINDS) == set(RULES) == kinds
@@ -296,10 +294,6 @@ def test_each_kind_lives_in_its_own_module_with_its_rule_in_words():
     """One module per kind (``weince.report.verdicts.<kind>``, N1-N3's in the norms room):
     its ``RULE`` is the registry's text and its rule function or evaluator is defined
     there, not in the shared core."""
-    import importlib
-
-    from weince.report.verdicts import KINDS
-
     for name, kind in KINDS.items():
         home = "weince.norms.rules" if name == "norms" else f"weince.report.verdicts.{name}"
         mod = importlib.import_module(home)
@@ -316,7 +310,6 @@ def test_an_unknown_kind_fails_naming_it():
 
 
 def test_registry_refuses_any_rows_for_the_diagnostics(tmp_path):
-    import yaml
     reg = yaml.safe_load(CLAIMS.read_text())
     c1 = next(c for c in reg["claims"] if c["id"] == "C1")
     c1["rows"] = "any"

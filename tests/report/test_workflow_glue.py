@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from weince.eval.special_case import special_case_check
 from weince.pipeline.grid import select_grid
+from weince.pipeline.profile import Profile
 from weince.pipeline.stages import apply_selection, grid_arms, pretrain_config, simcse_config
 from weince.utils import write_json
 from weince.utils.summary import summary
-from weince.pipeline.profile import Profile
 
 CFG = {
     "profile": "t", "device": "cpu", "threads": 1, "data_root": "data",
@@ -60,8 +61,6 @@ def test_simcse_config_sets_run_keys():
 
 
 def test_special_case_check_is_exact():
-    from weince.eval.special_case import special_case_check
-
     r = special_case_check([("simclr", 16, 8, 0.5), ("pairs", 24, 8, 0.1)])
     assert r["max_abs_diff"] < 1e-5
     assert r["max_abs_diff_float64"] < 1e-12

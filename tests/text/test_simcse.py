@@ -8,10 +8,12 @@ import math
 import pytest
 import torch
 
+from weince.cli import main
+from weince.data.text import generate_corpus, generate_sts_pairs
 from weince.eval.sts import encode
 from weince.models.text import load_text_encoder
-from weince.train.trainlog import read_jsonl
 from weince.train.simcse import SimCSEConfig, train_simcse
+from weince.train.trainlog import read_jsonl
 
 # a few steps of batch 8 on the synthetic data: seconds on one CPU thread
 TINY = dict(n_train=40, batch_size=8, max_length=16, n_sts=20, eval_every=2, log_every=1,
@@ -74,7 +76,7 @@ def test_resume_continues_from_checkpoint(tmp_path):
     with pytest.raises(ValueError, match="keys differ: lr"):
         train_simcse({**cfg, "lr": 1e-5}, out)
     seen = []
-    res = train_simcse(cfg, out, on_step=lambda s, l: seen.append(s))
+    res = train_simcse(cfg, out, on_step=lambda s, _loss: seen.append(s))
     assert seen == [3, 4]                       # continued, not restarted
     assert res["resumed_from_step"] == 2 and res["steps"] == 4
     # same trajectory as the uninterrupted run: log and weights
@@ -105,7 +107,6 @@ def test_config_errors(tmp_path):
 
 @pytest.mark.slow
 def test_simcse_cli(tmp_path, capsys):
-    from weince.cli import main
     cfg = tmp_path / "cfg.yaml"
     cfg.write_text("n_train: 16\nbatch_size: 8\nmax_length: 16\nn_sts: 20\n")
     assert main(["simcse", "--config", str(cfg), "--out", str(tmp_path / "run"),
@@ -118,7 +119,6 @@ def test_simcse_cli(tmp_path, capsys):
 @pytest.mark.slow
 def test_real_data_layout_path(tmp_path):
     """The paper path: a wiki1m-style text file and a SentEval STS-B root on disk."""
-    from weince.data.text import generate_corpus, generate_sts_pairs
     wiki = tmp_path / "wiki1m_for_simcse.txt"
     wiki.write_text("\n".join(generate_corpus(20, seed=9)) + "\n")
     root = tmp_path / "stsbenchmark"

@@ -9,6 +9,7 @@ import pytest
 import scipy.stats
 import torch
 
+from weince.cli import main
 from weince.data.text import STSPairs, generate_sts_pairs
 from weince.eval.sts import aggregate_sts, encode, evaluate_sts, pearson, run_sts, spearman
 from weince.models import text as mtext
@@ -93,7 +94,6 @@ def test_run_sts_writes_json_and_aggregates(tmp_path):
 
 
 def test_sts_cli(tmp_path, capsys):
-    from weince.cli import main
     out = tmp_path / "s.json"
     assert main(["sts", "--model", "minilm", "--data", "synthetic", "--out", str(out),
                  "--splits", "test", "--n-synthetic", "20"]) == 0

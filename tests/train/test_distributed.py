@@ -7,12 +7,15 @@ import socket
 
 import pytest
 import torch
+import torch._dynamo  # DDP imports it on construction: here, once, before any fork
 import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from weince.train.ddp import all_reduce_mean, gather_with_grad
+from weince.train.ddp import all_reduce_mean, cleanup_distributed, gather_with_grad
+from weince.train.simclr import pretrain
+from weince.train.trainlog import read_jsonl
 
 WORLD = 2
 N, D_IN, D = 8, 6, 4   # global batch of N images, two views each
@@ -98,7 +101,6 @@ def two_process_results(tmp_path_factory):
     """Both variants in one pair of processes (process start-up dominates the cost).
     Fork start: the workers need no re-import of torch and the test module."""
     out = tmp_path_factory.mktemp("ddp")
-    import torch._dynamo  # noqa: F401  (DDP imports it on construction: once, before the fork)
     mp.start_processes(_worker, args=(_free_port(), str(out), (True, False)), nprocs=WORLD,
                        join=True, start_method="fork")
     return {v: [torch.load(out / f"{int(v)}r{r}.pt") for r in range(WORLD)] for v in (True, False)}
@@ -139,15 +141,12 @@ def _pretrain_worker(rank, port, out_dir, stop_after):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
                       WORLD_SIZE=str(WORLD), LOCAL_RANK=str(rank))
     torch.set_num_threads(1)
-    from weince.train.simclr import pretrain
-
     cfg = dict(dataset="digits", max_train_images=64, batch_size=32, epochs=2,
                loss="weince_recipe", loss_kwargs={"top_m": 20}, progress=False, device="cpu",
                keep_checkpoint=True)   # the finished run's checkpoint is read below
     try:
         pretrain(cfg, out_dir, stop_after=stop_after)
     finally:
-        from weince.train.ddp import cleanup_distributed
         cleanup_distributed()
 
 
@@ -156,10 +155,6 @@ def _pretrain_worker(rank, port, out_dir, stop_after):
 def test_pretrain_on_two_processes_resumes(tmp_path):
     """The SimCLR loop under DDP (gloo, 2 ranks): killed after epoch 1 and resumed, it
     writes one log record per epoch and the encoder; rank 0 alone writes files."""
-    import torch._dynamo  # noqa: F401  (imported once before the fork, see above)
-
-    from weince.train.trainlog import read_jsonl
-
     for stop in (1, None):
         mp.start_processes(_pretrain_worker, args=(_free_port(), str(tmp_path), stop),
                            nprocs=WORLD, join=True, start_method="fork")

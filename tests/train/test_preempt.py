@@ -13,9 +13,12 @@ import pytest
 import torch
 import yaml
 
-from weince.train.trainlog import read_jsonl
+from weince.eval.sts import encode
+from weince.models.text import load_text_encoder
 from weince.train.preempt import PREEMPT_EXIT_CODE, Preempted, PreemptionGuard
 from weince.train.simclr import pretrain
+from weince.train.simcse import train_simcse
+from weince.train.trainlog import read_jsonl
 
 # 64 digits, batches of 16 -> 4 steps per epoch, 2 epochs
 TINY = dict(dataset="digits", max_train_images=64, batch_size=16, epochs=2,
@@ -40,7 +43,10 @@ def _assert_same_run(a: Path, b: Path):
     assert ea.keys() == eb.keys()
     for k in ea:
         assert torch.equal(ea[k], eb[k]), k
-    strip = lambda rs: [{k: v for k, v in r.items() if k not in _TIMING} for r in rs]
+
+    def strip(rs):
+        return [{k: v for k, v in r.items() if k not in _TIMING} for r in rs]
+
     la, lb = read_jsonl(a / "train_log.jsonl"), read_jsonl(b / "train_log.jsonl")
     assert strip(la) == strip(lb)
 
@@ -140,10 +146,6 @@ def test_cli_process_exits_143_soon_after_sigterm_and_resumes(tmp_path, uninterr
 
 @pytest.mark.slow
 def test_simcse_sigterm_between_evaluations_resumes_at_that_step(tmp_path):
-    from weince.eval.sts import encode
-    from weince.models.text import load_text_encoder
-    from weince.train.simcse import train_simcse
-
     cfg = dict(n_train=48, batch_size=8, max_length=16, n_sts=20, eval_every=4, log_every=1,
                eval_at_start=False, max_steps=6, eval_batch_size=64, loss="weince")
     full = train_simcse(cfg, tmp_path / "full")
@@ -157,7 +159,7 @@ def test_simcse_sigterm_between_evaluations_resumes_at_that_step(tmp_path):
         train_simcse(cfg, out, on_step=term_at_3)
     assert _load(out / "checkpoint.pt")["step"] == 3
     seen = []
-    res = train_simcse(cfg, out, on_step=lambda s, l: seen.append(s))
+    res = train_simcse(cfg, out, on_step=lambda s, _loss: seen.append(s))
     assert seen == [4, 5, 6] and res["resumed_from_step"] == 3
     la, lb = read_jsonl(tmp_path / "full" / "train_log.jsonl"), read_jsonl(out / "train_log.jsonl")
     assert [r["step"] for r in la] == [r["step"] for r in lb]
@@ -166,7 +168,10 @@ def test_simcse_sigterm_between_evaluations_resumes_at_that_step(tmp_path):
             if k in a:
                 assert b[k] == pytest.approx(a[k], rel=1e-5, abs=1e-6)
     probe = ["A man is playing a guitar.", "The cat chases a mouse."]
-    emb = lambda d: encode(*load_text_encoder(d), probe)
+
+    def emb(d):
+        return encode(*load_text_encoder(d), probe)
+
     torch.testing.assert_close(emb(out / "model"), emb(tmp_path / "full" / "model"),
                                atol=1e-5, rtol=1e-5)
     assert res["best_dev_spearman"] == pytest.approx(full["best_dev_spearman"], abs=1e-4)

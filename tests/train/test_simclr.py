@@ -7,8 +7,11 @@ import json
 import pytest
 import torch
 
+from weince.cli import main as weince_main
+from weince.eval.features import extract_features
+from weince.eval.linear import linear_probe
+from weince.train.simclr import LARS, SimCLRConfig, pretrain, resolve_config
 from weince.train.trainlog import read_jsonl
-from weince.train.simclr import SimCLRConfig, pretrain, resolve_config
 
 # tiny: 64 digits, batches of 32 -> 2 steps per epoch
 TINY = dict(dataset="digits", max_train_images=64, batch_size=32, epochs=2,
@@ -46,7 +49,10 @@ def test_kill_and_resume_equals_uninterrupted(tmp_path):
     # identical per-epoch logs apart from timings; one record per epoch, no duplicates
     la, lb = read_jsonl(full / "train_log.jsonl"), read_jsonl(part / "train_log.jsonl")
     assert [r["epoch"] for r in lb] == [1, 2]
-    strip = lambda rs: [{k: v for k, v in r.items() if k not in _TIMING} for r in rs]
+
+    def strip(rs):
+        return [{k: v for k, v in r.items() if k not in _TIMING} for r in rs]
+
     assert strip(la) == strip(lb)
     for key in ("loss", "lambda_mean", "lambda_q10", "lambda_q50", "lambda_q90", "rho0",
                 "daic_mean", "beta_t", "lr", "img_s"):
@@ -93,9 +99,6 @@ def test_two_epochs_on_digits_learn(tmp_path):
     Verified: the trained smallcnn gives ~68% probe accuracy (the protocol's probe: raw features,
     Adam 3e-4, 100 epochs), its random initialisation ~14%, chance 10%. Threshold 50%.
     """
-    from weince.eval.features import extract_features
-    from weince.eval.linear import linear_probe
-
     s = pretrain(dict(dataset="digits", epochs=2, loss="weince", progress=False), tmp_path)
     log = read_jsonl(tmp_path / "train_log.jsonl")
     assert log[1]["loss"] < log[0]["loss"]
@@ -109,8 +112,6 @@ def test_two_epochs_on_digits_learn(tmp_path):
 
 
 def test_pretrain_cli(tmp_path):
-    from weince.cli import main as weince_main
-
     cfg = tmp_path / "cfg.yaml"
     cfg.write_text("dataset: digits\nmax_train_images: 64\nbatch_size: 32\nlr: 1e-3\n"
                    "progress: false\nthreads: 1\n")
@@ -128,8 +129,6 @@ def test_pretrain_cli(tmp_path):
 
 
 def test_lars_step_matches_formula():
-    from weince.train.simclr import LARS
-
     w = torch.nn.Parameter(torch.tensor([3.0, 4.0]))        # ||w|| = 5
     b = torch.nn.Parameter(torch.tensor([1.0]))
     opt = LARS([{"params": [w]}, {"params": [b], "lars": False, "weight_decay": 0.0}],

@@ -25,8 +25,16 @@ import socket
 
 import pytest
 import torch
+import torch._dynamo  # DDP imports it on construction: here, once, before any fork
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from safetensors.torch import load_file
+
+from weince.eval.sts import encode
+from weince.models.text import load_text_encoder, minilm_path
+from weince.train.ddp import cleanup_distributed
+from weince.train.simcse import train_simcse
+from weince.train.trainlog import read_jsonl
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not dist.is_available(), reason="torch.distributed missing")]
@@ -56,9 +64,6 @@ def _worker(rank, world, port, jobs):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
                       WORLD_SIZE=str(world), LOCAL_RANK=str(rank))
     torch.set_num_threads(1)
-    from weince.train.ddp import cleanup_distributed
-    from weince.train.simcse import train_simcse
-
     def stop_at_3(step, loss):
         if step == 3:
             raise _Interrupt
@@ -74,7 +79,6 @@ def _worker(rank, world, port, jobs):
 
 
 def _launch(world, jobs):
-    import torch._dynamo  # noqa: F401  (DDP imports it on construction: once, before the fork)
     mp.start_processes(_worker, args=(world, _free_port(), jobs), nprocs=world, join=True,
                        start_method="fork")
 
@@ -83,8 +87,6 @@ def _launch(world, jobs):
 def runs(tmp_path_factory):
     """The multi-process runs first (forking after the parent has trained is avoided), then
     the single-process reference."""
-    from weince.train.simcse import train_simcse
-
     root = tmp_path_factory.mktemp("simcse_ddp")
     _launch(3, [(EXACT, str(root / "ddp3"), False)])
     _launch(2, [(RESUME, str(root / "full2"), False), (RESUME, str(root / "cut2"), True),
@@ -99,20 +101,16 @@ def runs(tmp_path_factory):
 
 
 def _log(folder):
-    from weince.train.trainlog import read_jsonl
     return read_jsonl(folder / "train_log.jsonl")
 
 
 def _weights(folder):
-    from safetensors.torch import load_file
     sd = load_file(str(folder / "model" / "model.safetensors"))
     mlp = torch.load(folder / "model" / "simcse_mlp.pt", weights_only=True)
     return {**sd, **{f"mlp.{k}": v for k, v in mlp.items()}}
 
 
 def _embed(folder):
-    from weince.eval.sts import encode
-    from weince.models.text import load_text_encoder
     model, tok = load_text_encoder(folder / "model")
     return encode(model, tok, PROBE)
 
@@ -161,9 +159,6 @@ def test_three_processes_equal_one_process_without_dropout(runs):
 
 
 def _weights_of_minilm():
-    from safetensors.torch import load_file
-
-    from weince.models.text import minilm_path
     return load_file(str(minilm_path() / "model.safetensors"))
 
 

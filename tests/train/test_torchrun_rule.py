@@ -35,7 +35,8 @@ def _pretrain(wf: Path, *extra: str) -> subprocess.CompletedProcess:
                            "--configfile", "config/smoke.yaml", *extra],
                           cwd=wf, capture_output=True, text=True, timeout=900, env=env)
     log = wf / "results/smoke/logs/pretrain/digits/smallcnn/infonce/seed7.log"
-    assert proc.returncode == 0, proc.stderr[-3000:] + (log.read_text()[-3000:] if log.exists() else "")
+    assert proc.returncode == 0, \
+        proc.stderr[-3000:] + (log.read_text()[-3000:] if log.exists() else "")
     return proc
 
 

@@ -19,6 +19,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import load_file
+
+from weince.models.text import minilm_path
+from weince.train.trainlog import read_jsonl
 
 BIN = Path(sys.executable).parent
 SNAKEMAKE = str(BIN / "snakemake") if (BIN / "snakemake").exists() else "snakemake"
@@ -41,13 +45,10 @@ def _simcse(wf: Path, *extra: str) -> None:
 
 
 def _weights(folder: Path) -> dict[str, torch.Tensor]:
-    from safetensors.torch import load_file
     return load_file(str(folder / "model" / "model.safetensors"))
 
 
 def test_gpu_2_simcse_rule_runs_torchrun_and_matches_one_process(tmp_path, copy_workflow):
-    from weince.train.trainlog import read_jsonl
-
     one = copy_workflow(tmp_path / "one", {"no_dropout.yaml": NO_DROPOUT})
     two = copy_workflow(tmp_path / "two", {"no_dropout.yaml": NO_DROPOUT})
     _simcse(one)
@@ -71,9 +72,6 @@ def test_gpu_2_simcse_rule_runs_torchrun_and_matches_one_process(tmp_path, copy_
             if k in a:
                 assert b[k] == pytest.approx(a[k], rel=1e-5, abs=1e-6), (k, a, b)
 
-    from safetensors.torch import load_file
-
-    from weince.models.text import minilm_path
     w1, w2 = _weights(one / RUN), _weights(two / RUN)
     w0 = load_file(str(minilm_path() / "model.safetensors"))
     keys = [k for k in w0 if k in w1]

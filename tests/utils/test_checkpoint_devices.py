@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 
+from weince.train.simclr import pretrain
 from weince.utils import checkpoint as C
 
 
@@ -114,8 +115,6 @@ def test_generator_state_of_another_device_kind_is_refused_clearly(tmp_path):
 def test_pretrain_refuses_a_checkpoint_of_another_device(tmp_path):
     """End to end: a CPU checkpoint whose recorded device is a GPU (as a GPU run would
     leave) stops the resumed CPU run with the clear error, before any state is touched."""
-    from weince.train.simclr import pretrain
-
     cfg = dict(dataset="digits", backbone="smallcnn", loss="infonce", epochs=2, batch_size=32,
                max_train_images=64, device="cpu", progress=False, threads=1)
     pretrain(cfg, tmp_path, stop_after=1)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass, field
-from typing import Literal, Optional
+from typing import Literal
 
 import pytest
 
@@ -25,7 +25,7 @@ class Cfg:
     amp: bool = True
     mode: Literal["adam", "lars"] = "adam"
     seeds: tuple[int, ...] = (0, 1)
-    limit: Optional[int] = None
+    limit: int | None = None
     kw: dict = field(default_factory=dict)
     inner: Inner = field(default_factory=Inner)
 

@@ -11,8 +11,16 @@ import pytest
 import torch
 import yaml
 
-from weince.utils.device import require_gpu, resolve_device
+from weince.data.augment import SimCLRAugment
+from weince.eval.features import embed_images
+from weince.eval.knn import knn_eval
+from weince.eval.linear import linear_probe
+from weince.evt.collect import _rng_context
+from weince.models import build_simclr_model
+from weince.pipeline.joblog import log_to
 from weince.pipeline.profile import Profile
+from weince.pipeline.stages import norms_config, pretrain_config, simcse_config
+from weince.utils.device import require_gpu, resolve_device
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,30 +37,21 @@ def _feats(n_train=60, n_test=20, d=8, classes=3):
 
 
 def test_linear_probe_takes_auto():
-    from weince.eval.linear import linear_probe
-
     r = linear_probe(_feats(), device="auto", epochs=2, batch_size=16)
     assert 0.0 <= r["test_acc"]["mean"] <= 100.0 and r["n_test"] == 20
 
 
 def test_linear_head_probe_takes_auto():
-    from weince.eval.linear import linear_probe
-
     r = linear_probe(_feats(), device="auto", epochs=2, batch_size=16, feature="head")
     assert r["feature"] == "head" and r["dim"] == 4
 
 
 def test_knn_takes_auto():
-    from weince.eval.knn import knn_eval
-
     r = knn_eval(_feats(), device="auto", k=5, recall_ks=(1, 5), split_seeds=(1, 2))
     assert r["acc@5"]["n"] == 2 and 0.0 <= r["acc@5"]["mean"] <= 100.0
 
 
 def test_embed_images_takes_auto():
-    from weince.eval.features import embed_images
-    from weince.models import build_simclr_model
-
     model = build_simclr_model("smallcnn", 16, 1, out_dim=8)
     imgs = torch.randint(0, 256, (5, 1, 16, 16), dtype=torch.uint8)
     h, z = embed_images(model, imgs, mean=(0.5,), std=(0.5,), image_size=16, device="auto")
@@ -60,9 +59,6 @@ def test_embed_images_takes_auto():
 
 
 def test_score_collection_rng_and_augment_take_auto():
-    from weince.data.augment import SimCLRAugment
-    from weince.evt.collect import _rng_context
-
     with _rng_context("auto"):
         pass
     u = SimCLRAugment.draw(3, device="auto")
@@ -86,10 +82,9 @@ def test_paper_profile_sets_every_device_to_auto():
 
 
 def test_stage_configs_of_the_paper_profile_carry_auto():
-    from weince.pipeline.stages import norms_config, pretrain_config, simcse_config
-
     cfg = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
-    assert pretrain_config(Profile.of(cfg), "cifar100", "resnet18", "infonce", 7)["device"] == "auto"
+    assert pretrain_config(Profile.of(cfg), "cifar100", "resnet18", "infonce",
+                           7)["device"] == "auto"
     assert simcse_config(Profile.of(cfg), "bert-base-uncased", "infonce", 7)["device"] == "auto"
     assert norms_config(Profile.of(cfg))["device"] == "auto"
     for name in ("pretrain", "simcse", "norms"):   # and each resolves on this machine
@@ -101,8 +96,6 @@ def test_a_job_given_a_gpu_that_sees_none_fails_at_once():
     require_gpu(0)                                  # no GPU asked: nothing to check
     with pytest.raises(RuntimeError, match="no CUDA device"):
         require_gpu(1, "the pretrain job")
-    from weince.pipeline.joblog import log_to
-
     class Res:
         gpu = 1
 

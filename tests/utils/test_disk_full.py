@@ -12,6 +12,12 @@ import numpy as np
 import pytest
 import torch
 
+from weince.evt.scorefile import save_scores
+from weince.models import build_simclr_model
+from weince.models.vision import save_encoder
+from weince.train.trainlog import JsonlLogger
+from weince.utils import write_json
+from weince.utils.checkpoint import save_checkpoint
 from weince.utils.diskspace import DiskFullError, atomic_write, is_disk_full, payload_bytes
 
 
@@ -39,8 +45,6 @@ def _check(err, path: Path, need: bool = True) -> None:
 
 
 def test_write_json_on_a_full_disk(tmp_path, monkeypatch):
-    from weince.utils import write_json
-
     monkeypatch.setattr(Path, "write_text", _full)
     p = tmp_path / "run" / "linear.json"
     with pytest.raises(DiskFullError) as err:
@@ -52,10 +56,6 @@ def test_write_json_on_a_full_disk(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("fault", [_full, _torch_full], ids=["ENOSPC", "torch enforce"])
 def test_checkpoint_encoder_and_features_on_a_full_disk(tmp_path, monkeypatch, fault):
-    from weince.models import build_simclr_model
-    from weince.models.vision import save_encoder
-    from weince.utils.checkpoint import save_checkpoint
-
     monkeypatch.setattr(torch, "save", fault)
     state = {"model": {"w": torch.zeros(1000)}, "epoch": 3}
     p = tmp_path / "checkpoint.pt"
@@ -74,9 +74,6 @@ def test_checkpoint_encoder_and_features_on_a_full_disk(tmp_path, monkeypatch, f
 
 
 def test_score_files_and_the_training_log_on_a_full_disk(tmp_path, monkeypatch):
-    from weince.evt.collect import save_scores
-    from weince.train.trainlog import JsonlLogger
-
     monkeypatch.setattr(np, "savez", _full)
     p = tmp_path / "scores.npz"
     with pytest.raises(DiskFullError) as err:

@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from weince.utils.runlock import (RunLockedError, held_locks, hold_run_lock, lock_path,
-                                  locks_output, run_lock)
+from weince.eval.features import extract_features
+from weince.train.simclr import pretrain
+from weince.train.simcse import train_simcse
+from weince.utils.runlock import RunLockedError, held_locks, lock_path, locks_output, run_lock
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -118,10 +120,6 @@ def test_hold_run_lock_keeps_the_lock_for_the_process(tmp_path):
 def test_training_and_features_refuse_a_folder_another_process_writes(tmp_path, holder):
     """The entry points lock before doing anything: the second pretraining of one run
     folder stops at once instead of training beside the first."""
-    from weince.eval.features import extract_features
-    from weince.train.simclr import pretrain
-    from weince.train.simcse import train_simcse
-
     p = holder(tmp_path, "train")
     for fn in (pretrain, train_simcse):
         with pytest.raises(RunLockedError, match=f"PID {p.pid}"):

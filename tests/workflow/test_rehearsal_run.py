@@ -21,6 +21,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
 from weince.data.synthetic_formats import write_synthetic_data
 from weince.utils.verdict_words import REHEARSAL
@@ -75,8 +76,6 @@ def test_every_rule_of_the_paper_dry_run_ran(rehearsal, job_counts, run_snakemak
 
 def test_every_loader_and_backbone_of_the_paper_profile_pretrained_and_extracted(rehearsal):
     wf, _ = rehearsal
-    import yaml
-
     paper = yaml.safe_load((wf / "config" / "paper.yaml").read_text())["vision"]
     ran = {("cifar100", "resnet18"), *LOADER_PAIRS}
     assert set(paper["datasets"]) == {d for d, _ in ran}
@@ -96,8 +95,6 @@ def test_the_forecast_gives_hours_per_claim_table(rehearsal):
     c3 = next(line for line in md.split("## This rehearsal")[1].splitlines()
               if line.startswith("| C3 |"))
     assert re.search(r"\| [\d,.]+ \|", c3), c3                 # a number, not 'not measured'
-    import yaml
-
     res = yaml.safe_load((wf / "reports" / "rehearsal" / "resources.yaml").read_text())
     assert set(res) == {"resources"} and res["resources"]["pretrain"]["runtime"] >= 1
 

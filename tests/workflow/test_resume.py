@@ -160,7 +160,7 @@ def test_smoke_kill_9_mid_pretraining_then_the_readme_commands_finish(smoke_kill
     check_kill_and_resume(*smoke_kill)
 
 
-# ----------------------------------------------------------------------------- slow checks of the run
+# ------------------------------------------------------------------------ slow checks of the run
 def test_smoke_wrong_schema_result_is_a_clear_error(smoke_resumed, run_snakemake):
     lin = smoke_resumed / "results/smoke/vision/digits/smallcnn/infonce/seed7/linear.json"
     saved = lin.read_text()

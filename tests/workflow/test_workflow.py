@@ -4,7 +4,6 @@ profile end to end (in a temporary copy, so the repository is never written to).
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -14,11 +13,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from weince.pipeline.ablations import ablation_plan
 from weince.pipeline.claims import load_claims, validate_with_defaults
+from weince.pipeline.profile import Profile
 from weince.report import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED
 from weince.report.glance import MAX_ROW_CHARS
 from weince.report.html import local_refs
-from weince.pipeline.profile import Profile
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -120,8 +120,6 @@ def test_dry_run_builds_the_dag(name, tmp_path, copy_workflow, job_counts, run_s
     final = pairs * len(v["arms"]) * len(v["seeds"]) - adopted
     grid = pairs * len(g["arms"]) * points * len(g["seeds"])
     # the ablation arms (the profile's ablations block) add the runs the main grid has not
-    from weince.pipeline.ablations import ablation_plan
-
     plan = ablation_plan(Profile.of(cfg))
     main = {(d, b, a, int(s)) for d in v["datasets"] for b in v["backbones"]
             for a in v["arms"] for s in v["seeds"]}

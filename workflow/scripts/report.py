@@ -14,7 +14,8 @@ with log_to(snakemake.log[0], resources=snakemake.resources,
     # each claim's forest plot as the claim tables drew it (a folder per claim, named by its id)
     drawn = {Path(d).name.upper(): Path(d) / f"forest_{Path(d).name}.png"
              for d in snakemake.input.forests}
-    records = build_summary(Profile.of(snakemake.config), out_dir=Path(snakemake.output.summary).parent,
+    records = build_summary(Profile.of(snakemake.config),
+                            out_dir=Path(snakemake.output.summary).parent,
                             forests=drawn)
     for r in records:
         print(f"{r.id}: {r.verdict} ({r.reason})")

@@ -26,7 +26,7 @@ import re
 import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, overload
 
 __all__ = ["BundleError", "DEFAULT_MAX_BYTES", "DEFAULT_MAX_MANIFEST_BYTES", "MAX_MEMBERS",
            "parse_size", "relpath", "inside", "scan", "Members", "check_manifest",
@@ -135,6 +135,10 @@ def scan(tar: tarfile.TarFile, max_members: int = MAX_MEMBERS) -> Members:
     return out
 
 
+@overload
+def _str(man: dict, key: str) -> str: ...
+@overload
+def _str(man: dict, key: str, required: bool) -> str | None: ...
 def _str(man: dict, key: str, required: bool = True) -> str | None:
     v = man.get(key)
     if v is None and not required:

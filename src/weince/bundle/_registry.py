@@ -14,6 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import weince
+
 __all__ = ["installed_registry", "registry_differences", "rule_differences"]
 
 SHOWN = 120   # characters of a value quoted in a difference
@@ -29,8 +31,6 @@ def installed_registry(claims: str | Path | None = None) -> Path:
             raise FileNotFoundError(f"--claims {p}: no such file; name the checkout's "
                                     f"config/claims.yaml")
         return p
-    import weince
-
     checkout = Path(weince.__file__).resolve().parents[2] / "config" / "claims.yaml"
     for p in (checkout, Path("config") / "claims.yaml"):
         if p.is_file():
@@ -94,8 +94,11 @@ def _where_they_differ(a: str, b: str, context: int = 40) -> tuple[str, str]:
     differ in a number: that is what the line must show)."""
     i = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
     start = max(0, i - context)
-    cut = (lambda t: ("..." if start else "") + t[start:start + 2 * context]
-           + ("..." if len(t) > start + 2 * context else ""))
+
+    def cut(t: str) -> str:
+        return (("..." if start else "") + t[start:start + 2 * context]
+                + ("..." if len(t) > start + 2 * context else ""))
+
     return cut(a), cut(b)
 
 

@@ -145,7 +145,7 @@ def environment() -> dict[str, Any]:
     package metadata: nothing is imported)."""
     pkgs = {}
     for dist in metadata.distributions():
-        name = dist.metadata.get("Name")
+        name = dist.metadata["Name"] if "Name" in dist.metadata else None
         if name:
             pkgs[name] = dist.version
     return {"python": platform.python_version(), "implementation": sys.implementation.name,
@@ -254,7 +254,7 @@ def make_bundle(profile: str, out: str | Path, *, reports: str | Path = "reports
     if cdir.is_dir():
         for f in sorted(cdir.glob("*.y*ml")):
             entries.append(Entry(f, f"{meta}/config/{f.name}", "config"))
-    created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    created = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     commit = git_commit()
     opts = {"with_models": with_models, "with_scores": with_scores, "created": created,
             "commit": commit[:12] + ("+dirty" if commit.endswith("+dirty") else "")}
@@ -273,6 +273,7 @@ def make_bundle(profile: str, out: str | Path, *, reports: str | Path = "reports
         if e.data is not None:
             digest, size, prov = hashlib.sha256(e.data).hexdigest(), len(e.data), None
         else:
+            assert e.src is not None   # an entry is a file on disk or bytes in memory
             digest, size, prov = sha256_file(e.src), e.src.stat().st_size, _provenance(e.src)
         files.append({"path": e.arc, "sha256": digest, "bytes": size, "role": e.role,
                       **({"provenance": prov} if prov else {})})
@@ -329,6 +330,7 @@ def _write_archive(out: Path, meta: str, man: bytes, sums: bytes, entries: list[
             if e.data is not None:
                 _add_bytes(tar, e.arc, e.data)
             else:
+                assert e.src is not None   # an entry is a file on disk or bytes in memory
                 tar.add(e.src, arcname=e.arc, recursive=False, filter=_anonymous)
     tmp.replace(out)
 

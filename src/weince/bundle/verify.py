@@ -31,6 +31,7 @@ matplotlib): nothing here imports torch.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import hashlib
 import json
 import os
@@ -39,20 +40,20 @@ import shutil
 import tarfile
 import tempfile
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import yaml
 
 from weince.bundle import _report
-from weince.pipeline.profile import Profile
-from weince.bundle._archive import (DEFAULT_MAX_BYTES, DEFAULT_MAX_MANIFEST_BYTES,
-                                    BundleError, check_manifest, extract_member, inside,
-                                    read_member, scan)
-from weince.bundle._registry import (installed_registry, registry_differences,
-                                     rule_differences)
+from weince.bundle._archive import (DEFAULT_MAX_BYTES, DEFAULT_MAX_MANIFEST_BYTES, BundleError,
+                                    check_manifest, extract_member, inside, read_member, scan)
+from weince.bundle._registry import installed_registry, registry_differences, rule_differences
 from weince.bundle.make import FORMAT
+from weince.pipeline.claims import load_claims
+from weince.pipeline.profile import Profile
 from weince.utils.provenance import git_commit
 
 __all__ = ["verify_bundle", "VerifyResult", "normalise", "table_cells", "BundleError"]
@@ -268,14 +269,18 @@ def _diff_table(old: str, new: str) -> list[str]:
 
 
 def _diff_lines(old: list[str], new: list[str]) -> list[str]:
-    import difflib
-
     return [("shipped: " if d[0] == "-" else "rebuilt: ") + d[1:].strip()
             for d in difflib.unified_diff(old, new, lineterm="", n=0)
             if d[:1] in "+-" and not d.startswith(("+++", "---")) and d[1:].strip()]
 
 
 _CLAIM_FILE_KEYS = ("id", "verdict", "reason", "rule", "arm_verdicts", "ours", "forest")
+
+
+def _dict_at(d: Any, key: str) -> dict[str, Any]:
+    """``d[key]`` when it is a dict, else an empty one (a claim file may lack it)."""
+    v = d.get(key) if isinstance(d, dict) else None
+    return v if isinstance(v, dict) else {}
 
 
 def _claim_file_diff(shipped: Path, rebuilt: Path) -> list[str]:
@@ -289,11 +294,11 @@ def _claim_file_diff(shipped: Path, rebuilt: Path) -> list[str]:
         return ["not a claim file"]
     out = [f"{k}: {a.get(k)!r} -> {b.get(k)!r}"[:300] for k in _CLAIM_FILE_KEYS
            if a.get(k) != b.get(k)]
-    ia, ib = (d.get("inputs") if isinstance(d.get("inputs"), dict) else {} for d in (a, b))
+    ia, ib = _dict_at(a, "inputs"), _dict_at(b, "inputs")
     if ia.get("registry") != ib.get("registry"):
         out.append("inputs.registry: computed from another registry entry than the installed "
                    "registry's")
-    fa, fb = (x.get("files") if isinstance(x.get("files"), dict) else {} for x in (ia, ib))
+    fa, fb = _dict_at(ia, "files"), _dict_at(ib, "files")
     out += [f"inputs.files {name}: {str(fa.get(name))[:12]} -> {str(fb.get(name))[:12]}"
             for name in sorted(fa.keys() | fb.keys()) if fa.get(name) != fb.get(name)]
     return out
@@ -529,12 +534,10 @@ def _registry(manifest: dict[str, Any], root: Path, installed: Path | None,
               res: VerifyResult) -> Path:
     """The registry the rebuild judges by (the installed one unless the archive's was asked
     for), and every difference of the archive's from the installed one."""
-    from weince.pipeline.claims import load_claims
-
     archive = root / manifest["claims"]
     try:
         theirs = load_claims(archive)
-    except Exception as err:  # a tampered registry can fail in any way
+    except Exception as err:  # noqa: BLE001 - a tampered registry can fail in any way
         if res.archive_registry:
             raise BundleError(f"the bundle's claims registry cannot be read: "
                               f"{type(err).__name__}: {_in_bundle(err, root)[:300]}") from None
@@ -549,6 +552,7 @@ def _registry(manifest: dict[str, Any], root: Path, installed: Path | None,
                         f"(--archive-registry): every verdict below is judged by it, not by "
                         f"the installed rules")
         return archive
+    assert installed is not None   # None only with --archive-registry (returned above)
     res.registry = f"the installed one ({installed})"
     return installed
 
@@ -591,7 +595,7 @@ def _rebuild(manifest: dict[str, Any], root: Path, tmp: Path, shipped: Path,
         with _cwd(root):
             prof = Profile.of(cfg)
             inputs = _report.report_inputs(prof, claims_path)
-    except Exception as err:  # a tampered registry or config can fail in any way
+    except Exception as err:  # noqa: BLE001 - a tampered registry or config can fail in any way
         raise BundleError(f"the bundle's claims registry or config cannot be read: "
                           f"{type(err).__name__}: {_in_bundle(err, root)[:300]}") from None
     outside = sorted(str(p) for p in inputs if not inside(root, p))
@@ -609,7 +613,7 @@ def _rebuild(manifest: dict[str, Any], root: Path, tmp: Path, shipped: Path,
     try:
         with _cwd(root):
             _report.rebuild(prof, claims_path, out, draw=bool(keep))
-    except Exception as err:  # a tampered file can break the report in any way
+    except Exception as err:  # noqa: BLE001 - a tampered file can break the report in any way
         raise BundleError(f"rebuilding the report failed: {type(err).__name__}: "
                           f"{_in_bundle(err, root)[:500]}") from None
     if keep:
@@ -654,9 +658,9 @@ def _compare(rebuilt: list[str], shipped: Path, out: Path, hash_free: bool,
         new_claims = json.loads((out / "claims.json").read_text())
         vo, vn = _verdicts(shipped_claims), _verdicts(new_claims)
         for cid in sorted(vo.keys() | vn.keys(), key=lambda c: (len(c), c)):
-            (a, aa), (b, bb) = vo.get(cid, ("absent", {})), vn.get(cid, ("absent", {}))
-            if a != b:
-                res.verdict_changes.append(f"{cid}: {a} -> {b}")
+            (was, aa), (now, bb) = vo.get(cid, ("absent", {})), vn.get(cid, ("absent", {}))
+            if was != now:
+                res.verdict_changes.append(f"{cid}: {was} -> {now}")
             for arm in sorted(aa.keys() | bb.keys()):
                 if aa.get(arm) != bb.get(arm):
                     res.verdict_changes.append(f"{cid} ({arm}): {aa.get(arm, 'absent')} "

@@ -21,8 +21,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import subprocess
 import sys
 from pathlib import Path
+
+from weince import __version__
+from weince.utils.provenance import git_commit
 
 # command name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -35,7 +39,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "eval": ("weince.cli.eval", "linear probe and k-NN / recall@k on cached features"),
     "simcse": ("weince.cli.simcse", "unsupervised SimCSE training"),
     "sts": ("weince.cli.sts", "STS evaluation (Spearman/Pearson) of a sentence encoder"),
-    "timing": ("weince.cli.timing", "overhead timing: WEINCE vs InfoNCE, loss alone and whole step"),
+    "timing": ("weince.cli.timing",
+               "overhead timing: WEINCE vs InfoNCE, loss alone and whole step"),
     "norms": ("weince.cli.norms", "embedding-norm dynamics analysis (N1-N3)"),
     "report": ("weince.cli.report", "claims registry -> Markdown/LaTeX tables with verdicts"),
     "bundle": ("weince.cli.bundle", "pack a profile's results and reports in a checkable archive"),
@@ -108,10 +113,6 @@ def _one_line(err: BaseException) -> str:
 def version_string() -> str:
     """``weince <version>``, plus ``(git <commit>)`` when this package is a file tracked in a git
     checkout (an editable install; an installed wheel has no commit to report)."""
-    import subprocess
-
-    from weince import __version__
-
     here = Path(__file__).resolve().parent
     text = f"weince {__version__}"
     try:
@@ -120,8 +121,6 @@ def version_string() -> str:
     except (OSError, subprocess.SubprocessError):
         tracked = False
     if tracked:
-        from weince.utils.provenance import git_commit
-
         commit = git_commit()
         if commit != "unknown":
             text += f" (git {commit})"
@@ -179,7 +178,7 @@ def _dispatch(argv: list[str], debug: bool, from_console: bool) -> int:
     except KeyboardInterrupt:
         print(f"weince {args.command}: interrupted", file=sys.stderr)
         return 130
-    except Exception as err:  # noqa: BLE001 - every error becomes one line on the console
+    except Exception as err:  # every error becomes one line on the console
         if missing_extra(err) is not None:
             raise                               # main() names the extra
         print(f"weince {args.command}: error: {_one_line(err)}", file=sys.stderr)

@@ -20,6 +20,11 @@ import argparse
 import sys
 
 import torch
+from tabulate import tabulate
+
+from weince.timing import TimingConfig, time_loss_alone
+from weince.utils import write_json
+from weince.utils.device import resolve_device
 
 __all__ = ["bench_losses", "add_arguments", "main", "noise_warnings", "MIN_STABLE_REPS",
            "MAX_CI_REL"]
@@ -38,9 +43,6 @@ def bench_losses(names=("infonce", "weince", "weince_recipe"), sizes=(512, 1024)
     """One row per size and loss: ``device, 2N, d, loss, median_ms, ratio`` (the median
     paired ratio to the first loss), ``ratio_ci`` (its bootstrap 95% interval),
     ``ratio_min``/``ratio_max`` (over the repetitions) and ``reps``."""
-    from weince.timing import TimingConfig, time_loss_alone
-    from weince.utils.device import resolve_device
-
     dev = resolve_device(device)
     cfg = TimingConfig(losses=list(names), sizes=list(sizes), dim=dim, loss_reps=reps,
                        warmup=warmup, device=str(dev), backbone="",
@@ -95,8 +97,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from tabulate import tabulate
-
     devices = args.device or (["cpu", "cuda"] if torch.cuda.is_available() else ["cpu"])
     rows = []
     for dev in devices:
@@ -114,8 +114,8 @@ def main(args: argparse.Namespace) -> int:
     for w in noise_warnings(rows, args.reps):
         print(w, file=sys.stderr)
     if args.out:
-        from weince.utils import write_json
-        opts = {k: v for k, v in vars(args).items() if not k.startswith("_")}  # not the dispatcher's
+        # the command's options, not the dispatcher's
+        opts = {k: v for k, v in vars(args).items() if not k.startswith("_")}
         write_json(args.out, {"rows": rows, "torch": torch.__version__,
                               "threads": torch.get_num_threads()}, cfg=opts)
     return 0

@@ -12,6 +12,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from weince.bundle.make import make_bundle
+from weince.bundle.verify import verify_bundle
+
 __all__ = ["add_arguments", "main"]
 
 
@@ -30,8 +33,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from weince.bundle.make import make_bundle
-
     try:
         man = make_bundle(args.profile, args.out, reports=args.reports,
                           with_models=args.with_models, with_scores=args.with_scores)
@@ -49,8 +50,6 @@ def main(args: argparse.Namespace) -> int:
               f"{man['absent'][0]}")
     if args.no_check:
         return 0
-    from weince.bundle.verify import verify_bundle
-
     res = verify_bundle(args.out)
     print(res.render())
     return 0 if res.ok else 1

@@ -36,7 +36,8 @@ def main(args: argparse.Namespace) -> int:
     print(f"WEINCE statistics: K = {sim.shape[1] - 2}, k = {st['k']}, n = {st['n']}, "
           f"rho0 = {float(st['rho0']):.4f}")
     print(f"  lambda mean {float(lam.mean()):.3f}, quantiles 10/50/90%: "
-          + ", ".join(f"{float(v):.3f}" for v in torch.quantile(lam, torch.tensor([0.1, 0.5, 0.9]))))
+          + ", ".join(f"{float(v):.3f}"
+                      for v in torch.quantile(lam, torch.tensor([0.1, 0.5, 0.9]))))
     same = torch.allclose(weince(sim, t, m, lam=0.0), info_nce(sim, t, m), rtol=1e-6)
     print(f"lambda = 0 equals InfoNCE: {same}")
     return 0 if same else 1

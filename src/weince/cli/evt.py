@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 
 from weince.evt.fits import STABILITY_QS, run_evt
+from weince.utils import read_json
 
 __all__ = ["add_arguments", "main"]
 
@@ -21,14 +22,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--qs", type=float, nargs="+", default=list(STABILITY_QS),
                    help="threshold-stability grid (default 0.95 0.975 0.99 0.995)")
     p.add_argument("--tau", type=float, default=None,
-                   help="the encoder's training temperature (default: the score file's meta, else 0.5)")
-    p.add_argument("--beta", type=float, default=1.0, help="shortfall exponent of the link family (default %(default)s)")
+                   help="the encoder's training temperature (default: the score file's meta, "
+                        "else 0.5)")
+    p.add_argument("--beta", type=float, default=1.0,
+                   help="shortfall exponent of the link family (default %(default)s)")
     p.add_argument("--n-boot", type=int, default=200,
                    help="bootstrap resamples for the intervals of xi: over exceedances (a check) "
-                        "and over batches (xi_ci_batch, what C1 reads); 0 = skip (default %(default)s)")
+                        "and over batches (xi_ci_batch, what C1 reads); 0 = skip "
+                        "(default %(default)s)")
     p.add_argument("--gof-boot", type=int, default=100,
-                   help="parametric bootstrap replicates for the Anderson-Darling p-value (0 = skip; "
-                        "default %(default)s)")
+                   help="parametric bootstrap replicates for the Anderson-Darling p-value "
+                        "(0 = skip; default %(default)s)")
     p.add_argument("--seed", type=int, default=0,
                    help="seed of the bootstrap resamples (default %(default)s)")
     p.add_argument("--no-figures", action="store_true", help="skip the figures")
@@ -38,8 +42,6 @@ def main(args: argparse.Namespace) -> int:
     written = run_evt(args.scores, args.out, q=args.q, qs=tuple(args.qs), tau=args.tau,
                       beta=args.beta, n_boot=args.n_boot, gof_boot=args.gof_boot,
                       seed=args.seed, figures=not args.no_figures)
-    from weince.utils import read_json
-
     pot = read_json(written["pot"])["fit"]
     print(f"POT: xi = {pot['xi']:.4f} [{pot['xi_ci'][0]:.4f}, {pot['xi_ci'][1]:.4f}], "
           f"sigma = {pot['sigma']:.4g}, u = {pot['threshold']:.4f}, n = {pot['n_exceed']}")

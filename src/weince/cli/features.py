@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 
+from weince.eval.features import extract_features
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--encoder", required=True, help="encoder.pt from `weince pretrain`")
@@ -16,15 +18,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-root", default=None, help="data folder (default: as trained)")
     parser.add_argument("--batch-size", type=int, default=512,
                         help="images per forward pass (default %(default)s)")
-    parser.add_argument("--device", default="auto", help="auto | cpu | cuda[:N] (default %(default)s)")
+    parser.add_argument("--device", default="auto",
+                        help="auto | cpu | cuda[:N] (default %(default)s)")
     parser.add_argument("--download", action="store_true",
                         help="no effect: loaders never download; fetch the data "
                         "first with weince fetch-data")
 
 
 def main(args: argparse.Namespace) -> int:
-    from weince.eval.features import extract_features
-
     feats = extract_features(args.encoder, args.out, dataset=args.dataset,
                              data_root=args.data_root, batch_size=args.batch_size,
                              device=args.device, download=args.download)

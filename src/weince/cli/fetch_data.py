@@ -22,6 +22,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from weince.data.fetch import fetch
+from weince.pipeline.preflight import data_items, fetch_command
+from weince.pipeline.profile import Profile
+from weince.utils.config import apply_overrides, deep_merge, parse_yaml
+
 __all__ = ["add_arguments", "main", "load_config"]
 
 BASE_CONFIG = "config/config.yaml"   # the Snakefile's `configfile:`, under every profile
@@ -43,8 +48,6 @@ def load_config(configfiles: list[str], overrides: list[str]) -> dict[str, Any]:
     """The workflow config of a profile as Snakemake builds it: ``config/config.yaml``, each
     of ``configfiles`` over it (mappings merged, other values replaced), then ``overrides``
     (``key.sub=value``, values parsed as YAML)."""
-    from weince.utils.config import apply_overrides, deep_merge, parse_yaml
-
     cfg: dict[str, Any] = {}
     for f in [BASE_CONFIG, *[c for c in configfiles if c != BASE_CONFIG]]:
         path = Path(f)
@@ -62,8 +65,6 @@ def _where(item) -> str:
 
 def _one(item, check: bool, fetch_cmd: str, say) -> bool:
     """Report one item, fetching it unless ``check``; True when it is on disk after."""
-    from weince.data.fetch import fetch
-
     gone = item.missing(fetch_cmd)
     if gone is None:
         say(f"{item.name}: present, not touched: {_where(item)}")
@@ -93,9 +94,6 @@ def main(args: argparse.Namespace) -> int:
         # the one place that may reach the Hugging Face hub: the container and offline
         # profiles set HF_HUB_OFFLINE=1, which huggingface_hub reads when first imported
         os.environ["HF_HUB_OFFLINE"] = "0"
-    from weince.pipeline.preflight import data_items, fetch_command
-    from weince.pipeline.profile import Profile
-
     prof = Profile.of(load_config(args.configfile, args.config))
     items = data_items(prof)
     cmd = fetch_command(prof)

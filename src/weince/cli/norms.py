@@ -41,7 +41,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="output folder (run) or Markdown file (report)")
     p.add_argument("--config", help="YAML file of NormsConfig keys, or a workflow profile "
                                     "config (its norms.analysis block)")
-    p.add_argument("--profile", default="", help="report: the profile named in the title (default: none)")
+    p.add_argument("--profile", default="",
+                   help="report: the profile named in the title (default: none)")
     p.add_argument("--set", dest="overrides", action="append", default=[],
                    metavar="KEY=VALUE",
                    help="override a config key (value parsed as YAML; repeatable; default: none)")

@@ -12,10 +12,11 @@ from __future__ import annotations
 import argparse
 import json
 
+from weince.train.simclr import SimCLRConfig, pretrain
+from weince.utils.config import add_config_arguments, config_from_args
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from weince.utils.config import add_config_arguments
-
     add_config_arguments(parser)
     parser.add_argument("--out", required=True, metavar="DIR",
                         help="output folder: encoder.pt, train.json, train_log.jsonl, "
@@ -23,9 +24,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from weince.utils.config import config_from_args
-    from weince.train.simclr import SimCLRConfig, pretrain
-
     cfg = config_from_args(SimCLRConfig, args)
     summary = pretrain(cfg, args.out)
     if summary:

@@ -11,9 +11,12 @@ Several ``--config`` files are merged left to right, as Snakemake merges its
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from weince.pipeline.profile import Profile
+from weince.report.build import build_report
 from weince.utils.config import apply_overrides, parse_yaml
 
 __all__ = ["add_arguments", "main", "load_profile_config"]
@@ -28,7 +31,8 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return base
 
 
-def load_profile_config(paths: list[str | Path], overrides: list[str] = ()) -> dict[str, Any]:
+def load_profile_config(paths: Sequence[str | Path],
+                        overrides: Sequence[str] = ()) -> dict[str, Any]:
     """Merge YAML config files (later wins) and ``key.sub=value`` overrides (YAML values)."""
     cfg: dict[str, Any] = {}
     for p in paths:
@@ -54,9 +58,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from weince.pipeline.profile import Profile
-    from weince.report.build import build_report
-
     cfg = load_profile_config(args.config, args.set)
     for key in ("profile", "claims", "results", "reports"):
         if getattr(args, key):

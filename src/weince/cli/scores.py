@@ -28,13 +28,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-root", default=None, help="data folder (default $WEINCE_DATA or ./data)")
     p.add_argument("--split", default="train", help="split to draw images from (default train)")
     p.add_argument("--out", required=True, help="output .npz")
-    p.add_argument("--batch-size", type=int, default=256, help="views per tail batch, K + 1 (default %(default)s)")
-    p.add_argument("--n-batches", type=int, default=64, help="tail batches pooled (default %(default)s)")
+    p.add_argument("--batch-size", type=int, default=256,
+                   help="views per tail batch, K + 1 (default %(default)s)")
+    p.add_argument("--n-batches", type=int, default=64,
+                   help="tail batches pooled (default %(default)s)")
     p.add_argument("--link-batches", type=int, default=40,
                    help="two-view batches for the link fit (0 = none; 40 x 512 rows by default)")
     p.add_argument("--link-batch-size", type=int, default=None,
                    help="images per two-view batch, N (2N views; default --batch-size)")
-    p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default %(default)s)")
+    p.add_argument("--device", default="auto",
+                   help="auto | cpu | cuda | cuda:N (default %(default)s)")
     p.add_argument("--seed", type=int, default=0,
                    help="seed of the image draws and augmentations (default %(default)s)")
     p.add_argument("--download", action="store_true",

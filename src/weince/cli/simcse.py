@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 
+from weince.train.simcse import SimCSEConfig, train_simcse
 from weince.utils.config import add_config_arguments, config_from_args
 
 
@@ -24,8 +25,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from weince.train.simcse import SimCSEConfig, train_simcse
-
     cfg = config_from_args(SimCSEConfig, args)
     result = train_simcse(cfg, args.out)
     keys = ("loss", "steps", "best_step", "best_dev_spearman", "dev_spearman_init",

@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from weince.eval.sts import run_sts
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, metavar="DIR_OR_NAME",
@@ -40,8 +42,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from weince.eval.sts import run_sts
-
     splits = [s.strip() for s in args.splits.split(",") if s.strip()]
     result = run_sts(args.model, args.data, args.out, splits=splits,
                      n_synthetic=args.n_synthetic, seed=args.seed, pooling=args.pooling,

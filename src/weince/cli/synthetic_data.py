@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from weince.data.synthetic_formats import write_synthetic_data
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--root", required=True,
@@ -16,8 +18,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from weince.data.synthetic_formats import write_synthetic_data
-
     root = write_synthetic_data(args.root, seed=args.seed, overwrite=args.overwrite)
     print(f"synthetic data in the real formats written under {root}; rehearse with\n"
           f"  snakemake --cores 2 --configfile config/paper.yaml config/rehearsal.yaml "

@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 from dataclasses import asdict
 
+from tabulate import tabulate
+
 from weince.timing import TimingConfig, loss_label, run_timing
 from weince.utils import write_json
 from weince.utils.config import load_config
@@ -20,8 +22,6 @@ __all__ = ["add_arguments", "main"]
 
 
 def _print(result: dict) -> None:
-    from tabulate import tabulate
-
     def lines(what, size, block):
         for mode, summ in (block.get("modes") or {block["mode"]: block["losses"]}).items():
             for name, s in summ.items():
@@ -36,7 +36,8 @@ def _print(result: dict) -> None:
         rows += lines("whole step", f"{st['backbone']} {st['batch']}", st)
     print(f"device {result['device']} ({result['device_name']}), threads {result['threads']}; "
           f"trainable parameters per loss: {result['trainable_parameters']}")
-    print(tabulate(rows, headers=["what", "size", "loss", "median ms", "ratio to infonce", "95% CI"],
+    print(tabulate(rows, headers=["what", "size", "loss", "median ms", "ratio to infonce",
+                                  "95% CI"],
                    floatfmt=".3f"))
     if st:
         base = next(iter(st["losses"]))

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 
 from weince.bundle import DEFAULT_MAX_BYTES, DEFAULT_MAX_MANIFEST_BYTES, parse_size
+from weince.bundle.verify import verify_bundle
 
 __all__ = ["add_arguments", "main"]
 
@@ -47,8 +48,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from weince.bundle.verify import verify_bundle
-
     res = verify_bundle(args.bundle, keep=args.keep, extract=getattr(args, "extract", None),
                         max_bytes=getattr(args, "max_bytes", DEFAULT_MAX_BYTES),
                         max_manifest_bytes=getattr(args, "max_manifest_bytes",

@@ -21,7 +21,8 @@ from typing import Any
 
 import yaml
 
-__all__ = ["COUNTS_FILE", "PROJ_DIMS", "BERT_GEOMETRIES", "TEXT_LENGTHS", "NAMED_SIZES", "VISION_MODELS",
+__all__ = ["COUNTS_FILE", "PROJ_DIMS", "BERT_GEOMETRIES", "TEXT_LENGTHS", "NAMED_SIZES",
+           "VISION_MODELS",
            "TEXT_MODELS", "vision_key", "text_key", "load_counts", "vision_counts",
            "text_counts", "dataset_spec", "text_geometry", "canonical_model", "model_kind"]
 
@@ -29,7 +30,7 @@ COUNTS_FILE = Path(__file__).with_name("flops.yaml")
 
 # BertConfig arguments of each text geometry (bert-base-uncased, bert-large-uncased and
 # sentence-transformers' all-MiniLM-L6-v2, the norms analysis' text encoder)
-BERT_GEOMETRIES: dict[str, dict[str, int]] = {
+BERT_GEOMETRIES: dict[str, dict[str, Any]] = {   # BertConfig's keyword arguments
     "bert-base": {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
                   "intermediate_size": 3072},
     "bert-large": {"hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 16,

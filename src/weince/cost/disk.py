@@ -24,8 +24,8 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from weince.cost.counts import dataset_spec, text_counts, text_geometry, vision_counts
 from weince.pipeline import layout
@@ -117,7 +117,9 @@ _TRUN = re.compile(r"/text/([^/]+)/([^/]+)/seed([0-9]+)/")
 def runs_of_jobs(jobs: Iterable) -> tuple[set[VisionRun], set[VisionRun], set[TextRun]]:
     """(trained, adopted, SimCSE) runs of a dry run's jobs (``weince.cost.plan.JobInfo``:
     a rule and its outputs): what a target's plan reaches."""
-    trained, adopted, text = set(), set(), set()
+    trained: set[VisionRun] = set()
+    adopted: set[VisionRun] = set()
+    text: set[TextRun] = set()
     for j in jobs:
         for out in j.output:
             m = _VRUN.search("/" + out)
@@ -191,7 +193,7 @@ def used_bytes(folder: str | os.PathLike) -> int:
     """Bytes of the files under ``folder`` (what a run already wrote there; links not
     followed, so a linked encoder counts once)."""
     total = 0
-    for root, _, files in os.walk(folder):
+    for root, _, files in os.walk(os.fspath(folder)):
         for f in files:
             p = os.path.join(root, f)
             if not os.path.islink(p):

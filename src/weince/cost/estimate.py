@@ -35,8 +35,9 @@ from __future__ import annotations
 import copy
 import math
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from weince.cost.counts import dataset_spec, text_counts, text_geometry, vision_counts
 from weince.cost.throughput import device, load_devices, step_time, thin_evidence
@@ -210,7 +211,7 @@ class CostSettings:
     eval: EvalWork
 
     @classmethod
-    def of(cls, prof: Profile) -> "CostSettings":
+    def of(cls, prof: Profile) -> CostSettings:
         """The cost block of ``prof`` (``prof.cost``)."""
         c = prof.cost
         e = c["eval"]
@@ -232,9 +233,11 @@ def cost_settings(prof: Profile) -> CostSettings:
 def gpu_set(prof: Profile | None, gpu: str | Iterable[str] | None = None) -> list[str]:
     """The GPU types a run may land on: ``gpu`` (a name, ``"a,b"`` or a list), else the
     profile's ``cost.gpu``; each checked against devices.yaml."""
-    if gpu is None and prof is None:
-        raise ValueError("gpu_set needs the GPU names or a profile whose cost.gpu names them")
-    g = gpu if gpu is not None else CostSettings.of(prof).gpu
+    if gpu is None:
+        if prof is None:
+            raise ValueError("gpu_set needs the GPU names or a profile whose cost.gpu names them")
+        gpu = CostSettings.of(prof).gpu
+    g = gpu
     names = [s.strip() for s in g.split(",")] if isinstance(g, str) else list(g)
     out = [str(n).lower() for n in names if str(n).strip()]
     if not out:

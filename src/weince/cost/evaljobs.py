@@ -32,7 +32,8 @@ cost.eval.overhead_min`` (the start-up of a job: imports, reading the encoder), 
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from weince.cost.counts import dataset_spec, text_counts, text_geometry, vision_counts
 from weince.cost.estimate import (STSB_DEV_SENTENCES, TEST_IMAGES, TRAIN_IMAGES,

@@ -17,8 +17,9 @@ batch; ``tests/cost/test_flops.py`` checks it).
 from __future__ import annotations
 
 import platform
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import torch
 import torchvision
@@ -70,8 +71,9 @@ def count_vision(model: str, image_size: int, channels: int = 3, head: str = "pr
     n = COUNT_BATCH
     with torch.device("meta"):
         if head.startswith("proj"):
-            full = build_simclr_model(model, image_size, channels, out_dim=int(head[4:]))
-            backbone, feat = full.backbone, None
+            simclr = build_simclr_model(model, image_size, channels, out_dim=int(head[4:]))
+            full: nn.Module = simclr
+            backbone, feat = simclr.backbone, simclr.head.dims()["in_dim"]
         elif head.startswith("classes"):
             backbone, cls, feat = _supervised(model, image_size, channels, int(head[7:]))
             full = nn.Sequential(backbone, cls)
@@ -87,8 +89,6 @@ def count_vision(model: str, image_size: int, channels: int = 3, head: str = "pr
         with torch.no_grad():
             backbone(x)
 
-    if feat is None:
-        feat = full.head.dims()["in_dim"]
     return {"model": model, "image_size": int(image_size), "channels": int(channels),
             "head": head, "train": _count(train) / n, "forward": _count(forward) / n,
             "feat_dim": int(feat), "params": sum(p.numel() for p in full.parameters())}

@@ -40,7 +40,7 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 
@@ -150,11 +150,11 @@ def _measurements(prof: Profile) -> tuple[list[dict[str, Any]], list[dict[str, A
                         "precision": precision_of(family_of_backbone(r.backbone),
                                                   bool(pre.get("amp")), bool(pre.get("tf32"))),
                         **d["step_timing"]})
-    for r in layout.text_runs(prof):
-        d = _load(r.dir(root, profile) / "train.json")
+    for t in layout.text_runs(prof):
+        d = _load(t.dir(root, profile) / "train.json")
         if d and (d.get("step_timing") or {}).get("step_s_median"):
             ident = d.get("model_identity") or {}
-            txt.append({"model": r.model, "arm": r.arm, "seed": r.seed, "loss": d.get("loss"),
+            txt.append({"model": t.model, "arm": t.arm, "seed": t.seed, "loss": d.get("loss"),
                         "batch": d.get("batch_size"), "named": ident.get("named_model"),
                         "precision": precision_of("bert", bool(sim.get("amp")),
                                                   bool(sim.get("tf32"))),
@@ -349,7 +349,8 @@ def _same_backbone(dataset: str, backbone: str, by_pair: dict[tuple, list[float]
     if same:
         d, t = max(same, key=lambda c: c[1])
         return t, f"{backbone} on {d} (same {want}px images)"
-    d, t = min(cands, key=lambda c: (abs(size(c[0]) - want), -c[1]))
+    # (every candidate has a size: cands keeps the sized data sets)
+    d, t = min(cands, key=lambda c: (abs(cast(int, size(c[0])) - want), -c[1]))
     pre = paper.vision.pretrain
     batch, proj = int(pre.get("batch_size", 256)), int(pre.get("proj_dim", 64))
 
@@ -377,8 +378,8 @@ def _claim_row(claim: dict[str, Any], runs: list[RunCost]) -> dict[str, Any]:
 
 
 def _total(fc: Forecast) -> tuple[float, int, int]:
-    known = [r for r in fc.runs if r.hours is not None]
-    return sum(r.hours for r in known), len(known), len(fc.runs)
+    hours = [r.hours for r in fc.runs if r.hours is not None]
+    return sum(hours), len(hours), len(fc.runs)
 
 
 def _h(x: float | None) -> str:
@@ -405,8 +406,8 @@ def resources_overlay(fc: Forecast) -> dict[str, Any]:
         if rule in longest and fc.cuda and not per_setting:
             spec["runtime"] = max(1, math.ceil(longest[rule] * fc.safety))
         elif rule in fc.benchmarks and rule != "default":
-            measured = math.ceil(fc.benchmarks[rule] / 60.0 * fc.safety)
-            spec["runtime"] = max(int(spec.get("runtime", 1)), measured, 1)
+            measured_min = math.ceil(fc.benchmarks[rule] / 60.0 * fc.safety)
+            spec["runtime"] = max(int(spec.get("runtime", 1)), measured_min, 1)
         if rule in fc.bench_rss:
             spec["mem_mb"] = max(int(spec.get("mem_mb", 1)),
                                  math.ceil(fc.bench_rss[rule] * fc.safety))
@@ -423,6 +424,8 @@ def resources_overlay(fc: Forecast) -> dict[str, Any]:
 def estimate_markdown(fc: Forecast) -> str:
     """The paper run's GPU-hours on ``fc.gpu`` from counted FLOPs, with the settings this
     rehearsal measured on a GPU in place of their estimate (weince.cost.estimate)."""
+    if fc.paper is None:
+        raise ValueError("the forecast has no paper profile to price (build_forecast sets it)")
     known = [dict(m) for m in CostSettings.of(fc.paper).measured]
     paper = with_overlay(fc.paper, {"cost": {"measured": known + fc.measured_entries()}})
     return claims_markdown(paper, fc.gpu, "config/paper.yaml")

@@ -7,7 +7,8 @@ docs/cost_claims.md are made from them by ``weince plan`` and ``weince cost``).
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from weince.cost.estimate import (CHEAPER_OPTIONS, CostSettings, assumptions, claim_rows,
                                   estimate, gpu_set, hours_range, job_runtime, with_overlay)
@@ -46,8 +47,8 @@ def claims_markdown(prof: Profile, gpu: str | Iterable[str] | None = None,
           "runs | SLURM runtime (min) x segments |",
           "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |"]
     counts: dict[str, int] = {}
-    for r in est.runs:
-        counts[r.setting.key] = counts.get(r.setting.key, 0) + 1
+    for run in est.runs:
+        counts[run.setting.key] = counts.get(run.setting.key, 0) + 1
     slurm = with_overlay(prof, {"cost": {"gpu": est.gpus}})
     requests = CostSettings.of(prof).enabled
     for key, s in est.settings.items():

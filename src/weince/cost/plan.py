@@ -37,6 +37,7 @@ import tempfile
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -155,7 +156,7 @@ def summarise(jobs: list[JobInfo]) -> list[dict]:
     """Per-rule rows (most GPU-hours first, then most jobs, then by name) and a total row,
     for SLURM jobs only: ``localrule`` jobs and jobs without outputs (aggregation targets
     such as ``all``) run on the submit host."""
-    rows: "OrderedDict[str, dict]" = OrderedDict()
+    rows: OrderedDict[str, dict] = OrderedDict()
     for j in jobs:
         if j.local or not j.output:
             continue
@@ -217,14 +218,14 @@ def submissions(jobs: list[JobInfo], settings: dict) -> list[dict]:
     slurm = [j for j in jobs if not j.local and j.output]
     producer = {f: i for i, j in enumerate(slurm) for f in j.output}
     patterns = settings.get("groups", {})
-    rows: "OrderedDict[str, dict]" = OrderedDict()
+    rows: OrderedDict[str, dict] = OrderedDict()
 
     def row(unit, how):
         return rows.setdefault(unit, {"unit": unit, "rules": set(), "jobs": 0, "before": 0,
                                       "after": 0, "how": how, "_seen": set(), "_waves": {}})
 
     limit = max(1, int(settings.get("array_limit", 1000)))
-    for i, j in enumerate(slurm):
+    for j in slurm:
         if j.group_job is not None:
             unit = f"group {patterns.get(j.rule, j.group)}"
             k = settings.get("group_components", {}).get(patterns.get(j.rule, j.group), 1)
@@ -242,7 +243,7 @@ def submissions(jobs: list[JobInfo], settings: dict) -> list[dict]:
         r["rules"].add(j.rule)
         r["jobs"] += 1
         r["before"] += 1
-    out = []
+    out: list[dict[str, Any]] = []
     for r in rows.values():
         r["after"] += sum(math.ceil(n / limit) for n in r["_waves"].values())
         out.append({k: (", ".join(sorted(v)) if k == "rules" else v)

@@ -115,6 +115,9 @@ def _measured_rate(m: dict[str, Any]) -> float:
     if "flops_total" in m:
         return float(m["flops_total"]) / float(m["seconds"]) / int(m.get("gpus", 1))
     size = m.get("image_size") or m.get("seq_len")
+    if size is None:
+        raise ValueError(f"measurement of {m.get('model')!r} gives neither image_size nor "
+                         f"seq_len: add the one its rate was measured at to devices.yaml")
     return float(m["per_second"]) * example_flops(m["model"], int(size))
 
 
@@ -274,7 +277,8 @@ def calibration_rows() -> list[dict[str, Any]]:
         if "flops_total" in m:
             measured, unit = _measured_rate(m) / 1e12, "TFLOP/s"
             lo, hi = (r / 1e12 for r in rate(m["gpu"], fam, m["precision"]))
-            what = f"{fam}, {m['precision'].upper()}, {m.get('gpus', 1)} GPU (counted by the source)"
+            what = (f"{fam}, {m['precision'].upper()}, {m.get('gpus', 1)} GPU "
+                    "(counted by the source)")
         else:
             size = m.get("image_size") or m.get("seq_len")
             p = price_step(m["model"], size, m.get("batch") or 1, m["precision"], m["gpu"])

@@ -42,12 +42,15 @@ from __future__ import annotations
 
 import inspect
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Sequence
+from typing import Any
 
 import torch
+from torchvision.transforms import v2
 
+from weince.data.vision import DATASETS
 from weince.utils.device import resolve_device
 
 __all__ = ["SimCLRAugment", "AugmentParams", "EvalTransform", "augment_config",
@@ -79,7 +82,7 @@ class AugmentParams:
     blur: torch.Tensor
     sigma: torch.Tensor
 
-    def to(self, device: torch.device | str) -> "AugmentParams":
+    def to(self, device: torch.device | str) -> AugmentParams:
         return AugmentParams(**{k: v.to(device) for k, v in self.__dict__.items()})
 
     def __getitem__(self, b: int) -> dict[str, Any]:
@@ -257,7 +260,7 @@ class SimCLRAugment:
         self.blur_kernel = max(3, int(0.1 * self.image_size) // 2 * 2 + 1)
         if (mean is None) != (std is None):
             raise ValueError("give both mean and std, or neither")
-        if mean is not None:
+        if mean is not None and std is not None:
             mean, std = tuple(float(m) for m in mean), tuple(float(s) for s in std)
             if len(mean) != channels or len(std) != channels or min(std) <= 0:
                 raise ValueError(f"mean/std need {channels} entries (std > 0), got {mean}, {std}")
@@ -278,7 +281,8 @@ class SimCLRAugment:
     # ------------------------------------------------------------------ sampling
     def sample_params(self, batch: int, height: int, width: int,
                       generator: torch.Generator | None = None,
-                      device: torch.device | str = "cpu", u: torch.Tensor | None = None) -> AugmentParams:
+                      device: torch.device | str = "cpu",
+                      u: torch.Tensor | None = None) -> AugmentParams:
         """Draw every image's parameters with one ``torch.rand`` call (on the generator's
         device if a generator is given, else on ``device``); ``u``: that draw, made
         beforehand by :meth:`draw` (a compiled training step takes it as an input)."""
@@ -286,7 +290,8 @@ class SimCLRAugment:
         if u is None:
             u = self.draw(batch, generator, device)
         dev = u.device
-        u_area, u_ratio, u_top, u_left = u[:, :a], u[:, a:2 * a], u[:, 2 * a:3 * a], u[:, 3 * a:4 * a]
+        u_area, u_ratio = u[:, :a], u[:, a:2 * a]
+        u_top, u_left = u[:, 2 * a:3 * a], u[:, 3 * a:4 * a]
         rest = u[:, 4 * a:]
         # --- random resized crop (torchvision's algorithm, vectorised over attempts)
         area = float(height * width)
@@ -427,7 +432,8 @@ class EvalTransform:
             raise ValueError("give both mean and std, or neither")
         self.mean = None if mean is None else tuple(float(m) for m in mean)
         self.std = None if std is None else tuple(float(s) for s in std)
-        if self.std is not None and (len(self.std) != len(self.mean) or min(self.std) <= 0):
+        if self.std is not None and self.mean is not None and (
+                len(self.std) != len(self.mean) or min(self.std) <= 0):
             raise ValueError(f"mean/std must have equal length and std > 0: {mean}, {std}")
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
@@ -451,8 +457,6 @@ _RGB_RECIPE = dict(crop_scale=(0.08, 1.0), flip=True, jitter=(0.8, 0.8, 0.8, 0.2
 def augment_config(name: str) -> dict[str, Any]:
     """The default :class:`SimCLRAugment` arguments for a registered data set (see the
     module docstring for the choices), including its image size, channels, mean and std."""
-    from weince.data.vision import DATASETS
-
     key = name.lower()
     if key not in DATASETS:
         raise ValueError(f"unknown data set {name!r}; valid names: {', '.join(DATASETS)}")
@@ -478,8 +482,6 @@ def build_augment(name: str, **overrides: Any) -> SimCLRAugment:
 def reference_transform(aug: SimCLRAugment):
     """The same recipe as torchvision ``transforms.v2`` ops, for one uint8 ``(C, H, W)``
     image at a time (the classic CPU ``DataLoader`` path; antialiased resize)."""
-    from torchvision.transforms import v2
-
     ops: list[Any] = [v2.RandomResizedCrop(aug.image_size, scale=aug.crop_scale,
                                            ratio=aug.crop_ratio, antialias=True)]
     if aug.flip:

@@ -131,8 +131,8 @@ class Item:
         if self.kind == "wiki1m":
             return missing_wiki1m(self.where)
         if self.kind == "stsb":
-            gone = [m for s in self.splits if (m := missing_stsb(self.where, s, sep=", "))]
-            return "; ".join(gone) or None
+            gaps = [m for s in self.splits if (m := missing_stsb(self.where, s, sep=", "))]
+            return "; ".join(gaps) or None
         return missing_model(self.name, self.where, self.location or None, self.source, fetch)
 
     def synthetic(self) -> bool:
@@ -157,8 +157,10 @@ def fetch_vision(name: str, root: str | os.PathLike) -> Path:
     returns the data set's folder. Every split of the set is then on disk."""
     if name not in DOWNLOADABLE:
         raise ValueError(f"{name} is not downloadable; downloadable: {', '.join(DOWNLOADABLE)}")
-    import torchvision.datasets
-    from torchvision.datasets import utils as tv_utils
+    # torch(vision) only when a data set is fetched: weince.pipeline.preflight reads this
+    # module (Item) and imports no torch
+    import torchvision.datasets  # noqa: PLC0415
+    from torchvision.datasets import utils as tv_utils  # noqa: PLC0415
 
     cls = getattr(torchvision.datasets, TORCHVISION_CLASS[name])
     root = Path(root).expanduser()
@@ -179,7 +181,9 @@ def fetch_model(name: str, folder: str | os.PathLike) -> Path:
     files ``from_pretrained`` reads: config, tokenizer, safetensors weights, else
     ``pytorch_model.bin``); returns the folder. ``huggingface_hub`` records the commit it
     fetched in ``folder/.cache/huggingface/``."""
-    import huggingface_hub
+    # huggingface_hub (the text extra) reads HF_HUB_OFFLINE when first imported: only here,
+    # after `weince fetch-data` has set it
+    import huggingface_hub  # noqa: PLC0415
 
     if huggingface_hub.constants.is_offline_mode():
         raise RuntimeError(f"{name}: HF_HUB_OFFLINE is set in this process (the container "

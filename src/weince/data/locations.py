@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from typing import Any
 
 __all__ = ["ON_DISK", "DOWNLOADABLE", "CIFAR", "STL_FILES", "IN32_TRAIN", "IN32_VAL", "ARCHIVES",
            "FETCH", "find_imagenet32", "missing_vision", "missing_files", "how_to_obtain",
            "MODELS_DIR", "MODEL_FILES", "MINILM_ALIASES", "MINILM_PACKAGE", "model_folder",
            "model_folder_gaps", "shipped_minilm", "fetchable_model", "missing_model"]
 
-CIFAR = {
+CIFAR: dict[str, dict[str, Any]] = {
     "cifar10": dict(folder="cifar-10-batches-py",
                     train=[f"data_batch_{i}" for i in range(1, 6)], test=["test_batch"],
                     meta="batches.meta", names_key="label_names", label_key="labels",

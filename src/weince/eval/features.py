@@ -20,12 +20,19 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import torch
 import torch.nn.functional as F
+from tqdm.auto import tqdm
 
+from weince.data.augment import EvalTransform
+from weince.data.vision import DATASETS, load_vision
+from weince.models import load_encoder
+from weince.utils import provenance
+from weince.utils.checkpoint import save_checkpoint
 from weince.utils.device import resolve_device
+from weince.utils.finite import check_finite
 from weince.utils.runlock import locks_output
 
 __all__ = ["extract_features", "embed_images"]
@@ -37,12 +44,6 @@ def embed_images(model: torch.nn.Module, images: torch.Tensor, *, mean, std,
                  amp: bool = False, progress: bool = False, desc: str = "features"
                  ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(h, z)`` float32 on the CPU for uint8 ``images`` ``(N, C, H, W)``, in batches."""
-    from tqdm.auto import tqdm
-
-    from weince.data.augment import EvalTransform
-
-    from weince.utils.device import resolve_device
-
     dev = resolve_device(device)
     tf = EvalTransform(mean, std)
     model = model.to(dev).eval()
@@ -63,9 +64,9 @@ def embed_images(model: torch.nn.Module, images: torch.Tensor, *, mean, std,
 
 @locks_output("out_path", parent=True)   # one writer per output file
 def extract_features(encoder_path: str | os.PathLike, out_path: str | os.PathLike | None,
-                     dataset: Optional[str] = None, data_root: Optional[str] = None,
+                     dataset: str | None = None, data_root: str | None = None,
                      batch_size: int = 512, device: str = "auto", *, download: bool = False,
-                     progress: Optional[bool] = None, max_images: Optional[int] = None
+                     progress: bool | None = None, max_images: int | None = None
                      ) -> dict[str, Any]:
     """Embed the train and test splits with a frozen encoder; save and return the dict.
 
@@ -82,9 +83,6 @@ def extract_features(encoder_path: str | os.PathLike, out_path: str | os.PathLik
     Returns:
         ``{"train": {"backbone", "head", "labels"}, "test": {...}, "meta": {...}}``.
     """
-    from weince.data.vision import DATASETS, load_vision
-    from weince.models import load_encoder
-
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     device = str(resolve_device(device))
@@ -109,14 +107,13 @@ def extract_features(encoder_path: str | os.PathLike, out_path: str | os.PathLik
         data = load_vision(name, root, split, download=download)
         if max_images is not None and int(max_images) < len(data):
             g = torch.Generator().manual_seed(0)
-            data = data.subset(torch.randperm(len(data), generator=g)[:int(max_images)].sort().values)
+            keep = torch.randperm(len(data), generator=g)[:int(max_images)].sort().values
+            data = data.subset(keep)
         h, z = embed_images(model, data.images, mean=mean, std=std,
                             image_size=int(cfg["image_size"]), batch_size=batch_size,
                             device=device, progress=progress, desc=f"features {split}",
                             amp=bool(cfg.get("amp", False)))  # the encoder's training precision
         out[split] = {"backbone": h, "head": z, "labels": data.labels.clone()}
-    from weince.utils.finite import check_finite
-
     check_finite(((f"{s}/{k}", out[s][k]) for s in out for k in ("backbone", "head")),
                  f"features of {encoder_path} (nothing written)",
                  "the encoder's finite weights still overflow on this data: re-run the "
@@ -131,12 +128,9 @@ def extract_features(encoder_path: str | os.PathLike, out_path: str | os.PathLik
         "backbone_dim": int(out["train"]["backbone"].shape[1]),
         "head_dim": int(out["train"]["head"].shape[1]),
     }
-    from weince.utils import provenance
     out["meta"]["provenance"] = provenance(
         {"encoder_cfg": cfg, "dataset": name, "batch_size": batch_size,
          "max_images": max_images}, cfg.get("seed"))
     if out_path is not None:
-        from weince.utils.checkpoint import save_checkpoint
-
         save_checkpoint(out_path, **out)  # atomic: temporary file, then rename
     return out

@@ -2,7 +2,8 @@
 
 Cosine similarity; the bank is the training part of a stratified 80/20 train/validation
 split of the training set, one split per split seed (official: seeds 1-5, ``knn_eval.py
---val-split-ratio 0.2``); the validation queries serve only the per-metric grid choice. For a query ``q`` with nearest bank items ``1..k`` (cosine
+--val-split-ratio 0.2``); the validation queries serve only the per-metric grid choice.
+For a query ``q`` with nearest bank items ``1..k`` (cosine
 ``s_1 >= ... >= s_k``):
 
 - ``acc@k``: weighted vote, weight ``exp((s_j - s_1) / T)`` (``T = 0.1``), the class with
@@ -23,7 +24,8 @@ Command line: ``weince eval knn --features features.pt --out knn.json``.
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F

@@ -24,23 +24,24 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
+from tqdm.auto import tqdm
 
 from weince.eval.config import LinearProbeConfig
 from weince.utils import write_json
-from weince.utils.checkpoint import torch_threads
+from weince.utils.checkpoint import load_torch_file, torch_threads
 from weince.utils.config import as_config, to_dict
-from weince.utils.runlock import locks_output
 from weince.utils.device import resolve_device
+from weince.utils.finite import check_finite
+from weince.utils.runlock import locks_output
+from weince.utils.summary import summary as summarize  # the one format
 
 __all__ = ["linear_probe", "stratified_split", "summarize", "load_features", "features_of"]
-
-
-from weince.utils.summary import summary as summarize  # noqa: E402  (the one format)
 
 
 def load_features(features: str | os.PathLike | dict) -> dict:
@@ -54,8 +55,6 @@ def load_features(features: str | os.PathLike | dict) -> dict:
         if not path.exists():
             raise FileNotFoundError(f"feature file {path} does not exist; make it with "
                                     f"`weince features --encoder ENCODER.pt --out {path}`")
-        from weince.utils.checkpoint import load_torch_file
-
         feats = load_torch_file(path, what="feature file", map_location="cpu",
                                 remake="re-run `weince features` (the workflow's features "
                                        "rule) that writes it")
@@ -64,8 +63,6 @@ def load_features(features: str | os.PathLike | dict) -> dict:
         if not isinstance(feats, dict) or split not in feats or "labels" not in feats[split]:
             raise ValueError(f"{source} lacks '{split}' with 'labels'; expected the file "
                              f"written by `weince features`")
-    from weince.utils.finite import check_finite
-
     check_finite(((f"{s}/{k}", v) for s in ("train", "test") for k, v in feats[s].items()),
                  source, "the encoder that made it diverged or is broken: re-run the pretrain "
                  "rule (lower lr), then the features rule")
@@ -261,7 +258,6 @@ def _probe(x_train, y_train, x_test, y_test, num_classes, *, feature, seeds, epo
     best_epoch = torch.zeros(S, dtype=torch.long)
     best_W, best_b = W.detach().clone(), b.detach().clone()
     ar = torch.arange(S, device=dev).unsqueeze(1)
-    from tqdm.auto import tqdm
     disable = (not os.environ.get("WEINCE_PROGRESS")) if progress is None else not progress
     for epoch in tqdm(range(1, epochs + 1), desc="linear probe", disable=disable):
         perm = torch.stack([torch.randperm(n_tr, generator=g) for g in gens]).to(dev)
@@ -297,7 +293,8 @@ def _probe(x_train, y_train, x_test, y_test, num_classes, *, feature, seeds, epo
         "n_train": int(n_tr), "n_val": int(Xva.shape[1]), "n_test": int(x_test.shape[0]),
         "num_classes": num_classes, "dim": int(D),
         "settings": {"epochs": epochs, "lr": lr, "batch_size": batch_size, "val_frac": val_frac,
-                     "split_seed": split_seed, "select": select, "weight_decay": weight_decay, "standardize": standardize, "seeds": seeds,
+                     "split_seed": split_seed, "select": select,
+                     "weight_decay": weight_decay, "standardize": standardize, "seeds": seeds,
                      "optimizer": "adam"},
     }
 

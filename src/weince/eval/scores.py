@@ -17,6 +17,13 @@ import os
 from pathlib import Path
 from typing import Any
 
+from weince.data.augment import build_augment
+from weince.data.vision import load_vision
+from weince.evt.collect import collect_link_batches, collect_scores
+from weince.evt.scorefile import save_scores, score_batch_ids
+from weince.models import load_encoder
+from weince.utils.device import resolve_device
+
 __all__ = ["collect_score_file"]
 
 
@@ -31,13 +38,6 @@ def collect_score_file(encoder, out, *, dataset: str | None = None, data_root=No
     ``build_augment(dataset, image_size=cfg["image_size"], **cfg["aug_kwargs"])``, as in
     training. Returns ``out``.
     """
-    from weince.data.augment import build_augment
-    from weince.data.vision import load_vision
-    from weince.evt.collect import (collect_link_batches, collect_scores, save_scores,
-                                    score_batch_ids)
-    from weince.models import load_encoder
-    from weince.utils.device import resolve_device
-
     device = str(resolve_device(device))
     model, cfg = load_encoder(encoder, map_location=device)
     cfg = dict(cfg or {})

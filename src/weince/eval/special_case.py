@@ -16,11 +16,13 @@ losses and gradients) and one record per case.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any, cast
 
 import torch
 
 from weince.losses import build_loss, info_nce, pair_similarities, weince
+from weince.losses._common import Layout
 
 __all__ = ["special_case_check", "DEFAULT_CASES"]
 
@@ -42,7 +44,7 @@ def special_case_check(cases: Sequence[Sequence[Any]] = DEFAULT_CASES, seed: int
                                               "infonce_topm")) -> dict[str, Any]:
     """Run the comparisons; returns the JSON-able result (see the module docstring)."""
     g = torch.Generator().manual_seed(seed)
-    records = []
+    records: list[dict[str, Any]] = []
     for layout, n, d, tau in cases:
         layout, n, d, tau = str(layout), int(n), int(d), float(tau)
         if layout not in ("simclr", "pairs"):
@@ -50,7 +52,7 @@ def special_case_check(cases: Sequence[Sequence[Any]] = DEFAULT_CASES, seed: int
         for dtype in (torch.float32, torch.float64):
             z1 = torch.randn(n, d, generator=g, dtype=dtype)
             z2 = z1 + 0.7 * torch.randn(n, d, generator=g, dtype=dtype)
-            sim, targets, mask = pair_similarities(z1, z2, layout)
+            sim, targets, mask = pair_similarities(z1, z2, cast(Layout, layout))
             s1 = sim.detach().clone().requires_grad_(True)
             s2 = sim.detach().clone().requires_grad_(True)
             l_ref = info_nce(s1, targets, mask, tau)

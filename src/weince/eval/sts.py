@@ -20,15 +20,19 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Literal, Sequence
+from typing import Any, Literal
 
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 
 from weince.data.text import STSPairs, load_sts
+from weince.models.text import SimCSEModel, load_text_encoder
 from weince.utils import read_json, write_json
 from weince.utils.device import resolve_device
+from weince.utils.summary import summary
 
 __all__ = ["POOLINGS", "encode", "spearman", "pearson", "evaluate_sts", "run_sts",
            "aggregate_sts"]
@@ -38,7 +42,6 @@ POOLINGS = ("cls", "mean")
 
 def _unwrap(model: Any) -> Any:
     """The ``transformers`` encoder inside a :class:`~weince.models.text.SimCSEModel`."""
-    from weince.models.text import SimCSEModel
     return model.encoder if isinstance(model, SimCSEModel) else model
 
 
@@ -78,7 +81,6 @@ def encode(model: Any, tokenizer: Any, sentences: Sequence[str],
     out = torch.empty(len(sentences), encoder.config.hidden_size)
     starts = range(0, len(order), batch_size)
     if progress:
-        from tqdm.auto import tqdm
         starts = tqdm(starts, desc="encode", unit="batch", leave=False)
     try:
         for start in starts:
@@ -142,7 +144,6 @@ def spearman(x: Iterable[float], y: Iterable[float]) -> float:
 
 def _load_model(model_or_dir: Any, tokenizer: Any, offline: bool):
     if isinstance(model_or_dir, (str, os.PathLike)):
-        from weince.models.text import load_text_encoder
         model, tok = load_text_encoder(model_or_dir, offline=offline)
         return model, (tokenizer or tok)
     if tokenizer is None:
@@ -198,7 +199,6 @@ def run_sts(model: str | os.PathLike, data: str | os.PathLike, out: str | os.Pat
     Returns:
         ``{"model", "data", "synthetic", "pooling", "dev": {...}, "test": {...}}``.
     """
-    from weince.models.text import load_text_encoder
     encoder, tok = load_text_encoder(model, offline=offline)
     device = str(resolve_device(device)) if device == "auto" else device
     if device:
@@ -213,8 +213,7 @@ def run_sts(model: str | os.PathLike, data: str | os.PathLike, out: str | os.Pat
         pairs = load_sts(data, split, n_synthetic=n_synthetic, seed=seed)
         r = evaluate_sts(encoder, pairs, tokenizer=tok, pooling=pooling, batch_size=batch_size,
                          max_length=max_length)
-        r["source"] = pairs.source
-        result[split] = r
+        result[split] = {**r, "source": pairs.source}
     if out is not None:
         cfg = {"model": str(model), "data": str(data), "n_synthetic": n_synthetic, "seed": seed,
                "pooling": pooling, "max_length": max_length, "splits": list(splits)}
@@ -226,8 +225,6 @@ def aggregate_sts(paths: Iterable[str | os.PathLike]) -> dict[str, Any]:
     """Summaries over several seeds' ``sts.json``: for each split and metric,
     ``{"mean", "std", "n", "values"}`` (``weince.utils.summary.summary``: sample std,
     None for one value); ``synthetic`` is True if any input was synthetic."""
-    from weince.utils.summary import summary
-
     paths = list(paths)
     files = [read_json(Path(p)) for p in paths]
     if not files:

@@ -10,7 +10,8 @@ numpy/scipy only, importable without torch.
   Monte-Carlo MSE of the Weibit and restricted-softmax estimators of a top-vs-reference
   log-odds, with the analytic ``c / n`` line and the softmax's squared-bias floor
   (:func:`noise_floor_theory`).
-- :mod:`weince.evt.collect` — score collection from a frozen encoder (needs torch).
+- :mod:`weince.evt.collect` — score collection from a frozen encoder (needs torch);
+  :mod:`weince.evt.scorefile` — the score file it writes and the fits read (numpy).
 - :mod:`weince.evt.plots` — figures; :mod:`weince.evt.fits` — the fits of a score file
   written as ``pot.json`` / ``link.json``; ``weince evt`` (:mod:`weince.cli.evt`) runs both.
 """

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 import numpy as np
 
 __all__ = ["RANGE_TOL", "as_numpy", "check_similarities", "check_scores", "progress"]
@@ -73,11 +76,8 @@ def check_scores(scores, *, check_range: bool = True) -> np.ndarray:
 def progress(iterable, *, desc: str, total: int | None = None):
     """A tqdm progress bar, shown when stderr is a terminal or ``WEINCE_PROGRESS=1``; the
     plain iterable when tqdm is not installed (the lean install has no tqdm)."""
-    import os
-    import sys
-
     try:
-        from tqdm.auto import tqdm
+        from tqdm.auto import tqdm  # noqa: PLC0415 - the workflow extra's; the core has none
     except ImportError:
         return iterable
     show = os.environ.get("WEINCE_PROGRESS") == "1" or sys.stderr.isatty()

@@ -14,34 +14,32 @@ the positive of row ``i`` at column ``(i + N) mod 2N``. Batches are stacked row-
 
 Contracts: ``images`` is a uint8 tensor ``(N, C, H, W)`` (``weince.data.vision.ImageSet``);
 ``augment(uint8 batch (B, C, H, W)) -> float tensor`` (``weince.data.augment.SimCLRAugment``);
-``embed_fn(float batch) -> (B, d)`` projection embeddings (normalised here). torch is
-imported inside the functions, so ``weince.evt`` stays importable without it.
+``embed_fn(float batch) -> (B, d)`` projection embeddings (normalised here). This module
+needs torch; the score file it is saved in (:mod:`weince.evt.scorefile`) and the fits that
+read it (the rest of ``weince.evt``) do not.
 
 Example::
+
+    from weince.evt.scorefile import save_scores, score_batch_ids
 
     model, cfg = weince.models.load_encoder("encoder.pt")
     scores = collect_scores(lambda x: model(x)[1], ds.images, augment)
     link = collect_link_batches(lambda x: model(x)[1], ds.images, augment)
     save_scores("scores.npz", scores, link, batch=score_batch_ids(64, 256))
-
-The batch ids let the tail fit resample whole batches (``weince.evt.gpd``): the scores of
-one batch share its images, so they are not independent draws.
 """
 
 from __future__ import annotations
 
-import json
 import warnings
-import zipfile
-from pathlib import Path
-from typing import Any, Callable
+from collections.abc import Callable
 
 import numpy as np
+import torch
 
 from weince.evt._checks import progress
+from weince.utils.device import resolve_device
 
-__all__ = ["collect_scores", "collect_link_batches", "save_scores", "load_scores",
-           "score_batch_ids"]
+__all__ = ["collect_scores", "collect_link_batches"]
 
 
 def _batch_size(batch_size: int, n_images: int, what: str) -> int:
@@ -57,8 +55,6 @@ def _batch_size(batch_size: int, n_images: int, what: str) -> int:
 
 
 def _check_images(images) -> None:
-    import torch
-
     if not isinstance(images, torch.Tensor) or images.dtype != torch.uint8 or images.dim() != 4:
         raise ValueError("images must be a uint8 torch tensor (N, C, H, W), got "
                          f"{type(images).__name__} {getattr(images, 'dtype', '')} "
@@ -66,8 +62,6 @@ def _check_images(images) -> None:
 
 
 def _embed(embed_fn, augment, images, idx, device):
-    import torch
-
     x = augment(images[idx].to(device))
     z = embed_fn(x)
     if isinstance(z, (tuple, list)):
@@ -84,10 +78,6 @@ def _embed(embed_fn, augment, images, idx, device):
 
 
 def _rng_context(device):
-    import torch
-
-    from weince.utils.device import resolve_device
-
     dev = resolve_device(device)
     # fork the CPU RNG (and the CUDA one of the device used) so seeding here leaves the
     # caller's RNG state untouched
@@ -112,8 +102,6 @@ def collect_scores(embed_fn: Callable, images, augment: Callable, *, batch_size:
     Returns:
         float32 ``(n_batches * B * (B - 1) / 2,)`` similarities of pairs of different images.
     """
-    import torch
-
     _check_images(images)
     if n_batches < 1:
         raise ValueError(f"n_batches must be >= 1, got {n_batches}")
@@ -132,7 +120,8 @@ def collect_scores(embed_fn: Callable, images, augment: Callable, *, batch_size:
 
 
 def collect_link_batches(embed_fn: Callable, images, augment: Callable, *, batch_size: int = 256,
-                         n_batches: int = 40, device: str = "cpu", seed: int = 0) -> dict[str, np.ndarray]:
+                         n_batches: int = 40, device: str = "cpu",
+                         seed: int = 0) -> dict[str, np.ndarray]:
     """Two-view SimCLR batches for the link-selection fit.
 
     Each batch takes ``N = batch_size`` distinct images, two independent augmented views
@@ -143,8 +132,6 @@ def collect_link_batches(embed_fn: Callable, images, augment: Callable, *, batch
         ``{"sim": float32 (n_batches * 2N, 2N), "targets": int64 (n_batches * 2N,),
         "mask": bool (n_batches * 2N, 2N)}``.
     """
-    import torch
-
     _check_images(images)
     if n_batches < 1:
         raise ValueError(f"n_batches must be >= 1, got {n_batches}")
@@ -163,77 +150,3 @@ def collect_link_batches(embed_fn: Callable, images, augment: Callable, *, batch
     targets = np.tile((i + N) % (2 * N), n_batches).astype(np.int64)
     mask = np.tile(~np.eye(2 * N, dtype=bool), (n_batches, 1))
     return {"sim": sims, "targets": targets, "mask": mask}
-
-
-def score_batch_ids(n_batches: int, batch_size: int) -> np.ndarray:
-    """The batch each score of :func:`collect_scores` came from (its scores are laid out
-    batch after batch, ``batch_size * (batch_size - 1) / 2`` per batch)."""
-    per = batch_size * (batch_size - 1) // 2
-    dtype = np.uint8 if n_batches <= 256 else np.uint16 if n_batches <= 65536 else np.int64
-    return np.repeat(np.arange(n_batches, dtype=dtype), per)
-
-
-def save_scores(path, scores, link: dict[str, Any] | None = None,
-                meta: dict[str, Any] | None = None, batch=None) -> Path:
-    """Write ``scores`` (and optionally the link batches ``sim, targets, mask``, a JSON
-    ``meta`` dict, e.g. the encoder's ``tau``, and ``batch``, the batch id of each score,
-    which the tail fit's batch bootstrap needs) to an ``.npz`` file, atomically."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    arrays: dict[str, np.ndarray] = {"scores": np.asarray(scores, dtype=np.float32).reshape(-1)}
-    if batch is not None:
-        b = np.asarray(batch).reshape(-1)
-        if b.shape != arrays["scores"].shape or not np.issubdtype(b.dtype, np.integer):
-            raise ValueError(f"batch must hold one integer batch id per score "
-                             f"({arrays['scores'].size}), got {b.dtype} {b.shape}")
-        arrays["batch"] = b
-    if link is not None:
-        missing = {"sim", "targets"} - set(link)
-        if missing:
-            raise ValueError(f"link needs keys sim, targets (and optionally mask); missing {sorted(missing)}")
-        arrays["sim"] = np.asarray(link["sim"], dtype=np.float32)
-        arrays["targets"] = np.asarray(link["targets"], dtype=np.int64)
-        if link.get("mask") is not None:
-            arrays["mask"] = np.asarray(link["mask"], dtype=bool)
-    if meta is not None:
-        arrays["meta"] = np.array(json.dumps(meta, default=str))
-    from weince.utils.diskspace import atomic_write, payload_bytes
-
-    def write(tmp):
-        with open(tmp, "wb") as fh:
-            np.savez(fh, **arrays)
-    return atomic_write(path, write, need=payload_bytes(arrays))
-
-
-def load_scores(path) -> dict[str, Any]:
-    """Read a file written by :func:`save_scores`: ``{"scores", ["batch"], ["sim",
-    "targets", "mask"], "meta": dict}``.
-
-    Files written before batch ids were stored have no ``batch`` array; when their
-    ``meta`` records ``n_batches`` and ``batch_size`` and the score count matches that
-    layout, ``batch`` is rebuilt from it (``meta["batch_ids"] = "rebuilt from meta"``)."""
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"score file {path} does not exist; make it with `weince "
-                                "collect-scores --encoder ENCODER.pt --dataset NAME --data-root "
-                                f"DIR --out {path}` (or its workflow rule)")
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile):
-        # never numpy's advice to allow pickles: a score file holds plain arrays only
-        raise ValueError(f"{path}: not a readable score file (truncated or corrupt); delete it "
-                         f"and re-run the collect_scores rule (`weince collect-scores`) that "
-                         f"writes it") from None
-    if "scores" not in arrays:
-        raise ValueError(f"{path} has no 'scores' array (found {sorted(arrays)}); it was not "
-                         "written by weince.evt.collect.save_scores")
-    out: dict[str, Any] = {k: v for k, v in arrays.items() if k != "meta"}
-    out["meta"] = json.loads(str(arrays["meta"])) if "meta" in arrays else {}
-    if "batch" not in out:
-        nb, bs = out["meta"].get("n_batches"), out["meta"].get("batch_size")
-        if isinstance(nb, int) and isinstance(bs, int) and \
-                nb * (bs * (bs - 1) // 2) == out["scores"].size:
-            out["batch"] = score_batch_ids(nb, bs)
-            out["meta"]["batch_ids"] = "rebuilt from meta"
-    return out

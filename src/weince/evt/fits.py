@@ -13,8 +13,14 @@ from __future__ import annotations
 
 import sys
 import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+from weince.evt import plots
+from weince.evt.gpd import fit_gpd_pot, mean_excess, threshold_stability
+from weince.evt.link import fit_link_selection, simclr_pair_ids
+from weince.evt.scorefile import load_scores
 from weince.utils import write_json
 
 __all__ = ["run_evt", "run_pot", "run_link", "STABILITY_QS", "PAPER"]
@@ -30,9 +36,6 @@ def run_pot(scores_path, out_json, *, q: float = 0.99, qs=STABILITY_QS, n_boot: 
     ``scores_path``: writes ``out_json`` and,
     with ``figures``, ``figures/gpd_density``, ``gpd_qq``, ``xi_threshold``, ``mean_excess``
     (PNG and PDF) next to it. Returns the written paths by name."""
-    from weince.evt.collect import load_scores
-    from weince.evt.gpd import fit_gpd_pot, mean_excess, threshold_stability
-
     out_json = Path(out_json)
     data = load_scores(scores_path)
     meta = data.get("meta", {})
@@ -54,14 +57,13 @@ def run_pot(scores_path, out_json, *, q: float = 0.99, qs=STABILITY_QS, n_boot: 
         "paper": {"xi": PAPER["xi"]}, "n_scores": int(data["scores"].size),
         "warnings": _report(caught), "meta": meta}, cfg=cfg, seed=seed)}
     if figures:
-        from weince.evt import plots
-
         fig_dir = out_json.parent / "figures"
         setting = plots.setting_label(meta)
-        for name, fn, arg in [("gpd_density", plots.plot_exceedance_density, pot),
-                              ("gpd_qq", plots.plot_qq, pot),
-                              ("xi_threshold", plots.plot_threshold_stability, stab),
-                              ("mean_excess", plots.plot_mean_excess, me)]:
+        drawn: list[tuple[str, Callable[..., list[Path]], Any]] = [
+            ("gpd_density", plots.plot_exceedance_density, pot), ("gpd_qq", plots.plot_qq, pot),
+            ("xi_threshold", plots.plot_threshold_stability, stab),
+            ("mean_excess", plots.plot_mean_excess, me)]
+        for name, fn, arg in drawn:
             png, pdf = fn(arg, fig_dir / name, setting=setting)
             written[f"figures/{name}.png"], written[f"figures/{name}.pdf"] = png, pdf
     return written
@@ -74,9 +76,6 @@ def run_link(scores_path, out_json, *, tau: float | None = None, beta: float = 1
     ``out_json`` and ``figures/lambda_profile`` next to it. ``tau`` defaults to the score
     file's ``meta["tau"]`` (the encoder's training temperature), else 0.5. Without link
     batches in the file, ``out_json`` records ``status: not_run`` and the reason."""
-    from weince.evt.collect import load_scores
-    from weince.evt.link import fit_link_selection, simclr_pair_ids
-
     out_json = Path(out_json)
     data = load_scores(scores_path)
     meta = data.get("meta", {})
@@ -97,9 +96,8 @@ def run_link(scores_path, out_json, *, tau: float | None = None, beta: float = 1
             "status": "fitted", "fit": link.to_dict(), "warnings": _report(caught),
             "paper": {"lambda": PAPER["lambda"]}, "meta": meta}, cfg=cfg, seed=seed)
         if figures:
-            from weince.evt import plots
-
-            png, pdf = plots.plot_lambda_profile(link, out_json.parent / "figures" / "lambda_profile",
+            png, pdf = plots.plot_lambda_profile(link,
+                                                 out_json.parent / "figures" / "lambda_profile",
                                                  setting=plots.setting_label(meta))
             written["figures/lambda_profile.png"], written["figures/lambda_profile.pdf"] = png, pdf
     else:

@@ -26,7 +26,7 @@ Likelihood details:
 Dependence. Pooled scores are not independent: each image of a batch of ``K + 1`` enters
 ``K`` pairs, so exceedances cluster by image and by batch, and the profile interval (which
 treats exceedances as i.i.d.) is too narrow. Given ``groups`` (the batch each score came
-from; :func:`weince.evt.collect.load_scores` returns them as ``batch``),
+from; :func:`weince.evt.scorefile.load_scores` returns them as ``batch``),
 :func:`fit_gpd_pot` adds a *batch bootstrap*: resample whole batches with replacement,
 re-threshold the pooled resample at its own ``q`` quantile, refit, and take
 ``xi_hat +- t_{G-1} sd`` of the refits (``xi_ci_batch``, ``G`` batches); the batches
@@ -44,8 +44,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 from scipy import optimize, stats
@@ -189,7 +190,8 @@ def _mle(y: np.ndarray, bracket: tuple[float, float] | None = None) -> tuple[flo
     return xi, _sigma_hat(y, xi, ymax, ymean), ll
 
 
-def _profile_ci(y: np.ndarray, xi_hat: float, ll_hat: float, level: float) -> tuple[tuple[float, float], list[str]]:
+def _profile_ci(y: np.ndarray, xi_hat: float, ll_hat: float,
+                level: float) -> tuple[tuple[float, float], list[str]]:
     crit = 0.5 * float(stats.chi2.ppf(level, 1))
     notes: list[str] = []
 
@@ -226,7 +228,8 @@ def _ad_stat(y_sorted: np.ndarray, xi: float, sigma: float) -> float:
     return float(-n - np.sum((2 * i - 1) * (np.log(u) + np.log1p(-u[::-1]))) / n)
 
 
-def _gof(y: np.ndarray, xi: float, sigma: float, n_boot: int, rng: np.random.Generator) -> dict[str, Any]:
+def _gof(y: np.ndarray, xi: float, sigma: float, n_boot: int,
+         rng: np.random.Generator) -> dict[str, Any]:
     ys = np.sort(y)
     ad = _ad_stat(ys, xi, sigma)
     ks = stats.kstest(ys, stats.genpareto(xi, scale=sigma).cdf)
@@ -311,7 +314,8 @@ class GPDFit:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (no arrays)."""
-        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "exceedances"}
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+             if f.name != "exceedances"}
         d["xi_ci"] = [x if math.isfinite(x) else None for x in self.xi_ci]   # strict JSON
         d["xi_ci_boot"] = None if self.xi_ci_boot is None else list(self.xi_ci_boot)
         d["xi_ci_batch"] = None if self.xi_ci_batch is None else list(self.xi_ci_batch)
@@ -378,7 +382,7 @@ def fit_gpd(exceedances, *, ci_level: float = 0.95, n_boot: int = 0, gof_boot: i
     boot_failed = 0
     if n_boot > 0:
         xis = []
-        for b in progress(range(n_boot), desc="GPD bootstrap"):
+        for _ in progress(range(n_boot), desc="GPD bootstrap"):
             try:
                 xis.append(_mle(rng.choice(y, size=y.size, replace=True), (xi - 0.5, xi + 0.5))[0])
             except GPDConvergenceError:
@@ -557,17 +561,15 @@ def mean_excess(scores, qs: Sequence[float] | None = None, *, min_exceed: int = 
         (normal 95% interval), ``n``.
     """
     s = check_scores(scores, check_range=check_range)
-    if qs is None:
-        qs = np.linspace(0.9, 0.999, 60)
     desc = np.sort(s)[::-1]
     csum = np.cumsum(desc)
     csq = np.cumsum(desc * desc)
     out: dict[str, list[float]] = {k: [] for k in ("q", "u", "mean_excess", "ci_lo", "ci_hi", "n")}
-    qs = np.asarray(qs, dtype=np.float64)
-    if qs.size and (qs.min() <= 0 or qs.max() >= 1):
-        raise ValueError(f"qs must lie in (0, 1), got {qs.tolist()}")
-    us = np.quantile(s, qs) if qs.size else np.empty(0)
-    for q, u in zip(qs, us):
+    qa = np.linspace(0.9, 0.999, 60) if qs is None else np.asarray(qs, dtype=np.float64)
+    if qa.size and (qa.min() <= 0 or qa.max() >= 1):
+        raise ValueError(f"qs must lie in (0, 1), got {qa.tolist()}")
+    us = np.quantile(s, qa) if qa.size else np.empty(0)
+    for q, u in zip(qa, us):
         u = float(u)
         n = int(np.searchsorted(-desc, -u, side="left"))   # count of s > u
         if n < min_exceed:

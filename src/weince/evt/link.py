@@ -627,7 +627,8 @@ def fit_link_selection(sim, targets, mask=None, tau: float = 0.5, beta: float = 
                    top1=data.top1, converged=converged, n_passes=ev.n_passes, notes=notes,
                    profile=profile, p_value_pairs=st["p_value_pairs"],
                    p_value_score_iid=st["p_value_score_iid"], z_pairs=st["z_pairs"],
-                   n_pairs=st["n_pairs"], lam_ci_pairs=ci_pairs, se_lam_pairs=se_pairs)
+                   n_pairs=None if st["n_pairs"] is None else int(st["n_pairs"]),
+                   lam_ci_pairs=ci_pairs, se_lam_pairs=se_pairs)
 
 
 class _ProfileLik:
@@ -635,7 +636,7 @@ class _ProfileLik:
     ray), memoised: ``prof[lam] = (c_hat(lam), l_p)`` in float32 passes. ``converged``
     turns False once a Newton search fails."""
 
-    def __init__(self, ev: "_Evaluator") -> None:
+    def __init__(self, ev: _Evaluator) -> None:
         self.ev = ev
         self.prof: dict[float, tuple[float, float]] = {}
         self.converged = True
@@ -660,7 +661,7 @@ class _ProfileLik:
         return prof[lam][1]
 
 
-def _maximise(ev: "_Evaluator", lp: _ProfileLik, notes: list[str]
+def _maximise(ev: _Evaluator, lp: _ProfileLik, notes: list[str]
               ) -> tuple[float, float, float, float, float | None]:
     """The softmax fit and the maximum likelihood in ``(c, lambda)``: ``(c_softmax, c_hat,
     lam_hat, loglik_hat, se_lam)`` (``se_lam``: Wald, None on an edge)."""
@@ -679,7 +680,7 @@ def _maximise(ev: "_Evaluator", lp: _ProfileLik, notes: list[str]
         try:
             cov = np.linalg.inv(-H)
             grad = np.array([-gamma, alpha]) / (alpha + gamma) ** 2
-            se_lam = float(math.sqrt(max(grad @ cov @ grad, 0.0)))
+            se_lam = float(math.sqrt(max(float(grad @ cov @ grad), 0.0)))
         except np.linalg.LinAlgError:
             pass
     else:

@@ -48,11 +48,14 @@ from __future__ import annotations
 
 import csv
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
+from scipy.special import ndtri, stdtrit
 
 from weince.utils.diskspace import atomic_write
 from weince.utils.results import write_json
@@ -72,7 +75,7 @@ CSV_COLUMNS = ("n", "replicates", "used", "degenerate", "mse_weibit", "se_weibit
                "mean_log_odds_weibit", "mean_log_odds_softmax", "seed")
 
 
-def _check_scores(scores: Sequence[float], endpoint: float) -> np.ndarray:
+def _check_scores(scores: ArrayLike, endpoint: float) -> np.ndarray:
     s = np.asarray(scores, dtype=np.float64)
     if s.ndim != 1 or s.size < 2:
         raise ValueError(f"scores must be a list of at least two numbers, got {scores!r} "
@@ -86,13 +89,13 @@ def _check_scores(scores: Sequence[float], endpoint: float) -> np.ndarray:
     return s
 
 
-def endpoint_coordinate(scores: Sequence[float], endpoint: float = ENDPOINT) -> np.ndarray:
+def endpoint_coordinate(scores: ArrayLike, endpoint: float = ENDPOINT) -> np.ndarray:
     """``x = -log(endpoint - s)``: the coordinate in which the shortfall law is a softmax."""
     s = _check_scores(scores, endpoint)
     return -np.log(endpoint - s)
 
 
-def shortfall_probs(scores: Sequence[float], beta: float = BETA,
+def shortfall_probs(scores: ArrayLike, beta: float = BETA,
                     endpoint: float = ENDPOINT) -> np.ndarray:
     """Winner probabilities ``(endpoint - s)^(-beta) / sum_k (endpoint - s_k)^(-beta)``
     (``= softmax(beta * x)``; the power form, so that a seeded multinomial draw sees the
@@ -117,7 +120,7 @@ def _tilt_moments(theta: np.ndarray, f: np.ndarray) -> tuple[np.ndarray, np.ndar
     return mean, var
 
 
-def solve_tilt(means: np.ndarray | Sequence[float] | float, coord: Sequence[float], *,
+def solve_tilt(means: np.ndarray | Sequence[float] | float, coord: ArrayLike, *,
                tol: float = 1e-12, max_iter: int = 200) -> np.ndarray:
     """Solve ``E_theta[f] = m`` for ``theta`` (the maximum-likelihood slope of the family
     ``P_theta(j) ∝ exp(theta f_j)`` given the sample mean ``m``), for every ``m`` at once.
@@ -167,7 +170,7 @@ def solve_tilt(means: np.ndarray | Sequence[float] | float, coord: Sequence[floa
     raise RuntimeError(f"solve_tilt: no convergence in {max_iter} iterations")
 
 
-def fit_tilt_counts(counts: np.ndarray, coord: Sequence[float]
+def fit_tilt_counts(counts: np.ndarray, coord: ArrayLike
                     ) -> tuple[np.ndarray, np.ndarray]:
     """Maximum-likelihood slopes from multinomial counts (``(R, K)``, one row a replicate):
     ``(theta, degenerate)``, ``theta`` NaN where ``degenerate`` (every draw on the
@@ -187,8 +190,8 @@ def fit_tilt_counts(counts: np.ndarray, coord: Sequence[float]
     return theta, degenerate
 
 
-def noise_floor_theory(scores: Sequence[float] = SCORES, beta: float = BETA,
-                       endpoint: float = ENDPOINT) -> dict[str, float]:
+def noise_floor_theory(scores: ArrayLike = SCORES, beta: float = BETA,
+                       endpoint: float = ENDPOINT) -> dict[str, Any]:
     """The analytic quantities of the setting: the true log-odds, the Weibit ``c`` of the
     ``c / n`` line, the softmax's pseudo-true slope and log-odds, its squared-bias floor and
     its sandwich variance coefficient."""
@@ -237,7 +240,7 @@ def _mse(err: np.ndarray) -> tuple[float, float]:
     return float(sq.mean()), se
 
 
-def simulate_noise_floor(*, scores: Sequence[float] = SCORES, beta: float = BETA,
+def simulate_noise_floor(*, scores: ArrayLike = SCORES, beta: float = BETA,
                          endpoint: float = ENDPOINT,
                          sample_sizes: Sequence[int] = SAMPLE_SIZES,
                          replicates: int = 12_000, seed: int = 0) -> NoiseFloorResult:
@@ -297,8 +300,6 @@ def loglog_slope(n: Sequence[float], mse: Sequence[float], se: Sequence[float] |
     one from the residuals about the line (t with ``len(n) - 2`` degrees of freedom), so
     that neither Monte-Carlo noise nor curvature of the points (the ``o(1/n)`` terms at
     small ``n``) is hidden. ``slope``, ``lo``, ``hi``, ``se_mc``, ``se_resid``."""
-    from scipy.special import ndtri, stdtrit
-
     ln = np.log(np.asarray(n, dtype=np.float64))
     ly = np.log(np.asarray(mse, dtype=np.float64))
     k = ln.size

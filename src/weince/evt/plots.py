@@ -18,8 +18,9 @@ display or the global backend.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -49,8 +50,9 @@ def setting_label(meta: Mapping[str, Any] | None) -> str:
 
 
 def _figure(width: float = 4.8, height: float = 3.4, two_line_title: bool = False):
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    # matplotlib (the workflow extra) on the first figure: `weince evt` fits on the core install
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: PLC0415
+    from matplotlib.figure import Figure  # noqa: PLC0415
 
     # fixed margins (constrained layout and mathtext cost seconds on a busy CPU)
     fig = Figure(figsize=(width, height))

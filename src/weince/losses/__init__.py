@@ -8,10 +8,10 @@ Functional API (``docs/method.md`` has the method, ``docs/using-the-loss.md`` ad
 
 Modules for two-view batches: ``InfoNCELoss``, ``WEINCELoss``, ``WEINCERecipeLoss``,
 ``InfoNCETopMLoss`` (each with an optional FIFO memory bank of negatives,
-``memory_bank_size=Q``: ``weince.losses.bank``); hard-negative baselines ``HCLLoss``, ``DCLLoss``, ``DCLWLoss`` and
-their functional forms ``hcl``, ``dcl`` (``weince.losses.baselines``);
-``build_loss(name, **kwargs)`` picks one by name. The public names are also importable
-from ``weince`` itself (``from weince import WEINCELoss``).
+``memory_bank_size=Q``: ``weince.losses.bank``); hard-negative baselines ``HCLLoss``,
+``DCLLoss``, ``DCLWLoss`` and their functional forms ``hcl``, ``dcl``
+(``weince.losses.baselines``); ``build_loss(name, **kwargs)`` picks one by name. The public
+names are also importable from ``weince`` itself (``from weince import WEINCELoss``).
 
 ``weince`` below is the function; its module stays reachable as
 ``sys.modules["weince.losses.weince"]``.

@@ -116,7 +116,8 @@ def check_batch(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | N
                          f"convert it with .float()")
     B, C = sim.shape
     if B == 0 or C < 2:
-        raise ValueError(f"sim must have at least one row and two columns, got shape {tuple(sim.shape)}")
+        raise ValueError(f"sim must have at least one row and two columns, got shape "
+                         f"{tuple(sim.shape)}")
     if not isinstance(targets, torch.Tensor) or targets.shape != (B,):
         raise ValueError(f"targets must have shape ({B},) (a tensor: one positive column per "
                          f"row of sim), got {getattr(targets, 'shape', type(targets).__name__)}")
@@ -125,14 +126,16 @@ def check_batch(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | N
         raise ValueError(f"sim holds {n_bad} NaN/inf value(s) of {sim.numel()}: the embeddings are "
                          f"not finite (a diverged model?); cosine similarities lie in [-1, 1]")
     if targets.dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.bool):
-        raise ValueError(f"targets must be an integer tensor of column indices, got {targets.dtype}")
+        raise ValueError(f"targets must be an integer tensor of column indices, got "
+                         f"{targets.dtype}")
     if sync and bool(((targets < 0) | (targets >= C)).any()):
         raise ValueError(f"targets must index columns of sim, i.e. lie in [0, {C - 1}]")
     if mask is None:
         return C - 1
     if not isinstance(mask, torch.Tensor) or mask.shape != sim.shape or mask.dtype != torch.bool:
-        raise ValueError(f"mask must be a boolean tensor of the same shape as sim {tuple(sim.shape)}, "
-                         f"got {getattr(mask, 'shape', type(mask))} {getattr(mask, 'dtype', '')}")
+        raise ValueError(f"mask must be a boolean tensor of the same shape as sim "
+                         f"{tuple(sim.shape)}, got {getattr(mask, 'shape', type(mask))} "
+                         f"{getattr(mask, 'dtype', '')}")
     if not sync:
         if num_negatives is not None:
             if not 1 <= int(num_negatives) <= C - 1:
@@ -143,15 +146,17 @@ def check_batch(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | N
     pos_valid = mask[rows, targets]
     if not bool(pos_valid.all()):
         bad = (~pos_valid).nonzero().flatten()[:5].tolist()
-        raise ValueError(f"the positive column is masked out (mask[i, targets[i]] is False) for rows "
-                         f"{bad}; every row's positive must be a valid candidate")
+        raise ValueError(f"the positive column is masked out (mask[i, targets[i]] is False) "
+                         f"for rows {bad}; every row's positive must be a valid candidate")
     counts = mask.sum(dim=1) - 1
     if not bool((counts == counts[0]).all()):
-        raise ValueError(f"every row must have the same number of negatives (valid columns other than "
-                         f"the positive); counts range from {int(counts.min())} to {int(counts.max())}")
+        raise ValueError(f"every row must have the same number of negatives (valid columns "
+                         f"other than the positive); counts range from {int(counts.min())} "
+                         f"to {int(counts.max())}")
     K = int(counts[0])
     if K < 1:
-        raise ValueError("every row needs at least one negative (a valid column other than the positive)")
+        raise ValueError("every row needs at least one negative (a valid column other than "
+                         "the positive)")
     return K
 
 
@@ -170,7 +175,8 @@ def check_views(z1: torch.Tensor, z2: torch.Tensor, min_n: int = 2) -> None:
             raise ValueError(f"{name} must be a floating-point tensor of embeddings, got "
                              f"{z.dtype}; convert it with .float()")
     if z1.ndim != 2 or z1.shape != z2.shape:
-        raise ValueError(f"z1 and z2 must both have shape (N, d), got {tuple(z1.shape)} and {tuple(z2.shape)}")
+        raise ValueError(f"z1 and z2 must both have shape (N, d), got {tuple(z1.shape)} and "
+                         f"{tuple(z2.shape)}")
     if z1.shape[1] == 0:
         raise ValueError(f"z1 and z2 have d = 0 dimensions (shape {tuple(z1.shape)}); "
                          f"embeddings need d >= 1")
@@ -280,7 +286,8 @@ def queue_similarities(z1: torch.Tensor, z2: torch.Tensor, queue: torch.Tensor):
     if (not isinstance(queue, torch.Tensor) or not queue.is_floating_point() or queue.ndim != 2
             or queue.shape[1] != z1.shape[1] or queue.shape[0] < 1):
         raise ValueError(f"queue must be a floating (K, d) tensor with K >= 1 and d = "
-                         f"{z1.shape[1]} (z1's), got {getattr(queue, 'dtype', type(queue).__name__)} "
+                         f"{z1.shape[1]} (z1's), got "
+                         f"{getattr(queue, 'dtype', type(queue).__name__)} "
                          f"of shape {tuple(getattr(queue, 'shape', ()))}")
     return moco_similarities(unit_rows(z1), unit_rows(z2), unit_rows(queue))
 
@@ -312,7 +319,8 @@ def masked_logits(logits: torch.Tensor, invalid: torch.Tensor | None) -> torch.T
     return logits.masked_fill(invalid, float("-inf"))
 
 
-def negative_values(sim: torch.Tensor, targets: torch.Tensor, invalid: torch.Tensor | None) -> torch.Tensor:
+def negative_values(sim: torch.Tensor, targets: torch.Tensor,
+                    invalid: torch.Tensor | None) -> torch.Tensor:
     """``sim`` with the positive and the invalid columns set to ``-inf`` (negatives only)."""
     neg = sim.clone() if invalid is None else sim.masked_fill(invalid, float("-inf"))
     return neg.scatter_(1, targets.view(-1, 1), float("-inf"))

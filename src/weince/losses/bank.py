@@ -40,6 +40,9 @@ class MemoryBank(nn.Module):
         (5, [0.0, 1.0, 1.0, 2.0, 2.0])
     """
 
+    queue: torch.Tensor   # buffers (register_buffer below)
+    state: torch.Tensor
+
     def __init__(self, size: int):
         super().__init__()
         self.size = check_bank_size(size)

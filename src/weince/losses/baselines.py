@@ -228,7 +228,8 @@ class HCLLoss(_TwoViewLoss):
     def __init__(self, tau: float | None = None, layout: str = "simclr", *, beta: float = 1.0,
                  tau_plus: float = 0.1, temperature: float | None = None,
                  gather_distributed: bool = False):
-        super().__init__(tau, layout, temperature=temperature, gather_distributed=gather_distributed)
+        super().__init__(tau, layout, temperature=temperature,
+                         gather_distributed=gather_distributed)
         _check_hcl_args(beta, tau_plus)
         self.beta, self.tau_plus = float(beta), float(tau_plus)
 
@@ -254,7 +255,8 @@ class DCLLoss(_TwoViewLoss):
 
     def __init__(self, tau: float | None = None, layout: str = "simclr", *,
                  temperature: float | None = None, gather_distributed: bool = False):
-        super().__init__(tau, layout, temperature=temperature, gather_distributed=gather_distributed)
+        super().__init__(tau, layout, temperature=temperature,
+                         gather_distributed=gather_distributed)
 
     def forward(self, z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor:
         sim, targets, mask = self.similarities(z1, z2)
@@ -276,7 +278,8 @@ class DCLWLoss(DCLLoss):
 
     def __init__(self, tau: float | None = None, layout: str = "simclr", *, sigma: float = 0.5,
                  temperature: float | None = None, gather_distributed: bool = False):
-        super().__init__(tau, layout, temperature=temperature, gather_distributed=gather_distributed)
+        super().__init__(tau, layout, temperature=temperature,
+                         gather_distributed=gather_distributed)
         _check_sigma(sigma)
         if sigma is None:
             raise ValueError("DCLWLoss needs a positive sigma; use the 'dcl' loss for no weight")

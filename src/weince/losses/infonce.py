@@ -10,7 +10,8 @@ from weince.losses._common import check_batch, check_tau, invert, masked_logits,
 __all__ = ["info_nce"]
 
 
-def _info_nce(sim: torch.Tensor, targets: torch.Tensor, invalid: torch.Tensor | None, tau: float) -> torch.Tensor:
+def _info_nce(sim: torch.Tensor, targets: torch.Tensor, invalid: torch.Tensor | None,
+              tau: float) -> torch.Tensor:
     # s * (1 / tau), as WEINCE's blended logits compute it: lambda = 0 is then InfoNCE bit for bit
     logits = masked_logits(upcast(sim) * (1.0 / tau), invalid)
     return F.cross_entropy(logits, targets)
@@ -47,8 +48,9 @@ def info_nce(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None
 
     Raises:
         ValueError: a ``tau`` that is not a finite positive number usable in ``sim``'s
-            dtype, both ``tau`` and ``temperature``, a ``sim`` that is not a floating-point tensor, mismatched shapes, a
-            masked-out positive, or rows with unequal numbers of negatives.
+            dtype, both ``tau`` and ``temperature``, a ``sim`` that is not a floating-point
+            tensor, mismatched shapes, a masked-out positive, or rows with unequal numbers of
+            negatives.
 
     Example:
         >>> import torch

@@ -27,11 +27,13 @@ Example:
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from weince.losses._common import (LAYOUTS, cached, check_tau, check_tau_dtype, check_views,
+from weince.losses._common import (LAYOUTS, Layout, cached, check_tau, check_tau_dtype, check_views,
                                    moco_similarities, negative_values, pair_similarities,
                                    pick_tau, two_view_batch, unit_rows, upcast)
 from weince.losses.bank import MemoryBank, check_bank_size
@@ -68,7 +70,8 @@ def _quantiles(x: torch.Tensor) -> dict[str, torch.Tensor]:
             w[min(lo + 1, n - 1)][j] += pos - lo
         return torch.tensor(w, dtype=x.dtype, device=x.device)
 
-    q10, q50, q90 = (x.sort().values @ cached(_QUANTILE_W, (n, x.dtype, str(x.device)), build)).unbind()
+    weights = cached(_QUANTILE_W, (n, x.dtype, str(x.device)), build)
+    q10, q50, q90 = (x.sort().values @ weights).unbind()
     return {"lambda_mean": x.mean(), "lambda_q10": q10, "lambda_q50": q50, "lambda_q90": q90}
 
 
@@ -113,7 +116,7 @@ class _TwoViewLoss(nn.Module):
                              f"a bank every row is z1[i] against z2[i] and the bank (MoCo's "
                              f"layout, no in-batch negatives); leave layout at its default")
         self.tau = tau
-        self.layout = layout
+        self.layout: Layout = cast(Layout, layout)   # one of LAYOUTS (checked above)
         self.gather_distributed = bool(gather_distributed)
         self.memory_bank_size = size
         self.memory_bank = MemoryBank(size) if size else None
@@ -164,7 +167,8 @@ class _TwoViewLoss(nn.Module):
 
     def base_repr(self) -> str:
         """The options every two-view loss takes."""
-        return f"tau={self.tau}, layout={self.layout!r}, gather_distributed={self.gather_distributed}"
+        return (f"tau={self.tau}, layout={self.layout!r}, "
+                f"gather_distributed={self.gather_distributed}")
 
     def extra_repr(self) -> str:
         return self.base_repr() + f", memory_bank_size={self.memory_bank_size}"
@@ -368,8 +372,8 @@ class WEINCELoss(_TwoViewLoss):
         >>> loss_fn = WEINCELoss(tau=0.5)
         >>> loss = loss_fn(z1, z2)
         >>> loss.backward()
-        >>> sorted(loss_fn.last_stats)
-        ['beta_w_mean', 'daic_mean', 'lambda_mean', 'lambda_q10', 'lambda_q50', 'lambda_q90', 'rho0']
+        >>> print(*sorted(loss_fn.last_stats))
+        beta_w_mean daic_mean lambda_mean lambda_q10 lambda_q50 lambda_q90 rho0
         >>> 0.0 <= float(loss_fn.last_stats["lambda_mean"]) <= 1.0
         True
         >>> infonce = InfoNCELoss(tau=0.5)(z1, z2)
@@ -385,11 +389,12 @@ class WEINCELoss(_TwoViewLoss):
                  gather_distributed: bool = False, memory_bank_size: int = 0):
         super().__init__(tau, layout, temperature=temperature,
                          gather_distributed=gather_distributed, memory_bank_size=memory_bank_size)
-        check_weince_args(self.tau, q, margin, kappa_rho, kappa_aic, tail_frac, min_tail, eps, beta, gate,
-                          lam, beta_min, beta_max)
-        self.opts = dict(q=q, margin=margin, kappa_rho=kappa_rho, kappa_aic=kappa_aic,
-                         tail_frac=tail_frac, min_tail=min_tail, eps=eps, beta=beta, gate=gate,
-                         lam=lam, beta_min=beta_min, beta_max=beta_max)
+        check_weince_args(self.tau, q, margin, kappa_rho, kappa_aic, tail_frac, min_tail, eps,
+                          beta, gate, lam, beta_min, beta_max)
+        self.opts: dict[str, Any] = dict(
+            q=q, margin=margin, kappa_rho=kappa_rho, kappa_aic=kappa_aic, tail_frac=tail_frac,
+            min_tail=min_tail, eps=eps, beta=beta, gate=gate, lam=lam, beta_min=beta_min,
+            beta_max=beta_max)
 
     def core(self, sim, targets, invalid, K, topk_extra: int = 0):
         """``(loss, stats)`` of a :meth:`batch` with ``K >= 1``; ``stats`` holds what the
@@ -470,6 +475,8 @@ class WEINCERecipeLoss(WEINCELoss):
         >>> "beta_t" in loss_fn.state_dict()
         True
     """
+
+    beta_t: torch.Tensor   # a buffer (register_buffer below)
 
     def __init__(self, tau: float | None = None, layout: str = "simclr", *, top_m: int = 50,
                  w_weib: float = 0.5, w_soft: float = 0.5, beta_t_init: float = 4.0,
@@ -581,7 +588,7 @@ def _fill_docs() -> None:
     parts = dict(common=_COMMON_ARGS, gather=_GATHER_DOC, shapes=_SHAPES, weince=_WEINCE_ARGS,
                  stats=_WEINCE_STATS, bank=_BANK_DOC)
     for cls in (InfoNCELoss, InfoNCETopMLoss, WEINCELoss, WEINCERecipeLoss):
-        cls.__doc__ = cls.__doc__.format(**parts)
+        cls.__doc__ = (cls.__doc__ or "").format(**parts)
 
 
 _fill_docs()

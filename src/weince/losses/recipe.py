@@ -117,6 +117,7 @@ def pooled_top_cpu(sim: torch.Tensor, k: int, targets: torch.Tensor | None = Non
     if half is None:
         if invalid is not None:
             a[invalid.numpy()] = -np.inf
+        assert targets is not None, "targets are needed without half"
         a[rows, targets.cpu().numpy()] = -np.inf
     else:
         a[rows, rows] = -np.inf

@@ -5,7 +5,7 @@ makes it. Every loss module registers itself with :func:`register_loss`
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from torch import nn
 

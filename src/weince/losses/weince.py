@@ -77,7 +77,8 @@ def check_weince_args(tau, q, margin, kappa_rho, kappa_aic, tail_frac, min_tail,
                       gate, lam, beta_min, beta_max) -> None:
     check_tau(tau)
     if not 0.0 <= q <= 1.0:
-        raise ValueError(f"q (quantile of rho that sets the pivot rho0) must lie in [0, 1], got {q!r}")
+        raise ValueError(f"q (quantile of rho that sets the pivot rho0) must lie in [0, 1], "
+                         f"got {q!r}")
     if not tail_frac > 0:
         raise ValueError(f"tail_frac must be > 0, got {tail_frac!r}")
     if int(min_tail) < 1:
@@ -117,7 +118,8 @@ def _design(k: int, b: int, device: torch.device):
             cols.append([v - mu for v in y])
         W = torch.tensor([[cols[0][i] / n, cols[1][i] / n] for i in range(n)],
                          dtype=torch.float64, device=device)
-        syy = torch.tensor([sum(v * v for v in c) for c in cols], dtype=torch.float64, device=device)
+        syy = torch.tensor([sum(v * v for v in c) for c in cols], dtype=torch.float64,
+                           device=device)
         wd = torch.tensor([-float(n), float(n)], dtype=torch.float64, device=device)
         return W, syy, wd
     return cached(_DESIGNS, (k, b, str(device)), build)
@@ -136,6 +138,7 @@ def _top_negatives_cpu(s: torch.Tensor, targets: torch.Tensor | None, invalid: t
     a = np.from_dlpack(s.data)   # a view, without the dispatcher calls of .numpy()
     B, C = a.shape
     if half is None:
+        assert targets is not None, "targets are needed without half"
         t = targets.cpu().numpy()
         inv = None if invalid is None else invalid.numpy()
     else:
@@ -144,7 +147,7 @@ def _top_negatives_cpu(s: torch.Tensor, targets: torch.Tensor | None, invalid: t
     rows = max(1, min(B, (1 << 18) // C))  # blocks of about 1 MiB stay in cache
     buf = np.empty((rows, C), dtype=a.dtype)
     out = np.empty((B, k), dtype=a.dtype)
-    idx = np.empty((B, k), dtype=np.int64) if with_indices else None
+    idx = np.empty((B, k) if with_indices else (0, k), dtype=np.int64)
     for r0 in range(0, B, rows):
         r1 = min(B, r0 + rows)
         blk = buf[: r1 - r0]
@@ -200,7 +203,8 @@ def weince_statistics(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tens
                       None, 0.5, 16.0)
     K = check_batch(sim, targets, mask, sync=check)
     st = _statistics(sim, targets, invert(mask), K, q=q, margin=margin, kappa_rho=kappa_rho,
-                     kappa_aic=kappa_aic, tail_frac=tail_frac, min_tail=min_tail, eps=eps, gate=gate)
+                     kappa_aic=kappa_aic, tail_frac=tail_frac, min_tail=min_tail, eps=eps,
+                     gate=gate)
     return public_stats(st)
 
 
@@ -301,7 +305,7 @@ class _BlendedLogits(torch.autograd.Function):
     def backward(ctx, grad):
         s, a, c = ctx.saved_tensors
         slope = torch.rsub(s, 1.0)
-        F.threshold_(slope, ctx.eps, float("inf"))         # 1 - s <= eps: the clamp holds, slope 0
+        F.threshold_(slope, ctx.eps, float("inf"))  # type: ignore[attr-defined]  # stubs lack it         # 1 - s <= eps: the clamp holds, slope 0
         torch.div(c, slope, out=slope)                     # c / (1 - s), 0 where clamped
         slope.add_(a).mul_(grad)
         return slope, None, None, None, None, None
@@ -337,7 +341,8 @@ def blended_logits(sim: torch.Tensor, lam: torch.Tensor, tau: float, beta: torch
 
 
 def _weince(sim, targets, invalid, K, tau, *, q, margin, kappa_rho, kappa_aic, tail_frac, min_tail,
-            eps, beta, gate, lam, return_stats, beta_min=0.5, beta_max=16.0, topk_extra=0, half=None):
+            eps, beta, gate, lam, return_stats, beta_min=0.5, beta_max=16.0, topk_extra=0,
+            half=None):
     need_stats = lam is None or beta == "anchor" or return_stats
     stats = None
     if need_stats:
@@ -345,6 +350,7 @@ def _weince(sim, targets, invalid, K, tau, *, q, margin, kappa_rho, kappa_aic, t
                             kappa_aic=kappa_aic, tail_frac=tail_frac, min_tail=min_tail,
                             eps=eps, gate=gate, topk_extra=topk_extra, half=half)
     if lam is None:
+        assert stats is not None   # need_stats
         lam_row = stats["lambda"]
     else:
         # in the compute dtype: the coefficient (1 - lam) / tau of float64 input stays float64
@@ -352,14 +358,19 @@ def _weince(sim, targets, invalid, K, tau, *, q, margin, kappa_rho, kappa_aic, t
                              dtype=upcast(sim).dtype)
         if stats is not None:
             stats["lambda"] = lam_row
-    beta_val = 1.0 if beta == "one" else stats["beta_w"].clamp(beta_min, beta_max)
+    if beta == "one":
+        beta_val = 1.0
+    else:
+        assert stats is not None   # need_stats
+        beta_val = stats["beta_w"].clamp(beta_min, beta_max)
     loss = F.cross_entropy(blended_logits(sim, lam_row, tau, beta_val, eps, invalid), targets)
     return loss, stats
 
 
 def weince(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None = None,
-           tau: float | None = None, *, q: float = 0.2, margin: float = 2.0, kappa_rho: float = 10.0,
-           kappa_aic: float = 1.0, tail_frac: float = 0.10, min_tail: int = 32, eps: float = 1e-6,
+           tau: float | None = None, *, q: float = 0.2, margin: float = 2.0,
+           kappa_rho: float = 10.0, kappa_aic: float = 1.0, tail_frac: float = 0.10,
+           min_tail: int = 32, eps: float = 1e-6,
            beta: Literal["one", "anchor"] = "one", gate: Literal["both", "rho", "aic"] = "both",
            lam: float | None = None, return_stats: bool = False, beta_min: float = 0.5,
            beta_max: float = 16.0, check: bool = True, num_negatives: int | None = None,
@@ -445,7 +456,8 @@ def weince(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None =
     check_weince_args(tau, q, margin, kappa_rho, kappa_aic, tail_frac, min_tail, eps, beta, gate,
                       lam, beta_min, beta_max)
     K = check_batch(sim, targets, mask, sync=check, num_negatives=num_negatives)
-    loss, stats = _weince(sim, targets, invert(mask), K, tau, q=q, margin=margin, kappa_rho=kappa_rho,
+    loss, stats = _weince(sim, targets, invert(mask), K, tau, q=q, margin=margin,
+                          kappa_rho=kappa_rho,
                           kappa_aic=kappa_aic, tail_frac=tail_frac, min_tail=min_tail, eps=eps,
                           beta=beta, gate=gate, lam=lam, return_stats=return_stats,
                           beta_min=beta_min, beta_max=beta_max)

@@ -19,15 +19,21 @@ vector of the last layer; during training it passes through an MLP (``Linear(h, 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib.util
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
 from weince.data.locations import MINILM_ALIASES, MINILM_PACKAGE, model_folder_gaps
+from weince.data.marker import synthetic_marker
+
+if TYPE_CHECKING:   # the text extra, imported where it is used (HF_HUB_OFFLINE)
+    from transformers import PreTrainedModel
 
 __all__ = ["MINILM_ALIASES", "minilm_path", "resolve_model", "load_text_encoder",
            "SimCSEModel", "weights_sha256", "model_identity", "MODEL_SOURCES"]
@@ -71,7 +77,8 @@ def _check_folder(folder: Path, hint: str) -> None:
 def _quiet_hf() -> Iterator[None]:
     """Silence transformers' warnings (the unused BERT pooler of a SimCSE checkpoint is not
     an error) and its per-file progress bars, restoring both afterwards."""
-    from transformers.utils import logging as hf_logging
+    # transformers reads HF_HUB_OFFLINE when first imported: after load_text_encoder sets it
+    from transformers.utils import logging as hf_logging  # noqa: PLC0415
 
     verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
     hf_logging.set_verbosity_error()
@@ -128,7 +135,7 @@ def load_text_encoder(name_or_path: str | os.PathLike, *, offline: bool = True):
     """
     if offline:
         os.environ["HF_HUB_OFFLINE"] = "1"
-    from transformers import AutoModel, AutoTokenizer
+    from transformers import AutoModel, AutoTokenizer  # noqa: PLC0415 - after HF_HUB_OFFLINE
 
     target = resolve_model(name_or_path)
     try:
@@ -160,7 +167,7 @@ class SimCSEModel(nn.Module):
     when ``mlp`` is True (training), else ``cls``.
     """
 
-    def __init__(self, encoder: nn.Module, mlp: bool = True) -> None:
+    def __init__(self, encoder: PreTrainedModel, mlp: bool = True) -> None:
         super().__init__()
         self.encoder = encoder
         hidden = int(encoder.config.hidden_size)
@@ -188,8 +195,6 @@ class SimCSEModel(nn.Module):
 def weights_sha256(module: nn.Module) -> str:
     """SHA-256 of a module's state dict (names, dtypes, shapes and bytes, in name order):
     the identity of the weights that ran, whatever folder or cache they came from."""
-    import hashlib
-
     h = hashlib.sha256()
     for name, t in sorted(module.state_dict().items()):
         t = t.detach().cpu().contiguous()
@@ -211,8 +216,6 @@ def model_identity(encoder: nn.Module, name: str | None, location: str,
     (the Hugging Face cache, a shipped model) or from a local copy of it, and not a file of
     ``weince synthetic-data``. A ``text.model_paths`` stand-in, a synthetic model, or a folder
     given as the name of the model are not: their table rows are scale models."""
-    from weince.data.marker import synthetic_marker
-
     if source not in MODEL_SOURCES:
         raise ValueError(f"unknown model source {source!r}; valid: {', '.join(MODEL_SOURCES)}")
     name = name or location

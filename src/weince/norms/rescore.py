@@ -30,7 +30,8 @@ STS (text)
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -173,7 +174,8 @@ def knn_rescore(features: str | os.PathLike | dict, *, feature: str = "backbone"
         raise ValueError(f"the bank's {norm_feature} norms have median {scale}; cannot scale alpha")
     num_classes = int(max(y_tr.max(), y_te.max())) + 1
     hubs = hub_items(bank, hub_k, hub_frac, chunk)
-    kw = dict(scale=scale, k=k, temperature=temperature, num_classes=num_classes, chunk=chunk)
+    kw: dict[str, Any] = dict(scale=scale, k=k, temperature=temperature, num_classes=num_classes,
+                              chunk=chunk)
     hv = knn_hits(x_tr[va], y_tr[va], bank, bank_y, bank_n, alphas, **kw)
     ht = knn_hits(x_te, y_te, bank, bank_y, bank_n, alphas, **kw)
     sv, st = _subsets(hv, hubs, low_frac), _subsets(ht, hubs, low_frac)

@@ -29,8 +29,9 @@ does (:mod:`weince.norms.page`).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from weince.norms.files import check_norms_result
 from weince.utils.claim_rows import Cell, ClaimResult, Row, Setting
@@ -145,7 +146,7 @@ def _norms_lines(value: Any, key: str, label: str, path: Path
     if isinstance(value, list):
         return [(f"{label} {r.get('task', '')} {r.get('metric', '')} {r.get('subset', '')}"
                  .strip(), r.get("gain"), r.get("ci")) for r in value if r.get("primary")]
-    if value is None or isinstance(value, (int, float)) and not isinstance(value, bool):
+    if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)):
         return [(label, value, None)]
     raise ResultSchemaError(f"{path}: key {key!r} holds {type(value).__name__}; a norms claim "
                             f"reads a correlation {{r, ci}}, a number or the n3 rows")
@@ -166,7 +167,7 @@ def _norms_paper(claim: dict[str, Any], s: Setting, metric: str) -> tuple[bool, 
 
 
 def _norms_unit(claim: dict[str, Any], s: Setting, f: Path, metrics: list[str],
-                per_line: dict[str, dict[str, list]], prov: Provenance, needed_by: str) -> str:
+                per_line: dict[str, dict[str, Any]], prov: Provenance, needed_by: str) -> str:
     """Read one unit's ``norms.json``: its verdict word (returned) and its numbers, added
     to ``per_line`` (one entry per line of the claim's table)."""
     data = load_result(f)
@@ -241,7 +242,7 @@ def evaluate_norms_claim(claim: dict[str, Any], settings: list[Setting], arms: l
             files = files_for(s, arm, claim["file"])
             if not files:
                 continue
-            per_line: dict[str, dict[str, list]] = {}
+            per_line: dict[str, dict[str, Any]] = {}
             verdicts, present, missing = [], [], []
             for f in files:
                 if not f.exists():

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -46,7 +47,8 @@ from weince.utils.diskspace import atomic_write, payload_bytes
 from weince.utils.results import read_json, write_json
 from weince.utils.verdict_words import NOT_TESTABLE
 
-__all__ = ["NormsConfig", "load_norms_config", "analyse_vision", "analyse_text", "training_settings",
+__all__ = ["NormsConfig", "load_norms_config", "analyse_vision", "analyse_text",
+           "training_settings",
            "text_settings", "correlations", "RESULT_FILE", "PROBES_FILE", "TEXT_NOMINAL"]
 
 # all-MiniLM-L6-v2: sentence-transformers MultipleNegativesRankingLoss (InfoNCE with
@@ -67,14 +69,14 @@ class NormsConfig:
     n_probes: int = 256                 # inputs whose heat/drift/norm are measured
     n_bank: int = 512                   # filler inputs the minibatches are completed from
     resamples: int = 8                  # K minibatch placements per probe
-    batch_size: Optional[int] = None    # minibatch size (None: the encoder's training batch)
+    batch_size: int | None = None    # minibatch size (None: the encoder's training batch)
     max_batch_size: int = 256           # cap on the above (CPU budget)
     probes_per_batch: int = 16          # probes sharing one minibatch (one backward pass)
     gradient: Literal["unit", "pre"] = "unit"  # which heat the verdicts use (docs/norms.md)
-    lr: Optional[float] = None
-    weight_decay: Optional[float] = None
-    optimizer: Optional[str] = None
-    tau: Optional[float] = None
+    lr: float | None = None
+    weight_decay: float | None = None
+    optimizer: str | None = None
+    tau: float | None = None
     embed_batch: int = 512              # inputs per encoder forward pass
     # statistics
     n_boot: int = 2000
@@ -94,11 +96,11 @@ class NormsConfig:
     # text
     # text: None = from the model's SimCSE train.json when it is a trained run, else the
     # nominal values of all-MiniLM-L6-v2's own training (TEXT_NOMINAL)
-    text_loss: Optional[str] = None
-    text_tau: Optional[float] = None
-    text_lr: Optional[float] = None
-    text_weight_decay: Optional[float] = None
-    text_optimizer: Optional[str] = None
+    text_loss: str | None = None
+    text_tau: float | None = None
+    text_lr: float | None = None
+    text_weight_decay: float | None = None
+    text_optimizer: str | None = None
     text_probes: int = 128              # sentences whose heat/drift/norm are measured
     text_bank: int = 256                # filler sentences
     pooling: Literal["mean", "cls"] = "mean"
@@ -108,11 +110,12 @@ class NormsConfig:
     sts_pairs: int = 500                # synthetic dev/test pairs each
     # hardware
     device: str = "cpu"                 # cpu | cuda | cuda:N | auto
-    threads: Optional[int] = None
-    progress: Optional[bool] = None
+    threads: int | None = None
+    progress: bool | None = None
 
 
-def load_norms_config(path: str | os.PathLike | None, overrides: list[str] = ()) -> NormsConfig:
+def load_norms_config(path: str | os.PathLike | None,
+                      overrides: Sequence[str] = ()) -> NormsConfig:
     """:class:`NormsConfig` from a YAML file (flat, or a workflow profile config, whose
     ``norms.analysis`` block is used) and ``key=value`` overrides; unknown keys raise a
     ``ValueError`` naming them."""
@@ -131,7 +134,7 @@ def _as_cfg(cfg: NormsConfig | dict | None) -> NormsConfig:
     return as_config(NormsConfig, cfg)
 
 
-def _progress(flag: Optional[bool]) -> bool:
+def _progress(flag: bool | None) -> bool:
     if flag is not None:
         return bool(flag)
     return sys.stderr.isatty() or os.environ.get("WEINCE_PROGRESS") == "1"
@@ -191,11 +194,11 @@ def _dynamics(gs, norm_z: torch.Tensor, norm_h: torch.Tensor | None, settings: d
     else:
         arrays["r_eq"] = np.full_like(nz, np.nan)
         n1["verdict"] = NOT_TESTABLE
-    n2 = {"heat_vs_norm": correlations(arrays["heat" if cfg.gradient == "unit" else "heat_pre"],
-                                       nz, cfg, 3),
-          "drift_vs_norm": correlations(arrays["drift"], nz, cfg, 4),
-          "heat_pre_vs_norm": correlations(arrays["heat_pre"], nz, cfg, 5),
-          "heat_unit_vs_norm": correlations(arrays["heat"], nz, cfg, 6)}
+    heat = arrays["heat" if cfg.gradient == "unit" else "heat_pre"]
+    n2: dict[str, Any] = {"heat_vs_norm": correlations(heat, nz, cfg, 3),
+                          "drift_vs_norm": correlations(arrays["drift"], nz, cfg, 4),
+                          "heat_pre_vs_norm": correlations(arrays["heat_pre"], nz, cfg, 5),
+                          "heat_unit_vs_norm": correlations(arrays["heat"], nz, cfg, 6)}
     if norm_h is not None:
         n2["heat_vs_backbone_norm"] = correlations(arrays["heat"], arrays["norm_h"], cfg, 7)
         n2["drift_vs_backbone_norm"] = correlations(arrays["drift"], arrays["norm_h"], cfg, 8)
@@ -221,7 +224,8 @@ def _write(out_dir: str | os.PathLike | None, result: dict, arrays: dict, cfg: N
 
 # --------------------------------------------------------------------------- vision
 @torch.no_grad()
-def _embed(model, x: torch.Tensor, transform, batch: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+def _embed(model, x: torch.Tensor, transform, batch: int,
+           device) -> tuple[torch.Tensor, torch.Tensor]:
     hs, zs = [], []
     for i in range(0, len(x), batch):
         h, z = model(transform(x[i:i + batch].to(device)))
@@ -404,8 +408,8 @@ def analyse_text(model: str | os.PathLike = "minilm", loss: str | None = None, *
     n_probes = min(cfg.text_probes, len(sentences) // 2)
     probes, bank = sentences[:n_probes], sentences[n_probes:n_probes + cfg.text_bank]
     torch.manual_seed(cfg.seed)  # dropout masks
-    kw = dict(pooling=cfg.pooling, max_length=cfg.max_length, batch=cfg.embed_batch,
-              device=device)
+    kw: dict[str, Any] = dict(pooling=cfg.pooling, max_length=cfg.max_length,
+                              batch=cfg.embed_batch, device=device)
     clean = _pooled(encoder, tok, probes, train=False, **kw)
     pv = torch.stack([_pooled(encoder, tok, probes, train=True, **kw) for _ in range(2)], 1)
     bv = torch.stack([_pooled(encoder, tok, bank, train=True, **kw) for _ in range(2)], 1)

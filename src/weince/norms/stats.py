@@ -14,7 +14,8 @@ Spearman's rho is Pearson's r of average ranks (ties share their mean rank), as
 
 from __future__ import annotations
 
-from typing import Any, Callable, Literal
+from collections.abc import Callable
+from typing import Any, Literal
 
 import numpy as np
 from scipy import stats as sps

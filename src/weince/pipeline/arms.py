@@ -22,8 +22,9 @@ import copy
 import itertools
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 __all__ = ["Arm", "ARMS", "DEFAULT_TAU", "GRID_KEYS", "arm_settings", "apply_arm",
            "canonical_arm", "resolve_arm", "tau_arm_name", "TAUS",

@@ -11,6 +11,7 @@ documents every field. Validation fills the schema's defaults.
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,8 @@ def _with_defaults(cls):
     return jsonschema.validators.extend(cls, {"properties": set_defaults})
 
 
-def validate_with_defaults(instance: dict[str, Any], schema: dict[str, Any], what: str) -> None:
+def validate_with_defaults(instance: dict[str, Any], schema: Mapping[str, Any],
+                           what: str) -> None:
     """Validate ``instance`` in place (defaults filled); a ``ValueError`` names the field."""
     cls = _with_defaults(jsonschema.validators.validator_for(schema))
     errors = sorted(cls(schema).iter_errors(instance), key=lambda e: list(e.absolute_path))

@@ -18,11 +18,13 @@ import math
 import os
 import re
 import sys
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import jsonschema
 
+from weince.pipeline.arms import ARMS
 from weince.pipeline.claims import validate_with_defaults
 from weince.pipeline.profile import Profile
 from weince.utils.config import (MAX_VALUES, YamlSizeError, expanded_size, parse_yaml,
@@ -162,7 +164,6 @@ def name_registry(kind: str, config: Mapping[str, Any],
     (keys of ``resources``) and ``default``, ``settings`` the profile's ``dataset/backbone``
     pairs and ``text/<model>`` (the keys of measured step times)."""
     if kind == "arms":
-        from weince.pipeline.arms import ARMS
         return sorted(ARMS)
     if kind == "vision.arms":
         return list(((config.get("vision") or {}).get("arms")) or [])
@@ -265,11 +266,16 @@ def _enabled(config: Mapping[str, Any], stage: str) -> bool:
     return isinstance(block, Mapping) and block.get("enabled", True) is not False
 
 
+def _mapping(x: Any) -> Mapping[str, Any]:
+    """``x`` when it is a mapping, else an empty one."""
+    return x if isinstance(x, Mapping) else {}
+
+
 def _steps(config: Mapping[str, Any], keys: tuple[str, ...], n: int) -> str:
     """The optimiser steps (or repetitions) ``n`` at ``keys`` means for the profile."""
-    v = config.get("vision") if isinstance(config.get("vision"), Mapping) else {}
+    v = _mapping(config.get("vision"))
     if keys[:2] == ("vision", "pretrain"):
-        pre = v.get("pretrain") if isinstance(v.get("pretrain"), Mapping) else {}
+        pre = _mapping(v.get("pretrain"))
         batch = pre.get("batch_size", 256) if isinstance(pre.get("batch_size"), int) else 256
         images = max([_TRAIN_IMAGES.get(d, 50_000) for d in v.get("datasets") or []
                       if isinstance(d, str)] or [50_000])
@@ -301,7 +307,7 @@ def value_errors(config: Mapping[str, Any], sources: Mapping[str, Any] | None = 
                        f"number; give a finite value (YAML reads .nan and .inf as numbers)")
     for stage, names in _STAGE_LISTS.items():
         block = config.get(stage)
-        if not _enabled(config, stage):
+        if not _enabled(config, stage) or not isinstance(block, Mapping):   # enabled: a mapping
             continue
         lists = {n: block.get(n) for n in names}
         empty = [n for n, x in lists.items() if isinstance(x, list) and not x]
@@ -314,10 +320,10 @@ def value_errors(config: Mapping[str, Any], sources: Mapping[str, Any] | None = 
                            + f": the {stage} stage would plan no job and the summary would "
                              f"read as if it had run; list at least one, or set "
                              f"{stage}.enabled: false")
-    for keys in _NON_EMPTY:
-        x = _lookup(config, list(keys))
-        if isinstance(x, list) and not x and _enabled(config, keys[0]):
-            out.append(f"{_origin(list(keys), sources)}{_path(keys)} is empty: nothing would "
+    for where in _NON_EMPTY:
+        x = _lookup(config, list(where))
+        if isinstance(x, list) and not x and _enabled(config, where[0]):
+            out.append(f"{_origin(list(where), sources)}{_path(where)} is empty: nothing would "
                        f"run for it; list at least one (or leave the key out for the "
                        f"default)")
     g = _lookup(config, ["vision", "grid"])
@@ -401,13 +407,13 @@ def _retype(over: Any, conf: Any) -> Any:
                 conf[k] = new
         return out
     if isinstance(over, list):
-        out = []
+        items = []
         for i, v in enumerate(over):
             sub = conf[i] if isinstance(conf, list) and i < len(conf) else None
-            out.append(_retype(v, sub))
+            items.append(_retype(v, sub))
             if isinstance(conf, list) and i < len(conf) and isinstance(v, str) and conf[i] == v:
-                conf[i] = out[-1]
-        return out
+                conf[i] = items[-1]
+        return items
     return _scalar(over) if isinstance(over, str) else over
 
 
@@ -425,7 +431,7 @@ def retype_overrides(config: dict[str, Any], overrides: Mapping[str, Any] | None
     return out
 
 
-def check_config(config: Mapping[str, Any], schema: str | os.PathLike | Mapping[str, Any],
+def check_config(config: dict[str, Any], schema: str | os.PathLike | Mapping[str, Any],
                  sources: Iterable[str | os.PathLike] = (),
                  command_line: Mapping[str, Any] | None = None, *,
                  fill_defaults: bool = True,
@@ -437,31 +443,30 @@ def check_config(config: Mapping[str, Any], schema: str | os.PathLike | Mapping[
     ``fill_defaults``, fill the keys the config leaves out with the schema's defaults (in
     place). ``workflow_dir``: the workflow's folder (its rule names are the valid keys of
     ``resources``)."""
-    if not isinstance(schema, Mapping):
-        schema = parse_yaml(Path(schema).read_text())
+    schema_d = schema if isinstance(schema, Mapping) else parse_yaml(Path(schema).read_text())
     # a file named twice (Snakemake lists a --configfile in configfiles and again in
     # overwrite_configfiles) counts where it is applied last
-    sources = list(reversed(dict.fromkeys(str(s) for s in reversed(list(sources)))))
-    files = ", ".join(sources + ([COMMAND_LINE] if command_line else [])) or "the config"
+    names = list(reversed(dict.fromkeys(str(s) for s in reversed(list(sources)))))
+    files = ", ".join(names + ([COMMAND_LINE] if command_line else [])) or "the config"
     # the size first, before anything walks the config: Snakemake reads the config files
     # itself, keeping an alias as one shared value, so an alias bomb costs nothing until
     # the first walk (the schema check's) copies it out. Each file with the bounded loader
     # (naming the file), then the merged config (a --config value)
     try:
-        read_sources(sources)
+        read_sources(names)
     except YamlSizeError as err:
         raise ConfigError(f"invalid workflow config ({files}): {err}") from None
     big = oversized_key(config)
     if big:
         raise ConfigError(f"invalid workflow config ({files}): {big} (refused before any "
                           f"check or job)")
-    problems = config_errors(config, schema, sources, workflow_dir, command_line)
+    problems = config_errors(config, schema_d, names, workflow_dir, command_line)
     if problems:
         more = len(problems) - MAX_PROBLEMS
         shown = problems[:MAX_PROBLEMS] + ([f"... and {more} more"] if more > 0 else [])
         raise ConfigError(f"invalid workflow config ({files}):\n  - " + "\n  - ".join(shown))
     if fill_defaults:   # the schema's defaults, as Snakemake's validate(set_default=True)
-        validate_with_defaults(config, schema, "the workflow config")
+        validate_with_defaults(config, schema_d, "the workflow config")
 
 
 def set_run_environment(prof: Profile) -> None:

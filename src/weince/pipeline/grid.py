@@ -30,8 +30,9 @@ from __future__ import annotations
 import math
 import os
 import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from weince.pipeline import layout
 from weince.pipeline.arms import parse_point
@@ -90,8 +91,9 @@ def choose_point(values: Mapping[str, Mapping[int, float | None]], expected: int
     """
     table: dict[str, dict[str, Any]] = {}
     for name, per_seed in values.items():
-        seeds = sorted(s for s, v in per_seed.items() if v is not None and math.isfinite(v))
-        vals = [float(per_seed[s]) for s in seeds]
+        finite = {s: v for s, v in per_seed.items() if v is not None and math.isfinite(v)}
+        seeds = sorted(finite)
+        vals = [float(finite[s]) for s in seeds]
         table[name] = {"mean": sum(vals) / len(vals) if vals else None, "n": len(vals),
                        "seeds": seeds, "values": vals, "complete": len(vals) >= expected}
     scored = [n for n, t in table.items() if t["mean"] is not None]

@@ -19,8 +19,9 @@ import logging
 import os
 import sys
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 __all__ = ["log_to", "one_line", "LogNotWritableError"]
 
@@ -136,6 +137,6 @@ def _redirected(path: str | os.PathLike) -> Iterator[None]:
 
 def _check_gpu(gpus: int, log: Any) -> None:
     if gpus:
-        from weince.utils.device import require_gpu
+        from weince.utils.device import require_gpu  # noqa: PLC0415 - torch: GPU jobs only
 
         require_gpu(gpus, f"the job logging to {log}" if log else "this job")

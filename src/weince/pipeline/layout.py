@@ -21,9 +21,9 @@ reads the point chosen on validation from ``selection.json``.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
 
 from weince.pipeline.profile import Profile
 from weince.utils.claim_rows import Setting
@@ -75,7 +75,7 @@ def vision_runs(prof: Profile, *, grid: bool = False,
     ``grid=True``: the grid-point runs instead. ``arms`` / ``seeds`` / ``pairs`` narrow or
     replace the profile's lists (the ablation and norms plans, one arm of a claim)."""
     v = prof.vision
-    pairs = v.pairs if pairs is None else [tuple(p) for p in pairs]
+    pairs = v.pairs if pairs is None else [(d, b) for d, b in pairs]
     if grid:
         arms = [f"{a}@{p}" for a in v.grid.arms for p in v.grid.points]
         seeds = v.grid.seeds
@@ -175,11 +175,13 @@ def files_for(prof: Profile) -> Callable[[Setting, str, str], list[Path]]:
                 return []
             if file in EVT_FILES and arm not in v.evt.arms:
                 return []
+            assert setting.dataset is not None and setting.backbone is not None   # a pair's row
             pair = [(setting.dataset, setting.backbone)]
             return [r.dir(root, name) / file for r in vision_runs(prof, arms=[arm], pairs=pair)]
         if setting.stage == "text":
             if arm not in prof.text.arms:
                 return []
+            assert setting.model is not None   # a text row names its model
             return [r.dir(root, name) / file
                     for r in text_runs(prof, arms=[arm], models=[setting.model])]
         if setting.stage == "timing":

@@ -38,8 +38,8 @@ import contextlib
 import os
 import shlex
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from weince.data.fetch import Item
 from weince.data.locations import FETCH, ON_DISK

@@ -24,9 +24,10 @@ library's own keys and stay mappings: the library's config dataclasses give thei
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from weince.pipeline.arms import DEFAULT_TAU, grid_points
 from weince.pipeline.claims import validate_with_defaults
@@ -51,7 +52,7 @@ def config_schema() -> dict[str, Any]:
 def _cuda_visible() -> bool:
     """Whether torch sees a GPU here: the one question a rehearsal with ``gpu: auto`` asks the
     machine, so torch is imported only then (planning a profile never needs it)."""
-    import torch
+    import torch  # noqa: PLC0415 - planning never needs torch; this one question does
 
     return bool(torch.cuda.is_available())
 
@@ -286,7 +287,7 @@ class Profile:
     config_hash: str = field(repr=False, default="")
 
     @classmethod
-    def of(cls, cfg: "Mapping[str, Any] | Profile") -> "Profile":
+    def of(cls, cfg: Mapping[str, Any] | Profile) -> Profile:
         """The profile of a workflow config, resolved on a copy (:func:`resolve_config`;
         ``cfg`` is left as it is). A :class:`Profile` is returned as is."""
         if isinstance(cfg, Profile):

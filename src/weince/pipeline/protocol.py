@@ -87,7 +87,7 @@ def protocol_options(prof: Profile) -> list[str]:
     if lin.get("split_seed") != 1:
         out.append("one probe split per probe seed (split_seed: null)"
                    if lin.get("split_seed") is None else f"probe split seed {lin['split_seed']}")
-    if float(lin.get("val_frac")) != 0.2:
+    if float(lin["val_frac"]) != 0.2:
         out.append(f"probe validation fraction {lin['val_frac']:g} (official: 0.2)")
     if len(lin.get("seeds") or []) != 1:
         out.append(f"{len(lin['seeds'])} probe seeds (official: 1)")
@@ -98,7 +98,7 @@ def protocol_options(prof: Profile) -> list[str]:
         out.append(f"InfoNCE probed with seeds {by_arm.get('infonce', lin.get('seeds'))} "
                    f"(official baseline script: 1-5)")
     knn = {**asdict(KNNConfig()), **v.knn}
-    if float(knn.get("val_frac")) != 0.2:
+    if float(knn["val_frac"]) != 0.2:
         out.append(f"k-NN validation fraction {knn['val_frac']:g} (official: 0.2)")
     if [int(s) for s in knn.get("split_seeds") or []] != OFFICIAL["knn"]["split_seeds"]:
         out.append(f"k-NN split seeds {', '.join(map(str, knn['split_seeds']))} "

@@ -32,6 +32,6 @@ def forecast_outputs(prof: Profile) -> dict[str, Path]:
 def forecast_inputs(prof: Profile) -> list[Path]:
     """The ``train.json`` of every pretraining (final and grid) and SimCSE run: their
     ``step_timing`` is what the forecast reads."""
-    runs = [*layout.vision_runs(prof), *layout.vision_runs(prof, grid=True),
-            *layout.text_runs(prof)]
+    runs: list[layout.VisionRun | layout.TextRun] = [
+        *layout.vision_runs(prof), *layout.vision_runs(prof, grid=True), *layout.text_runs(prof)]
     return list(dict.fromkeys(layout.run_dir(prof, r) / "train.json" for r in runs))

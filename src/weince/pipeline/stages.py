@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import copy
 import os
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from weince.pipeline.arms import resolve_arm
 from weince.pipeline.layout import PRETRAINED_ARM

@@ -12,14 +12,16 @@ rebuilt by a plain ``snakemake``, and then only the pages that read it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from weince.norms.files import RESULT_FILE as NORMS_FILE
 from weince.pipeline.ablations import ablation_inputs, ablation_outputs, ablation_plan
 from weince.pipeline.claims import load_claims, paper_rows, row_matches
-from weince.pipeline.layout import (CLAIM_FILES, Setting, files_for, norms_text_runs,
-                                    norms_vision_runs, run_dir, settings_for, summary_logs)
+from weince.pipeline.layout import (CLAIM_FILES, Setting, TextRun, VisionRun, files_for,
+                                    norms_text_runs, norms_vision_runs, run_dir, settings_for,
+                                    summary_logs)
 from weince.pipeline.profile import Profile
 from weince.pipeline.rehearsal import forecast_outputs
 
@@ -104,7 +106,7 @@ def norms_results(prof: Profile) -> list[Path]:
     N1-N3): ``{run}/norms.json`` of each vision unit (dataset x backbone x arm x seed), then
     of each text unit (a model as shipped, arm ``pretrained`` seed 0, and with
     ``simcse_runs`` the first seed of every trained SimCSE arm)."""
-    runs = [*norms_vision_runs(prof), *norms_text_runs(prof)]
+    runs: list[VisionRun | TextRun] = [*norms_vision_runs(prof), *norms_text_runs(prof)]
     return [run_dir(prof, r) / NORMS_FILE for r in runs]
 
 
@@ -124,7 +126,8 @@ def companion_targets(prof: Profile) -> list[Path]:
     """The pages the summary links to: ablations and norms (each only when the profile
     runs it), and a rehearsal's cost forecast."""
     norms = norms_outputs(prof)
-    return (ablation_targets(prof) + ([norms["md"], norms["summary"]] if norms_results(prof) else [])
+    return (ablation_targets(prof)
+            + ([norms["md"], norms["summary"]] if norms_results(prof) else [])
             + [p for k, p in forecast_outputs(prof).items() if k == "md"])
 
 

@@ -11,8 +11,9 @@ Welch interval; a figure of mean ``lambda`` and ``rho0`` over training. No verdi
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from weince.pipeline.arms import ARMS, TAUS, tau_arm_name
 from weince.pipeline.profile import Profile
@@ -37,14 +38,21 @@ def _interval(e: Estimate) -> str:
     return f"[{_f(e.lo)}, {_f(e.hi)}]" if e.has_interval else "(no interval, n < 2)"
 
 
+def _mean(e: Estimate | None) -> float | None:
+    return None if e is None else e.mean
+
+
 def _overlap(a: Estimate, b: Estimate) -> bool:
+    """Whether two intervals overlap (both must have one)."""
+    if a.lo is None or a.hi is None or b.lo is None or b.hi is None:
+        raise ValueError("_overlap compares two intervals; an estimate has none (n < 2)")
     return a.lo <= b.hi and b.lo <= a.hi
 
 
 def _diff_text(name: str, d: Estimate) -> str:
     if d.mean is None:
         return f"{name}: not available (an arm has no result)"
-    if not d.has_interval:
+    if d.lo is None or d.hi is None:   # no interval
         return f"{name} = {_f(d.mean, True)} (no interval: an arm has n < 2)"
     where = ("includes 0" if d.lo <= 0 <= d.hi else
              "lies above 0" if d.lo > 0 else "lies below 0")
@@ -53,8 +61,8 @@ def _diff_text(name: str, d: Estimate) -> str:
 
 
 def _ranking_text(group: Group, est: Mapping[str, Estimate], metric: str) -> list[str]:
-    have = [r.name for r in group.rows if est.get(r.name) is not None
-            and est[r.name].mean is not None]
+    means = {r.name: m for r in group.rows if (m := _mean(est.get(r.name))) is not None}
+    have = list(means)
     missing = [r.name for r in group.rows if r.name not in have]
     lines = []
     if missing:
@@ -62,8 +70,8 @@ def _ranking_text(group: Group, est: Mapping[str, Estimate], metric: str) -> lis
     if len(have) < 2:
         lines.append("Fewer than two rows have results, so nothing is compared.")
         return lines
-    top = max(est[n].mean for n in have)
-    best = [n for n in have if est[n].mean == top]
+    top = max(means[n] for n in have)
+    best = [n for n in have if means[n] == top]
     b = est[best[0]]
     if len(best) > 1:
         lines.append(f"Highest mean {metric}: {', '.join(best)} (tied at {_f(top)}).")
@@ -71,9 +79,9 @@ def _ranking_text(group: Group, est: Mapping[str, Estimate], metric: str) -> lis
         lines.append(f"Highest mean {metric}: {best[0]}, {_f(b.mean)} {_interval(b)} "
                      f"over n={b.n} encoder seed(s).")
     others = [n for n in have if n != best[0]]
-    ranked = sorted(others, key=lambda n: -est[n].mean)
+    ranked = sorted(others, key=lambda n: -means[n])
     lines.append("Next by mean: " + "; ".join(
-        f"{n} {_f(est[n].mean)} ({_f(est[n].mean - top, True)})" for n in ranked) + ".")
+        f"{n} {_f(means[n])} ({_f(means[n] - top, True)})" for n in ranked) + ".")
     if not b.has_interval:
         lines.append(f"{best[0]} has no interval (n < 2), so interval overlaps are not "
                      f"assessed.")
@@ -137,16 +145,17 @@ def group_commentary(group: Group, test: Mapping[str, Estimate],
         chosen = {}
         for loss in ("infonce", "weince"):
             rows = [tau_arm_name(loss, t) for t in TAUS]
-            vs = [(n, val[n].mean) for n in rows if val.get(n) is not None
-                  and val[n].mean is not None and get(n) is not None and get(n).mean is not None]
+            vs = [(n, m) for n in rows
+                  if (m := _mean(val.get(n))) is not None and _mean(get(n)) is not None]
             if not vs:
                 lines.append(f"{loss}: no validation accuracy, so no temperature is chosen.")
                 continue
             n_best = max(vs, key=lambda x: x[1])[0]
             chosen[loss] = n_best
+            best_test = test[n_best]   # present: vs keeps rows with a test result
             lines.append(f"{loss}: tau chosen on validation accuracy = {ARMS[n_best].tau:g} "
                          f"(val {_f(val[n_best].mean)}); its test accuracy "
-                         f"{_f(get(n_best).mean)} {_interval(get(n_best))}.")
+                         f"{_f(best_test.mean)} {_interval(best_test)}.")
         if len(chosen) == 2:
             lines.append("At the validation-chosen temperatures, " + _diff_text(
                 f"{chosen['weince']} - {chosen['infonce']}",
@@ -156,9 +165,9 @@ def group_commentary(group: Group, test: Mapping[str, Estimate],
             lines.append(f"{arm}: " + _diff_text(
                 "head - backbone", d(f"{arm} [head]", arm)) + ".")
     elif group.name == "baselines":
-        base = [n for n in ("hcl", "dcl", "dclw") if get(n) is not None and get(n).mean is not None]
+        base = {n: m for n in ("hcl", "dcl", "dclw") if (m := _mean(get(n))) is not None}
         if base:
-            top = max(base, key=lambda n: get(n).mean)
+            top = max(base, key=base.__getitem__)
             lines.append(f"Against the hard-negative baseline with the highest mean ({top}): " +
                          _diff_text(f"weince - {top}", d("weince", top)) + ".")
     elif group.name in ("gate", "beta"):
@@ -192,7 +201,7 @@ def group_table(group: Group, test: Mapping[str, Estimate], missing: Mapping[str
 
 # ---------------------------------------------------------------- reading results
 def _read_metric(paths: Sequence[Path], key: str, prov: Provenance, allow_missing: bool,
-                 seen: set | None = None) -> tuple[list[float], int]:
+                 seen: set[Path] | None = None) -> tuple[list[float], int]:
     """Encoder-level values of ``key`` (one per existing file) and the number missing; the
     provenance of each file read for ``test_acc`` is added once (``seen``)."""
     seen = set() if seen is None else seen
@@ -254,7 +263,7 @@ def build_ablation_report(prof: Profile, plan: Plan | None = None, *,
                      "Welch 95% interval. The commentary under each table is computed from "
                      "these numbers and states no verdict.", ""]
     doc: dict[str, Any] = {"profile": plan.profile, "seeds": list(plan.seeds), "pairs": {}}
-    prov, seen = Provenance(), set()
+    prov, seen = Provenance(), set[Path]()
     if not plan.groups:
         md.append(f"No ablation group is configured for profile `{plan.profile}` "
                   f"(its `ablations` block).")

@@ -45,8 +45,8 @@ from weince.utils.config import parse_yaml
 from weince.utils.provenance import git_commit
 from weince.utils.verdict_words import VERDICT_FREE
 
-__all__ = ["build_report", "build_summary", "rest_of_paper", "evaluate", "write_tables", "scale_line",
-           "companion_rows"]
+__all__ = ["build_report", "build_summary", "rest_of_paper", "evaluate", "write_tables",
+           "scale_line", "companion_rows"]
 
 
 def scale_line(prof: Profile, stage: str) -> str:
@@ -194,7 +194,7 @@ def _run_info(prof: Profile) -> dict[str, str]:
     return {
         "profile": prof.name,
         "config_hash": prof.config_hash,
-        "built": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "built": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "git_commit": commit[:12] + ("+dirty" if commit.endswith("+dirty") else ""),
     }
 

@@ -28,9 +28,10 @@ import dataclasses
 import hashlib
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from weince.pipeline.layout import CLAIM_FILES
 from weince.pipeline.profile import Profile

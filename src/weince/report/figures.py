@@ -11,8 +11,9 @@ from __future__ import annotations
 import math
 import os
 import shutil
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -106,7 +107,7 @@ def estimates_figure(points: list[tuple[str, float, float | None, float | None]]
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(max(4.0, 0.45 * len(pts) + 2), 3.5))
     xs = range(len(pts))
-    for x, (lab, v, lo, hi) in zip(xs, pts):
+    for x, (_lab, v, lo, hi) in zip(xs, pts):
         if lo is not None and hi is not None:
             ax.errorbar([x], [v], yerr=[[v - lo], [hi - v]], fmt="o", color="C0", capsize=3)
         else:

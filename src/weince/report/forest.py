@@ -21,9 +21,9 @@ from __future__ import annotations
 import math
 import shutil
 import textwrap
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 from weince.utils.plotting import pyplot
 

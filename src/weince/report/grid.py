@@ -4,7 +4,8 @@ grid arm uses and what it was chosen on (the ``selection.json`` files of
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from weince.pipeline.profile import Profile
 from weince.pipeline.grid import selection_paths

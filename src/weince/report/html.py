@@ -19,7 +19,14 @@ import html
 import mimetypes
 import os
 import re
+import tempfile
 from pathlib import Path
+
+from markdown_it import MarkdownIt
+
+from weince.report.forest import forest_figure
+from weince.report.tables import DETAILS_HEADING
+from weince.utils.config import parse_yaml
 
 __all__ = ["markdown_to_html", "write_markdown_page", "claim_page", "claim_categories",
            "figure_category", "figure_subcategory", "companion_pages", "html_page_for",
@@ -95,10 +102,6 @@ def local_refs(page_html: str) -> list[str]:
 
 
 def _renderer():
-    try:
-        from markdown_it import MarkdownIt
-    except ImportError:  # pragma: no cover - the [workflow] extra pins it
-        raise SystemExit('the HTML report pages need markdown-it-py: pip install -e ".[all]"') from None
     return MarkdownIt("commonmark", {"html": False}).enable("table")
 
 
@@ -158,11 +161,6 @@ def claim_page(result, table_md: str | Path, out: str | Path, profile: str = "",
     ``forest_<id>.png`` (the workflow's summary copies it instead of drawing it again);
     else it is drawn in a temporary folder. ``figure``: the plot already drawn from the same
     results (the summary's ``figures/forest_<id>.png``), embedded as it is."""
-    import tempfile
-
-    from weince.report.forest import forest_figure
-    from weince.report.tables import DETAILS_HEADING
-
     table_md, out = Path(table_md), Path(out)
     cid = result.claim["id"]
     with tempfile.TemporaryDirectory() as tmp:
@@ -208,8 +206,6 @@ def claim_categories(claims_path: str | Path) -> dict[str, str]:
     """``{"C1": "02 C1: <title>", ...}`` from the claims registry: the report's categories,
     numbered in the registry's order after the summary's (``01 Summary``), since Snakemake's
     menu sorts categories by name."""
-    from weince.utils.config import parse_yaml
-
     data = parse_yaml(Path(claims_path).read_text()) or {}
     claims = data.get("claims", [])
     width = max(2, len(str(len(claims) + 1)))

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from weince.data.marker import data_note
 from weince.utils.claim_rows import Setting

@@ -24,7 +24,8 @@ if TYPE_CHECKING:
     from weince.report.claim_file import ClaimRecord
 
 __all__ = ["claim_lines", "claim_markdown", "claim_latex", "latex_lines", "latex_caption",
-           "summary_markdown", "rounding_notes", "latex_document", "latex_escape", "md_escape", "fmt_estimate",
+           "summary_markdown", "rounding_notes", "latex_document", "latex_escape", "md_escape",
+           "fmt_estimate",
            "DETAILS_HEADING", "LATEX_HEADER", "MAX_CAPTION_WORDS"]
 
 HEADER = ["Setting", "Metric", "Arm", "Ours: mean [95% CI] (n)", "vs. baseline / detail",
@@ -297,8 +298,8 @@ def rounding_notes(claim: dict[str, Any]) -> list[str]:
                 str(row[k]) for k in ("dataset", "backbone", "model") if k in row)
             out.append(f"Paper's rounding ({where}): it prints a gain of {p['gain']:+.2f}, "
                        f"where its printed numbers give {p['treatment']:.2f} - "
-                       f"{p['baseline']:.2f} = {diff:+.2f} (the paper's rounding). The verdict uses "
-                       f"the printed gain.")
+                       f"{p['baseline']:.2f} = {diff:+.2f} (the paper's rounding). "
+                       f"The verdict uses the printed gain.")
     return out
 
 
@@ -558,8 +559,9 @@ def summary_markdown(results: list[ClaimRecord], run_info: dict[str, str],
     commits = sorted({x for r in results for x in r.provenance.commits})
     dates = sorted(d for r in results for d in r.provenance.dates)
     nfiles = sum(r.provenance.files for r in results)
+    shown = ", ".join(c[:12] + ("+dirty" if c.endswith("+dirty") else "") for c in commits)
     lines.append(f"- Built from {nfiles} result file reads; result commits: "
-                 f"{', '.join(c[:12] + ('+dirty' if c.endswith('+dirty') else '') for c in commits) or 'none'}; "
+                 f"{shown or 'none'}; "
                  f"result dates: {(dates[0] + ' to ' + dates[-1]) if dates else 'none'}")
     if figures:
         lines += ["", "## Figures", ""] + [f"- [{f}]({f}){_figure_note(f)}" for f in figures]

@@ -8,7 +8,7 @@ defaults (the training loop, the workflow's stage configs and the protocol table
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Optional
+from typing import Literal
 
 __all__ = ["SimCLRConfig", "RUNTIME_KEYS"]
 
@@ -26,19 +26,19 @@ class SimCLRConfig:
 
     # data
     dataset: str = "digits"             # a name of weince.data.vision.DATASETS
-    data_root: Optional[str] = None     # None: $WEINCE_DATA or ./data (offline sets ignore it)
+    data_root: str | None = None     # None: $WEINCE_DATA or ./data (offline sets ignore it)
     download: bool = False              # no effect: loaders never download (weince fetch-data)
     train_split: str = "train"          # e.g. "train+unlabeled" for STL-10
-    max_train_images: Optional[int] = None  # seeded subset (seed 0: the same for every run)
-    image_size: Optional[int] = None    # view size; None: the data set's size
-    channels: Optional[int] = None      # None: the data set's channels (must match if given)
+    max_train_images: int | None = None  # seeded subset (seed 0: the same for every run)
+    image_size: int | None = None    # view size; None: the data set's size
+    channels: int | None = None      # None: the data set's channels (must match if given)
     aug: Literal["batch", "per_image"] = "batch"  # on-device batched views / per-image CPU path
     aug_kwargs: dict = field(default_factory=dict)  # overrides of weince.data.augment.build_augment
     num_workers: int = 0                # DataLoader workers (aug: per_image only)
     # model
     backbone: str = "smallcnn"          # resnet18 | resnet50 | vit_s | smallcnn
     proj_dim: int = 64                  # projection output (docs/protocol.md)
-    proj_hidden: Optional[int] = None   # None: the backbone's feature width (official code)
+    proj_hidden: int | None = None   # None: the backbone's feature width (official code)
     proj_batch_norm: bool = False
     conv1_init: Literal["default", "kaiming"] = "default"  # ResNet stem conv: PyTorch's default
     #                                     (official) or Kaiming normal (fan_out, as torchvision)
@@ -62,15 +62,15 @@ class SimCLRConfig:
     device: str = "auto"                # auto | cpu | cuda | cuda:N
     amp: bool = False                   # bf16 autocast, CUDA only (official: float32)
     tf32: bool = False                  # TF32 float32 matmuls on CUDA (official: off)
-    channels_last: Optional[bool] = None  # None: on for CUDA, off for CPU
+    channels_last: bool | None = None  # None: on for CUDA, off for CPU
     compile: bool = False               # torch.compile the model
     # torch.compile(fullgraph=True) the whole step (views, forward, loss, gradients, Adam
     # update) as one graph: None (eager; the default, best on CPU) or a torch.compile mode:
     # "default", "reduce-overhead" (CUDA graphs) or "max-autotune" (paper profile on GPUs)
-    compile_step: Optional[str] = None
+    compile_step: str | None = None
     sync_bn: bool = True                # SyncBatchNorm in multi-GPU runs
-    threads: Optional[int] = None       # torch.set_num_threads on CPU (None: torch default)
-    progress: Optional[bool] = None     # tqdm bar; None: only on a TTY or WEINCE_PROGRESS=1
+    threads: int | None = None       # torch.set_num_threads on CPU (None: torch default)
+    progress: bool | None = None     # tqdm bar; None: only on a TTY or WEINCE_PROGRESS=1
     timing_warmup: int = 1              # steps not counted in train.json's step_timing
     keep_checkpoint: bool = False       # keep checkpoint.pt after a finished run
 

@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 
 from weince.utils.device import resolve_device
-from weince.utils.distributed import gather_with_grad, is_distributed, rank, world_size  # noqa: F401
+from weince.utils.distributed import gather_with_grad, is_distributed, rank, world_size
 
 __all__ = ["DistInfo", "setup_distributed", "cleanup_distributed", "gather_with_grad",
            "is_distributed", "world_size", "rank", "all_reduce_mean", "barrier"]

@@ -10,8 +10,8 @@ one node:
 (run as ``python -m torch.distributed.run``, the module behind the ``torchrun`` command, so
 the interpreter of the workflow is used). ``batch_size`` stays the config's *global* batch:
 :mod:`weince.train.simclr` and :mod:`weince.train.simcse` give every rank its slice and
-all-gather the embeddings with gradient. Each rank uses ``cuda:LOCAL_RANK`` (NCCL) when the config's device is CUDA, else
-the CPU (gloo) — which is how the tests run it.
+all-gather the embeddings with gradient. Each rank uses ``cuda:LOCAL_RANK`` (NCCL) when the
+config's device is CUDA, else the CPU (gloo) — which is how the tests run it.
 """
 
 from __future__ import annotations

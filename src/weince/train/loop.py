@@ -32,26 +32,29 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Optional
+from typing import Any
 
 import torch
 from torch import nn
+from tqdm.auto import tqdm
 
 from weince.train import ddp as D
-from weince.train.trainlog import JsonlLogger
 from weince.train.preempt import Preempted, PreemptionGuard
 from weince.train.step_timer import StepTimer
+from weince.train.trainlog import JsonlLogger
 from weince.utils import write_json
 from weince.utils.checkpoint import load_checkpoint, save_checkpoint
 
 __all__ = ["TrainingRun", "RecordsOnly", "EpochStats", "DivergedError", "diverged",
-           "weights_finite", "check_same_config", "progress_enabled", "progress_bar", "progress_note",
+           "weights_finite", "check_same_config", "progress_enabled", "progress_bar",
+           "progress_note",
            "unwrap_model"]
 
 
 # ------------------------------------------------------------------------- small pieces
-def progress_enabled(flag: Optional[bool] = None) -> bool:
+def progress_enabled(flag: bool | None = None) -> bool:
     """Show a progress bar: ``flag`` when given, else when stderr is a terminal or the
     environment sets ``WEINCE_PROGRESS`` (to anything but ``0``)."""
     if flag is not None:
@@ -62,15 +65,11 @@ def progress_enabled(flag: Optional[bool] = None) -> bool:
 def progress_bar(iterable: Iterable | None = None, *, show: bool, **kwargs):
     """A tqdm bar (``disable`` unless ``show``); tqdm is imported only here (an optional
     dependency of the workflow extra)."""
-    from tqdm.auto import tqdm
-
     return tqdm(iterable, disable=not show, dynamic_ncols=True, **kwargs)
 
 
 def progress_note(message: str) -> None:
     """One line on stderr that does not break a progress bar."""
-    from tqdm.auto import tqdm
-
     tqdm.write(message, file=sys.stderr)
 
 
@@ -140,7 +139,7 @@ class EpochStats:
     def __init__(self) -> None:
         self.sums: dict[str, torch.Tensor] = {}
         self.counts: dict[str, int] = {}
-        self.first_bad: Optional[torch.Tensor] = None
+        self.first_bad: torch.Tensor | None = None
 
     def update(self, stats: dict[str, Any]) -> None:
         for k, v in stats.items():
@@ -197,13 +196,27 @@ class TrainingRun:
         self.device = self.info.device
         self.checkpoint_path = self.out / "checkpoint.pt"
         self.log_path = self.out / log_name
-        self.log: JsonlLogger | RecordsOnly | None = None
-        self.timer: StepTimer | None = None
+        self._log: JsonlLogger | RecordsOnly | None = None
+        self._timer: StepTimer | None = None
         self.preemptions: list[dict] = []
 
     @property
     def is_main(self) -> bool:
         return self.info.is_main
+
+    @property
+    def log(self) -> JsonlLogger | RecordsOnly:
+        """The run's log (:meth:`open_log` opens it)."""
+        if self._log is None:
+            raise RuntimeError("the training log is read before open_log() opened it")
+        return self._log
+
+    @property
+    def timer(self) -> StepTimer:
+        """The step timer (:meth:`start_timer` starts it)."""
+        if self._timer is None:
+            raise RuntimeError("the step timer is read before start_timer() made it")
+        return self._timer
 
     # -- resume and checkpoints
     def load_checkpoint(self, remake: str, **kwargs) -> dict[str, Any] | None:
@@ -230,14 +243,14 @@ class TrainingRun:
     def open_log(self, records: Iterable[Mapping[str, Any]] = ()) -> JsonlLogger | RecordsOnly:
         """``train_log.jsonl`` rewritten to hold ``records`` (rank 0; other ranks keep the
         records without a file)."""
-        self.log = (JsonlLogger(self.log_path, records) if self.is_main
-                    else RecordsOnly(records))
-        return self.log
+        self._log = (JsonlLogger(self.log_path, records) if self.is_main
+                     else RecordsOnly(records))
+        return self._log
 
     def start_timer(self, warmup: int = 1) -> StepTimer:
         """The step timer (made here so that the peak memory counts from now on)."""
-        self.timer = StepTimer(self.device, warmup=warmup)
-        return self.timer
+        self._timer = StepTimer(self.device, warmup=warmup)
+        return self._timer
 
     # -- preemption
     def should_stop(self) -> bool:

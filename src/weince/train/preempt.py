@@ -29,9 +29,17 @@ import signal
 import sys
 import threading
 import time
-from typing import Optional
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+import torch
+import torch.distributed as dist
 
 __all__ = ["PREEMPT_EXIT_CODE", "Preempted", "PreemptionGuard"]
+
+# what signal.signal takes and returns
+_Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
 
 PREEMPT_EXIT_CODE = 128 + int(signal.SIGTERM)   # 143
 
@@ -41,7 +49,7 @@ class Preempted(SystemExit):
     :data:`PREEMPT_EXIT_CODE` and the next run resumes from the checkpoint."""
 
     def __init__(self, message: str, signum: int = int(signal.SIGTERM),
-                 waited_s: Optional[float] = None) -> None:
+                 waited_s: float | None = None) -> None:
         super().__init__(PREEMPT_EXIT_CODE)
         self.message = message
         self.signum = signum
@@ -61,12 +69,12 @@ class PreemptionGuard:
 
     def __init__(self, signals: tuple[int, ...] = (signal.SIGTERM,)) -> None:
         self.signals = tuple(int(s) for s in signals)
-        self.signum: Optional[int] = None
-        self.received_at: Optional[float] = None    # time.monotonic() of the first signal
-        self._previous: dict[int, object] = {}
+        self.signum: int | None = None
+        self.received_at: float | None = None    # time.monotonic() of the first signal
+        self._previous: dict[int, _Handler] = {}
 
     # -- context manager
-    def __enter__(self) -> "PreemptionGuard":
+    def __enter__(self) -> PreemptionGuard:
         if threading.current_thread() is threading.main_thread():
             for s in self.signals:
                 self._previous[s] = signal.signal(s, self._handle)
@@ -95,9 +103,6 @@ class PreemptionGuard:
         of the process group takes the same decision (the maximum of their flags)."""
         if not distributed:
             return self.requested
-        import torch
-        import torch.distributed as dist
-
         flag = torch.tensor([1 if self.requested else 0], dtype=torch.int32, device=device)
         dist.all_reduce(flag, op=dist.ReduceOp.MAX)
         return bool(flag.item())

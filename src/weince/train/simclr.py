@@ -57,8 +57,9 @@ import math
 import os
 import random
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -67,7 +68,7 @@ from torch import nn
 import weince.losses as losses     # build_loss looked up at each build (tests replace it)
 from weince.data.augment import PerImageTwoViews, build_augment
 from weince.data.vision import DATASETS, load_vision, subset_indices
-from weince.models import BACKBONES, build_simclr_model, save_encoder
+from weince.models import BACKBONES, SimCLRModel, build_simclr_model, save_encoder
 from weince.train import ddp as D
 from weince.train.loop import (DivergedError, EpochStats, TrainingRun, check_same_config,
                                diverged, progress_bar, progress_enabled, progress_note,
@@ -112,7 +113,7 @@ def resolve_config(cfg: SimCLRConfig | dict) -> SimCLRConfig:
     if cfg.lr <= 0 or cfg.weight_decay < 0 or cfg.tau <= 0:
         raise ValueError(f"need lr > 0, weight_decay >= 0, tau > 0; got {cfg.lr}, "
                          f"{cfg.weight_decay}, {cfg.tau}")
-    if cfg.warmup_epochs < 0 or cfg.warmup_epochs >= max(cfg.epochs, 1) and cfg.warmup_epochs:
+    if cfg.warmup_epochs < 0 or (cfg.warmup_epochs >= max(cfg.epochs, 1) and cfg.warmup_epochs):
         raise ValueError(f"warmup_epochs must be in [0, epochs), got {cfg.warmup_epochs}")
     if cfg.compile_step is not None:
         if cfg.compile_step not in COMPILE_MODES:
@@ -170,7 +171,8 @@ class LARS(torch.optim.Optimizer):
 def _build_optimizer(cfg: SimCLRConfig, model: nn.Module) -> torch.optim.Optimizer:
     if cfg.optimizer == "adam":
         return torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    decay, plain = [], []
+    decay: list[nn.Parameter] = []
+    plain: list[nn.Parameter] = []
     for p in model.parameters():
         (plain if p.ndim <= 1 else decay).append(p)
     return LARS([{"params": decay}, {"params": plain, "lars": False, "weight_decay": 0.0}],
@@ -203,7 +205,8 @@ def embed_views(fwd, v1: torch.Tensor, v2: torch.Tensor, *, forward: str = "per_
         views = [x.contiguous(memory_format=torch.channels_last) for x in views]
     with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=use_amp):
         z = torch.cat([fwd(x)[1] for x in views])
-    return z.float().chunk(2)
+    z1, z2 = z.float().chunk(2)
+    return z1, z2
 
 
 def eager_step(model, loss_fn, opt, aug, batch, generator, *, use_amp=False, channels_last=False,
@@ -244,7 +247,7 @@ class CompiledStep:
     """
 
     def __init__(self, model, loss_fn, opt, aug, *, use_amp=False, channels_last=False,
-                 mode: Optional[str] = "default", forward: str = "per_view",
+                 mode: str | None = "default", forward: str = "per_view",
                  backend: str = "inductor"):
         if not isinstance(opt, torch.optim.Adam) or len(opt.param_groups) != 1:
             raise ValueError("CompiledStep needs a torch.optim.Adam with one parameter group")
@@ -299,7 +302,7 @@ class CompiledStep:
         wrong results under Inductor on CPU (torch 2.14.1; ``aot_eager`` was right)."""
         g0 = self.opt.param_groups[0]
         (b1, b2), eps, wd = g0["betas"], g0["eps"], g0["weight_decay"]
-        out = ([], [], [], [])
+        out: tuple[list[torch.Tensor], ...] = ([], [], [], [])
         for p, grad in zip(self.params, grads):
             st = self.opt.state[p]
             if wd:
@@ -314,7 +317,7 @@ class CompiledStep:
                 lst.append(val)
         return out
 
-    def __call__(self, batch: torch.Tensor, generator: Optional[torch.Generator] = None):
+    def __call__(self, batch: torch.Tensor, generator: torch.Generator | None = None):
         """One step on ``batch`` (uint8 images); returns ``(loss, last_stats)`` (detached)."""
         u = self.aug.draw(2 * batch.shape[0], generator, batch.device)
         self.lr.fill_(float(self.opt.param_groups[0]["lr"]))   # scheduler's value; no sync
@@ -334,8 +337,8 @@ class CompiledStep:
 # ------------------------------------------------------------------------- main loop
 @locks_output("out_dir", "train")   # one writer per run folder
 def pretrain(cfg: SimCLRConfig | dict, out_dir: str | os.PathLike, *,
-             stop_after: Optional[int] = None,
-             on_step: Optional[Callable[[int, int], None]] = None) -> dict[str, Any]:
+             stop_after: int | None = None,
+             on_step: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Run (or resume) SimCLR pretraining; write the files listed in the module docstring.
 
     Args:
@@ -427,13 +430,14 @@ class _Pretraining:
         torch.manual_seed(cfg.seed)
         random.seed(cfg.seed)
         np.random.seed(cfg.seed % 2**32)
+        assert cfg.image_size is not None and cfg.channels is not None   # resolve_config set them
         model = build_simclr_model(cfg.backbone, cfg.image_size, cfg.channels,
                                    hidden_dim=cfg.proj_hidden, out_dim=cfg.proj_dim,
                                    batch_norm=cfg.proj_batch_norm,
                                    conv1_init=cfg.conv1_init).to(dev)
         if self.channels_last:
             model = model.to(memory_format=torch.channels_last)
-        self.model = model
+        self.model: nn.Module = model   # wrap() puts DDP around it under torchrun
         self.loss_fn = losses.build_loss(cfg.loss, tau=cfg.tau, **cfg.loss_kwargs).to(dev)
         self.opt = _build_optimizer(cfg, model)
         self.sched = _build_scheduler(cfg, self.opt, self.steps_per_epoch)
@@ -528,7 +532,7 @@ class _Pretraining:
         if cfg.aug == "per_image":
             loader_gen = torch.Generator().manual_seed(
                 int(torch.randint(0, 2**62, (1,), generator=self.shuffle_gen)) + rank)
-            source = torch.utils.data.DataLoader(
+            source: torch.utils.data.DataLoader | torch.Tensor = torch.utils.data.DataLoader(
                 self.per_image, batch_sampler=local.tolist(), num_workers=cfg.num_workers,
                 generator=loader_gen, persistent_workers=False, pin_memory=self.cuda)
         else:
@@ -567,7 +571,9 @@ class _Pretraining:
             run.timer.start()
             loss = self.step(item)
             run.timer.stop()
-            stats.update({"loss": loss.detach(), **self.loss_fn.last_stats})
+            # every loss of the registry keeps its last_stats dict
+            last = cast(dict[str, torch.Tensor], self.loss_fn.last_stats)
+            stats.update({"loss": loss.detach(), **last})
             if on_step is not None:
                 on_step(epoch + 1, step + 1)
             if step + 1 < spe and run.should_stop():
@@ -625,7 +631,8 @@ class _Pretraining:
             return {"stopped_at": done}
         summary: dict[str, Any] = {}
         if run.is_main:
-            save_encoder(run.out / "encoder.pt", unwrap_model(self.model), self.cfg_dict)
+            save_encoder(run.out / "encoder.pt", cast(SimCLRModel, unwrap_model(self.model)),
+                         self.cfg_dict)
             summary = self.summary(wall_s)
         # the resume state of a finished run is 3x the encoder's size (weights + Adam's two
         # moments): 135 MB for ResNet-18, ~280 MB for ResNet-50, per run of the paper's 3,424

@@ -53,9 +53,10 @@ import math
 import os
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, cast
 
 import torch
 
@@ -83,7 +84,7 @@ class SimCSEConfig:
     """Options of :func:`train_simcse` (defaults: SimCSE unsup-BERT recipe, embedded data)."""
 
     model: str = "minilm"            # "minilm" (shipped MiniLM-L6), a folder, bert-base-uncased
-    model_name: Optional[str] = None  # the model the run stands for (None: `model`)
+    model_name: str | None = None  # the model the run stands for (None: `model`)
     model_source: str = "name"       # name | local copy | model_paths (a stand-in: scale model)
     train_data: str = "synthetic"    # "synthetic" or the path of wiki1m_for_simcse.txt
     n_train: int = 0                 # file: first n (0: all); synthetic: n (0: 2000)
@@ -149,7 +150,8 @@ def _linear_schedule(warmup: int, total: int) -> Callable[[int], float]:
 
 def _optimizer(model: torch.nn.Module, cfg: SimCSEConfig) -> torch.optim.Optimizer:
     # as the HF Trainer: no weight decay on biases and LayerNorm weights
-    decay, no_decay = [], []
+    decay: list[torch.nn.Parameter] = []
+    no_decay: list[torch.nn.Parameter] = []
     for name, p in model.named_parameters():
         if not p.requires_grad:
             continue
@@ -307,8 +309,8 @@ class _SimCSETraining:
         self.step, self.best, self.best_step, self.init_dev = 0, -math.inf, None, None
         self.resumed_from = None
         # time and sentences of the training steps (evaluation excluded), summed over resumes
-        self.train_time, self.trained_sentences = (ckpt.get("timing", (0.0, 0)) if ckpt
-                                                   else (0.0, 0))
+        timing: tuple[float, int] = ckpt.get("timing", (0.0, 0)) if ckpt else (0.0, 0)
+        self.train_time, self.trained_sentences = timing
         if ckpt is None:
             self.run.open_log([])
             if ws > 1:  # same init everywhere (seeded above); now a dropout stream per rank
@@ -332,7 +334,7 @@ class _SimCSETraining:
         self.resumed_from = self.step
 
     def wrap(self) -> None:
-        self.fwd = self.model
+        self.fwd: torch.nn.Module = self.model
         if self.run.info.distributed:
             # static_graph: the set of used parameters never changes (BERT's pooler is never
             # used), so DDP needs no per-step search for unused ones; no BatchNorm: no buffers
@@ -343,7 +345,7 @@ class _SimCSETraining:
     def dev_eval(self) -> dict[str, float]:
         """Rank 0 evaluates (the weights are the same on every rank); all get its scores."""
         cfg, info = self.cfg, self.run.info
-        r = None
+        r: dict[str, float] | None = None
         if info.is_main:
             r = evaluate_sts(self.model, self.dev, tokenizer=self.tokenizer,
                              batch_size=cfg.eval_batch_size,
@@ -352,6 +354,7 @@ class _SimCSETraining:
             box = [r]
             torch.distributed.broadcast_object_list(box, src=0)
             r = box[0]
+        assert r is not None   # rank 0's scores, on every rank
         return r
 
     def write_checkpoint(self) -> None:
@@ -373,7 +376,8 @@ class _SimCSETraining:
                            initial=self.step, desc=f"simcse[{cfg.loss}]", unit="step")
         self.model.train()
         self.loss_fn.train()
-        self.order_epoch, self.order = -1, []
+        self.order_epoch = -1
+        self.order: list[int] = []
         run.start_timer(warmup=1)   # time per step after warm-up, peak memory
         try:
             while self.step < self.total:
@@ -383,7 +387,9 @@ class _SimCSETraining:
                 run.timer.stop()
                 self.step += 1
                 lval = float(loss.detach())
-                self.meter.update(self.loss_fn.last_stats, loss=lval)
+                # every loss of the registry keeps its last_stats dict
+                self.meter.update(cast(dict[str, torch.Tensor], self.loss_fn.last_stats),
+                                  loss=lval)
                 self.train_time += time.perf_counter() - t0
                 self.trained_sentences += b
                 bar.update(1)

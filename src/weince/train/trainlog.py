@@ -18,8 +18,11 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
+
+from weince.utils.diskspace import atomic_write
 
 __all__ = ["JsonlLogger", "StatsMeter", "read_jsonl"]
 
@@ -68,8 +71,6 @@ class JsonlLogger:
     def reset(self, records: Iterable[Mapping[str, Any]] = ()) -> None:
         """Rewrite the file to hold exactly ``records`` (atomic replace)."""
         self.records = [_clean(dict(r)) for r in records]
-        from weince.utils.diskspace import atomic_write
-
         text = "".join(json.dumps(r) + "\n" for r in self.records)
         atomic_write(self.path, lambda tmp: tmp.write_text(text), need=len(text.encode()))
 

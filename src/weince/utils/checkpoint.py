@@ -31,12 +31,15 @@ import random
 import re
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
 
-__all__ = ["release_checkpoint", "rng_state", "restore_rng", "save_checkpoint", "load_checkpoint", "seed_everything",
+from weince.utils.diskspace import atomic_write, payload_bytes
+
+__all__ = ["release_checkpoint", "rng_state", "restore_rng", "save_checkpoint", "load_checkpoint",
+           "seed_everything",
            "torch_threads", "load_torch_file", "UnreadableFileError", "ResumeDeviceError",
            "check_resume_device", "restore_generator"]
 
@@ -91,7 +94,9 @@ def rng_state(device: str | torch.device | None = None) -> dict[str, Any]:
     ``device``: the run's device. For a CUDA device, that device's generator is kept (as
     ``{"cuda": {"device": "cuda:N", "state": ...}}``), never the other visible GPUs'."""
     version, keys, gauss = random.getstate()
-    name, np_keys, pos, has_gauss, cached = np.random.get_state()
+    # the legacy tuple (the default); its stub's return type also admits the dict form
+    name, np_keys, pos, has_gauss, cached = cast(tuple[str, np.ndarray, int, int, float],
+                                                 np.random.get_state())
     state = {
         "python": {"version": int(version), "keys": torch.tensor(keys, dtype=torch.int64),
                    "gauss": gauss},
@@ -169,8 +174,6 @@ def restore_generator(gen: torch.Generator, state: torch.Tensor, path: str | os.
 def save_checkpoint(path: str | os.PathLike, **state: Any) -> Path:
     """``torch.save`` to a temporary file then rename: never a torn checkpoint; a full disk
     is one line naming the file and the space (:func:`weince.utils.diskspace.atomic_write`)."""
-    from weince.utils.diskspace import atomic_write, payload_bytes
-
     return atomic_write(path, lambda tmp: torch.save(state, tmp), need=payload_bytes(state))
 
 

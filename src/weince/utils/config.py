@@ -23,14 +23,16 @@ import dataclasses
 import os
 import types
 import typing
+from collections.abc import Iterable, MutableMapping
 from pathlib import Path
-from typing import Any, Iterable, MutableMapping, TypeVar
+from typing import Any, TypeVar
 
 import yaml
 
 __all__ = ["deep_merge", "expand_data_root", "parse_yaml", "check_yaml_text", "expanded_size",
            "value_children", "YamlSizeError",
-           "MAX_VALUES", "MAX_DEPTH", "load_config", "config_from_dict", "to_dict", "parse_overrides",
+           "MAX_VALUES", "MAX_DEPTH", "load_config", "config_from_dict", "to_dict",
+           "parse_overrides",
            "apply_overrides", "as_config", "add_config_arguments", "config_from_args"]
 
 # libyaml's parser when PyYAML was built with it (the wheels are): the same values as
@@ -329,7 +331,8 @@ def _to_mapping(cfg: Any) -> dict[str, Any]:
     """A dataclass instance or mapping as a shallow dict (nested dataclasses as dicts)."""
     if dataclasses.is_dataclass(cfg) and not isinstance(cfg, type):
         return {f.name: (to_dict(getattr(cfg, f.name))
-                         if dataclasses.is_dataclass(getattr(cfg, f.name)) else getattr(cfg, f.name))
+                         if dataclasses.is_dataclass(getattr(cfg, f.name))
+                         else getattr(cfg, f.name))
                 for f in dataclasses.fields(cfg) if f.init}
     return dict(cfg or {})
 
@@ -361,7 +364,8 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="KEY=VALUE",
                         help="override one config key (value parsed as YAML; repeatable; "
-                             "dotted keys reach into mappings, e.g. loss_kwargs.margin=0; default: none)")
+                             "dotted keys reach into mappings, e.g. loss_kwargs.margin=0; "
+                             "default: none)")
 
 
 def config_from_args(cls: type[T], args: argparse.Namespace) -> T:

@@ -19,8 +19,9 @@ import errno
 import os
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 __all__ = ["DiskFullError", "atomic_write", "is_disk_full", "free_bytes", "human_bytes",
            "payload_bytes"]
@@ -53,13 +54,14 @@ def free_bytes(path: str | os.PathLike) -> int:
 def is_disk_full(err: BaseException) -> bool:
     """Whether ``err`` (or an error it was raised from) is a full disk or quota."""
     seen = set()
-    while err is not None and id(err) not in seen:
-        seen.add(id(err))
-        if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+    cur: BaseException | None = err
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, OSError) and cur.errno in (errno.ENOSPC, errno.EDQUOT):
             return True
-        if isinstance(err, RuntimeError) and _TORCH_FULL.search(str(err)):
+        if isinstance(cur, RuntimeError) and _TORCH_FULL.search(str(cur)):
             return True
-        err = err.__cause__ or err.__context__
+        cur = cur.__cause__ or cur.__context__
     return False
 
 

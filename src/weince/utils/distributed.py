@@ -61,7 +61,7 @@ class _GatherWithGrad(torch.autograd.Function):
     """all_gather forward; all_reduce(sum) + own slice backward (see module docstring)."""
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, uneven: bool) -> torch.Tensor:  # type: ignore[override]
+    def forward(ctx, x: torch.Tensor, uneven: bool) -> torch.Tensor:
         ws, me = dist.get_world_size(), dist.get_rank()
         sizes_t = [torch.zeros(1, dtype=torch.long, device=x.device) for _ in range(ws)]
         dist.all_gather(sizes_t, torch.tensor([x.shape[0]], device=x.device))
@@ -80,7 +80,7 @@ class _GatherWithGrad(torch.autograd.Function):
         return torch.cat([o[:k] for o, k in zip(out, sizes)], dim=0)
 
     @staticmethod
-    def backward(ctx, grad: torch.Tensor):  # type: ignore[override]
+    def backward(ctx, grad: torch.Tensor):
         grad = grad.contiguous().clone()
         dist.all_reduce(grad, op=dist.ReduceOp.SUM)
         return grad[ctx.start:ctx.start + ctx.n], None

@@ -8,7 +8,7 @@ where it is cheapest to fix: at the first file that holds it.
 
 from __future__ import annotations
 
-from typing import Iterable, Tuple
+from collections.abc import Iterable
 
 import torch
 
@@ -19,7 +19,7 @@ class NonFiniteError(ValueError):
     """A file or result holds NaN/inf where only finite numbers make sense."""
 
 
-def check_finite(arrays: Iterable[Tuple[str, torch.Tensor]], source: str, fix: str) -> None:
+def check_finite(arrays: Iterable[tuple[str, torch.Tensor]], source: str, fix: str) -> None:
     """Raise :class:`NonFiniteError` if any floating tensor in ``arrays`` (``(name, tensor)``
     pairs) holds NaN or inf. ``source`` names where they came from (a file), ``fix`` what
     to do about it. One host sync per tensor; meant for loaders, not training steps."""

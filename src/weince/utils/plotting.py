@@ -20,9 +20,9 @@ __all__ = ["pyplot"]
 def pyplot() -> ModuleType:
     """``matplotlib.pyplot`` with the Agg backend selected (imported here, on the first
     figure: the module docstring says why)."""
-    import matplotlib
+    import matplotlib  # noqa: PLC0415 - on the first figure (the module docstring says why)
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # noqa: PLC0415 - after the backend is chosen
 
     return plt

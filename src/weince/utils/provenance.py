@@ -114,7 +114,7 @@ def versions() -> dict[str, str]:
     return out
 
 
-def float32_precision() -> dict[str, Any]:
+def float32_precision() -> dict[str, Any] | None:
     """How float32 arithmetic runs in this process, read when the result is written:
     matmuls (``torch.get_float32_matmul_precision()``: "highest" = full float32, "high" =
     TF32) and cuDNN convolutions (``torch.backends.cudnn.allow_tf32``: PyTorch's default
@@ -143,7 +143,7 @@ def provenance(cfg: Any = None, seed: int | None = None, **extra: Any) -> dict[s
         "git_commit": git_commit(),
         "config_hash": config_hash(cfg) if cfg is not None else None,
         "seed": seed,
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "host": platform.node(),
         "versions": versions(),
         "float32_precision": float32_precision(),

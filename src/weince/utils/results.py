@@ -21,6 +21,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 from weince.utils.diskspace import atomic_write
@@ -31,7 +32,7 @@ __all__ = ["write_json", "read_json", "ResultSchemaError", "InvalidResultError",
            "Provenance", "collect_provenance"]
 
 
-def write_json(path: str | os.PathLike, data: dict[str, Any], *, cfg: Any = None,
+def write_json(path: str | os.PathLike, data: Mapping[str, Any], *, cfg: Any = None,
                seed: int | None = None, add_provenance: bool = True) -> Path:
     """Write ``data`` (plus a ``provenance`` block) atomically: a crash never leaves a
     half-written result that a resumed workflow would take for a finished one."""
@@ -52,7 +53,8 @@ def read_json(path: str | os.PathLike) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text())
     except json.JSONDecodeError as err:
-        raise ValueError(f"{path} is not valid JSON ({err}); delete it and re-run its rule") from err
+        raise ValueError(f"{path} is not valid JSON ({err}); delete it and re-run its "
+                         f"rule") from err
     return check_plausible(data, path)
 
 
@@ -65,14 +67,14 @@ class InvalidResultError(ResultSchemaError):
     needs a number: a run that failed numerically, never to be shown as a missing one."""
 
 
-def _invalid(path: str | Path, key: str, what: str) -> InvalidResultError:
+def _invalid(path: str | os.PathLike, key: str, what: str) -> InvalidResultError:
     return InvalidResultError(
         f"{path}: {key!r} is {what}, an invalid result (the stage that wrote it failed "
         f"numerically, e.g. on a diverged encoder), not a missing one. Fix the cause, then "
         f"re-run the rule that writes it (`snakemake --forcerun {path}`)")
 
 
-def finite_value(v: Any, path: str | Path, key: str) -> float:
+def finite_value(v: Any, path: str | os.PathLike, key: str) -> float:
     """``v`` as a float; NaN, inf or ``null`` is an :class:`InvalidResultError` naming the
     file, the key and the rule to re-run; any other non-number a ``ResultSchemaError``."""
     if v is None:
@@ -140,14 +142,14 @@ def range_of(key: str) -> Range | None:
     return None
 
 
-def _implausible(path: str | Path, key: str, v: float, rng: Range) -> InvalidResultError:
+def _implausible(path: str | os.PathLike, key: str, v: float, rng: Range) -> InvalidResultError:
     return InvalidResultError(
         f"{path}: {key!r} = {v!r} is outside the range of {rng.what} ({rng}), an impossible "
         f"result (a corrupted or foreign file, or a bug in the stage that wrote it): delete it "
         f"and re-run the rule that writes it (`snakemake --forcerun {path}`)")
 
 
-def _check_number(v: Any, path: str | Path, key: str, rng: Range | None) -> None:
+def _check_number(v: Any, path: str | os.PathLike, key: str, rng: Range | None) -> None:
     if rng is None or v is None or isinstance(v, bool) or not isinstance(v, (int, float)):
         return   # null and non-numbers: finite_value/encoder_value judge them where read
     x = finite_value(v, path, key)
@@ -155,7 +157,7 @@ def _check_number(v: Any, path: str | Path, key: str, rng: Range | None) -> None
         raise _implausible(path, key, x, rng)
 
 
-def _check_summary(d: dict[str, Any], path: str | Path, key: str) -> None:
+def _check_summary(d: dict[str, Any], path: str | os.PathLike, key: str) -> None:
     """A stored summary ``{"mean", "values", ...}`` agrees with itself: its mean is the
     mean of its values and its ``n`` their count."""
     vals, mean = d.get("values"), d.get("mean")
@@ -179,7 +181,7 @@ def _check_summary(d: dict[str, Any], path: str | Path, key: str) -> None:
             f"re-run the rule that writes it (`snakemake --forcerun {path}`)")
 
 
-def check_plausible(data: Any, path: str | Path, key: str = "") -> Any:
+def check_plausible(data: Any, path: str | os.PathLike, key: str = "") -> Any:
     """``data`` unchanged, or an :class:`InvalidResultError` naming the file, the key, the
     value and its range (:data:`RANGES`): an accuracy of 150 %, a lambda of 2, a negative
     time, a p-value above 1, a summary whose ``mean`` is not the mean of its ``values``.
@@ -209,7 +211,7 @@ def check_plausible(data: Any, path: str | Path, key: str = "") -> Any:
     return data
 
 
-def load_result(path: str | Path) -> dict[str, Any]:
+def load_result(path: str | os.PathLike) -> dict[str, Any]:
     """Parse one result JSON; a file that is not a JSON object is a ``ResultSchemaError``."""
     path = Path(path)
     try:
@@ -223,14 +225,14 @@ def load_result(path: str | Path) -> dict[str, Any]:
     return check_plausible(data, path)
 
 
-def get_key(data: dict[str, Any], key: str, path: str | Path, *, needed_by: str = "") -> Any:
+def get_key(data: dict[str, Any], key: str, path: str | os.PathLike, *, needed_by: str = "") -> Any:
     """``data[a][b]...`` for ``key = "a.b..."``, or a ``ResultSchemaError`` naming the file,
     the missing key and who needs it. A key that itself contains dots (``"acc@50"``) is
     matched whole first."""
     if key in data:
         return data[key]
     cur: Any = data
-    walked = []
+    walked: list[str] = []
     for part in key.split("."):
         if not isinstance(cur, dict) or part not in cur:
             where = ".".join(walked) or "<top level>"
@@ -245,7 +247,7 @@ def get_key(data: dict[str, Any], key: str, path: str | Path, *, needed_by: str 
     return cur
 
 
-def encoder_value(value: Any, path: str | Path, key: str) -> float:
+def encoder_value(value: Any, path: str | os.PathLike, key: str) -> float:
     """One number per encoder: a plain number, or the mean of a summary's values.
 
     NaN, inf and ``null`` (JSON's form of a NaN written by ``write_json``), alone or among a
@@ -286,7 +288,7 @@ _COMMIT = COMMIT_FORM   # the one form of a commit, as provenance writes it
 _HEX = re.compile(r"[0-9a-f]{6,64}\Z")
 
 
-def _check_format(value: Any, pattern: re.Pattern, path: str | Path, key: str,
+def _check_format(value: Any, pattern: re.Pattern, path: str | os.PathLike, key: str,
                   what: str) -> None:
     if not (isinstance(value, str) and pattern.match(value)):
         raise ResultSchemaError(f"{path}: provenance.{key} {str(value)[:80]!r} is not {what}; "
@@ -294,7 +296,7 @@ def _check_format(value: Any, pattern: re.Pattern, path: str | Path, key: str,
                                 f"the rule that writes it)")
 
 
-def _check_date(value: Any, path: str | Path) -> None:
+def _check_date(value: Any, path: str | os.PathLike) -> None:
     try:
         ok = isinstance(value, str) and len(value) <= 40 and bool(
             _dt.datetime.fromisoformat(value))
@@ -315,7 +317,7 @@ class Provenance:
     dates: list[str] = field(default_factory=list)
     files: int = 0
 
-    def add(self, data: dict[str, Any], path: str | Path) -> None:
+    def add(self, data: dict[str, Any], path: str | os.PathLike) -> None:
         prov = data.get("provenance")
         if not isinstance(prov, dict):
             raise ResultSchemaError(f"{path}: missing key 'provenance' (every result is "
@@ -335,7 +337,7 @@ class Provenance:
         if prov.get("date"):
             self.dates.append(prov["date"])
 
-    def merge(self, other: "Provenance") -> None:
+    def merge(self, other: Provenance) -> None:
         self.commits |= other.commits
         self.config_hashes |= other.config_hashes
         self.dates += other.dates

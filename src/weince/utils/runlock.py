@@ -28,13 +28,14 @@ import os
 import socket
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 try:
     import fcntl
 except ImportError:   # pragma: no cover - Windows
-    fcntl = None
+    fcntl = None  # type: ignore[assignment]  # no fcntl: nothing is locked (docstring)
 
 __all__ = ["RunLockedError", "run_lock", "locks_output", "hold_run_lock", "release_run_lock",
            "held_locks", "lock_path", "holder"]

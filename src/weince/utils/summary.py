@@ -17,8 +17,9 @@ one arm over another has Welch's interval (:func:`diff_estimate`).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from scipy.special import stdtrit
 
@@ -58,7 +59,7 @@ class Estimate:
         return self.lo is not None and self.hi is not None
 
     def contains(self, x: float) -> bool:
-        return self.has_interval and self.lo <= x <= self.hi
+        return self.lo is not None and self.hi is not None and self.lo <= x <= self.hi
 
 
 def estimate(values: Sequence[float], alpha: float = 0.05) -> Estimate:
@@ -83,7 +84,7 @@ def diff_estimate(treat: Estimate, base: Estimate, alpha: float = 0.05) -> Estim
         return Estimate(None, None, 0, None, None)
     d = treat.mean - base.mean
     n = min(treat.n, base.n)
-    if treat.n < 2 or base.n < 2:
+    if treat.n < 2 or base.n < 2 or treat.std is None or base.std is None:
         return Estimate(d, None, n, None, None)
     v1, v2 = treat.std ** 2 / treat.n, base.std ** 2 / base.n
     se = math.sqrt(v1 + v2)

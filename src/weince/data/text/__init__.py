@@ -8,6 +8,7 @@ loaders below pick one by name (``"synthetic"`` or a path).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from weince.data.text.real import SPLITS, STSPairs, load_stsb, load_wiki1m
@@ -28,7 +29,7 @@ __all__ = [
 SYNTHETIC_SEED_OFFSET = {"train": 0, "dev": 1, "test": 2}
 
 
-def load_sts(data: str | Path, split: str, *, n_synthetic: int = 500,
+def load_sts(data: str | os.PathLike, split: str, *, n_synthetic: int = 500,
              seed: int = 0) -> STSPairs:
     """``data == "synthetic"``: :func:`generate_sts_pairs` with seed ``seed + offset``
     (dev +1, test +2); otherwise :func:`load_stsb` on the folder ``data``."""

@@ -23,11 +23,14 @@
 from __future__ import annotations
 
 import csv
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from weince.data.marker import synthetic_marker
 
 __all__ = ["STSPairs", "SPLITS", "load_wiki1m", "load_stsb", "missing_wiki1m", "missing_stsb"]
 
@@ -182,7 +185,7 @@ def _read_glue(path: Path, split: str) -> STSPairs:
     return STSPairs(s1, s2, np.array(scores), source=str(path))
 
 
-def load_stsb(root: str | Path, split: str) -> STSPairs:
+def load_stsb(root: str | os.PathLike, split: str) -> STSPairs:
     """STS-B pairs of one split from a local root, in SentEval or GLUE layout.
 
     Looks, in order, for ``ROOT/sts-{split}.csv``, ``ROOT/stsbenchmark/sts-{split}.csv``,
@@ -205,8 +208,6 @@ def load_stsb(root: str | Path, split: str) -> STSPairs:
     for path in candidates:
         if path.is_file():
             pairs = _read_senteval(path) if path.suffix == ".csv" else _read_glue(path, split)
-            from weince.data.marker import synthetic_marker
-
             pairs.synthetic = bool(synthetic_marker(path))   # `weince synthetic-data` files
             return pairs
     raise FileNotFoundError(missing_stsb(root, split))

@@ -239,7 +239,7 @@ def _render(c: _Content, rng: random.Random, *, template: int, negated: bool,
     obj_alts = objects[c.obj]
     det_alts = lex["details"][c.detail]
     S = subj_alts[syn.get("subj", 0) % len(subj_alts)]
-    O = obj_alts[syn.get("obj", 0) % len(obj_alts)]
+    O = obj_alts[syn.get("obj", 0) % len(obj_alts)]  # noqa: E741 - the template's {O}
     D = det_alts[syn.get("detail", 0) % len(det_alts)]
     base, third, ing, pp = verbs[syn.get("verb", 0) % len(verbs)]
     tpl = (_NEG_TEMPLATES if negated else _TEMPLATES)[template]

@@ -62,8 +62,9 @@ with its interval; :func:`attribution` says in words which one carries a gain.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from weince.norms import rules as norms
 from weince.report.verdicts import (exact, gain, noise_floor, noninferior, overhead, reject,

@@ -11,9 +11,10 @@ cells and result are the plain dataclasses of :mod:`weince.utils.claim_rows`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from weince.pipeline.claims import ROW_KEYS, paper_rows, row_matches
 from weince.utils.claim_rows import Cell, ClaimResult, Row, Setting
@@ -58,7 +59,7 @@ def rule_fields(claim: dict[str, Any], alpha: float = 0.05) -> dict[str, str]:
             "tol_pct": f"{100 * tol:g}"}
 
 
-def render_rule(kind: "Kind", claim: dict[str, Any], alpha: float = 0.05) -> str:
+def render_rule(kind: Kind, claim: dict[str, Any], alpha: float = 0.05) -> str:
     """``kind``'s rule in words for ``claim`` (its text with the claim's figures)."""
     own = kind.fields(claim) if kind.fields is not None else {}
     return kind.text.format(**rule_fields(claim, alpha), **own)
@@ -85,7 +86,7 @@ class Judging:
     unit: str
 
     @classmethod
-    def of(cls, claim: dict[str, Any], arms: list[str], alpha: float) -> "Judging":
+    def of(cls, claim: dict[str, Any], arms: list[str], alpha: float) -> Judging:
         base, primary, others = _arms(claim, arms)
         shown = list(dict.fromkeys(a for a in [base, primary, *others] if a is not None))
         return cls(claim, alpha, base, primary, shown, float(claim.get("tolerance", 0.0)),
@@ -162,7 +163,7 @@ def fmt_interval(lo: float, hi: float, digits: int = 2, signed: bool = True) -> 
 def fit_interval(c: Cell, name: str, labels: dict[str, str]) -> tuple[float, float, str] | None:
     """The t-interval across encoders (n >= 2), else the single fit's own interval from
     ``extra[name]`` (first key that the file has); ``labels`` names the fit keys."""
-    if c.est.has_interval:
+    if c.est.lo is not None and c.est.hi is not None:   # an interval
         return c.est.lo, c.est.hi, f"t-interval over {c.est.n} encoders"
     vals = [v for v in c.extra.get(name, []) if v is not None]
     if c.est.n == 1 and vals:
@@ -189,7 +190,7 @@ def _status(e: Estimate | None) -> str | None:
     but no interval (n < 2), None when an arm did not run."""
     if e is None or e.mean is None:
         return None
-    if not e.has_interval:
+    if e.lo is None or e.hi is None:   # no interval
         return "?"
     return "+" if e.lo > 0 else "-" if e.hi < 0 else "0"
 
@@ -338,10 +339,12 @@ def _read_row(plan: tuple, kind: Kind, j: Judging, arms: list[str],
 def _judge_row(row: Row, kind: Kind, j: Judging) -> None:
     """Each arm's verdict (paper rows) or reading (scale-model rows), the contrasts, and the
     notes on missing files and too-narrow intervals."""
+    rule = kind.rule
+    assert rule is not None   # rows are judged by the kinds that have a row rule
     for arm in j.shown:
         if arm == j.base and kind.reference_base:
             continue
-        v, why = kind.rule(row, arm, j)
+        v, why = rule(row, arm, j)
         if arm in row.cells or v != NOT_RUN:
             row.verdicts[arm], row.reasons[arm] = v, why
     if kind.contrasts:

@@ -32,15 +32,16 @@ def _gain_of(row: Row, arm: str, base: str, alpha: float) -> Estimate | None:
 
 
 def describe_gain(g: Estimate) -> str:
-    if not g.has_interval:
+    assert g.mean is not None   # a gain is the difference of two means
+    if g.lo is None or g.hi is None:   # no interval
         return f"gain {fmt_value(g.mean)} (n < 2 encoders: no interval)"
     return f"gain {fmt_value(g.mean)} {fmt_interval(g.lo, g.hi)}"
 
 
 def _scale_gain_reading(g: Estimate) -> str:
-    if g.has_interval and g.lo > 0:
+    if g.lo is not None and g.hi is not None and g.lo > 0:
         return f"{SCALE_MODEL}: gain > 0 ({describe_gain(g)})"
-    if g.has_interval and g.hi < 0:
+    if g.lo is not None and g.hi is not None and g.hi < 0:
         return f"{SCALE_MODEL}: gain < 0 ({describe_gain(g)})"
     if g.has_interval:
         return f"{SCALE_MODEL}: no resolved gain ({describe_gain(g)}, interval spans 0)"
@@ -63,11 +64,13 @@ def gain_verdict(row: Row, arm: str, j: Judging) -> tuple[str, str]:
     """Kind ``gain``: our gain's interval excludes zero on the paper's side and holds the
     paper's gain, or our mean is within ``tol`` of it."""
     base, tol, alpha, unit = j.base, j.tol, j.alpha, j.unit
+    assert base is not None   # a gain is over the claim's baseline
     g, early = gain_or_early(row, arm, base, alpha)
     if early:
         return early
+    assert g is not None and g.mean is not None   # no early verdict: a gain of two means
     G = _paper_gain(row.paper)
-    if not g.has_interval:
+    if g.lo is None or g.hi is None:   # no interval
         return NOT_REPRODUCED, f"{describe_gain(g)}: cannot exclude zero"
     on_side = g.lo > 0 if G > 0 else g.hi < 0
     if not on_side:

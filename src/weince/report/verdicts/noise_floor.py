@@ -4,8 +4,9 @@ estimators at each n beside the analytic lines (readings)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from weince.evt.noise_floor import loglog_slope
 from weince.report.verdicts.core import Kind, fmt_interval

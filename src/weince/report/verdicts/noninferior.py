@@ -19,10 +19,12 @@ RULE = ("Reproduced when, on every row, our mean gain is at least zero (the "
 def noninferior_verdict(row: Row, arm: str, j: Judging) -> tuple[str, str]:
     """Kind ``noninferior``: mean gain >= 0 and the interval's lower end >= -``tol``."""
     base, tol, alpha = j.base, j.tol, j.alpha
+    assert base is not None   # a gain is over the claim's baseline
     g, early = gain_or_early(row, arm, base, alpha)
     if early:
         return early
-    if not g.has_interval:
+    assert g is not None and g.mean is not None   # no early verdict: a gain of two means
+    if g.lo is None or g.hi is None:   # no interval
         return NOT_REPRODUCED, f"{describe_gain(g)}: no interval to bound the loss"
     if g.mean < 0:
         return NOT_REPRODUCED, f"{describe_gain(g)}: mean gain below zero"

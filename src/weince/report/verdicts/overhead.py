@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from weince.report.verdicts.core import Judging, Kind, fmt_interval
 from weince.utils.claim_rows import Cell, Row
-from weince.utils.verdict_words import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED, SCALE_MODEL
+from weince.utils.verdict_words import (NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED,
+                                        SCALE_MODEL)
 
 __all__ = ["RULE", "KIND", "overhead_verdict", "overhead_interval", "noise_note"]
 

@@ -42,7 +42,11 @@ def reject_verdict(row: Row, arm: str, j: Judging) -> tuple[str, str]:
     else:
         lo, hi, src = iv
         c.extra["lo"], c.extra["hi"], c.extra["interval_source"] = lo, hi, src
-        overlap = low is None or (lo <= high and hi >= low)
+        if low is None:
+            overlap = True
+        else:
+            assert high is not None   # the paper's range gives low and high together
+            overlap = lo <= high and hi >= low
         lam = f"lambda {c.est.mean:.3f} {fmt_interval(lo, hi, 3, signed=False)} ({src})"
         if low is not None:
             lam += (f" {'overlaps' if overlap else 'misses'} the paper's {low:.2f}-{high:.2f}")
