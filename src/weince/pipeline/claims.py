@@ -11,6 +11,7 @@ documents every field. Validation fills the schema's defaults.
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -54,7 +55,7 @@ def validate_with_defaults(instance: dict[str, Any], schema: Mapping[str, Any],
 _LOADED: dict[tuple, dict[str, Any]] = {}   # (path, mtime, size) -> validated registry
 
 
-def load_claims(path: str | Path) -> dict[str, Any]:
+def load_claims(path: str | os.PathLike) -> dict[str, Any]:
     """Read and validate the registry: its claims, however many, each id once; the report
     lists exactly these (no code counts them).
 

@@ -18,7 +18,9 @@ resolved :class:`weince.pipeline.profile.Profile`.
 from __future__ import annotations
 
 import datetime as _dt
+import os
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 
 from weince.cost.pages import rest_line
@@ -58,16 +60,6 @@ def scale_line(prof: Profile, stage: str) -> str:
     return line + data_note(prof.data_root)
 
 
-def stages_run(prof: Profile) -> list[str]:
-    """The training stages the profile ran (for the summary's scale line)."""
-    out = []
-    if prof.vision.pairs:
-        out.append("vision")
-    if prof.settings("text")[0]:
-        out.append("text")
-    return out
-
-
 def _scale_line(prof: Profile, stage: str) -> str:
     p = prof.name
     if stage == "vision":
@@ -91,13 +83,13 @@ def _scale_line(prof: Profile, stage: str) -> str:
                 f"{s.get('epochs', '?')} epoch(s), batch {s.get('batch_size', '?')}, "
                 f"encoder seeds {', '.join(map(str, t.seeds))}")
     if stage == "timing":
-        t = prof.timing.config
+        tc = prof.timing.config
         mode = {"both": "compiled (eager timed too)", True: "compiled", False: "eager"}.get(
-            t.get("compile", "eager"), t.get("compile", "eager"))
+            tc.get("compile", "eager"), tc.get("compile", "eager"))
         return (f"profile {p}: timing on device "
-                f"{t.get('device', prof.device)}, "
-                f"whole step with backbone {t.get('backbone', '?')} at "
-                f"{t.get('image_size', '?')} px, 2 x {t.get('step_batch', '?')} views, "
+                f"{tc.get('device', prof.device)}, "
+                f"whole step with backbone {tc.get('backbone', '?')} at "
+                f"{tc.get('image_size', '?')} px, 2 x {tc.get('step_batch', '?')} views, "
                 f"loss {mode}")
     if stage == "synthetic":
         nf = prof.noise_floor
@@ -145,11 +137,11 @@ def _figures(prof: Profile, records: dict[str, ClaimRecord], fig_dir: Path) -> l
                 f"(profile {profile})"))
     for cid, ylabel, ref in (("C1", "xi (POT/GPD)", -0.39), ("C2", "lambda_hat (link)",
                                                                 (0.33, 0.50))):
-        rec = records.get(cid)
-        if rec is None:
+        est_rec = records.get(cid)
+        if est_rec is None:
             continue
-        pts = []
-        for row in rec.rows:
+        pts: list[tuple[str, float, float | None, float | None]] = []
+        for row in est_rec.rows:
             for arm, cell in row["cells"].items():
                 values = (cell["estimate"] or {}).get("values") or []
                 for path, val in zip(cell["files"], values):
@@ -319,7 +311,7 @@ def build_report(prof: Profile, *, claims_path: str | Path | None = None,
 
 
 def _forest_paths(records: list[ClaimRecord], fig_dir: Path,
-                  drawn: dict[str, str | Path] | None, draw: bool) -> list[Path]:
+                  drawn: Mapping[str, str | Path] | None, draw: bool) -> list[Path]:
     """``figures/forest_<id>.png`` of every claim whose file says it has a forest plot:
     the plot its table job drew, copied (``draw``), or only named (a bundle's check)."""
     made = []
@@ -361,7 +353,7 @@ def build_summary(prof: Profile, *, claims_path: str | Path | None = None,
                           forests=forests, draw_forests=draw_forests)
 
 
-def rest_of_paper(claims_path: str | Path) -> str | None:
+def rest_of_paper(claims_path: str | os.PathLike) -> str | None:
     """The line on what reproducing the paper's training claims takes
     (:func:`weince.cost.pages.rest_line`), priced on the paper profile that sits beside the
     claims registry (``config/paper.yaml``, or ``config/paper.yaml`` under the registry's
@@ -374,7 +366,7 @@ def rest_of_paper(claims_path: str | Path) -> str | None:
 
 
 def _write_summary(prof: Profile, *, claims_path: str | Path | None, out: Path,
-                   with_figures: bool, forests: dict[str, str | Path] | None,
+                   with_figures: bool, forests: Mapping[str, str | Path] | None,
                    draw_forests: bool) -> list[ClaimRecord]:
     out.mkdir(parents=True, exist_ok=True)
     reg = load_claims(claims_path or prof.claims)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import shutil
 import textwrap
+from typing import Any
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +49,9 @@ class ForestLine:
     paper_setting: bool = True   # False: a scale-model row (its own panels, no paper mark)
 
 
+Panel = tuple[str, list[ForestLine], str]   # (title, lines, x label)
+
+
 def _finite(x) -> bool:
     return x is not None and isinstance(x, (int, float)) and math.isfinite(float(x))
 
@@ -71,7 +75,7 @@ def _paper_for_arm(paper: dict, arm: str, arms: dict) -> tuple[float | None, tup
 
 def _paper_gain(paper: dict) -> float | None:
     g = paper.get("gain")
-    if _finite(g):
+    if g is not None and _finite(g):
         return float(g)
     if _finite(paper.get("treatment")) and _finite(paper.get("baseline")):
         return float(paper["treatment"]) - float(paper["baseline"])
@@ -124,8 +128,9 @@ def forest_lines(result) -> tuple[list[ForestLine], list[ForestLine]]:
                                               paper_setting=paper_row))
                 continue
             lo, hi, fit = (est.lo, est.hi, False) if est.has_interval else (None, None, False)
-            if lo is None and est.n == 1 and _single_interval(cell) is not None:
-                (lo, hi), fit = _single_interval(cell), True
+            single = _single_interval(cell) if lo is None and est.n == 1 else None
+            if single is not None:
+                (lo, hi), fit = single, True
             per_arm.append(ForestLine(f"{where} | {label}", float(est.mean), lo, hi, paper,
                                       band, fit, metric, paper_row))
         base = arms.get("baseline", "baseline")
@@ -205,7 +210,7 @@ def _merge_not_run(lines: list[ForestLine], several: bool = False) -> list[Fores
     return out
 
 
-def _panel_grid(result) -> list[tuple[tuple | None, tuple | None]]:
+def _panel_grid(result) -> list[tuple[Panel | None, ...]]:
     """Rows of (values panel, gain panel), each ``(title, lines, x label)`` or None: the
     paper's settings, then the scale-model settings; a group's metrics share its panels
     (each label names its metric; they share the unit), a single metric names the axis."""
@@ -221,7 +226,7 @@ def _panel_grid(result) -> list[tuple[tuple | None, tuple | None]]:
         several = len(metrics) > 1
         value_name = name if several or not metrics else (claim.get("label") or metrics[0]
                                                           or name)
-        row = []
+        row: list[Panel | None] = []
         for lines, xl in ((mine, _axis_label(value_name, unit)),
                           (gain, _axis_label("gain (primary - baseline)", unit))):
             if not lines:
@@ -282,7 +287,7 @@ def _panel(ax, lines: list[ForestLine], xlabel: str, title: str, band_label: str
            kind: str | None = None) -> list:
     ours_label, interval_label, single_label = legend_words(kind)
     ys = list(range(len(lines)))[::-1]
-    handles = {}
+    handles: dict[str, Any] = {}
     for y, ln in zip(ys, lines):
         if ln.lo is not None and ln.hi is not None:
             h, = ax.plot([ln.lo, ln.hi], [y, y], color="C0", lw=2.2 if not ln.fit_interval
@@ -314,7 +319,8 @@ def _panel(ax, lines: list[ForestLine], xlabel: str, title: str, band_label: str
         ax.set_title("\n".join(textwrap.wrap(title, 40)), fontsize=_TITLE, loc="left")
     ax.tick_params(axis="x", labelsize=_TICK)
     ax.grid(axis="x", alpha=0.3)
-    xs = [v for ln in lines for v in (ln.mean, ln.lo, ln.hi, ln.paper) if _finite(v)]
+    xs = [float(v) for ln in lines for v in (ln.mean, ln.lo, ln.hi, ln.paper)
+          if v is not None and _finite(v)]
     xs += [v for ln in lines if ln.paper_range for v in ln.paper_range if _finite(v)]
     if xs:
         lo, hi = min(xs), max(xs)

@@ -72,8 +72,10 @@ def _num(x: float, digits: int, signed: bool) -> str:
 
 def _fmt(e: Estimate, digits: int, signed: bool,
          fit_iv: tuple[float, float] | None = None) -> str:
+    if e.mean is None:    # the callers format run cells only
+        raise ValueError("an estimate with no mean has no number to show")
     s = _num(e.mean, digits, signed)
-    if e.has_interval:
+    if e.lo is not None and e.hi is not None:
         s += f" [{_num(e.lo, digits, signed)}, {_num(e.hi, digits, signed)}]"
     elif fit_iv is not None:
         s += f" [{_num(fit_iv[0], digits, signed)}, {_num(fit_iv[1], digits, signed)}] (fit)"

@@ -59,6 +59,6 @@ def selection_section(prof: Profile, claim: Mapping[str, Any]) -> str:
     metrics = None
     if claim.get("file") == "knn.json":
         rows = claim.get("rows")
-        metrics = ([r["metric"] for r in rows if r.get("metric")] if isinstance(rows, list)
-                   else [claim.get("metric")])
+        metrics = ([str(r["metric"]) for r in rows if r.get("metric")]
+                   if isinstance(rows, list) else [str(claim.get("metric"))])
     return selection_markdown({k: load_result(p) for k, p in paths.items()}, metrics)

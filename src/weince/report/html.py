@@ -166,6 +166,7 @@ def claim_page(result, table_md: str | Path, out: str | Path, profile: str = "",
     with tempfile.TemporaryDirectory() as tmp:
         if figure_dir is not None:
             Path(figure_dir).mkdir(parents=True, exist_ok=True)
+        fig: Path | None
         if figure is not None and Path(figure).is_file():
             fig = Path(figure)
         else:

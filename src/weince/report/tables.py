@@ -201,7 +201,8 @@ def _kept_not_run(res: ClaimResult) -> set[tuple[int, str]]:
     C5's ``gain >= 0`` on fifteen) is left out; :func:`not_run_settings` lists them."""
     claim = res.claim
     base = claim["arms"].get("baseline")
-    keep, blanket = set(), {}
+    keep: set[Any] = set()
+    blanket: dict[Any, Any] = {}
     for i, row in enumerate(res.rows):
         arms = list(row.cells) or list(row.verdicts) or [claim["arms"]["primary"]]
         for arm in arms:
