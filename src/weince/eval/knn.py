@@ -31,10 +31,8 @@ import torch
 import torch.nn.functional as F
 
 from weince.eval.config import KNNConfig
-from weince.eval.linear import (feature_meta, features_of, load_features, provenance_cfg,
-                                 stratified_split)
-from weince.utils import write_json
-from weince.utils.config import as_config, to_dict
+from weince.eval.linear import features_of, load_features, probe_feature_file, stratified_split
+from weince.utils.config import as_config
 from weince.utils.runlock import locks_output
 from weince.utils.summary import summary as summarize
 from weince.utils.checkpoint import torch_threads
@@ -170,10 +168,4 @@ def _knn_eval(x_train, y_train, x_test, y_test, num_classes, *, k, temperature, 
 @locks_output("out_path", parent=True)
 def run_knn(features_path, out_path, cfg: KNNConfig | dict | None = None) -> dict:
     """k-NN / recall@k on a feature file; write ``out_path`` (JSON with provenance)."""
-    cfg = as_config(KNNConfig, cfg)
-    feats = load_features(features_path)
-    res = knn_eval(feats, **to_dict(cfg))
-    res["meta"] = feature_meta(feats)
-    write_json(out_path, res, cfg=provenance_cfg(cfg, features_path, feats.get("meta")),
-               seed=(feats.get("meta") or {}).get("encoder_cfg", {}).get("seed"))
-    return res
+    return probe_feature_file(knn_eval, as_config(KNNConfig, cfg), features_path, out_path)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -314,13 +314,19 @@ def feature_meta(feats: dict) -> dict:
             "epochs": enc.get("epochs")}
 
 
-@locks_output("out_path", parent=True)   # one writer per output file
-def run_linear(features_path, out_path, cfg: LinearProbeConfig | dict | None = None) -> dict:
-    """Linear probe on a feature file; write ``out_path`` (JSON with provenance)."""
-    cfg = as_config(LinearProbeConfig, cfg)
+def probe_feature_file(probe: Callable[..., dict], cfg, features_path, out_path) -> dict:
+    """Run ``probe(features, **cfg)`` on a feature file and write its result to ``out_path``
+    with the encoder's description and the provenance (the linear probe's and k-NN's files)."""
     feats = load_features(features_path)
-    res = linear_probe(feats, **to_dict(cfg))
+    res = probe(feats, **to_dict(cfg))
     res["meta"] = feature_meta(feats)
     write_json(out_path, res, cfg=provenance_cfg(cfg, features_path, feats.get("meta")),
                seed=(feats.get("meta") or {}).get("encoder_cfg", {}).get("seed"))
     return res
+
+
+@locks_output("out_path", parent=True)   # one writer per output file
+def run_linear(features_path, out_path, cfg: LinearProbeConfig | dict | None = None) -> dict:
+    """Linear probe on a feature file; write ``out_path`` (JSON with provenance)."""
+    return probe_feature_file(linear_probe, as_config(LinearProbeConfig, cfg), features_path,
+                              out_path)
