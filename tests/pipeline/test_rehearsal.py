@@ -114,17 +114,17 @@ def _timing(step_s, batch, device="cpu", name=None):
 
 
 def _write_runs(cfg, step_s=2.0):
-    root, prof = cfg["results"], cfg["profile"]
+    root = cfg["results"]
     batch = cfg["vision"]["pretrain"]["batch_size"]
     prof = Profile.of(cfg)
     for r in [*layout.vision_runs(prof), *layout.vision_runs(prof, grid=True)]:
         if r.dataset == "cifar100" and r.backbone == "resnet18" and r.arm.startswith("weince@"):
-            d = r.dir(root, prof)
+            d = r.dir(root, prof.name)
             d.mkdir(parents=True, exist_ok=True)
             (d / "train.json").write_text(json.dumps(
                 {"loss": "weince", "batch_size": batch, "step_timing": _timing(step_s, batch)}))
-    for r in layout.text_runs(Profile.of(cfg)):
-        d = r.dir(root, prof)
+    for r in layout.text_runs(prof):
+        d = r.dir(root, prof.name)
         d.mkdir(parents=True, exist_ok=True)
         (d / "train.json").write_text(json.dumps(
             {"loss": r.arm, "batch_size": cfg["text"]["simcse"]["batch_size"],

@@ -101,7 +101,7 @@ def test_a_readme_without_the_block_is_an_error(tmp_path):
 def test_the_readme_says_what_the_rest_costs_from_the_planner(tmp_path):
     """The README's Status carries one generated line on what reproducing the rest takes
     (runs and GPU-hours of C3 alone and of the whole paper, priced by the planner on the
-    paper profile beside the registry), with the commands that plan them."""
+    paper profile of the checkout), with the commands that plan them."""
     text = (REPO / "README.md").read_text()
     block = text[text.index(REST_BEGIN) + len(REST_BEGIN):text.index(REST_END)].strip()
     rest = rest_of_paper(CLAIMS)
@@ -113,12 +113,13 @@ def test_the_readme_says_what_the_rest_costs_from_the_planner(tmp_path):
 
 def test_the_rest_line_follows_the_paper_profile(tmp_path):
     """A paper profile with the grid at one seed plans C3 in 68 runs, not 224: the line is
-    computed from the profile beside the registry, never typed."""
+    computed from the profile it is given, never typed."""
     (tmp_path / "claims.yaml").write_text(CLAIMS.read_text())
     paper = (REPO / "config" / "paper.yaml").read_text()
     assert "    seeds: [7, 21, 63, 84]   # option: [7]" in paper
     (tmp_path / "paper.yaml").write_text(
         paper.replace("    seeds: [7, 21, 63, 84]   # option: [7]", "    seeds: [7]   # option"))
-    assert "C3 alone (its own setting) 68 training runs" in rest_of_paper(tmp_path / "claims.yaml")
+    rest = rest_of_paper(tmp_path / "claims.yaml", tmp_path / "paper.yaml")
+    assert "C3 alone (its own setting) 68 training runs" in rest
     (tmp_path / "paper.yaml").unlink()
-    assert rest_of_paper(tmp_path / "claims.yaml") is None
+    assert rest_of_paper(tmp_path / "claims.yaml", tmp_path / "paper.yaml") is None

@@ -17,6 +17,7 @@ from weince.pipeline.ablations import ablation_plan
 from weince.pipeline.claims import load_claims, validate_with_defaults
 from weince.pipeline.profile import Profile
 from weince.report import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED
+from weince.utils.verdict_words import SCALE_ONLY
 from weince.report.glance import MAX_ROW_CHARS
 from weince.report.html import local_refs
 
@@ -24,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 SNAKEFMT = str(BIN / "snakefmt") if (BIN / "snakefmt").exists() else "snakefmt"
 PROFILES = ["config.yaml", "smoke.yaml", "paper.yaml"]
-VERDICTS = (REPRODUCED, NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE)
+VERDICTS = (REPRODUCED, NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, SCALE_ONLY)
 # the claims come from the registry, however many (the paper's C's and the companion N's)
 CLAIM_IDS = [c["id"] for c in load_claims(REPO / "config" / "claims.yaml")["claims"]]
 
@@ -187,10 +188,12 @@ def test_smoke_summary_lists_every_claim_with_a_verdict(smoke_run):
     claims = json.loads((smoke_run / "reports/smoke/claims.json").read_text())
     verdicts = {c["id"]: c["verdict"] for c in claims["claims"]}
     assert verdicts["C9"] == REPRODUCED      # lambda = 0 is InfoNCE, computed
-    assert verdicts["C3"] == NOT_RUN         # no CIFAR-100 at the smoke profile
-    assert verdicts["C1"] == verdicts["C2"] == NOT_RUN   # digits: not a paper setting
+    # no CIFAR-100 at the smoke profile: its digits / smallcnn gain is a scale-model number,
+    # and the verdict says so instead of "not run" beside it
+    assert verdicts["C3"] == SCALE_ONLY
+    assert verdicts["C1"] == verdicts["C2"] == SCALE_ONLY   # digits: not a paper setting
     # N1-N3 follow the same rule: our encoders are not the companion paper's models
-    assert verdicts["N1"] == verdicts["N2"] == verdicts["N3"] == NOT_RUN
+    assert verdicts["N1"] == verdicts["N2"] == verdicts["N3"] == SCALE_ONLY
     for cid in CLAIM_IDS:
         md = (smoke_run / f"reports/smoke/table_{cid.lower()}.md").read_text()
         assert "git commit" in md and "config hash" in md

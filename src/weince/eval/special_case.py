@@ -21,8 +21,7 @@ from typing import Any, cast
 
 import torch
 
-from weince.losses import build_loss, info_nce, pair_similarities, weince
-from weince.losses._common import Layout
+from weince.losses import Layout, build_loss, info_nce, pair_similarities, weince
 
 __all__ = ["special_case_check", "DEFAULT_CASES"]
 

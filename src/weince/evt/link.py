@@ -613,12 +613,7 @@ def fit_link_selection(sim, targets, mask=None, tau: float = 0.5, beta: float = 
     lr = 2.0 * (ll64 - ll0_64)
     p = 1.0 if lr <= 0 else 0.5 * float(stats.chi2.sf(lr, 1))
     st = _score_test(data, c_soft, pairs)
-    ci_pairs = se_pairs = None
-    if pairs is not None:
-        se_pairs = _sandwich_se_lam(data, c_hat, lam_hat, pairs)
-        if se_pairs is not None:
-            z = float(stats.norm.ppf(0.5 + ci_level / 2))
-            ci_pairs = (max(0.0, lam_hat - z * se_pairs), min(1.0, lam_hat + z * se_pairs))
+    ci_pairs, se_pairs = _pairs_interval(data, c_hat, lam_hat, pairs, ci_level)
     return LinkFit(lam=float(lam_hat), c=float(c_hat), lam_ci=(float(lo), float(hi)),
                    loglik=ll64, loglik_softmax=ll0_64, c_softmax=float(c_soft), lr_stat=lr,
                    p_value=p, n_anchors=data.n_anchors, n_candidates=data.n_candidates,
@@ -629,6 +624,19 @@ def fit_link_selection(sim, targets, mask=None, tau: float = 0.5, beta: float = 
                    p_value_score_iid=st["p_value_score_iid"], z_pairs=st["z_pairs"],
                    n_pairs=None if st["n_pairs"] is None else int(st["n_pairs"]),
                    lam_ci_pairs=ci_pairs, se_lam_pairs=se_pairs)
+
+
+def _pairs_interval(data, c_hat: float, lam_hat: float, pairs, ci_level: float
+                    ) -> tuple[tuple[float, float] | None, float | None]:
+    """The pair-robust (sandwich) Wald interval for ``lambda`` and its standard error;
+    ``(None, None)`` without pair ids, ``(None, None)`` too where the sandwich is singular."""
+    if pairs is None:
+        return None, None
+    se = _sandwich_se_lam(data, c_hat, lam_hat, pairs)
+    if se is None:
+        return None, None
+    z = float(stats.norm.ppf(0.5 + ci_level / 2))
+    return (max(0.0, lam_hat - z * se), min(1.0, lam_hat + z * se)), se
 
 
 class _ProfileLik:

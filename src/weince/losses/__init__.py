@@ -17,6 +17,8 @@ names are also importable from ``weince`` itself (``from weince import WEINCELos
 ``sys.modules["weince.losses.weince"]``.
 """
 
+# Layout: the type of a layout argument ("simclr" or "pairs"), for annotations
+from weince.losses._common import Layout as Layout
 from weince.losses._common import pair_similarities, queue_similarities
 from weince.losses.infonce import info_nce
 from weince.losses.modules import (InfoNCELoss, InfoNCETopMLoss, WEINCELoss, WEINCERecipeLoss,

@@ -17,12 +17,14 @@ resolved :class:`weince.pipeline.profile.Profile`.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import os
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
+import weince
 from weince.cost.pages import rest_line
 from weince.pipeline.claims import load_claims
 from weince.pipeline.layout import (VisionRun, files_for, norms_text_runs, norms_vision_runs,
@@ -353,15 +355,22 @@ def build_summary(prof: Profile, *, claims_path: str | Path | None = None,
                           forests=forests, draw_forests=draw_forests)
 
 
-def rest_of_paper(claims_path: str | os.PathLike) -> str | None:
+def rest_of_paper(claims_path: str | os.PathLike,
+                  paper_config: str | os.PathLike | None = None) -> str | None:
     """The line on what reproducing the paper's training claims takes
-    (:func:`weince.cost.pages.rest_line`), priced on the paper profile that sits beside the
-    claims registry (``config/paper.yaml``, or ``config/paper.yaml`` under the registry's
-    folder, as a results bundle holds them); None where there is none."""
+    (:func:`weince.cost.pages.rest_line`), priced on the paper profile with the registry
+    ``claims_path``. The profile: ``paper_config``, else the checkout's ``config/paper.yaml``
+    (the one the summary was built beside, and a bundle's rebuild from the same code reads),
+    else the one a results bundle keeps beside its registry; None where there is none."""
     folder = Path(claims_path).parent
-    for paper in (folder / "paper.yaml", folder / "config" / "paper.yaml"):
-        if paper.is_file():
-            return rest_line(Profile.of(parse_yaml(paper.read_text(), str(paper)) or {}))
+    found = ([Path(paper_config)] if paper_config is not None else
+             [Path(weince.__file__).resolve().parents[2] / "config" / "paper.yaml",
+              Path("config") / "paper.yaml", folder / "paper.yaml",
+              folder / "config" / "paper.yaml"])
+    for paper in found:
+        if paper.is_file():   # priced with this registry (a bundle keeps it off config/)
+            prof = Profile.of(parse_yaml(paper.read_text(), str(paper)) or {})
+            return rest_line(dataclasses.replace(prof, claims=Path(claims_path)))
     return None
 
 
