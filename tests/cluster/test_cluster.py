@@ -34,6 +34,8 @@ from weince.cost.estimate import job_runtime, retries_for
 from weince.pipeline.layout import VISION_RUN
 from weince.pipeline.profile import Profile
 from weince.train.simclr import pretrain
+from weince.utils.verdict_words import SCALE_ONLY
+from weince.utils.verdict_words import VERDICTS as UNIT_VERDICTS
 
 REPO = Path(__file__).resolve().parents[2]
 TEST_PROFILE = REPO / "tests" / "cluster" / "profile"
@@ -42,8 +44,7 @@ pytestmark = pytest.mark.cluster
 PROFILE = "smoke"
 SMOKE_ARGS = ["--configfile", "config/smoke.yaml"]
 SUMMARY = Path("reports") / PROFILE / "summary.md"
-VERDICTS = ("not run at this profile", "not reproduced", "reproduced",
-            "not testable at this scale")
+VERDICTS = (*UNIT_VERDICTS, SCALE_ONLY)   # every word a claim's verdict cell can hold
 
 
 # ----------------------------------------------------------------------------- helpers
