@@ -24,6 +24,7 @@ threads itself.
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import shutil
@@ -31,6 +32,7 @@ import subprocess
 import sys
 from pathlib import Path
 from importlib import metadata
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -304,6 +306,22 @@ def report_only_venv():
 def verify_no_torch() -> str:
     """Python code running ``weince verify ARGV[1]`` that fails if anything imported torch."""
     return _VERIFY_NO_TORCH
+
+
+def _modules_loaded(code: str, names: Sequence[str]) -> dict[str, bool]:
+    """Run ``code`` in a fresh interpreter; which of ``names`` it left in ``sys.modules``."""
+    probe = f"{code}\nimport sys\nprint(repr({{n: n in sys.modules for n in {list(names)!r}}}))\n"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    return ast.literal_eval(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="session")
+def modules_loaded():
+    """``modules_loaded(code, names)``: which of ``names`` a fresh interpreter running
+    ``code`` has imported (an import-layer check: torch, matplotlib)."""
+    return _modules_loaded
 
 
 # ----------------------------------------------------------------------------- order and tiers
