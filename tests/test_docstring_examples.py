@@ -20,6 +20,7 @@ from weince.losses import InfoNCELoss, WEINCELoss, WEINCERecipeLoss
 MODULES = ["weince.losses.modules", "weince.losses.registry", "weince.losses.infonce",
            "weince.losses.weince",
            "weince.losses._common", "weince.losses.baselines", "weince.losses.bank",
+           "weince.losses.dual",
            "weince.evt.gpd", "weince.evt.link", "weince.utils.distributed"]
 
 # the objects whose help() an adopter reads: each must carry a runnable example
@@ -32,6 +33,7 @@ DOCUMENTED = {
     "weince.losses._common": ["pair_similarities", "queue_similarities"],
     "weince.losses.baselines": ["hcl", "dcl"],
     "weince.losses.bank": ["MemoryBank"],
+    "weince.losses.dual": ["dual_encoder_loss", "DualEncoderLoss"],
     "weince.evt.gpd": ["fit_gpd_pot"],
     "weince.evt.link": ["fit_link_selection"],
 }

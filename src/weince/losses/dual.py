@@ -1,0 +1,285 @@
+"""Dual encoders (CLIP-style): two encoders' batches ``a``, ``b`` of paired items, the loss in
+both directions.
+
+Row ``i`` of ``a`` (an image, say) and row ``i`` of ``b`` (its caption) are a positive pair;
+the other rows of the other side are the in-batch negatives. With ``S = a b^T`` (cosine
+similarities, ``(B, B)``) the ``a -> b`` direction is the loss of ``S`` with the positive
+on the diagonal, the ``b -> a`` direction the loss of ``S^T``, and the symmetric loss their
+mean, as CLIP trains (``(L(S) + L(S^T)) / 2``). For WEINCE each direction computes its own
+per-row statistics: the tail of row ``i`` of ``S`` is image ``i`` against every caption,
+the tail of row ``i`` of ``S^T`` caption ``i`` against every image, and each direction has
+its own pivot ``rho0``. With ``loss="infonce"`` (or WEINCE at ``lam=0``) the symmetric loss
+is CLIP's loss with ``logit_scale = 1 / tau``.
+
+Both forms call the public functional losses (:func:`weince.losses.weince`,
+:func:`weince.losses.info_nce`) once per direction.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import math
+import numbers
+
+import torch
+from torch import nn
+
+from weince.losses._common import pair_similarities
+from weince.losses.infonce import info_nce
+from weince.losses.weince import weince
+
+__all__ = ["dual_encoder_loss", "DualEncoderLoss", "DIRECTIONS", "DUAL_LOSSES"]
+
+DIRECTIONS = ("both", "a_to_b", "b_to_a")
+DUAL_LOSSES = ("weince", "infonce")
+
+# keywords of the functional forms that the dual-encoder loss sets itself
+_OWN = {"sim", "targets", "mask", "tau", "temperature", "return_stats"}
+
+
+def _keywords(fn) -> frozenset[str]:
+    return frozenset(n for n, p in inspect.signature(fn).parameters.items()
+                     if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)) - _OWN
+
+
+# the options each functional loss takes, read from its signature (so a new keyword of the
+# functional form is an option here too)
+_OPTIONS = {"weince": _keywords(weince), "infonce": _keywords(info_nce)}
+
+
+def _options_of(loss: str) -> frozenset[str]:
+    return _OPTIONS[loss]
+
+
+def check_dual_args(loss: str, direction: str, options: dict) -> None:
+    """``ValueError`` for an unknown ``loss``, ``direction`` or option."""
+    if loss not in DUAL_LOSSES:
+        raise ValueError(f"loss must be one of {DUAL_LOSSES}, got {loss!r}")
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction must be one of {DIRECTIONS} ('both': CLIP's symmetric "
+                         f"loss; 'a_to_b': rows of a against b only), got {direction!r}")
+    unknown = sorted(set(options) - _options_of(loss))
+    if unknown:
+        raise ValueError(f"option(s) {unknown} are not options of loss={loss!r}; its options: "
+                         f"{sorted(_options_of(loss))}")
+
+
+def _check_pairs(a, b) -> None:
+    for name, z in (("a", a), ("b", b)):
+        if not isinstance(z, torch.Tensor) or not z.is_floating_point():
+            raise ValueError(f"{name} must be a floating-point tensor of embeddings of shape "
+                             f"(B, d), got {getattr(z, 'dtype', type(z).__name__)}")
+    if a.ndim != 2 or b.ndim != 2 or a.shape[0] != b.shape[0] or a.shape[1] != b.shape[1]:
+        raise ValueError(f"a and b must both have shape (B, d) (row i of a paired with row i "
+                         f"of b, in one shared space), got {tuple(a.shape)} and {tuple(b.shape)}")
+    if a.shape[0] < 2 or a.shape[1] < 1:
+        raise ValueError(f"a batch of shape {tuple(a.shape)} gives no negatives: the loss needs "
+                         f"B >= 2 pairs (and WEINCE's tail statistics a few dozen) and d >= 1")
+
+
+def _no_autocast(device: torch.device):
+    """A context in which autocast is off on ``device`` (a no-op where autocast does not exist)."""
+    if torch.amp.is_autocast_available(device.type):
+        return torch.autocast(device_type=device.type, enabled=False)
+    return contextlib.nullcontext()
+
+
+def dual_similarities(a: torch.Tensor, b: torch.Tensor, normalize: bool = True) -> torch.Tensor:
+    """``S = a b^T`` ``(B, B)``: float32 (float64 for float64 input), autocast off; rows
+    normalised to unit length first when ``normalize``."""
+    _check_pairs(a, b)
+    with _no_autocast(a.device):
+        wide = torch.float64 if torch.float64 in (a.dtype, b.dtype) else torch.float32
+        a, b = a.to(wide), b.to(wide)
+        if normalize:
+            return pair_similarities(a, b, "pairs")[0]
+        return a @ b.T
+
+
+def dual_encoder_loss(a: torch.Tensor, b: torch.Tensor, tau=None, *, loss: str = "weince",
+                      direction: str = "both", mask: torch.Tensor | None = None,
+                      normalize: bool = True, temperature=None, return_stats: bool = False,
+                      **options):
+    """The contrastive loss of two encoders' paired batches, symmetric as in CLIP.
+
+    ``S = a b^T`` (after normalising the rows, unless ``normalize=False``); the loss is
+    ``(L(S) + L(S^T)) / 2`` with ``L`` the functional :func:`weince.losses.weince` (or
+    :func:`weince.losses.info_nce`), the positive of row ``i`` in column ``i``. Each
+    direction computes WEINCE's per-row statistics on its own rows. ``loss="infonce"``,
+    and ``loss="weince"`` with ``lam=0``, equal CLIP's loss with ``logit_scale = 1 / tau``
+    bit for bit (in CLIP's form: ``cross_entropy(logit_scale * S)`` of ``S`` and of
+    ``S.T``, averaged).
+
+    Args:
+        a: ``(B, d)`` embeddings of the first encoder (images, say), any floating dtype;
+            ``B >= 2``.
+        b: ``(B, d)`` embeddings of the second encoder (captions), row ``i`` paired with
+            ``a[i]``.
+        tau: temperature: a number ``> 0``, or a 0-d tensor (a learnable one, e.g.
+            ``1 / logit_scale.exp()``), passed to the functional loss as it is. Default
+            ``0.5``.
+        loss: ``"weince"`` (default) or ``"infonce"``.
+        direction: ``"both"`` (default: ``(a -> b + b -> a) / 2``), ``"a_to_b"`` (rows of
+            ``a`` against the candidates ``b``: ``L(S)``) or ``"b_to_a"`` (``L(S^T)``).
+        mask: optional ``(B, B)`` boolean over ``S`` (``False``: drop candidate ``j`` for
+            anchor ``a[i]``, e.g. a known false negative); ``b -> a`` uses ``mask.T``. The
+            functional losses say which masks they accept. Default ``None``.
+        normalize: normalise the rows of ``a`` and ``b`` to unit length first (default
+            ``True``); ``False`` for features already normalised by the model, as CLIP's
+            are.
+        temperature: ``tau`` under lightly's name; pass one of the two.
+        return_stats: also return WEINCE's statistics of each direction (``loss="weince"``
+            only).
+        **options: the functional loss's own keywords (``q``, ``margin``, ``lam``,
+            ``check``, ...: :func:`weince.losses.weince`; ``check`` for InfoNCE).
+
+    Returns:
+        The loss (float32; float64 for float64 input: the similarities and the loss are
+        computed in that dtype whatever autocast is active), or ``(loss, stats)`` with
+        ``stats`` a dict ``{"a_to_b": ..., "b_to_a": ...}`` (the directions computed) of
+        the statistics :func:`weince.losses.weince` returns.
+
+    Raises:
+        ValueError: ``a``, ``b`` that are not floating ``(B, d)`` tensors of one shape with
+            ``B >= 2``, an unknown ``loss``, ``direction`` or option, ``return_stats`` with
+            InfoNCE, or whatever the functional loss refuses (a bad ``tau``, say).
+
+    Example:
+        >>> import torch
+        >>> import torch.nn.functional as F
+        >>> from weince.losses import dual_encoder_loss
+        >>> _ = torch.manual_seed(0)
+        >>> image, text = torch.randn(64, 16), torch.randn(64, 16)
+        >>> loss, stats = dual_encoder_loss(image, text, tau=0.07, return_stats=True)
+        >>> loss.shape, stats["a_to_b"]["lambda"].shape, stats["b_to_a"]["lambda"].shape
+        (torch.Size([]), torch.Size([64]), torch.Size([64]))
+        >>> logits = F.normalize(image) @ F.normalize(text).T * (1 / 0.07)   # CLIP's loss
+        >>> labels = torch.arange(64)
+        >>> clip = (F.cross_entropy(logits, labels) + F.cross_entropy(logits.T, labels)) / 2
+        >>> bool(dual_encoder_loss(image, text, tau=0.07, loss="infonce") == clip)
+        True
+    """
+    check_dual_args(loss, direction, options)
+    if return_stats and loss != "weince":
+        raise ValueError("return_stats=True needs loss='weince' (InfoNCE has no statistics)")
+    sim = dual_similarities(a, b, normalize)
+    targets = torch.arange(sim.shape[0], device=sim.device)
+    sides = {"a_to_b": (sim, mask),
+             "b_to_a": (sim.T, None if mask is None else mask.T)}
+    chosen = ("a_to_b", "b_to_a") if direction == "both" else (direction,)
+    losses, stats = [], {}
+    with _no_autocast(sim.device):
+        for name in chosen:
+            s, m = sides[name]
+            if loss == "infonce":
+                losses.append(info_nce(s, targets, m, tau, temperature=temperature, **options))
+                continue
+            out = weince(s, targets, m, tau, temperature=temperature,
+                         return_stats=return_stats, **options)
+            if return_stats:
+                out, stats[name] = out
+            losses.append(out)
+    total = (losses[0] + losses[1]) / 2 if len(losses) == 2 else losses[0]
+    return (total, stats) if return_stats else total
+
+
+def _check_module_tau(tau) -> None:
+    """A number must be finite and ``> 0``; a tensor is the caller's (a learnable
+    temperature), checked by the functional loss on each call."""
+    if tau is None or isinstance(tau, torch.Tensor):
+        return
+    if isinstance(tau, bool) or not isinstance(tau, numbers.Real) or not (
+            math.isfinite(float(tau)) and float(tau) > 0):
+        raise ValueError(f"tau must be a finite number > 0 (the softmax temperature) or a 0-d "
+                         f"tensor, got {tau!r}")
+
+
+class DualEncoderLoss(nn.Module):
+    """The dual-encoder (CLIP-style) loss as a module: :func:`dual_encoder_loss` of two
+    encoders' paired batches, symmetric by default, each direction with its own WEINCE
+    statistics.
+
+    ``loss_fn(a, b)`` with ``a[i]``, ``b[i]`` a positive pair and the other rows of the
+    other side the negatives (``K = B - 1`` per anchor in each direction; WEINCE's tail
+    needs a few dozen: ``docs/using-the-loss.md``, "Batch size"). ``loss="infonce"`` is
+    CLIP's loss with ``logit_scale = 1 / tau``.
+
+    Args:
+        tau: temperature: a number ``> 0`` (default ``0.5``), or a 0-d tensor, e.g. a
+            learnable ``nn.Parameter`` (it is then a parameter of this module: give
+            ``loss_fn.parameters()`` to the optimiser too), passed to the functional loss
+            as it is. ``forward(a, b, tau=...)`` overrides it per call (CLIP keeps
+            ``logit_scale`` in the model: ``tau=1 / model.logit_scale.exp()``).
+        loss: ``"weince"`` (default) or ``"infonce"``.
+        direction: ``"both"`` (default), ``"a_to_b"`` or ``"b_to_a"``.
+        temperature: ``tau`` under lightly's name; pass one of the two.
+        normalize: normalise the rows of ``a`` and ``b`` first (default ``True``).
+        **options: the functional loss's keywords (:func:`weince.losses.weince`: ``q``,
+            ``margin``, ``kappa_rho``, ``lam``, ...). ``check`` defaults to ``False``
+            here: like the other loss modules, no host synchronisation per step.
+
+    Shape:
+        - ``a``, ``b``: ``(B, d)``, any floating dtype, ``B >= 2``.
+        - output: ``()`` (float32; float64 for float64 input).
+
+    With ``loss="weince"``, after each call ``last_stats`` holds detached 0-d float64
+    tensors per computed direction ``D`` (``a_to_b``, ``b_to_a``): ``lambda_mean_D``,
+    ``rho0_D``, ``daic_mean_D``, ``beta_w_mean_D``.
+
+    Raises:
+        ValueError: an unknown ``loss``, ``direction`` or option, or a ``tau`` that is
+            not a positive number or a tensor (at construction); bad inputs (on call), as
+            :func:`dual_encoder_loss`.
+
+    Example:
+        >>> import torch
+        >>> from weince.losses import DualEncoderLoss
+        >>> _ = torch.manual_seed(0)
+        >>> image_enc, text_enc = torch.nn.Linear(64, 16), torch.nn.Linear(384, 16)
+        >>> loss_fn = DualEncoderLoss(tau=0.1)
+        >>> loss = loss_fn(image_enc(torch.randn(128, 64)), text_enc(torch.randn(128, 384)))
+        >>> loss.backward()
+        >>> sorted(loss_fn.last_stats)[:2]
+        ['beta_w_mean_a_to_b', 'beta_w_mean_b_to_a']
+    """
+
+    def __init__(self, tau=None, loss: str = "weince", direction: str = "both", *,
+                 temperature=None, normalize: bool = True, **options):
+        super().__init__()
+        check_dual_args(loss, direction, options)
+        if tau is not None and temperature is not None:
+            raise ValueError(f"got tau={tau!r} and temperature={temperature!r}: they are one "
+                             f"option; pass only one of them")
+        tau = tau if tau is not None else temperature
+        _check_module_tau(tau)
+        self.tau = tau
+        self.loss, self.direction, self.normalize = loss, direction, bool(normalize)
+        self.options = {"check": False, **options}
+        self.last_stats: dict[str, torch.Tensor] = {}
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor, tau=None) -> torch.Tensor:
+        """The loss of the paired batches ``a``, ``b`` (``(B, d)`` each): a 0-d tensor.
+        ``tau``: this call's temperature (a number or a 0-d tensor), else the module's."""
+        tau = self.tau if tau is None else tau
+        if self.loss == "infonce":
+            return dual_encoder_loss(a, b, tau, loss="infonce", direction=self.direction,
+                                     normalize=self.normalize, **self.options)
+        out, stats = dual_encoder_loss(a, b, tau, direction=self.direction,
+                                       normalize=self.normalize, return_stats=True,
+                                       **self.options)
+        logged = {}
+        for side, st in stats.items():
+            logged[f"lambda_mean_{side}"] = st["lambda"].mean()
+            logged[f"rho0_{side}"] = st["rho0"]
+            logged[f"daic_mean_{side}"] = st["daic"].mean()
+            logged[f"beta_w_mean_{side}"] = st["beta_w"].mean()
+        self.last_stats = {k: v.detach().double() for k, v in logged.items()}
+        return out
+
+    def extra_repr(self) -> str:
+        tau = f"tensor({float(self.tau.detach()):g})" if isinstance(self.tau, torch.Tensor) \
+            else self.tau
+        extra = "".join(f", {k}={v!r}" for k, v in self.options.items())
+        return (f"tau={tau}, loss={self.loss!r}, direction={self.direction!r}, "
+                f"normalize={self.normalize}{extra}")
