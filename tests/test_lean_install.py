@@ -78,7 +78,10 @@ USE_THE_CORE = textwrap.dedent("""
 
 
 def _python_blocks(page: Path) -> list[str]:
-    return re.findall(r"^```python\n(.*?)^```", page.read_text(), flags=re.S | re.M)
+    """The page's python blocks for the core install (not those marked as needing the extras:
+    the dual-encoder example reads scikit-learn's digits and the shipped MiniLM)."""
+    blocks = re.findall(r"^```python\n(.*?)^```", page.read_text(), flags=re.S | re.M)
+    return [b for b in blocks if not b.startswith("# needs the extras")]
 
 
 def _run(cmd, **kw):
@@ -120,6 +123,14 @@ def wheel_metadata(whl: Path) -> email.message.Message:
     with zipfile.ZipFile(whl) as z:
         name = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
         return email.message_from_bytes(z.read(name))
+
+
+def test_wheel_ships_the_type_marker_and_the_module_entry_point(wheel):
+    """``py.typed`` (PEP 561: type checkers read the package's annotations) and
+    ``weince/__main__.py`` (``python -m weince``) are in the wheel."""
+    with zipfile.ZipFile(wheel) as z:
+        names = set(z.namelist())
+    assert {"weince/py.typed", "weince/__main__.py"} <= names, sorted(names)[:20]
 
 
 def test_wheel_metadata_declares_ranges_and_pythons(wheel):
@@ -260,3 +271,5 @@ def test_wheel_installs_without_extras_and_runs_the_core(tmp_path, wheel):
         _run([str(vpy), "-W", "error::UserWarning", str(script)], env=env, cwd=tmp_path)
     version = _run([str(venv / "bin" / "weince"), "--version"], env=env, cwd=tmp_path).strip()
     assert version == "weince 0.1.0"  # an installed wheel: no git commit to report
+    # python -m weince is the console script
+    assert _run([str(vpy), "-m", "weince", "--version"], env=env, cwd=tmp_path).strip() == version
