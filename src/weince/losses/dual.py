@@ -108,8 +108,8 @@ def dual_encoder_loss(a: torch.Tensor, b: torch.Tensor, tau=None, *, loss: str =
     :func:`weince.losses.info_nce`), the positive of row ``i`` in column ``i``. Each
     direction computes WEINCE's per-row statistics on its own rows. ``loss="infonce"``,
     and ``loss="weince"`` with ``lam=0``, equal CLIP's loss with ``logit_scale = 1 / tau``
-    bit for bit (in CLIP's form: ``cross_entropy(logit_scale * S)`` of ``S`` and of
-    ``S.T``, averaged).
+    bit for bit (in CLIP's form: ``cross_entropy(S * logit_scale)`` of ``S`` and of
+    ``S.T``, averaged); the gradients agree to rounding.
 
     Args:
         a: ``(B, d)`` embeddings of the first encoder (images, say), any floating dtype;
