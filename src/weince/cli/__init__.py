@@ -49,6 +49,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cost": ("weince.cli.cost", "the price of one training step of a named model on a named GPU"),
     "plan": ("weince.cli.plan",
              "jobs, GPU-hours and sbatch calls of a profile on SLURM; per claim and GPU type"),
+    "progress": ("weince.cli.progress",
+                 "how far a campaign is: runs per claim, hours spent vs forecast, ETA, failures"),
     "status": ("weince.cli.status",
                "every claim, where its verdict can come from, and each profile's last verdict"),
     "noise-floor": ("weince.cli.noise_floor",

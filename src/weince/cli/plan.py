@@ -1,6 +1,8 @@
 """``weince plan``: the jobs and GPU-hours a profile asks a SLURM cluster for (a dry run), its
 GPU-hours per claim, per GPU type and for a mixed set, the plan of one target, or the
-rehearsal's forecast (weince.cost.plan; docs/cluster.md, docs/cost.md).
+rehearsal's forecast (weince.cost.plan; docs/cluster.md, docs/cost.md). Where the
+profile's own runs have finished on a listed GPU, their measured step times replace the
+estimate of their settings (weince.cost.learned), and a line says which.
 
     weince plan                                            # the paper grid, per rule
     weince plan --configfile config/smoke.yaml --submissions
@@ -22,7 +24,8 @@ from pathlib import Path
 from tabulate import tabulate
 
 from weince.cost.disk import disk_estimate, runs_of_jobs
-from weince.cost.estimate import gpu_set
+from weince.cost.estimate import estimate, gpu_set
+from weince.cost.learned import learned_note, learned_profile
 from weince.cost.pages import claims_markdown, totals_markdown
 from weince.cost.plan import (REPO, RULE_HEADERS, SLURM_PROFILE, dry_run, forecast_text,
                               load_profile, parse_dry_run, profile_settings, rule_table,
@@ -100,6 +103,10 @@ def main(args: argparse.Namespace) -> int:
     if args.claims or args.totals or args.target:
         prof = load_profile(args.configfile)
         gpus = gpu_set(prof, args.gpu)
+        learned = learned_profile(prof)     # the finished runs' step times, where any
+        if learned is not prof:
+            prof = learned
+            print(f"{learned_note(prof, estimate(prof, gpus))}\n")
         if args.claims:
             print(_written(args, claims_markdown(prof, gpus, " ".join(args.configfile))))
         if args.totals:

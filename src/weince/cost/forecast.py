@@ -59,7 +59,8 @@ from weince.data.marker import data_note
 from weince.utils.config import parse_yaml
 
 __all__ = ["TRAIN_IMAGES", "WIKI1M_SENTENCES", "Forecast", "build_forecast", "paper_profile",
-           "forecast_markdown", "resources_overlay", "write_forecast"]
+           "forecast_markdown", "resources_overlay", "write_forecast", "measured_entries",
+           "timed_runs"]
 
 
 @dataclass
@@ -110,23 +111,30 @@ class Forecast:
         return self.paper is not None and CostSettings.of(self.paper).enabled
 
     def measured_entries(self) -> list[dict[str, Any]]:
-        """The ``cost.measured`` entries of this rehearsal: per GPU (its devices.yaml key),
-        setting, precision and arm the median seconds per step at the batch it ran; none
-        from a CPU rehearsal, whose times say nothing about a GPU, nor from a GPU that
-        devices.yaml does not list."""
-        groups: dict[tuple, list[float]] = defaultdict(list)
-        for m in self.measured:
-            gpu = device_for_name(m.get("device_name"))
-            if not str(m.get("device", "")).startswith("cuda") or gpu is None:
-                continue
-            key = (f"{m['dataset']}/{m['backbone']}" if "dataset" in m
-                   else f"text/{m['model']}")
-            groups[(gpu, key, m["precision"], m["arm"], int(m["batch"]),
-                    m.get("device_name") or "")].append(float(m["step_s_median"]))
-        return [{"gpu": gpu, "setting": key, "precision": prec, "arm": arm, "batch": batch,
-                 "step_s": round(_median(ts), 6),
-                 "source": f"weince rehearsal on {name}, median of {len(ts)} run(s)"}
-                for (gpu, key, prec, arm, batch, name), ts in sorted(groups.items())]
+        """The ``cost.measured`` entries of this rehearsal (:func:`measured_entries`)."""
+        return measured_entries(self.measured)
+
+
+def measured_entries(measured: list[dict[str, Any]], by: str = "weince rehearsal"
+                     ) -> list[dict[str, Any]]:
+    """``cost.measured`` entries of timed runs (:func:`timed_runs`; ``by``: whose runs, for
+    the entries' ``source``): per GPU (its
+    devices.yaml key), setting, precision and arm the median seconds per step at the batch
+    it ran; none from a CPU run, whose times say nothing about a GPU, nor from a GPU that
+    devices.yaml does not list."""
+    groups: dict[tuple, list[float]] = defaultdict(list)
+    for m in measured:
+        gpu = device_for_name(m.get("device_name"))
+        if not str(m.get("device", "")).startswith("cuda") or gpu is None:
+            continue
+        key = (f"{m['dataset']}/{m['backbone']}" if "dataset" in m
+               else f"text/{m['model']}")
+        groups[(gpu, key, m["precision"], m["arm"], int(m["batch"]),
+                m.get("device_name") or "")].append(float(m["step_s_median"]))
+    return [{"gpu": gpu, "setting": key, "precision": prec, "arm": arm, "batch": batch,
+             "step_s": round(_median(ts), 6),
+             "source": f"{by} on {name}, median of {len(ts)} run(s)"}
+            for (gpu, key, prec, arm, batch, name), ts in sorted(groups.items())]
 
 
 def _load(path: Path) -> dict[str, Any] | None:
@@ -136,8 +144,9 @@ def _load(path: Path) -> dict[str, Any] | None:
         return None
 
 
-def _measurements(prof: Profile) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The rehearsal's timed runs: one dict per train.json with ``step_timing``."""
+def timed_runs(prof: Profile) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The profile's timed runs, (vision, text): one dict per train.json with
+    ``step_timing``."""
     root, profile = prof.results, prof.name
     pre, sim = prof.vision.pretrain, prof.text.simcse
     vis, txt = [], []
@@ -194,7 +203,7 @@ def build_forecast(prof: Profile) -> Forecast:
     measured runs (see the module docstring)."""
     paper = paper_profile(prof)
     safety = prof.rehearsal.safety_factor
-    vis, txt = _measurements(prof)
+    vis, txt = timed_runs(prof)
     devices = {m.get("device_name") or m.get("device") for m in vis + txt}
     cuda = any(str(m.get("device", "")).startswith("cuda") for m in vis + txt)
     fc = Forecast(device=", ".join(sorted(d for d in devices if d)) or "none measured",

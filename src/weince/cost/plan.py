@@ -55,7 +55,7 @@ SLURM_PROFILE = REPO / "workflow" / "executors" / "slurm"   # Snakemake's --work
 
 __all__ = ["REPO", "SLURM_PROFILE", "JobInfo", "parse_dry_run", "summarise", "submissions",
            "profile_settings", "dry_run", "dry_run_profile", "forecast_text", "load_profile",
-           "target_plan", "rule_table"]
+           "target_plan", "rule_table", "claim_of_target"]
 
 # placeholders so that a dry run works before the user has set the real values
 _ENV_DEFAULTS = {
@@ -333,7 +333,7 @@ def load_profile(configfiles: list[str]) -> Profile:
     return Profile.of(cfg)
 
 
-def _claim_of_target(target: str, prof: Profile) -> str | None:
+def claim_of_target(target: str, prof: Profile) -> str | None:
     """The claim id a target reads (``table_c3.md`` -> C3), None for other targets."""
     m = re.search(r"table_([a-z0-9]+)\.(md|tex)$", target)
     if not m:
@@ -349,7 +349,7 @@ def target_plan(target: str, prof: Profile, gpu: str, jobs: list[JobInfo] | None
     """The plan of one target of ``prof`` (``config_name``: the config files it came from):
     its jobs by rule (``jobs``: a parsed dry run of the target), its GPU-hours on ``gpu``
     and the cheaper options' effect (weince.cost.estimate)."""
-    cid = _claim_of_target(target, prof)
+    cid = claim_of_target(target, prof)
 
     def row(p: Profile) -> dict:
         rows = claim_rows(estimate(p, gpu), p)
