@@ -9,6 +9,7 @@ with log_to(snakemake.log[0], resources=snakemake.resources,
             device=snakemake.config.get("device")):
     from weince.pipeline.profile import Profile
     from weince.report import build_report
+    from weince.report.curves import claim_curves
     from weince.report.html import claim_page
 
     out = snakemake.output
@@ -16,4 +17,5 @@ with log_to(snakemake.log[0], resources=snakemake.resources,
     cid = snakemake.wildcards.cid.upper()
     (r,) = build_report(prof, summary=False, only=[cid], out_dir=Path(out.md).parent)
     print(f"{cid}: {r.verdict} ({r.reason})")
-    claim_page(r, out.md, out.html, prof.name, figure_dir=out.forest)
+    claim_page(r, out.md, out.html, prof.name, figure_dir=out.forest,
+               curves=claim_curves(prof, r.claim, out.forest))

@@ -153,14 +153,17 @@ def write_markdown_page(md_path: str | Path, out: str | Path, title: str | None 
 
 
 def claim_page(result, table_md: str | Path, out: str | Path, profile: str = "",
-               figure_dir: str | Path | None = None, figure: str | Path | None = None
-               ) -> Path:
+               figure_dir: str | Path | None = None, figure: str | Path | None = None,
+               curves: str | Path | None = None) -> Path:
     """One claim's page: the table rule's Markdown with the forest plot between the table
     and the rule and notes (:data:`~weince.report.tables.DETAILS_HEADING`), in one HTML
     file. ``figure_dir``: keep the plot there as
     ``forest_<id>.png`` (the workflow's summary copies it instead of drawing it again);
     else it is drawn in a temporary folder. ``figure``: the plot already drawn from the same
-    results (the summary's ``figures/forest_<id>.png``), embedded as it is."""
+    results (the summary's ``figures/forest_<id>.png``), embedded as it is. ``curves``: the
+    training curves of the claim's rows (:func:`weince.report.curves.claim_curves`), shown
+    below the forest plot (the Markdown table page stays as the report builds it: a
+    bundle's check rebuilds and compares it)."""
     table_md, out = Path(table_md), Path(out)
     cid = result.claim["id"]
     with tempfile.TemporaryDirectory() as tmp:
@@ -188,11 +191,27 @@ def claim_page(result, table_md: str | Path, out: str | Path, profile: str = "",
             else:
                 nav, sep, rest = text.partition("\n\n")
                 text = (nav + sep + plot + rest) if nav.startswith("[Summary]") else plot + text
+        if curves is not None and Path(curves).is_file():
+            block = f"{_embedded(Path(curves), f'training curves {cid}')}\n\n{CURVES_NOTE}\n\n"
+            marker = f"\n{DETAILS_HEADING}\n"
+            text = (text.replace(marker, "\n" + block + DETAILS_HEADING + "\n", 1)
+                    if marker in text else text + "\n\n" + block)
         page = markdown_to_html(text, f"{cid}: {result.claim.get('title', '')}",
                                 table_md.parent, out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page)
     return out
+
+
+def _embedded(png: Path, alt: str) -> str:
+    return f"![{alt}](data:image/png;base64,{base64.b64encode(png.read_bytes()).decode()})"
+
+
+CURVES_NOTE = ("*Training curves of these rows (each run's `train_log.jsonl`): loss and the "
+               "gate's mean lambda per epoch (SimCSE: per logged step, and the dev Spearman "
+               "per evaluation), arms overlaid; line: mean over encoder seeds, band: their "
+               "range; dotted: lambda's 10% and 90% quantiles over anchors; a cross: a run "
+               "that ended before its planned end.*")
 
 
 def companion_pages(md_files, out_dir: str | Path) -> list[Path]:

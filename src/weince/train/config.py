@@ -73,10 +73,12 @@ class SimCLRConfig:
     progress: bool | None = None     # tqdm bar; None: only on a TTY or WEINCE_PROGRESS=1
     timing_warmup: int = 1              # steps not counted in train.json's step_timing
     keep_checkpoint: bool = False       # keep checkpoint.pt after a finished run
+    tensorboard: bool = False           # TensorBoard event files beside train_log.jsonl
 
 
 # Keys that never change a run's result (where and how fast it runs, what it prints, what it
 # keeps): a checkpoint resumes under other values of these, and the workflow leaves them out
 # of what decides a rerun.
 RUNTIME_KEYS = frozenset({"progress", "timing_warmup", "num_workers", "threads", "compile",
-                          "compile_step", "data_root", "download", "keep_checkpoint"})
+                          "compile_step", "data_root", "download", "keep_checkpoint",
+                          "tensorboard"})

@@ -240,11 +240,12 @@ class TrainingRun:
         D.barrier()
 
     # -- logging and timing
-    def open_log(self, records: Iterable[Mapping[str, Any]] = ()) -> JsonlLogger | RecordsOnly:
+    def open_log(self, records: Iterable[Mapping[str, Any]] = (), *,
+                 tensorboard: bool = False) -> JsonlLogger | RecordsOnly:
         """``train_log.jsonl`` rewritten to hold ``records`` (rank 0; other ranks keep the
-        records without a file)."""
-        self._log = (JsonlLogger(self.log_path, records) if self.is_main
-                     else RecordsOnly(records))
+        records without a file); ``tensorboard``: TensorBoard event files beside it too."""
+        self._log = (JsonlLogger(self.log_path, records, tensorboard=tensorboard)
+                     if self.is_main else RecordsOnly(records))
         return self._log
 
     def start_timer(self, warmup: int = 1) -> StepTimer:

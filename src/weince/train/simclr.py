@@ -470,7 +470,7 @@ class _Pretraining:
             run.preemptions = list(ckpt.get("preempted", []))
             log_records = list(ckpt.get("log", []))
             self.wall_before = float(ckpt.get("wall_s", 0.0))
-        run.open_log(log_records)
+        run.open_log(log_records, tensorboard=self.cfg.tensorboard)
 
     def wrap(self) -> None:
         """DDP and SyncBatchNorm under torchrun, ``torch.compile`` of the model or of the

@@ -76,7 +76,7 @@ from weince.utils.runlock import locks_output
 __all__ = ["SimCSEConfig", "train_simcse"]
 
 # keys that may differ between an interrupted run and its resumption
-_RESUME_FREE_KEYS = ("device", "keep_checkpoint", "eval_batch_size")
+_RESUME_FREE_KEYS = ("device", "keep_checkpoint", "eval_batch_size", "tensorboard")
 
 
 @dataclass
@@ -114,6 +114,7 @@ class SimCSEConfig:
     device: str = "auto"             # "auto" (cuda if available), "cpu", "cuda", "cuda:1"
     amp: bool = False                # bfloat16 autocast of the encoder on CUDA
     keep_checkpoint: bool = False    # keep checkpoint.pt after a finished run
+    tensorboard: bool = False        # TensorBoard event files beside train_log.jsonl
 
     def validate(self) -> None:
         for name in ("batch_size", "lr", "max_length", "epochs", "eval_every", "log_every",
@@ -312,7 +313,7 @@ class _SimCSETraining:
         timing: tuple[float, int] = ckpt.get("timing", (0.0, 0)) if ckpt else (0.0, 0)
         self.train_time, self.trained_sentences = timing
         if ckpt is None:
-            self.run.open_log([])
+            self.run.open_log([], tensorboard=cfg.tensorboard)
             if ws > 1:  # same init everywhere (seeded above); now a dropout stream per rank
                 seed_everything(_rank_seed(cfg.seed, rank))
             return
@@ -323,7 +324,7 @@ class _SimCSETraining:
         self.step, self.best, self.best_step = ckpt["step"], ckpt["best"], ckpt["best_step"]
         self.init_dev = ckpt.get("init_dev")
         self.meter.sums, self.meter.counts = dict(ckpt["meter"][0]), dict(ckpt["meter"][1])
-        self.run.open_log(ckpt["log"])
+        self.run.open_log(ckpt["log"], tensorboard=cfg.tensorboard)
         ranks = ckpt.get("rng_ranks") or [ckpt["rng"]]
         if len(ranks) == ws:     # every rank continues its own dropout stream
             restore_rng(ranks[rank], device)

@@ -11,6 +11,11 @@ epoch twice.
     meter = StatsMeter()
     for step ...: meter.update(loss=loss.item(), **loss_fn.last_stats)
     log.append({"epoch": e, **meter.means()})
+
+With ``tensorboard=True`` the same records also go to TensorBoard event files beside the
+log (:class:`TensorBoardScalars`: one scalar per numeric key, named as in the log, at the
+record's ``epoch`` or ``step``), so ``tensorboard --logdir results/<profile>`` shows every
+run live; a reset rewrites them as it rewrites the log.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from typing import Any
 
 from weince.utils.diskspace import atomic_write
 
-__all__ = ["JsonlLogger", "StatsMeter", "read_jsonl"]
+__all__ = ["JsonlLogger", "StatsMeter", "TensorBoardScalars", "read_jsonl"]
 
 
 def _clean(v: Any) -> Any:
@@ -63,16 +68,21 @@ class JsonlLogger:
     checkpoint and :meth:`reset` to it on resume.
     """
 
-    def __init__(self, path: str | os.PathLike, records: Iterable[Mapping[str, Any]] = ()):
+    def __init__(self, path: str | os.PathLike, records: Iterable[Mapping[str, Any]] = (),
+                 *, tensorboard: bool = False):
         self.path = Path(path)
         self.records: list[dict[str, Any]] = []
+        self.tensorboard = TensorBoardScalars(self.path.parent) if tensorboard else None
         self.reset(records)
 
     def reset(self, records: Iterable[Mapping[str, Any]] = ()) -> None:
-        """Rewrite the file to hold exactly ``records`` (atomic replace)."""
+        """Rewrite the file (and the TensorBoard events) to hold exactly ``records`` (atomic
+        replace)."""
         self.records = [_clean(dict(r)) for r in records]
         text = "".join(json.dumps(r) + "\n" for r in self.records)
         atomic_write(self.path, lambda tmp: tmp.write_text(text), need=len(text.encode()))
+        if self.tensorboard is not None:
+            self.tensorboard.reset(self.records)
 
     def append(self, record: Mapping[str, Any]) -> dict[str, Any]:
         rec = _clean(dict(record))
@@ -80,7 +90,60 @@ class JsonlLogger:
             fh.write(json.dumps(rec) + "\n")
             fh.flush()
         self.records.append(rec)
+        if self.tensorboard is not None:
+            self.tensorboard.add(rec)
         return rec
+
+
+EVENTS_GLOB = "events.out.tfevents.*"
+
+
+class TensorBoardScalars:
+    """The log's records as TensorBoard scalars in event files in ``folder`` (beside
+    ``train_log.jsonl``): each numeric key of a record under its own name, at the record's
+    ``epoch`` (pretraining) or ``step`` (SimCSE), flushed per record.
+
+    The writer is torch's ``SummaryWriter`` (the ``tensorboard`` package, in the
+    ``workflow`` extra), imported only here: a run without TensorBoard never loads it."""
+
+    def __init__(self, folder: str | os.PathLike) -> None:
+        try:
+            # only when enabled: importing TensorBoard costs seconds no other run should pay
+            from torch.utils.tensorboard import SummaryWriter  # noqa: PLC0415
+        except ImportError:
+            raise ImportError("tensorboard: true needs the tensorboard package: "
+                              "pip install tensorboard (in the workflow extra), or set "
+                              "tensorboard: false (vision.pretrain / text.simcse)") from None
+        self.folder = Path(folder)
+        self._writer_cls = SummaryWriter
+        self.writer: Any = None
+
+    def reset(self, records: Iterable[Mapping[str, Any]]) -> None:
+        """Start the events over (earlier event files in the folder removed) with
+        ``records``: a resumed run shows each epoch once, as its log does."""
+        if self.writer is not None:
+            self.writer.close()
+        for old in self.folder.glob(EVENTS_GLOB):
+            old.unlink(missing_ok=True)
+        self.writer = self._writer_cls(log_dir=str(self.folder))
+        for r in records:
+            self.add(r, flush=False)
+        self.writer.flush()
+
+    def add(self, record: Mapping[str, Any], flush: bool = True) -> None:
+        x = record.get("epoch", record.get("step"))
+        if isinstance(x, bool) or not isinstance(x, (int, float)):
+            return
+        for k, v in record.items():
+            if k in ("epoch", "step") or isinstance(v, bool) or not isinstance(v, (int, float)):
+                continue
+            self.writer.add_scalar(k, float(v), int(x))
+        if flush:
+            self.writer.flush()
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
 
 
 class StatsMeter:
