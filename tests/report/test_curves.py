@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 import yaml
@@ -14,6 +15,7 @@ from weince.pipeline.profile import Profile
 from weince.report.curves import (_read, claim_curve_logs, claim_curves, claim_planned,
                                   curves_figure)
 from weince.pipeline.targets import claims
+from weince.report.html import CURVES_NOTE, claim_page
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -77,11 +79,9 @@ def test_the_figure_is_drawn_from_the_logs_and_never_empty(prof, tmp_path):
 
 
 def test_the_claim_page_embeds_the_curves(tmp_path):
-    from weince.report.html import CURVES_NOTE, claim_page
-
     class R:
-        claim = {"id": "C3", "title": "t", "kind": "gain", "arms": {}}
-        rows: list = []
+        claim: ClassVar[dict] = {"id": "C3", "title": "t", "kind": "gain", "arms": {}}
+        rows: ClassVar[list] = []
 
     md = tmp_path / "table_c3.md"
     md.write_text("# C3\n\n| a |\n| - |\n| 1 |\n")

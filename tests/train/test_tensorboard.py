@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import pytest
 
+from weince.train.simclr import pretrain
 from weince.train.trainlog import EVENTS_GLOB, JsonlLogger, read_jsonl
 
 pytest.importorskip("tensorboard")
-from tensorboard.backend.event_processing.event_accumulator import (  # noqa: E402
+from tensorboard.backend.event_processing.event_accumulator import (
     EventAccumulator)
 
 
@@ -57,8 +58,6 @@ def test_off_writes_no_events(tmp_path):
 
 @pytest.mark.slow
 def test_pretraining_writes_the_logs_scalars_for_tensorboard(tmp_path):
-    from weince.train.simclr import pretrain
-
     pretrain(dict(dataset="digits", max_train_images=64, batch_size=32, epochs=2,
                   loss="weince_recipe", loss_kwargs={"top_m": 20}, seed=3, threads=1,
                   progress=False, tensorboard=True), tmp_path)

@@ -500,7 +500,7 @@ def progress_text(p: Progress, fmt: str = "simple") -> str:
         srcs = sorted({f"{k}: {s.source}" for k, s in p.learned[g].settings.items()})
         L += ["", f"step times of the runs to come ({g}): " + "; ".join(srcs)]
     L += ["", f"failed jobs: {len(p.failed)}" + (":" if p.failed else "")]
-    L += [f"- {f.rule} {f.job}: {f.reason} (log: {f.log})" for f in p.failed]
+    L += [f"- {f.job}: {f.reason} (log: {f.log})" for f in p.failed]
     stopped = [r for r in p.runs if r.state == "stopped"]
     if stopped:
         L += ["", f"stopped runs ({len(stopped)}; a re-run resumes them): "

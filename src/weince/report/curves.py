@@ -110,8 +110,11 @@ def _records(path: Path) -> list[dict[str, Any]]:
         return []
 
 
+End = tuple[int, float, "float | None", dict[str, tuple[float, float]]]
+
+
 def _read(runs: Sequence[tuple[int, Path]], keys: Sequence[str]
-          ) -> tuple[dict[str, Series], list[tuple[int, float, float | None, dict[str, tuple[float, float]]]]]:
+          ) -> tuple[dict[str, Series], list[End]]:
     """key -> x -> values over seeds, and per seed: its last logged x, the first x whose
     loss was not finite (None: none; the log keeps a NaN as null) and, per key, its last
     finite point."""

@@ -1,0 +1,97 @@
+"""`weince progress` on a real smoke run (slow tier): killed part way with `kill -9`, its
+counts match the files and the killed run shows as stopped; then a job made to fail (its run
+folder's lock held by another process) is named with its reason and log."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from weince.utils.runlock import run_lock
+
+pytestmark = pytest.mark.slow
+BIN = Path(sys.executable).parent
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+            "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+def _progress(wf: Path) -> str:
+    out = subprocess.run([sys.executable, "-m", "weince.cli", "progress", "--configfile",
+                          "config/smoke.yaml", "--no-sacct"], cwd=wf, capture_output=True,
+                         text=True, timeout=300, env=_env())
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out.stdout
+
+
+def _all_row(text: str) -> list[int]:
+    row = next(line for line in text.splitlines() if line.startswith("all "))
+    return [int(x) for x in row.split()[1:7]]
+
+
+def _kill_mid_pretraining(wf: Path, log: Path) -> Path | None:
+    runs = wf / "results/smoke/vision"
+    with open(log, "w") as fh:
+        proc = subprocess.Popen(["snakemake", "--cores", "2", "--configfile",
+                                 "config/smoke.yaml"], cwd=wf, stdout=fh,
+                                stderr=subprocess.STDOUT, env=_env(), start_new_session=True)
+        killed = None
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and proc.poll() is None:
+            done = list(runs.rglob("train.json")) if runs.exists() else []
+            mid = [c.parent for c in runs.rglob("checkpoint.pt")
+                   if not (c.parent / "encoder.pt").exists()] if runs.exists() else []
+            if mid and done:
+                killed = mid[0]
+                break
+            time.sleep(0.05)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+    return killed
+
+
+def test_progress_of_a_killed_smoke_run_and_of_a_failed_job(tmp_path, copy_workflow):
+    wf = copy_workflow(tmp_path / "wf")
+    smoke = yaml.safe_load((wf / "config/smoke.yaml").read_text())
+    smoke["vision"]["pretrain"]["epochs"] = 3       # a kill can land between two epochs
+    (wf / "config/smoke.yaml").write_text(yaml.safe_dump(smoke, sort_keys=False))
+    killed = _kill_mid_pretraining(wf, tmp_path / "first.log")
+    assert killed is not None, (tmp_path / "first.log").read_text()[-3000:]
+
+    text = _progress(wf)
+    planned, finished, running, stopped, failed, not_started = _all_row(text)
+    run_dirs = [p.parent for p in (wf / "results/smoke").rglob("train_log.jsonl")]
+    assert finished == sum((d / "train.json").exists() for d in run_dirs)
+    assert running == 0 and failed == 0 and stopped >= 1
+    assert planned == finished + stopped + not_started
+    name = "/".join(killed.parts[-4:])        # digits/smallcnn/<arm>/seed7
+    assert name in text.split("stopped runs")[1]
+    assert "CPU-hours" in text and "ETA of the" in text
+
+    # a job made to fail: another process writes its run folder (the lock is held)
+    victim = wf / "results/smoke/vision/digits/smallcnn/weince_recipe_no_weib/seed7"
+    if (victim / "train.json").exists():
+        victim = wf / "results/smoke/vision/digits/smallcnn/infonce_topm/seed7"
+    assert not (victim / "train.json").exists()
+    subprocess.run(["snakemake", "--unlock", "--configfile", "config/smoke.yaml"], cwd=wf,
+                   capture_output=True, timeout=300, env=_env())
+    with run_lock(victim, "train"):
+        subprocess.run(["snakemake", "--cores", "2", "--configfile", "config/smoke.yaml",
+                        "--keep-going", "--restart-times", "0"], cwd=wf,
+                       capture_output=True, timeout=1500, env=_env())
+    text = _progress(wf)
+    arm = victim.parts[-2]
+    line = next(x for x in text.splitlines()
+                if x.startswith(f"- pretrain/digits/smallcnn/{arm}/seed7: "))
+    assert "RunLockedError" in line and f"logs/pretrain/digits/smallcnn/{arm}/seed7.log" in line
+    assert _all_row(text)[4] == 1                   # one failed training run
