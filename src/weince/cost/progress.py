@@ -495,11 +495,11 @@ def progress_text(p: Progress, fmt: str = "simple") -> str:
          "forecast: the counted-FLOPs estimate of the same finished runs on the GPU type "
          "they ran on (docs/cost.md); the ratio is measured over it (1 = as forecast)", ""]
     L += _eta(p)
-    if p.learned:
+    if p.learned and not p.cpu:
         g = next(iter(p.learned))
         srcs = sorted({f"{k}: {s.source}" for k, s in p.learned[g].settings.items()})
         L += ["", f"step times of the runs to come ({g}): " + "; ".join(srcs)]
-    L += ["", f"failed jobs: {len(p.failed)}" + (":" if p.failed else "")]
+    L += ["", f"failed jobs ({len(p.failed)})" + (":" if p.failed else "")]
     L += [f"- {f.job}: {f.reason} (log: {f.log})" for f in p.failed]
     stopped = [r for r in p.runs if r.state == "stopped"]
     if stopped:
