@@ -208,6 +208,8 @@ def curves_figure(logs: Logs, out: str | os.PathLike, title: str,
             ax.set_title(setting.removeprefix("text/"), fontsize=8)
             ax.grid(True, alpha=0.3)
             ax.xaxis.get_major_locator().set_params(integer=True)
+            if ax.has_data() and ax.dataLim.width == 0:    # one epoch or step: its tick
+                ax.set_xticks([ax.dataLim.x0])
             if ax.has_data():
                 ax.legend(fontsize=6)
     more = f" (first {len(settings)} of {len(logs)} settings)" if len(logs) > len(settings) \
