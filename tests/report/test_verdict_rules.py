@@ -17,6 +17,7 @@ import yaml
 from weince.pipeline.profile import Profile
 from weince.report import load_claims
 from weince.report.glance import claim_notes
+from weince.report.rules_page import update_rules_page
 from weince.report.tables import claim_lines, claim_markdown
 from weince.utils.verdict_words import SCALE_ONLY
 from weince.report.verdicts import (KINDS, NOT_REPRODUCED, REPRODUCED, RULES, Setting,
@@ -269,12 +270,36 @@ def test_iid_fallback_interval_is_flagged(tmp_path):
     assert any("dependence-aware" in n for n in row.notes)
 
 
-def test_rules_are_written_once_and_repeated_in_the_docs():
-    docs = (REPO / "docs" / "verdicts.md").read_text()
-    flat = re.sub(r"\s+", " ", docs)
+def test_rules_are_written_once_and_the_docs_page_is_generated(tmp_path):
+    """docs/verdicts.md's rule blocks are what ``weince status --verdicts`` writes from the
+    registry and the rule code; a hand edit or a changed tolerance fails here."""
+    page = REPO / "docs" / "verdicts.md"
+    copy = tmp_path / "verdicts.md"
+    copy.write_text(page.read_text())
+    assert update_rules_page(copy, CLAIMS, check=True), (
+        "docs/verdicts.md is out of date; run `weince status --verdicts docs/verdicts.md`")
+    flat = re.sub(r"\s+", " ", page.read_text())
     for cid, claim in REG.items():
         assert rule_text(claim) in flat, (cid, rule_text(claim))
     assert set(RULES) == {c["kind"] for c in REG.values()}
+
+
+def test_a_changed_tolerance_rewrites_the_rules_page(tmp_path):
+    reg = yaml.safe_load(CLAIMS.read_text())
+    next(c for c in reg["claims"] if c["id"] == "C3")["tolerance"] = 2.5
+    claims = tmp_path / "claims.yaml"
+    claims.write_text(yaml.safe_dump(reg))
+    page = tmp_path / "verdicts.md"
+    page.write_text((REPO / "docs" / "verdicts.md").read_text())
+    assert not update_rules_page(page, claims, check=True)
+    assert not update_rules_page(page, claims)
+    text = page.read_text()
+    assert "- **C3** (gain):" in text and "within 2.5 points of our mean gain" in text
+    assert "- **C4, C6** (gain):" in text
+    assert update_rules_page(page, claims, check=True)
+    page.write_text("# no markers\n")
+    with pytest.raises(ValueError, match="no generated block"):
+        update_rules_page(page, claims)
 
 
 def test_every_kind_has_one_rule_in_the_table():
