@@ -18,8 +18,10 @@ import yaml
 from weince.data.vision import DATASETS
 from weince.losses import LOSSES
 from weince.models.vision import BACKBONES
+from weince.pipeline.arms import ARMS
 from weince.pipeline.config_check import (COMMAND_LINE, ConfigError, check_config, config_errors,
-                                          name_registry, retype_overrides, rule_names)
+                                          inline_refs, name_registry, retype_overrides,
+                                          rule_names)
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
@@ -33,7 +35,7 @@ OPEN = {
 
 
 def _schema():
-    return yaml.safe_load(SCHEMA.read_text())
+    return inline_refs(yaml.safe_load(SCHEMA.read_text()))
 
 
 def _is_name(node) -> bool:
@@ -125,20 +127,58 @@ def test_a_vision_arm_typo_names_the_profiles_arms(tmp_path, key):
 
 
 def test_schema_name_lists_equal_the_registries():
-    """The enums the schema spells out are the library's registries, name for name."""
+    """The lists of names the schema spells out, each once in ``$defs``, are the library's
+    registries, name for name; the arms are checked against the arm registry itself."""
+    defs = yaml.safe_load(SCHEMA.read_text())["$defs"]
+    assert set(defs["dataset"]["enum"]) == set(DATASETS)
+    assert set(defs["backbone"]["enum"]) == set(BACKBONES)
+    assert set(defs["loss"]["enum"]) == set(LOSSES)
+    assert defs["arm"]["names"] == "arms" and "enum" not in defs["arm"]
     v = _schema()["properties"]["vision"]["properties"]
-    assert set(v["datasets"]["items"]["enum"]) == set(DATASETS)
-    assert set(v["backbones"]["items"]["enum"]) == set(BACKBONES)
-    assert set(v["pretrain"]["properties"]["loss"]["enum"]) == set(LOSSES)
+    assert v["pretrain"]["properties"]["loss"]["enum"] == defs["loss"]["enum"]
     assert set(_schema()["properties"]["text"]["properties"]["arms"]["items"]["enum"]) \
         == set(LOSSES)
-    assert set(LOSSES) <= set(name_registry("arms", {}))
+    assert set(LOSSES) <= set(name_registry("arms", {})) == set(ARMS)
     assert {"pretrain", "simcse", "linear", "default"} <= set(
         name_registry("rules", {}, REPO / "workflow"))
     assert "forecast" in rule_names(REPO / "workflow")   # a rule inside an `if` block
 
 
-# ------------------------------------------------------------------ where a value came from
+def _enums(node, where="config"):
+    """(where, enum) of every ``enum`` of the schema as written."""
+    if isinstance(node, dict):
+        if "enum" in node:
+            yield where, tuple(map(str, node["enum"]))
+        for k, v in node.items():
+            yield from _enums(v, f"{where}.{k}")
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _enums(v, f"{where}.{i}")
+
+
+def test_no_list_of_names_is_written_twice():
+    """Each enum once (a set of names shared by several keys is a ``$defs`` entry), and
+    vision.pretrain and every vision.pretrain_by_dataset entry are one definition."""
+    seen: dict[frozenset, str] = {}
+    for where, enum in _enums(yaml.safe_load(SCHEMA.read_text())):
+        key = frozenset(enum) - {"None"}
+        assert key not in seen, f"the same names at {seen[key]} and {where}; use a $defs entry"
+        seen[key] = where
+    v = yaml.safe_load(SCHEMA.read_text())["properties"]["vision"]["properties"]
+    assert v["pretrain"]["$ref"] == v["pretrain_by_dataset"]["additionalProperties"]["$ref"] \
+        == "#/$defs/pretrain"
+
+
+@pytest.mark.parametrize("arm", sorted(ARMS))
+def test_every_registered_arm_is_a_valid_vision_arm(arm):
+    """vision.arms takes every arm of weince.pipeline.arms (``dcl`` once failed on a
+    narrower enum) and nothing else."""
+    cfg = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
+    cfg["vision"]["arms"] += [arm] if arm not in cfg["vision"]["arms"] else []
+    assert config_errors(cfg, yaml.safe_load(SCHEMA.read_text()),
+                         workflow_dir=REPO / "workflow") == []
+
+
 def test_a_command_line_value_is_blamed_on_the_command_line(tmp_path):
     cfg = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
     src = tmp_path / "smoke.yaml"

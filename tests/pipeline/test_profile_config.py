@@ -24,7 +24,8 @@ from weince.eval.sts import run_sts
 from weince.evt.fits import run_link, run_pot
 from weince.norms.run import NormsConfig
 from weince.pipeline.claims import validate_with_defaults
-from weince.pipeline.config_check import ConfigError, check_config, set_run_environment
+from weince.pipeline.config_check import (ConfigError, check_config, inline_refs,
+                                          set_run_environment)
 from weince.pipeline.profile import Profile
 from weince.timing import TimingConfig
 from weince.train.simclr import SimCLRConfig
@@ -74,7 +75,7 @@ def _write(tmp_path, cfg, name="bad.yaml"):
     (("download",), "false", "download = 'false' must be of type boolean (on the "
                              "command line: --config download=False)"),
     (("norms", "analysis", "pooling"), "max", "norms.analysis.pooling = 'max' is not a valid "
-                                              "choice; valid: ['mean', 'cls']"),
+                                              "choice; valid: ['cls', 'mean']"),
 ])
 def test_bad_values_name_the_file_and_the_key(tmp_path, path, value, expected):
     cfg = load("smoke.yaml")
@@ -169,7 +170,7 @@ def test_dry_run_names_the_configfile_with_the_bad_value(tmp_path):
 
 # ------------------------------------------------------------------ schema vs library
 def _schema():
-    return yaml.safe_load(SCHEMA.read_text())
+    return inline_refs(yaml.safe_load(SCHEMA.read_text()))
 
 
 def _block(*path):

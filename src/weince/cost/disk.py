@@ -28,6 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from weince.cost.counts import dataset_spec, text_counts, text_geometry, vision_counts
+from weince.data.locations import SPLIT_IMAGES
 from weince.pipeline import layout
 from weince.pipeline.ablations import ablation_plan
 from weince.pipeline.layout import TextRun, VisionRun
@@ -40,10 +41,8 @@ from weince.utils.diskspace import free_bytes, human_bytes
 __all__ = ["SPLIT_SIZES", "PER_RUN", "QUOTA_ENV", "DiskEstimate", "disk_estimate",
            "runs_of_jobs", "parse_bytes", "disk_quota", "used_bytes", "check_disk"]
 
-SPLIT_SIZES = {   # images per split (train, test) of each data set: a features.pt holds both
-    "cifar10": (50_000, 10_000), "cifar100": (50_000, 10_000), "stl10": (5_000, 8_000),
-    "imagenet32": (1_281_167, 50_000), "tinyimagenet": (100_000, 10_000),
-    "digits": (1_438, 359), "mnist5k": (4_000, 1_000)}
+# images per split (train, test) of each data set: a features.pt holds both
+SPLIT_SIZES = {d: (n["train"], n["test"]) for d, n in SPLIT_IMAGES.items()}
 OPT_STATES = {"adam": 2, "lars": 1}   # per-parameter optimiser buffers in a checkpoint
 PER_RUN = 2_000_000                   # JSON results, logs, benchmarks, figures per run
 QUOTA_ENV = "WEINCE_DISK_QUOTA"       # overrides the config's disk.quota ("2TB", bytes)

@@ -41,6 +41,7 @@ from typing import Any
 
 from weince.cost.counts import dataset_spec, text_counts, text_geometry, vision_counts
 from weince.cost.throughput import device, load_devices, step_time, thin_evidence
+from weince.data.locations import SPLIT_IMAGES
 from weince.pipeline import layout
 from weince.pipeline.ablations import ablation_inputs, ablation_plan
 from weince.pipeline.claims import load_claims
@@ -56,17 +57,11 @@ __all__ = ["TRAIN_IMAGES", "TEST_IMAGES", "WIKI1M_SENTENCES", "STSB_DEV_SENTENCE
            "SettingCost", "RunEstimate", "Estimate", "estimate", "claim_rows", "job_runtime",
            "retries_for", "CHEAPER_OPTIONS", "with_overlay", "hours_range", "assumptions"]
 
-# images of each official training split (the data sets' own documentation)
-TRAIN_IMAGES = {
-    ("cifar10", "train"): 50_000, ("cifar100", "train"): 50_000,
-    ("stl10", "train"): 5_000, ("stl10", "unlabeled"): 100_000,
-    ("stl10", "train+unlabeled"): 105_000,
-    ("imagenet32", "train"): 1_281_167, ("tinyimagenet", "train"): 100_000,
-    ("digits", "train"): 1_438, ("mnist5k", "train"): 4_000,
-}
-# the labelled test split each evaluation embeds besides the training split
-TEST_IMAGES = {"cifar10": 10_000, "cifar100": 10_000, "stl10": 8_000, "imagenet32": 50_000,
-               "tinyimagenet": 10_000, "digits": 359, "mnist5k": 1_000}
+# images of each training split and of the labelled test split each evaluation embeds
+# beside it, by (data set, split) and by data set: views of weince.data.locations.SPLIT_IMAGES
+TRAIN_IMAGES = {(d, split): n for d, splits in SPLIT_IMAGES.items()
+                for split, n in splits.items() if split != "test"}
+TEST_IMAGES = {d: splits["test"] for d, splits in SPLIT_IMAGES.items()}
 WIKI1M_SENTENCES = 1_000_000   # wiki1m_for_simcse.txt
 STSB_DEV_SENTENCES = 3_000     # STS-B dev: 1,500 pairs
 
@@ -84,7 +79,7 @@ def vision_steps(prof: Profile, dataset: str) -> int:
     n = TRAIN_IMAGES.get((dataset, split))
     if n is None:
         raise ValueError(f"no official training-split size for {dataset} ({split}); add it "
-                         f"to weince.cost.estimate.TRAIN_IMAGES")
+                         f"to weince.data.locations.SPLIT_IMAGES")
     if pre.get("max_train_images"):
         n = min(n, int(pre["max_train_images"]))
     return int(pre.get("epochs", 100)) * max(1, n // int(pre.get("batch_size", 256)))

@@ -20,8 +20,9 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ON_DISK", "DOWNLOADABLE", "CIFAR", "STL_FILES", "IN32_TRAIN", "IN32_VAL", "ARCHIVES",
-           "FETCH", "find_imagenet32", "missing_vision", "missing_files", "how_to_obtain",
+__all__ = ["SPLIT_IMAGES", "ON_DISK", "DOWNLOADABLE", "CIFAR", "STL_FILES", "IN32_TRAIN",
+           "IN32_VAL", "ARCHIVES", "FETCH", "find_imagenet32", "missing_vision", "missing_files",
+           "how_to_obtain",
            "MODELS_DIR", "MODEL_FILES", "MINILM_ALIASES", "MINILM_PACKAGE", "model_folder",
            "model_folder_gaps", "shipped_minilm", "fetchable_model", "missing_model"]
 
@@ -40,6 +41,19 @@ IN32_TRAIN = [f"train_data_batch_{i}" for i in range(1, 11)]
 IN32_VAL = ["val_data"]
 TINY = "tiny-imagenet-200"
 
+#: images in each split of each data set (the data sets' own documentation; digits and
+#: mnist5k: the loaders' stratified 80/20 split, tests/data/test_vision_data.py): the one
+#: table the config check, the cost estimate and the disk estimate read
+SPLIT_IMAGES: dict[str, dict[str, int]] = {
+    "cifar10": {"train": 50_000, "test": 10_000},
+    "cifar100": {"train": 50_000, "test": 10_000},
+    "stl10": {"train": 5_000, "test": 8_000, "unlabeled": 100_000,
+              "train+unlabeled": 105_000},
+    "imagenet32": {"train": 1_281_167, "test": 50_000},
+    "tinyimagenet": {"train": 100_000, "test": 10_000},
+    "digits": {"train": 1_438, "test": 359},
+    "mnist5k": {"train": 4_000, "test": 1_000},
+}
 ON_DISK = ("cifar10", "cifar100", "stl10", "imagenet32", "tinyimagenet")
 DOWNLOADABLE = ("cifar10", "cifar100", "stl10")   # `weince fetch-data` fetches them (torchvision)
 # the official archive of each downloadable set (torchvision's downloader fetches the same

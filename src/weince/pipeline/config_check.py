@@ -24,6 +24,7 @@ from typing import Any
 
 import jsonschema
 
+from weince.data.locations import SPLIT_IMAGES
 from weince.pipeline.arms import ARMS
 from weince.pipeline.claims import validate_with_defaults
 from weince.pipeline.profile import Profile
@@ -32,7 +33,7 @@ from weince.utils.config import (MAX_VALUES, YamlSizeError, expanded_size, parse
 
 __all__ = ["ConfigError", "check_config", "config_errors", "set_run_environment",
            "retype_overrides", "COMMAND_LINE", "name_registry", "rule_names", "value_errors",
-           "RUN_CEILINGS", "LONG_RUNS_ENV", "oversized_key", "read_sources"]
+           "RUN_CEILINGS", "LONG_RUNS_ENV", "oversized_key", "read_sources", "inline_refs"]
 
 #: how an error names a value given on the command line (``snakemake --config k=v``)
 COMMAND_LINE = "the command line (--config)"
@@ -122,6 +123,13 @@ def _value_problem(err: jsonschema.ValidationError, where: str) -> str:
         whose = " (the profile's vision.arms)" if s.get("names") == "vision.arms" else ""
         return (f"{where} = {_shown(err.instance)} is not a valid choice; valid{whose}: "
                 f"{_choices(err)}")
+    named = [e for e in err.context or [] if e.validator in ("enum", "names")
+             and not e.relative_path]
+    if v == "oneOf" and named:   # a name or null (``oneOf: [{type: "null"}, {$ref: ...}]``)
+        forms = [b.get("type") for b in s["oneOf"]]
+        also = " or null" if "null" in forms else " (or a list of them)" if "array" in forms else ""
+        return (f"{where} = {_shown(err.instance)} is not a valid choice; valid: "
+                f"{_choices(named[0])}{also}")
     if v == "oneOf":
         return (f"{where} = {_shown(err.instance)} matches none of the allowed forms "
                 f"({_clip(err.message)})")
@@ -140,6 +148,24 @@ def _value_problem(err: jsonschema.ValidationError, where: str) -> str:
     if v == "required":
         return f"{where}: {err.message}"
     return f"{where} = {_shown(err.instance)}: {_clip(err.message)}"
+
+
+def inline_refs(schema: Any, defs: Mapping[str, Any] | None = None) -> Any:
+    """``schema`` with every ``{$ref: "#/$defs/<name>", ...}`` replaced by that definition
+    (its own keys beside the reference kept) and ``$defs`` dropped: the tree a reader or a
+    test walks key by key. The check itself validates the schema as written."""
+    if defs is None and isinstance(schema, Mapping):
+        defs = schema.get("$defs", {})
+    defs = defs or {}
+    if isinstance(schema, list):
+        return [inline_refs(x, defs) for x in schema]
+    if not isinstance(schema, Mapping):
+        return schema
+    out = {k: inline_refs(v, defs) for k, v in schema.items() if k not in ("$ref", "$defs")}
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        out = {**inline_refs(defs[ref.removeprefix("#/$defs/")], defs), **out}
+    return out
 
 
 # ------------------------------------------------------------------ names
@@ -244,9 +270,6 @@ _STAGE_LISTS = {"vision": ("datasets", "backbones", "arms", "seeds"),
 _NON_EMPTY = [("vision", "linear", "seeds"), ("vision", "knn", "split_seeds"),
               ("timing", "config", "losses"), ("timing", "config", "sizes"),
               ("ablations", "seeds"), ("ablations", "pairs"), ("vision", "pairs")]
-_TRAIN_IMAGES = {"cifar10": 50_000, "cifar100": 50_000, "stl10": 5_000,
-                 "imagenet32": 1_281_167, "tinyimagenet": 100_000, "digits": 1_438,
-                 "mnist5k": 4_000}
 
 
 def _walk(value: Any, keys: list[Any]) -> Iterable[tuple[list[Any], Any]]:
@@ -277,7 +300,7 @@ def _steps(config: Mapping[str, Any], keys: tuple[str, ...], n: int) -> str:
     if keys[:2] == ("vision", "pretrain"):
         pre = _mapping(v.get("pretrain"))
         batch = pre.get("batch_size", 256) if isinstance(pre.get("batch_size"), int) else 256
-        images = max([_TRAIN_IMAGES.get(d, 50_000) for d in v.get("datasets") or []
+        images = max([SPLIT_IMAGES.get(d, {}).get("train", 50_000) for d in v.get("datasets") or []
                       if isinstance(d, str)] or [50_000])
         cap = pre.get("max_train_images")
         if isinstance(cap, int) and cap > 0:
