@@ -3,12 +3,16 @@ C9 special-case check."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from types import SimpleNamespace
+
 import pytest
 
 from weince.eval.special_case import special_case_check
 from weince.pipeline.grid import select_grid
 from weince.pipeline.profile import Profile
-from weince.pipeline.stages import apply_selection, grid_arms, pretrain_config, simcse_config
+from weince.pipeline.stages import (RERUN_FREE, apply_selection, grid_arms, job_config,
+                                    pretrain_config, result_settings, simcse_config)
 from weince.utils import write_json
 from weince.utils.summary import summary
 
@@ -51,6 +55,36 @@ def test_grid_selection_uses_validation_and_feeds_the_final_run(tmp_path):
     assert grid_arms(Profile.of(CFG)) == ["weince"]
     assert grid_arms(Profile.of({"profile": "t", "vision": {"grid": {"arms": ["weince"],
                                                                   "seeds": [7]}}})) == []
+
+
+def test_one_job_config_for_the_rule_and_its_script(tmp_path):
+    """job_config resolves a job once from its wildcards (Snakemake's by attribute, or a
+    mapping): the rule's params are its result settings, the script's config is the whole
+    of it (nothing removed and put back), the selection's point put in."""
+    prof = Profile.of(CFG)
+    wc = SimpleNamespace(profile="t", dataset="stl10", backbone="resnet18", arm="weince",
+                         seed="21")
+    cfg = job_config(prof, wc)
+    assert cfg == pretrain_config(prof, "stl10", "resnet18", "weince", 21)
+    assert job_config(prof, vars(wc)) == cfg
+    params = result_settings(cfg)
+    assert params == {k: v for k, v in cfg.items() if k not in RERUN_FREE}
+    assert {"device", "threads", "data_root"} <= set(cfg) - set(params)
+    s = tmp_path / "selection.json"
+    write_json(s, {"chosen": "m6_kr5", "params": {"margin": 6.0, "kappa_rho": 5.0}})
+    assert job_config(prof, wc, s)["loss_kwargs"] == {"margin": 6.0, "q": 0.2, "kappa_rho": 5.0}
+    text = SimpleNamespace(profile="t", model="minilm", arm="weince", seed="63")
+    assert job_config(prof, text) == simcse_config(prof, "minilm", "weince", 63)
+
+
+def test_the_training_rules_and_scripts_resolve_their_job_by_job_config():
+    wf = Path(__file__).resolve().parents[2] / "workflow"
+    for rule in ("pretrain", "simcse"):
+        smk = (wf / "rules" / f"{rule}.smk").read_text()
+        assert "cfg=lambda wc: result_settings(job_config(PROFILE, wc))" in smk, rule
+        script = (wf / "scripts" / f"{rule}.py").read_text()
+        assert "job_config(Profile.of(snakemake.config), snakemake.wildcards" in script, rule
+        assert "snakemake.params" not in script and "job_settings" not in script, rule
 
 
 def test_simcse_config_sets_run_keys():

@@ -13,10 +13,9 @@ from weince.cost.evaljobs import EVAL_RULES, eval_job_runtime
 from weince.pipeline.stages import (
     PRETRAINED_ARM,
     grid_arms,
+    job_config,
     norms_config,
-    pretrain_config,
     result_settings,
-    simcse_config,
     text_model,
 )
 from weince.pipeline.targets import (

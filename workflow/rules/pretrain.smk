@@ -18,10 +18,9 @@ rule pretrain:
     resources:
         **resources_for("pretrain"),
     params:
-        # what can change the result (a rerun trigger); the script adds the run-time settings
-        cfg=lambda wc: result_settings(
-            pretrain_config(PROFILE, wc.dataset, wc.backbone, wc.arm, wc.seed)
-        ),
+        # what can change the result: the rerun trigger (the script resolves the whole
+        # job config by the same function, so run-time settings never retrain)
+        cfg=lambda wc: result_settings(job_config(PROFILE, wc)),
     script:
         "../scripts/pretrain.py"
 

@@ -16,9 +16,8 @@ rule simcse:
     resources:
         **resources_for("simcse"),
     params:
-        cfg=lambda wc: result_settings(
-            simcse_config(PROFILE, wc.model, wc.arm, wc.seed)
-        ),
+        # the rerun trigger; the script resolves the whole job config (job_config)
+        cfg=lambda wc: result_settings(job_config(PROFILE, wc)),
     script:
         "../scripts/simcse.py"
 

@@ -10,7 +10,7 @@ with log_to(snakemake.log[0], resources=snakemake.resources,
 
     from weince.eval.features import extract_features
     from weince.pipeline.profile import Profile
-    from weince.pipeline.stages import job_settings, pretrain_config
+    from weince.pipeline.stages import job_config, job_settings
     from weince.utils.checkpoint import release_checkpoint
 
     torch.set_num_threads(snakemake.threads)
@@ -20,6 +20,5 @@ with log_to(snakemake.log[0], resources=snakemake.resources,
     extract_features(snakemake.input.encoder, snakemake.output[0], **kwargs)
     # the encoder is stored (this job runs after its pretraining): the pretraining's resume
     # state is no longer needed, unless the profile keeps it
-    wc = snakemake.wildcards
-    if not pretrain_config(prof, wc.dataset, wc.backbone, wc.arm, wc.seed).get("keep_checkpoint"):
+    if not job_config(prof, snakemake.wildcards).get("keep_checkpoint"):
         release_checkpoint(Path(snakemake.input.encoder).parent)

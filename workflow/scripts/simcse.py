@@ -9,14 +9,14 @@ with log_to(snakemake.log[0], resources=snakemake.resources,
     import torch
 
     from weince.pipeline.profile import Profile
-    from weince.pipeline.stages import job_settings, simcse_config
+    from weince.pipeline.stages import job_config
     from weince.train.simcse import train_simcse
 
-    wc = snakemake.wildcards
-    full = simcse_config(Profile.of(snakemake.config), wc.model, wc.arm, wc.seed)
-    # the finished run's checkpoint stays until its STS job starts (Snakemake has stored
-    # this job's outputs by then): a segment killed while they are stored resumes to write them
-    cfg = {**job_settings(snakemake.params.cfg, full), "keep_checkpoint": True}
+    # the job's whole config, by the function the rule's params use; the finished run's
+    # checkpoint stays until its STS job starts (Snakemake has stored this job's outputs by
+    # then): a segment killed while they are stored resumes to write them
+    cfg = {**job_config(Profile.of(snakemake.config), snakemake.wildcards),
+           "keep_checkpoint": True}
     out = Path(snakemake.output.summary).parent
     gpus = int(getattr(snakemake.resources, "gpu", 0) or 0)
     if gpus > 1:  # one model on several processes; batch_size stays the global batch

@@ -10,7 +10,7 @@ with log_to(snakemake.log[0], resources=snakemake.resources,
 
     from weince.eval.sts import run_sts
     from weince.pipeline.profile import Profile
-    from weince.pipeline.stages import job_settings, simcse_config
+    from weince.pipeline.stages import job_config, job_settings
     from weince.utils.checkpoint import release_checkpoint
 
     torch.set_num_threads(snakemake.threads)
@@ -20,6 +20,5 @@ with log_to(snakemake.log[0], resources=snakemake.resources,
         kwargs.setdefault("device", prof.device)
     run_sts(snakemake.input.model, out=snakemake.output[0], **kwargs)
     # the SimCSE run's outputs are stored: its resume state goes, unless the profile keeps it
-    wc = snakemake.wildcards
-    if not simcse_config(prof, wc.model, wc.arm, wc.seed).get("keep_checkpoint"):
+    if not job_config(prof, snakemake.wildcards).get("keep_checkpoint"):
         release_checkpoint(Path(snakemake.input.model).parent)

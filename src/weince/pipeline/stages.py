@@ -1,8 +1,9 @@
 """Resolved stage configs: the dict each rule passes to a library entry point, built from
 the profile's config, so that the rules hold no logic and the glue is tested.
 
-    from weince.pipeline.stages import pretrain_config
+    from weince.pipeline.stages import job_config, pretrain_config
     pretrain_config(prof, "digits", "smallcnn", "weince@m2_kr10", 7)   # a SimCLRConfig dict
+    job_config(prof, snakemake.wildcards, snakemake.input.selection)   # the same, by job
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ from weince.pipeline.profile import Profile
 from weince.train.config import RUNTIME_KEYS
 from weince.utils.results import get_key, load_result
 
-__all__ = ["pretrain_config", "simcse_config", "apply_selection", "grid_arms", "norms_config",
-           "PRETRAINED_ARM", "text_model", "model_location", "RERUN_FREE", "result_settings",
-           "runtime_settings", "job_settings"]
+__all__ = ["job_config", "pretrain_config", "simcse_config", "apply_selection", "grid_arms",
+           "norms_config", "PRETRAINED_ARM", "text_model", "model_location", "RERUN_FREE",
+           "result_settings", "runtime_settings", "job_settings"]
 
 # Settings of a stage config that never change a result: where and how fast a job runs,
 # what it prints and keeps, where its data are (SimCLR's RUNTIME_KEYS, the device, the
@@ -46,6 +47,33 @@ def job_settings(params: Mapping[str, Any], full: Mapping[str, Any], **defaults:
     then the run-time settings of ``full`` (the stage config the script resolves again from
     the profile), then the rule's ``params`` (the result settings)."""
     return {**defaults, **runtime_settings(full), **params}
+
+
+def _wildcard(wildcards: Any, name: str) -> Any:
+    """A wildcard's value (Snakemake's ``Wildcards`` by attribute, or a mapping), or None."""
+    if isinstance(wildcards, Mapping):
+        return wildcards.get(name)
+    return getattr(wildcards, name, None)
+
+
+def job_config(prof: Profile, wildcards: Any,
+               selection: str | os.PathLike | None = None) -> dict[str, Any]:
+    """The whole config of one training job, resolved once, from the job's wildcards: a
+    SimCSE run (``model``, ``arm``, ``seed``: :func:`simcse_config`) or a pretraining run
+    (``dataset``, ``backbone``, ``arm``, ``seed``: :func:`pretrain_config`), with the grid
+    point chosen in ``selection`` (a final grid arm's ``selection.json``) put in.
+
+    A rule's params hold ``result_settings(job_config(PROFILE, wc))``, the rerun trigger
+    (the selection file is an input of its own); its script passes ``job_config(prof,
+    snakemake.wildcards, selection)`` to the library as it is."""
+    arm, seed = _wildcard(wildcards, "arm"), _wildcard(wildcards, "seed")
+    model = _wildcard(wildcards, "model")
+    if model is not None:
+        cfg = simcse_config(prof, model, arm, seed)
+    else:
+        cfg = pretrain_config(prof, _wildcard(wildcards, "dataset"),
+                              _wildcard(wildcards, "backbone"), arm, seed)
+    return apply_selection(cfg, selection) if selection else cfg
 
 
 def grid_arms(prof: Profile) -> list[str]:
