@@ -63,7 +63,7 @@ def real_scalar(x, name: str) -> float:
         if x.ndim != 0 or x.dtype == torch.bool or x.is_complex():
             raise ValueError(f"{name} must be a real number or a 0-d real tensor, got a "
                              f"{x.dtype} tensor of shape {tuple(x.shape)}")
-        return float(x)
+        return float(x.detach())
     if isinstance(x, bool) or not isinstance(x, numbers.Real):
         raise ValueError(f"{name} must be a real number (int, float, NumPy scalar or 0-d "
                          f"tensor), got {type(x).__name__} {x!r}")
@@ -83,9 +83,29 @@ def check_tau(tau, dtype: torch.dtype | None = None) -> float:
     return t
 
 
-def check_tau_dtype(tau: float, dtype: torch.dtype) -> None:
+def loss_tau(tau, temperature=None, dtype: torch.dtype | None = None):
+    """The temperature as the losses use it: a tensor ``tau`` that requires grad (a learnable
+    temperature, e.g. CLIP's ``1 / logit_scale``) stays that tensor, so that it receives its
+    gradient; anything else becomes a Python float (a constant). Either way it is checked
+    as :func:`check_tau` checks it (for a tensor: one read of its value)."""
+    picked = pick_tau(tau, temperature)
+    t = check_tau(picked, dtype)
+    if isinstance(picked, torch.Tensor) and picked.requires_grad:
+        return picked
+    return t
+
+
+def inverse_tau(tau) -> float | torch.Tensor:
+    """``1 / tau``: a float for a float, a 0-d tensor (with gradient) for a tensor."""
+    return 1.0 / tau if isinstance(tau, torch.Tensor) else 1.0 / float(tau)
+
+
+def check_tau_dtype(tau, dtype: torch.dtype) -> None:
     """Raise ``ValueError`` when ``1 / tau`` cannot be used in the compute dtype of
-    ``dtype`` inputs (Python arithmetic only: no device work, no synchronisation)."""
+    ``dtype`` inputs (Python arithmetic only: no device work, no synchronisation; a tensor
+    ``tau`` was checked when it was given and is not read again)."""
+    if isinstance(tau, torch.Tensor):
+        return
     comp = torch.float64 if dtype == torch.float64 else torch.float32
     fi = torch.finfo(comp)
     lo, hi = 2.0 / fi.max, 1.0 / fi.tiny

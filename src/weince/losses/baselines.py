@@ -50,7 +50,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from weince.losses._common import check_batch, check_tau, pick_tau, upcast
+from weince.losses._common import check_batch, loss_tau, upcast
 from weince.losses.modules import _TwoViewLoss
 from weince.losses.registry import register_loss
 
@@ -75,7 +75,7 @@ def _check_sigma(sigma: float | None) -> None:
 
 
 # ------------------------------------------------------------------ shared pieces
-def _split(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None, tau: float):
+def _split(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None, tau: float | torch.Tensor):
     """Scaled logits ``s / tau`` (float32/float64), the positive logit ``(B,)`` and the
     boolean ``(B, C)`` of each row's negatives."""
     s = upcast(sim) / tau
@@ -86,7 +86,7 @@ def _split(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None, 
 
 
 # ------------------------------------------------------------------ HCL
-def _hcl(sim, targets, mask, K: int, tau: float, beta: float, tau_plus: float,
+def _hcl(sim, targets, mask, K: int, tau: float | torch.Tensor, beta: float, tau_plus: float,
          return_floor: bool = False):
     s, pos, is_neg = _split(sim, targets, mask, tau)
     x = s.masked_fill(~is_neg, 0.0)                      # finite everywhere
@@ -94,7 +94,7 @@ def _hcl(sim, targets, mask, K: int, tau: float, beta: float, tau_plus: float,
     # log of the q_beta-weighted mean of exp(s_j / tau) over the negatives
     log_wmean = torch.logsumexp(log_w + x, dim=1) - torch.logsumexp(log_w, dim=1)
     log_k = math.log(K)
-    log_floor = torch.full_like(pos, log_k - 1.0 / tau)
+    log_floor = torch.zeros_like(pos) + (log_k - 1.0 / tau)   # tau: a float or a tensor
     if tau_plus == 0.0:
         log_ng = torch.maximum(log_k + log_wmean, log_floor)
     else:
@@ -146,14 +146,14 @@ def hcl(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None = No
         >>> torch.allclose(plain, info_nce(sim, targets, mask, tau=0.5))
         True
     """
-    tau = check_tau(pick_tau(tau, temperature), getattr(sim, "dtype", None))
+    tau = loss_tau(tau, temperature, getattr(sim, "dtype", None))
     _check_hcl_args(beta, tau_plus)
     K = check_batch(sim, targets, mask)
-    return _hcl(sim, targets, mask, K, float(tau), float(beta), float(tau_plus))
+    return _hcl(sim, targets, mask, K, tau, float(beta), float(tau_plus))
 
 
 # ------------------------------------------------------------------ DCL / DCLW
-def _dcl(sim, targets, mask, tau: float, sigma: float | None, return_weights: bool = False):
+def _dcl(sim, targets, mask, tau: float | torch.Tensor, sigma: float | None, return_weights: bool = False):
     s, pos, is_neg = _split(sim, targets, mask, tau)
     lse_neg = torch.logsumexp(s.masked_fill(~is_neg, float("-inf")), dim=1)
     if sigma is None:
@@ -196,10 +196,10 @@ def dcl(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None = No
         >>> loss.shape
         torch.Size([])
     """
-    tau = check_tau(pick_tau(tau, temperature), getattr(sim, "dtype", None))
+    tau = loss_tau(tau, temperature, getattr(sim, "dtype", None))
     _check_sigma(sigma)
     check_batch(sim, targets, mask)
-    return _dcl(sim, targets, mask, float(tau), None if sigma is None else float(sigma))
+    return _dcl(sim, targets, mask, tau, None if sigma is None else float(sigma))
 
 
 # ------------------------------------------------------------------ modules

@@ -5,20 +5,21 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from weince.losses._common import check_batch, check_tau, invert, masked_logits, pick_tau, upcast
+from weince.losses._common import check_batch, inverse_tau, invert, loss_tau, masked_logits, upcast
 
 __all__ = ["info_nce"]
 
 
 def _info_nce(sim: torch.Tensor, targets: torch.Tensor, invalid: torch.Tensor | None,
-              tau: float) -> torch.Tensor:
+              tau: float | torch.Tensor) -> torch.Tensor:
     # s * (1 / tau), as WEINCE's blended logits compute it: lambda = 0 is then InfoNCE bit for bit
-    logits = masked_logits(upcast(sim) * (1.0 / tau), invalid)
+    logits = masked_logits(upcast(sim) * inverse_tau(tau), invalid)
     return F.cross_entropy(logits, targets)
 
 
 def info_nce(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None = None,
-             tau: float | None = None, *, temperature: float | None = None,
+             tau: float | torch.Tensor | None = None, *,
+             temperature: float | torch.Tensor | None = None,
              check: bool = True) -> torch.Tensor:
     """InfoNCE: mean over rows of the cross-entropy of ``sim / tau`` over the valid columns.
 
@@ -31,7 +32,9 @@ def info_nce(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None
         targets: ``(B,)`` integer column of each row's positive.
         mask: optional ``(B, C)`` boolean, ``False`` drops a column for that row. Default
             ``None``.
-        tau: temperature, a finite number ``> 0`` usable in ``sim``'s dtype. Default ``0.5``.
+        tau: temperature, a finite number ``> 0`` usable in ``sim``'s dtype, or a 0-d tensor:
+            one that requires grad is learnable (it receives its gradient, e.g. CLIP's
+            ``tau = 1 / logit_scale``); any other is read as a constant. Default ``0.5``.
         temperature: the same option under lightly's name; pass ``tau`` or
             ``temperature``, not both. Default ``None``.
         check: validate the tensors' contents (finite, targets in range, valid positives,
@@ -63,7 +66,7 @@ def info_nce(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None
         >>> round(float(info_nce(sim, torch.tensor([0, 1]), tau=1.0)), 4)  # log(1 + e^-0.7)
         0.4032
     """
-    tau = check_tau(pick_tau(tau, temperature), getattr(sim, "dtype", None))
+    tau = loss_tau(tau, temperature, getattr(sim, "dtype", None))
     if check:
         check_batch(sim, targets, mask)
     else:  # shapes and dtypes only: no device-to-host copy

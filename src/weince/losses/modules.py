@@ -33,9 +33,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from weince.losses._common import (LAYOUTS, Layout, cached, check_tau, check_tau_dtype, check_views,
-                                   moco_similarities, negative_values, pair_similarities,
-                                   pick_tau, two_view_batch, unit_rows, upcast)
+from weince.losses._common import (LAYOUTS, Layout, cached, check_tau_dtype, check_views,
+                                   inverse_tau, loss_tau, moco_similarities, negative_values,
+                                   pair_similarities, two_view_batch, unit_rows, upcast)
 from weince.losses.bank import MemoryBank, check_bank_size
 from weince.losses.infonce import _info_nce
 from weince.losses.registry import register_loss
@@ -100,11 +100,11 @@ _BANK_DOC = """memory_bank_size: ``Q``, the number of past embeddings kept as ne
 
 
 class _TwoViewLoss(nn.Module):
-    def __init__(self, tau: float | None = None, layout: str = "simclr", *,
-                 temperature: float | None = None, gather_distributed: bool = False,
-                 memory_bank_size: int = 0):
+    def __init__(self, tau: float | torch.Tensor | None = None, layout: str = "simclr", *,
+                 temperature: float | torch.Tensor | None = None,
+                 gather_distributed: bool = False, memory_bank_size: int = 0):
         super().__init__()
-        tau = check_tau(pick_tau(tau, temperature))
+        tau = loss_tau(tau, temperature)
         if layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
         if gather_distributed and not torch.distributed.is_available():
@@ -115,7 +115,7 @@ class _TwoViewLoss(nn.Module):
             raise ValueError(f"layout={layout!r} and memory_bank_size={size} do not combine: with "
                              f"a bank every row is z1[i] against z2[i] and the bank (MoCo's "
                              f"layout, no in-batch negatives); leave layout at its default")
-        self.tau = tau
+        self.tau: float | torch.Tensor = tau   # a tensor that requires grad: learnable
         self.layout: Layout = cast(Layout, layout)   # one of LAYOUTS (checked above)
         self.gather_distributed = bool(gather_distributed)
         self.memory_bank_size = size
@@ -163,11 +163,16 @@ class _TwoViewLoss(nn.Module):
         """The loss of a call with an empty memory bank (``K = 0``): nothing to contrast
         with, so ``0``, with zero gradients (the graph is kept, so ``backward`` works)."""
         self.last_stats = {}
-        return upcast(sim).sum().mul(0.0).add(0.0)        # +0.0, not -0.0
+        zero = upcast(sim).sum().mul(0.0)
+        if isinstance(self.tau, torch.Tensor):          # a learnable tau gets a zero gradient
+            zero = zero + self.tau.to(zero.dtype).mul(0.0)
+        return zero.add(0.0)                            # +0.0, not -0.0
 
     def base_repr(self) -> str:
         """The options every two-view loss takes."""
-        return (f"tau={self.tau}, layout={self.layout!r}, "
+        tau = (f"tensor({float(self.tau.detach()):g}, learnable)"
+               if isinstance(self.tau, torch.Tensor) else self.tau)
+        return (f"tau={tau}, layout={self.layout!r}, "
                 f"gather_distributed={self.gather_distributed}")
 
     def extra_repr(self) -> str:
@@ -175,7 +180,10 @@ class _TwoViewLoss(nn.Module):
 
 
 _COMMON_ARGS = """tau: softmax temperature, a finite number ``> 0`` usable in the inputs' dtype
-            (the paper's lie in 0.05 .. 0.5). Default ``0.5``.
+            (the paper's lie in 0.05 .. 0.5), or a 0-d tensor that requires grad: a
+            learnable temperature that receives its gradient (pass an ``nn.Parameter``
+            and it is the module's parameter, so ``loss_fn.parameters()`` gives it to the
+            optimiser; CLIP learns ``1 / tau``). Default ``0.5``.
         temperature: the same option under lightly's name; pass ``tau`` or
             ``temperature``, not both (a ``ValueError``; the signature's ``tau=None`` tells
             an omitted ``tau`` apart). Default ``None``.
@@ -535,14 +543,14 @@ class WEINCERecipeLoss(WEINCELoss):
         if self.w_weib and self.w_weib == self.w_soft:
             # both cross-entropies over one stacked batch: w (mean_W + mean_S) = 2w mean_stacked
             weib = torch.log1p(cand.clamp(max=1.0 - eps).neg_()).mul_(-self.beta_t)
-            both = torch.cat([weib, cand * (1.0 / self.tau)], dim=0)
+            both = torch.cat([weib, cand * inverse_tau(self.tau)], dim=0)
             loss = loss + (2 * self.w_soft) * F.cross_entropy(both, self._zeros(both))
         else:
             if self.w_weib:
                 weib = torch.log1p(cand.clamp(max=1.0 - eps).neg_()).mul_(-self.beta_t)
                 loss = loss + self.w_weib * F.cross_entropy(weib, self._zeros(weib))
             if self.w_soft:
-                soft = cand * (1.0 / self.tau)
+                soft = cand * inverse_tau(self.tau)
                 loss = loss + self.w_soft * F.cross_entropy(soft, self._zeros(soft))
         self.last_stats["beta_t"] = self.beta_t.clone()
         return loss

@@ -15,8 +15,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from weince.losses._common import (cached, check_batch, check_tau, cpu_selection, invert,
-                                   negative_values, pick_tau, upcast)
+from weince.losses._common import (cached, check_batch, cpu_selection, invert, loss_tau,
+                                   negative_values, upcast)
 
 __all__ = ["top_negatives", "topm_softmax", "topm_weibull", "fit_batch_beta"]
 
@@ -49,7 +49,7 @@ def topm_softmax(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | 
     """``L_soft_topM``: cross-entropy over the positive and the ``m`` most similar negatives,
     logits ``s / tau`` (``tau`` default ``0.5``; ``temperature`` is another name for it).
     Shapes as in :func:`weince.losses.info_nce`."""
-    tau = check_tau(pick_tau(tau, temperature), getattr(sim, "dtype", None))
+    tau = loss_tau(tau, temperature, getattr(sim, "dtype", None))
     check_batch(sim, targets, mask, sync=False)  # shapes and dtypes only: no host sync
     cand = _candidates(sim, targets, mask, m, top_idx)
     zeros = torch.zeros(sim.shape[0], dtype=torch.long, device=sim.device)

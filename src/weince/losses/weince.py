@@ -23,8 +23,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from weince.losses._common import (cached, check_batch, check_tau, cpu_selection, invert,
-                                   negative_values, pick_tau, upcast)
+from weince.losses._common import (cached, check_batch, cpu_selection, inverse_tau, invert,
+                                   loss_tau, negative_values, upcast)
 
 __all__ = ["weince", "tail_size", "weince_statistics", "GATES", "BETAS", "ShortTailWarning"]
 
@@ -75,7 +75,7 @@ def _warn_short_tail(K: int, k: int, min_tail: int) -> None:
 
 def check_weince_args(tau, q, margin, kappa_rho, kappa_aic, tail_frac, min_tail, eps, beta,
                       gate, lam, beta_min, beta_max) -> None:
-    check_tau(tau)
+    loss_tau(tau)
     if not 0.0 <= q <= 1.0:
         raise ValueError(f"q (quantile of rho that sets the pivot rho0) must lie in [0, 1], "
                          f"got {q!r}")
@@ -212,8 +212,10 @@ def public_stats(st: dict) -> dict:
     """The documented statistics of an internal dict: float32 ``(B,)`` tensors ``lambda``,
     ``rho``, ``daic``, ``beta_w``; ``rho0``; ``k``, ``n``."""
     rho = st["d"][:, 0]
+    rho0 = st.get("rho0")
+    rho0 = rho.kthvalue(st["kq"] + 1).values if rho0 is None else rho0
     return {"lambda": st["lambda"].float(), "rho": rho.float(), "daic": st["daic"].float(),
-            "beta_w": st["beta_w"].float(), "rho0": rho.kthvalue(st["kq"] + 1).values.float(),
+            "beta_w": st["beta_w"].float(), "rho0": rho0.float(),
             "k": st["k"], "n": st["n"]}
 
 
@@ -221,7 +223,7 @@ def public_stats(st: dict) -> dict:
 def _statistics(sim: torch.Tensor, targets: torch.Tensor, invalid: torch.Tensor | None, K: int, *,
                 q: float, margin: float, kappa_rho: float, kappa_aic: float, tail_frac: float,
                 min_tail: int, eps: float, gate: str, topk_extra: int = 0,
-                half: int | None = None) -> dict:
+                half: int | None = None, rho0=None) -> dict:
     """Vectorised per-anchor statistics (``docs/method.md``, "Per-anchor statistics") over
     rows, in few large ops (each op is a kernel launch on a GPU).
 
@@ -231,7 +233,9 @@ def _statistics(sim: torch.Tensor, targets: torch.Tensor, invalid: torch.Tensor 
     which never builds it) and ``top_idx``: the columns of the ``max(k, min(topk_extra, K))``
     most similar negatives of each row, most similar first (the recipe's top-M terms reuse
     both). ``half``: the module's SimCLR layout with ``N = half`` (lets the CPU path skip
-    reading ``targets``/``invalid``)."""
+    reading ``targets``/``invalid``). ``rho0``: a pivot given from outside (a number or a
+    0-d tensor, floored at ``eps``) in place of the batch quantile; ``"rho0"`` then holds it
+    (float64)."""
     s = sim if sim.dtype in (torch.float32, torch.float64) else sim.float()
     B = s.shape[0]
     k = tail_size(K, tail_frac, min_tail)
@@ -251,7 +255,13 @@ def _statistics(sim: torch.Tensor, targets: torch.Tensor, invalid: torch.Tensor 
     logd = d.log()
     log_rho = logd[:, 0]                                # log max(1 - max negative, eps)
     kq = int(round(q * (B - 1)))
-    log_rho0 = log_rho.kthvalue(kq + 1).values          # log of sorted rho at index kq (>= eps)
+    given = None
+    if rho0 is None:
+        log_rho0 = log_rho.kthvalue(kq + 1).values      # log of sorted rho at index kq (>= eps)
+    else:
+        given = torch.as_tensor(rho0, dtype=torch.float64, device=s.device).detach()
+        given = given.reshape(()).clamp_min(eps)
+        log_rho0 = given.log()
     b = max(1, k // 20)
     n = k - b
     if n >= 2:
@@ -277,7 +287,7 @@ def _statistics(sim: torch.Tensor, targets: torch.Tensor, invalid: torch.Tensor 
         lam = torch.zeros_like(log_rho)
     # float64; "d", "kq" give rho and rho0 exactly (public_stats); log_rho0 serves the modules
     return {"lambda": lam, "daic": daic, "beta_w": beta_w, "d": d, "kq": kq, "log_rho0": log_rho0,
-            "k": k, "n": n, "top_idx": top_idx, "neg": neg}
+            "k": k, "n": n, "top_idx": top_idx, "neg": neg, "rho0": given}
 
 
 class _BlendedLogits(torch.autograd.Function):
@@ -304,19 +314,25 @@ class _BlendedLogits(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         s, a, c = ctx.saved_tensors
+        # d/da_i = sum_j grad_ij s_ij (a learnable temperature; 0 at the -inf columns)
+        grad_a = (grad * s).sum(1, keepdim=True) if ctx.needs_input_grad[2] else None
         slope = torch.rsub(s, 1.0)
         F.threshold_(slope, ctx.eps, float("inf"))  # type: ignore[attr-defined]  # stubs lack it         # 1 - s <= eps: the clamp holds, slope 0
         torch.div(c, slope, out=slope)                     # c / (1 - s), 0 where clamped
         slope.add_(a).mul_(grad)
-        return slope, None, None, None, None, None
+        return slope, None, grad_a, None, None, None
 
 
 _COEF: dict = {}
 
 
-def _coefficients(lam: torch.Tensor, tau: float, dtype: torch.dtype):
+def _coefficients(lam: torch.Tensor, tau, dtype: torch.dtype):
     """``(-lam, (1 - lam) / tau, lam)`` as ``(B, 1)`` columns of ``dtype``, from one ``addcmul``
-    with cached constants (``beta = 1``)."""
+    with cached constants (``beta = 1``). A tensor ``tau`` (learnable) gives
+    ``(1 - lam) * (1 / tau)`` with its gradient (``lam = 0``: ``1 / tau``, InfoNCE's factor)."""
+    if isinstance(tau, torch.Tensor):
+        col = lam.view(-1, 1).to(dtype)
+        return -col, torch.rsub(col, 1.0) * inverse_tau(tau).to(dtype), col
     inv = 1.0 / float(tau)
     w, b = cached(_COEF, (float(tau), lam.dtype, str(lam.device)), lambda: (
         torch.tensor([-1.0, -inv, 1.0], dtype=lam.dtype, device=lam.device).view(3, 1, 1),
@@ -325,16 +341,18 @@ def _coefficients(lam: torch.Tensor, tau: float, dtype: torch.dtype):
     return (coef if coef.dtype == dtype else coef.to(dtype)).unbind(0)
 
 
-def blended_logits(sim: torch.Tensor, lam: torch.Tensor, tau: float, beta: torch.Tensor | float,
+def blended_logits(sim: torch.Tensor, lam: torch.Tensor, tau, beta: torch.Tensor | float,
                    eps: float, invalid: torch.Tensor | None = None) -> torch.Tensor:
     """``(1 - lam_i) s_ij / tau + lam_i (-beta_i log(1 - min(s_ij, 1 - eps)))`` (float32, or
     float64 for float64 input), ``-inf`` where ``invalid``. ``lam``: ``(B,)``; ``beta``: a
-    number or ``(B,)``."""
+    number or ``(B,)``; ``tau``: a float or a 0-d tensor (learnable: it gets its gradient)."""
     s = upcast(sim)
     if isinstance(beta, torch.Tensor) or float(beta) != 1.0:
         lam = lam.to(s.dtype)
         c = (lam * (beta.to(s.dtype) if isinstance(beta, torch.Tensor) else float(beta)))[:, None]
-        coef = (-c, (1.0 - lam[:, None]) * (1.0 / float(tau)), c)
+        inv = inverse_tau(tau)
+        coef = (-c, (1.0 - lam[:, None]) * (inv.to(s.dtype) if isinstance(inv, torch.Tensor)
+                                               else inv), c)
     else:  # beta = 1 (the default)
         coef = _coefficients(lam, tau, s.dtype)
     return _BlendedLogits.apply(s, *coef, float(eps), invalid)
@@ -342,13 +360,13 @@ def blended_logits(sim: torch.Tensor, lam: torch.Tensor, tau: float, beta: torch
 
 def _weince(sim, targets, invalid, K, tau, *, q, margin, kappa_rho, kappa_aic, tail_frac, min_tail,
             eps, beta, gate, lam, return_stats, beta_min=0.5, beta_max=16.0, topk_extra=0,
-            half=None):
+            half=None, rho0=None):
     need_stats = lam is None or beta == "anchor" or return_stats
     stats = None
     if need_stats:
         stats = _statistics(sim, targets, invalid, K, q=q, margin=margin, kappa_rho=kappa_rho,
                             kappa_aic=kappa_aic, tail_frac=tail_frac, min_tail=min_tail,
-                            eps=eps, gate=gate, topk_extra=topk_extra, half=half)
+                            eps=eps, gate=gate, topk_extra=topk_extra, half=half, rho0=rho0)
     if lam is None:
         assert stats is not None   # need_stats
         lam_row = stats["lambda"]
@@ -368,13 +386,14 @@ def _weince(sim, targets, invalid, K, tau, *, q, margin, kappa_rho, kappa_aic, t
 
 
 def weince(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None = None,
-           tau: float | None = None, *, q: float = 0.2, margin: float = 2.0,
+           tau: float | torch.Tensor | None = None, *, q: float = 0.2, margin: float = 2.0,
            kappa_rho: float = 10.0, kappa_aic: float = 1.0, tail_frac: float = 0.10,
            min_tail: int = 32, eps: float = 1e-6,
            beta: Literal["one", "anchor"] = "one", gate: Literal["both", "rho", "aic"] = "both",
            lam: float | None = None, return_stats: bool = False, beta_min: float = 0.5,
            beta_max: float = 16.0, check: bool = True, num_negatives: int | None = None,
-           temperature: float | None = None):
+           temperature: float | torch.Tensor | None = None,
+           rho0: float | torch.Tensor | None = None):
     """The WEINCE loss of a batch of similarities (the functional form of ``WEINCELoss``).
 
     From Erol et al., *When Softmax Fails at the Top: Extreme Value Corrections for
@@ -396,7 +415,10 @@ def weince(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None =
         mask: optional ``(B, C)`` boolean of valid candidates (``False`` drops a column for
             that row); every row must keep its positive and the same number ``K`` of
             negatives. Default ``None`` (every column valid).
-        tau: softmax temperature, finite, ``> 0``. Default ``0.5``.
+        tau: softmax temperature, finite, ``> 0``: a number, or a 0-d tensor; one that
+            requires grad is learnable and receives its gradient (CLIP's
+            ``tau = 1 / logit_scale``), any other tensor is read as a constant. Default
+            ``0.5``.
         q: quantile of ``rho`` over rows that sets the pivot ``rho0``, in ``[0, 1]``.
             Default ``0.2``.
         margin: AIC difference at which the AIC gate is one half (finite). Default ``2.0``.
@@ -426,6 +448,11 @@ def weince(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None =
             the mask's first row (one sync). Default ``True``.
         num_negatives: ``K``, the number of negatives of every row (see ``check``).
         temperature: the same option as ``tau`` under lightly's name; pass one of the two.
+        rho0: the pivot of the proximity gate, given instead of computed: ``None``
+            (default) takes the ``q``-quantile of this batch's ``rho``; a number or a 0-d
+            tensor (no gradient; floored at ``eps``) is used as is, e.g. the quantile of
+            ``rho`` gathered over the ranks when each rank computes only its own rows, or
+            one direction's pivot shared with the other. ``stats["rho0"]`` then returns it.
 
     Returns:
         The scalar loss, or ``(loss, stats)`` with ``stats`` holding ``(B,)`` tensors
@@ -452,7 +479,7 @@ def weince(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None =
         >>> bool(weince(sim, targets, mask, lam=0.0) == info_nce(sim, targets, mask))
         True
     """
-    tau = check_tau(pick_tau(tau, temperature), getattr(sim, "dtype", None))
+    tau = loss_tau(tau, temperature, getattr(sim, "dtype", None))
     check_weince_args(tau, q, margin, kappa_rho, kappa_aic, tail_frac, min_tail, eps, beta, gate,
                       lam, beta_min, beta_max)
     K = check_batch(sim, targets, mask, sync=check, num_negatives=num_negatives)
@@ -460,7 +487,7 @@ def weince(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None =
                           kappa_rho=kappa_rho,
                           kappa_aic=kappa_aic, tail_frac=tail_frac, min_tail=min_tail, eps=eps,
                           beta=beta, gate=gate, lam=lam, return_stats=return_stats,
-                          beta_min=beta_min, beta_max=beta_max)
+                          beta_min=beta_min, beta_max=beta_max, rho0=rho0)
     if not return_stats:
         return loss
     return loss, public_stats(stats)
