@@ -75,7 +75,8 @@ def _check_sigma(sigma: float | None) -> None:
 
 
 # ------------------------------------------------------------------ shared pieces
-def _split(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None, tau: float | torch.Tensor):
+def _split(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None,
+           tau: float | torch.Tensor):
     """Scaled logits ``s / tau`` (float32/float64), the positive logit ``(B,)`` and the
     boolean ``(B, C)`` of each row's negatives."""
     s = upcast(sim) / tau
@@ -153,7 +154,8 @@ def hcl(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None = No
 
 
 # ------------------------------------------------------------------ DCL / DCLW
-def _dcl(sim, targets, mask, tau: float | torch.Tensor, sigma: float | None, return_weights: bool = False):
+def _dcl(sim, targets, mask, tau: float | torch.Tensor, sigma: float | None,
+         return_weights: bool = False):
     s, pos, is_neg = _split(sim, targets, mask, tau)
     lse_neg = torch.logsumexp(s.masked_fill(~is_neg, float("-inf")), dim=1)
     if sigma is None:

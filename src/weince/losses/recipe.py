@@ -44,8 +44,9 @@ def _candidates(sim, targets, mask, m, top_idx):
 
 
 def topm_softmax(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None = None,
-                 tau: float | None = None, m: int = 50, top_idx: torch.Tensor | None = None, *,
-                 temperature: float | None = None) -> torch.Tensor:
+                 tau: float | torch.Tensor | None = None, m: int = 50,
+                 top_idx: torch.Tensor | None = None, *,
+                 temperature: float | torch.Tensor | None = None) -> torch.Tensor:
     """``L_soft_topM``: cross-entropy over the positive and the ``m`` most similar negatives,
     logits ``s / tau`` (``tau`` default ``0.5``; ``temperature`` is another name for it).
     Shapes as in :func:`weince.losses.info_nce`."""

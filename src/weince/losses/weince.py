@@ -332,7 +332,7 @@ def _coefficients(lam: torch.Tensor, tau, dtype: torch.dtype):
     ``(1 - lam) * (1 / tau)`` with its gradient (``lam = 0``: ``1 / tau``, InfoNCE's factor)."""
     if isinstance(tau, torch.Tensor):
         col = lam.view(-1, 1).to(dtype)
-        return -col, torch.rsub(col, 1.0) * inverse_tau(tau).to(dtype), col
+        return -col, torch.rsub(col, 1.0) * (1.0 / tau).to(dtype), col
     inv = 1.0 / float(tau)
     w, b = cached(_COEF, (float(tau), lam.dtype, str(lam.device)), lambda: (
         torch.tensor([-1.0, -inv, 1.0], dtype=lam.dtype, device=lam.device).view(3, 1, 1),
