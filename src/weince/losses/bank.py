@@ -27,8 +27,9 @@ class MemoryBank(nn.Module):
     ``queue``: a ``(size, d)`` buffer of unit rows, allocated at the first :meth:`push` (when
     ``d`` is known), float32 (float64 for float64 input). ``state``: a long ``(2,)`` buffer,
     ``[next row to write, rows filled]``. Both are saved in ``state_dict`` and move with
-    ``.to()``; neither is a parameter. The counters are mirrored as Python ints, so that
-    :attr:`filled` costs no host synchronisation.
+    ``.to()``; neither is a parameter. The number of filled rows is mirrored as a Python int
+    (it sets the loss's shapes), so that :attr:`filled` costs no host synchronisation; the
+    write position is not (see :meth:`push`).
 
     Example:
         >>> import torch
@@ -50,29 +51,38 @@ class MemoryBank(nn.Module):
             raise ValueError("a MemoryBank needs size >= 1")
         self.register_buffer("queue", torch.zeros(0, 0))
         self.register_buffer("state", torch.zeros(2, dtype=torch.long))
-        self._next = 0
         self._filled = 0
+        self._full = False
 
     @property
     def filled(self) -> int:
         """The number of rows holding an embedding (``min(size, rows pushed)``)."""
         return self._filled
 
+    @property
+    def full(self) -> bool:
+        """Whether every row holds an embedding. From then on the bank's shape is fixed and
+        its write position lives in ``state`` only (a tensor, moved by index ops), so a
+        compiled loss sees nothing change as the bank wraps."""
+        return self._full
+
     def negatives(self) -> torch.Tensor:
         """The filled rows, in storage order (a view): what the losses use as negatives."""
-        return self.queue[: self._filled]
+        return self.queue if self._full else self.queue[: self._filled]
 
     def entries(self) -> torch.Tensor:
         """The filled rows, oldest first (a copy)."""
-        if self._filled < self.size:
+        if not self._full:
             return self.queue[: self._filled].clone()
-        return torch.roll(self.queue, -self._next, dims=0)
+        return torch.roll(self.queue, -int(self.state[0]), dims=0)
 
     @torch.no_grad()
     def push(self, z: torch.Tensor) -> None:
         """Enqueue the rows of ``z`` ``(n, d)`` (detached; the last ``size`` of them when
         ``n > size``), overwriting the oldest. The new queue is a new tensor: one that a
-        loss already computed from stays as it was for that loss's backward."""
+        loss already computed from stays as it was for that loss's backward. The write
+        position is read from and written to ``state`` by tensor ops (no Python number of
+        it, hence no host synchronisation and nothing for a compiled graph to guard on)."""
         z = z.detach()
         if z.ndim != 2:
             raise ValueError(f"the memory bank takes (n, d) embeddings, got shape {tuple(z.shape)}")
@@ -85,12 +95,14 @@ class MemoryBank(nn.Module):
         if queue.shape != (self.size, z.shape[1]):       # first push: d is known now
             dtype = torch.promote_types(queue.dtype, z.dtype)
             queue = torch.zeros(self.size, z.shape[1], dtype=dtype, device=z.device)
-        rows = (torch.arange(n, device=queue.device) + self._next) % self.size
+        start = self.state[0].to(queue.device)
+        rows = torch.arange(n, device=queue.device).add_(start).remainder_(self.size)
         self.queue = queue.index_copy(0, rows, z.to(device=queue.device, dtype=queue.dtype))
-        self._next = (self._next + n) % self.size
-        self._filled = min(self.size, self._filled + n)
-        self.state[0].fill_(self._next)                  # no host synchronisation
-        self.state[1].fill_(self._filled)
+        self.state[0].add_(n).remainder_(self.size)      # no host synchronisation
+        if not self._full:
+            self._filled = min(self.size, self._filled + n)
+            self._full = self._filled == self.size
+            self.state[1].fill_(self._filled)
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
                               unexpected_keys, error_msgs):
@@ -108,7 +120,7 @@ class MemoryBank(nn.Module):
                               f"bank of {rows} rows with state [{nxt}, {filled}]; build the "
                               f"loss with the saved memory_bank_size")
             return
-        self._next, self._filled = nxt, filled
+        self._filled, self._full = filled, filled == self.size
 
     def extra_repr(self) -> str:
         return f"size={self.size}, filled={self._filled}"

@@ -27,6 +27,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 from typing import Any, cast
 
 import torch
@@ -73,6 +74,25 @@ def _quantiles(x: torch.Tensor) -> dict[str, torch.Tensor]:
     weights = cached(_QUANTILE_W, (n, x.dtype, str(x.device)), build)
     q10, q50, q90 = (x.sort().values @ weights).unbind()
     return {"lambda_mean": x.mean(), "lambda_q10": q10, "lambda_q50": q50, "lambda_q90": q90}
+
+
+def _compiles_once(forward):
+    """A loss module's ``forward`` that ``torch.compile`` compiles once per input shape with
+    a memory bank too: while the bank fills, its number of rows (the loss's ``K``, a shape)
+    changes on every call, so those calls run eagerly (``torch.compiler.disable``) instead
+    of recompiling each time; once it is full the shapes stay fixed and the write position
+    is a tensor (:meth:`weince.losses.bank.MemoryBank.push`), so the compiled graph serves
+    every later call, through every wrap of the bank. The only guard is the bank's
+    ``full`` flag: one compilation while filling (around the eager call), one when full."""
+    eager = torch.compiler.disable(forward)
+
+    @functools.wraps(forward)
+    def wrapped(self, z1, z2):
+        bank = self.memory_bank
+        if bank is not None and not bank.full:
+            return eager(self, z1, z2)
+        return forward(self, z1, z2)
+    return wrapped
 
 
 _GATHER_DOC = """gather_distributed: gather ``z1`` and ``z2`` from every process of the
@@ -237,6 +257,7 @@ class InfoNCELoss(_TwoViewLoss):
         64
     """
 
+    @_compiles_once
     def forward(self, z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor:
         """The InfoNCE loss of the views ``z1``, ``z2`` (``(N, d)`` each): a 0-d tensor."""
         sim, targets, invalid, K = self.batch(z1, z2)
@@ -288,6 +309,7 @@ class InfoNCETopMLoss(_TwoViewLoss):
             raise ValueError(f"top_m must be >= 1, got {top_m!r}")
         self.top_m, self.w_soft = int(top_m), float(w_soft)
 
+    @_compiles_once
     def forward(self, z1, z2):
         """The loss of the views ``z1``, ``z2`` (``(N, d)`` each): a 0-d tensor."""
         sim, targets, invalid, K = self.batch(z1, z2)
@@ -414,6 +436,7 @@ class WEINCELoss(_TwoViewLoss):
                            "daic_mean": stats["daic"].mean(), "beta_w_mean": stats["beta_w"].mean()}
         return loss, stats
 
+    @_compiles_once
     def forward(self, z1, z2):
         """The WEINCE loss of the views ``z1``, ``z2`` (``(N, d)`` each): a 0-d tensor;
         updates ``last_stats``."""
@@ -519,6 +542,7 @@ class WEINCERecipeLoss(WEINCELoss):
         self.beta_t.lerp_(target, accept * (1 - self.momentum))
         self.last_stats.update(beta_hat=slope, beta_r2=r2)
 
+    @_compiles_once
     def forward(self, z1, z2):
         """The recipe's loss of the views ``z1``, ``z2`` (``(N, d)`` each): a 0-d tensor;
         in training mode updates ``beta_t`` first; updates ``last_stats``."""
