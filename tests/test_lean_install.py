@@ -261,10 +261,11 @@ def test_wheel_installs_without_extras_and_runs_the_core(tmp_path, wheel):
     out = _run([str(vpy), "-c", USE_THE_CORE], env=env, cwd=tmp_path)
     assert "LEAN-OK" in out
     # the researcher's snippets as copied: the README's, and every block of the loss guide
-    # (the two-view example and the MoCo-style queue), in the venv of the wheel and torch
+    # (the two-view example, the MoCo-style queue and mixed precision), in the venv of the
+    # wheel and torch
     snippets = [_python_blocks(ROOT / "README.md")[0],
                 *_python_blocks(ROOT / "docs" / "using-the-loss.md")]
-    assert len(snippets) == 3
+    assert len(snippets) == 4
     for code in snippets:
         script = tmp_path / "snippet.py"
         script.write_text(code)

@@ -1,8 +1,9 @@
 """Options of the functional losses beyond the paper's: a pivot ``rho0`` given from outside."""
 
+import pytest
 import torch
 
-from weince.losses import pair_similarities, weince, weince_statistics
+from weince.losses import info_nce, pair_similarities, weince, weince_statistics
 
 
 def _batch(seed: int = 0, n: int = 48):
@@ -31,3 +32,28 @@ def test_rho0_given_moves_the_gate_and_is_returned():
     assert bool((st_hi["lambda"] > st_lo["lambda"]).all())
     _, st_tiny = weince(sim, targets, mask, return_stats=True, rho0=0.0)
     assert float(st_tiny["rho0"]) == torch.tensor(1e-6, dtype=torch.float64).float().item()
+
+
+def test_reduction_and_weight():
+    sim, targets, mask = _batch(2)
+    for fn in (weince, info_nce):
+        mean = fn(sim, targets, mask)
+        rows = fn(sim, targets, mask, reduction="none")
+        assert rows.shape == (sim.shape[0],)
+        torch.testing.assert_close(rows.mean(), mean, rtol=1e-6, atol=0)
+        torch.testing.assert_close(fn(sim, targets, mask, reduction="sum"), rows.sum())
+        w = torch.rand(sim.shape[0], generator=torch.Generator().manual_seed(0))
+        torch.testing.assert_close(fn(sim, targets, mask, weight=w), (w * rows).sum() / w.sum())
+        torch.testing.assert_close(fn(sim, targets, mask, weight=w, reduction="sum"),
+                                   (w * rows).sum())
+        torch.testing.assert_close(fn(sim, targets, mask, weight=w, reduction="none"), w * rows)
+        # equal weights: the plain mean
+        torch.testing.assert_close(fn(sim, targets, mask, weight=torch.full_like(w, 3.0)), mean)
+
+
+def test_reduction_and_weight_errors():
+    sim, targets, mask = _batch(3)
+    with pytest.raises(ValueError, match="reduction must be one of"):
+        weince(sim, targets, mask, reduction="avg")
+    with pytest.raises(ValueError, match="weight must be a floating"):
+        weince(sim, targets, mask, weight=torch.ones(3))

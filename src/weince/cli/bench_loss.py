@@ -3,6 +3,7 @@ InfoNCE, on one or more devices.
 
     weince bench-loss                      # 2N = 512 and 1024, d = 128, CPU (+ CUDA if present)
     weince bench-loss --sizes 512 4096 --reps 50 --out bench.json
+    weince bench-loss --targets --threads 1   # the cost targets, each ratio side by side
 
 A front end of the C8 timing loop (:func:`weince.timing.time_loss_alone`, one loop for
 both commands): the losses are timed side by side in one process, in alternating order so
@@ -22,6 +23,7 @@ import sys
 import torch
 from tabulate import tabulate
 
+from weince.cli.bench_targets import run_targets
 from weince.timing import TimingConfig, time_loss_alone
 from weince.utils import write_json
 from weince.utils.device import resolve_device
@@ -93,10 +95,35 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", nargs="+", default=None,
                    help="devices to time on (default: cpu, plus cuda when present)")
     p.add_argument("--compile", action="store_true", help="torch.compile the losses")
+    p.add_argument("--targets", action="store_true",
+                   help="instead: the loss-cost targets on the CPU, each ratio measured side "
+                        "by side (WEINCE/InfoNCE at 2N = 512 and 4096 and with a memory bank, "
+                        "the recipe at 512, compiled/eager); --sizes limits the cases, "
+                        "--reps (default 20 here) the repetitions")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch.set_num_threads before timing (default: torch's own)")
     p.add_argument("--out", default=None, help="also write the rows as JSON (default: none)")
 
 
+def _main_targets(args: argparse.Namespace) -> int:
+    reps = args.reps if args.reps != 30 else 20
+    sizes = tuple(args.sizes) if args.sizes != [512, 1024] else None
+    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, d = {args.dim}, "
+          f"{reps} repetitions per case; ratio: the median paired ratio, min-max beside it")
+    rows = run_targets(dim=args.dim, reps=reps, sizes=sizes)
+    print(tabulate(rows, headers="keys", floatfmt=".3f"))
+    if args.out:
+        opts = {k: v for k, v in vars(args).items() if not k.startswith("_")}
+        write_json(args.out, {"rows": rows, "torch": torch.__version__,
+                              "threads": torch.get_num_threads()}, cfg=opts)
+    return 0
+
+
 def main(args: argparse.Namespace) -> int:
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.targets:
+        return _main_targets(args)
     devices = args.device or (["cpu", "cuda"] if torch.cuda.is_available() else ["cpu"])
     rows = []
     for dev in devices:

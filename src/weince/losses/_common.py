@@ -7,6 +7,7 @@ their loss instead (``weince.train.simclr``: once per epoch; SimCSE: every step)
 
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
 from typing import Literal
@@ -36,6 +37,13 @@ def cached(cache: dict, key, build):
 def cpu_selection(x: torch.Tensor) -> bool:
     """Whether the top-k selection of ``x`` takes the NumPy path (CPU, eager, enabled)."""
     return CPU_SELECTION and x.device.type == "cpu" and not torch.compiler.is_compiling()
+
+
+def compiled_cpu_selection(x: torch.Tensor) -> bool:
+    """Whether a compiled graph on CPU takes the same NumPy selection, as an opaque custom
+    op (``weince::top_negatives``, ``weince::pooled_top``): the same numbers as eager, at
+    eager's speed, where ``torch.topk`` would be several times slower."""
+    return CPU_SELECTION and x.device.type == "cpu" and torch.compiler.is_compiling()
 
 
 __all__ = ["check_batch", "check_tau", "pick_tau", "real_scalar", "pair_similarities",
@@ -238,7 +246,8 @@ def pair_similarities(z1: torch.Tensor, z2: torch.Tensor, layout: Layout = "simc
             encoders).
 
     Returns:
-        ``(sim, targets, mask)``: ``sim`` ``(B, C)`` in ``z1``'s dtype, ``targets``
+        ``(sim, targets, mask)``: ``sim`` ``(B, C)`` in float32 (float64 for float64
+        views; narrower views are cast, and autocast is off inside), ``targets``
         ``(B,)`` int64, ``mask`` ``(B, C)`` bool, or ``None`` for ``"pairs"``.
 
     Raises:
@@ -258,6 +267,11 @@ def pair_similarities(z1: torch.Tensor, z2: torch.Tensor, layout: Layout = "simc
     check_views(z1, z2)
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    with no_autocast(z1):
+        return _pair_similarities(full_precision(z1), full_precision(z2), layout)
+
+
+def _pair_similarities(z1: torch.Tensor, z2: torch.Tensor, layout: Layout):
     n = z1.shape[0]
     z1 = unit_rows(z1)
     z2 = unit_rows(z2)
@@ -285,7 +299,8 @@ def queue_similarities(z1: torch.Tensor, z2: torch.Tensor, queue: torch.Tensor):
             expected through them: pass detached embeddings).
 
     Returns:
-        ``(sim, targets)``: ``sim`` ``(N, 1 + K)`` in ``z1``'s dtype, ``targets`` ``(N,)``
+        ``(sim, targets)``: ``sim`` ``(N, 1 + K)`` in float32 (float64 for float64
+        input; autocast off inside), ``targets`` ``(N,)``
         int64 zeros (the positive's column). No mask: every column is valid.
 
     Raises:
@@ -309,7 +324,9 @@ def queue_similarities(z1: torch.Tensor, z2: torch.Tensor, queue: torch.Tensor):
                          f"{z1.shape[1]} (z1's), got "
                          f"{getattr(queue, 'dtype', type(queue).__name__)} "
                          f"of shape {tuple(getattr(queue, 'shape', ()))}")
-    return moco_similarities(unit_rows(z1), unit_rows(z2), unit_rows(queue))
+    with no_autocast(z1):
+        z1, z2, queue = (unit_rows(full_precision(z)) for z in (z1, z2, queue))
+        return moco_similarities(z1, z2, queue)
 
 
 def moco_similarities(z1: torch.Tensor, z2: torch.Tensor, queue: torch.Tensor):
@@ -320,6 +337,55 @@ def moco_similarities(z1: torch.Tensor, z2: torch.Tensor, queue: torch.Tensor):
         return pos, torch.zeros(z1.shape[0], dtype=torch.long, device=z1.device)
     sim = torch.cat([pos, z1 @ queue.to(z1.dtype).T], dim=1)
     return sim, torch.zeros(z1.shape[0], dtype=torch.long, device=z1.device)
+
+
+REDUCTIONS = ("mean", "sum", "none")
+
+
+def check_reduction(reduction: str, weight: torch.Tensor | None, rows: int) -> None:
+    """A ``ValueError`` for an unknown ``reduction`` or a ``weight`` that is not ``(rows,)``."""
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
+    if weight is not None and (not isinstance(weight, torch.Tensor) or weight.shape != (rows,)
+                               or not weight.is_floating_point()):
+        raise ValueError(f"weight must be a floating ({rows},) tensor (one weight per row of "
+                         f"sim), got {getattr(weight, 'dtype', type(weight).__name__)} of "
+                         f"shape {tuple(getattr(weight, 'shape', ()))}")
+
+
+def reduced_cross_entropy(logits: torch.Tensor, targets: torch.Tensor, reduction: str = "mean",
+                          weight: torch.Tensor | None = None) -> torch.Tensor:
+    """The cross-entropy of each row, reduced: ``"mean"`` (without ``weight`` exactly
+    ``F.cross_entropy``'s mean; with it ``sum_i w_i l_i / sum_i w_i``), ``"sum"``
+    (``sum_i w_i l_i``) or ``"none"`` (the ``(B,)`` losses ``w_i l_i``)."""
+    if weight is None and reduction != "none":
+        return F.cross_entropy(logits, targets, reduction=reduction)
+    per_row = F.cross_entropy(logits, targets, reduction="none")
+    if weight is not None:
+        per_row = per_row * weight.to(per_row.dtype)
+    if reduction == "none":
+        return per_row
+    total = per_row.sum()
+    if reduction == "sum" or weight is None:
+        return total
+    return total / weight.to(per_row.dtype).sum()
+
+
+def full_precision(x: torch.Tensor) -> torch.Tensor:
+    """``x.float()`` for a bf16/fp16 tensor, anything else as it is (the checks that follow
+    refuse what is not a floating tensor): what the losses compute from."""
+    if isinstance(x, torch.Tensor) and x.dtype in (torch.float16, torch.bfloat16):
+        return x.float()
+    return x
+
+
+def no_autocast(x: torch.Tensor):
+    """A context in which ops on ``x``'s device run in their inputs' dtype: autocast off
+    when it is on (the similarities and statistics in float32, not bf16), else nothing."""
+    dev = x.device.type if isinstance(x, torch.Tensor) else "cpu"
+    if torch.is_autocast_enabled(dev):
+        return torch.autocast(dev, enabled=False)
+    return contextlib.nullcontext()
 
 
 def upcast(x: torch.Tensor) -> torch.Tensor:

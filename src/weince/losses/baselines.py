@@ -51,7 +51,7 @@ import torch
 import torch.nn.functional as F
 
 from weince.losses._common import check_batch, loss_tau, upcast
-from weince.losses.modules import _TwoViewLoss
+from weince.losses.modules import _TwoViewLoss, loss_forward
 from weince.losses.registry import register_loss
 
 __all__ = ["hcl", "dcl", "HCLLoss", "DCLLoss", "DCLWLoss"]
@@ -235,6 +235,7 @@ class HCLLoss(_TwoViewLoss):
         _check_hcl_args(beta, tau_plus)
         self.beta, self.tau_plus = float(beta), float(tau_plus)
 
+    @loss_forward
     def forward(self, z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor:
         sim, targets, mask = self.similarities(z1, z2)
         loss, floor_frac = _hcl(sim, targets, mask, _num_negatives(sim, mask), self.tau,
@@ -260,6 +261,7 @@ class DCLLoss(_TwoViewLoss):
         super().__init__(tau, layout, temperature=temperature,
                          gather_distributed=gather_distributed)
 
+    @loss_forward
     def forward(self, z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor:
         sim, targets, mask = self.similarities(z1, z2)
         loss, w = _dcl(sim, targets, mask, self.tau, self.sigma, return_weights=True)

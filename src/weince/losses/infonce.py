@@ -2,25 +2,29 @@
 
 from __future__ import annotations
 
-import torch
-import torch.nn.functional as F
+from typing import Literal
 
-from weince.losses._common import check_batch, inverse_tau, invert, loss_tau, masked_logits, upcast
+import torch
+
+from weince.losses._common import (check_batch, check_reduction, inverse_tau, invert, loss_tau,
+                                   masked_logits, no_autocast, reduced_cross_entropy, upcast)
 
 __all__ = ["info_nce"]
 
 
 def _info_nce(sim: torch.Tensor, targets: torch.Tensor, invalid: torch.Tensor | None,
-              tau: float | torch.Tensor) -> torch.Tensor:
+              tau: float | torch.Tensor, reduction: str = "mean",
+              weight: torch.Tensor | None = None) -> torch.Tensor:
     # s * (1 / tau), as WEINCE's blended logits compute it: lambda = 0 is then InfoNCE bit for bit
     logits = masked_logits(upcast(sim) * inverse_tau(tau), invalid)
-    return F.cross_entropy(logits, targets)
+    return reduced_cross_entropy(logits, targets, reduction, weight)
 
 
 def info_nce(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None = None,
              tau: float | torch.Tensor | None = None, *,
              temperature: float | torch.Tensor | None = None,
-             check: bool = True) -> torch.Tensor:
+             check: bool = True, reduction: Literal["mean", "sum", "none"] = "mean",
+             weight: torch.Tensor | None = None) -> torch.Tensor:
     """InfoNCE: mean over rows of the cross-entropy of ``sim / tau`` over the valid columns.
 
     The baseline that WEINCE corrects (``docs/method.md``, "InfoNCE"); the softmax of
@@ -42,6 +46,11 @@ def info_nce(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None
             i.e. is a host synchronisation. ``check=False`` keeps the free shape/dtype
             checks only, for GPU loops whose batches are well formed by construction.
             Default ``True``.
+        reduction: ``"mean"`` (default: over rows), ``"sum"``, or ``"none"`` (the ``(B,)``
+            per-row losses).
+        weight: optional ``(B,)`` per-row weights ``w_i``: ``"mean"`` gives
+            ``sum_i w_i l_i / sum_i w_i``, ``"sum"`` ``sum_i w_i l_i``, ``"none"``
+            ``w_i l_i``. Default ``None`` (every row 1).
 
     Returns:
         Scalar loss (float32; float64 for float64 input). With SimCLR views
@@ -71,4 +80,6 @@ def info_nce(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None
         check_batch(sim, targets, mask)
     else:  # shapes and dtypes only: no device-to-host copy
         check_batch(sim, targets, mask, sync=False, num_negatives=sim.shape[1] - 1)
-    return _info_nce(sim, targets, invert(mask), tau)
+    check_reduction(reduction, weight, sim.shape[0])
+    with no_autocast(sim):       # float32 whatever autocast is active
+        return _info_nce(sim, targets, invert(mask), tau, reduction, weight)

@@ -35,8 +35,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from weince.losses._common import (LAYOUTS, Layout, cached, check_tau_dtype, check_views,
-                                   inverse_tau, loss_tau, moco_similarities, negative_values,
-                                   pair_similarities, two_view_batch, unit_rows, upcast)
+                                   full_precision, inverse_tau, loss_tau, moco_similarities,
+                                   negative_values, no_autocast, pair_similarities,
+                                   two_view_batch, unit_rows, upcast)
 from weince.losses.bank import MemoryBank, check_bank_size
 from weince.losses.infonce import _info_nce
 from weince.losses.registry import register_loss
@@ -45,6 +46,7 @@ from weince.losses.recipe import (
     fit_pooled,
     pool_size,
     pooled_top_cpu,
+    pooled_top_op,
     topm_softmax,
 )
 from weince.losses.weince import _weince, check_weince_args
@@ -76,11 +78,17 @@ def _quantiles(x: torch.Tensor) -> dict[str, torch.Tensor]:
     return {"lambda_mean": x.mean(), "lambda_q10": q10, "lambda_q50": q50, "lambda_q90": q90}
 
 
-def _compiles_once(forward):
-    """A loss module's ``forward`` that ``torch.compile`` compiles once per input shape with
-    a memory bank too: while the bank fills, its number of rows (the loss's ``K``, a shape)
-    changes on every call, so those calls run eagerly (``torch.compiler.disable``) instead
-    of recompiling each time; once it is full the shapes stay fixed and the write position
+def loss_forward(forward):
+    """A loss module's ``forward``, in full precision and compiled once per input shape.
+
+    Precision: ``z1``, ``z2`` narrower than float32 are cast to float32 and autocast is off
+    inside, so that the similarities, the statistics and the loss are float32 (float64 for
+    float64 input) whatever autocast is active.
+
+    Compilation: ``torch.compile`` compiles it once per input shape, with a memory bank too:
+    while the bank fills, its number of rows (the loss's ``K``, a shape) changes on every
+    call, so those calls run eagerly (``torch.compiler.disable``) instead of recompiling
+    each time; once it is full the shapes stay fixed and the write position
     is a tensor (:meth:`weince.losses.bank.MemoryBank.push`), so the compiled graph serves
     every later call, through every wrap of the bank. The only guard is the bank's
     ``full`` flag: one compilation while filling (around the eager call), one when full."""
@@ -88,10 +96,12 @@ def _compiles_once(forward):
 
     @functools.wraps(forward)
     def wrapped(self, z1, z2):
-        bank = self.memory_bank
-        if bank is not None and not bank.full:
-            return eager(self, z1, z2)
-        return forward(self, z1, z2)
+        with no_autocast(z1):
+            z1, z2 = full_precision(z1), full_precision(z2)
+            bank = self.memory_bank
+            if bank is not None and not bank.full:
+                return eager(self, z1, z2)
+            return forward(self, z1, z2)
     return wrapped
 
 
@@ -257,7 +267,7 @@ class InfoNCELoss(_TwoViewLoss):
         64
     """
 
-    @_compiles_once
+    @loss_forward
     def forward(self, z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor:
         """The InfoNCE loss of the views ``z1``, ``z2`` (``(N, d)`` each): a 0-d tensor."""
         sim, targets, invalid, K = self.batch(z1, z2)
@@ -309,7 +319,7 @@ class InfoNCETopMLoss(_TwoViewLoss):
             raise ValueError(f"top_m must be >= 1, got {top_m!r}")
         self.top_m, self.w_soft = int(top_m), float(w_soft)
 
-    @_compiles_once
+    @loss_forward
     def forward(self, z1, z2):
         """The loss of the views ``z1``, ``z2`` (``(N, d)`` each): a 0-d tensor."""
         sim, targets, invalid, K = self.batch(z1, z2)
@@ -436,7 +446,7 @@ class WEINCELoss(_TwoViewLoss):
                            "daic_mean": stats["daic"].mean(), "beta_w_mean": stats["beta_w"].mean()}
         return loss, stats
 
-    @_compiles_once
+    @loss_forward
     def forward(self, z1, z2):
         """The WEINCE loss of the views ``z1``, ``z2`` (``(N, d)`` each): a 0-d tensor;
         updates ``last_stats``."""
@@ -542,7 +552,7 @@ class WEINCERecipeLoss(WEINCELoss):
         self.beta_t.lerp_(target, accept * (1 - self.momentum))
         self.last_stats.update(beta_hat=slope, beta_r2=r2)
 
-    @_compiles_once
+    @loss_forward
     def forward(self, z1, z2):
         """The recipe's loss of the views ``z1``, ``z2`` (``(N, d)`` each): a 0-d tensor;
         in training mode updates ``beta_t`` first; updates ``last_stats``."""
@@ -554,7 +564,11 @@ class WEINCERecipeLoss(WEINCELoss):
         if self.training:  # the EMA step comes before beta_t is used, as in the official code
             k = pool_size(sim.shape[0] * K, self.pool_min, self.pool_frac)
             if stats["neg"] is None:  # CPU path: NumPy selection straight from sim
-                top = pooled_top_cpu(sim, k, targets, invalid, self.simclr_half(sim))
+                half = self.simclr_half(sim)
+                top = (pooled_top_cpu(sim, k, targets, invalid, half)
+                       if not torch.compiler.is_compiling() else
+                       pooled_top_op(sim.detach(), k, targets, invalid,
+                                     -1 if half is None else half))
             else:
                 top = torch.topk(stats["neg"].flatten(), k, sorted=True).values
             self._ema(*fit_pooled(top, k, eps))

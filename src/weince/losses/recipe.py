@@ -128,6 +128,18 @@ def pooled_top_cpu(sim: torch.Tensor, k: int, targets: torch.Tensor | None = Non
     return torch.from_numpy(np.sort(flat[flat.size - k:])[::-1].astype(np.float64))
 
 
+@torch.library.custom_op("weince::pooled_top", mutates_args=())
+def pooled_top_op(sim: torch.Tensor, k: int, targets: torch.Tensor,
+                  invalid: torch.Tensor | None, half: int) -> torch.Tensor:
+    """:func:`pooled_top_cpu` as an op a compiled graph calls (``half < 0``: none)."""
+    return pooled_top_cpu(sim, k, targets, invalid, None if half < 0 else half)
+
+
+@pooled_top_op.register_fake
+def _(sim, k, targets, invalid, half):
+    return sim.new_empty((k,), dtype=torch.float64)
+
+
 _POOL: dict = {}
 
 

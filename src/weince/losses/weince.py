@@ -23,8 +23,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from weince.losses._common import (cached, check_batch, cpu_selection, inverse_tau, invert,
-                                   loss_tau, negative_values, upcast)
+from weince.losses._common import (cached, check_batch, check_reduction, compiled_cpu_selection,
+                                   cpu_selection, inverse_tau, invert, loss_tau, negative_values,
+                                   no_autocast, reduced_cross_entropy, upcast)
 
 __all__ = ["weince", "tail_size", "weince_statistics", "GATES", "BETAS", "ShortTailWarning"]
 
@@ -172,6 +173,24 @@ def _top_negatives_cpu(s: torch.Tensor, targets: torch.Tensor | None, invalid: t
     return torch.from_numpy(out[:, ::-1].copy())
 
 
+@torch.library.custom_op("weince::top_negatives", mutates_args=())
+def _top_negatives_op(sim: torch.Tensor, targets: torch.Tensor, invalid: torch.Tensor | None,
+                      k: int, with_indices: bool, half: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`_top_negatives_cpu` as an op a compiled graph calls (``half < 0``: none);
+    without indices the second output is an empty ``(0, k)`` tensor."""
+    out = _top_negatives_cpu(sim, targets, invalid, k, with_indices=with_indices,
+                             half=None if half < 0 else half)
+    if with_indices:
+        return out
+    return out, torch.empty((0, k), dtype=torch.long)
+
+
+@_top_negatives_op.register_fake
+def _(sim, targets, invalid, k, with_indices, half):
+    rows = sim.shape[0] if with_indices else 0
+    return sim.new_empty((sim.shape[0], k)), sim.new_empty((rows, k), dtype=torch.long)
+
+
 def weince_statistics(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None = None, *,
                       q: float = 0.2, margin: float = 2.0, kappa_rho: float = 10.0,
                       kappa_aic: float = 1.0, tail_frac: float = 0.10, min_tail: int = 32,
@@ -246,6 +265,11 @@ def _statistics(sim: torch.Tensor, targets: torch.Tensor, invalid: torch.Tensor 
         top_vals, top_idx = _top_negatives_cpu(s, targets, invalid, width,
                                                with_indices=topk_extra > 0, half=half) \
             if topk_extra else (_top_negatives_cpu(s, targets, invalid, k, half=half), None)
+        neg = None
+    elif compiled_cpu_selection(s):   # the same selection inside a compiled graph
+        top_vals, top_idx = _top_negatives_op(s.detach(), targets, invalid, width,
+                                              topk_extra > 0, -1 if half is None else half)
+        top_idx = top_idx if topk_extra else None
         neg = None
     else:
         neg = negative_values(s, targets, invalid)
@@ -360,7 +384,7 @@ def blended_logits(sim: torch.Tensor, lam: torch.Tensor, tau, beta: torch.Tensor
 
 def _weince(sim, targets, invalid, K, tau, *, q, margin, kappa_rho, kappa_aic, tail_frac, min_tail,
             eps, beta, gate, lam, return_stats, beta_min=0.5, beta_max=16.0, topk_extra=0,
-            half=None, rho0=None):
+            half=None, rho0=None, reduction="mean", weight=None):
     need_stats = lam is None or beta == "anchor" or return_stats
     stats = None
     if need_stats:
@@ -381,7 +405,8 @@ def _weince(sim, targets, invalid, K, tau, *, q, margin, kappa_rho, kappa_aic, t
     else:
         assert stats is not None   # need_stats
         beta_val = stats["beta_w"].clamp(beta_min, beta_max)
-    loss = F.cross_entropy(blended_logits(sim, lam_row, tau, beta_val, eps, invalid), targets)
+    loss = reduced_cross_entropy(blended_logits(sim, lam_row, tau, beta_val, eps, invalid),
+                                 targets, reduction, weight)
     return loss, stats
 
 
@@ -393,7 +418,9 @@ def weince(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None =
            lam: float | None = None, return_stats: bool = False, beta_min: float = 0.5,
            beta_max: float = 16.0, check: bool = True, num_negatives: int | None = None,
            temperature: float | torch.Tensor | None = None,
-           rho0: float | torch.Tensor | None = None):
+           rho0: float | torch.Tensor | None = None,
+           reduction: Literal["mean", "sum", "none"] = "mean",
+           weight: torch.Tensor | None = None):
     """The WEINCE loss of a batch of similarities (the functional form of ``WEINCELoss``).
 
     From Erol et al., *When Softmax Fails at the Top: Extreme Value Corrections for
@@ -415,10 +442,8 @@ def weince(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None =
         mask: optional ``(B, C)`` boolean of valid candidates (``False`` drops a column for
             that row); every row must keep its positive and the same number ``K`` of
             negatives. Default ``None`` (every column valid).
-        tau: softmax temperature, finite, ``> 0``: a number, or a 0-d tensor; one that
-            requires grad is learnable and receives its gradient (CLIP's
-            ``tau = 1 / logit_scale``), any other tensor is read as a constant. Default
-            ``0.5``.
+        tau: softmax temperature ``> 0``, a number or a 0-d tensor (one that requires grad
+            is learnable: it gets its gradient). Default ``0.5``.
         q: quantile of ``rho`` over rows that sets the pivot ``rho0``, in ``[0, 1]``.
             Default ``0.2``.
         margin: AIC difference at which the AIC gate is one half (finite). Default ``2.0``.
@@ -439,30 +464,26 @@ def weince(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None =
         beta_min, beta_max: clamp of ``beta="anchor"``, ``0 < beta_min <= beta_max``.
             Defaults ``0.5``, ``16.0``.
         check: validate the tensors' contents (finite, targets in range, a valid positive,
-            equal negative counts). These checks read values back from the device, i.e.
-            each is a host synchronisation; ``check=False`` skips them (shapes and dtypes
-            are still checked, which costs nothing) for a GPU loop whose batches are known
-            to be well formed, e.g. from :func:`weince.losses.pair_similarities`. With a
-            ``mask`` the tail size needs ``K`` as a Python number: pass
-            ``num_negatives=K`` (``2N - 2`` for SimCLR views) too, or ``K`` is read from
-            the mask's first row (one sync). Default ``True``.
+            equal negative counts), each check a host synchronisation. ``check=False``
+            skips them (shapes and dtypes are still checked) for well-formed GPU batches;
+            with a ``mask`` pass ``num_negatives=K`` too (else ``K`` is read from the mask's
+            first row, one sync). Default ``True``.
         num_negatives: ``K``, the number of negatives of every row (see ``check``).
         temperature: the same option as ``tau`` under lightly's name; pass one of the two.
-        rho0: the pivot of the proximity gate, given instead of computed: ``None``
-            (default) takes the ``q``-quantile of this batch's ``rho``; a number or a 0-d
-            tensor (no gradient; floored at ``eps``) is used as is, e.g. the quantile of
-            ``rho`` gathered over the ranks when each rank computes only its own rows, or
-            one direction's pivot shared with the other. ``stats["rho0"]`` then returns it.
-
+        rho0: a given pivot (number or 0-d tensor, no gradient, floored at ``eps``) in
+            place of the batch's ``q``-quantile of ``rho``, e.g. the quantile of ``rho``
+            gathered over ranks. Default ``None``.
+        reduction, weight: ``"mean"`` (default), ``"sum"`` or ``"none"`` (``(B,)``
+            losses); optional ``(B,)`` row weights ``w_i``: ``sum w_i l_i / sum w_i``,
+            ``sum w_i l_i``, ``w_i l_i``. The statistics ignore both.
     Returns:
         The scalar loss, or ``(loss, stats)`` with ``stats`` holding ``(B,)`` tensors
         ``lambda``, ``rho``, ``daic``, ``beta_w`` and scalars ``rho0``, ``k``, ``n``.
 
     Raises:
-        ValueError: an argument outside its range (the message names it), both ``tau``
-            and ``temperature``, a ``sim`` that is not a 2-D floating tensor, mismatched
-            shapes, and, with ``check=True``, non-finite similarities, targets out of
-            range, a masked-out positive, or unequal negative counts.
+        ValueError: an argument outside its range (named), both ``tau`` and ``temperature``,
+            a ``sim`` not 2-D floating, mismatched shapes, and, with ``check=True``,
+            non-finite values, targets out of range, a masked-out positive, unequal ``K``.
 
     Example:
         >>> import torch
@@ -470,8 +491,6 @@ def weince(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None =
         >>> _ = torch.manual_seed(0)
         >>> z1 = torch.randn(64, 16, requires_grad=True)
         >>> sim, targets, mask = pair_similarities(z1, z1.detach() + 0.1 * torch.randn(64, 16))
-        >>> sim.shape, targets.shape, mask.shape
-        (torch.Size([128, 128]), torch.Size([128]), torch.Size([128, 128]))
         >>> loss, stats = weince(sim, targets, mask, tau=0.5, return_stats=True)
         >>> loss.backward()
         >>> stats["lambda"].shape, stats["k"]
@@ -483,11 +502,11 @@ def weince(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None =
     check_weince_args(tau, q, margin, kappa_rho, kappa_aic, tail_frac, min_tail, eps, beta, gate,
                       lam, beta_min, beta_max)
     K = check_batch(sim, targets, mask, sync=check, num_negatives=num_negatives)
-    loss, stats = _weince(sim, targets, invert(mask), K, tau, q=q, margin=margin,
-                          kappa_rho=kappa_rho,
-                          kappa_aic=kappa_aic, tail_frac=tail_frac, min_tail=min_tail, eps=eps,
-                          beta=beta, gate=gate, lam=lam, return_stats=return_stats,
-                          beta_min=beta_min, beta_max=beta_max, rho0=rho0)
-    if not return_stats:
-        return loss
-    return loss, public_stats(stats)
+    check_reduction(reduction, weight, sim.shape[0])
+    with no_autocast(sim):
+        loss, stats = _weince(sim, targets, invert(mask), K, tau, q=q, margin=margin, eps=eps,
+                              kappa_rho=kappa_rho, kappa_aic=kappa_aic, tail_frac=tail_frac,
+                              min_tail=min_tail, beta=beta, gate=gate, lam=lam, rho0=rho0,
+                              return_stats=return_stats, beta_min=beta_min, beta_max=beta_max,
+                              reduction=reduction, weight=weight)
+    return (loss, public_stats(stats)) if return_stats else loss
