@@ -63,13 +63,16 @@ def run_case(case: Case, dim: int = 128, reps: int = 20, warmup: int = 3, seed: 
     """Time one case; returns its row (``ratio`` the median paired ratio)."""
     g = torch.Generator().manual_seed(seed)
     n = case.two_n // 2
-    z1 = torch.randn(n, dim, generator=g)
-    z2 = z1 + 0.5 * torch.randn(n, dim, generator=g)
+    views = []                  # a few batches in turn: a bank holds varied embeddings
+    for _ in range(4):
+        z1 = torch.randn(n, dim, generator=g)
+        views.append((z1, z1 + 0.5 * torch.randn(n, dim, generator=g)))
     loss, base = _modules(case, tau)  # loss: a module or its compiled form
     fill = -(-case.bank // n) if case.bank else 0     # calls that fill the bank
     times: dict[str, list[float]] = {"loss": [], "base": []}
     for rep in range(fill + warmup + reps):
         order = (("loss", loss), ("base", base)) if rep % 2 else (("base", base), ("loss", loss))
+        z1, z2 = views[rep % len(views)]
         for key, fn in order:
             a = z1.clone().requires_grad_(True)
             t0 = time.perf_counter()

@@ -50,7 +50,8 @@ from weince.losses.recipe import (
     topm_softmax,
 )
 from weince.losses.weince import _weince, check_weince_args
-from weince.utils.distributed import gather_with_grad
+from weince.losses.local import LocalRows, local_rows
+from weince.utils.distributed import gather_with_grad, is_distributed
 
 __all__ = ["InfoNCELoss", "WEINCELoss", "WEINCERecipeLoss", "WEINCERecipeNoWeibLoss",
            "InfoNCETopMLoss"]
@@ -110,7 +111,13 @@ _GATHER_DOC = """gather_distributed: gather ``z1`` and ``z2`` from every process
             :mod:`weince.utils.distributed`) before building the similarities, so that the
             negatives, the statistics and ``last_stats`` cover the global batch; every
             process then computes the same loss. Ranks may hold different ``N``. A no-op
-            when no process group is initialised. Default ``False``."""
+            when no process group is initialised. ``"local"`` (InfoNCE and WEINCE, no
+            bank): each process computes only its own rows against every process's
+            candidates (open_clip's local loss; memory ``B_local x B``, not ``B^2``), the
+            pivot ``rho0`` from every row's ``rho``; it returns ``W * (sum of its rows'
+            losses) / B`` (``W`` processes), so the mean over processes is the global
+            loss and DDP's averaged gradients are the one-process gradients on the whole
+            batch; ``last_stats`` are the global batch's. Default ``False``."""
 
 _BANK_DOC = """memory_bank_size: ``Q``, the number of past embeddings kept as negatives in a FIFO
             (MoCo's queue; ``0``, the default: no bank, the in-batch negatives of
@@ -140,6 +147,10 @@ class _TwoViewLoss(nn.Module):
         if gather_distributed and not torch.distributed.is_available():
             raise ValueError("gather_distributed=True needs torch.distributed, which this "
                              "PyTorch build does not have; pass gather_distributed=False")
+        if gather_distributed not in (False, True, "local"):
+            raise ValueError(f"gather_distributed must be False, True or 'local', got "
+                             f"{gather_distributed!r}")
+        self.local_loss = gather_distributed == "local"
         size = check_bank_size(memory_bank_size)
         if size and layout != "simclr":
             raise ValueError(f"layout={layout!r} and memory_bank_size={size} do not combine: with "
@@ -150,7 +161,12 @@ class _TwoViewLoss(nn.Module):
         self.gather_distributed = bool(gather_distributed)
         self.memory_bank_size = size
         self.memory_bank = MemoryBank(size) if size else None
+        if self.local_loss and size:
+            raise ValueError("gather_distributed='local' and a memory bank do not combine "
+                             "(the bank's negatives are every rank's already); pass "
+                             "gather_distributed=True")
         self.last_stats: dict[str, torch.Tensor] = {}
+        self._local: LocalRows | None = None
 
     def views(self, z1: torch.Tensor, z2: torch.Tensor):
         """``(z1, z2)``, gathered from every process when ``gather_distributed`` is set."""
@@ -171,6 +187,12 @@ class _TwoViewLoss(nn.Module):
         built directly, for the internal loss functions. With a memory bank: MoCo's
         ``(N, 1 + K)`` layout against the bank's ``K`` filled rows (``K = 0`` on the first
         call), then, in training mode, ``z2`` (unit rows, detached) enters the bank."""
+        self._local = None
+        if self.local_loss and is_distributed():
+            check_views(z1, z2, min_n=0)
+            self._local = local_rows(z1, z2, self.layout)
+            check_tau_dtype(self.tau, z1.dtype)
+            return self._local.batch
         z1, z2 = self.views(z1, z2)
         if self.memory_bank is None:
             out = two_view_batch(z1, z2, self.layout)
@@ -187,7 +209,8 @@ class _TwoViewLoss(nn.Module):
     def simclr_half(self, sim: torch.Tensor) -> int | None:
         """``N`` when ``sim`` has the SimCLR layout (its ``2N`` rows known without reading
         ``targets``), else ``None``."""
-        return sim.shape[0] // 2 if self.layout == "simclr" and self.memory_bank is None else None
+        return (sim.shape[0] // 2 if self.layout == "simclr" and self.memory_bank is None
+                and self._local is None else None)
 
     def no_negatives(self, sim: torch.Tensor) -> torch.Tensor:
         """The loss of a call with an empty memory bank (``K = 0``): nothing to contrast
@@ -273,6 +296,8 @@ class InfoNCELoss(_TwoViewLoss):
         sim, targets, invalid, K = self.batch(z1, z2)
         if K == 0:
             return self.no_negatives(sim)
+        if self._local is not None:
+            return _info_nce(sim, targets, invalid, self.tau, "sum") * self._local.scale
         return _info_nce(sim, targets, invalid, self.tau)
 
 
@@ -317,6 +342,9 @@ class InfoNCETopMLoss(_TwoViewLoss):
                          gather_distributed=gather_distributed, memory_bank_size=memory_bank_size)
         if top_m < 1:
             raise ValueError(f"top_m must be >= 1, got {top_m!r}")
+        if self.local_loss:
+            raise ValueError("gather_distributed='local' is for InfoNCELoss and WEINCELoss; "
+                             "pass gather_distributed=True")
         self.top_m, self.w_soft = int(top_m), float(w_soft)
 
     @loss_forward
@@ -439,11 +467,18 @@ class WEINCELoss(_TwoViewLoss):
     def core(self, sim, targets, invalid, K, topk_extra: int = 0):
         """``(loss, stats)`` of a :meth:`batch` with ``K >= 1``; ``stats`` holds what the
         recipe reuses."""
+        local = self._local
         loss, stats = _weince(sim, targets, invalid, K, self.tau, return_stats=True,
-                              topk_extra=topk_extra, half=self.simclr_half(sim), **self.opts)
+                              topk_extra=topk_extra, half=self.simclr_half(sim),
+                              pivot=None if local is None else local.pivot(self.opts["q"]),
+                              reduction="mean" if local is None else "sum", **self.opts)
+        if local is not None:      # this rank's rows: their share of the global mean
+            loss = loss * local.scale
+        lam, daic, beta_w = ((stats["lambda"], stats["daic"], stats["beta_w"]) if local is None
+                             else local.all_rows(stats["lambda"], stats["daic"], stats["beta_w"]))
         # 0-d float64 tensors (read with float()); nothing here waits for the device
-        self.last_stats = {**_quantiles(stats["lambda"]), "rho0": stats["log_rho0"].exp(),
-                           "daic_mean": stats["daic"].mean(), "beta_w_mean": stats["beta_w"].mean()}
+        self.last_stats = {**_quantiles(lam), "rho0": stats["log_rho0"].exp(),
+                           "daic_mean": daic.mean(), "beta_w_mean": beta_w.mean()}
         return loss, stats
 
     @loss_forward
@@ -526,6 +561,10 @@ class WEINCERecipeLoss(WEINCELoss):
         super().__init__(tau, layout, **kwargs)
         if top_m < 1:
             raise ValueError(f"top_m must be >= 1, got {top_m!r}")
+        if self.local_loss:
+            raise ValueError("gather_distributed='local' is for InfoNCELoss and WEINCELoss "
+                             "(the recipe's pooled fit needs every row); pass "
+                             "gather_distributed=True")
         if not 0.0 <= momentum < 1.0:
             raise ValueError(f"momentum must lie in [0, 1), got {momentum!r}")
         self.top_m, self.w_weib, self.w_soft = int(top_m), float(w_weib), float(w_soft)

@@ -242,7 +242,7 @@ def public_stats(st: dict) -> dict:
 def _statistics(sim: torch.Tensor, targets: torch.Tensor, invalid: torch.Tensor | None, K: int, *,
                 q: float, margin: float, kappa_rho: float, kappa_aic: float, tail_frac: float,
                 min_tail: int, eps: float, gate: str, topk_extra: int = 0,
-                half: int | None = None, rho0=None) -> dict:
+                half: int | None = None, rho0=None, pivot=None) -> dict:
     """Vectorised per-anchor statistics (``docs/method.md``, "Per-anchor statistics") over
     rows, in few large ops (each op is a kernel launch on a GPU).
 
@@ -254,7 +254,8 @@ def _statistics(sim: torch.Tensor, targets: torch.Tensor, invalid: torch.Tensor 
     both). ``half``: the module's SimCLR layout with ``N = half`` (lets the CPU path skip
     reading ``targets``/``invalid``). ``rho0``: a pivot given from outside (a number or a
     0-d tensor, floored at ``eps``) in place of the batch quantile; ``"rho0"`` then holds it
-    (float64)."""
+    (float64). ``pivot``: a function of the rows' ``log rho`` that returns ``log rho0``
+    (the local-loss mode: the quantile over every process's rows)."""
     s = sim if sim.dtype in (torch.float32, torch.float64) else sim.float()
     B = s.shape[0]
     k = tail_size(K, tail_frac, min_tail)
@@ -280,7 +281,9 @@ def _statistics(sim: torch.Tensor, targets: torch.Tensor, invalid: torch.Tensor 
     log_rho = logd[:, 0]                                # log max(1 - max negative, eps)
     kq = int(round(q * (B - 1)))
     given = None
-    if rho0 is None:
+    if rho0 is None and pivot is not None:
+        log_rho0 = pivot(log_rho)
+    elif rho0 is None:
         log_rho0 = log_rho.kthvalue(kq + 1).values      # log of sorted rho at index kq (>= eps)
     else:
         given = torch.as_tensor(rho0, dtype=torch.float64, device=s.device).detach()
@@ -384,13 +387,14 @@ def blended_logits(sim: torch.Tensor, lam: torch.Tensor, tau, beta: torch.Tensor
 
 def _weince(sim, targets, invalid, K, tau, *, q, margin, kappa_rho, kappa_aic, tail_frac, min_tail,
             eps, beta, gate, lam, return_stats, beta_min=0.5, beta_max=16.0, topk_extra=0,
-            half=None, rho0=None, reduction="mean", weight=None):
+            half=None, rho0=None, reduction="mean", weight=None, pivot=None):
     need_stats = lam is None or beta == "anchor" or return_stats
     stats = None
     if need_stats:
         stats = _statistics(sim, targets, invalid, K, q=q, margin=margin, kappa_rho=kappa_rho,
                             kappa_aic=kappa_aic, tail_frac=tail_frac, min_tail=min_tail,
-                            eps=eps, gate=gate, topk_extra=topk_extra, half=half, rho0=rho0)
+                            eps=eps, gate=gate, topk_extra=topk_extra, half=half, rho0=rho0,
+                            pivot=pivot)
     if lam is None:
         assert stats is not None   # need_stats
         lam_row = stats["lambda"]
