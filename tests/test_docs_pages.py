@@ -40,8 +40,8 @@ def run_block(code: str, tmp_path: Path) -> str:
 def test_using_the_loss_examples_run(tmp_path):
     """Every python block of docs/using-the-loss.md runs on its own, with its own imports."""
     blocks = python_blocks(DOCS / "using-the-loss.md")
-    assert len(blocks) == 4, ("docs/using-the-loss.md: the two-view, the MoCo, the dual-encoder "
-                              "and the mixed-precision example")
+    assert len(blocks) == 3, ("docs/using-the-loss.md: the two-view, the MoCo and the "
+                              "mixed-precision example")
     assert len(blocks[0].strip().splitlines()) <= 12, "the first example should stay short"
     out = run_block(blocks[0], tmp_path)
     # the example prints last_stats: the keys the page's table explains

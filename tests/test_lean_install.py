@@ -261,11 +261,10 @@ def test_wheel_installs_without_extras_and_runs_the_core(tmp_path, wheel):
     out = _run([str(vpy), "-c", USE_THE_CORE], env=env, cwd=tmp_path)
     assert "LEAN-OK" in out
     # the researcher's snippets as copied: the README's, and every block of the loss guide
-    # that runs on the core (the two-view example, the MoCo-style queue and mixed precision;
-    # the dual-encoder example says it needs the extras), in the venv of the wheel and torch
+    # that runs on the core (the two-view example, the MoCo-style queue and mixed precision),
+    # in the venv of the wheel and torch
     snippets = [_python_blocks(ROOT / "README.md")[0],
-                *(b for b in _python_blocks(ROOT / "docs" / "using-the-loss.md")
-                  if "needs the extras" not in b)]
+                *_python_blocks(ROOT / "docs" / "using-the-loss.md")]
     assert len(snippets) == 4
     for code in snippets:
         script = tmp_path / "snippet.py"
