@@ -10,14 +10,13 @@ import socket
 
 import pytest
 import torch
-import torch._dynamo  # DDP imports it on construction: here, once, before any fork
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from weince.losses import build_loss
 
 pytestmark = [pytest.mark.skipif(not dist.is_available(), reason="torch.distributed not available"),
-              pytest.mark.slow]   # 2 + 4 forked processes: ~30 s on a shared CPU
+              pytest.mark.slow]   # 2 + 4 spawned processes: about a minute on a shared CPU
 
 N, D_IN, D = 44, 12, 8
 SHARDS = {2: [0, 17, 44], 4: [0, 5, 20, 31, 44]}      # uneven shares of the N items
@@ -71,8 +70,10 @@ def _free_port():
 def ranks(request, tmp_path_factory):
     world = request.param
     out = tmp_path_factory.mktemp(f"local{world}")
+    # spawn, not fork: a parent that already ran a compiled backward (the slow tier runs
+    # test_compile_bank.py first) cannot fork autograd's threads
     mp.start_processes(_worker, args=(world, _free_port(), str(out)), nprocs=world, join=True,
-                       start_method="fork")
+                       start_method="spawn")
     return [torch.load(out / f"r{r}.pt") for r in range(world)]
 
 
