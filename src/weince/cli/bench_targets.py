@@ -53,8 +53,9 @@ def _modules(case: Case, tau: float) -> tuple[Any, Any]:
     kw = {"memory_bank_size": case.bank} if case.bank else {}
     loss: Any = build_loss(case.loss, tau=tau, **kw).train()
     base = build_loss(case.base, tau=tau, **kw).train()
-    if case.compiled:
-        loss = torch.compile(loss)
+    if case.compiled:       # one graph per shape: no dynamic-shape graph across the cases
+        torch.compiler.reset()
+        loss = torch.compile(loss, dynamic=False)
     return loss, base
 
 
