@@ -382,7 +382,8 @@ def verify_bundle(path: str | Path, *, keep: str | Path | None = None,
                   extract: str | Path | None = None, max_bytes: int = DEFAULT_MAX_BYTES,
                   max_manifest_bytes: int = DEFAULT_MAX_MANIFEST_BYTES,
                   claims: str | Path | None = None,
-                  archive_registry: bool = False) -> VerifyResult:
+                  archive_registry: bool = False,
+                  draw_forests: bool | None = None) -> VerifyResult:
     """Check the bundle at ``path``.
 
     Args:
@@ -391,6 +392,7 @@ def verify_bundle(path: str | Path, *, keep: str | Path | None = None,
         archive_registry: judge by the archive's own registry instead (every verdict line
             says so); its differences from the installed one are still listed.
         keep: also copy the rebuilt report there.
+        draw_forests: draw the forest plots of the rebuilt report (default: when ``keep``).
         extract: when every check of the archive passes, copy the listed files (and the
             manifest and SHA256SUMS) to this folder, at their paths in the archive: the
             safe ``tar xzf ... -C CHECKOUT``.
@@ -421,7 +423,8 @@ def verify_bundle(path: str | Path, *, keep: str | Path | None = None,
     with tar, tempfile.TemporaryDirectory(prefix="weince-verify-") as tmpd:
         try:
             _verify(tar, Path(tmpd), res, keep=keep, extract=extract, max_bytes=max_bytes,
-                    max_manifest_bytes=max_manifest_bytes, installed=installed)
+                    max_manifest_bytes=max_manifest_bytes, installed=installed,
+                    draw=bool(keep) if draw_forests is None else draw_forests)
         except BundleError as err:
             res.errors.append(str(err))
         except (tarfile.TarError, EOFError, zlib.error) as err:
@@ -436,7 +439,8 @@ def verify_bundle(path: str | Path, *, keep: str | Path | None = None,
 
 
 def _verify(tar: tarfile.TarFile, tmp: Path, res: VerifyResult, *, keep, extract,
-            max_bytes: int, max_manifest_bytes: int, installed: Path | None) -> None:
+            max_bytes: int, max_manifest_bytes: int, installed: Path | None,
+            draw: bool) -> None:
     root = tmp / "bundle"
     root.mkdir()
     members = scan(tar)
@@ -456,7 +460,8 @@ def _verify(tar: tarfile.TarFile, tmp: Path, res: VerifyResult, *, keep, extract
     # 3. the registry that judges: the installed one, unless the archive's was asked for
     claims_path = _registry(manifest, root, installed, res)
     # 4. rebuild the report from the bundle's result files
-    out, rebuilt, hash_free = _rebuild(manifest, root, tmp, shipped, res, keep, claims_path)
+    out, rebuilt, hash_free = _rebuild(manifest, root, tmp, shipped, res, keep, claims_path,
+                                       draw)
     # 5. compare: the pages, the verdicts, and the rules in words the claim files carry
     _compare(rebuilt, shipped, out, hash_free, shipped_claims, res)
     res.registry_diff += rule_differences(_rules(shipped), _rules(out))
@@ -642,7 +647,8 @@ def _rules(report: Path) -> dict[str, str]:
 
 
 def _rebuild(manifest: dict[str, Any], root: Path, tmp: Path, shipped: Path,
-             res: VerifyResult, keep, claims_path: Path) -> tuple[Path, list[str], bool]:
+             res: VerifyResult, keep, claims_path: Path, draw: bool
+             ) -> tuple[Path, list[str], bool]:
     """Rebuild the report from the bundle's result files into ``tmp/rebuilt``; returns
     that folder, the rebuilt file names and whether the config hash line is left out of
     the comparison."""
@@ -682,7 +688,7 @@ def _rebuild(manifest: dict[str, Any], root: Path, tmp: Path, shipped: Path,
                 shutil.copyfile(f, out / f.name)
     try:
         with _cwd(root):
-            _report.rebuild(prof, claims_path, out, draw=bool(keep))
+            _report.rebuild(prof, claims_path, out, draw=draw)
     except Exception as err:  # noqa: BLE001 - a tampered file can break the report in any way
         raise BundleError(f"rebuilding the report failed: {type(err).__name__}: "
                           f"{_in_bundle(err, root)[:500]}") from None

@@ -194,7 +194,7 @@ def _recheck_knn(data, block, y) -> tuple[list[str], int]:
     out: list[str] = []
     per_key: dict[str, list[float]] = {}
     for i, (p, r) in enumerate(zip(ps, rs)):
-        test = r.get("test") if isinstance(r.get("test"), dict) else {}
+        test: dict[str, Any] = r["test"] if isinstance(r.get("test"), dict) else {}
         got = {f"acc@{k}": decode(p.get(f"pred@{k}"), f"predictions.per_seed[{i}].pred@{k}")
                == y}
         for name, blk in p.items():
