@@ -32,6 +32,7 @@ import weince
 from weince.bundle._archive import DEFAULT_MAX_BYTES, DEFAULT_MAX_MANIFEST_BYTES
 from weince.bundle._protocol import first_difference, protocol_of
 from weince.bundle._registry import installed_registry
+from weince.bundle.make import sha256_file
 from weince.bundle.verify import VerifyResult, verify_bundle
 from weince.cost.estimate import claim_rows, estimate, hours_range
 from weince.cost.pages import REST_GPU
@@ -214,8 +215,10 @@ def _replication(first: Row, other: Row) -> str:
 
 
 def _group(rows: list[Row], res: MergeResult) -> dict[tuple, list[Row]]:
-    """Rows by setting, refusing those of a different protocol than the first archive's."""
+    """Rows by setting, refusing those of a different protocol than the first archive's;
+    an archive's gains in a setting whose baseline row was refused are not shown."""
     groups: dict[tuple, list[Row]] = {}
+    refused: set[tuple[str, str, str, str]] = set()
     for row in rows:
         kept = groups.setdefault(row.key, [])
         if kept:
@@ -226,9 +229,14 @@ def _group(rows: list[Row], res: MergeResult) -> dict[tuple, list[Row]]:
                                    f"{row.archive.name}: a different protocol than "
                                    f"{kept[0].archive.name}'s: {k} is {a!r} there and {b!r} "
                                    f"here")
+                refused.add((row.claim, row.setting, row.label, row.archive.name))
                 continue
             res.replications.append(_replication(kept[0], row))
         kept.append(row)
+    for group in groups.values():
+        for row in group:
+            if (row.claim, row.setting, row.label, row.archive.name) in refused:
+                row.gain = {"refused": True}   # measured against a refused baseline
     return groups
 
 
@@ -265,8 +273,8 @@ def _page(cid: str, title: str, rows: list[list[Row]], replications: list[str],
     for group in rows:
         for row in group:
             gain = row.gain or {}
-            vs = (f"gain {gain['mean']:+.2f}" if isinstance(gain.get("mean"), (int, float))
-                  else "-")
+            vs = ("baseline refused" if gain.get("refused") else f"gain {gain['mean']:+.2f}"
+                  if isinstance(gain.get("mean"), (int, float)) else "-")
             cells = [row.setting, row.label, row.arm, _fmt(row), vs, row.verdict, _source(row)]
             lines.append("| " + " | ".join(md_escape(str(c)) for c in cells) + " |")
     lines.append("")
@@ -328,6 +336,15 @@ def merge_bundles(paths: list[str | Path], out: str | Path, *,
         claims_path = installed_registry(claims).resolve()
     except FileNotFoundError as err:
         res.errors.append(str(err))
+        return res
+    digests = {}
+    for p in paths:
+        if Path(p).is_file():
+            digests.setdefault(sha256_file(Path(p)), []).append(Path(p).name)
+    twice = next((names for names in digests.values() if len(names) > 1), None)
+    if twice:
+        res.errors.append(f"{' and '.join(twice)} are one archive (the same SHA-256): a "
+                          f"replication is a second run, not a second copy")
         return res
     names = [Path(p).name for p in paths]
     if len(set(names)) != len(names):
