@@ -22,7 +22,8 @@ __all__ = ["protocol_of", "setting_of", "first_difference", "VOLATILE"]
 # keys (leaf names) that say where or which replicate, never how: left out of a protocol
 VOLATILE = {"seed", "device", "threads", "progress", "chunk", "num_workers", "workers",
             "out", "out_dir", "path", "features", "encoder", "data_root", "root", "log",
-            "cache_dir", "pin_memory", "prefetch_factor", "compile_cache"}
+            "cache_dir", "pin_memory", "prefetch_factor", "compile_cache", "keep_checkpoint",
+            "download", "timing_warmup"}
 _SEED_DIR = re.compile(r"(?<=/)seed\d+(?=/)")
 
 

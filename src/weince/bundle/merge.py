@@ -139,15 +139,28 @@ def _load_archive(res: VerifyResult, path: Path, work: Path) -> Archive:
                    claims)
 
 
+def _config(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    cfg = (data.get("provenance") or {}).get("config") if isinstance(data, dict) else None
+    return cfg if isinstance(cfg, dict) else None
+
+
 def _protocol(a: Archive, files: list[str]) -> dict[str, Any]:
+    """The protocol of a row: its first result file's, with that of the encoder's training
+    (``train.json`` beside it) under ``pretrain.``."""
     for arc in files:
-        try:
-            data = json.loads((a.root / arc).read_text())
-        except (OSError, ValueError):
+        cfg = _config(a.root / arc)
+        if cfg is None:
             continue
-        cfg = (data.get("provenance") or {}).get("config") if isinstance(data, dict) else None
-        if isinstance(cfg, dict):
-            return protocol_of(cfg)
+        out = protocol_of(cfg)
+        train = a.root / arc.rsplit("/", 1)[0] / "train.json"
+        pre = _config(train) if arc.rsplit("/", 1)[-1] != "train.json" else None
+        if pre is not None:
+            out.update(protocol_of(pre, "pretrain"))
+        return out
     return {}
 
 
@@ -337,7 +350,7 @@ def merge_bundles(paths: list[str | Path], out: str | Path, *,
     except FileNotFoundError as err:
         res.errors.append(str(err))
         return res
-    digests = {}
+    digests: dict[str, list[str]] = {}
     for p in paths:
         if Path(p).is_file():
             digests.setdefault(sha256_file(Path(p)), []).append(Path(p).name)

@@ -564,8 +564,10 @@ def _recheck_numbers(manifest: dict[str, Any], root: Path, res: VerifyResult) ->
         res.recheck_files += 1
         res.recomputed += n
         res.recheck_failed += [f"{f['path']}: {p}" for p in problems]
-        ds = str(_dict_at(data, "meta").get("dataset"))
-        if labels:
+        parts = f["path"].split("/")
+        ds = parts[parts.index("vision") + 1] if "vision" in parts[:-2] else \
+            _dict_at(data, "meta").get("dataset")
+        if labels and ds:
             by_dataset.setdefault(ds, {})[f["path"]] = labels
     for ds, files in by_dataset.items():
         if len(set(files.values())) > 1:
