@@ -52,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="then pick N encoders of the archive at random (an archive made "
                              "with --with-models), extract their features here (CPU is "
                              "fine) and rerun the linear probe and k-NN with the archive's "
-                             "settings, comparing every number (needs torch)")
+                             "settings, comparing every number (needs torch; default 0: none)")
     parser.add_argument("--seed", type=int, default=0,
                         help="seed of the --reevaluate pick (default 0; printed)")
     parser.add_argument("--data", metavar="DIR", default=None,
