@@ -61,9 +61,12 @@ def _bench_seconds(root: Path, results: str, run: Path) -> float | None:
             continue
         with open(f) as fh:
             rows = list(csv.DictReader(fh, delimiter="\t"))
-        if rows and rows[0].get("s"):
-            total += float(rows[0]["s"])
+        value = rows[0].get("cpu_time") or rows[0].get("s") if rows else None
+        try:
+            total += float(value)   # CPU seconds (wall seconds where none are recorded)
             found = True
+        except (TypeError, ValueError):
+            continue
     return total if found else None
 
 
@@ -182,9 +185,10 @@ def reevaluate(archive: str | Path, n: int, *, seed: int = 0, data: str | None =
             f"seed {seed} (--seed): " + ", ".join(str(p.relative_to(root)) for p in picks))
         bench = [_bench_seconds(root, man["results"], p) for p in picks]
         known = [b for b in bench if b is not None]
-        say("expected time: " + (f"about {sum(known):.0f} s on the archive's machine for "
-                                 f"features, probe and k-NN of these encoders (its job "
-                                 f"benchmarks); a CPU here may take several times that"
+        say("expected time: " + (f"about {sum(known):.0f} CPU seconds for the features, "
+                                 f"probes and k-NN of these encoders, as the archive's own "
+                                 f"jobs took (their benchmarks; a GPU there, several times "
+                                 f"that on a CPU here), plus the check above"
                                  if known else "unknown (the archive holds no job benchmarks)"))
         for p in picks:
             say(f"{p.relative_to(root)}:")
