@@ -61,11 +61,11 @@ def _bench_seconds(root: Path, results: str, run: Path) -> float | None:
             continue
         with open(f) as fh:
             rows = list(csv.DictReader(fh, delimiter="\t"))
-        value = rows[0].get("cpu_time") or rows[0].get("s") if rows else None
+        value = (rows[0].get("cpu_time") or rows[0].get("s") or "") if rows else ""
         try:
             total += float(value)   # CPU seconds (wall seconds where none are recorded)
             found = True
-        except (TypeError, ValueError):
+        except ValueError:
             continue
     return total if found else None
 
