@@ -133,3 +133,23 @@ def test_bundle_refuses_one_setting_under_two_protocols():
                                          r"linear.json and 3 in r/p/d/infonce/seed7/linear.json"):
         check_protocols({"r/p/d/infonce/seed7/linear.json": {**a, "encoder_cfg.epochs": 3},
                          "r/p/d/infonce/seed21/linear.json": a})
+
+
+def test_an_assembled_grid_knn_must_be_its_grid_runs(results, tmp_path):
+    knn = results[1]
+    src = "r/p/vision/toy/b/weince@m0/seed7/knn.json"
+    dst = "r/p/vision/toy/b/weince/seed7/knn.json"
+    assembled = {"selected_point": {"acc@10": "m0"}, "acc@10": knn["acc@10"],
+                 "val": {"acc@10": knn["val"]["acc@10"]}}
+    for p, d in ((src, knn), (dst, assembled)):
+        (tmp_path / p).parent.mkdir(parents=True)
+        (tmp_path / p).write_text(json.dumps(d))
+    files = {"files": [{"path": p, "role": "result"} for p in (src, dst)]}
+    res = VerifyResult("x.tar.gz")
+    _recheck_numbers(files, tmp_path, res)
+    assert res.recheck_files == 2 and not res.recheck_failed and not res.unchecked
+    assembled["acc@10"] = {**knn["acc@10"], "mean": 99.0}
+    (tmp_path / dst).write_text(json.dumps(assembled))
+    res = VerifyResult("x.tar.gz")
+    _recheck_numbers(files, tmp_path, res)
+    assert res.recheck_failed == [f"{dst}: acc@10 is not that of {src}, the grid point it names"]

@@ -216,7 +216,8 @@ class VerifyResult:
         if self.recheck_files:
             bad = len({f.split(":", 1)[0] for f in self.recheck_failed})
             out.append(f"probe numbers: {self.recomputed} recomputed from the per-example test "
-                       f"predictions of {self.recheck_files} file(s)"
+                       f"predictions of {self.recheck_files} file(s) (a grid arm's assembled "
+                       f"k-NN: matched with the grid run it names)"
                        + (f"; {bad} file(s) do NOT follow from their predictions:" if bad
                           else ", all match"))
         out += [f"  NUMBER MISMATCH {p}" for p in self.recheck_failed[:max_lines]]
@@ -557,6 +558,9 @@ def _recheck_numbers(manifest: dict[str, Any], root: Path, res: VerifyResult) ->
             continue
         if not isinstance(data, dict):
             continue
+        if isinstance(data.get("selected_point"), dict) and "predictions" not in data:
+            _recheck_assembled(f["path"], data, root, res)
+            continue
         problems, n, labels = recheck(data, kind)
         if labels is None and not problems:
             res.unchecked.append(f["path"])
@@ -575,6 +579,32 @@ def _recheck_numbers(manifest: dict[str, Any], root: Path, res: VerifyResult) ->
             odd = next(p for p, h in files.items() if h != files[first])
             res.recheck_failed.append(f"{odd}: its test labels of {ds} differ from those of "
                                       f"{first} (one data set, one test set)")
+
+
+def _recheck_assembled(path: str, data: dict[str, Any], root: Path, res: VerifyResult) -> None:
+    """A final grid arm's ``knn.json`` assembled from its grid points' runs (each metric
+    from the point chosen for it): every number must be that run's, whose own predictions
+    are rechecked where it lies (``<arm>@<point>/`` beside the arm's folder)."""
+    parts = path.split("/")
+    if len(parts) < 3:
+        res.unchecked.append(path)
+        return
+    checked = 0
+    for metric, point in data["selected_point"].items():
+        src = "/".join([*parts[:-3], f"{parts[-3]}@{point}", *parts[-2:]])
+        try:
+            other = json.loads((root / src).read_bytes())
+        except (OSError, ValueError):
+            res.unchecked.append(path)
+            return
+        for where, a, b in (("", data, other), ("val.", _dict_at(data, "val"),
+                                                _dict_at(other, "val"))):
+            if a.get(metric) != b.get(metric):
+                res.recheck_failed.append(f"{path}: {where}{metric} is not that of {src}, the "
+                                          f"grid point it names")
+            checked += 1
+    res.recheck_files += 1
+    res.recomputed += checked
 
 
 def _commits(manifest: dict[str, Any], root: Path, res: VerifyResult
