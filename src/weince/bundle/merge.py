@@ -148,10 +148,23 @@ def _config(path: Path) -> dict[str, Any] | None:
     return cfg if isinstance(cfg, dict) else None
 
 
+def _measured_at(a: Archive, arc: str) -> str:
+    """The file whose run measured ``arc``'s numbers: a grid arm's assembled ``knn.json``
+    names its grid point's run (``<arm>@<point>/``), any other file is its own."""
+    try:
+        point = json.loads((a.root / arc).read_text()).get("selected_point")
+    except (OSError, ValueError, AttributeError):
+        return arc
+    parts = arc.split("/")
+    if not isinstance(point, dict) or not point or len(parts) < 3:
+        return arc
+    return "/".join([*parts[:-3], f"{parts[-3]}@{next(iter(point.values()))}", *parts[-2:]])
+
+
 def _protocol(a: Archive, files: list[str]) -> dict[str, Any]:
-    """The protocol of a row: its first result file's, with that of the encoder's training
-    (``train.json`` beside it) under ``pretrain.``."""
-    for arc in files:
+    """The protocol of a row: its first result file's (the run that measured it), with that
+    of the encoder's training (``train.json`` beside it) under ``pretrain.``."""
+    for arc in (_measured_at(a, f) for f in files):
         cfg = _config(a.root / arc)
         if cfg is None:
             continue
@@ -267,7 +280,7 @@ def _prices(claims_path: Path) -> dict[str, str]:
         out[cid] = (f"{r['runs']:,} training runs, {hours_range(r['low'], r['high'])} "
                     f"GPU-hours on {REST_GPU} (`weince plan --configfile config/paper.yaml "
                     f"--target reports/paper/table_{cid.lower()}.md --gpu {REST_GPU}`)"
-                    if r["runs"] else "no training run (CPU-only, seconds to minutes)")
+                    if r["runs"] else "no training runs of its own in the planner's estimate")
     return out
 
 
@@ -298,10 +311,10 @@ def _page(cid: str, title: str, rows: list[list[Row]], replications: list[str],
     return "\n".join(lines)
 
 
-def _verdicts(cid: str, archives: list[Archive]) -> str:
-    got = [f"{a.name}: {a.claims[cid].get('verdict')}" for a in archives
-           if cid in a.claims and not str(a.claims[cid].get("verdict", "")).startswith("not run")]
-    return "; ".join(got)
+def _verdicts(cid: str, groups: list[list[Row]]) -> str:
+    """Each archive with a row of the claim, and the verdict its own report gave it."""
+    seen = {row.archive.name: row.archive for g in groups for row in g}
+    return "; ".join(f"{name}: {a.claims[cid].get('verdict')}" for name, a in seen.items())
 
 
 def _write(out: Path, archives: list[Archive], rows: list[Row], res: MergeResult,
@@ -332,7 +345,7 @@ def _write(out: Path, archives: list[Archive], rows: list[Row], res: MergeResult
         (out / name).write_text(_page(cid, claim.get("title", ""), mine, reps, refused,
                                       prices.get(cid, "")) + "\n")
         res.pages.append(name)
-        verdict = _verdicts(cid, archives) if mine else \
+        verdict = _verdicts(cid, mine) if mine else \
             f"not run; price: {prices.get(cid, 'not priced')}"
         summary.append(f"| {cid} | {md_escape(claim.get('short_title', claim.get('title', '')))}"
                        f" | {md_escape(verdict)} | [{cid}]({name}) |")
