@@ -6,6 +6,8 @@ from __future__ import annotations
 import copy
 import importlib
 import json
+import sys
+import types
 
 import numpy as np
 import pytest
@@ -98,7 +100,9 @@ def test_where_a_result_was_made(monkeypatch):
     monkeypatch.delenv(prov.SITE_VARIABLE, raising=False)
     monkeypatch.delenv(prov.DIGEST_VARIABLE, raising=False)
     block = prov.provenance()
-    assert block["gpu"] == "cpu" and block["site"] is None   # no CUDA used in this process
+    assert block["site"] is None
+    assert block["gpu"] == ("cpu" if not torch.cuda.is_initialized() else
+                            torch.cuda.get_device_name(torch.cuda.current_device()))
     monkeypatch.setenv(prov.SITE_VARIABLE, "lab-a")
     monkeypatch.setenv(prov.DIGEST_VARIABLE, "weince@sha256:" + "ab" * 32)
     block = prov.provenance()
@@ -153,3 +157,28 @@ def test_an_assembled_grid_knn_must_be_its_grid_runs(results, tmp_path):
     res = VerifyResult("x.tar.gz")
     _recheck_numbers(files, tmp_path, res)
     assert res.recheck_failed == [f"{dst}: acc@10 is not that of {src}, the grid point it names"]
+
+
+def test_the_gpu_is_the_one_cuda_computed_on(monkeypatch):
+    class Cuda:
+        used = True
+
+        def is_available(self):
+            return True
+
+        def is_initialized(self):
+            return self.used
+
+        def current_device(self):
+            return 0
+
+        def get_device_name(self, i):
+            return "NVIDIA H200"
+
+    cuda = Cuda()
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    assert prov.gpu_model() == "NVIDIA H200"
+    cuda.used = False          # a GPU in the machine, never used by this process
+    assert prov.gpu_model() == "cpu"
+    monkeypatch.delitem(sys.modules, "torch")
+    assert prov.gpu_model() == "cpu"
