@@ -54,9 +54,14 @@ class Archive:
     manifest: dict[str, Any]
     claims: dict[str, dict[str, Any]]  # claim id -> its rebuilt claim file
 
+    by_path: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self.by_path = {f["path"]: f.get("provenance") or {} for f in self.manifest["files"]}
+
     def file_provenance(self, arc: str) -> dict[str, Any]:
-        return next((f.get("provenance") or {} for f in self.manifest["files"]
-                     if f["path"] == arc), {})
+        """The manifest's provenance of the file at ``arc`` (empty when it has none)."""
+        return self.by_path.get(arc, {})
 
 
 @dataclass
