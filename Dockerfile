@@ -66,5 +66,13 @@ RUN echo "${WEINCE_GIT_COMMIT}" | grep -Eqx '[0-9a-f]{7,40}(\+dirty)?|unknown' \
 ENV WEINCE_GIT_COMMIT=${WEINCE_GIT_COMMIT}
 LABEL org.opencontainers.image.revision="${WEINCE_GIT_COMMIT}"
 
+# Which image made a result: an image cannot hold its own registry digest, so it records a
+# digest of its software (installed packages, Python, OS release) that every result's
+# provenance reads (weince.utils.provenance.container_digest); WEINCE_IMAGE_DIGEST, passed
+# at `docker run -e`, names the registry digest instead
+RUN mkdir -p /etc/weince && { pip freeze --all; python --version; cat /etc/os-release; \
+        echo "${WEINCE_GIT_COMMIT}"; } | sha256sum | sed 's/^\([0-9a-f]*\).*/sha256:\1/' \
+        > /etc/weince/image-digest
+
 # default: the paper profile on the GPUs of this machine
 CMD ["snakemake", "--configfile", "config/paper.yaml", "--cores", "all", "--resources", "gpu=1"]

@@ -9,6 +9,8 @@ Containers: add `--sdm apptainer --apptainer-args "--nv"` to run every rule in t
 image (config key `container`).
 """
 
+import os
+
 from snakemake.utils import min_version
 
 from weince.pipeline.config_check import (
@@ -45,6 +47,9 @@ with preflight.refusals():
     PROFILE = Profile.of(config)
     # offline: HF_HUB_OFFLINE=1 for every job (transformers reads it at import)
     set_run_environment(PROFILE)
+    # the site label (`--config site=NAME`) reaches every job's result provenance
+    if config.get("site"):
+        os.environ["WEINCE_SITE"] = str(config["site"])
     # the data sets the profile reads: each missing path and how to obtain it, before
     # planning
     check_data(PROFILE)

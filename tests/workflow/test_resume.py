@@ -18,6 +18,7 @@ checkpoint.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -26,6 +27,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
@@ -34,6 +36,7 @@ import yaml
 
 from weince.bundle import rebuild_command, verify_bundle
 from weince.bundle.make import REPORT_RULES
+from weince.bundle.reevaluate import reevaluate
 from weince.bundle.verify import normalise
 from weince.pipeline.claims import load_claims
 from weince.report.html import SUMMARY_CATEGORY, claim_categories
@@ -232,6 +235,63 @@ def test_smoke_bundle_verifies_and_rebuilds_without_training(
     for name in names:
         assert normalise((checkout / "reports/smoke" / name).read_text()) == \
             normalise((shipped / name).read_text()), name
+
+
+def _edit_consistently(src: Path, dst: Path, member: str, edit) -> None:
+    """A copy of bundle ``src`` whose ``member`` (a JSON result) is ``edit``-ed, its size and
+    SHA-256 rewritten in the manifest and SHA256SUMS: what a sender who changes a number
+    everywhere it is hashed ships."""
+    work = dst.parent / (dst.name + ".d")
+    with tarfile.open(src) as tar:
+        tar.extractall(work, filter="data")
+    f = work / member
+    data = json.loads(f.read_text())
+    edit(data)
+    f.write_text(json.dumps(data, indent=2) + "\n")
+    man_path = next(work.glob("**/bundle/manifest.json"))
+    man = json.loads(man_path.read_text())
+    for entry in man["files"]:
+        if entry["path"] == member:
+            entry["sha256"] = hashlib.sha256(f.read_bytes()).hexdigest()
+            entry["bytes"] = f.stat().st_size
+    man_path.write_text(json.dumps(man, indent=1) + "\n")
+    (man_path.parent / "SHA256SUMS").write_text(
+        "".join(f"{e['sha256']}  {e['path']}\n" for e in man["files"]))
+    with tarfile.open(dst, "w:gz") as tar:
+        for p in sorted(q for q in work.rglob("*") if q.is_file()):
+            tar.add(p, arcname=str(p.relative_to(work)))
+
+
+def test_smoke_numbers_are_recomputed_and_reevaluated(smoke_resumed, tmp_path, capsys):
+    """A bundle with its encoders: every probe number follows from its predictions, two
+    encoders re-evaluated here match, and a test_acc edited consistently with the manifest
+    fails through its predictions."""
+    out = tmp_path / "smoke.tar.gz"
+    proc = subprocess.run([sys.executable, "-m", "weince.cli", "bundle", "--profile", "smoke",
+                           "--out", str(out), "--with-models", "--no-check"],
+                          cwd=smoke_resumed, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "results made at GPU types: cpu" in proc.stdout
+    res = verify_bundle(out)
+    assert res.ok and res.recheck_files > 0 and not res.unchecked, res.render()
+    lines: list[str] = []
+    assert reevaluate(out, 2, seed=0, say=lines.append) == 0, "\n".join(lines)
+    text = "\n".join(lines)
+    assert "re-evaluating 2 of " in text and "picked at random with seed 0" in text
+    assert "REEVALUATED: every number matches" in text
+    member = next(p for p in (f["path"] for f in json.loads(tarfile.open(out).extractfile(
+        "results/smoke/bundle/manifest.json").read())["files"]) if p.endswith("/linear.json"))
+
+    def edit(d):
+        d["per_seed"][0]["test_acc"] += 5.0
+        d["test_acc"]["values"][0] += 5.0
+        d["test_acc"]["mean"] = sum(d["test_acc"]["values"]) / len(d["test_acc"]["values"])
+    bad = tmp_path / "edited.tar.gz"
+    _edit_consistently(out, bad, member, edit)
+    res = verify_bundle(bad)
+    assert not res.mismatched and not res.ok and res.exit_code == 1
+    assert any(f.startswith(f"{member}: per_seed[0]") for f in res.recheck_failed), res.render()
+    assert f"NUMBER MISMATCH {member}: per_seed[0] (seed 1) test_acc" in res.render()
 
 
 def test_smoke_snakemake_html_report_shows_every_claim(smoke_resumed, run_snakemake):

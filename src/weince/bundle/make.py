@@ -38,11 +38,12 @@ from typing import Any
 import yaml
 
 from weince.bundle import _report
+from weince.bundle._protocol import first_difference, protocol_of, setting_of
 from weince.pipeline.profile import Profile
-from weince.utils.provenance import git_commit
+from weince.utils.provenance import git_commit, site_label
 
 __all__ = ["FORMAT", "META", "make_bundle", "report_config", "classify", "sha256_file",
-           "rebuild_command"]
+           "rebuild_command", "sources", "check_protocols"]
 
 FORMAT = "weince-bundle/1"
 META = "bundle"  # {results}/{profile}/bundle/
@@ -128,16 +129,62 @@ def _arc_root(results: str) -> str:
     return str(p)
 
 
-def _provenance(path: Path) -> dict[str, Any] | None:
+PROVENANCE_KEYS = ("git_commit", "config_hash", "seed", "date", "gpu", "container", "site")
+
+
+def _provenance(path: Path) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """What the manifest records of a result file's provenance (plain values), and the
+    file's protocol (:func:`weince.bundle._protocol.protocol_of`; None without a config)."""
     if path.suffix != ".json":
-        return None
+        return None, None
     try:
         prov = json.loads(path.read_text()).get("provenance")
     except (ValueError, AttributeError, UnicodeDecodeError):
-        return None
+        return None, None
     if not isinstance(prov, dict):
-        return None
-    return {k: prov.get(k) for k in ("git_commit", "config_hash", "seed", "date")}
+        return None, None
+    small = {k: prov.get(k) for k in PROVENANCE_KEYS
+             if k in prov or k in PROVENANCE_KEYS[:4]}
+    small = {k: (v if v is None or isinstance(v, (str, int, float)) else str(v))
+             for k, v in small.items()}
+    cfg = prov.get("config")
+    return small, (protocol_of(cfg) if isinstance(cfg, dict) else None)
+
+
+def sources(files: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """Every commit, GPU type, site and container image the result files of a manifest
+    record (sorted; a file made before one was recorded adds nothing to it)."""
+    out: dict[str, set[str]] = {"commits": set(), "GPU types": set(), "sites": set(),
+                                "container images": set()}
+    for f in files:
+        prov = f.get("provenance") or {}
+        if f.get("role") == "report" or not prov:
+            continue
+        for key, name in (("commits", "git_commit"), ("GPU types", "gpu"), ("sites", "site"),
+                          ("container images", "container")):
+            if prov.get(name):
+                out[key].add(str(prov[name]))
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def check_protocols(protocols: dict[str, dict[str, Any]]) -> None:
+    """Refuse result files of one setting (:func:`setting_of`) whose protocols differ: a
+    ``ValueError`` naming both files and the first differing key with both values."""
+    first: dict[str, tuple[str, dict[str, Any]]] = {}
+    for path, proto in sorted(protocols.items()):
+        name = path.rsplit("/", 1)[-1]
+        key = setting_of(path)
+        if key not in first:
+            first[key] = (path, proto)
+            continue
+        other, theirs = first[key]
+        diff = first_difference(theirs, proto)
+        if diff is not None and name == other.rsplit("/", 1)[-1]:
+            k, a, b = diff
+            raise ValueError(f"results of one setting ({key}) come from different protocols: "
+                             f"{k} is {a!r} in {other} and {b!r} in {path}; re-run one of "
+                             f"them at the other's settings (or remove the stale one) before "
+                             f"bundling")
 
 
 def environment() -> dict[str, Any]:
@@ -269,14 +316,20 @@ def make_bundle(profile: str, out: str | Path, *, reports: str | Path = "reports
         entries.append(Entry(None, arc, role, data))
 
     files = []
+    protocols: dict[str, dict[str, Any]] = {}
     for e in entries:
+        prov = proto = None
         if e.data is not None:
-            digest, size, prov = hashlib.sha256(e.data).hexdigest(), len(e.data), None
+            digest, size = hashlib.sha256(e.data).hexdigest(), len(e.data)
         else:
             assert e.src is not None   # an entry is a file on disk or bytes in memory
-            digest, size, prov = sha256_file(e.src), e.src.stat().st_size, _provenance(e.src)
+            digest, size = sha256_file(e.src), e.src.stat().st_size
+            prov, proto = _provenance(e.src)
+        if proto is not None and e.role != "report":
+            protocols[e.arc] = proto
         files.append({"path": e.arc, "sha256": digest, "bytes": size, "role": e.role,
                       **({"provenance": prov} if prov else {})})
+    check_protocols(protocols)
     manifest = {
         "format": FORMAT, "profile": profile, "created": created, "weince_commit": commit,
         "results_root": str(results_root), "reports_root": str(prof.reports),
@@ -285,6 +338,7 @@ def make_bundle(profile: str, out: str | Path, *, reports: str | Path = "reports
         "rebuilt": _report.rebuilt_names(prof),
         "options": {"with_models": with_models, "with_scores": with_scores},
         "rebuild_command": rebuild_command(profile),
+        "sources": sources(files), "site": site_label(),
         "absent": absent, "files": files,
     }
     sums = "".join(f"{f['sha256']}  {f['path']}\n" for f in files).encode()

@@ -51,9 +51,10 @@ from weince.bundle import _report
 from weince.bundle._archive import (DEFAULT_MAX_BYTES, DEFAULT_MAX_MANIFEST_BYTES, BundleError,
                                     check_manifest, extract_member, inside, read_member, scan)
 from weince.bundle._registry import installed_registry, registry_differences, rule_differences
-from weince.bundle.make import FORMAT
+from weince.bundle.make import FORMAT, sources
 from weince.pipeline.claims import load_claims
 from weince.pipeline.profile import Profile
+from weince.utils.predictions import recheck
 from weince.utils.provenance import git_commit
 
 __all__ = ["verify_bundle", "VerifyResult", "normalise", "table_cells", "BundleError"]
@@ -119,13 +120,19 @@ class VerifyResult:
     registry: str = ""                 # the registry that judged, in words
     archive_registry: bool = False     # judged by the archive's own (asked for)
     registry_diff: list[str] = field(default_factory=list)
+    recomputed: int = 0                # numbers recomputed from per-example predictions
+    recheck_files: int = 0             # probe result files that carry predictions
+    unchecked: list[str] = field(default_factory=list)       # probe files without them
+    recheck_failed: list[str] = field(default_factory=list)  # "file: what does not follow"
+    sources: dict[str, Any] = field(default_factory=dict)    # commits, GPUs, sites, images
 
     @property
     def archive_ok(self) -> bool:
-        """Every listed file present with its size and hash; nothing unsafe, unlisted or
-        malformed (the report may still differ)."""
+        """Every listed file present with its size and hash, every probe number following
+        from its predictions; nothing unsafe, unlisted or malformed (the report may still
+        differ)."""
         return not (self.unsafe or self.missing or self.mismatched or self.unlisted
-                    or self.errors)
+                    or self.errors or self.recheck_failed)
 
     @property
     def ok(self) -> bool:
@@ -160,6 +167,7 @@ class VerifyResult:
                 out.append(f"  ... and {len(items) - max_lines} more {label.lower()}")
         for e in self.errors:
             out.append(f"ERROR {e}")
+        out += self._recheck_lines(max_lines)
         if self.absent:
             out.append(f"note: {len(self.absent)} file(s) the report reads were absent when "
                        f"the bundle was made (their rows say missing/not run), e.g. "
@@ -202,6 +210,28 @@ class VerifyResult:
                        "by the installed code and claims registry" if self.ok
                        else "FAILED: see the lines above")
         return "\n".join(out)
+
+    def _recheck_lines(self, max_lines: int) -> list[str]:
+        out = []
+        if self.recheck_files:
+            bad = len({f.split(":", 1)[0] for f in self.recheck_failed})
+            out.append(f"probe numbers: {self.recomputed} recomputed from the per-example test "
+                       f"predictions of {self.recheck_files} file(s) (a grid arm's assembled "
+                       f"k-NN: matched with the grid run it names)"
+                       + (f"; {bad} file(s) do NOT follow from their predictions:" if bad
+                          else ", all match"))
+        out += [f"  NUMBER MISMATCH {p}" for p in self.recheck_failed[:max_lines]]
+        if len(self.recheck_failed) > max_lines:
+            out.append(f"  ... and {len(self.recheck_failed) - max_lines} more")
+        if self.unchecked:
+            out.append(f"note: {len(self.unchecked)} probe result file(s) carry no per-example "
+                       f"predictions (made before they were saved), so their numbers are taken "
+                       f"on trust, e.g. {self.unchecked[0]}")
+        s = self.sources
+        if s:
+            out.append("made at: " + "; ".join(f"{k} {', '.join(v) or 'none recorded'}"
+                                               for k, v in s.items()))
+        return out
 
     def _registry_lines(self, max_lines: int) -> list[str]:
         if not self.registry:
@@ -353,7 +383,8 @@ def verify_bundle(path: str | Path, *, keep: str | Path | None = None,
                   extract: str | Path | None = None, max_bytes: int = DEFAULT_MAX_BYTES,
                   max_manifest_bytes: int = DEFAULT_MAX_MANIFEST_BYTES,
                   claims: str | Path | None = None,
-                  archive_registry: bool = False) -> VerifyResult:
+                  archive_registry: bool = False,
+                  draw_forests: bool | None = None) -> VerifyResult:
     """Check the bundle at ``path``.
 
     Args:
@@ -362,6 +393,7 @@ def verify_bundle(path: str | Path, *, keep: str | Path | None = None,
         archive_registry: judge by the archive's own registry instead (every verdict line
             says so); its differences from the installed one are still listed.
         keep: also copy the rebuilt report there.
+        draw_forests: draw the forest plots of the rebuilt report (default: when ``keep``).
         extract: when every check of the archive passes, copy the listed files (and the
             manifest and SHA256SUMS) to this folder, at their paths in the archive: the
             safe ``tar xzf ... -C CHECKOUT``.
@@ -392,7 +424,8 @@ def verify_bundle(path: str | Path, *, keep: str | Path | None = None,
     with tar, tempfile.TemporaryDirectory(prefix="weince-verify-") as tmpd:
         try:
             _verify(tar, Path(tmpd), res, keep=keep, extract=extract, max_bytes=max_bytes,
-                    max_manifest_bytes=max_manifest_bytes, installed=installed)
+                    max_manifest_bytes=max_manifest_bytes, installed=installed,
+                    draw=bool(keep) if draw_forests is None else draw_forests)
         except BundleError as err:
             res.errors.append(str(err))
         except (tarfile.TarError, EOFError, zlib.error) as err:
@@ -407,7 +440,8 @@ def verify_bundle(path: str | Path, *, keep: str | Path | None = None,
 
 
 def _verify(tar: tarfile.TarFile, tmp: Path, res: VerifyResult, *, keep, extract,
-            max_bytes: int, max_manifest_bytes: int, installed: Path | None) -> None:
+            max_bytes: int, max_manifest_bytes: int, installed: Path | None,
+            draw: bool) -> None:
     root = tmp / "bundle"
     root.mkdir()
     members = scan(tar)
@@ -420,12 +454,15 @@ def _verify(tar: tarfile.TarFile, tmp: Path, res: VerifyResult, *, keep, extract
         res.notes.append("the report is not rebuilt from an archive that holds members "
                          "other than regular files and folders")
         return
+    # 1b. every probe number against its per-example predictions
+    _recheck_numbers(manifest, root, res)
     # 2. commits
     shipped, shipped_claims = _commits(manifest, root, res)
     # 3. the registry that judges: the installed one, unless the archive's was asked for
     claims_path = _registry(manifest, root, installed, res)
     # 4. rebuild the report from the bundle's result files
-    out, rebuilt, hash_free = _rebuild(manifest, root, tmp, shipped, res, keep, claims_path)
+    out, rebuilt, hash_free = _rebuild(manifest, root, tmp, shipped, res, keep, claims_path,
+                                       draw)
     # 5. compare: the pages, the verdicts, and the rules in words the claim files carry
     _compare(rebuilt, shipped, out, hash_free, shipped_claims, res)
     res.registry_diff += rule_differences(_rules(shipped), _rules(out))
@@ -501,6 +538,75 @@ def _check_files(tar: tarfile.TarFile, members, manifest: dict[str, Any], man_by
     return listed, own
 
 
+PROBE_FILES = {"linear.json": "linear", "knn.json": "knn"}
+
+
+def _recheck_numbers(manifest: dict[str, Any], root: Path, res: VerifyResult) -> None:
+    """Recompute every accuracy of the bundle's probe result files from their per-example
+    test predictions (:func:`weince.utils.predictions.recheck`); the test labels of one
+    data set must be the same in every file."""
+    by_dataset: dict[str, dict[str, str]] = {}
+    for f in manifest["files"]:
+        kind = PROBE_FILES.get(f["path"].rsplit("/", 1)[-1])
+        if kind is None or f.get("role") == "report" or f["path"] in res.mismatched \
+                or not (root / f["path"]).is_file():
+            continue
+        try:
+            data = json.loads((root / f["path"]).read_bytes())
+        except (ValueError, RecursionError):
+            res.recheck_failed.append(f"{f['path']}: not valid JSON")
+            continue
+        if not isinstance(data, dict):
+            continue
+        if isinstance(data.get("selected_point"), dict) and "predictions" not in data:
+            _recheck_assembled(f["path"], data, root, res)
+            continue
+        problems, n, labels = recheck(data, kind)
+        if labels is None and not problems:
+            res.unchecked.append(f["path"])
+            continue
+        res.recheck_files += 1
+        res.recomputed += n
+        res.recheck_failed += [f"{f['path']}: {p}" for p in problems]
+        parts = f["path"].split("/")
+        ds = parts[parts.index("vision") + 1] if "vision" in parts[:-2] else \
+            _dict_at(data, "meta").get("dataset")
+        if labels and ds:
+            by_dataset.setdefault(ds, {})[f["path"]] = labels
+    for ds, files in by_dataset.items():
+        if len(set(files.values())) > 1:
+            first = next(iter(files))
+            odd = next(p for p, h in files.items() if h != files[first])
+            res.recheck_failed.append(f"{odd}: its test labels of {ds} differ from those of "
+                                      f"{first} (one data set, one test set)")
+
+
+def _recheck_assembled(path: str, data: dict[str, Any], root: Path, res: VerifyResult) -> None:
+    """A final grid arm's ``knn.json`` assembled from its grid points' runs (each metric
+    from the point chosen for it): every number must be that run's, whose own predictions
+    are rechecked where it lies (``<arm>@<point>/`` beside the arm's folder)."""
+    parts = path.split("/")
+    if len(parts) < 3:
+        res.unchecked.append(path)
+        return
+    checked = 0
+    for metric, point in data["selected_point"].items():
+        src = "/".join([*parts[:-3], f"{parts[-3]}@{point}", *parts[-2:]])
+        try:
+            other = json.loads((root / src).read_bytes())
+        except (OSError, ValueError):
+            res.unchecked.append(path)
+            return
+        for where, a, b in (("", data, other), ("val.", _dict_at(data, "val"),
+                                                _dict_at(other, "val"))):
+            if a.get(metric) != b.get(metric):
+                res.recheck_failed.append(f"{path}: {where}{metric} is not that of {src}, the "
+                                          f"grid point it names")
+            checked += 1
+    res.recheck_files += 1
+    res.recomputed += checked
+
+
 def _commits(manifest: dict[str, Any], root: Path, res: VerifyResult
              ) -> tuple[Path, dict[str, Any]]:
     """The commits of the results, the report, the bundle and the installed code; returns
@@ -526,6 +632,7 @@ def _commits(manifest: dict[str, Any], root: Path, res: VerifyResult
                    "bundle": _short(manifest.get("weince_commit") or "?"),
                    "installed": _short(installed)}
     res.commits["relation"] = _relation(results_commits, report_commit, _short(installed))
+    res.sources = {k: v for k, v in sources(manifest["files"]).items() if k != "commits"}
 
     return shipped, shipped_claims
 
@@ -572,7 +679,8 @@ def _rules(report: Path) -> dict[str, str]:
 
 
 def _rebuild(manifest: dict[str, Any], root: Path, tmp: Path, shipped: Path,
-             res: VerifyResult, keep, claims_path: Path) -> tuple[Path, list[str], bool]:
+             res: VerifyResult, keep, claims_path: Path, draw: bool
+             ) -> tuple[Path, list[str], bool]:
     """Rebuild the report from the bundle's result files into ``tmp/rebuilt``; returns
     that folder, the rebuilt file names and whether the config hash line is left out of
     the comparison."""
@@ -612,7 +720,7 @@ def _rebuild(manifest: dict[str, Any], root: Path, tmp: Path, shipped: Path,
                 shutil.copyfile(f, out / f.name)
     try:
         with _cwd(root):
-            _report.rebuild(prof, claims_path, out, draw=bool(keep))
+            _report.rebuild(prof, claims_path, out, draw=draw)
     except Exception as err:  # noqa: BLE001 - a tampered file can break the report in any way
         raise BundleError(f"rebuilding the report failed: {type(err).__name__}: "
                           f"{_in_bundle(err, root)[:500]}") from None

@@ -45,6 +45,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("weince.cli.report", "claims registry -> Markdown/LaTeX tables with verdicts"),
     "bundle": ("weince.cli.bundle", "pack a profile's results and reports in a checkable archive"),
     "verify": ("weince.cli.verify", "check a results bundle, rebuild its tables (no GPU)"),
+    "merge": ("weince.cli.merge",
+              "verify several results bundles and merge them into one summary, per-row sources"),
     "job-times": ("weince.cli.job_times", "where a finished run spent its time, per rule"),
     "cost": ("weince.cli.cost", "the price of one training step of a named model on a named GPU"),
     "plan": ("weince.cli.plan",

@@ -3,8 +3,10 @@
     weince bundle --profile default --out default.tar.gz
     weince bundle --profile paper --out paper.tar.gz --with-models --with-scores
 
-Run it in the workflow's folder, after the report is built. It ends with ``weince verify``
-on the new archive (skip with ``--no-check``).
+Run it in the workflow's folder, after the report is built. It prints every commit, GPU type,
+site and container image its results were made at, refuses result files of one setting
+made under different protocols (naming both files and the key), and ends with ``weince
+verify`` on the new archive (skip with ``--no-check``).
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ def main(args: argparse.Namespace) -> int:
         roles[key] = roles.get(key, 0) + 1
     print(f"wrote {args.out}: {len(man['files'])} files ("
           + ", ".join(f"{n} {r}" for r, n in sorted(roles.items())) + ")")
+    for what, values in man["sources"].items():
+        print(f"results made at {what}: {', '.join(values) or 'none recorded'}")
     if man["absent"]:
         print(f"note: {len(man['absent'])} file(s) the report reads do not exist, e.g. "
               f"{man['absent'][0]}")

@@ -3,6 +3,7 @@
     weince verify default.tar.gz
     weince verify default.tar.gz --keep rebuilt/      # keep the rebuilt tables
     weince verify default.tar.gz --extract CHECKOUT   # then unpack the verified files
+    weince verify smoke.tar.gz --reevaluate 2         # rerun 2 encoders' probes here
 
 Checks every file's size and SHA-256 against the manifest, rebuilds every claim table and
 the summary from the bundle's result files with the installed code and the installed
@@ -11,13 +12,18 @@ claims registry, and prints what differs, a difference between the archive's reg
 ``--archive-registry`` judges by the archive's own registry instead, and says so on every
 verdict line. The archive is untrusted: links, devices, paths outside the folder and files the
 manifest does not list are never unpacked. Exit status 0 only when everything matches, 1
-when something differs, 2 for an unsafe or malformed archive. Offline, seconds, no GPU;
-needs only the report's dependencies (no torch).
+when something differs, 2 for an unsafe or malformed archive. Every linear-probe
+and k-NN number is recomputed from the per-example test predictions its file carries.
+Offline, seconds, no GPU; needs only the report's dependencies (no torch). ``--reevaluate
+N`` (torch, CPU minutes) then reruns the probes of N encoders picked at random
+(:mod:`weince.bundle.reevaluate`); ``--data DIR`` compares the test labels with your own
+copy of the data.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 
 from weince.bundle import DEFAULT_MAX_BYTES, DEFAULT_MAX_MANIFEST_BYTES, parse_size
 from weince.bundle.verify import verify_bundle
@@ -42,12 +48,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--claims", metavar="PATH", default=None,
                         help="the installed claims registry (default: config/claims.yaml of "
                              "the checkout weince is imported from, else of this folder)")
+    parser.add_argument("--reevaluate", type=int, default=0, metavar="N",
+                        help="then pick N encoders of the archive at random (an archive made "
+                             "with --with-models), extract their features here (CPU is "
+                             "fine) and rerun the linear probe and k-NN with the archive's "
+                             "settings, comparing every number (needs torch; default 0: none)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed of the --reevaluate pick (default 0; printed)")
+    parser.add_argument("--data", metavar="DIR", default=None,
+                        help="your own copy of the data sets: the test labels the archive's "
+                             "predictions were scored against are compared with them, and "
+                             "--reevaluate reads its images there (needs torch)")
     parser.add_argument("--archive-registry", action="store_true",
                         help="judge by the archive's own claims registry instead of the "
                              "installed one (every verdict line says so; default: off)")
 
 
 def main(args: argparse.Namespace) -> int:
+    if getattr(args, "reevaluate", 0) or getattr(args, "data", None):
+        if args.reevaluate < 0:
+            raise SystemExit("weince verify: --reevaluate N needs N >= 0")
+        # torch only here: plain `weince verify` never loads it
+        again = importlib.import_module("weince.bundle.reevaluate")
+        return again.reevaluate(args.bundle, args.reevaluate, seed=args.seed, data=args.data,
+                                claims=getattr(args, "claims", None))
     res = verify_bundle(args.bundle, keep=args.keep, extract=getattr(args, "extract", None),
                         max_bytes=getattr(args, "max_bytes", DEFAULT_MAX_BYTES),
                         max_manifest_bytes=getattr(args, "max_manifest_bytes",

@@ -37,6 +37,7 @@ from weince.utils.runlock import locks_output
 from weince.utils.summary import summary as summarize
 from weince.utils.checkpoint import torch_threads
 from weince.utils.device import resolve_device
+from weince.utils.predictions import knn_block
 
 __all__ = ["knn_eval", "knn_scores", "weighted_vote"]
 
@@ -61,9 +62,10 @@ def weighted_vote(sims: torch.Tensor, labels: torch.Tensor, num_classes: int,
 def knn_scores(query: torch.Tensor, query_labels: torch.Tensor, bank: torch.Tensor,
                bank_labels: torch.Tensor, *, k: int = 50, temperature: float = 0.1,
                recall_ks: Sequence[int] = (1, 2, 5, 10, 20, 50), num_classes: int | None = None,
-               chunk: int = 1024) -> dict[str, float]:
+               chunk: int = 1024, record: dict[str, Any] | None = None) -> dict[str, float]:
     """``acc@k`` (weighted vote) and ``recall@r`` for every ``r`` in ``recall_ks``, in
-    percent over the queries.
+    percent over the queries. ``record``, when given, receives each query's voted label
+    (``"pred"``, (Q,)) and recall hits (``"hits"``: r -> (Q,) bool), on the CPU.
 
     Args:
         query: (Q, D) features; query_labels: (Q,) int.
@@ -90,10 +92,19 @@ def knn_scores(query: torch.Tensor, query_labels: torch.Tensor, bank: torch.Tens
         s, idx = sims.topk(kmax, dim=1)                              # sorted, descending
         nl = my[idx]                                                 # (c, kmax) neighbour labels
         y = qy[i:i + chunk]
-        correct_vote += (weighted_vote(s[:, :k], nl[:, :k], C, temperature) == y).sum()
+        vote = weighted_vote(s[:, :k], nl[:, :k], C, temperature)
+        correct_vote += (vote == y).sum()
         match = nl == y[:, None]                                     # (c, kmax)
         for r in recall_ks:
-            hits[r] += match[:, :r].any(1).sum()
+            hit = match[:, :r].any(1)
+            hits[r] += hit.sum()
+            if record is not None:
+                record.setdefault("hits", {}).setdefault(r, []).append(hit.cpu())
+        if record is not None:
+            record.setdefault("pred", []).append(vote.cpu())
+    if record is not None and "pred" in record:
+        record["pred"] = torch.cat(record["pred"])
+        record["hits"] = {r: torch.cat(v) for r, v in record["hits"].items()}
     n = q.shape[0]
     out = {f"acc@{k}": 100.0 * int(correct_vote) / n}
     out.update({f"recall@{r}": 100.0 * int(hits[r]) / n for r in recall_ks})
@@ -142,14 +153,19 @@ def _knn_eval(x_train, y_train, x_test, y_test, num_classes, *, k, temperature, 
     dev = resolve_device(device)   # 'auto' (the paper profile) -> CUDA when visible
     keys = [f"acc@{k}"] + [f"recall@{r}" for r in recall_ks]
     per_seed = []
+    records: list[dict[str, Any]] = []
     split_seeds = [int(s) for s in split_seeds] or [0]
     for seed in split_seeds:
         tr, va = stratified_split(y_train, val_frac, seed)
         bank, bank_y = x_train[tr].to(dev), y_train[tr].to(dev)
         kw = dict(k=k, temperature=temperature, recall_ks=recall_ks, num_classes=num_classes,
                   chunk=chunk)
+        seen: dict[str, Any] = {}
         rec = {"seed": seed, "n_bank": int(len(tr)),
-               "test": knn_scores(x_test.to(dev), y_test.to(dev), bank, bank_y, **kw)}
+               "test": knn_scores(x_test.to(dev), y_test.to(dev), bank, bank_y, **kw,
+                                  record=seen)}
+        records.append({"pred": seen["pred"].numpy(),
+                        "hits": {r: h.numpy() for r, h in seen["hits"].items()}})
         if len(va):
             rec["val"] = knn_scores(x_train[va].to(dev), y_train[va].to(dev), bank, bank_y, **kw)
         per_seed.append(rec)
@@ -162,6 +178,8 @@ def _knn_eval(x_train, y_train, x_test, y_test, num_classes, *, k, temperature, 
     out["num_classes"] = num_classes
     out["settings"] = {"k": k, "temperature": temperature, "recall_ks": list(recall_ks),
                        "val_frac": val_frac, "split_seeds": split_seeds, "metric": "cosine"}
+    # per-example test predictions: `weince verify` recomputes acc@k and recall@r from them
+    out["predictions"] = knn_block(y_test.numpy(), records, split_seeds, k)
     return out
 
 

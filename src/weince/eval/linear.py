@@ -38,6 +38,7 @@ from weince.utils.checkpoint import load_torch_file, torch_threads
 from weince.utils.config import as_config, to_dict
 from weince.utils.device import resolve_device
 from weince.utils.finite import check_finite
+from weince.utils.predictions import linear_block
 from weince.utils.runlock import locks_output
 from weince.utils.summary import summary as summarize  # the one format
 
@@ -140,9 +141,9 @@ class _Adam:
 
 @torch.no_grad()
 def _accuracy(W: torch.Tensor, b: torch.Tensor, X: torch.Tensor, y: torch.Tensor,
-              chunk: int = 8192) -> torch.Tensor:
+              chunk: int = 8192, preds: list[torch.Tensor] | None = None) -> torch.Tensor:
     """Accuracy in percent per seed. ``W`` (S, D, C), ``b`` (S, 1, C), ``X`` (S, N, D),
-    ``y`` (N,) or (S, N)."""
+    ``y`` (N,) or (S, N). ``preds``, when given, receives the predicted labels (S, N)."""
     S, N = X.shape[0], X.shape[1]
     if N == 0:
         return torch.full((S,), float("nan"))
@@ -151,6 +152,10 @@ def _accuracy(W: torch.Tensor, b: torch.Tensor, X: torch.Tensor, y: torch.Tensor
     for i in range(0, N, chunk):
         pred = (torch.bmm(X[:, i:i + chunk], W) + b).argmax(-1)
         correct += (pred == yy[:, i:i + chunk]).sum(1).cpu().float()
+        if preds is not None:
+            preds.append(pred.cpu())
+    if preds is not None:
+        preds[:] = [torch.cat(preds, 1)]
     return 100.0 * correct / N
 
 
@@ -281,7 +286,8 @@ def _probe(x_train, y_train, x_test, y_test, num_classes, *, feature, seeds, epo
             best_W[m] = W.detach()[m]
             best_b[m] = b.detach()[m]
     # the test set is scored once: final weights, or those chosen on validation
-    test_acc = _accuracy(best_W, best_b, Xte, Yte)
+    test_pred: list[torch.Tensor] = []
+    test_acc = _accuracy(best_W, best_b, Xte, Yte, preds=test_pred)
     per_seed = [{"seed": s, "best_epoch": int(best_epoch[i]), "val_acc": float(best_val[i]),
                  "test_acc": float(test_acc[i])} for i, s in enumerate(seeds)]
     return {
@@ -296,6 +302,8 @@ def _probe(x_train, y_train, x_test, y_test, num_classes, *, feature, seeds, epo
                      "split_seed": split_seed, "select": select,
                      "weight_decay": weight_decay, "standardize": standardize, "seeds": seeds,
                      "optimizer": "adam"},
+        # per-example test predictions: `weince verify` recomputes test_acc from them
+        "predictions": linear_block(y_test.numpy(), list(test_pred[0].numpy()), seeds),
     }
 
 

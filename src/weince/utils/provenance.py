@@ -1,4 +1,6 @@
-"""Provenance for every result file: git commit, config hash, versions, date, seed.
+"""Provenance for every result file: git commit, config hash, versions, date, seed, and
+where it was made: the GPU model (or ``cpu``), the container image's digest when run in one
+and an optional site label.
 
 Every JSON result written by the artifact goes through
 :func:`weince.utils.results.write_json`, which adds a
@@ -21,7 +23,9 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["git_commit", "commit_at", "checkout_commit", "recorded_commit", "COMMIT_VARIABLE",
-           "config_hash", "versions", "float32_precision", "provenance", "jsonable"]
+           "config_hash", "versions", "float32_precision", "provenance", "jsonable",
+           "gpu_model", "container_digest", "site_label", "DIGEST_VARIABLE", "DIGEST_FILE",
+           "SITE_VARIABLE"]
 
 
 # the commit an image was built from (Dockerfile: `--build-arg WEINCE_GIT_COMMIT=...`, kept
@@ -29,6 +33,19 @@ __all__ = ["git_commit", "commit_at", "checkout_commit", "recorded_commit", "COM
 COMMIT_VARIABLE = "WEINCE_GIT_COMMIT"
 # what a result's provenance may record (weince.utils.results checks the same form)
 COMMIT_FORM = re.compile(r"(?:[0-9a-f]{7,40}(?:\+dirty)?|unknown)\Z")
+
+
+# the container image a result was made in: `WEINCE_IMAGE_DIGEST` (set by whoever starts the
+# container and knows its registry digest, e.g. `docker run -e WEINCE_IMAGE_DIGEST=$(docker
+# inspect -f '{{.Id}}' weince:0.1.0)`), else the digest the Dockerfile writes into the image
+# at build (DIGEST_FILE: a SHA-256 of its software, pip freeze and OS release; an image cannot
+# hold its own registry digest)
+DIGEST_VARIABLE = "WEINCE_IMAGE_DIGEST"
+DIGEST_FILE = Path("/etc/weince/image-digest")
+DIGEST_FORM = re.compile(r"(?:[A-Za-z0-9._/:@-]*@)?sha256:[0-9a-f]{64}\Z")
+# an optional site label (the workflow's `--config site=NAME` sets it for its jobs)
+SITE_VARIABLE = "WEINCE_SITE"
+SITE_FORM = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+@-]{0,63}\Z")
 
 
 def _git(folder: Path, *args: str) -> subprocess.CompletedProcess:
@@ -78,6 +95,56 @@ def git_commit() -> str:
     checkout that holds it (``+dirty`` if modified), else ``WEINCE_GIT_COMMIT`` (set in
     the container, which has no ``.git``), else ``unknown``."""
     return commit_at(Path(__file__).resolve().parent)
+
+
+def _in_container() -> bool:
+    return any(os.environ.get(v) for v in ("APPTAINER_CONTAINER", "SINGULARITY_CONTAINER")) \
+        or Path("/.dockerenv").exists() or Path("/run/.containerenv").exists() \
+        or DIGEST_FILE.is_file()
+
+
+def container_digest() -> str | None:
+    """The digest of the container image this process runs in: ``WEINCE_IMAGE_DIGEST``, else
+    the one the Dockerfile wrote into the image (``/etc/weince/image-digest``), else
+    ``unknown`` inside a container and ``None`` outside one. Raises ``ValueError`` for a
+    value that is not a ``sha256:`` digest."""
+    value = os.environ.get(DIGEST_VARIABLE, "").strip()
+    source = DIGEST_VARIABLE
+    if not value and DIGEST_FILE.is_file():
+        value, source = DIGEST_FILE.read_text().strip(), str(DIGEST_FILE)
+    if not value:
+        return "unknown" if _in_container() else None
+    if not DIGEST_FORM.match(value):
+        raise ValueError(f"{source}={value!r} is not an image digest (sha256: and 64 lowercase "
+                         f"hex digits, optionally after NAME@); pass e.g. -e {DIGEST_VARIABLE}="
+                         f"$(docker inspect -f '{{{{.Id}}}}' IMAGE), or unset it")
+    return value
+
+
+def site_label() -> str | None:
+    """The site label of ``WEINCE_SITE`` (the workflow's ``--config site=NAME`` sets it), or
+    None. Raises ``ValueError`` for a label that is not a short plain name."""
+    value = os.environ.get(SITE_VARIABLE, "").strip()
+    if not value:
+        return None
+    if not SITE_FORM.match(value):
+        raise ValueError(f"{SITE_VARIABLE}={value!r} is not a site label (up to 64 letters, "
+                         f"digits, '_', '.', '+', '@', '-'); set e.g. --config site=lab-a")
+    return value
+
+
+def gpu_model() -> str:
+    """The GPU this process computed on: the CUDA device's name when torch is loaded and has
+    initialised CUDA (a process that only saw a GPU but never used it counts as ``cpu``),
+    else ``cpu``."""
+    torch = sys.modules.get("torch")
+    cuda = getattr(torch, "cuda", None)
+    try:
+        if cuda is not None and cuda.is_available() and cuda.is_initialized():
+            return str(cuda.get_device_name(cuda.current_device()))
+    except (RuntimeError, AssertionError):
+        pass
+    return "cpu"
 
 
 def jsonable(obj: Any) -> Any:
@@ -138,7 +205,8 @@ def float32_precision() -> dict[str, Any] | None:
 
 def provenance(cfg: Any = None, seed: int | None = None, **extra: Any) -> dict[str, Any]:
     """A provenance block: commit, config hash, seed, versions, float32 precision settings
-    (matmuls and cuDNN convolutions), host, UTC date."""
+    (matmuls and cuDNN convolutions), host, UTC date, GPU model (or ``cpu``), container
+    image digest (None outside a container) and site label (None unless set)."""
     block = {
         "git_commit": git_commit(),
         "config_hash": config_hash(cfg) if cfg is not None else None,
@@ -148,6 +216,9 @@ def provenance(cfg: Any = None, seed: int | None = None, **extra: Any) -> dict[s
         "versions": versions(),
         "float32_precision": float32_precision(),
         "argv": sys.argv,
+        "gpu": gpu_model(),
+        "container": container_digest(),
+        "site": site_label(),
     }
     if cfg is not None:
         block["config"] = jsonable(cfg)

@@ -1,0 +1,405 @@
+"""``weince merge``: several verified bundles, from several sites, as one summary.
+
+Each archive is first checked exactly as ``weince verify`` checks it (hostile archive,
+hashes, per-example predictions, the installed claims registry, commits): one that fails is
+refused and nothing is written. Then, from the union of their rebuilt claim files:
+
+- one row per archive per (claim, setting, metric, arm), with a Source column naming the
+  archive (its manifest's SHA-256), its site label, and the commits, GPU types and container
+  images of the result files behind that row;
+- a setting that two archives ran under different protocols (any result-relevant setting
+  of their result files differs: :mod:`weince.bundle._protocol`) keeps the first archive's
+  row; the other is refused, in one line naming the key and both values;
+- a setting two archives ran under the same protocol is a *replication*: both rows, and a
+  line with their difference and whether their 95% intervals overlap (nothing is averaged
+  or dropped);
+- a claim no archive covers reads ``not run``, with its price from the planner.
+
+Verdicts are each archive's own (judged by the installed rules); the merge pools no
+numbers. Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import weince
+from weince.bundle._archive import DEFAULT_MAX_BYTES, DEFAULT_MAX_MANIFEST_BYTES
+from weince.bundle._protocol import first_difference, protocol_of
+from weince.bundle._registry import installed_registry
+from weince.bundle.make import sha256_file
+from weince.bundle.verify import VerifyResult, verify_bundle
+from weince.cost.estimate import claim_rows, estimate, hours_range
+from weince.cost.pages import REST_GPU
+from weince.pipeline.claims import load_claims
+from weince.pipeline.profile import Profile
+from weince.utils.config import parse_yaml
+from weince.utils.escape import md_escape
+
+__all__ = ["merge_bundles", "MergeResult", "Row"]
+
+
+@dataclass
+class Archive:
+    name: str
+    sha256: str
+    site: str
+    root: Path                         # the verified files, unpacked
+    results: str                       # the results folder inside the archive
+    manifest: dict[str, Any]
+    claims: dict[str, dict[str, Any]]  # claim id -> its rebuilt claim file
+
+    by_path: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self.by_path = {f["path"]: f.get("provenance") or {} for f in self.manifest["files"]}
+
+    def file_provenance(self, arc: str) -> dict[str, Any]:
+        """The manifest's provenance of the file at ``arc`` (empty when it has none)."""
+        return self.by_path.get(arc, {})
+
+
+@dataclass
+class Row:
+    claim: str
+    setting: str
+    label: str
+    arm: str
+    archive: Archive
+    cell: dict[str, Any]
+    gain: dict[str, Any] | None
+    verdict: str
+    protocol: dict[str, Any]
+    files: list[str]
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.claim, self.setting, self.label, self.arm)
+
+
+@dataclass
+class MergeResult:
+    out: Path
+    archives: list[VerifyResult] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+    replications: list[str] = field(default_factory=list)
+    pages: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        """0: merged; 1: an archive failed its check (nothing written); 2: unusable input."""
+        if self.errors:
+            return 2
+        return 0 if all(r.ok for r in self.archives) else 1
+
+    def render(self, max_lines: int = 12) -> str:
+        out = []
+        for r in self.archives:
+            out.append(f"== {r.bundle}")
+            out += [f"  {ln}" for ln in r.render(max_lines).splitlines()]
+        out += [f"ERROR {e}" for e in self.errors]
+        if self.exit_code:
+            out.append("FAILED: no merged report written (every archive must pass `weince "
+                       "verify`; see the lines above)")
+            return "\n".join(out)
+        out += [f"REFUSED {line}" for line in self.refused]
+        out += [f"replication: {line}" for line in self.replications[:max_lines]]
+        if len(self.replications) > max_lines:
+            out.append(f"... and {len(self.replications) - max_lines} more replication(s), "
+                       f"each on its claim's page")
+        out.append(f"merged {len(self.archives)} archive(s) into {self.out}: summary.md and "
+                   f"{len(self.pages)} claim page(s)")
+        return "\n".join(out)
+
+
+def _short(c: str) -> str:
+    return c[:12] + ("+dirty" if c.endswith("+dirty") else "")
+
+
+def _arc_path(path: str, results: str) -> str:
+    """A result file's path inside the archive, from the path the rebuild read it at."""
+    marker = f"/{results}/"
+    i = path.rfind(marker)
+    return path[i + 1:] if i >= 0 else path
+
+
+def _load_archive(res: VerifyResult, path: Path, work: Path) -> Archive:
+    root, report = work / "files", work / "report"
+    mans = sorted(root.glob("**/bundle/manifest.json"))
+    manifest = json.loads(mans[0].read_text())
+    claims = {}
+    for f in sorted((report / "claims").glob("*.json")):
+        d = json.loads(f.read_text())
+        if isinstance(d, dict) and isinstance(d.get("id"), str):
+            claims[d["id"]] = d
+    sites = (manifest.get("sources") or {}).get("sites") or []
+    site = ", ".join(sites) or manifest.get("site") or "-"
+    return Archive(path.name, res.manifest_sha256, site, root, manifest["results"], manifest,
+                   claims)
+
+
+def _config(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    cfg = (data.get("provenance") or {}).get("config") if isinstance(data, dict) else None
+    return cfg if isinstance(cfg, dict) else None
+
+
+def _measured_at(a: Archive, arc: str) -> str:
+    """The file whose run measured ``arc``'s numbers: a grid arm's assembled ``knn.json``
+    names its grid point's run (``<arm>@<point>/``), any other file is its own."""
+    try:
+        point = json.loads((a.root / arc).read_text()).get("selected_point")
+    except (OSError, ValueError, AttributeError):
+        return arc
+    parts = arc.split("/")
+    if not isinstance(point, dict) or not point or len(parts) < 3:
+        return arc
+    return "/".join([*parts[:-3], f"{parts[-3]}@{next(iter(point.values()))}", *parts[-2:]])
+
+
+def _protocol(a: Archive, files: list[str]) -> dict[str, Any]:
+    """The protocol of a row: its first result file's (the run that measured it), with that
+    of the encoder's training (``train.json`` beside it) under ``pretrain.``."""
+    for arc in (_measured_at(a, f) for f in files):
+        cfg = _config(a.root / arc)
+        if cfg is None:
+            continue
+        out = protocol_of(cfg)
+        train = a.root / arc.rsplit("/", 1)[0] / "train.json"
+        pre = _config(train) if arc.rsplit("/", 1)[-1] != "train.json" else None
+        if pre is not None:
+            out.update(protocol_of(pre, "pretrain"))
+        return out
+    return {}
+
+
+def _rows(a: Archive) -> list[Row]:
+    """Every (setting, metric, arm) cell of the archive's claim files that has a number."""
+    out = []
+    for cid, claim in a.claims.items():
+        for r in claim.get("rows") or []:
+            for arm, cell in (r.get("cells") or {}).items():
+                est = cell.get("estimate") or {}
+                if not est.get("n"):
+                    continue
+                files = [_arc_path(str(p), a.results) for p in cell.get("files") or []]
+                out.append(Row(cid, str(r.get("setting")), str(r.get("label")), arm, a, cell,
+                               (r.get("gains") or {}).get(arm),
+                               str((r.get("verdicts") or {}).get(arm) or "-"),
+                               _protocol(a, files), files))
+    return out
+
+
+def _source(row: Row) -> str:
+    """The Source cell: archive (manifest SHA-256), site, commits, GPU types, images."""
+    a = row.archive
+    seen: dict[str, set[str]] = {"commit": set(), "GPU": set(), "container": set()}
+    for arc in row.files:
+        sibling = arc.rsplit("/", 1)[0] + "/train.json"
+        for p in (a.file_provenance(arc), a.file_provenance(sibling)):
+            if p.get("git_commit"):
+                seen["commit"].add(_short(str(p["git_commit"])))
+            if p.get("gpu"):
+                seen["GPU"].add(str(p["gpu"]))
+            if p.get("container"):
+                seen["container"].add(str(p["container"])[:19])
+    parts = [f"{a.name} (sha256 {a.sha256[:12]})", f"site {a.site}"]
+    parts += [f"{k} {', '.join(sorted(v)) or 'not recorded'}" for k, v in seen.items()]
+    return "; ".join(parts)
+
+
+def _interval(est: dict[str, Any], extra: dict[str, Any]) -> tuple[Any, Any]:
+    lo, hi = est.get("lo"), est.get("hi")
+    if lo is None or hi is None:
+        lo, hi = extra.get("lo"), extra.get("hi")
+    return lo, hi
+
+
+def _fmt(row: Row) -> str:
+    est = row.cell.get("estimate") or {}
+    lo, hi = _interval(est, row.cell.get("extra") or {})
+    ci = f" [{lo:.2f}, {hi:.2f}]" if lo is not None and hi is not None else ""
+    return f"{est.get('mean'):.4g}{ci} (n={est.get('n')})"
+
+
+def _replication(first: Row, other: Row) -> str:
+    ea, eb = first.cell.get("estimate") or {}, other.cell.get("estimate") or {}
+    la, ha = _interval(ea, first.cell.get("extra") or {})
+    lb, hb = _interval(eb, other.cell.get("extra") or {})
+    diff = float(eb["mean"]) - float(ea["mean"])
+    if None in (la, ha, lb, hb):
+        overlap = "cannot say (a row has no interval: n < 2)"
+    else:
+        overlap = "yes" if la <= hb and lb <= ha else "NO"
+    return (f"{first.claim} [{first.setting} / {first.label} / {first.arm}]: "
+            f"{other.archive.name} {_fmt(other)} vs. {first.archive.name} {_fmt(first)}: "
+            f"difference {diff:+.4g}; intervals overlap: {overlap}")
+
+
+def _group(rows: list[Row], res: MergeResult) -> dict[tuple, list[Row]]:
+    """Rows by setting, refusing those of a different protocol than the first archive's;
+    an archive's gains in a setting whose baseline row was refused are not shown."""
+    groups: dict[tuple, list[Row]] = {}
+    refused: set[tuple[str, str, str, str]] = set()
+    for row in rows:
+        kept = groups.setdefault(row.key, [])
+        if kept:
+            diff = first_difference(kept[0].protocol, row.protocol)
+            if diff is not None:
+                k, a, b = diff
+                res.refused.append(f"{row.claim} [{row.setting} / {row.label} / {row.arm}] of "
+                                   f"{row.archive.name}: a different protocol than "
+                                   f"{kept[0].archive.name}'s: {k} is {a!r} there and {b!r} "
+                                   f"here")
+                refused.add((row.claim, row.setting, row.label, row.archive.name))
+                continue
+            res.replications.append(_replication(kept[0], row))
+        kept.append(row)
+    for group in groups.values():
+        for row in group:
+            if (row.claim, row.setting, row.label, row.archive.name) in refused:
+                row.gain = {"refused": True}   # measured against a refused baseline
+    return groups
+
+
+def _prices(claims_path: Path) -> dict[str, str]:
+    """Claim id -> its planner price on the paper profile, in words (empty when the
+    checkout has no config/paper.yaml)."""
+    paper = Path(weince.__file__).resolve().parents[2] / "config" / "paper.yaml"
+    if not paper.is_file():
+        return {}
+    prof = dataclasses.replace(Profile.of(parse_yaml(paper.read_text(), str(paper)) or {}),
+                               claims=claims_path)
+    out = {}
+    for r in claim_rows(estimate(prof, REST_GPU), prof):
+        cid = r["id"]
+        out[cid] = (f"{r['runs']:,} training runs, {hours_range(r['low'], r['high'])} "
+                    f"GPU-hours on {REST_GPU} (`weince plan --configfile config/paper.yaml "
+                    f"--target reports/paper/table_{cid.lower()}.md --gpu {REST_GPU}`)"
+                    if r["runs"] else "no training runs of its own in the planner's estimate")
+    return out
+
+
+_HEADER = ["Setting", "Metric", "Arm", "Ours: mean [95% CI] (n)", "vs. baseline", "Verdict",
+           "Source"]
+
+
+def _page(cid: str, title: str, rows: list[list[Row]], replications: list[str],
+          refused: list[str], price: str) -> str:
+    lines = ["[Summary](summary.md)", "", f"## {cid}: {md_escape(title)}", ""]
+    if not rows:
+        lines += ["**not run** in any merged archive.", "",
+                  f"Price of running it: {price or 'not priced (no config/paper.yaml)'}.", ""]
+        return "\n".join(lines)
+    lines += ["| " + " | ".join(_HEADER) + " |", "|" + "---|" * len(_HEADER)]
+    for group in rows:
+        for row in group:
+            gain = row.gain or {}
+            vs = ("baseline refused" if gain.get("refused") else f"gain {gain['mean']:+.2f}"
+                  if isinstance(gain.get("mean"), (int, float)) else "-")
+            cells = [row.setting, row.label, row.arm, _fmt(row), vs, row.verdict, _source(row)]
+            lines.append("| " + " | ".join(md_escape(str(c)) for c in cells) + " |")
+    lines.append("")
+    if replications:
+        lines += ["### Replications", ""] + [f"- {md_escape(r)}" for r in replications] + [""]
+    if refused:
+        lines += ["### Refused", ""] + [f"- {md_escape(r)}" for r in refused] + [""]
+    return "\n".join(lines)
+
+
+def _verdicts(cid: str, groups: list[list[Row]]) -> str:
+    """Each archive with a row of the claim, and the verdict its own report gave it."""
+    seen = {row.archive.name: row.archive for g in groups for row in g}
+    return "; ".join(f"{name}: {a.claims[cid].get('verdict')}" for name, a in seen.items())
+
+
+def _write(out: Path, archives: list[Archive], rows: list[Row], res: MergeResult,
+           claims_path: Path) -> None:
+    reg = load_claims(claims_path)["claims"]
+    groups = _group(rows, res)
+    prices = _prices(claims_path)
+    out.mkdir(parents=True, exist_ok=True)
+    summary = ["# WEINCE reproduction: merged archives", "",
+               "| Archive | manifest SHA-256 | site | profile | commits |", "|---|---|---|---|---|"]
+    for a in archives:
+        commits = ", ".join(_short(c) for c in (a.manifest.get("sources") or {})
+                            .get("commits", [])) or "-"
+        summary.append(f"| {a.name} | {a.sha256} | {md_escape(a.site)} | "
+                       f"{a.manifest['profile']} | {commits} |")
+    summary += ["", "Each row of a claim page is one archive's; a setting run by two archives "
+                "under the same protocol is listed twice (a replication), never averaged; one "
+                "run under a different protocol is refused (named on its claim's page). "
+                f"Here: {len(res.replications)} replicated row(s), {len(res.refused)} refused.",
+                "",
+                "| Claim | What | Verdict per archive | Page |", "|---|---|---|---|"]
+    for claim in reg:
+        cid = claim["id"]
+        mine = [g for k, g in groups.items() if k[0] == cid]
+        reps = [r for r in res.replications if r.startswith(f"{cid} [")]
+        refused = [r for r in res.refused if r.startswith(f"{cid} [")]
+        name = f"table_{cid.lower()}.md"
+        (out / name).write_text(_page(cid, claim.get("title", ""), mine, reps, refused,
+                                      prices.get(cid, "")) + "\n")
+        res.pages.append(name)
+        verdict = _verdicts(cid, mine) if mine else \
+            f"not run; price: {prices.get(cid, 'not priced')}"
+        summary.append(f"| {cid} | {md_escape(claim.get('short_title', claim.get('title', '')))}"
+                       f" | {md_escape(verdict)} | [{cid}]({name}) |")
+    (out / "summary.md").write_text("\n".join(summary) + "\n")
+
+
+def merge_bundles(paths: list[str | Path], out: str | Path, *,
+                  claims: str | Path | None = None, max_bytes: int = DEFAULT_MAX_BYTES,
+                  max_manifest_bytes: int = DEFAULT_MAX_MANIFEST_BYTES) -> MergeResult:
+    """Verify every archive of ``paths`` (as ``weince verify``), then write the merged
+    summary and one page per claim to ``out``; nothing is written unless all pass."""
+    res = MergeResult(Path(out))
+    try:
+        claims_path = installed_registry(claims).resolve()
+    except FileNotFoundError as err:
+        res.errors.append(str(err))
+        return res
+    digests: dict[str, list[str]] = {}
+    for p in paths:
+        if Path(p).is_file():
+            digests.setdefault(sha256_file(Path(p)), []).append(Path(p).name)
+    twice = next((names for names in digests.values() if len(names) > 1), None)
+    if twice:
+        res.errors.append(f"{' and '.join(twice)} are one archive (the same SHA-256): a "
+                          f"replication is a second run, not a second copy")
+        return res
+    names = [Path(p).name for p in paths]
+    if len(set(names)) != len(names):
+        res.errors.append("two archives share a file name; the Source column names archives "
+                          "by file name: rename one")
+        return res
+    with tempfile.TemporaryDirectory(prefix="weince-merge-") as tmpd:
+        archives = []
+        for i, p in enumerate(paths):
+            work = Path(tmpd) / str(i)
+            r = verify_bundle(p, keep=work / "report", extract=work / "files",
+                              max_bytes=max_bytes, max_manifest_bytes=max_manifest_bytes,
+                              claims=claims_path, draw_forests=False)
+            res.archives.append(r)
+            if r.ok:
+                archives.append(_load_archive(r, Path(p), work))
+        if res.exit_code:
+            return res
+        shas = [a.sha256 for a in archives]
+        twice = sorted({a.name for a in archives if shas.count(a.sha256) > 1})
+        if twice:
+            res.errors.append(f"{' and '.join(twice)} are one archive (the same manifest "
+                              f"SHA-256): a replication is a second run, not a second copy")
+            return res
+        rows = [row for a in archives for row in _rows(a)]
+        _write(Path(out), archives, rows, res, claims_path)
+    return res

@@ -1,0 +1,132 @@
+"""``weince merge`` on bundles of fabricated result trees (two sites): the Source column,
+replications side by side, a setting under another protocol refused naming the key, a claim
+no archive covers priced, and an archive that fails ``weince verify`` stopping the merge.
+The same from smoke runs is in the closing note's commands."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from argparse import Namespace
+from pathlib import Path
+
+import pytest
+
+from weince.bundle import make_bundle
+from weince.cli import merge as merge_cli
+from weince.pipeline.profile import Profile
+from weince.report import build_report
+
+REPO = Path(__file__).resolve().parents[1]
+GPU = {"lab-a": "NVIDIA H100 80GB HBM3", "lab-b": "NVIDIA A100-SXM4-40GB"}
+
+
+def _stamp(results: Path, site: str, epochs: dict[str, int]) -> None:
+    """Give every probe result the provenance a real run writes: site, GPU, and a config
+    whose encoder epochs are ``epochs[arm folder]`` (default 2)."""
+    for f in sorted(results.rglob("*.json")):
+        if f.name not in ("linear.json", "knn.json"):
+            continue
+        data = json.loads(f.read_text())
+        rel = f.relative_to(results).as_posix()
+        ep = next((e for key, e in epochs.items() if key in rel), 2)
+        data["provenance"].update(site=site, gpu=GPU[site], container=None, config={
+            "eval": {"epochs": 5, "device": "cuda"},
+            "encoder_cfg": {"epochs": ep, "seed": data["provenance"]["seed"]}})
+        f.write_text(json.dumps(data, indent=2))
+
+
+def _archive(tmp: Path, fabricate_results, site: str, epochs: dict[str, int]) -> Path:
+    cfg = fabricate_results(tmp)
+    cfg["text"] = {"enabled": False}     # C7 is run by neither site
+    _stamp(Path(cfg["results"]), site, epochs)
+    build_report(Profile.of(cfg))
+    out = tmp.parent / f"{site}.tar.gz"
+    make_bundle("fx", out, reports=cfg["reports"], config_dir=REPO / "config")
+    return out
+
+
+@pytest.fixture(scope="module")
+def merged(tmp_path_factory, fabricate_results) -> tuple[int, str, Path]:
+    """lab-a, and lab-b whose cifar100 infonce encoders trained 3 epochs instead of 2."""
+    tmp = tmp_path_factory.mktemp("merge")
+    a = _archive(tmp / "a", fabricate_results, "lab-a", {})
+    b = _archive(tmp / "b", fabricate_results, "lab-b", {"cifar100/resnet18/infonce/": 3})
+    out = tmp / "merged"
+    rc = merge_cli.main(Namespace(bundles=[str(a), str(b)], out=str(out), claims=None,
+                                  max_bytes=8 << 30, max_manifest_bytes=32 << 20, max_lines=5))
+    return rc, "", out
+
+
+def test_merge_writes_one_summary_and_a_page_per_claim(merged):
+    rc, _, out = merged
+    assert rc == 0
+    summary = (out / "summary.md").read_text()
+    for site in ("lab-a", "lab-b"):
+        assert re.search(rf"\| {site}\.tar\.gz \| [0-9a-f]{{64}} \| {site} \| fx \|", summary)
+    assert (out / "table_c3.md").is_file() and (out / "table_n3.md").is_file()
+
+
+def test_every_row_names_its_source(merged):
+    page = (merged[2] / "table_c3.md").read_text()
+    rows = [ln for ln in page.splitlines() if ln.startswith("| cifar100")]
+    a = [r for r in rows if "lab-a.tar.gz (sha256 " in r]
+    assert a and all("site lab-a" in r and "GPU NVIDIA H100 80GB HBM3" in r
+                     and re.search(r"commit [0-9a-f]{12}", r) for r in a)
+
+
+def test_same_protocol_is_a_replication_with_its_difference(merged):
+    page = (merged[2] / "table_c3.md").read_text()
+    rows = [ln for ln in page.splitlines() if ln.startswith("| cifar100 / resnet18 | linear "
+                                                           "top-1 | weince\\_recipe |")]
+    assert len(rows) == 2 and {"lab-a.tar.gz" in r for r in rows} == {True, False}
+    rep = [ln for ln in page.splitlines() if ln.startswith("- C3 \\[cifar100 / resnet18 / "
+                                                          "linear top-1 / weince\\_recipe")]
+    assert len(rep) == 1 and "difference +0; intervals overlap: yes" in rep[0]
+
+
+def test_another_protocol_is_refused_naming_the_key_and_both_values(merged):
+    page = (merged[2] / "table_c3.md").read_text()
+    infonce = [ln for ln in page.splitlines() if ln.startswith("| cifar100 / resnet18 | linear "
+                                                              "top-1 | infonce |")]
+    assert len(infonce) == 1 and "lab-a.tar.gz" in infonce[0]
+    assert ("- C3 \\[cifar100 / resnet18 / linear top-1 / infonce\\] of lab-b.tar.gz: a "
+            "different protocol than lab-a.tar.gz's: encoder\\_cfg.epochs is 2 there and 3 "
+            "here") in page
+    # lab-b's gains were measured against its refused baseline: not shown
+    b = [ln for ln in page.splitlines() if ln.startswith("| cifar100 / resnet18 | linear top-1 |")
+         and "lab-b.tar.gz" in ln]
+    assert b and all("| baseline refused |" in ln for ln in b)
+
+
+def test_an_uncovered_claim_keeps_not_run_and_its_price(merged):
+    page = (merged[2] / "table_c7.md").read_text()
+    assert "**not run** in any merged archive" in page
+    assert re.search(r"Price of running it: [\d,]+ training runs, [\d.,-]+ GPU-hours on "
+                     r"h100-sxm \(`weince plan --configfile config/paper.yaml --target "
+                     r"reports/paper/table_c7.md", page)
+    line = next(ln for ln in (merged[2] / "summary.md").read_text().splitlines()
+                if ln.startswith("| C7 |"))
+    assert "not run; price: " in line and "GPU-hours" in line
+
+
+@pytest.mark.slow   # verifies a good archive again (~10 s of CPU)
+def test_a_failing_archive_stops_the_merge(tmp_path, merged, capsys):
+    bad = tmp_path / "broken.tar.gz"
+    bad.write_bytes(b"not an archive")
+    good = next(merged[2].parent.glob("lab-a.tar.gz"))
+    out = tmp_path / "m"
+    rc = merge_cli.main(Namespace(bundles=[str(good), str(bad)], out=str(out), claims=None,
+                                  max_bytes=8 << 30, max_manifest_bytes=32 << 20, max_lines=5))
+    text = capsys.readouterr().out
+    assert rc == 1 and "FAILED: no merged report written" in text and not out.exists()
+
+def test_one_archive_twice_is_no_replication(tmp_path, merged, capsys):
+    good = next(merged[2].parent.glob("lab-a.tar.gz"))
+    twin = tmp_path / "copy.tar.gz"
+    shutil.copy(good, twin)
+    rc = merge_cli.main(Namespace(bundles=[str(good), str(twin)], out=str(tmp_path / "m"),
+                                  claims=None, max_bytes=8 << 30,
+                                  max_manifest_bytes=32 << 20, max_lines=5))
+    assert rc == 2 and "are one archive (the same SHA-256)" in capsys.readouterr().out
