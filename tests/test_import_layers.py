@@ -111,6 +111,23 @@ def test_torch_free_layers_import_without_torch(modules_loaded):
     assert modules_loaded(code, ["torch"]) == {"torch": False}
 
 
+def test_a_small_vision_job_loads_neither_torchvision_nor_dynamo(modules_loaded):
+    """What the embedded default's training and evaluation jobs import and run (a smallcnn
+    model, the digits set, the batch augmentation) leaves torchvision, and with it
+    torch._dynamo (seconds of CPU in every job), unloaded: only the torchvision
+    backbones, the JPEG sets and the per-image reference path import it."""
+    code = ("import torch, weince.train.simclr, weince.eval.features, weince.eval.scores\n"
+            "import weince.eval.knn, weince.eval.linear, weince.norms.run\n"
+            "from weince.data.augment import build_augment\n"
+            "from weince.data.vision import load_vision\n"
+            "from weince.models import build_simclr_model\n"
+            "build_simclr_model('smallcnn', image_size=16, channels=1, out_dim=8)\n"
+            "x = load_vision('digits', split='train').images[:4]\n"
+            "build_augment('digits').two_views(x)")
+    assert modules_loaded(code, ["torchvision", "torch._dynamo"]) == {
+        "torchvision": False, "torch._dynamo": False}
+
+
 def test_the_public_loss_names_are_the_losses_objects():
     assert weince.WEINCELoss is weince.losses.WEINCELoss
     # the package face's on-demand names are what this test checks

@@ -48,7 +48,6 @@ from functools import lru_cache
 from typing import Any
 
 import torch
-from torchvision.transforms import v2
 
 from weince.data.vision import DATASETS
 from weince.utils.device import resolve_device
@@ -482,6 +481,10 @@ def build_augment(name: str, **overrides: Any) -> SimCLRAugment:
 def reference_transform(aug: SimCLRAugment):
     """The same recipe as torchvision ``transforms.v2`` ops, for one uint8 ``(C, H, W)``
     image at a time (the classic CPU ``DataLoader`` path; antialiased resize)."""
+    # here, not at the top: any torchvision import loads its models and ops, and with them
+    # torch._dynamo (seconds of CPU), which a job that augments on tensors never needs
+    from torchvision.transforms import v2  # noqa: PLC0415 - seconds of imports, tests/benchmarks only
+
     ops: list[Any] = [v2.RandomResizedCrop(aug.image_size, scale=aug.crop_scale,
                                            ratio=aug.crop_ratio, antialias=True)]
     if aug.flip:

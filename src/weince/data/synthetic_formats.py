@@ -38,7 +38,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from torchvision.io import encode_jpeg
 
 from weince.data.marker import MARKER, synthetic_marker
 from weince.data.text.synthetic import generate_corpus, generate_sts_pairs
@@ -155,6 +154,8 @@ def _write_imagenet32(root: Path, rng: np.random.Generator) -> None:
 
 
 def _write_tinyimagenet(root: Path, rng: np.random.Generator) -> None:
+    from torchvision.io import encode_jpeg  # noqa: PLC0415 - torchvision's seconds of imports, JPEG sets only
+
     s = SIZES["tinyimagenet"]
     base = root / "tiny-imagenet-200"
     wnids = [f"n{90000000 + 7919 * i:08d}" for i in range(200)]

@@ -64,7 +64,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torchvision.io import ImageReadMode, decode_image, read_file
 from tqdm.auto import tqdm
 
 from weince.data.locations import (CIFAR, IN32_TRAIN, IN32_VAL, STL_FILES, find_imagenet32,
@@ -285,6 +284,9 @@ def _load_imagenet32(name: str, root: Path, split: str, download: bool) -> Image
 
 # --------------------------------------------------------------------------- Tiny-ImageNet
 def _decode_many(paths: list[Path], desc: str) -> torch.Tensor:
+    # torchvision (seconds of imports: its models, ops, torch._dynamo) for JPEG sets only
+    from torchvision.io import ImageReadMode, decode_image, read_file  # noqa: PLC0415 - JPEG sets only
+
     def decode(p: Path) -> torch.Tensor:
         img = decode_image(read_file(str(p)), mode=ImageReadMode.RGB)
         if img.shape != (3, 64, 64):

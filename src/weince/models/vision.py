@@ -37,8 +37,6 @@ from typing import Any, cast
 
 import torch
 from torch import nn
-from torchvision.models import resnet18, resnet50
-from torchvision.models.vision_transformer import VisionTransformer
 
 from weince.utils.checkpoint import UnreadableFileError, load_torch_file
 from weince.utils.diskspace import atomic_write, payload_bytes
@@ -78,11 +76,15 @@ def _resnet(ctor: Callable[..., nn.Module], image_size: int, channels: int
 
 @register_backbone("resnet18")
 def _resnet18(image_size: int, channels: int) -> tuple[nn.Module, int]:
+    from torchvision.models import resnet18  # noqa: PLC0415 - torchvision costs seconds of imports; smallcnn jobs skip it
+
     return _resnet(resnet18, image_size, channels)
 
 
 @register_backbone("resnet50")
 def _resnet50(image_size: int, channels: int) -> tuple[nn.Module, int]:
+    from torchvision.models import resnet50  # noqa: PLC0415 - torchvision costs seconds of imports; smallcnn jobs skip it
+
     return _resnet(resnet50, image_size, channels)
 
 
@@ -101,6 +103,8 @@ class _ViTFeatures(nn.Module):
     """torchvision ``VisionTransformer`` returning the class-token feature (heads removed)."""
 
     def __init__(self, image_size: int, channels: int):
+        from torchvision.models.vision_transformer import VisionTransformer  # noqa: PLC0415 - as _resnet18
+
         super().__init__()
         patch = vit_patch_size(image_size)
         vit = VisionTransformer(image_size=image_size, patch_size=patch, num_layers=12,
