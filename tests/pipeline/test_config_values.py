@@ -311,3 +311,16 @@ def test_the_dry_run_refuses_each_probe_in_its_own_words(tmp_path):
         assert EXPECTED[name] in out and f"{path}" in out, (name, out[-2000:])
         assert "Traceback" not in out and "Job stats" not in out, (name, out[-2000:])
         assert time.perf_counter() - t0 < 60, name
+
+
+def test_a_disk_quota_that_is_not_a_size_is_refused(tmp_path, monkeypatch):
+    monkeypatch.delenv("WEINCE_DISK_QUOTA", raising=False)
+    cfg = smoke()
+    cfg["disk"] = {"quota": "lots"}
+    msg = refusal(tmp_path, cfg)
+    assert "probe.yaml: disk.quota = 'lots' is not a size; write one such as 2TB" in msg, msg
+    cfg["disk"] = {"quota": "50GB"}
+    check_config(cfg, SCHEMA)
+    monkeypatch.setenv("WEINCE_DISK_QUOTA", "two terabytes")
+    assert ("the environment: WEINCE_DISK_QUOTA = 'two terabytes' is not a size"
+            in refusal(tmp_path, cfg))

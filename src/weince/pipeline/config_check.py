@@ -30,6 +30,7 @@ from weince.pipeline.claims import validate_with_defaults
 from weince.pipeline.profile import Profile
 from weince.utils.config import (MAX_VALUES, YamlSizeError, expanded_size, parse_yaml,
                                  value_children)
+from weince.utils.diskspace import parse_size
 
 __all__ = ["ConfigError", "check_config", "config_errors", "set_run_environment",
            "retype_overrides", "COMMAND_LINE", "name_registry", "rule_names", "value_errors",
@@ -372,7 +373,25 @@ def value_errors(config: Mapping[str, Any], sources: Mapping[str, Any] | None = 
         out.append(f"{_origin(['vision', 'grid', 'seeds'], sources)}vision.grid.seeds is "
                    f"empty while vision.grid.arms is set: no grid point would be trained and "
                    f"no point chosen; list the seeds (e.g. [7])")
-    out += _ceiling_errors(config, sources)
+    out += _ceiling_errors(config, sources) + _quota_errors(config, sources)
+    return out
+
+
+def _quota_errors(config: Mapping[str, Any], sources: Mapping[str, Any]) -> list[str]:
+    """``disk.quota`` and ``$WEINCE_DISK_QUOTA`` (which overrides it) must read as a size:
+    the start-up disk check compares the run's peak with it."""
+    out = []
+    given = [(f"{_origin(['disk', 'quota'], sources)}disk.quota",
+              _lookup(config, ["disk", "quota"])),
+             ("the environment: WEINCE_DISK_QUOTA", os.environ.get("WEINCE_DISK_QUOTA"))]
+    for where, value in given:
+        if value in (None, "", _NOTHING):
+            continue
+        try:
+            parse_size(value)
+        except ValueError:
+            out.append(f"{where} = {_shown(value)} is not a size; write one such as 2TB, "
+                       f"500GB or a number of bytes (or null: only the free space counts)")
     return out
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["DiskFullError", "atomic_write", "is_disk_full", "free_bytes", "human_bytes",
-           "payload_bytes"]
+           "payload_bytes", "parse_size"]
 
 _TORCH_FULL = re.compile(r"unexpected pos \d+ vs \d+|file write failed|No space left on device"
                          r"|Disk quota exceeded")
@@ -40,6 +40,21 @@ def human_bytes(n: float) -> str:
             return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
         n /= 1000.0
     return f"{n:.1f} TB"   # pragma: no cover
+
+
+def parse_size(text: str | int | float) -> int:
+    """``"2TB"``, ``"500 GB"``, ``"1.5T"``, ``1e12`` -> bytes (decimal units, as
+    :func:`human_bytes` prints them); ``ValueError`` for anything else."""
+    if isinstance(text, bool):
+        raise ValueError(f"{text!r} is not a size")
+    if isinstance(text, (int, float)):
+        if not text >= 0:
+            raise ValueError(f"{text!r} is not a size")
+        return int(text)
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([kmgtp]?)b?\s*", str(text).lower())
+    if not m:
+        raise ValueError(f"{text!r} is not a size")
+    return int(float(m.group(1)) * 1000 ** "bkmgtp".index(m.group(2) or "b"))
 
 
 def free_bytes(path: str | os.PathLike) -> int:
