@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["DiskFullError", "atomic_write", "is_disk_full", "free_bytes", "human_bytes",
-           "payload_bytes", "parse_size"]
+           "payload_bytes", "parse_size", "write_text"]
 
 _TORCH_FULL = re.compile(r"unexpected pos \d+ vs \d+|file write failed|No space left on device"
                          r"|Disk quota exceeded")
@@ -74,7 +74,8 @@ def is_disk_full(err: BaseException) -> bool:
         seen.add(id(cur))
         if isinstance(cur, OSError) and cur.errno in (errno.ENOSPC, errno.EDQUOT):
             return True
-        if isinstance(cur, RuntimeError) and _TORCH_FULL.search(str(cur)):
+        # torch's RuntimeError, safetensors' SafetensorError (a plain Exception) in words
+        if not isinstance(cur, OSError) and _TORCH_FULL.search(str(cur)):
             return True
         cur = cur.__cause__ or cur.__context__
     return False
@@ -106,12 +107,26 @@ def _remove(tmp: Path) -> None:
         pass
 
 
+def _swap(tmp: Path, path: Path) -> None:
+    """Rename ``tmp`` over ``path``; a folder over a folder through ``<path>.old`` (a
+    rename cannot replace a folder that holds files)."""
+    if tmp.is_dir() and path.is_dir() and not path.is_symlink():
+        old = path.with_name(path.name + ".old")
+        _remove(old)
+        os.replace(path, old)
+        os.replace(tmp, path)
+        _remove(old)
+    else:
+        os.replace(tmp, path)
+
+
 def atomic_write(path: str | os.PathLike, write: Callable[[Path], Any], *,
                  need: int | None = None, tmp: str | os.PathLike | None = None) -> Path:
     """``write(tmp)`` then rename ``tmp`` over ``path`` (``tmp``: ``<path>.tmp`` unless
-    given). On any failure the temporary file is removed; a full disk is a
-    :class:`DiskFullError` naming the file, ``need`` (bytes, when known) and the free
-    space left."""
+    given). ``tmp`` may be a folder ``write`` fills (a model saved with
+    ``save_pretrained``): it then replaces the folder ``path``. On any failure the
+    temporary file or folder is removed; a full disk is a :class:`DiskFullError` naming the
+    file, ``need`` (bytes, when known) and the free space left."""
     path = Path(path)
     tmp = Path(tmp) if tmp is not None else path.with_name(path.name + ".tmp")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -120,8 +135,9 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Path], Any], *,
         # the free space before the write: after a failed one the writer (torch's) may
         # still hold the partial file open, its blocks not yet given back
         free = free_bytes(path.parent)
+        _remove(tmp)   # a crashed write's leftovers (a folder would keep stale files)
         write(tmp)
-        os.replace(tmp, path)
+        _swap(tmp, path)
     except BaseException as err:
         _remove(tmp)
         if not is_disk_full(err):
@@ -134,3 +150,10 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Path], Any], *,
             f"{path.parent}); free space there (or point "
             f"`results:` at a larger disk) and re-run; no partial file was left") from None
     return path
+
+
+def write_text(path: str | os.PathLike, text: str) -> Path:
+    """``Path(path).write_text(text)`` through :func:`atomic_write` (a page or a table:
+    never half written, a full disk named)."""
+    data = text.encode("utf-8")
+    return atomic_write(path, lambda tmp: tmp.write_bytes(data), need=len(data))
