@@ -354,3 +354,29 @@ def test_smoke_no_run_time_setting_reaches_a_rules_params(smoke_run, run_snakema
         if job_counts(proc.stdout):
             planned[case] = (job_counts(proc.stdout), proc.stdout[-1500:])
     assert not planned, planned
+
+
+@pytest.mark.slow   # a pretraining and what reads it, run again
+def test_smoke_a_truncated_encoder_names_the_command_that_rebuilds_it(smoke_run,
+                                                                      run_snakemake):
+    """A truncated encoder stops the job that reads it; deleting it alone leaves Snakemake
+    nothing to do (its features.pt is temporary, its readers are finished); the command the
+    error names rebuilds it, byte for byte."""
+    enc = smoke_run / "results/smoke/vision/digits/smallcnn/infonce/seed7/encoder.pt"
+    good = enc.read_bytes()
+    enc.write_bytes(good[:1000])
+    args = ("--cores", "2", "--configfile", "config/smoke.yaml")
+    proc = run_snakemake(smoke_run, *args, timeout=1500)
+    assert proc.returncode != 0
+    logs = "\n".join(p.read_text() for p in (smoke_run / "results/smoke/logs").rglob("*.log"))
+    said = re.search(r"encoder\.pt: not a readable encoder file \(truncated or corrupt.*?\)\. "
+                     r"Delete it and rebuild it with `snakemake --forcerun (\S+)`", logs)
+    assert said and said.group(1) == str(enc.relative_to(smoke_run)), logs[-3000:]
+    enc.unlink()
+    proc = run_snakemake(smoke_run, "-n", *args)
+    assert "Nothing to be done" in proc.stdout + proc.stderr    # why deleting is not enough
+    proc = run_snakemake(smoke_run, *args, "--forcerun", said.group(1), timeout=1500)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    assert enc.read_bytes() == good
+    proc = run_snakemake(smoke_run, "-n", *args)
+    assert "Nothing to be done" in proc.stdout + proc.stderr
