@@ -44,7 +44,7 @@ def test_the_profile_table_is_the_planners(config):
     rows = _profile_rows()
     assert set(rows) == {"config/smoke.yaml", "config/config.yaml", "config/paper.yaml"}
     total = _plan(config)[1][-1]
-    assert rows[config] == [total["jobs"], total["gpu_jobs"], round(total["gpu_hours"])], \
+    assert rows[config] == [total["jobs"], total["gpu_jobs"], round(total["gpu_hours"], 1)], \
         (config, total)
 
 
@@ -57,14 +57,14 @@ def test_the_paper_rule_table_and_the_sbatch_counts_are_the_planners():
         cells = [c.strip() for c in line.strip("|").split("|")]
         if cells[0] == "**total**":
             assert [_n(cells[1]), _n(cells[5])] == [rows[-1]["jobs"],
-                                                    round(rows[-1]["gpu_hours"])]
+                                                    round(rows[-1]["gpu_hours"], 1)]
             continue
         names = [c.strip() for c in cells[0].split(",")]
         count = _n(cells[1].removesuffix(" each"))
         for name in names:
             assert by_rule[name]["jobs"] == count, (name, cells)
         if len(names) == 1:
-            assert round(by_rule[names[0]]["gpu_hours"]) == _n(cells[5]), cells
+            assert round(by_rule[names[0]]["gpu_hours"], 1) == _n(cells[5]), cells
     named = {n for line in table.splitlines()[2:]
              for n in (c.strip() for c in line.strip("|").split("|")[0].split(","))}
     assert set(by_rule) <= named, set(by_rule) - named
@@ -84,5 +84,5 @@ def test_the_paper_rule_table_and_the_sbatch_counts_are_the_planners():
 def test_cost_md_states_the_training_runs_a_claim_table_plans():
     jobs, _ = _plan("config/paper.yaml", "reports/paper/table_c3.md")
     trained = sum(j.rule == "pretrain" for j in jobs)
-    said = re.search(r"`table_c3\.md` alone plans ([\d,]+) pretraining runs", COST)
+    said = re.search(r"`table_c3\.md` alone plans ([\d,]+)\s+pretraining runs", COST)
     assert said and _n(said.group(1)) == trained, (said, trained)
