@@ -295,7 +295,8 @@ def test_smoke_only_what_changes_a_result_plans_a_pretraining(smoke_run, run_sna
 RUN_TIME_VALUES = {"device": "auto", "threads": 2, "offline": False, "data_root": "ABS",
                    "download": True, "num_workers": 2, "compile": True,
                    "compile_step": "default", "progress": True, "timing_warmup": 3,
-                   "keep_checkpoint": True, "chunk": 7, "eval_batch_size": 3}
+                   "keep_checkpoint": True, "chunk": 7, "eval_batch_size": 3,
+                   "tensorboard": True}
 # not run-time there: the loss-timing mode is what C8 measures; a resource's threads are
 # Snakemake's (threads_for), which never reruns a job either but is not a config of a stage
 RUN_TIME_EXCEPT = {"timing.config.compile", "resources.*.threads"}
