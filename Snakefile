@@ -18,7 +18,7 @@ from weince.pipeline.config_check import (
     retype_overrides,
     set_run_environment,
 )
-from weince.cost.disk import check_disk
+from weince.cost.disk import check_disk, dag_jobs, warn_after_dry_run
 from weince.pipeline import preflight
 from weince.pipeline.preflight import check_data
 from weince.pipeline.profile import CONFIG_SCHEMA, Profile
@@ -53,6 +53,9 @@ with preflight.refusals():
     # the data sets the profile reads: each missing path and how to obtain it, before
     # planning
     check_data(PROFILE)
+    # a dry run prices the disk its jobs need too, once they are planned (a warning)
+    if not preflight.skipped():
+        warn_after_dry_run(PROFILE, workflow)
 
 
 container: PROFILE.container
@@ -78,11 +81,14 @@ onstart:
     # lock (one live run per profile, whatever other profiles run beside it), no job of
     # another live run in its results, the disk space it needs; each refusal one line
     preflight.on_start(PROFILE)
-    # the peak disk against the free space and the user's quota (disk.quota)
+    # the peak disk of the jobs this run will run (the requested targets, what is missing)
+    # against the free space and the user's quota (disk.quota)
     with preflight.refusals():
         if not preflight.skipped():
             check_disk(
-                PROFILE, workflow.cores if workflow.local_exec else workflow.nodes
+                PROFILE,
+                workflow.cores if workflow.local_exec else workflow.nodes,
+                jobs=dag_jobs(workflow.dag),
             )
 
 

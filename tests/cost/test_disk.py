@@ -98,6 +98,54 @@ def test_a_disk_too_small_or_a_quota_stops_the_run_with_the_numbers(monkeypatch,
     assert check_disk(Profile.of(quota), 2).peak > 0
 
 
+def _pretrain_jobs(dataset: str, backbone: str, arms, seeds) -> list[JobInfo]:
+    return [JobInfo("pretrain", False, [f"results/paper/vision/{dataset}/{backbone}/{arm}/"
+                                        f"seed{s}/encoder.pt"]) for arm in arms for s in seeds]
+
+
+def test_the_start_up_check_prices_the_jobs_of_this_run_not_the_profile(
+        monkeypatch, capsys, tmp_path):
+    """A 50 GB quota lets a run whose jobs need less start and refuses the whole paper; in
+    a dry run the refusal is a warning."""
+    paper = Profile.of(_cfg("paper.yaml", results=str(tmp_path / "results")))
+    monkeypatch.setenv(QUOTA_ENV, "50GB")
+    monkeypatch.setattr("weince.cost.disk.free_bytes", lambda p: 10**15)
+    jobs = _pretrain_jobs("cifar100", "resnet18", ("infonce", "weince_recipe"), (7, 21, 63, 84))
+    est = check_disk(paper, 32, jobs=jobs)
+    assert est.peak == disk_estimate(paper, runs=runs_of_jobs(jobs), parallel=32).peak
+    assert 0 < est.peak < 50e9 and "8 trained and 0 adopted" in est.line()
+    with pytest.raises(DiskSpaceError, match=r"profile 'paper' needs about .* quota is 50.0 GB"):
+        check_disk(paper, 32)                   # the whole profile: hundreds of GB
+    capsys.readouterr()
+    check_disk(paper, 32, warn=True)            # a dry run: said, not raised
+    assert "warning (dry run): a real run would stop here: profile 'paper' needs about" in \
+        capsys.readouterr().err
+    # the free space is compared with what this run's jobs write, not the whole profile
+    monkeypatch.delenv(QUOTA_ENV)
+    monkeypatch.setattr("weince.cost.disk.free_bytes", lambda p: int(est.peak) + 1)
+    check_disk(paper, 32, jobs=jobs)
+    with pytest.raises(DiskSpaceError, match="still needs about .* for the 10 job"):
+        check_disk(paper, 32, jobs=jobs + _pretrain_jobs("cifar10", "resnet50", ("infonce",),
+                                                         (7, 21)))
+
+
+@pytest.mark.slow   # two dry runs of the smoke profile
+def test_the_dry_run_warns_of_the_disk_and_a_bad_quota_is_refused(tmp_path, copy_workflow,
+                                                                  run_snakemake):
+    wf = copy_workflow(tmp_path / "wf")
+    proc = run_snakemake(wf, "-n", "--cores", "1", "--configfile", "config/smoke.yaml",
+                         timeout=300, **{QUOTA_ENV: "1MB"})
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    assert "warning (dry run): a real run would stop here: profile 'smoke' needs about" in out
+    assert "quota is 1.0 MB" in out
+    proc = run_snakemake(wf, "-n", "--cores", "1", "--configfile", "config/smoke.yaml",
+                         "--config", "disk={quota: lots}", timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "Traceback" not in out, out[-3000:]
+    assert "disk.quota = 'lots' is not a size; write one such as 2TB" in out, out[-3000:]
+
+
 def test_the_run_refuses_a_quota_it_would_pass_in_one_line(tmp_path, copy_workflow,
                                                            run_snakemake):
     """The Snakefile's start-up check: a stated quota below the peak ends the run before any

@@ -4,7 +4,10 @@ Face hub's) are fakes here, and any socket connection fails the test."""
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import sys
 from fnmatch import fnmatch
 from pathlib import Path
 
@@ -239,3 +242,56 @@ def test_the_profile_comes_from_the_same_files_and_values_as_snakemakes(tmp_path
     assert rc == 0 and "profile 'smoke'" in out and "1 item(s)" in out   # MiniLM only
     with pytest.raises(FileNotFoundError, match="config file nope.yaml does not exist"):
         main(["fetch-data", "--configfile", "nope.yaml"])
+
+
+# ------------------------------------------------------------------ a fresh interpreter
+# The tests above import huggingface_hub and its submodules themselves; these run the code
+# in an interpreter that imports only what the code imports, with every connection refused.
+NO_NETWORK = """
+import socket
+def refuse(*a, **k):
+    raise ConnectionRefusedError("no network in this test")
+socket.socket.connect = refuse
+socket.create_connection = refuse
+"""
+
+
+def _fresh(code: str, hub_offline: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": hub_offline, "TRANSFORMERS_OFFLINE": hub_offline,
+           "PYTHONPATH": str(REPO / "src")}
+    return subprocess.run([sys.executable, "-c", NO_NETWORK + code], capture_output=True,
+                          text=True, timeout=120, env=env, cwd=REPO)
+
+
+FETCH_ONE = """
+import sys
+from weince.data.fetch import fetch_model
+try:
+    fetch_model("bert-base-uncased", {folder!r})
+except RuntimeError as err:
+    print("REFUSED", err)
+"""
+
+
+@pytest.mark.parametrize("hub_offline, says", [
+    ("1", "HF_HUB_OFFLINE=0 weince fetch-data"),
+    ("0", "could not reach the Hugging Face hub (https://huggingface.co): ConnectError")])
+def test_fetch_model_in_a_fresh_interpreter_names_offline_mode_or_the_network(
+        tmp_path, hub_offline, says):
+    out = _fresh(FETCH_ONE.format(folder=str(tmp_path / "m")), hub_offline)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("REFUSED bert-base-uncased: "), out.stdout + out.stderr
+    assert says in out.stdout and "attribute" not in out.stdout
+    assert not (tmp_path / "m").exists()      # a failed download leaves no empty folder
+
+
+@pytest.mark.slow   # a fresh interpreter imports torchvision for the vision items
+def test_fetch_data_offline_reports_the_text_model_as_a_network_failure(tmp_path):
+    code = ("from weince.cli import main\n"
+            f"main(['fetch-data', '--configfile', 'config/paper.yaml', '--config', "
+            f"'data_root={tmp_path / 'data'}'])\n")
+    out = _fresh(code, "1")    # the container's setting: the command lifts it
+    line = _lines(out.stdout)["bert-base-uncased"]
+    assert line.startswith("bert-base-uncased: download FAILED: could not reach the Hugging "
+                           "Face hub"), out.stdout + out.stderr
+    assert "attribute" not in line and "\n" not in line

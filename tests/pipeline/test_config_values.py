@@ -110,9 +110,9 @@ def test_a_bomb_given_as_a_value_is_refused_by_its_key():
 
 def test_a_long_refused_value_is_quoted_short(tmp_path):
     cfg = smoke()
-    cfg["vision"]["seeds"] = [[7] * 50] * 729    # 37k values, under the bound
+    cfg["vision"]["seeds"] = [[7] * 50] * 100    # 5k values, at the seed ceiling
     msg = refusal(tmp_path, cfg)
-    assert len(msg) < 5000, len(msg)   # 20 problems, not 729
+    assert len(msg) < 5000, len(msg)   # 20 problems, not 100
     assert "... and" in msg and "items)" in msg
 
 
@@ -219,6 +219,53 @@ def test_the_ceiling_can_be_waived_with_a_warning(monkeypatch, capsys):
     assert "warning: text.simcse.epochs = 500 is past the ceiling of 100" in err
 
 
+@pytest.mark.parametrize("where, size, says", [
+    (("vision", "seeds"), 10_000, "vision.seeds lists 10,000 seeds, past the ceiling of 100"),
+    (("vision", "grid", "seeds"), 101, "vision.grid.seeds lists 101 seeds"),
+    (("text", "seeds"), 101, "text.seeds lists 101 seeds"),
+    (("vision", "knn", "split_seeds"), 101, "vision.knn.split_seeds lists 101 seeds"),
+    (("vision", "linear", "seeds_by_arm", "infonce"), 101,
+     "vision.linear.seeds_by_arm.infonce lists 101 seeds"),
+])
+def test_a_list_of_seeds_past_its_ceiling_is_refused_naming_count_and_key(
+        tmp_path, monkeypatch, where, size, says):
+    monkeypatch.delenv("WEINCE_LONG_RUNS", raising=False)
+    cfg = smoke()
+    node = cfg
+    for k in where[:-1]:
+        node = node.setdefault(k, {})
+    node[where[-1]] = list(range(size))
+    msg = refusal(tmp_path, cfg)
+    assert f"probe.yaml: {says}" in msg and "WEINCE_LONG_RUNS=1" in msg, msg
+    node[where[-1]] = list(range(100))          # at the ceiling: allowed
+    check_config(cfg, SCHEMA)
+
+
+def test_a_grid_or_a_settings_product_past_its_ceiling_is_refused(tmp_path, monkeypatch):
+    monkeypatch.delenv("WEINCE_LONG_RUNS", raising=False)
+    cfg = smoke()
+    cfg["vision"]["grid"].update(margin=list(range(10)), kappa_rho=list(range(10)),
+                                 kappa_aic=list(range(6)))
+    msg = refusal(tmp_path, cfg)
+    assert ("vision.grid has 600 points (10 x 10 x 6: vision.grid.margin, kappa_rho, "
+            "kappa_aic), past the ceiling of 500" in msg), msg
+    cfg["vision"]["grid"]["kappa_aic"] = list(range(5))          # 500 points: allowed
+    check_config(cfg, SCHEMA)
+    cfg = smoke()
+    cfg["vision"]["datasets"] = ["digits"] * 101
+    msg = refusal(tmp_path, cfg)
+    assert ("vision.datasets x vision.backbones = 101 x 1 = 101 settings, past the ceiling "
+            "of 100" in msg), msg
+
+
+def test_a_size_ceiling_can_be_waived_with_a_warning(monkeypatch, capsys):
+    monkeypatch.setenv("WEINCE_LONG_RUNS", "1")
+    cfg = smoke()
+    cfg["vision"]["seeds"] = list(range(101))
+    check_config(cfg, SCHEMA)
+    assert "warning: vision.seeds lists 101 seeds" in capsys.readouterr().err
+
+
 # ------------------------------------------------------------------ through Snakemake
 def _probe_files(tmp_path: Path) -> dict[str, Path]:
     text = SMOKE.read_text()
@@ -230,6 +277,8 @@ def _probe_files(tmp_path: Path) -> dict[str, Path]:
         "epochs": text.replace("    epochs: 1\n    batch_size: 128",
                                "    epochs: 1000000000\n    batch_size: 128", 1),
         "seeds": text.replace("  seeds: [7]\n  pretrain:", "  seeds: []\n  pretrain:", 1),
+        "many_seeds": text.replace("  seeds: [7]\n  pretrain:",
+                                   f"  seeds: {list(range(10_000))}\n  pretrain:", 1),
     }
     out = {}
     for name, t in edits.items():
@@ -242,7 +291,8 @@ def _probe_files(tmp_path: Path) -> dict[str, Path]:
 EXPECTED = {"bomb": "refused before loading: it expands to more than",
             "lr_nan": "vision.pretrain.lr = nan is not a finite number",
             "epochs": "vision.pretrain.epochs = 1,000,000,000 is past the ceiling",
-            "seeds": "vision.seeds is empty while vision.enabled is true"}
+            "seeds": "vision.seeds is empty while vision.enabled is true",
+            "many_seeds": "vision.seeds lists 10,000 seeds, past the ceiling of 100"}
 
 
 @pytest.mark.slow
@@ -261,3 +311,16 @@ def test_the_dry_run_refuses_each_probe_in_its_own_words(tmp_path):
         assert EXPECTED[name] in out and f"{path}" in out, (name, out[-2000:])
         assert "Traceback" not in out and "Job stats" not in out, (name, out[-2000:])
         assert time.perf_counter() - t0 < 60, name
+
+
+def test_a_disk_quota_that_is_not_a_size_is_refused(tmp_path, monkeypatch):
+    monkeypatch.delenv("WEINCE_DISK_QUOTA", raising=False)
+    cfg = smoke()
+    cfg["disk"] = {"quota": "lots"}
+    msg = refusal(tmp_path, cfg)
+    assert "probe.yaml: disk.quota = 'lots' is not a size; write one such as 2TB" in msg, msg
+    cfg["disk"] = {"quota": "50GB"}
+    check_config(cfg, SCHEMA)
+    monkeypatch.setenv("WEINCE_DISK_QUOTA", "two terabytes")
+    assert ("the environment: WEINCE_DISK_QUOTA = 'two terabytes' is not a size"
+            in refusal(tmp_path, cfg))

@@ -11,10 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from safetensors import SafetensorError
+from transformers import BertConfig, BertModel
 
 from weince.evt.scorefile import save_scores
 from weince.models import build_simclr_model
+from weince.models.text import SimCSEModel
 from weince.models.vision import save_encoder
+from weince.train.simcse import _save_best
 from weince.train.trainlog import JsonlLogger
 from weince.utils import write_json
 from weince.utils.checkpoint import save_checkpoint
@@ -108,3 +112,38 @@ def test_payload_bytes_counts_tensors_and_arrays():
     assert payload_bytes({"a": torch.zeros(10, dtype=torch.float64),
                           "b": [np.zeros(4, dtype=np.int32)], "c": 3}) == 80 + 16
     assert shutil.disk_usage(".").free > 0
+
+
+def _tiny_simcse():
+    cfg = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                     intermediate_size=16, max_position_embeddings=16)
+    return SimCSEModel(BertModel(cfg))
+
+
+def test_simcse_model_on_a_full_disk_names_the_folder_and_keeps_the_old_one(tmp_path,
+                                                                             monkeypatch):
+    """SimCSE's best model goes through the same write as pretraining's files: a full disk
+    (safetensors' "No space left on device") names ``model``, the bytes and the space left,
+    leaves no ``model.tmp`` and keeps the best model written before."""
+    model = _tiny_simcse()
+    first = _save_best(model, None, tmp_path)
+    assert first == tmp_path / "model" and (first / "config.json").is_file()
+    before = {p.name: p.read_bytes() for p in first.iterdir()}
+
+    def full(folder, *a, **k):
+        Path(folder, "model.safetensors").write_bytes(b"partial")
+        raise SafetensorError('Error while serializing: IoError(Os { code: 28, kind: '
+                              'StorageFull, message: "No space left on device" })')
+
+    monkeypatch.setattr(model.encoder, "save_pretrained", full)
+    with pytest.raises(DiskFullError) as err:
+        _save_best(model, None, tmp_path)
+    _check(err, tmp_path / "model")
+    _no_tmp(tmp_path)
+    assert {p.name: p.read_bytes() for p in first.iterdir()} == before
+    monkeypatch.undo()
+    with torch.no_grad():
+        model.mlp[0].bias.add_(1.0)
+    _save_best(model, None, tmp_path)          # a better model replaces the folder whole
+    assert (tmp_path / "model" / "simcse_mlp.pt").read_bytes() != before["simcse_mlp.pt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]

@@ -17,6 +17,7 @@ from weince.pipeline.ablations import ablation_plan
 from weince.pipeline.claims import load_claims, validate_with_defaults
 from weince.pipeline.config_check import ConfigError, check_config
 from weince.pipeline.profile import Profile
+from weince.pipeline.stages import RERUN_FREE
 from weince.report import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED
 from weince.utils.verdict_words import SCALE_ONLY
 from weince.report.glance import MAX_ROW_CHARS
@@ -287,3 +288,96 @@ def test_smoke_only_what_changes_a_result_plans_a_pretraining(smoke_run, run_sna
     assert counts.get("pretrain", 0) == retrained, (change, counts)
     if not retrained:
         assert counts == {}, (change, counts)     # nothing at all: "Nothing to be done"
+
+
+# every run-time setting the schema allows, anywhere (RERUN_FREE keys), and a value that
+# differs from the smoke profile's; none of them may reach a rule's params
+RUN_TIME_VALUES = {"device": "auto", "threads": 2, "offline": False, "data_root": "ABS",
+                   "download": True, "num_workers": 2, "compile": True,
+                   "compile_step": "default", "progress": True, "timing_warmup": 3,
+                   "keep_checkpoint": True, "chunk": 7, "eval_batch_size": 3,
+                   "tensorboard": True}
+# not run-time there: the loss-timing mode is what C8 measures; a resource's threads are
+# Snakemake's (threads_for), which never reruns a job either but is not a config of a stage
+RUN_TIME_EXCEPT = {"timing.config.compile", "resources.*.threads"}
+
+
+def _run_time_paths() -> list[tuple[str, ...]]:
+    schema = yaml.safe_load((REPO / "src/weince/pipeline/config.schema.yaml").read_text())
+    found: list[tuple[str, ...]] = []
+
+    def walk(node, path):
+        if not isinstance(node, dict):
+            return
+        for key, sub in (node.get("properties") or {}).items():
+            if key in RERUN_FREE and ".".join((*path, key)) not in RUN_TIME_EXCEPT:
+                found.append((*path, key))
+            walk(sub, (*path, key))
+        if isinstance(node.get("additionalProperties"), dict):
+            walk(node["additionalProperties"], (*path, "*"))
+
+    walk(schema, ())
+    return found
+
+
+def _run_time_changes(abs_root: str) -> dict[str, list[str]]:
+    """``--config`` arguments per case: each top-level run-time key alone, then every
+    stage's run-time keys at once (``pretrain_by_dataset.*`` as the smoke data set)."""
+    cases: dict[str, list[str]] = {}
+    nested: dict = {}
+    for path in _run_time_paths():
+        value = RUN_TIME_VALUES[path[-1]]
+        value = abs_root if value == "ABS" else value
+        if len(path) == 1:   # Snakemake reads a top-level boolean as True / False only
+            shown = str(value) if isinstance(value, bool) else json.dumps(value)
+            cases[path[0]] = [f"{path[0]}={shown}"]
+            continue
+        node = nested
+        for part in path[:-1]:
+            node = node.setdefault("digits" if part == "*" else part, {})
+        node[path[-1]] = value
+    cases["every stage's run-time keys"] = [f"{k}={json.dumps(v)}" for k, v in nested.items()]
+    return cases
+
+
+@pytest.mark.slow   # one dry run per case on the finished smoke run
+def test_smoke_no_run_time_setting_reaches_a_rules_params(smoke_run, run_snakemake,
+                                                          job_counts):
+    """Every run-time key the schema allows (device, threads, data_root, progress, ...),
+    changed on a finished smoke run, plans nothing: none is in any rule's params."""
+    cases = _run_time_changes(str((smoke_run / "data").resolve()))
+    assert {"device", "threads", "offline", "data_root", "download"} <= set(cases)
+    planned = {}
+    for case, change in cases.items():
+        proc = run_snakemake(smoke_run, "-n", "--cores", "2", "--configfile",
+                             "config/smoke.yaml", "--config", *change)
+        assert proc.returncode == 0, (change, proc.stdout[-3000:] + proc.stderr[-3000:])
+        if job_counts(proc.stdout):
+            planned[case] = (job_counts(proc.stdout), proc.stdout[-1500:])
+    assert not planned, planned
+
+
+@pytest.mark.slow   # a pretraining and what reads it, run again
+def test_smoke_a_truncated_encoder_names_the_command_that_rebuilds_it(smoke_run,
+                                                                      run_snakemake):
+    """A truncated encoder stops the job that reads it; deleting it alone leaves Snakemake
+    nothing to do (its features.pt is temporary, its readers are finished); the command the
+    error names rebuilds it, byte for byte."""
+    enc = smoke_run / "results/smoke/vision/digits/smallcnn/infonce/seed7/encoder.pt"
+    good = enc.read_bytes()
+    enc.write_bytes(good[:1000])
+    args = ("--cores", "2", "--configfile", "config/smoke.yaml")
+    proc = run_snakemake(smoke_run, *args, timeout=1500)
+    assert proc.returncode != 0
+    logs = "\n".join(p.read_text() for p in (smoke_run / "results/smoke/logs").rglob("*.log"))
+    said = re.search(r"encoder\.pt: not a readable encoder file \(truncated or corrupt.*?\)\. "
+                     r"Delete it and rebuild it with `snakemake --forcerun (\S+)`", logs)
+    assert said and said.group(1) == str(enc.relative_to(smoke_run)), logs[-3000:]
+    enc.unlink()
+    proc = run_snakemake(smoke_run, "-n", *args)
+    assert "Nothing to be done" in proc.stdout + proc.stderr    # why deleting is not enough
+    proc = run_snakemake(smoke_run, *args, "--forcerun", said.group(1), timeout=1500)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    assert enc.read_bytes() == good
+    proc = run_snakemake(smoke_run, "-n", *args)
+    assert "Nothing to be done" in proc.stdout + proc.stderr

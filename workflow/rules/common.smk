@@ -16,7 +16,8 @@ from weince.pipeline.stages import (
     job_config,
     norms_config,
     result_settings,
-    text_model,
+    text_model_key,
+    timing_settings,
 )
 from weince.pipeline.targets import (
     all_targets,

@@ -12,7 +12,6 @@ rule timing:
     resources:
         **resources_for("timing"),
     params:
-        cfg=PROFILE.timing.config,
-        device=PROFILE.device,
+        cfg=timing_settings(PROFILE),
     script:
         "../scripts/timing.py"

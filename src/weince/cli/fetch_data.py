@@ -81,7 +81,8 @@ def _one(item, check: bool, fetch_cmd: str, say) -> bool:
     try:
         fetch(item)
     except Exception as err:   # noqa: BLE001 - one item's failure is reported, the rest go on
-        say(f"{item.name}: download FAILED: {' '.join(str(err).split())}")
+        why = " ".join(str(err).split()).removeprefix(f"{item.name}: ")
+        say(f"{item.name}: download FAILED: {why}")
         return False
     gone = item.missing(fetch_cmd)
     say(f"{item.name}: fetched: {_where(item)}" if gone is None

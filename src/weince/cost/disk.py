@@ -21,11 +21,13 @@ No torch: the parameter counts come from the committed table.
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from weince.cost.counts import dataset_spec, text_counts, text_geometry, vision_counts
 from weince.data.locations import SPLIT_IMAGES
@@ -36,10 +38,11 @@ from weince.pipeline.preflight import DiskSpaceError
 from weince.pipeline.profile import Profile
 from weince.pipeline.protocol import adopted_seeds
 from weince.pipeline.stages import grid_arms, pretrain_config, simcse_config
-from weince.utils.diskspace import free_bytes, human_bytes
+from weince.utils.diskspace import free_bytes, human_bytes, parse_size
 
 __all__ = ["SPLIT_SIZES", "PER_RUN", "QUOTA_ENV", "DiskEstimate", "disk_estimate",
-           "runs_of_jobs", "parse_bytes", "disk_quota", "used_bytes", "check_disk"]
+           "runs_of_jobs", "parse_bytes", "disk_quota", "used_bytes", "check_disk", "dag_jobs",
+           "JobLike", "warn_after_dry_run"]
 
 # images per split (train, test) of each data set: a features.pt holds both
 SPLIT_SIZES = {d: (n["train"], n["test"]) for d, n in SPLIT_IMAGES.items()}
@@ -173,13 +176,11 @@ def disk_estimate(prof: Profile, runs: tuple[set, set, set] | None = None,
 def parse_bytes(text: str | int | float) -> int:
     """``"2TB"``, ``"500 GB"``, ``"1.5T"``, ``1e12`` -> bytes (decimal units, as
     :func:`weince.utils.diskspace.human_bytes` prints them)."""
-    if isinstance(text, (int, float)):
-        return int(text)
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([kmgtp]?)b?\s*", str(text).lower())
-    if not m:
+    try:
+        return parse_size(text)
+    except ValueError:
         raise ValueError(f"disk quota {text!r}: write a size such as 2TB, 500GB or a number "
-                         f"of bytes (config key disk.quota or ${QUOTA_ENV})")
-    return int(float(m.group(1)) * 1000 ** "bkmgtp".index(m.group(2) or "b"))
+                         f"of bytes (config key disk.quota or ${QUOTA_ENV})") from None
 
 
 def disk_quota(prof: Profile) -> int | None:
@@ -200,28 +201,77 @@ def used_bytes(folder: str | os.PathLike) -> int:
     return total
 
 
-def check_disk(prof: Profile, parallel: int | None = None, *, out=None) -> DiskEstimate:
+def dag_jobs(dag: Any) -> list[JobLike]:
+    """The jobs a Snakemake DAG (``workflow.dag``) will run, as (rule, outputs) pairs
+    :func:`runs_of_jobs` reads; empty for no DAG (a lint, a rule listing)."""
+    if dag is None:
+        return []
+    return [JobLike(job.rule.name, [str(f) for f in job.output])
+            for job in dag.needrun_jobs(exclude_finished=False)]
+
+
+@dataclass
+class JobLike:
+    """A job's rule and its outputs (what :func:`runs_of_jobs` reads of a job)."""
+
+    rule: str
+    output: list[str]
+
+
+def check_disk(prof: Profile, parallel: int | None = None, *, jobs: Iterable | None = None,
+               warn: bool = False, out=None) -> DiskEstimate:
     """Print the peak estimate; raise :class:`DiskSpaceError` (one message saying what to
     do) when what is still to be written does not fit the free space of the results folder,
-    or the peak does not fit the user's quota (``disk.quota`` / ``$WEINCE_DISK_QUOTA``)."""
-    est = disk_estimate(prof, parallel=parallel)
+    or does not fit the user's quota (``disk.quota`` / ``$WEINCE_DISK_QUOTA``) beside what
+    the profile's results hold already. ``jobs``: the jobs this run will run (the DAG's,
+    :func:`dag_jobs`), priced as ``weince plan --target`` prices a target's dry run; None:
+    the whole profile, less what is written. ``warn``: print the refusal as a warning (a
+    dry run) instead of raising it."""
     root = prof.results
     here = used_bytes(root / prof.name) if (root / prof.name).is_dir() else 0
-    need = max(0, est.peak - here)
+    what = f"profile {prof.name!r}"
+    if jobs is None:
+        est = disk_estimate(prof, parallel=parallel)
+        need, scope = max(0, est.peak - here), ""
+    else:
+        jobs = list(jobs)
+        est = disk_estimate(prof, runs=runs_of_jobs(jobs), parallel=parallel)
+        need, scope = est.peak, f" for the {len(jobs)} job(s) this run asks for"
     free = free_bytes(root)
     quota = disk_quota(prof)
+    say = out or sys.stderr
     print(f"disk: {est.line()}; {human_bytes(here)} written already, {human_bytes(free)} "
-          f"free in {root}/" + (f", quota {human_bytes(quota)}" if quota else ""),
-          file=out or sys.stderr)
-    fixes = ("keep fewer runs' temporaries at once (disk.concurrent_runs), set `results:` to "
-             "a folder on a larger disk, or free space there; WEINCE_SKIP_PREFLIGHT=1 skips "
-             "this check")
-    if quota is not None and est.peak > quota:
-        raise DiskSpaceError(
-            f"profile {prof.name!r} needs about {human_bytes(est.peak)} at its peak but the "
-            f"quota is {human_bytes(quota)} (disk.quota or ${QUOTA_ENV}); {fixes}")
-    if free < need:
-        raise DiskSpaceError(
-            f"{root}/ has {human_bytes(free)} free but profile {prof.name!r} still needs "
-            f"about {human_bytes(need)} ({est.line()}); {fixes}")
+          f"free in {root}/" + (f", quota {human_bytes(quota)}" if quota else ""), file=say)
+    fixes = ("ask for fewer targets at once, keep fewer runs' temporaries at once "
+             "(disk.concurrent_runs), set `results:` to a folder on a larger disk, or free "
+             "space there; WEINCE_SKIP_PREFLIGHT=1 skips this check")
+    problem = None
+    if quota is not None and here + need > quota:
+        problem = (f"{what} needs about {human_bytes(need)} at its peak{scope}"
+                   + (f" beside the {human_bytes(here)} written already" if here else "")
+                   + f" but the quota is {human_bytes(quota)} (disk.quota or ${QUOTA_ENV}); "
+                     f"{fixes}")
+    elif free < need:
+        problem = (f"{root}/ has {human_bytes(free)} free but {what} still needs about "
+                   f"{human_bytes(need)}{scope} ({est.line()}); {fixes}")
+    if problem and warn:
+        print(f"warning (dry run): a real run would stop here: {problem}", file=say)
+    elif problem:
+        raise DiskSpaceError(problem)
     return est
+
+
+def warn_after_dry_run(prof: Profile, workflow: Any) -> None:
+    """In a dry run (no ``onstart``): once Snakemake has built the DAG and listed its jobs,
+    price them as the real run's start-up check would and print its refusal as a warning
+    (the Snakefile calls this while it is read, before Snakemake knows whether the run is
+    a dry run; the check runs when the process exits, and only after a dry run)."""
+    def check() -> None:
+        if not getattr(workflow, "dryrun", False):
+            return
+        jobs = dag_jobs(getattr(workflow, "dag", None))
+        if jobs:
+            check_disk(prof, workflow.cores if workflow.local_exec else workflow.nodes,
+                       jobs=jobs, warn=True)
+
+    atexit.register(check)

@@ -182,21 +182,39 @@ def fetch_model(name: str, folder: str | os.PathLike) -> Path:
     ``pytorch_model.bin``); returns the folder. ``huggingface_hub`` records the commit it
     fetched in ``folder/.cache/huggingface/``."""
     # huggingface_hub (the text extra) reads HF_HUB_OFFLINE when first imported: only here,
-    # after `weince fetch-data` has set it
+    # after `weince fetch-data` has set it. `constants` is a submodule: imported by name, as
+    # the package's own attribute list does not hold it in every version
     import huggingface_hub  # noqa: PLC0415
+    from huggingface_hub import constants  # noqa: PLC0415
 
-    if huggingface_hub.constants.is_offline_mode():
+    if constants.HF_HUB_OFFLINE:
         raise RuntimeError(f"{name}: HF_HUB_OFFLINE is set in this process (the container "
                            f"and offline profiles set it), so nothing can be fetched from the "
                            f"Hugging Face hub; run `HF_HUB_OFFLINE=0 {FETCH} ...`")
     folder = Path(folder).expanduser()
+    made = not folder.exists()
     folder.mkdir(parents=True, exist_ok=True)
-    huggingface_hub.snapshot_download(name, local_dir=str(folder), allow_patterns=MODEL_PATTERNS)
-    if "model.safetensors" in model_folder_gaps(folder):   # an older repository: .bin weights
+    try:
         huggingface_hub.snapshot_download(name, local_dir=str(folder),
-                                          allow_patterns=["pytorch_model.bin"])
+                                          allow_patterns=MODEL_PATTERNS)
+        if "model.safetensors" in model_folder_gaps(folder):   # an older repository: .bin
+            huggingface_hub.snapshot_download(name, local_dir=str(folder),
+                                              allow_patterns=["pytorch_model.bin"])
+    except OSError as err:   # no network: the hub's LocalEntryNotFoundError, a ConnectError
+        if made and not any(folder.iterdir()):
+            folder.rmdir()
+        raise RuntimeError(f"{name}: could not reach the Hugging Face hub "
+                           f"({constants.ENDPOINT}): {_first_line(err)}; run {FETCH} on a "
+                           f"machine with network (a login node)") from err
     gaps = model_folder_gaps(folder)
     if gaps:
         raise RuntimeError(f"{name}: the snapshot in {folder} lacks {', '.join(gaps)}; is "
                            f"{name} a transformers model repository on the Hugging Face hub?")
     return folder
+
+
+def _first_line(err: BaseException) -> str:
+    """The cause of a failed download in one line (the hub's message spans several)."""
+    cause = err.__cause__ or err.__context__
+    text = f"{type(cause).__name__}: {cause}" if cause else str(err)
+    return " ".join(text.split())[:300]

@@ -68,6 +68,7 @@ from tqdm.auto import tqdm
 
 from weince.data.locations import (CIFAR, IN32_TRAIN, IN32_VAL, STL_FILES, find_imagenet32,
                                    how_to_obtain)
+from weince.utils.diskspace import atomic_write, payload_bytes
 
 __all__ = ["ImageSet", "DatasetSpec", "DATASETS", "load_vision", "default_root", "stratified_split",
            "subset_indices"]
@@ -353,9 +354,9 @@ def _load_tinyimagenet(name: str, root: Path, split: str, download: bool, cache:
         images = _decode_many(paths, f"decode tinyimagenet/{split}")
         if cache:
             try:
-                tmp = cache_file.with_suffix(".pt.tmp")
-                torch.save({"files": [p.name for p in paths], "images": images}, tmp)
-                os.replace(tmp, cache_file)
+                blob = {"files": [p.name for p in paths], "images": images}
+                atomic_write(cache_file, lambda tmp: torch.save(blob, tmp),
+                             need=payload_bytes(images), tmp=cache_file.with_suffix(".pt.tmp"))
             except OSError:
                 pass  # read-only data folder: no cache, still correct
     spec = DATASETS[name]

@@ -164,14 +164,22 @@ class SimCSEModel(nn.Module):
 
     ``forward(input_ids, attention_mask, ...)`` returns ``(cls, z)``: ``cls`` ``(B, h)`` the
     last-layer ``[CLS]`` vector (used for evaluation), ``z`` ``(B, h)`` = ``tanh(W cls + b)``
-    when ``mlp`` is True (training), else ``cls``.
+    when ``mlp`` is True (training), else ``cls``. The head starts as SimCSE's (its
+    ``cl_init`` ends in the encoder's ``init_weights``): ``W`` normal with mean 0 and the
+    encoder config's ``initializer_range`` (BERT: 0.02) as its standard deviation, ``b`` 0.
     """
 
     def __init__(self, encoder: PreTrainedModel, mlp: bool = True) -> None:
         super().__init__()
         self.encoder = encoder
         hidden = int(encoder.config.hidden_size)
-        self.mlp = nn.Sequential(nn.Linear(hidden, hidden), nn.Tanh()) if mlp else nn.Identity()
+        self.mlp: nn.Module = nn.Identity()
+        if mlp:
+            dense = nn.Linear(hidden, hidden)
+            std = float(getattr(encoder.config, "initializer_range", 0.02))
+            nn.init.normal_(dense.weight, mean=0.0, std=std)
+            nn.init.zeros_(dense.bias)
+            self.mlp = nn.Sequential(dense, nn.Tanh())
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                 **extra: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -269,7 +269,11 @@ def load_encoder(path: str | os.PathLike, map_location: str | torch.device = "cp
     if not path.exists():
         raise FileNotFoundError(f"encoder file {path} does not exist; run `weince pretrain` "
                                 "(or the workflow's pretrain rule) to create it")
-    remake = ("re-run `weince pretrain` (the workflow's pretrain rule) that writes it")
+    # deleting it is not enough in the workflow: when the files made from it are finished,
+    # Snakemake has nothing to do and the encoder stays missing; --forcerun names the file
+    remake = (f"rebuild it with `snakemake --forcerun {path}` and the run's other arguments "
+              f"(--cores, --configfile; it retrains that run and re-runs what reads it), or "
+              f"`weince pretrain` outside the workflow")
     blob = load_torch_file(path, what="encoder file", remake=remake, map_location=map_location)
     if not isinstance(blob, dict) or "arch" not in blob or "state_dict" not in blob:
         raise UnreadableFileError(f"{path} is not an encoder file written by save_encoder "

@@ -23,6 +23,7 @@ import numpy as np
 from weince.norms.figures import norms_figures
 from weince.norms.files import PROBES_FILE, load_results
 from weince.norms.rules import PAPER, combine, on_paper_model, unit_fields
+from weince.utils.diskspace import write_text
 from weince.utils.escape import md_escape
 from weince.utils.results import write_json
 from weince.utils.verdict_words import NOT_RUN, NOT_TESTABLE, REHEARSAL, SCALE_ONLY
@@ -284,13 +285,11 @@ def write_norms_report(results: Iterable[str | os.PathLike | dict], out_md: str 
     if figures and res:
         made = plot_figures(res, out_md.parent / "norms_figures")
         figs = {k: os.path.relpath(v, out_md.parent) for k, v in made.items()}
-    tmp = out_md.with_suffix(out_md.suffix + ".tmp")
     page = render_markdown(res, profile=profile, figures=figs, paper_rows=rows)
     if rehearsal_note:
         head, _, rest = page.partition("\n")
         page = f"{head}\n\n**{rehearsal_note}.**\n{rest}"
-    tmp.write_text(page)
-    os.replace(tmp, out_md)
+    write_text(out_md, page)
     cv = claim_verdicts(res, rows) if not rehearsal_note else {
         c: {"verdict": REHEARSAL, "paper": PAPER[c], "units": [], "n_testable": 0,
             "n_reproduced": 0, "note": rehearsal_note} for c in ("N1", "N2", "N3")}

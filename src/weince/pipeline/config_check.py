@@ -30,10 +30,12 @@ from weince.pipeline.claims import validate_with_defaults
 from weince.pipeline.profile import Profile
 from weince.utils.config import (MAX_VALUES, YamlSizeError, expanded_size, parse_yaml,
                                  value_children)
+from weince.utils.diskspace import parse_size
 
 __all__ = ["ConfigError", "check_config", "config_errors", "set_run_environment",
            "retype_overrides", "COMMAND_LINE", "name_registry", "rule_names", "value_errors",
-           "RUN_CEILINGS", "LONG_RUNS_ENV", "oversized_key", "read_sources", "inline_refs"]
+           "RUN_CEILINGS", "SIZE_CEILINGS", "GRID_CEILING", "SETTINGS_CEILING",
+           "LONG_RUNS_ENV", "oversized_key", "read_sources", "inline_refs"]
 
 #: how an error names a value given on the command line (``snakemake --config k=v``)
 COMMAND_LINE = "the command line (--config)"
@@ -262,6 +264,22 @@ RUN_CEILINGS: dict[tuple[str, ...], tuple[int, str]] = {
     ("timing", "config", "step_reps"): (10_000, "the default is 10"),
 }
 LONG_RUNS_ENV = "WEINCE_LONG_RUNS"
+#: the most of each thing a profile may list, and the figure to compare it with: past it
+#: the check refuses (``WEINCE_LONG_RUNS=1``: a warning), as for :data:`RUN_CEILINGS`. A
+#: key path ending in ``*`` is each value of that mapping
+SEED_CEILING = (100, "the paper uses 4 encoder seeds and 5 probe seeds")
+SIZE_CEILINGS: dict[tuple[str, ...], tuple[int, str]] = {
+    ("vision", "seeds"): SEED_CEILING,
+    ("vision", "grid", "seeds"): SEED_CEILING,
+    ("vision", "linear", "seeds"): SEED_CEILING,
+    ("vision", "linear", "seeds_by_arm", "*"): SEED_CEILING,
+    ("vision", "knn", "split_seeds"): SEED_CEILING,
+    ("text", "seeds"): SEED_CEILING,
+    ("ablations", "seeds"): SEED_CEILING,
+}
+#: grid points (margin x kappa_rho x kappa_aic), data sets x backbones
+GRID_CEILING = (500, "the paper's grid has 27 points")
+SETTINGS_CEILING = (100, "the paper has 5 data sets x 3 backbones = 15")
 # the lists an enabled stage needs, all of them or none (a stage with one of them empty
 # plans no job, and the summary would read as if it had run)
 _STAGE_LISTS = {"vision": ("datasets", "backbones", "arms", "seeds"),
@@ -355,7 +373,25 @@ def value_errors(config: Mapping[str, Any], sources: Mapping[str, Any] | None = 
         out.append(f"{_origin(['vision', 'grid', 'seeds'], sources)}vision.grid.seeds is "
                    f"empty while vision.grid.arms is set: no grid point would be trained and "
                    f"no point chosen; list the seeds (e.g. [7])")
-    out += _ceiling_errors(config, sources)
+    out += _ceiling_errors(config, sources) + _quota_errors(config, sources)
+    return out
+
+
+def _quota_errors(config: Mapping[str, Any], sources: Mapping[str, Any]) -> list[str]:
+    """``disk.quota`` and ``$WEINCE_DISK_QUOTA`` (which overrides it) must read as a size:
+    the start-up disk check compares the run's peak with it."""
+    out = []
+    given = [(f"{_origin(['disk', 'quota'], sources)}disk.quota",
+              _lookup(config, ["disk", "quota"])),
+             ("the environment: WEINCE_DISK_QUOTA", os.environ.get("WEINCE_DISK_QUOTA"))]
+    for where, value in given:
+        if value in (None, "", _NOTHING):
+            continue
+        try:
+            parse_size(value)
+        except ValueError:
+            out.append(f"{where} = {_shown(value)} is not a size; write one such as 2TB, "
+                       f"500GB or a number of bytes (or null: only the free space counts)")
     return out
 
 
@@ -370,12 +406,64 @@ def _ceiling_errors(config: Mapping[str, Any], sources: Mapping[str, Any]) -> li
         n = _lookup(config, list(keys))
         if not isinstance(n, int) or isinstance(n, bool) or n <= ceiling:
             continue
-        msg = (f"{_origin(list(keys), sources)}{_path(keys)} = {n:,} is past the ceiling of "
-               f"{ceiling:,} ({compare}): {_steps(config, keys, n)}")
-        if os.environ.get(LONG_RUNS_ENV):
-            print(f"warning: {msg} ({LONG_RUNS_ENV} is set: running it)", file=sys.stderr)
-            continue
-        out.append(f"{msg}; lower it, or set {LONG_RUNS_ENV}=1 to run it anyway")
+        out += _past_ceiling(f"{_origin(list(keys), sources)}{_path(keys)} = {n:,} is past "
+                             f"the ceiling of {ceiling:,} ({compare}): "
+                             f"{_steps(config, keys, n)}")
+    return out
+
+
+def _past_ceiling(msg: str) -> list[str]:
+    """``msg`` as a refusal, or printed as a warning when ``WEINCE_LONG_RUNS`` is set."""
+    if os.environ.get(LONG_RUNS_ENV):
+        print(f"warning: {msg} ({LONG_RUNS_ENV} is set: running it)", file=sys.stderr)
+        return []
+    return [f"{msg}; lower it, or set {LONG_RUNS_ENV}=1 to run it anyway"]
+
+
+def _sized(config: Mapping[str, Any], keys: tuple[str, ...]) -> list[tuple[list[Any], int]]:
+    """The lists at ``keys`` (``*``: each value of the mapping there) with their lengths."""
+    if keys[-1] != "*":
+        x = _lookup(config, list(keys))
+        return [(list(keys), len(x))] if isinstance(x, list) else []
+    m = _mapping(_lookup(config, list(keys[:-1])))
+    return [([*keys[:-1], k], len(v)) for k, v in m.items() if isinstance(v, list)]
+
+
+def _count(block: Mapping[str, Any], names: tuple[str, ...]) -> int:
+    n = 1
+    for k in names:
+        x = block.get(k)
+        n *= max(1, len(x)) if isinstance(x, list) else 1
+    return n
+
+
+def _size_errors(config: Mapping[str, Any], sources: Mapping[str, Any]) -> list[str]:
+    """Lists longer than their ceiling (:data:`SIZE_CEILINGS`), more grid points than
+    :data:`GRID_CEILING`, more data-set x backbone settings than :data:`SETTINGS_CEILING`:
+    a dry run of such a profile would spend minutes and gigabytes building its DAG."""
+    out = []
+    for keys, (ceiling, compare) in SIZE_CEILINGS.items():
+        for where, n in _sized(config, keys):
+            if n > ceiling:
+                out += _past_ceiling(f"{_origin(where, sources)}{_path(where)} lists {n:,} "
+                                     f"seeds, past the ceiling of {ceiling:,} ({compare})")
+    v = _mapping(config.get("vision"))
+    grid = _mapping(v.get("grid"))
+    axes = ("margin", "kappa_rho", "kappa_aic")
+    points = _count(grid, axes)
+    if points > GRID_CEILING[0] and grid.get("arms"):
+        out += _past_ceiling(
+            f"{_origin(['vision', 'grid'], sources)}vision.grid has {points:,} points "
+            f"({' x '.join(str(len(grid.get(a) or []) or 1) for a in axes)}: "
+            f"vision.grid.{', '.join(axes)}), past the ceiling of {GRID_CEILING[0]:,} "
+            f"({GRID_CEILING[1]})")
+    settings = _count(v, ("datasets", "backbones"))
+    if settings > SETTINGS_CEILING[0] and _enabled(config, "vision"):
+        out += _past_ceiling(
+            f"{_origin(['vision', 'datasets'], sources)}vision.datasets x vision.backbones "
+            f"= {len(v.get('datasets') or [])} x {len(v.get('backbones') or [])} = "
+            f"{settings:,} settings, past the ceiling of {SETTINGS_CEILING[0]:,} "
+            f"({SETTINGS_CEILING[1]})")
     return out
 
 
@@ -476,13 +564,18 @@ def check_config(config: dict[str, Any], schema: str | os.PathLike | Mapping[str
     # the first walk (the schema check's) copies it out. Each file with the bounded loader
     # (naming the file), then the merged config (a --config value)
     try:
-        read_sources(names)
+        data = read_sources(names)
     except YamlSizeError as err:
         raise ConfigError(f"invalid workflow config ({files}): {err}") from None
     big = oversized_key(config)
     if big:
         raise ConfigError(f"invalid workflow config ({files}): {big} (refused before any "
                           f"check or job)")
+    # then the sizes (ten thousand seeds): refused before the schema check walks them
+    sizes = _size_errors(config, {**data, **({COMMAND_LINE: command_line} if command_line
+                                             else {})})
+    if sizes:
+        raise ConfigError(f"invalid workflow config ({files}):\n  - " + "\n  - ".join(sizes))
     problems = config_errors(config, schema_d, names, workflow_dir, command_line)
     if problems:
         more = len(problems) - MAX_PROBLEMS

@@ -20,8 +20,8 @@ from weince.train.config import RUNTIME_KEYS
 from weince.utils.results import get_key, load_result
 
 __all__ = ["job_config", "pretrain_config", "simcse_config", "apply_selection", "grid_arms",
-           "norms_config", "PRETRAINED_ARM", "text_model", "model_location", "RERUN_FREE",
-           "result_settings", "runtime_settings", "job_settings"]
+           "norms_config", "PRETRAINED_ARM", "text_model", "text_model_key", "timing_settings",
+           "model_location", "RERUN_FREE", "result_settings", "runtime_settings", "job_settings"]
 
 # Settings of a stage config that never change a result: where and how fast a job runs,
 # what it prints and keeps, where its data are (SimCLR's RUNTIME_KEYS, the device, the
@@ -31,14 +31,21 @@ __all__ = ["job_config", "pretrain_config", "simcse_config", "apply_selection", 
 RERUN_FREE = RUNTIME_KEYS | {"device", "offline", "chunk", "eval_batch_size"}
 
 
+def _rerun_free(cfg: Mapping[str, Any], key: str) -> bool:
+    # a text model's local copy lies under data_root: its path is where, not what (the
+    # model is named by `model_name` and `model_source`, which stay in the params)
+    return key in RERUN_FREE or (key == "model" and cfg.get("model_source") == "local copy")
+
+
 def result_settings(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """The settings of a stage config that can change a result (a rule's params)."""
-    return {k: copy.deepcopy(v) for k, v in cfg.items() if k not in RERUN_FREE}
+    return {k: copy.deepcopy(v) for k, v in cfg.items() if not _rerun_free(cfg, k)}
 
 
 def runtime_settings(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """The settings of a stage config that cannot change a result (:data:`RERUN_FREE`)."""
-    return {k: copy.deepcopy(v) for k, v in cfg.items() if k in RERUN_FREE}
+    """The settings of a stage config that cannot change a result (:data:`RERUN_FREE`, and
+    the path of a text model's local copy)."""
+    return {k: copy.deepcopy(v) for k, v in cfg.items() if _rerun_free(cfg, k)}
 
 
 def job_settings(params: Mapping[str, Any], full: Mapping[str, Any], **defaults: Any
@@ -139,6 +146,22 @@ def text_model(prof: Profile, model: str, arm: str, trun_dir: str) -> str:
     if arm == PRETRAINED_ARM:
         return model_location(prof, model)
     return f"{trun_dir}/model"
+
+
+def text_model_key(prof: Profile, model: str, arm: str, trun_dir: str) -> str:
+    """What names the model a text norms unit analyses in its rule's params: the path of
+    :func:`text_model`, except a local copy under ``data_root``, named ``local copy:<name>``
+    (moving the data folder reruns nothing)."""
+    if arm == PRETRAINED_ARM:
+        location, source = model_location(prof, model, with_source=True)
+        return f"local copy:{model}" if source == "local copy" else location
+    return text_model(prof, model, arm, trun_dir)
+
+
+def timing_settings(prof: Profile) -> dict[str, Any]:
+    """The timing rule's params: the profile's ``timing.config`` without the device (the
+    script takes it from the profile at run time)."""
+    return {k: copy.deepcopy(v) for k, v in prof.timing.config.items() if k != "device"}
 
 
 def model_location(prof: Profile, model: str, with_source: bool = False):

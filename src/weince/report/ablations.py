@@ -20,6 +20,7 @@ from weince.pipeline.profile import Profile
 from weince.pipeline.ablations import Group, Plan, ablation_outputs, ablation_plan
 from weince.report.figures import GATE_KEYS, training_curves, training_curves_figure
 from weince.utils.results import Provenance, encoder_value, get_key, load_result
+from weince.utils.diskspace import write_text
 from weince.utils.summary import Estimate, diff_estimate, estimate
 from weince.report.tables import fmt_estimate
 from weince.utils import write_json
@@ -311,7 +312,7 @@ def build_ablation_report(prof: Profile, plan: Plan | None = None, *,
            f"{info['git_commit']}; config hashes: {info['config_hashes']}; dates: "
            f"{info['dates']}.", ""]
     outs["figures"].mkdir(parents=True, exist_ok=True)  # a Snakemake directory() output
-    outs["md"].write_text("\n".join(md))
+    write_text(outs["md"], "\n".join(md))
     write_json(outs["json"], doc, cfg={"groups": [g.name for g in plan.groups],
                                        "pairs": [list(p) for p in plan.pairs],
                                        "seeds": list(plan.seeds)})

@@ -46,6 +46,7 @@ from weince.report.verdicts import ClaimResult, evaluate_claim
 from weince.utils import write_json
 from weince.utils.results import load_result
 from weince.utils.config import parse_yaml
+from weince.utils.diskspace import write_text
 from weince.utils.provenance import git_commit
 from weince.utils.verdict_words import VERDICT_FREE
 
@@ -207,9 +208,9 @@ def write_tables(results: list[ClaimResult], prof: Profile, out: Path,
     for res in results:
         cid = res.claim["id"]
         stem = f"table_{cid.lower()}"
-        (out / f"{stem}.md").write_text(claim_markdown(res, info, claim_nav(ids, cid))
-                                        + selection_section(prof, res.claim))
-        (out / f"{stem}.tex").write_text(claim_latex(res, info))
+        write_text(out / f"{stem}.md", claim_markdown(res, info, claim_nav(ids, cid))
+                   + selection_section(prof, res.claim))
+        write_text(out / f"{stem}.tex", claim_latex(res, info))
         # the claim file, bound to the registry entry and the result files it came from
         inputs = claim_input_digests(prof, entries[cid], reg.get("alpha", 0.05))
         written += [out / f"{stem}.md", out / f"{stem}.tex",
@@ -385,7 +386,7 @@ def _write_summary(prof: Profile, *, claims_path: str | Path | None, out: Path,
         check_inputs(rec, entry, reg.get("alpha", 0.05), root=prof.results)
     info = _run_info(prof)
     tex_files = [f"table_{r.id.lower()}.tex" for r in records]
-    (out / "tables.tex").write_text(latex_document(
+    write_text(out / "tables.tex", latex_document(
         tex_files, f"WEINCE reproduction: claims at profile {prof.name}"))
     fig_dir = out / "figures"
     fig_dir.mkdir(exist_ok=True)
@@ -399,7 +400,7 @@ def _write_summary(prof: Profile, *, claims_path: str | Path | None, out: Path,
     text = summary_markdown(
         records, info, [str(p.relative_to(out)) for p in made], scale,
         companion_rows(out), rest=rest_of_paper(claims_path or prof.claims))
-    (out / "summary.md").write_text(with_forest_section(text, forest_pngs, out))
+    write_text(out / "summary.md", with_forest_section(text, forest_pngs, out))
     write_json(out / "claims.json", {
         "profile": prof.name,
         "claims": [{"id": r.id, "title": r.claim["title"], "verdict": r.verdict,

@@ -27,6 +27,7 @@ from markdown_it import MarkdownIt
 from weince.report.forest import forest_figure
 from weince.report.tables import DETAILS_HEADING
 from weince.utils.config import parse_yaml
+from weince.utils.diskspace import write_text
 
 __all__ = ["markdown_to_html", "write_markdown_page", "claim_page", "claim_categories",
            "figure_category", "figure_subcategory", "companion_pages", "html_page_for",
@@ -148,7 +149,7 @@ def write_markdown_page(md_path: str | Path, out: str | Path, title: str | None 
         m = re.search(r"^#\s+(.+)$", text, re.M)
         title = m.group(1).replace("`", "").strip() if m else md_path.stem
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(markdown_to_html(text, title, md_path.parent, out))
+    write_text(out, markdown_to_html(text, title, md_path.parent, out))
     return out
 
 
@@ -198,8 +199,7 @@ def claim_page(result, table_md: str | Path, out: str | Path, profile: str = "",
                     if marker in text else text + "\n\n" + block)
         page = markdown_to_html(text, f"{cid}: {result.claim.get('title', '')}",
                                 table_md.parent, out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(page)
+    write_text(out, page)
     return out
 
 

@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -71,6 +70,7 @@ from weince.train.loop import (TrainingRun, check_same_config, diverged, progres
 from weince.train.preempt import PreemptionGuard
 from weince.utils.checkpoint import restore_rng, rng_state, seed_everything
 from weince.utils.config import as_config, to_dict
+from weince.utils.diskspace import atomic_write, payload_bytes
 from weince.utils.runlock import locks_output
 
 __all__ = ["SimCSEConfig", "train_simcse"]
@@ -168,21 +168,10 @@ def _epoch_order(n: int, seed: int, epoch: int) -> list[int]:
 
 
 def _save_best(model, tokenizer, out_dir: Path) -> Path:
-    """Write the model next to ``out_dir/model`` and swap it in (never a torn folder)."""
-    final = out_dir / "model"
-    tmp = out_dir / "model.tmp"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    model.save(tmp, tokenizer)
-    old = out_dir / "model.old"
-    if final.exists():
-        if old.exists():
-            shutil.rmtree(old)
-        os.replace(final, old)
-    os.replace(tmp, final)
-    if old.exists():
-        shutil.rmtree(old)
-    return final
+    """Write the model to ``out_dir/model.tmp`` and swap it in for ``out_dir/model`` (never
+    a torn folder; a full disk names the folder and the bytes, and leaves nothing)."""
+    return atomic_write(out_dir / "model", lambda tmp: model.save(tmp, tokenizer),
+                        need=payload_bytes(model.state_dict()), tmp=out_dir / "model.tmp")
 
 
 def _set_dropout(encoder: torch.nn.Module, p: float) -> None:

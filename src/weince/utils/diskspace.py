@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["DiskFullError", "atomic_write", "is_disk_full", "free_bytes", "human_bytes",
-           "payload_bytes"]
+           "payload_bytes", "parse_size", "write_text"]
 
 _TORCH_FULL = re.compile(r"unexpected pos \d+ vs \d+|file write failed|No space left on device"
                          r"|Disk quota exceeded")
@@ -40,6 +40,21 @@ def human_bytes(n: float) -> str:
             return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
         n /= 1000.0
     return f"{n:.1f} TB"   # pragma: no cover
+
+
+def parse_size(text: str | int | float) -> int:
+    """``"2TB"``, ``"500 GB"``, ``"1.5T"``, ``1e12`` -> bytes (decimal units, as
+    :func:`human_bytes` prints them); ``ValueError`` for anything else."""
+    if isinstance(text, bool):
+        raise ValueError(f"{text!r} is not a size")
+    if isinstance(text, (int, float)):
+        if not text >= 0:
+            raise ValueError(f"{text!r} is not a size")
+        return int(text)
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([kmgtp]?)b?\s*", str(text).lower())
+    if not m:
+        raise ValueError(f"{text!r} is not a size")
+    return int(float(m.group(1)) * 1000 ** "bkmgtp".index(m.group(2) or "b"))
 
 
 def free_bytes(path: str | os.PathLike) -> int:
@@ -59,7 +74,8 @@ def is_disk_full(err: BaseException) -> bool:
         seen.add(id(cur))
         if isinstance(cur, OSError) and cur.errno in (errno.ENOSPC, errno.EDQUOT):
             return True
-        if isinstance(cur, RuntimeError) and _TORCH_FULL.search(str(cur)):
+        # torch's RuntimeError, safetensors' SafetensorError (a plain Exception) in words
+        if not isinstance(cur, OSError) and _TORCH_FULL.search(str(cur)):
             return True
         cur = cur.__cause__ or cur.__context__
     return False
@@ -91,12 +107,26 @@ def _remove(tmp: Path) -> None:
         pass
 
 
+def _swap(tmp: Path, path: Path) -> None:
+    """Rename ``tmp`` over ``path``; a folder over a folder through ``<path>.old`` (a
+    rename cannot replace a folder that holds files)."""
+    if tmp.is_dir() and path.is_dir() and not path.is_symlink():
+        old = path.with_name(path.name + ".old")
+        _remove(old)
+        os.replace(path, old)
+        os.replace(tmp, path)
+        _remove(old)
+    else:
+        os.replace(tmp, path)
+
+
 def atomic_write(path: str | os.PathLike, write: Callable[[Path], Any], *,
                  need: int | None = None, tmp: str | os.PathLike | None = None) -> Path:
     """``write(tmp)`` then rename ``tmp`` over ``path`` (``tmp``: ``<path>.tmp`` unless
-    given). On any failure the temporary file is removed; a full disk is a
-    :class:`DiskFullError` naming the file, ``need`` (bytes, when known) and the free
-    space left."""
+    given). ``tmp`` may be a folder ``write`` fills (a model saved with
+    ``save_pretrained``): it then replaces the folder ``path``. On any failure the
+    temporary file or folder is removed; a full disk is a :class:`DiskFullError` naming the
+    file, ``need`` (bytes, when known) and the free space left."""
     path = Path(path)
     tmp = Path(tmp) if tmp is not None else path.with_name(path.name + ".tmp")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -105,8 +135,9 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Path], Any], *,
         # the free space before the write: after a failed one the writer (torch's) may
         # still hold the partial file open, its blocks not yet given back
         free = free_bytes(path.parent)
+        _remove(tmp)   # a crashed write's leftovers (a folder would keep stale files)
         write(tmp)
-        os.replace(tmp, path)
+        _swap(tmp, path)
     except BaseException as err:
         _remove(tmp)
         if not is_disk_full(err):
@@ -119,3 +150,10 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Path], Any], *,
             f"{path.parent}); free space there (or point "
             f"`results:` at a larger disk) and re-run; no partial file was left") from None
     return path
+
+
+def write_text(path: str | os.PathLike, text: str) -> Path:
+    """``Path(path).write_text(text)`` through :func:`atomic_write` (a page or a table:
+    never half written, a full disk named)."""
+    data = text.encode("utf-8")
+    return atomic_write(path, lambda tmp: tmp.write_bytes(data), need=len(data))
