@@ -9,7 +9,6 @@ Containers: add `--sdm apptainer --apptainer-args "--nv"` to run every rule in t
 image (config key `container`).
 """
 
-import os
 
 from snakemake.utils import min_version
 
@@ -45,11 +44,9 @@ with preflight.refusals():
     # the profile, resolved once (schema defaults, {data_root} placeholders, a rehearsal's
     # CPU sizes): every rule below takes PROFILE, never the raw config
     PROFILE = Profile.of(config)
-    # offline: HF_HUB_OFFLINE=1 for every job (transformers reads it at import)
-    set_run_environment(PROFILE)
-    # the site label (`--config site=NAME`) reaches every job's result provenance
-    if config.get("site"):
-        os.environ["WEINCE_SITE"] = str(config["site"])
+    # offline: HF_HUB_OFFLINE=1 for every job (transformers reads it at import); the site
+    # label (`--config site=NAME`) reaches every job's result provenance
+    set_run_environment(PROFILE, site=config.get("site"))
     # the data sets the profile reads: each missing path and how to obtain it, before
     # planning
     check_data(PROFILE)

@@ -585,9 +585,12 @@ def check_config(config: dict[str, Any], schema: str | os.PathLike | Mapping[str
         validate_with_defaults(config, schema_d, "the workflow config")
 
 
-def set_run_environment(prof: Profile) -> None:
+def set_run_environment(prof: Profile, site: object = None) -> None:
     """The environment every job of a run inherits from Snakemake's process: with
     ``offline: true``, ``HF_HUB_OFFLINE=1`` (the Hugging Face libraries read it when they
-    are imported, so it is set before any job starts)."""
+    are imported, so it is set before any job starts); with a site label
+    (``--config site=NAME``), ``WEINCE_SITE`` for every result's provenance."""
     if prof.offline:
         os.environ["HF_HUB_OFFLINE"] = "1"
+    if site:
+        os.environ["WEINCE_SITE"] = str(site)
