@@ -9,7 +9,6 @@ Containers: add `--sdm apptainer --apptainer-args "--nv"` to run every rule in t
 image (config key `container`).
 """
 
-
 from snakemake.utils import min_version
 
 from weince.pipeline.config_check import (
