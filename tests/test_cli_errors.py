@@ -47,7 +47,7 @@ def test_truncated_encoder_is_one_line_naming_file_and_rule(truncated_encoder, t
     assert rc == 1 and len(lines) == 1, err
     assert lines[0].startswith("weince features: error: ")
     assert str(truncated_encoder) in lines[0] and "truncated or corrupt" in lines[0]
-    assert "pretrain rule" in lines[0] and "Traceback" not in err
+    assert f"snakemake --forcerun {truncated_encoder}" in lines[0] and "Traceback" not in err
 
 
 @pytest.mark.parametrize("how", ["flag", "env"])

@@ -42,7 +42,9 @@ rule norms_text:
     params:
         model=lambda wc: text_model_key(PROFILE, wc.model, wc.arm, TRUN.format(**wc)),
         cfg=lambda wc: result_settings(
-            norms_config(PROFILE, pooling="mean" if wc.arm == PRETRAINED_ARM else "cls")
+            norms_config(
+                PROFILE, pooling="mean" if wc.arm == PRETRAINED_ARM else "cls"
+            )
         ),
     script:
         "../scripts/norms_text.py"

@@ -93,17 +93,22 @@ def loss_forward(forward):
     is a tensor (:meth:`weince.losses.bank.MemoryBank.push`), so the compiled graph serves
     every later call, through every wrap of the bank. The only guard is the bank's
     ``full`` flag: one compilation while filling (around the eager call), one when full."""
-    eager = torch.compiler.disable(forward)
-
     @functools.wraps(forward)
     def wrapped(self, z1, z2):
         with no_autocast(z1):
             z1, z2 = full_precision(z1), full_precision(z2)
             bank = self.memory_bank
-            if bank is not None and not bank.full:
-                return eager(self, z1, z2)
+            if bank is not None and not bank.full and torch.compiler.is_compiling():
+                return _outside_graph(forward)(self, z1, z2)
             return forward(self, z1, z2)
     return wrapped
+
+
+@functools.cache
+def _outside_graph(forward):
+    """``forward`` run eagerly from inside a compiled region; made on first use, because
+    ``torch.compiler.disable`` imports ``torch._dynamo`` (2 s), which no uncompiled job needs."""
+    return torch.compiler.disable(forward)
 
 
 _GATHER_DOC = """gather_distributed: gather ``z1`` and ``z2`` from every process of the
