@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import argparse
 
-from weince.bundle import DEFAULT_MAX_BYTES, DEFAULT_MAX_MANIFEST_BYTES, parse_size
 from weince.bundle.merge import merge_bundles
+from weince.cli.verify import add_archive_checks
 
 __all__ = ["add_arguments", "main"]
 
@@ -28,17 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="archives made by `weince bundle`")
     parser.add_argument("--out", required=True, metavar="DIR",
                         help="folder for the merged summary.md and claim pages")
-    parser.add_argument("--claims", metavar="PATH", default=None,
-                        help="the installed claims registry (default: config/claims.yaml of "
-                             "the checkout weince is imported from, else of this folder)")
-    parser.add_argument("--max-bytes", type=parse_size, default=DEFAULT_MAX_BYTES,
-                        metavar="SIZE", help="cap on each archive's unpacked size "
-                                             f"(default {DEFAULT_MAX_BYTES >> 30}G)")
-    parser.add_argument("--max-manifest-bytes", type=parse_size,
-                        default=DEFAULT_MAX_MANIFEST_BYTES, metavar="SIZE",
-                        help=f"cap on manifest.json (default {DEFAULT_MAX_MANIFEST_BYTES >> 20}M)")
-    parser.add_argument("--max-lines", type=int, default=12,
-                        help="at most this many lines per list in the report (default 12)")
+    add_archive_checks(parser, "each archive's unpacked size")
 
 
 def main(args: argparse.Namespace) -> int:

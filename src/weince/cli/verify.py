@@ -28,17 +28,14 @@ import importlib
 from weince.bundle import DEFAULT_MAX_BYTES, DEFAULT_MAX_MANIFEST_BYTES, parse_size
 from weince.bundle.verify import verify_bundle
 
-__all__ = ["add_arguments", "main"]
+__all__ = ["add_archive_checks", "add_arguments", "main"]
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("bundle", metavar="FILE.tar.gz", help="archive made by `weince bundle`")
-    parser.add_argument("--keep", metavar="DIR", help="copy the rebuilt report to DIR")
-    parser.add_argument("--extract", metavar="DIR",
-                        help="after the archive's checks pass, unpack its verified files "
-                             "into DIR (a checkout); nothing is written there otherwise")
+def add_archive_checks(parser: argparse.ArgumentParser, size_of: str) -> None:
+    """The options of an archive's checks (size caps, report length, the claims registry),
+    shared by ``weince verify`` and ``weince merge``; ``size_of`` names what --max-bytes caps."""
     parser.add_argument("--max-bytes", type=parse_size, default=DEFAULT_MAX_BYTES,
-                        metavar="SIZE", help="cap on the total unpacked size "
+                        metavar="SIZE", help=f"cap on {size_of} "
                                              f"(default {DEFAULT_MAX_BYTES >> 30}G)")
     parser.add_argument("--max-manifest-bytes", type=parse_size,
                         default=DEFAULT_MAX_MANIFEST_BYTES, metavar="SIZE",
@@ -48,6 +45,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--claims", metavar="PATH", default=None,
                         help="the installed claims registry (default: config/claims.yaml of "
                              "the checkout weince is imported from, else of this folder)")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("bundle", metavar="FILE.tar.gz", help="archive made by `weince bundle`")
+    parser.add_argument("--keep", metavar="DIR", help="copy the rebuilt report to DIR")
+    parser.add_argument("--extract", metavar="DIR",
+                        help="after the archive's checks pass, unpack its verified files "
+                             "into DIR (a checkout); nothing is written there otherwise")
+    add_archive_checks(parser, "the total unpacked size")
     parser.add_argument("--reevaluate", type=int, default=0, metavar="N",
                         help="then pick N encoders of the archive at random (an archive made "
                              "with --with-models), extract their features here (CPU is "
