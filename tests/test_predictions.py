@@ -32,6 +32,17 @@ def _features(seed: int = 0) -> dict:
             "meta": {"dataset": "toy"}}
 
 
+
+def test_a_block_cannot_expand_past_its_values():
+    # a hostile archive: 8 MB of zeros under n = 10 decodes no further than its 20 bytes
+    bomb = encode_labels(np.zeros(4_000_000, int))
+    with pytest.raises(ValueError, match="more than the 20 bytes of its 10 values"):
+        decode({**bomb, "n": 10})
+    with pytest.raises(ValueError, match="outside"):
+        decode({**bomb, "n": 10**12})
+    with pytest.raises(ValueError, match="outside"):
+        decode({**bomb, "n": -1})
+
 @pytest.fixture(scope="module")
 def results() -> tuple[dict, dict]:
     f = _features()

@@ -54,6 +54,10 @@ def encode_bits(flags: Any) -> dict[str, Any]:
     return _pack(np.packbits(a).tobytes(), "bits", a.size)
 
 
+# the most values one block may hold (a test set of 100 million examples)
+MAX_PREDICTIONS = 100_000_000
+
+
 def decode(block: Any, what: str = "predictions") -> np.ndarray:
     """The array of a block written by :func:`encode_labels` / :func:`encode_bits`
     (``ValueError`` naming ``what`` for anything else)."""
@@ -62,11 +66,19 @@ def decode(block: Any, what: str = "predictions") -> np.ndarray:
                                                                                   "bits"):
         raise ValueError(f"{what}: not a predictions array (dtype, n, zlib_b64)")
     n = block["n"]
+    if not 0 <= n <= MAX_PREDICTIONS:
+        raise ValueError(f"{what}: n = {n} is outside 0-{MAX_PREDICTIONS:,}")
+    # an archive is someone else's file: decompress no more than the block's n values can
+    # need, so a small string cannot expand into gigabytes
+    need = (n + 7) // 8 if block["dtype"] == "bits" else n * int(block["dtype"][-1])
     try:
-        raw = zlib.decompress(base64.b64decode(block["zlib_b64"], validate=True),
-                              bufsize=max(n * 4, 1))
+        inflate = zlib.decompressobj()
+        raw = inflate.decompress(base64.b64decode(block["zlib_b64"], validate=True), need)
     except (ValueError, zlib.error) as err:
         raise ValueError(f"{what}: the array does not decode ({err})") from None
+    if inflate.unconsumed_tail:
+        raise ValueError(f"{what}: the array decodes to more than the {need} bytes of its "
+                         f"{n} values")
     if block["dtype"] == "bits":
         if len(raw) != (n + 7) // 8:
             raise ValueError(f"{what}: {len(raw)} bytes for {n} bits")
