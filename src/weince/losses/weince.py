@@ -317,6 +317,16 @@ def _statistics(sim: torch.Tensor, targets: torch.Tensor, invalid: torch.Tensor 
             "k": k, "n": n, "top_idx": top_idx, "neg": neg, "rho0": given}
 
 
+@torch.no_grad()
+def row_log_rho(sim: torch.Tensor, targets: torch.Tensor, invalid: torch.Tensor | None,
+                eps: float) -> torch.Tensor:
+    """Each row's ``log rho = log max(1 - max negative, eps)`` (float64): the numbers
+    :func:`_statistics` computes from its top-k, from the largest negative alone (a pivot
+    over rows seen in parts: the chunked path, per-row tail sizes)."""
+    top = negative_values(sim, targets, invalid).amax(dim=1)
+    return torch.rsub(top.double(), 1.0).clamp_min_(eps).log()
+
+
 class _BlendedLogits(torch.autograd.Function):
     """Fused ``(1 - lam_i) s_ij / tau - c_i log(1 - min(s_ij, 1 - eps))`` with invalid columns
     set to ``-inf``, where ``c_i = lam_i * beta_i``. Takes three ``(B, 1)`` columns: ``-c_i``,
