@@ -34,7 +34,7 @@ from torch.utils.checkpoint import checkpoint
 
 from weince.losses._common import check_views, unit_rows, upcast
 from weince.losses.infonce import _info_nce
-from weince.losses.weince import _statistics, blended_logits, row_log_rho
+from weince.losses.weince import blended_logits, row_log_rho, row_statistics
 
 __all__ = ["Rows", "check_chunk_size", "chunked_info_nce", "chunked_weince", "view_rows"]
 
@@ -54,13 +54,14 @@ class Rows:
     """The similarity rows ``anchors @ candidates^T`` of a batch, built a chunk at a time.
 
     ``anchors`` ``(R, d)``, ``candidates`` ``(C, d)`` (unit rows, or as the caller wants
-    them), ``targets`` ``(R,)`` the positive's column, ``K`` the negatives per row;
+    them), ``targets`` ``(R,)`` the positive's column, ``K`` the negatives per row (an int,
+    or the ``(R,)`` counts ``K_i`` of a mask that keeps unequal numbers);
     ``self_cols`` ``(R,)``: a column invalid for each row (the anchor itself, SimCLR's
     layout); ``mask`` ``(R, C)`` boolean of valid columns (``False`` drops one)."""
     anchors: torch.Tensor
     candidates: torch.Tensor
     targets: torch.Tensor
-    K: int
+    K: int | torch.Tensor
     self_cols: torch.Tensor | None = None
     mask: torch.Tensor | None = None
 
@@ -157,18 +158,20 @@ def chunked_statistics(rows: Rows, chunk_size: int, *, q: float, margin: float,
     log_rho0 = _pivot(rows, chunk_size, q, eps, pivot) if rho0 is None else None
     parts = []
     for r0, r1 in rows.spans(chunk_size):
-        parts.append(_statistics(rows.sim(r0, r1), rows.targets[r0:r1], rows.invalid(r0, r1),
-                                 rows.K, q=q, margin=margin, kappa_rho=kappa_rho,
-                                 kappa_aic=kappa_aic, tail_frac=tail_frac, min_tail=min_tail,
-                                 eps=eps, gate=gate, rho0=rho0,
-                                 pivot=lambda _, v=log_rho0: v))
+        K = rows.K if isinstance(rows.K, int) else rows.K[r0:r1]
+        parts.append(row_statistics(rows.sim(r0, r1), rows.targets[r0:r1],
+                                    rows.invalid(r0, r1), K, q=q, margin=margin,
+                                    kappa_rho=kappa_rho, kappa_aic=kappa_aic,
+                                    tail_frac=tail_frac, min_tail=min_tail, eps=eps, gate=gate,
+                                    rho0=rho0, pivot=lambda _, v=log_rho0: v))
     first = parts[0]
     joined = {key: torch.cat([p[key] for p in parts]) for key in ("lambda", "daic", "beta_w")}
     joined["d"] = torch.cat([p["d"][:, :1] for p in parts])
-    return {**joined, "kq": int(round(q * (rows.n_rows - 1))),
+    if not isinstance(rows.K, int):      # per-row tail sizes
+        joined.update({key: torch.cat([p[key] for p in parts]) for key in ("k", "n")})
+    return {"k": first["k"], "n": first["n"], **joined, "kq": int(round(q * (rows.n_rows - 1))),
             "log_rho0": first["log_rho0"] if log_rho0 is None else log_rho0,
-            "k": first["k"], "n": first["n"], "top_idx": None, "neg": None,
-            "rho0": first["rho0"]}
+            "top_idx": None, "neg": None, "rho0": first["rho0"]}
 
 
 def chunked_weince(rows: Rows, tau, chunk_size: int, *, q: float, margin: float,

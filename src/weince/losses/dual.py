@@ -25,8 +25,8 @@ import numbers
 import torch
 from torch import nn
 
-from weince.losses._common import (check_reduction, full_precision, loss_tau, pair_similarities,
-                                   unit_rows)
+from weince.losses._common import (check_reduction, full_precision, loss_tau,
+                                   negative_counts, pair_similarities, unit_rows)
 from weince.losses.chunked import Rows, check_chunk_size, chunked_info_nce, chunked_weince
 from weince.losses.infonce import info_nce
 from weince.losses.weince import check_weince_args, public_stats, weince
@@ -218,25 +218,12 @@ def _dual_rows(a: torch.Tensor, b: torch.Tensor, mask: torch.Tensor | None, norm
             raise ValueError(f"mask must be a boolean ({B}, {B}) tensor over S = a b^T, got "
                              f"{getattr(mask, 'dtype', type(mask).__name__)} of shape "
                              f"{tuple(getattr(mask, 'shape', ()))}")
-        K = _mask_negatives(mask, check)
-    return {"a_to_b": Rows(a, b, idx, K, mask=mask),
-            "b_to_a": Rows(b, a, idx, K, mask=None if mask is None else mask.T)}
-
-
-def _mask_negatives(mask: torch.Tensor, check: bool) -> int:
-    """``K`` of a dual ``mask`` (the same in both directions), checked when ``check``."""
-    if check and not bool(mask.diagonal().all()):
-        raise ValueError("the mask drops a positive pair (mask[i, i] is False); every pair "
-                         "must stay a valid candidate")
-    rows, cols = mask.sum(dim=1) - 1, mask.sum(dim=0) - 1
-    lo, hi = torch.stack([torch.cat([rows, cols]).min(), torch.cat([rows, cols]).max()]).tolist()
-    if lo != hi:
-        raise ValueError(f"every row and column of the mask must keep the same number of "
-                         f"negatives with chunk_size; counts range from {lo} to {hi}")
-    if lo < 1:
-        raise ValueError("every row needs at least one negative (a valid column other than "
-                         "the positive)")
-    return int(lo)
+        if check and not bool(mask.diagonal().all()):
+            raise ValueError("the mask drops a positive pair (mask[i, i] is False); every "
+                             "pair must stay a valid candidate")
+        return {"a_to_b": Rows(a, b, idx, negative_counts(mask.sum(dim=1) - 1), mask=mask),
+                "b_to_a": Rows(b, a, idx, negative_counts(mask.sum(dim=0) - 1), mask=mask.T)}
+    return {"a_to_b": Rows(a, b, idx, K), "b_to_a": Rows(b, a, idx, K)}
 
 
 def _chunked_dual(a, b, tau, chosen, chunk_size: int, *, loss: str, mask, normalize: bool,
