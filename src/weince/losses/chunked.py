@@ -87,7 +87,7 @@ class Rows:
         R = self.n_rows
         return [(r0, min(R, r0 + chunk_size)) for r0 in range(0, R, chunk_size)]
 
-    def full(self) -> tuple:
+    def full(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, int | torch.Tensor]:
         """``(sim, targets, invalid, K)`` of every row at once (the unchunked batch)."""
         R = self.n_rows
         return self.sim(0, R), self.targets, self.invalid(0, R), self.K

@@ -28,8 +28,10 @@ from torch import nn
 from weince.losses._common import (check_reduction, full_precision, loss_tau,
                                    negative_counts, pair_similarities, unit_rows)
 from weince.losses.chunked import Rows, check_chunk_size, chunked_info_nce, chunked_weince
-from weince.losses.infonce import info_nce
-from weince.losses.weince import check_weince_args, public_stats, weince
+from weince.losses.infonce import _info_nce, info_nce
+from weince.losses.local import LocalRows, local_pair_rows
+from weince.losses.weince import _weince, check_weince_args, public_stats, weince
+from weince.utils.distributed import gather_with_grad, is_distributed
 
 __all__ = ["dual_encoder_loss", "DualEncoderLoss", "DIRECTIONS", "DUAL_LOSSES"]
 
@@ -288,6 +290,15 @@ class DualEncoderLoss(nn.Module):
         normalize: normalise the rows of ``a`` and ``b`` first (default ``True``).
         chunk_size: build the similarity rows ``chunk_size`` anchors at a time (default
             ``None``: whole), as :func:`dual_encoder_loss`.
+        gather_distributed: ``False`` (default), ``True`` (gather ``a``, ``b`` from every
+            process of the default process group, with gradient, so that every process
+            computes the loss of the global batch) or ``"local"``: each process computes
+            its own rows of each direction against every process's candidates (memory
+            ``B_local x B``, open_clip's local loss), each direction's pivot ``rho0``
+            from every row's ``rho``, and returns its rows' share of the global loss times
+            the number of processes, so that DDP's averaged gradients are the
+            one-process gradients on the whole batch; ``last_stats`` are the global
+            batch's. A no-op without a process group.
         **options: the functional loss's keywords (:func:`weince.losses.weince`: ``q``,
             ``margin``, ``kappa_rho``, ``lam``, ...). ``check`` defaults to ``False``
             here: like the other loss modules, no host synchronisation per step.
@@ -319,10 +330,17 @@ class DualEncoderLoss(nn.Module):
 
     def __init__(self, tau=None, loss: str = "weince", direction: str = "both", *,
                  temperature=None, normalize: bool = True, chunk_size: int | None = None,
-                 **options):
+                 gather_distributed: bool | str = False, **options):
         super().__init__()
         check_dual_args(loss, direction, options)
         self.chunk_size = check_chunk_size(chunk_size)
+        if gather_distributed not in (False, True, "local"):
+            raise ValueError(f"gather_distributed must be False, True or 'local', got "
+                             f"{gather_distributed!r}")
+        if gather_distributed == "local" and {"reduction", "weight"} & set(options):
+            raise ValueError("gather_distributed='local' returns each process's share of the "
+                             "mean loss; reduction and weight do not combine with it")
+        self.gather_distributed = gather_distributed
         if tau is not None and temperature is not None:
             raise ValueError(f"got tau={tau!r} and temperature={temperature!r}: they are one "
                              f"option; pass only one of them")
@@ -337,6 +355,10 @@ class DualEncoderLoss(nn.Module):
         """The loss of the paired batches ``a``, ``b`` (``(B, d)`` each): a 0-d tensor.
         ``tau``: this call's temperature (a number or a 0-d tensor), else the module's."""
         tau = self.tau if tau is None else tau
+        if self.gather_distributed and is_distributed():
+            if self.gather_distributed == "local":
+                return self._local_loss(a, b, tau)
+            a, b = gather_with_grad(a, uneven=True), gather_with_grad(b, uneven=True)
         if self.loss == "infonce":
             return dual_encoder_loss(a, b, tau, loss="infonce", direction=self.direction,
                                      normalize=self.normalize, chunk_size=self.chunk_size,
@@ -353,10 +375,51 @@ class DualEncoderLoss(nn.Module):
         self.last_stats = {k: v.detach().double() for k, v in logged.items()}
         return out
 
+    def _local_loss(self, a: torch.Tensor, b: torch.Tensor, tau) -> torch.Tensor:
+        """The local-loss mode (``gather_distributed="local"``): this process's share."""
+        for name, z in (("a", a), ("b", b)):
+            if not isinstance(z, torch.Tensor) or not z.is_floating_point() or z.ndim != 2:
+                raise ValueError(f"{name} must be a floating (B, d) tensor of embeddings")
+        if a.shape != b.shape:
+            raise ValueError(f"a and b must have one shape (B, d), got {tuple(a.shape)} and "
+                             f"{tuple(b.shape)}")
+        wide = torch.float64 if torch.float64 in (a.dtype, b.dtype) else torch.float32
+        chosen = ("a_to_b", "b_to_a") if self.direction == "both" else (self.direction,)
+        with _no_autocast(a.device):
+            sides = local_pair_rows(full_precision(a).to(wide), full_precision(b).to(wide),
+                                    self.normalize)
+            tau = loss_tau(tau, None, wide)
+            parts = [self._local_side(name, sides[name], tau) for name in chosen]
+        return (parts[0] + parts[1]) / 2 if len(parts) == 2 else parts[0]
+
+    def _local_side(self, name: str, side: LocalRows, tau) -> torch.Tensor:
+        """One direction's share of the global loss; sets its ``last_stats``."""
+        rows, chunk = side.rows, self.chunk_size
+        if self.loss == "infonce":
+            part = (chunked_info_nce(rows, tau, chunk, "sum") if chunk else
+                    _info_nce(*rows.full()[:3], tau, "sum"))
+            return part * side.scale
+        opts = {k: v for k, v in {**_DEFAULTS["weince"], **self.options}.items()
+                if k not in ("check", "num_negatives", "reduction", "weight")}
+        kw = dict(return_stats=True, pivot=side.pivot(opts["q"]), reduction="sum", **opts)
+        part, st = (chunked_weince(rows, tau, chunk, **kw) if chunk else
+                    _weince(*rows.full(), tau, **kw))
+        lam, daic, beta_w = side.all_rows(st["lambda"], st["daic"], st["beta_w"])
+        if name == "a_to_b" or self.direction != "both":
+            self.last_stats = {}
+        self.last_stats.update({
+            f"lambda_mean_{name}": lam.mean().detach().double(),
+            f"rho0_{name}": st["log_rho0"].exp().float().detach().double(),
+            f"daic_mean_{name}": daic.mean().detach().double(),
+            f"beta_w_mean_{name}": beta_w.mean().detach().double()})
+        return part * side.scale
+
     def extra_repr(self) -> str:
         tau = f"tensor({float(self.tau.detach()):g})" if isinstance(self.tau, torch.Tensor) \
             else self.tau
         extra = "".join(f", {k}={v!r}" for k, v in self.options.items())
         chunk = f", chunk_size={self.chunk_size}" if self.chunk_size else ""
+        if self.gather_distributed:
+            chunk += f", gather_distributed={self.gather_distributed!r}"
         return (f"tau={tau}, loss={self.loss!r}, direction={self.direction!r}, "
                 f"normalize={self.normalize}{chunk}{extra}")

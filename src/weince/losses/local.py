@@ -79,3 +79,22 @@ def local_rows(z1: torch.Tensor, z2: torch.Tensor, layout: str) -> LocalRows:
     rows = torch.cat([own, own + total])
     return LocalRows(Rows(u[rows], u, (rows + total) % (2 * total), 2 * total - 2,
                           self_cols=rows), world / (2 * total), 2 * total)
+
+
+def local_pair_rows(a: torch.Tensor, b: torch.Tensor, normalize: bool = True
+                    ) -> dict[str, LocalRows]:
+    """Two encoders' batches in the local-loss mode: this process's rows of ``a`` against
+    every process's ``b`` (``"a_to_b"``), and its rows of ``b`` against every ``a``
+    (``"b_to_a"``), positives at the global row index; unit rows when ``normalize``."""
+    n = a.shape[0]
+    sizes = _sizes(n, a.device)
+    start, total = sum(sizes[: dist.get_rank()]), sum(sizes)
+    if total < 2:
+        raise ValueError(f"a global batch of {total} pair(s) gives no negatives")
+    ga, gb = gather_with_grad(a, uneven=True), gather_with_grad(b, uneven=True)
+    if normalize:
+        ga, gb = unit_rows(ga), unit_rows(gb)
+    own = torch.arange(start, start + n, device=a.device)
+    scale = dist.get_world_size() / total
+    return {"a_to_b": LocalRows(Rows(ga[own], gb, own, total - 1), scale, total),
+            "b_to_a": LocalRows(Rows(gb[own], ga, own, total - 1), scale, total)}
