@@ -7,6 +7,9 @@ learnable temperature; and the backward keeps no whole similarity matrix."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -136,17 +139,17 @@ def test_chunked_dual_module_and_its_stats():
 
 
 def saved_bytes(fn, *inputs) -> int:
-    """Bytes of the tensors autograd keeps for the backward of ``fn(*inputs)`` (outside
-    checkpointed regions, which keep their inputs only)."""
-    total = 0
+    """Bytes of the storages that autograd keeps for the backward of ``fn(*inputs)`` (each
+    storage once: the chunks keep views of the same anchors and candidates)."""
+    storages: dict[int, int] = {}
 
     def pack(t):
-        nonlocal total
-        total += t.numel() * t.element_size()
+        st = t.untyped_storage()
+        storages[st.data_ptr()] = st.nbytes()
         return t
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         fn(*inputs)
-    return total
+    return sum(storages.values())
 
 
 @pytest.mark.parametrize("name", ["infonce", "weince"])
@@ -176,3 +179,15 @@ def test_bad_chunk_sizes_and_combinations():
         dual_encoder_loss(a, b, mask=bad, chunk_size=4, min_tail=4)
     with pytest.raises(ValueError, match="mask must be a boolean"):
         dual_encoder_loss(a, b, mask=bad[:, :5], chunk_size=4, min_tail=4)
+
+
+@pytest.mark.slow      # a fresh interpreter
+def test_a_chunked_call_imports_no_compiler():
+    """The recompute is the losses' own (``torch.utils.checkpoint`` imports ``torch._dynamo``
+    on first use: seconds and memory no training job needs)."""
+    code = ("import sys, torch\n"
+            "from weince.losses import build_loss\n"
+            "fn = build_loss('weince', tau=0.1, layout='pairs', chunk_size=16)\n"
+            "fn(torch.randn(64, 8, requires_grad=True), torch.randn(64, 8)).backward()\n"
+            "assert 'torch._dynamo' not in sys.modules, 'torch._dynamo was imported'\n")
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -9,16 +9,19 @@ in chunks of ``chunk_size`` anchors, three times:
    ``eps``): ``B`` numbers, and from them ``rho0`` (or the given ``rho0``, or the local-loss
    mode's quantile over every process's rows);
 2. without gradient, each chunk's statistics (tail fit, ``lambda``) with that pivot;
-3. each chunk's row losses, under :func:`torch.utils.checkpoint.checkpoint`: only the
-   chunk's bounds and its ``(rows,)`` coefficients are kept for the backward, which
-   recomputes the chunk's similarities and logits. Memory is ``chunk_size x C`` per live
-   matrix, forward and backward.
+3. each chunk's row losses, without keeping their activations (:class:`_Recomputed`, the
+   idea of :func:`torch.utils.checkpoint.checkpoint`): only the chunk's inputs (views of
+   the anchors and the candidates) and its ``(rows,)`` coefficients are kept for the
+   backward, which runs the chunk's loss again with gradient and differentiates it. Memory
+   is ``chunk_size x C`` per live matrix, forward and backward.
 
-Checkpointing recomputes the very ops of the unchunked loss (WEINCE's fused logits with
-their written-out backward, the cross-entropy), so the gradients are those of the
-unchunked loss by construction, a learnable ``tau``'s included; a hand-written autograd
-Function for the whole chain would save one matmul per chunk in the backward, at the cost
-of a second implementation of every derivative. The result equals the unchunked loss and
+The recompute runs the very ops of the unchunked loss (WEINCE's fused logits with their
+written-out backward, the cross-entropy), so the gradients are those of the unchunked loss
+by construction, a learnable ``tau``'s included; a hand-written derivative of the whole
+chain would save one matmul per chunk in the backward, at the cost of a second
+implementation of every derivative. (``torch.utils.checkpoint`` itself would do, but its
+first call imports ``torch._dynamo``: two seconds and 0.15 GiB.) The result equals the
+unchunked loss and
 its gradients to rounding, not bit for bit: a chunk's matmul may round differently from the
 whole matrix's (BLAS picks kernels by shape), and the row losses and the candidates'
 gradients are summed chunk by chunk (``tests/losses/test_chunked.py``: 1e-12 in float64).
@@ -30,9 +33,8 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-from torch.utils.checkpoint import checkpoint
 
-from weince.losses._common import check_views, unit_rows, upcast
+from weince.losses._common import check_views, no_autocast, unit_rows, upcast
 from weince.losses.infonce import _info_nce
 from weince.losses.weince import blended_logits, row_log_rho, row_statistics
 
@@ -120,20 +122,46 @@ def _reduce(per_row: torch.Tensor, reduction: str, weight: torch.Tensor | None) 
     return total / (per_row.shape[0] if weight is None else weight.to(per_row.dtype).sum())
 
 
-def _checkpointed(fn, *args) -> torch.Tensor:
-    """``fn(*args)`` with its activations recomputed in the backward (kept: the inputs)."""
-    if not torch.is_grad_enabled():
-        return fn(*args)
-    return checkpoint(fn, *args, use_reentrant=False, preserve_rng_state=False)
+class _Recomputed(torch.autograd.Function):
+    """``fn(*tensors)`` whose activations are not kept: the forward runs it without
+    gradient and keeps only ``tensors``; the backward runs it again with gradient (autocast
+    off, as the loss computes) and differentiates that."""
+
+    @staticmethod
+    def forward(ctx, fn, *tensors):
+        ctx.fn = fn
+        ctx.save_for_backward(*tensors)
+        return fn(*tensors)
+
+    @staticmethod
+    def backward(ctx, grad):
+        tensors = [t.detach().requires_grad_(need)
+                   for t, need in zip(ctx.saved_tensors, ctx.needs_input_grad[1:])]
+        wanted = [t for t in tensors if t.requires_grad]
+        with torch.enable_grad(), no_autocast(grad):
+            out = ctx.fn(*tensors)
+        found = iter(torch.autograd.grad(out, wanted, grad) if wanted else ())
+        return (None, *(next(found) if t.requires_grad else None for t in tensors))
+
+
+def _recomputed(fn, rows: Rows, r0: int, r1: int, tau) -> torch.Tensor:
+    """``fn(anchors, candidates, tau)`` of rows ``r0:r1``, recomputed in the backward."""
+    args = (rows.anchors[r0:r1], rows.candidates)
+    if isinstance(tau, torch.Tensor):
+        return _Recomputed.apply(fn, *args, tau)
+    return _Recomputed.apply(lambda a, c: fn(a, c, tau), *args)
 
 
 def chunked_info_nce(rows: Rows, tau, chunk_size: int, reduction: str = "mean",
                      weight: torch.Tensor | None = None) -> torch.Tensor:
     """InfoNCE of ``rows``, ``chunk_size`` anchors at a time (the module docstring)."""
-    def chunk(r0: int, r1: int) -> torch.Tensor:
-        return _info_nce(rows.sim(r0, r1), rows.targets[r0:r1], rows.invalid(r0, r1), tau,
-                         "none")
-    per_row = torch.cat([_checkpointed(chunk, r0, r1) for r0, r1 in rows.spans(chunk_size)])
+    def chunk(r0: int, r1: int):
+        def fn(anchors, candidates, t):
+            return _info_nce(anchors @ candidates.T, rows.targets[r0:r1], rows.invalid(r0, r1),
+                             t, "none")
+        return fn
+    per_row = torch.cat([_recomputed(chunk(r0, r1), rows, r0, r1, tau)
+                         for r0, r1 in rows.spans(chunk_size)])
     return _reduce(per_row, reduction, weight)
 
 
@@ -200,11 +228,14 @@ def chunked_weince(rows: Rows, tau, chunk_size: int, *, q: float, margin: float,
         assert stats is not None
         beta_row = stats["beta_w"].clamp(beta_min, beta_max)
 
-    def chunk(r0: int, r1: int) -> torch.Tensor:
-        b = 1.0 if beta_row is None else beta_row[r0:r1]
-        logits = blended_logits(rows.sim(r0, r1), lam_row[r0:r1], tau, b, eps,
-                                rows.invalid(r0, r1))
-        return F.cross_entropy(logits, rows.targets[r0:r1], reduction="none")
+    def chunk(r0: int, r1: int):
+        def fn(anchors, candidates, t):
+            b = 1.0 if beta_row is None else beta_row[r0:r1]
+            logits = blended_logits(anchors @ candidates.T, lam_row[r0:r1], t, b, eps,
+                                    rows.invalid(r0, r1))
+            return F.cross_entropy(logits, rows.targets[r0:r1], reduction="none")
+        return fn
 
-    per_row = torch.cat([_checkpointed(chunk, r0, r1) for r0, r1 in rows.spans(chunk_size)])
+    per_row = torch.cat([_recomputed(chunk(r0, r1), rows, r0, r1, tau)
+                         for r0, r1 in rows.spans(chunk_size)])
     return _reduce(per_row, reduction, weight), stats
