@@ -21,7 +21,10 @@ pytestmark = [pytest.mark.skipif(not dist.is_available(), reason="torch.distribu
 N, D_IN, D = 44, 12, 8
 SHARDS = {2: [0, 17, 44], 4: [0, 5, 20, 31, 44]}      # uneven shares of the N items
 CASES = [("infonce", {}), ("weince", {}), ("weince", {"layout": "pairs", "min_tail": 8}),
-         ("weince", {"beta": "anchor"}), ("infonce", {"layout": "pairs"})]
+         ("weince", {"beta": "anchor"}), ("infonce", {"layout": "pairs"}),
+         # row chunks inside each process's rows (the one-process reference: unchunked)
+         ("weince", {"chunk_size": 7}), ("infonce", {"layout": "pairs", "chunk_size": 5}),
+         ("weince", {"layout": "pairs", "min_tail": 8, "chunk_size": 4})]
 
 
 def make_problem():
@@ -37,6 +40,8 @@ def make_problem():
 
 def run(name, kw, rows, gather):
     x1, x2, model = make_problem()
+    if not gather:
+        kw = {k: v for k, v in kw.items() if k != "chunk_size"}
     loss_fn = build_loss(name, tau=0.5, gather_distributed=gather, **kw)
     if gather:
         model = torch.nn.parallel.DistributedDataParallel(model)

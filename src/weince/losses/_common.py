@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import math
 import numbers
-from typing import Literal
+from typing import Literal, overload
 
 import torch
 import torch.nn.functional as F
@@ -124,8 +124,21 @@ def check_tau_dtype(tau, dtype: torch.dtype) -> None:
                          f"[{lo:.3g}, {hi:.3g}] (the paper's lie in 0.05 .. 0.5)")
 
 
+@overload
 def check_batch(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None,
-                sync: bool = True, num_negatives: int | None = None) -> int:
+                sync: bool = ..., num_negatives: int | None = ...,
+                per_row: Literal[False] = ...) -> int: ...
+
+
+@overload
+def check_batch(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None,
+                sync: bool = ..., num_negatives: int | None = ...,
+                per_row: bool = ...) -> int | torch.Tensor: ...
+
+
+def check_batch(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None,
+                sync: bool = True, num_negatives: int | None = None,
+                per_row: bool = False) -> int | torch.Tensor:
     """Validate a generic batch (``docs/method.md``, "Notation") and return ``K``, the
     number of negatives
     of every row.
@@ -135,6 +148,10 @@ def check_batch(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | N
     ``sync=False`` checks shapes and dtypes only (metadata, no device-to-host copy): the
     value checks are skipped, and with a ``mask`` ``K`` is ``num_negatives`` when given
     (otherwise it is read from the mask's first row, one synchronisation).
+    ``per_row=True`` (a loss that takes unequal counts): rows whose numbers of negatives
+    differ are no error, and ``K`` is then the ``(B,)`` int64 tensor of the counts ``K_i``
+    (read from the mask, one synchronisation, with ``sync=False`` too unless
+    ``num_negatives`` is given); equal counts still give the int.
     """
     if not isinstance(sim, torch.Tensor) or sim.ndim != 2:
         raise ValueError(f"sim must be a 2-D tensor (rows = anchors, columns = candidates), "
@@ -169,6 +186,8 @@ def check_batch(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | N
             if not 1 <= int(num_negatives) <= C - 1:
                 raise ValueError(f"num_negatives must lie in [1, {C - 1}], got {num_negatives!r}")
             return int(num_negatives)
+        if per_row:
+            return negative_counts(mask.sum(dim=1) - 1)
         return int(mask[0].sum()) - 1
     rows = torch.arange(B, device=sim.device)
     pos_valid = mask[rows, targets]
@@ -177,6 +196,8 @@ def check_batch(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | N
         raise ValueError(f"the positive column is masked out (mask[i, targets[i]] is False) "
                          f"for rows {bad}; every row's positive must be a valid candidate")
     counts = mask.sum(dim=1) - 1
+    if per_row:
+        return negative_counts(counts)
     if not bool((counts == counts[0]).all()):
         raise ValueError(f"every row must have the same number of negatives (valid columns "
                          f"other than the positive); counts range from {int(counts.min())} "
@@ -186,6 +207,16 @@ def check_batch(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | N
         raise ValueError("every row needs at least one negative (a valid column other than "
                          "the positive)")
     return K
+
+
+def negative_counts(counts: torch.Tensor) -> int | torch.Tensor:
+    """``K`` of rows with ``counts`` negatives: the int when they are equal, else the
+    ``(B,)`` tensor (one synchronisation: the least and the largest count)."""
+    lo, hi = torch.stack([counts.min(), counts.max()]).tolist()
+    if lo < 1:
+        raise ValueError("every row needs at least one negative (a valid column other than "
+                         "the positive)")
+    return int(lo) if lo == hi else counts
 
 
 def check_views(z1: torch.Tensor, z2: torch.Tensor, min_n: int = 2) -> None:

@@ -25,9 +25,13 @@ import numbers
 import torch
 from torch import nn
 
-from weince.losses._common import pair_similarities
-from weince.losses.infonce import info_nce
-from weince.losses.weince import weince
+from weince.losses._common import (check_reduction, full_precision, loss_tau,
+                                   negative_counts, pair_similarities, unit_rows)
+from weince.losses.chunked import Rows, check_chunk_size, chunked_info_nce, chunked_weince
+from weince.losses.infonce import _info_nce, info_nce
+from weince.losses.local import LocalRows, local_pair_rows
+from weince.losses.weince import _weince, check_weince_args, public_stats, weince
+from weince.utils.distributed import gather_with_grad, is_distributed
 
 __all__ = ["dual_encoder_loss", "DualEncoderLoss", "DIRECTIONS", "DUAL_LOSSES"]
 
@@ -50,6 +54,12 @@ _OPTIONS = {"weince": _keywords(weince), "infonce": _keywords(info_nce)}
 
 def _options_of(loss: str) -> frozenset[str]:
     return _OPTIONS[loss]
+
+
+# the functional forms' defaults, for the chunked path (which calls the row losses itself)
+_DEFAULTS = {name: {n: p.default for n, p in inspect.signature(fn).parameters.items()
+                    if n in _OPTIONS[name]}
+             for name, fn in (("weince", weince), ("infonce", info_nce))}
 
 
 def check_dual_args(loss: str, direction: str, options: dict) -> None:
@@ -100,7 +110,7 @@ def dual_similarities(a: torch.Tensor, b: torch.Tensor, normalize: bool = True) 
 def dual_encoder_loss(a: torch.Tensor, b: torch.Tensor, tau=None, *, loss: str = "weince",
                       direction: str = "both", mask: torch.Tensor | None = None,
                       normalize: bool = True, temperature=None, return_stats: bool = False,
-                      **options):
+                      chunk_size: int | None = None, **options):
     """The contrastive loss of two encoders' paired batches, symmetric as in CLIP.
 
     ``S = a b^T`` (after normalising the rows, unless ``normalize=False``); the loss is
@@ -131,6 +141,10 @@ def dual_encoder_loss(a: torch.Tensor, b: torch.Tensor, tau=None, *, loss: str =
         temperature: ``tau`` under lightly's name; pass one of the two.
         return_stats: also return WEINCE's statistics of each direction (``loss="weince"``
             only).
+        chunk_size: ``None`` (default: ``S`` built whole) or the number of anchors whose
+            rows of ``S`` (or ``S^T``) are built at a time, so that memory grows as
+            ``chunk_size x B``, forward and backward (:mod:`weince.losses.chunked`); equal
+            to the unchunked loss and gradients to rounding.
         **options: the functional loss's own keywords (``q``, ``margin``, ``lam``,
             ``check``, ...: :func:`weince.losses.weince`; ``check`` for InfoNCE).
 
@@ -163,11 +177,16 @@ def dual_encoder_loss(a: torch.Tensor, b: torch.Tensor, tau=None, *, loss: str =
     check_dual_args(loss, direction, options)
     if return_stats and loss != "weince":
         raise ValueError("return_stats=True needs loss='weince' (InfoNCE has no statistics)")
+    chosen = ("a_to_b", "b_to_a") if direction == "both" else (direction,)
+    chunk_size = check_chunk_size(chunk_size)
+    if chunk_size is not None:
+        return _chunked_dual(a, b, tau, chosen, chunk_size, loss=loss, mask=mask,
+                             normalize=normalize, temperature=temperature,
+                             return_stats=return_stats, options=options)
     sim = dual_similarities(a, b, normalize)
     targets = torch.arange(sim.shape[0], device=sim.device)
     sides = {"a_to_b": (sim, mask),
              "b_to_a": (sim.T, None if mask is None else mask.T)}
-    chosen = ("a_to_b", "b_to_a") if direction == "both" else (direction,)
     losses, stats = [], {}
     with _no_autocast(sim.device):
         for name in chosen:
@@ -179,6 +198,60 @@ def dual_encoder_loss(a: torch.Tensor, b: torch.Tensor, tau=None, *, loss: str =
                          return_stats=return_stats, **options)
             if return_stats:
                 out, stats[name] = out
+            losses.append(out)
+    total = (losses[0] + losses[1]) / 2 if len(losses) == 2 else losses[0]
+    return (total, stats) if return_stats else total
+
+
+def _dual_rows(a: torch.Tensor, b: torch.Tensor, mask: torch.Tensor | None, normalize: bool,
+               check: bool) -> dict[str, Rows]:
+    """The :class:`weince.losses.chunked.Rows` of each direction (``a -> b``: rows of ``a``
+    against ``b``, ``mask``; ``b -> a``: rows of ``b`` against ``a``, ``mask.T``)."""
+    _check_pairs(a, b)
+    B = a.shape[0]
+    wide = torch.float64 if torch.float64 in (a.dtype, b.dtype) else torch.float32
+    a, b = full_precision(a).to(wide), full_precision(b).to(wide)
+    if normalize:
+        a, b = unit_rows(a), unit_rows(b)
+    idx = torch.arange(B, device=a.device)
+    K = B - 1
+    if mask is not None:
+        if not isinstance(mask, torch.Tensor) or mask.shape != (B, B) or mask.dtype != torch.bool:
+            raise ValueError(f"mask must be a boolean ({B}, {B}) tensor over S = a b^T, got "
+                             f"{getattr(mask, 'dtype', type(mask).__name__)} of shape "
+                             f"{tuple(getattr(mask, 'shape', ()))}")
+        if check and not bool(mask.diagonal().all()):
+            raise ValueError("the mask drops a positive pair (mask[i, i] is False); every "
+                             "pair must stay a valid candidate")
+        return {"a_to_b": Rows(a, b, idx, negative_counts(mask.sum(dim=1) - 1), mask=mask),
+                "b_to_a": Rows(b, a, idx, negative_counts(mask.sum(dim=0) - 1), mask=mask.T)}
+    return {"a_to_b": Rows(a, b, idx, K), "b_to_a": Rows(b, a, idx, K)}
+
+
+def _chunked_dual(a, b, tau, chosen, chunk_size: int, *, loss: str, mask, normalize: bool,
+                  temperature, return_stats: bool, options: dict):
+    """:func:`dual_encoder_loss` with ``chunk_size``: each direction's rows a chunk at a
+    time (:mod:`weince.losses.chunked`)."""
+    opts = {**_DEFAULTS[loss], **options}
+    check, reduction, weight = opts.pop("check"), opts.pop("reduction"), opts.pop("weight")
+    opts.pop("num_negatives", None)
+    sides = _dual_rows(a, b, mask, normalize, bool(check))
+    tau = loss_tau(tau, temperature, sides["a_to_b"].anchors.dtype)
+    check_reduction(reduction, weight, a.shape[0])
+    if loss == "weince":
+        check_weince_args(tau, opts["q"], opts["margin"], opts["kappa_rho"], opts["kappa_aic"],
+                          opts["tail_frac"], opts["min_tail"], opts["eps"], opts["beta"],
+                          opts["gate"], opts["lam"], opts["beta_min"], opts["beta_max"])
+    losses, stats = [], {}
+    with _no_autocast(a.device):
+        for name in chosen:
+            if loss == "infonce":
+                losses.append(chunked_info_nce(sides[name], tau, chunk_size, reduction, weight))
+                continue
+            out, st = chunked_weince(sides[name], tau, chunk_size, return_stats=return_stats,
+                                     reduction=reduction, weight=weight, **opts)
+            if return_stats:
+                stats[name] = public_stats(st)
             losses.append(out)
     total = (losses[0] + losses[1]) / 2 if len(losses) == 2 else losses[0]
     return (total, stats) if return_stats else total
@@ -215,6 +288,17 @@ class DualEncoderLoss(nn.Module):
         direction: ``"both"`` (default), ``"a_to_b"`` or ``"b_to_a"``.
         temperature: ``tau`` under lightly's name; pass one of the two.
         normalize: normalise the rows of ``a`` and ``b`` first (default ``True``).
+        chunk_size: build the similarity rows ``chunk_size`` anchors at a time (default
+            ``None``: whole), as :func:`dual_encoder_loss`.
+        gather_distributed: ``False`` (default), ``True`` (gather ``a``, ``b`` from every
+            process of the default process group, with gradient, so that every process
+            computes the loss of the global batch) or ``"local"``: each process computes
+            its own rows of each direction against every process's candidates (memory
+            ``B_local x B``, open_clip's local loss), each direction's pivot ``rho0``
+            from every row's ``rho``, and returns its rows' share of the global loss times
+            the number of processes, so that DDP's averaged gradients are the
+            one-process gradients on the whole batch; ``last_stats`` are the global
+            batch's. A no-op without a process group.
         **options: the functional loss's keywords (:func:`weince.losses.weince`: ``q``,
             ``margin``, ``kappa_rho``, ``lam``, ...). ``check`` defaults to ``False``
             here: like the other loss modules, no host synchronisation per step.
@@ -245,9 +329,18 @@ class DualEncoderLoss(nn.Module):
     """
 
     def __init__(self, tau=None, loss: str = "weince", direction: str = "both", *,
-                 temperature=None, normalize: bool = True, **options):
+                 temperature=None, normalize: bool = True, chunk_size: int | None = None,
+                 gather_distributed: bool | str = False, **options):
         super().__init__()
         check_dual_args(loss, direction, options)
+        self.chunk_size = check_chunk_size(chunk_size)
+        if gather_distributed not in (False, True, "local"):
+            raise ValueError(f"gather_distributed must be False, True or 'local', got "
+                             f"{gather_distributed!r}")
+        if gather_distributed == "local" and {"reduction", "weight"} & set(options):
+            raise ValueError("gather_distributed='local' returns each process's share of the "
+                             "mean loss; reduction and weight do not combine with it")
+        self.gather_distributed = gather_distributed
         if tau is not None and temperature is not None:
             raise ValueError(f"got tau={tau!r} and temperature={temperature!r}: they are one "
                              f"option; pass only one of them")
@@ -262,12 +355,17 @@ class DualEncoderLoss(nn.Module):
         """The loss of the paired batches ``a``, ``b`` (``(B, d)`` each): a 0-d tensor.
         ``tau``: this call's temperature (a number or a 0-d tensor), else the module's."""
         tau = self.tau if tau is None else tau
+        if self.gather_distributed and is_distributed():
+            if self.gather_distributed == "local":
+                return self._local_loss(a, b, tau)
+            a, b = gather_with_grad(a, uneven=True), gather_with_grad(b, uneven=True)
         if self.loss == "infonce":
             return dual_encoder_loss(a, b, tau, loss="infonce", direction=self.direction,
-                                     normalize=self.normalize, **self.options)
+                                     normalize=self.normalize, chunk_size=self.chunk_size,
+                                     **self.options)
         out, stats = dual_encoder_loss(a, b, tau, direction=self.direction,
                                        normalize=self.normalize, return_stats=True,
-                                       **self.options)
+                                       chunk_size=self.chunk_size, **self.options)
         logged = {}
         for side, st in stats.items():
             logged[f"lambda_mean_{side}"] = st["lambda"].mean()
@@ -277,9 +375,51 @@ class DualEncoderLoss(nn.Module):
         self.last_stats = {k: v.detach().double() for k, v in logged.items()}
         return out
 
+    def _local_loss(self, a: torch.Tensor, b: torch.Tensor, tau) -> torch.Tensor:
+        """The local-loss mode (``gather_distributed="local"``): this process's share."""
+        for name, z in (("a", a), ("b", b)):
+            if not isinstance(z, torch.Tensor) or not z.is_floating_point() or z.ndim != 2:
+                raise ValueError(f"{name} must be a floating (B, d) tensor of embeddings")
+        if a.shape != b.shape:
+            raise ValueError(f"a and b must have one shape (B, d), got {tuple(a.shape)} and "
+                             f"{tuple(b.shape)}")
+        wide = torch.float64 if torch.float64 in (a.dtype, b.dtype) else torch.float32
+        chosen = ("a_to_b", "b_to_a") if self.direction == "both" else (self.direction,)
+        with _no_autocast(a.device):
+            sides = local_pair_rows(full_precision(a).to(wide), full_precision(b).to(wide),
+                                    self.normalize)
+            tau = loss_tau(tau, None, wide)
+            parts = [self._local_side(name, sides[name], tau) for name in chosen]
+        return (parts[0] + parts[1]) / 2 if len(parts) == 2 else parts[0]
+
+    def _local_side(self, name: str, side: LocalRows, tau) -> torch.Tensor:
+        """One direction's share of the global loss; sets its ``last_stats``."""
+        rows, chunk = side.rows, self.chunk_size
+        if self.loss == "infonce":
+            part = (chunked_info_nce(rows, tau, chunk, "sum") if chunk else
+                    _info_nce(*rows.full()[:3], tau, "sum"))
+            return part * side.scale
+        opts = {k: v for k, v in {**_DEFAULTS["weince"], **self.options}.items()
+                if k not in ("check", "num_negatives", "reduction", "weight")}
+        kw = dict(return_stats=True, pivot=side.pivot(opts["q"]), reduction="sum", **opts)
+        part, st = (chunked_weince(rows, tau, chunk, **kw) if chunk else
+                    _weince(*rows.full(), tau, **kw))
+        lam, daic, beta_w = side.all_rows(st["lambda"], st["daic"], st["beta_w"])
+        if name == "a_to_b" or self.direction != "both":
+            self.last_stats = {}
+        self.last_stats.update({
+            f"lambda_mean_{name}": lam.mean().detach().double(),
+            f"rho0_{name}": st["log_rho0"].exp().float().detach().double(),
+            f"daic_mean_{name}": daic.mean().detach().double(),
+            f"beta_w_mean_{name}": beta_w.mean().detach().double()})
+        return part * side.scale
+
     def extra_repr(self) -> str:
         tau = f"tensor({float(self.tau.detach()):g})" if isinstance(self.tau, torch.Tensor) \
             else self.tau
         extra = "".join(f", {k}={v!r}" for k, v in self.options.items())
+        chunk = f", chunk_size={self.chunk_size}" if self.chunk_size else ""
+        if self.gather_distributed:
+            chunk += f", gather_distributed={self.gather_distributed!r}"
         return (f"tau={tau}, loss={self.loss!r}, direction={self.direction!r}, "
-                f"normalize={self.normalize}{extra}")
+                f"normalize={self.normalize}{chunk}{extra}")

@@ -34,15 +34,16 @@ def info_nce(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None
         sim: ``(B, C)`` cosine similarities (row = anchor, column = candidate); any
             floating dtype (computed in float32, or float64 for float64 input).
         targets: ``(B,)`` integer column of each row's positive.
-        mask: optional ``(B, C)`` boolean, ``False`` drops a column for that row. Default
-            ``None``.
+        mask: optional ``(B, C)`` boolean, ``False`` drops a column for that row (e.g. a
+            known false negative; rows may keep different numbers of negatives, at least
+            one each). Default ``None``.
         tau: temperature, a finite number ``> 0`` usable in ``sim``'s dtype, or a 0-d tensor:
             one that requires grad is learnable (it receives its gradient, e.g. CLIP's
             ``tau = 1 / logit_scale``); any other is read as a constant. Default ``0.5``.
         temperature: the same option under lightly's name; pass ``tau`` or
             ``temperature``, not both. Default ``None``.
         check: validate the tensors' contents (finite, targets in range, valid positives,
-            equal negative counts); each such check reads a value back from the device,
+            a negative in every row); each such check reads a value back from the device,
             i.e. is a host synchronisation. ``check=False`` keeps the free shape/dtype
             checks only, for GPU loops whose batches are well formed by construction.
             Default ``True``.
@@ -61,8 +62,7 @@ def info_nce(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None
     Raises:
         ValueError: a ``tau`` that is not a finite positive number usable in ``sim``'s
             dtype, both ``tau`` and ``temperature``, a ``sim`` that is not a floating-point
-            tensor, mismatched shapes, a masked-out positive, or rows with unequal numbers of
-            negatives.
+            tensor, mismatched shapes, a masked-out positive, or a row without a negative.
 
     Example:
         >>> import torch
@@ -77,7 +77,7 @@ def info_nce(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None
     """
     tau = loss_tau(tau, temperature, getattr(sim, "dtype", None))
     if check:
-        check_batch(sim, targets, mask)
+        check_batch(sim, targets, mask, per_row=True)
     else:  # shapes and dtypes only: no device-to-host copy
         check_batch(sim, targets, mask, sync=False, num_negatives=sim.shape[1] - 1)
     check_reduction(reduction, weight, sim.shape[0])

@@ -18,6 +18,7 @@ import torch
 import torch.distributed as dist
 
 from weince.losses._common import unit_rows
+from weince.losses.chunked import Rows
 from weince.utils.distributed import gather_with_grad
 
 __all__ = ["LocalRows", "local_rows"]
@@ -32,15 +33,21 @@ def _sizes(n: int, device: torch.device) -> list[int]:
 
 @dataclass
 class LocalRows:
-    """One process's rows of the global batch: ``batch`` ``(sim, targets, invalid, K)``,
-    ``scale`` (``W / rows``), ``rows`` (the global number of anchors)."""
-    batch: tuple
+    """One process's rows of the global batch: ``rows`` (:class:`weince.losses.chunked.Rows`,
+    its anchors against every process's candidates), ``scale`` (``W / total``), ``total``
+    (the global number of anchors)."""
+    rows: Rows
     scale: float
-    rows: int
+    total: int
+
+    @property
+    def batch(self) -> tuple:
+        """``(sim, targets, invalid, K)`` of this process's rows, built whole."""
+        return self.rows.full()
 
     def pivot(self, q: float):
         """``log rho0`` from every process's ``log rho``: the global quantile."""
-        kq = int(round(q * (self.rows - 1)))
+        kq = int(round(q * (self.total - 1)))
 
         def fn(log_rho: torch.Tensor) -> torch.Tensor:
             with torch.no_grad():
@@ -50,7 +57,7 @@ class LocalRows:
 
     @torch.no_grad()
     def all_rows(self, *cols: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """The ``(rows,)`` columns of every process (for ``last_stats``), in one gather."""
+        """The ``(total,)`` columns of every process (for ``last_stats``), in one gather."""
         every = gather_with_grad(torch.stack(cols, dim=1), uneven=True)
         return tuple(every.unbind(1))
 
@@ -67,12 +74,27 @@ def local_rows(z1: torch.Tensor, z2: torch.Tensor, layout: str) -> LocalRows:
     own = torch.arange(start, start + n, device=z1.device)
     world = dist.get_world_size()
     if layout == "pairs":
-        sim = u1[own] @ u2.T
-        return LocalRows((sim, own, None, total - 1), world / total, total)
+        return LocalRows(Rows(u1[own], u2, own, total - 1), world / total, total)
     u = torch.cat([u1, u2], dim=0)
     rows = torch.cat([own, own + total])
-    sim = u[rows] @ u.T
-    invalid = torch.zeros(sim.shape, dtype=torch.bool, device=sim.device)
-    invalid[torch.arange(2 * n, device=sim.device), rows] = True
-    return LocalRows((sim, (rows + total) % (2 * total), invalid, 2 * total - 2),
-                     world / (2 * total), 2 * total)
+    return LocalRows(Rows(u[rows], u, (rows + total) % (2 * total), 2 * total - 2,
+                          self_cols=rows), world / (2 * total), 2 * total)
+
+
+def local_pair_rows(a: torch.Tensor, b: torch.Tensor, normalize: bool = True
+                    ) -> dict[str, LocalRows]:
+    """Two encoders' batches in the local-loss mode: this process's rows of ``a`` against
+    every process's ``b`` (``"a_to_b"``), and its rows of ``b`` against every ``a``
+    (``"b_to_a"``), positives at the global row index; unit rows when ``normalize``."""
+    n = a.shape[0]
+    sizes = _sizes(n, a.device)
+    start, total = sum(sizes[: dist.get_rank()]), sum(sizes)
+    if total < 2:
+        raise ValueError(f"a global batch of {total} pair(s) gives no negatives")
+    ga, gb = gather_with_grad(a, uneven=True), gather_with_grad(b, uneven=True)
+    if normalize:
+        ga, gb = unit_rows(ga), unit_rows(gb)
+    own = torch.arange(start, start + n, device=a.device)
+    scale = dist.get_world_size() / total
+    return {"a_to_b": LocalRows(Rows(ga[own], gb, own, total - 1), scale, total),
+            "b_to_a": LocalRows(Rows(gb[own], ga, own, total - 1), scale, total)}

@@ -50,6 +50,8 @@ from weince.losses.recipe import (
     topm_softmax,
 )
 from weince.losses.weince import _weince, check_weince_args
+from weince.losses.chunked import (Rows, check_chunk_size, chunked_info_nce, chunked_weince,
+                                   view_rows)
 from weince.losses.local import LocalRows, local_rows
 from weince.utils.distributed import gather_with_grad, is_distributed
 
@@ -140,11 +142,20 @@ _BANK_DOC = """memory_bank_size: ``Q``, the number of past embeddings kept as ne
             ``loss_fn.memory_bank`` (:class:`weince.losses.bank.MemoryBank`), a buffer
             saved in ``state_dict`` that moves with ``.to()``."""
 
+_CHUNK_DOC = """chunk_size: ``None`` (default: the similarity matrix is built whole) or the number
+            of anchors whose similarity rows are built at a time (against every candidate),
+            so that memory grows as ``chunk_size x C`` per matrix, forward and backward,
+            not ``B x C`` (:mod:`weince.losses.chunked`: the pivot ``rho0`` from a first
+            pass over every row, each chunk recomputed in the backward). Equal to the
+            unchunked loss and gradients to rounding (not bit for bit); combines with
+            ``gather_distributed`` (``"local"`` too), not with a memory bank."""
+
 
 class _TwoViewLoss(nn.Module):
     def __init__(self, tau: float | torch.Tensor | None = None, layout: str = "simclr", *,
                  temperature: float | torch.Tensor | None = None,
-                 gather_distributed: bool = False, memory_bank_size: int = 0):
+                 gather_distributed: bool = False, memory_bank_size: int = 0,
+                 chunk_size: int | None = None):
         super().__init__()
         tau = loss_tau(tau, temperature)
         if layout not in LAYOUTS:
@@ -170,6 +181,10 @@ class _TwoViewLoss(nn.Module):
             raise ValueError("gather_distributed='local' and a memory bank do not combine "
                              "(the bank's negatives are every rank's already); pass "
                              "gather_distributed=True")
+        self.chunk_size = check_chunk_size(chunk_size)
+        if self.chunk_size and size:
+            raise ValueError("chunk_size and a memory bank do not combine (the bank's MoCo rows "
+                             "are N x (1 + Q)); pass chunk_size=None or memory_bank_size=0")
         self.last_stats: dict[str, torch.Tensor] = {}
         self._local: LocalRows | None = None
 
@@ -211,6 +226,19 @@ class _TwoViewLoss(nn.Module):
         check_tau_dtype(self.tau, z1.dtype)
         return out
 
+    def rows(self, z1: torch.Tensor, z2: torch.Tensor) -> Rows:
+        """The rows of :meth:`batch` as :class:`weince.losses.chunked.Rows` (unit rows of
+        the anchors and candidates, not their similarities), for ``chunk_size``."""
+        self._local = None
+        if self.local_loss and is_distributed():
+            check_views(z1, z2, min_n=0)
+            self._local = local_rows(z1, z2, self.layout)
+            check_tau_dtype(self.tau, z1.dtype)
+            return self._local.rows
+        z1, z2 = self.views(z1, z2)
+        check_tau_dtype(self.tau, z1.dtype)
+        return view_rows(z1, z2, self.layout)
+
     def simclr_half(self, sim: torch.Tensor) -> int | None:
         """``N`` when ``sim`` has the SimCLR layout (its ``2N`` rows known without reading
         ``targets``), else ``None``."""
@@ -234,7 +262,8 @@ class _TwoViewLoss(nn.Module):
                 f"gather_distributed={self.gather_distributed}")
 
     def extra_repr(self) -> str:
-        return self.base_repr() + f", memory_bank_size={self.memory_bank_size}"
+        return (self.base_repr() + f", memory_bank_size={self.memory_bank_size}"
+                + f", chunk_size={self.chunk_size}")
 
 
 _COMMON_ARGS = """tau: softmax temperature, a finite number ``> 0`` usable in the inputs' dtype
@@ -271,6 +300,7 @@ class InfoNCELoss(_TwoViewLoss):
         {common}
         {gather}
         {bank}
+        {chunk}
 
     {shapes}
 
@@ -298,6 +328,11 @@ class InfoNCELoss(_TwoViewLoss):
     @loss_forward
     def forward(self, z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor:
         """The InfoNCE loss of the views ``z1``, ``z2`` (``(N, d)`` each): a 0-d tensor."""
+        if self.chunk_size:
+            rows = self.rows(z1, z2)
+            if self._local is not None:
+                return chunked_info_nce(rows, self.tau, self.chunk_size, "sum") * self._local.scale
+            return chunked_info_nce(rows, self.tau, self.chunk_size)
         sim, targets, invalid, K = self.batch(z1, z2)
         if K == 0:
             return self.no_negatives(sim)
@@ -426,6 +461,7 @@ class WEINCELoss(_TwoViewLoss):
         {weince}
         {gather}
         {bank}
+        {chunk}
 
     {shapes}
 
@@ -459,9 +495,11 @@ class WEINCELoss(_TwoViewLoss):
                  tail_frac: float = 0.10, min_tail: int = 32, eps: float = 1e-6, beta: str = "one",
                  gate: str = "both", lam: float | None = None, beta_min: float = 0.5,
                  beta_max: float = 16.0, temperature: float | None = None,
-                 gather_distributed: bool = False, memory_bank_size: int = 0):
+                 gather_distributed: bool = False, memory_bank_size: int = 0,
+                 chunk_size: int | None = None):
         super().__init__(tau, layout, temperature=temperature,
-                         gather_distributed=gather_distributed, memory_bank_size=memory_bank_size)
+                         gather_distributed=gather_distributed, memory_bank_size=memory_bank_size,
+                         chunk_size=chunk_size)
         check_weince_args(self.tau, q, margin, kappa_rho, kappa_aic, tail_frac, min_tail, eps,
                           beta, gate, lam, beta_min, beta_max)
         self.opts: dict[str, Any] = dict(
@@ -472,11 +510,21 @@ class WEINCELoss(_TwoViewLoss):
     def core(self, sim, targets, invalid, K, topk_extra: int = 0):
         """``(loss, stats)`` of a :meth:`batch` with ``K >= 1``; ``stats`` holds what the
         recipe reuses."""
-        local = self._local
         loss, stats = _weince(sim, targets, invalid, K, self.tau, return_stats=True,
                               topk_extra=topk_extra, half=self.simclr_half(sim),
-                              pivot=None if local is None else local.pivot(self.opts["q"]),
-                              reduction="mean" if local is None else "sum", **self.opts)
+                              **self.row_options())
+        return self.logged(loss, stats), stats
+
+    def row_options(self) -> dict:
+        """The options of the row losses: the pivot and the reduction of the local mode."""
+        local = self._local
+        return dict(pivot=None if local is None else local.pivot(self.opts["q"]),
+                    reduction="mean" if local is None else "sum", **self.opts)
+
+    def logged(self, loss: torch.Tensor, stats: dict) -> torch.Tensor:
+        """``loss`` (scaled to its share in the local mode), after ``last_stats`` is set
+        from ``stats``."""
+        local = self._local
         if local is not None:      # this rank's rows: their share of the global mean
             loss = loss * local.scale
         lam, daic, beta_w = ((stats["lambda"], stats["daic"], stats["beta_w"]) if local is None
@@ -484,12 +532,16 @@ class WEINCELoss(_TwoViewLoss):
         # 0-d float64 tensors (read with float()); nothing here waits for the device
         self.last_stats = {**_quantiles(lam), "rho0": stats["log_rho0"].exp(),
                            "daic_mean": daic.mean(), "beta_w_mean": beta_w.mean()}
-        return loss, stats
+        return loss
 
     @loss_forward
     def forward(self, z1, z2):
         """The WEINCE loss of the views ``z1``, ``z2`` (``(N, d)`` each): a 0-d tensor;
         updates ``last_stats``."""
+        if self.chunk_size:
+            loss, stats = chunked_weince(self.rows(z1, z2), self.tau, self.chunk_size,
+                                         return_stats=True, **self.row_options())
+            return self.logged(loss, stats)
         sim, targets, invalid, K = self.batch(z1, z2)
         if K == 0:
             return self.no_negatives(sim)
@@ -570,6 +622,9 @@ class WEINCERecipeLoss(WEINCELoss):
             raise ValueError("gather_distributed='local' is for InfoNCELoss and WEINCELoss "
                              "(the recipe's pooled fit needs every row); pass "
                              "gather_distributed=True")
+        if self.chunk_size:
+            raise ValueError("chunk_size is for InfoNCELoss and WEINCELoss (the recipe's pooled "
+                             "fit needs every row at once); pass chunk_size=None")
         if not 0.0 <= momentum < 1.0:
             raise ValueError(f"momentum must lie in [0, 1), got {momentum!r}")
         self.top_m, self.w_weib, self.w_soft = int(top_m), float(w_weib), float(w_soft)
@@ -676,7 +731,7 @@ class WEINCERecipeNoWeibLoss(WEINCERecipeLoss):
 
 def _fill_docs() -> None:
     parts = dict(common=_COMMON_ARGS, gather=_GATHER_DOC, shapes=_SHAPES, weince=_WEINCE_ARGS,
-                 stats=_WEINCE_STATS, bank=_BANK_DOC)
+                 stats=_WEINCE_STATS, bank=_BANK_DOC, chunk=_CHUNK_DOC)
     for cls in (InfoNCELoss, InfoNCETopMLoss, WEINCELoss, WEINCERecipeLoss):
         cls.__doc__ = (cls.__doc__ or "").format(**parts)
 

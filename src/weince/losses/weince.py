@@ -204,7 +204,8 @@ def weince_statistics(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tens
         A dict: ``(B,)`` float32 tensors ``lambda`` (blend weight in ``[0, 1]``), ``rho``
         (cap proximity ``1 - max negative``, at least ``eps``), ``daic`` (AIC of the Gumbel
         line minus AIC of the Weibull line) and ``beta_w`` (Weibull slope); the 0-d tensor
-        ``rho0`` (the pivot); the ints ``k`` (tail size) and ``n`` (points in the fits).
+        ``rho0`` (the pivot); the ints ``k`` (tail size) and ``n`` (points in the fits),
+        ``(B,)`` int64 tensors when the rows' numbers of negatives differ.
 
     Raises:
         ValueError: as :func:`weince`.
@@ -220,8 +221,8 @@ def weince_statistics(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tens
     """
     check_weince_args(0.5, q, margin, kappa_rho, kappa_aic, tail_frac, min_tail, eps, "one", gate,
                       None, 0.5, 16.0)
-    K = check_batch(sim, targets, mask, sync=check)
-    st = _statistics(sim, targets, invert(mask), K, q=q, margin=margin, kappa_rho=kappa_rho,
+    K = check_batch(sim, targets, mask, sync=check, per_row=True)
+    st = row_statistics(sim, targets, invert(mask), K, q=q, margin=margin, kappa_rho=kappa_rho,
                      kappa_aic=kappa_aic, tail_frac=tail_frac, min_tail=min_tail, eps=eps,
                      gate=gate)
     return public_stats(st)
@@ -229,7 +230,7 @@ def weince_statistics(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tens
 
 def public_stats(st: dict) -> dict:
     """The documented statistics of an internal dict: float32 ``(B,)`` tensors ``lambda``,
-    ``rho``, ``daic``, ``beta_w``; ``rho0``; ``k``, ``n``."""
+    ``rho``, ``daic``, ``beta_w``; ``rho0``; ``k``, ``n`` (ints, or ``(B,)`` tensors)."""
     rho = st["d"][:, 0]
     rho0 = st.get("rho0")
     rho0 = rho.kthvalue(st["kq"] + 1).values if rho0 is None else rho0
@@ -317,6 +318,47 @@ def _statistics(sim: torch.Tensor, targets: torch.Tensor, invalid: torch.Tensor 
             "k": k, "n": n, "top_idx": top_idx, "neg": neg, "rho0": given}
 
 
+@torch.no_grad()
+def row_log_rho(sim: torch.Tensor, targets: torch.Tensor, invalid: torch.Tensor | None,
+                eps: float) -> torch.Tensor:
+    """Each row's ``log rho = log max(1 - max negative, eps)`` (float64): the numbers
+    :func:`_statistics` computes from its top-k, from the largest negative alone (a pivot
+    over rows seen in parts: the chunked path, per-row tail sizes)."""
+    top = negative_values(sim, targets, invalid).amax(dim=1)
+    return torch.rsub(top.double(), 1.0).clamp_min_(eps).log()
+
+
+def row_statistics(sim: torch.Tensor, targets: torch.Tensor, invalid: torch.Tensor | None,
+                   K: int | torch.Tensor, **options) -> dict:
+    """:func:`_statistics` of rows with ``K`` negatives each (an int), or with ``K_i``
+    negatives (a ``(B,)`` tensor: a mask of unequal counts): then each group of rows with
+    one count is a batch of its own (tail size ``tail_size(K_i)``), against the pivot
+    ``rho0`` of every row, and ``k``, ``n`` are ``(B,)`` int64 tensors."""
+    if isinstance(K, int):
+        return _statistics(sim, targets, invalid, K, **options)
+    rho0, pivot, q = options.pop("rho0", None), options.pop("pivot", None), options["q"]
+    log_rho0 = None
+    if rho0 is None:
+        log_rho = row_log_rho(sim if sim.dtype in (torch.float32, torch.float64) else sim.float(),
+                              targets, invalid, options["eps"])
+        log_rho0 = (pivot(log_rho) if pivot is not None else
+                    log_rho.kthvalue(int(round(q * (sim.shape[0] - 1))) + 1).values)
+    out: dict = {}
+    for count in torch.unique(K).tolist():
+        rows = (K == count).nonzero().flatten()
+        st = _statistics(sim[rows], targets[rows], None if invalid is None else invalid[rows],
+                         int(count), rho0=rho0, pivot=lambda _: log_rho0, **options)
+        st["k"], st["n"] = (torch.full((len(rows),), st[key], dtype=torch.long,
+                                       device=sim.device) for key in ("k", "n"))
+        st["d"] = st["d"][:, :1]
+        for key in ("lambda", "daic", "beta_w", "d", "k", "n"):
+            if key not in out:
+                out[key] = st[key].new_empty((sim.shape[0], *st[key].shape[1:]))
+            out[key][rows] = st[key]
+        out.update(log_rho0=st["log_rho0"], rho0=st["rho0"])
+    return {**out, "kq": int(round(q * (sim.shape[0] - 1))), "top_idx": None, "neg": None}
+
+
 class _BlendedLogits(torch.autograd.Function):
     """Fused ``(1 - lam_i) s_ij / tau - c_i log(1 - min(s_ij, 1 - eps))`` with invalid columns
     set to ``-inf``, where ``c_i = lam_i * beta_i``. Takes three ``(B, 1)`` columns: ``-c_i``,
@@ -391,10 +433,10 @@ def _weince(sim, targets, invalid, K, tau, *, q, margin, kappa_rho, kappa_aic, t
     need_stats = lam is None or beta == "anchor" or return_stats
     stats = None
     if need_stats:
-        stats = _statistics(sim, targets, invalid, K, q=q, margin=margin, kappa_rho=kappa_rho,
-                            kappa_aic=kappa_aic, tail_frac=tail_frac, min_tail=min_tail,
-                            eps=eps, gate=gate, topk_extra=topk_extra, half=half, rho0=rho0,
-                            pivot=pivot)
+        stats = row_statistics(sim, targets, invalid, K, q=q, margin=margin,
+                               kappa_rho=kappa_rho, kappa_aic=kappa_aic, tail_frac=tail_frac,
+                               min_tail=min_tail, eps=eps, gate=gate, topk_extra=topk_extra,
+                               half=half, rho0=rho0, pivot=pivot)
     if lam is None:
         assert stats is not None   # need_stats
         lam_row = stats["lambda"]
@@ -444,8 +486,8 @@ def weince(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None =
             ``K`` queued embeddings after it, targets zeros, no mask.
         targets: ``(B,)`` integer column of each row's positive.
         mask: optional ``(B, C)`` boolean of valid candidates (``False`` drops a column for
-            that row); every row must keep its positive and the same number ``K`` of
-            negatives. Default ``None`` (every column valid).
+            that row, e.g. a known false negative); every row keeps its positive and
+            ``K_i >= 1`` negatives, its tail ``k_i = tail_size(K_i)``. Default ``None``.
         tau: softmax temperature ``> 0``, a number or a 0-d tensor (one that requires grad
             is learnable: it gets its gradient). Default ``0.5``.
         q: quantile of ``rho`` over rows that sets the pivot ``rho0``, in ``[0, 1]``.
@@ -467,11 +509,11 @@ def weince(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None =
         return_stats: also return the statistics. Default ``False``.
         beta_min, beta_max: clamp of ``beta="anchor"``, ``0 < beta_min <= beta_max``.
             Defaults ``0.5``, ``16.0``.
-        check: validate the tensors' contents (finite, targets in range, a valid positive,
-            equal negative counts), each check a host synchronisation. ``check=False``
-            skips them (shapes and dtypes are still checked) for well-formed GPU batches;
-            with a ``mask`` pass ``num_negatives=K`` too (else ``K`` is read from the mask's
-            first row, one sync). Default ``True``.
+        check: validate the tensors' contents (finite, targets in range, a valid positive),
+            each check a host synchronisation. ``check=False`` skips them (shapes and
+            dtypes are still checked) for well-formed GPU batches; with a ``mask`` pass
+            ``num_negatives=K`` too when every row has ``K`` (else the counts are read
+            from the mask, one sync). Default ``True``.
         num_negatives: ``K``, the number of negatives of every row (see ``check``).
         temperature: the same option as ``tau`` under lightly's name; pass one of the two.
         rho0: a given pivot (number or 0-d tensor, no gradient, floored at ``eps``) in
@@ -481,13 +523,13 @@ def weince(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None =
             losses); optional ``(B,)`` row weights ``w_i``: ``sum w_i l_i / sum w_i``,
             ``sum w_i l_i``, ``w_i l_i``. The statistics ignore both.
     Returns:
-        The scalar loss, or ``(loss, stats)`` with ``stats`` holding ``(B,)`` tensors
-        ``lambda``, ``rho``, ``daic``, ``beta_w`` and scalars ``rho0``, ``k``, ``n``.
+        The scalar loss, or ``(loss, stats)``: ``(B,)`` tensors ``lambda``, ``rho``, ``daic``,
+        ``beta_w``, scalars ``rho0``, ``k``, ``n`` (``(B,)`` when the ``K_i`` differ).
 
     Raises:
         ValueError: an argument outside its range (named), both ``tau`` and ``temperature``,
             a ``sim`` not 2-D floating, mismatched shapes, and, with ``check=True``,
-            non-finite values, targets out of range, a masked-out positive, unequal ``K``.
+            non-finite values, targets out of range, a masked-out positive, no negative.
 
     Example:
         >>> import torch
@@ -505,7 +547,7 @@ def weince(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None =
     tau = loss_tau(tau, temperature, getattr(sim, "dtype", None))
     check_weince_args(tau, q, margin, kappa_rho, kappa_aic, tail_frac, min_tail, eps, beta, gate,
                       lam, beta_min, beta_max)
-    K = check_batch(sim, targets, mask, sync=check, num_negatives=num_negatives)
+    K = check_batch(sim, targets, mask, sync=check, num_negatives=num_negatives, per_row=True)
     check_reduction(reduction, weight, sim.shape[0])
     with no_autocast(sim):
         loss, stats = _weince(sim, targets, invert(mask), K, tau, q=q, margin=margin, eps=eps,
