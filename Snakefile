@@ -70,6 +70,7 @@ include: "workflow/rules/norms.smk"
 include: "workflow/rules/synthetic.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/rehearsal.smk"
+include: "workflow/rules/fused.smk"
 
 
 onstart:

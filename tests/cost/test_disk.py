@@ -68,6 +68,19 @@ def test_a_targets_runs_come_from_its_dry_run():
     assert adopted == {VisionRun("cifar100", "resnet18", "weince", 7)} and not text
 
 
+def test_an_encoders_whole_job_counts_as_training_only_when_it_writes_the_encoder():
+    """`vision_jobs: per_encoder`: a `vision_run_<n>` job trains when it writes encoder.pt;
+    the adopted run's job (features onwards) does not."""
+    run = "results/p/vision/digits/smallcnn/{}/seed7/{}"
+    jobs = [JobInfo("vision_run_1", False, [run.format("infonce", "encoder.pt"),
+                                            run.format("infonce", "linear.json")]),
+            JobInfo("vision_run_2", False, [run.format("weince", "features.pt"),
+                                            run.format("weince", "knn.json")])]
+    trained, adopted, text = runs_of_jobs(jobs)
+    assert trained == {VisionRun("digits", "smallcnn", "infonce", 7)}
+    assert not adopted and not text
+
+
 @pytest.mark.parametrize("text, n", [("2TB", 2 * 10**12), ("500 GB", 500 * 10**9),
                                      ("1.5t", 15 * 10**11), (3000, 3000)])
 def test_sizes_parse_in_decimal_units(text, n):

@@ -97,7 +97,9 @@ def test_default_profile_sets_rerun_incomplete():
                                   pytest.param("paper.yaml", marks=pytest.mark.slow)])
 def test_dry_run_builds_the_dag(name, tmp_path, copy_workflow, job_counts, run_snakemake):
     wf = copy_workflow(tmp_path / "wf")
-    args = ["-n", "--cores", "2"] + ([] if name == "config.yaml"
+    # the default's DAG as the per-step rules plan it (its own one job per encoder:
+    # test_default_runs_one_job_per_encoder)
+    args = ["-n", "--cores", "2"] + (["--config", "vision_jobs=per_step"] if name == "config.yaml"
                                      else ["--configfile", f"config/{name}"])
     # the paper's data are not here: plan its DAG without the data check
     proc = run_snakemake(wf, *args, timeout=300, WEINCE_SKIP_PREFLIGHT="1")
@@ -151,6 +153,53 @@ def test_one_table_plans_that_claims_job_alone(tmp_path, copy_workflow, job_coun
     counts = job_counts(proc.stdout)
     assert counts["claim_tables"] == 1 and counts["timing"] == 1, counts
     assert "report" not in counts and "all" not in counts, counts
+
+
+_STEP_RULES = ("pretrain", "features", "linear", "knn", "linear_head", "collect_scores", "pot",
+               "link", "norms_vision")
+
+
+def _planned(stdout: str) -> tuple[set[str], set[str]]:
+    """The output files and the log files of a dry run's jobs."""
+    outs: set[str] = set()
+    logs: set[str] = set()
+    for line in stdout.splitlines():
+        key, _, rest = line.strip().partition(": ")
+        if key in ("output", "log"):
+            (outs if key == "output" else logs).update(x.strip() for x in rest.split(","))
+    return outs, logs
+
+
+def test_default_runs_one_job_per_encoder(tmp_path, copy_workflow, job_counts, run_snakemake):
+    """`vision_jobs: per_encoder` (the default's): one job per vision encoder, planning
+    exactly the files and logs the per-step rules plan, and no per-step vision job."""
+    wf = copy_workflow(tmp_path / "wf")
+    fused = run_snakemake(wf, "-n", "--cores", "2", timeout=300)
+    per_step = run_snakemake(wf, "-n", "--cores", "2", "--config", "vision_jobs=per_step",
+                             timeout=300)
+    for proc in (fused, per_step):
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert _planned(fused.stdout) == _planned(per_step.stdout)
+    a, b = job_counts(fused.stdout), job_counts(per_step.stdout)
+    assert not set(_STEP_RULES) & set(a), a
+    encoders = b["features"]          # every trained or adopted encoder is read once
+    assert sum(n for r, n in a.items() if r.startswith("vision_run_")) == encoders
+    assert a["total"] == b["total"] - sum(b.get(r, 0) for r in _STEP_RULES) + encoders
+    for rule in set(a) - {"total"}:
+        assert rule.startswith("vision_run_") or a[rule] == b[rule], rule
+
+
+@pytest.mark.parametrize("args", [["--configfile", "config/paper.yaml"],
+                                  ["--configfile", "config/smoke.yaml"],
+                                  ["--config", "vision_jobs=per_step"]])
+def test_per_step_profiles_define_no_encoder_job(args, tmp_path, copy_workflow, run_snakemake):
+    """The paper's and smoke's rules (and the default's with `vision_jobs=per_step`) are
+    the per-step rules alone: their jobs, rerun triggers and partial targets are theirs."""
+    wf = copy_workflow(tmp_path / "wf")
+    proc = run_snakemake(wf, "--list-rules", *args, timeout=300, WEINCE_SKIP_PREFLIGHT="1")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rules = set(proc.stdout.split())
+    assert set(_STEP_RULES) <= rules and not any(r.startswith("vision_run_") for r in rules)
 
 
 # ----------------------------------------------------------------------------- smoke, end to end

@@ -42,7 +42,7 @@ from weince.utils.diskspace import free_bytes, human_bytes, parse_size
 
 __all__ = ["SPLIT_SIZES", "PER_RUN", "QUOTA_ENV", "DiskEstimate", "disk_estimate",
            "runs_of_jobs", "parse_bytes", "disk_quota", "used_bytes", "check_disk", "dag_jobs",
-           "JobLike", "warn_after_dry_run"]
+           "JobLike", "warn_after_dry_run", "trains"]
 
 # images per split (train, test) of each data set: a features.pt holds both
 SPLIT_SIZES = {d: (n["train"], n["test"]) for d, n in SPLIT_IMAGES.items()}
@@ -116,6 +116,14 @@ _VRUN = re.compile(r"/vision/([a-z0-9]+)/([a-z0-9_]+)/([^/]+)/seed([0-9]+)/")
 _TRUN = re.compile(r"/text/([^/]+)/([^/]+)/seed([0-9]+)/")
 
 
+def trains(job: Any) -> bool:
+    """Whether a (dry run's) job pretrains a vision encoder: a ``pretrain`` job, or an
+    encoder's whole job (``vision_jobs: per_encoder``, rules ``vision_run_<n>``) that writes
+    the encoder."""
+    return job.rule == "pretrain" or (job.rule.startswith("vision_run_") and any(
+        str(f).endswith("/encoder.pt") for f in job.output))
+
+
 def runs_of_jobs(jobs: Iterable) -> tuple[set[VisionRun], set[VisionRun], set[TextRun]]:
     """(trained, adopted, SimCSE) runs of a dry run's jobs (``weince.cost.plan.JobInfo``:
     a rule and its outputs): what a target's plan reaches."""
@@ -125,9 +133,9 @@ def runs_of_jobs(jobs: Iterable) -> tuple[set[VisionRun], set[VisionRun], set[Te
     for j in jobs:
         for out in j.output:
             m = _VRUN.search("/" + out)
-            if m and j.rule in ("pretrain", "adopt_grid_run"):
+            if m and (trains(j) or j.rule == "adopt_grid_run"):
                 run = VisionRun(m.group(1), m.group(2), m.group(3), int(m.group(4)))
-                (trained if j.rule == "pretrain" else adopted).add(run)
+                (trained if trains(j) else adopted).add(run)
             t = _TRUN.search("/" + out)
             if t and j.rule == "simcse":
                 text.add(TextRun(t.group(1), t.group(2), int(t.group(3))))

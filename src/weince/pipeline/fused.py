@@ -1,0 +1,201 @@
+"""One job per vision encoder (``vision_jobs: per_encoder``), for a profile of small jobs.
+
+Every ``script:`` job is a fresh interpreter that imports torch and the library before it
+does its work; at the embedded default's sizes that start-up is most of a job's cost. With
+``vision_jobs: per_encoder`` (the embedded default's setting), the workflow runs the steps
+one encoder needs (its pretraining, features, linear probe, k-NN, head probe, similarity
+scores, tail fit, link fit, norms analysis: the rules in :data:`STEPS`) in one job, one after
+the other in one interpreter, by running each step's own script
+(``workflow/scripts/<rule>.py``) with the inputs, outputs, log and params the step's rule
+would give it. The files, their paths and the logs are those of the per-step rules; the
+job's benchmark file is ``benchmarks/vision_run/<run>.tsv``.
+
+``vision_jobs: per_step`` (the schema's default, and every other shipped profile's) keeps one
+job per step: the rules of ``workflow/rules/*.smk`` as they are.
+
+:func:`vision_chains` decides which steps each encoder runs: the files the profile's targets,
+its grid selection and its norms analysis read, less what another rule writes (a grid arm's
+adopted run: its encoder, training log and linear probe; the four-seed grid's k-NN files).
+Encoders with the same steps share one rule (``vision_run_<n>``), whose ``run`` wildcard
+(``<dataset>/<backbone>/<arm>/seed<seed>``) is constrained to exactly those encoders, so
+that the per-step rules still make any file outside them.
+"""
+
+from __future__ import annotations
+
+import re
+import runpy
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from weince.pipeline.layout import VISION_RUN, norms_vision_runs, run_dir
+from weince.pipeline.profile import Profile
+from weince.pipeline.protocol import adopted_seeds, probe_kwargs, shares_seeds
+from weince.pipeline.stages import grid_arms, job_config, norms_config, result_settings
+from weince.pipeline.targets import all_targets
+
+__all__ = ["STEPS", "Step", "vision_chains", "step_params", "run_wildcards", "run_chain", "RUN_TAG"]
+
+RUN_TAG = "{dataset}/{backbone}/{arm}/seed{seed}"
+_TAG_RE = re.compile(r"(?P<dataset>[^/]+)/(?P<backbone>[^/]+)/(?P<arm>[^/]+)/seed(?P<seed>\d+)")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One per-step rule as a step of an encoder's job: its script, its log folder (under
+    ``logs/``), its outputs and its inputs (``name -> file in the run folder``; an integer
+    name is a positional one, as the rule declares it)."""
+
+    script: str
+    log: str
+    outputs: Mapping[str | int, str]
+    inputs: Mapping[str | int, str]
+
+
+# in the order an encoder's job runs them (each step's inputs come before it)
+STEPS: dict[str, Step] = {
+    "pretrain": Step("pretrain.py", "pretrain",
+                     {"encoder": "encoder.pt", "summary": "train.json",
+                      "train_log": "train_log.jsonl"}, {}),
+    "features": Step("features.py", "features", {0: "features.pt"}, {"encoder": "encoder.pt"}),
+    "linear": Step("linear.py", "linear", {0: "linear.json"}, {0: "features.pt"}),
+    "knn": Step("knn.py", "knn", {0: "knn.json"}, {0: "features.pt"}),
+    "linear_head": Step("linear_head.py", "linear_head", {0: "linear_head.json"},
+                        {0: "features.pt"}),
+    "collect_scores": Step("collect_scores.py", "scores", {0: "scores.npz"},
+                           {"encoder": "encoder.pt"}),
+    "pot": Step("pot.py", "pot", {0: "pot.json"}, {0: "scores.npz"}),
+    "link": Step("link.py", "link", {0: "link.json"}, {0: "scores.npz"}),
+    "norms_vision": Step("norms_vision.py", "norms",
+                         {"result": "norms.json", "probes": "norms_probes.npz"},
+                         {"encoder": "encoder.pt", "features": "features.pt"}),
+}
+_MAKER = {f: name for name, s in STEPS.items() for f in s.outputs.values()}
+
+
+def run_wildcards(tag: str) -> dict[str, str]:
+    """``dataset``, ``backbone``, ``arm``, ``seed`` of a run tag
+    (``<dataset>/<backbone>/<arm>/seed<seed>``)."""
+    m = _TAG_RE.fullmatch(tag)
+    if m is None:
+        raise ValueError(f"not a vision run tag (dataset/backbone/arm/seedN): {tag!r}")
+    return m.groupdict()
+
+
+def _needed(prof: Profile) -> dict[str, set[str]]:
+    """Run tag -> the files of that run folder that some rule or target reads."""
+    root = VISION_RUN.format(results=prof.results, profile=prof.name, dataset="(?P<dataset>[^/]+)",
+                             backbone="(?P<backbone>[^/]+)", arm="(?P<arm>[^/]+)",
+                             seed=r"(?P<seed>\d+)")
+    pattern = re.compile(root + "/(?P<file>[^/]+)")
+    files = list(all_targets(prof))
+    files += [str(run_dir(prof, r) / "features.pt") for r in norms_vision_runs(prof)]
+    g = prof.vision.grid
+    for dataset, backbone in prof.vision.pairs:
+        for arm in grid_arms(prof):
+            for point in g.points:
+                for seed in g.seeds:
+                    d = VISION_RUN.format(results=prof.results, profile=prof.name,
+                                          dataset=dataset, backbone=backbone,
+                                          arm=f"{arm}@{point}", seed=seed)
+                    files += [f"{d}/linear.json"] + ([f"{d}/knn.json"] if shares_seeds(prof)
+                                                     else [])
+    out: dict[str, set[str]] = {}
+    for f in files:
+        m = pattern.fullmatch(str(f))
+        if m is not None and m["file"] in _MAKER:
+            out.setdefault(RUN_TAG.format(**m.groupdict()), set()).add(m["file"])
+    return out
+
+
+def _others(prof: Profile, wc: Mapping[str, str]) -> set[str]:
+    """The files of a run that another rule writes: the adopted run of a grid arm (its
+    encoder, training files and linear probe) and the four-seed grid's final k-NN."""
+    if wc["arm"] not in grid_arms(prof):
+        return set()
+    out = set()
+    if int(wc["seed"]) in adopted_seeds(prof):
+        out |= {"encoder.pt", "train.json", "train_log.jsonl", "linear.json"}
+    if shares_seeds(prof):
+        out.add("knn.json")
+    return out
+
+
+def vision_chains(prof: Profile) -> dict[tuple[str, ...], list[str]]:
+    """The steps of each encoder's job, as ``{steps: [run tags]}`` (steps in
+    :data:`STEPS` order, tags sorted); empty unless ``vision_jobs: per_encoder``."""
+    if prof.config.get("vision_jobs", "per_step") != "per_encoder" or not prof.vision.enabled:
+        return {}
+    chains: dict[tuple[str, ...], list[str]] = {}
+    for tag, files in sorted(_needed(prof).items()):
+        files = set(files)
+        if files & {"features.pt", "linear.json", "knn.json", "linear_head.json",
+                    "norms.json"}:
+            files.add("features.pt")
+        if files & {"pot.json", "link.json"}:
+            files.add("scores.npz")
+        files.add("encoder.pt")
+        files -= _others(prof, run_wildcards(tag))
+        steps = tuple(s for s in STEPS if files & set(STEPS[s].outputs.values()))
+        chains.setdefault(steps, []).append(tag)
+    return chains
+
+
+def step_params(prof: Profile, step: str, wc: Mapping[str, str]) -> dict[str, Any]:
+    """The params the per-step rule ``step`` gives its script for the run ``wc`` (the same
+    values, so that both ways run a step alike and rerun on the same changes)."""
+    v = prof.vision
+    if step == "pretrain":
+        return {"cfg": result_settings(job_config(prof, wc))}
+    if step in ("linear", "linear_head"):
+        return {"kwargs": result_settings(probe_kwargs(prof, wc["arm"]))}
+    if step == "norms_vision":
+        return {"cfg": result_settings(norms_config(prof))}
+    blocks = {"features": v.features, "knn": v.knn, "collect_scores": v.evt.collect}
+    if step in blocks:
+        return {"kwargs": result_settings(blocks[step])}
+    if step in ("pot", "link"):
+        return {"kwargs": v.evt.pot if step == "pot" else v.evt.link}
+    raise ValueError(f"not a step of an encoder's job: {step!r} (one of {', '.join(STEPS)})")
+
+
+class _Named(list):
+    """A step's input, output, log, params or wildcards as its script reads them: by
+    position (integer names, and every value in order) and by attribute."""
+
+    def __init__(self, items: Mapping[str | int, Any]) -> None:
+        super().__init__(items.values())
+        for key, value in items.items():
+            if isinstance(key, str):
+                setattr(self, key, value)
+
+
+def _step_job(smk: Any, step: str, run: Path) -> SimpleNamespace:
+    """The ``snakemake`` object the per-step rule's script would get, from the encoder job's."""
+    spec = STEPS[step]
+    inputs: dict[str | int, Any] = {k: str(run / f) for k, f in spec.inputs.items()}
+    if step == "pretrain":
+        inputs["selection"] = getattr(smk.input, "selection", [])
+    wc: dict[str | int, Any] = {"profile": smk.wildcards.profile}
+    wc.update(run_wildcards(smk.wildcards.run))
+    return SimpleNamespace(
+        input=_Named(inputs),
+        output=_Named({k: getattr(smk.output, f"{step}__{k}") for k in spec.outputs}),
+        log=_Named({0: getattr(smk.log, step)}), params=_Named(smk.params.settings[step]),
+        wildcards=_Named(wc), threads=smk.threads, resources=smk.resources,
+        config=smk.config, rule=step, bench_iteration=None, scriptdir=smk.scriptdir)
+
+
+def run_chain(smk: Any) -> None:
+    """Run an encoder job's steps (``smk.params.steps``) one after the other, each by its
+    per-step rule's script (``workflow/scripts/<rule>.py``) in this interpreter."""
+    run = Path(VISION_RUN.format(results=Profile.of(smk.config).results,
+                                 profile=smk.wildcards.profile,
+                                 **run_wildcards(smk.wildcards.run)))
+    for step in smk.params.steps:
+        script = Path(smk.scriptdir) / STEPS[step].script
+        runpy.run_path(str(script), init_globals={"snakemake": _step_job(smk, step, run)},
+                       run_name="__main__")

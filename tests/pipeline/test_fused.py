@@ -1,0 +1,79 @@
+"""`vision_jobs: per_encoder`: which steps each encoder's one job runs (weince.pipeline.fused),
+and that every other shipped profile keeps one job per step."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from weince.pipeline.fused import STEPS, run_wildcards, step_params, vision_chains
+from weince.pipeline.profile import Profile
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _profile(name: str, **overrides) -> Profile:
+    cfg = yaml.safe_load((REPO / "config" / name).read_text())
+    cfg.update(overrides)
+    return Profile.of(cfg)
+
+
+@pytest.mark.parametrize("name", ["smoke.yaml", "paper.yaml"])
+def test_other_profiles_keep_one_job_per_step(name):
+    """The paper and smoke profiles define no encoder job: their DAGs are the per-step
+    rules' (one job per run and step, their own rerun triggers and targets). The paper's
+    overlays (one claim, the rehearsal) leave the key to it."""
+    cfg = yaml.safe_load((REPO / "config" / name).read_text())
+    assert cfg["vision_jobs"] == "per_step"
+    assert vision_chains(Profile.of(cfg)) == {}
+    for overlay in ("rehearsal.yaml", "paper_cifar100_r18.yaml"):
+        assert "vision_jobs" not in yaml.safe_load((REPO / "config" / overlay).read_text())
+
+
+def test_schema_default_is_one_job_per_step():
+    schema = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
+    key = schema["properties"]["vision_jobs"]
+    assert key["default"] == "per_step" and key["enum"] == ["per_step", "per_encoder"]
+
+
+def test_default_runs_each_encoder_once_with_the_steps_it_needs():
+    prof = _profile("config.yaml")
+    assert prof.config["vision_jobs"] == "per_encoder"
+    chains = vision_chains(prof)
+    tags = [t for ts in chains.values() for t in ts]
+    assert len(tags) == len(set(tags))                   # one job per encoder
+    by_tag = {t: steps for steps, ts in chains.items() for t in ts}
+    v = prof.vision
+    for arm in v.arms:
+        for seed in v.seeds:
+            assert f"digits/smallcnn/{arm}/seed{seed}" in by_tag
+    # the grid arm's run at the grid seed is adopted (another rule writes its encoder
+    # and linear probe): its job starts at the features
+    adopted = by_tag["digits/smallcnn/weince/seed7"]
+    assert "pretrain" not in adopted and "linear" not in adopted and "features" in adopted
+    # the tail fits run only for the EVT arms, the head probe only for the features
+    # ablation's arms, the norms analysis only for its units
+    for tag, steps in by_tag.items():
+        arm = run_wildcards(tag)["arm"]
+        assert ("pot" in steps) == ("link" in steps) == (arm in v.evt.arms), tag
+        assert ("collect_scores" in steps) == ("pot" in steps), tag
+        assert list(steps) == [s for s in STEPS if s in steps]   # each input before it
+    assert by_tag["digits/smallcnn/weince@m0/seed7"] == ("pretrain", "features", "linear")
+
+
+def test_per_step_setting_turns_the_default_back_into_one_job_per_step():
+    assert vision_chains(_profile("config.yaml", vision_jobs="per_step")) == {}
+
+
+def test_step_params_are_the_per_step_rules_params():
+    prof = _profile("config.yaml")
+    wc = run_wildcards("digits/smallcnn/weince_recipe/seed21")
+    assert step_params(prof, "pot", wc) == {"kwargs": prof.vision.evt.pot}
+    assert step_params(prof, "knn", wc)["kwargs"]["k"] == prof.vision.knn["k"]
+    assert step_params(prof, "pretrain", wc)["cfg"]["seed"] == 21
+    with pytest.raises(ValueError, match="not a step of an encoder's job: 'sts'"):
+        step_params(prof, "sts", wc)
+    with pytest.raises(ValueError, match="not a vision run tag"):
+        run_wildcards("digits/smallcnn/infonce")
