@@ -15,8 +15,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from weince.losses._common import (cached, check_batch, cpu_selection, invert, loss_tau,
-                                   negative_values, upcast)
+from weince.losses._common import (cached, check_batch, cpu_selection, invert,
+                                   largest_per_row, loss_tau, negative_values, upcast)
 
 __all__ = ["top_negatives", "topm_softmax", "topm_weibull", "fit_batch_beta"]
 
@@ -90,14 +90,12 @@ def fit_batch_beta(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor 
 
 def _largest(vals: torch.Tensor, k: int, inplace: bool = False) -> torch.Tensor:
     """The ``k`` largest entries of the 1-D ``vals``, largest first: ``torch.topk``'s values;
-    on CPU by introselect and a sort of the survivors (``torch.topk`` with a large sorted
-    ``k`` is several times slower there)."""
+    on CPU by :func:`weince.losses._common.largest_per_row` (``torch.topk`` with a large
+    sorted ``k`` is several times slower there)."""
     if not cpu_selection(vals):
         return torch.topk(vals, k, largest=True, sorted=True).values
     a = vals.numpy() if inplace else vals.numpy().copy()
-    a.partition(a.size - k)
-    top = np.sort(a[a.size - k:])[::-1].copy()
-    return torch.from_numpy(top)
+    return torch.from_numpy(largest_per_row(a.reshape(1, -1), k)[0])
 
 
 def pool_size(count: int, min_points: int = 1024, frac: float = 0.05) -> int:
@@ -123,9 +121,7 @@ def pooled_top_cpu(sim: torch.Tensor, k: int, targets: torch.Tensor | None = Non
     else:
         a[rows, rows] = -np.inf
         a[rows, (rows + half) % a.shape[0]] = -np.inf
-    flat = a.reshape(-1)
-    flat.partition(flat.size - k)
-    return torch.from_numpy(np.sort(flat[flat.size - k:])[::-1].astype(np.float64))
+    return torch.from_numpy(largest_per_row(a.reshape(1, -1), k)[0].astype(np.float64))
 
 
 @torch.library.custom_op("weince::pooled_top", mutates_args=())
