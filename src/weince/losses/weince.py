@@ -381,34 +381,34 @@ class _BlendedLogits(torch.autograd.Function):
     (``d/ds = a_i + c_i / (1 - s_ij)`` below the clamp, ``a_i`` above it).
 
     At a large batch the cost is memory traffic and, on CPU, the page faults of every fresh
-    ``(B, C)`` tensor, so the forward keeps the clamped shortfall ``t = max(1 - s, eps)``
-    (in place of ``s``, which only a learnable ``tau`` needs) and the backward starts from
-    it: ``t <= eps`` is exactly where ``1 - s <= eps``, so three passes (threshold,
-    ``addcdiv``, product) give the same numbers as recomputing ``1 - s``. ``invalid`` may be
-    the string ``"diagonal"`` (the SimCLR layout): then only the diagonal is written.
-    ``lam_i = 0`` gives ``a_i = 1 / tau`` and adds ``-0 * log(.)``: InfoNCE's logits
-    ``s * (1 / tau)`` bit for bit."""
+    ``(B, C)`` tensor (above glibc's mmap threshold, 32 MiB, each one is fresh), so each
+    direction allocates one such tensor and works in place: five passes forward (and the
+    mask's, unless it is the diagonal), four backward (``1 - s``, the clamp's threshold,
+    ``a + c / (1 - s)`` in one ``addcdiv``, the product with ``grad``). ``invalid`` may be
+    the string ``"diagonal"`` (the SimCLR layout): then only the diagonal is written, no
+    mask is read. ``lam_i = 0`` gives ``a_i = 1 / tau`` and adds ``-0 * log(.)``: InfoNCE's
+    logits ``s * (1 / tau)`` bit for bit."""
 
     @staticmethod
     def forward(ctx, s, negc, a, c, eps, invalid):
-        t = torch.rsub(s, 1.0).clamp_min_(eps)
-        x = torch.log(t).mul_(negc)
+        x = torch.rsub(s, 1.0).clamp_min_(eps).log_().mul_(negc)
         x.addcmul_(s, a)
         if isinstance(invalid, str):
             x.diagonal().fill_(float("-inf"))
         elif invalid is not None:
             x.masked_fill_(invalid, float("-inf"))
-        ctx.save_for_backward(t, a, c, s if ctx.needs_input_grad[2] else None)
+        ctx.save_for_backward(s, a, c)
         ctx.eps = eps
         return x
 
     @staticmethod
     def backward(ctx, grad):
-        t, a, c, s = ctx.saved_tensors
+        s, a, c = ctx.saved_tensors
         # d/da_i = sum_j grad_ij s_ij (a learnable temperature; 0 at the -inf columns)
         grad_a = (grad * s).sum(1, keepdim=True) if ctx.needs_input_grad[2] else None
-        slope = F.threshold(t, ctx.eps, float("inf"))   # t <= eps: the clamp holds, slope 0
-        torch.addcdiv(a, c, slope, out=slope)            # a + c / (1 - s); a where clamped
+        slope = torch.rsub(s, 1.0)
+        F.threshold_(slope, ctx.eps, float("inf"))  # type: ignore[attr-defined]  # 1 - s <= eps: slope 0
+        torch.addcdiv(a, c, slope, out=slope)       # a + c / (1 - s); a where the clamp holds
         slope.mul_(grad)
         return slope, None, grad_a, None, None, None
 
