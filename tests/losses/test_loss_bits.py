@@ -1,12 +1,12 @@
 """The faster selection and logits give the previous implementation's numbers bit for bit.
 
 Trained encoders depend on every bit of the loss and its gradients, so the NumPy selection
-(pieces of short rows, columns recovered from values) and the three-pass backward of
-WEINCE's logits are held against frozen copies of the straightforward forms they replaced
-(one ``np.partition`` / ``np.argpartition`` per row block, a full flat partition for the
-pooled fit, a backward that recomputes ``1 - s``): values, column choices, losses,
-gradients and statistics compared as raw bits, on inputs with ties, signed zeros, NaNs
-and rows whose largest entries crowd into a few pieces."""
+(pieces of short rows, columns recovered from values), the NumPy shortfalls and the
+four-pass backward of WEINCE's logits are held against frozen copies of the forms they
+replaced (one ``np.partition`` / ``np.argpartition`` per row block, a full flat partition
+for the pooled fit, torch's ``max(1 - s, eps)``, a backward in five passes): values,
+column choices, losses, gradients and statistics compared as raw bits, on inputs with
+ties, signed zeros, NaNs and rows whose largest entries crowd into a few pieces."""
 
 import numpy as np
 import pytest
@@ -100,6 +100,10 @@ def ref_largest(vals, k, inplace=False):
     return torch.from_numpy(ref_flat_largest(vals.numpy(), k))
 
 
+def ref_shortfalls(top, eps, numpy):
+    return torch.rsub(top.double(), 1.0).clamp_min_(eps)
+
+
 @pytest.fixture
 def previous_forms(monkeypatch):
     """Switch the loss code to the previous forms (call the returned function)."""
@@ -108,6 +112,7 @@ def previous_forms(monkeypatch):
         monkeypatch.setattr(weince_mod, "_BlendedLogits", RefBlended)
         monkeypatch.setattr(modules, "pooled_top_cpu", ref_pooled)
         monkeypatch.setattr(recipe, "_largest", ref_largest)
+        monkeypatch.setattr(weince_mod, "_shortfalls", ref_shortfalls)
     return switch
 
 

@@ -254,6 +254,16 @@ def public_stats(st: dict) -> dict:
             "k": st["k"], "n": st["n"]}
 
 
+def _shortfalls(top: torch.Tensor, eps: float, numpy: bool) -> torch.Tensor:
+    """``max(1 - top, eps)`` in float64 (``(B, k)``, ascending): on the NumPy path in one
+    conversion and one in-place pass (a float32 value is exact in float64, and the
+    subtraction and the maximum round as torch's ``rsub`` and ``clamp_min`` do)."""
+    if numpy:
+        a = np.subtract(1.0, np.from_dlpack(top), dtype=np.float64)
+        return torch.from_numpy(np.maximum(a, eps, out=a))
+    return torch.rsub(top.double(), 1.0).clamp_min_(eps)
+
+
 @torch.no_grad()
 def _statistics(sim: torch.Tensor, targets: torch.Tensor, invalid: torch.Tensor | None, K: int, *,
                 q: float, margin: float, kappa_rho: float, kappa_aic: float, tail_frac: float,
@@ -292,7 +302,7 @@ def _statistics(sim: torch.Tensor, targets: torch.Tensor, invalid: torch.Tensor 
         neg = negative_values(s, targets, invalid)
         top_vals, top_idx = torch.topk(neg, width, dim=1, largest=True, sorted=True)
     top = top_vals if width == k else top_vals[:, :k]
-    d = torch.rsub(top.double(), 1.0).clamp_min_(eps)   # (B, k) shortfalls, ascending; float64
+    d = _shortfalls(top, eps, neg is None and not torch.compiler.is_compiling())
     logd = d.log()
     log_rho = logd[:, 0]                                # log max(1 - max negative, eps)
     kq = int(round(q * (B - 1)))
