@@ -96,6 +96,10 @@ def ref_pooled(sim, k, targets=None, invalid=None, half=None):
     return torch.from_numpy(ref_flat_largest(a, k).astype(np.float64))
 
 
+def ref_pooled_from_rows(top, k, sim, targets=None, invalid=None, half=None):
+    return ref_pooled(sim, k, targets, invalid, half)
+
+
 def ref_largest(vals, k, inplace=False):
     return torch.from_numpy(ref_flat_largest(vals.numpy(), k))
 
@@ -110,7 +114,7 @@ def previous_forms(monkeypatch):
     def switch():
         monkeypatch.setattr(weince_mod, "_top_negatives_cpu", ref_top)
         monkeypatch.setattr(weince_mod, "_BlendedLogits", RefBlended)
-        monkeypatch.setattr(modules, "pooled_top_cpu", ref_pooled)
+        monkeypatch.setattr(modules, "pooled_top_from_rows", ref_pooled_from_rows)
         monkeypatch.setattr(recipe, "_largest", ref_largest)
         monkeypatch.setattr(weince_mod, "_shortfalls", ref_shortfalls)
     return switch
@@ -174,6 +178,21 @@ def test_flat_selection_equals_previous_form(kind):
                                   ref_flat_largest(a, k), equal_nan=True)
             got = largest_per_row(a.reshape(1, -1).copy(), k)[0]
             assert got.view(np.int32).tolist() == ref_flat_largest(a, k).view(np.int32).tolist()
+
+
+@pytest.mark.parametrize("kind", ["plain", "ties", "nan", "crowded", "zeros", "hubs"])
+def test_pooled_from_rows_equals_previous_form(kind):
+    rng = np.random.default_rng(11)
+    for n, width in ((32, 10), (256, 51), (256, 12)):
+        s = matrix(rng, 2 * n, 2 * n, "plain" if kind == "hubs" else kind, np.float32)
+        if kind == "hubs":                # a few rows close to everything
+            s[: n // 8] += 0.5
+        for half, t, inv in ((n, None, None),
+                             (None, torch.from_numpy(rng.integers(0, 2 * n, 2 * n)), None)):
+            top = _top_negatives_cpu(s, t, inv, width, half=half)
+            for k in (5, width * n // 2, 2 * n * width, 2 * n * width + 1):
+                assert same_bits(recipe.pooled_top_from_rows(top, k, s, t, inv, half),
+                                 ref_pooled(s, k, t, inv, half))
 
 
 # ---------------------------------------------------------------- whole losses

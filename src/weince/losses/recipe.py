@@ -124,6 +124,38 @@ def pooled_top_cpu(sim: torch.Tensor, k: int, targets: torch.Tensor | None = Non
     return torch.from_numpy(largest_per_row(a.reshape(1, -1), k)[0].astype(np.float64))
 
 
+def pooled_top_from_rows(top: torch.Tensor, k: int, sim: torch.Tensor,
+                         targets: torch.Tensor | None = None, invalid: torch.Tensor | None = None,
+                         half: int | None = None) -> torch.Tensor:
+    """:func:`pooled_top_cpu` from ``top``, each row's ``w`` largest negative similarities
+    (largest first, as WEINCE's statistics select them): the batch's ``k`` largest are
+    among them, except in a row whose ``w``-th largest exceeds the ``k``-th largest of all
+    of ``top`` (it may hold more): such rows join in full. The same numbers, without a
+    copy and a selection over the whole of ``sim`` when few rows are that crowded."""
+    u = np.from_dlpack(top)
+    if k > u.size or np.isnan(u).any():
+        return pooled_top_cpu(sim, k, targets, invalid, half)
+    flat = u.reshape(-1).copy()
+    flat.partition(flat.size - k)
+    crowded = np.flatnonzero(u[:, -1] > flat[flat.size - k:].min())
+    if not crowded.size:                                    # the k largest of top are those
+        return torch.from_numpy(np.sort(flat[flat.size - k:])[::-1].astype(np.float64))
+    src = sim.data if sim.dtype != torch.bfloat16 else sim.data.float()
+    full = np.from_dlpack(src)[crowded]               # a copy of those rows
+    rows = np.arange(crowded.size)
+    if half is None:
+        assert targets is not None, "targets are needed without half"
+        if invalid is not None:
+            full[invalid.numpy()[crowded]] = -np.inf
+        full[rows, targets.cpu().numpy()[crowded]] = -np.inf
+    else:
+        full[rows, crowded] = -np.inf
+        full[rows, (crowded + half) % sim.shape[0]] = -np.inf
+    rest = np.delete(u, crowded, axis=0).reshape(-1)
+    flat = np.concatenate([rest, full.reshape(-1).astype(u.dtype)])
+    return torch.from_numpy(largest_per_row(flat.reshape(1, -1), k)[0].astype(np.float64))
+
+
 @torch.library.custom_op("weince::pooled_top", mutates_args=())
 def pooled_top_op(sim: torch.Tensor, k: int, targets: torch.Tensor,
                   invalid: torch.Tensor | None, half: int) -> torch.Tensor:

@@ -277,7 +277,8 @@ def _statistics(sim: torch.Tensor, targets: torch.Tensor, invalid: torch.Tensor 
     similarities with positive and invalid columns at ``-inf``; ``None`` on the CPU path,
     which never builds it) and ``top_idx``: the columns of the ``max(k, min(topk_extra, K))``
     most similar negatives of each row, most similar first (the recipe's top-M terms reuse
-    both). ``half``: the module's SimCLR layout with ``N = half`` (lets the CPU path skip
+    both), and ``top``, their similarities (the recipe's pooled fit starts from them).
+    ``half``: the module's SimCLR layout with ``N = half`` (lets the CPU path skip
     reading ``targets``/``invalid``). ``rho0``: a pivot given from outside (a number or a
     0-d tensor, floored at ``eps``) in place of the batch quantile; ``"rho0"`` then holds it
     (float64). ``pivot``: a function of the rows' ``log rho`` that returns ``log rho0``
@@ -340,7 +341,8 @@ def _statistics(sim: torch.Tensor, targets: torch.Tensor, invalid: torch.Tensor 
         lam = torch.zeros_like(log_rho)
     # float64; "d", "kq" give rho and rho0 exactly (public_stats); log_rho0 serves the modules
     return {"lambda": lam, "daic": daic, "beta_w": beta_w, "d": d, "kq": kq, "log_rho0": log_rho0,
-            "k": k, "n": n, "top_idx": top_idx, "neg": neg, "rho0": given}
+            "k": k, "n": n, "top_idx": top_idx, "neg": neg, "rho0": given,
+            "top": top_vals}
 
 
 @torch.no_grad()
