@@ -55,9 +55,12 @@ PIECE = 512
 def largest_per_row(blk: np.ndarray, k: int) -> np.ndarray:
     """The ``k`` largest entries of each row of the 2-D scratch array ``blk`` (which this
     reorders), largest first, as a new array: the same numbers whichever way they are
-    selected (NaN counts as the largest, as in ``np.sort``). Rows longer than two pieces
-    go through :func:`_by_pieces` first."""
+    selected (NaN counts as the largest, as in ``np.sort``). Rows of at most 2 kB are
+    sorted whole, rows longer than two pieces go through :func:`_by_pieces` first."""
     C = blk.shape[1]
+    if C * blk.itemsize <= 4 * PIECE:   # short rows: sorting them whole is faster still
+        blk.sort(axis=1)
+        return blk[:, : C - k - 1 if C > k else None : -1].copy()
     top = _by_pieces(blk, k) if C >= 2 * PIECE else None
     if top is None:
         blk.partition(C - k, axis=1)
