@@ -664,7 +664,7 @@ class WEINCERecipeLoss(WEINCELoss):
             k = pool_size(sim.shape[0] * K, self.pool_min, self.pool_frac)
             if stats["neg"] is None:  # CPU path: NumPy selection straight from sim
                 half = self.simclr_half(sim)
-                top = (pooled_top_from_rows(stats["top"], k, sim, targets, invalid, half)
+                top = (pooled_top_from_rows(stats.get("top"), k, sim, targets, invalid, half)
                        if not torch.compiler.is_compiling() else
                        pooled_top_op(sim.detach(), k, targets, invalid,
                                      -1 if half is None else half))

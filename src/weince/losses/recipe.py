@@ -124,16 +124,17 @@ def pooled_top_cpu(sim: torch.Tensor, k: int, targets: torch.Tensor | None = Non
     return torch.from_numpy(largest_per_row(a.reshape(1, -1), k)[0].astype(np.float64))
 
 
-def pooled_top_from_rows(top: torch.Tensor, k: int, sim: torch.Tensor,
+def pooled_top_from_rows(top: torch.Tensor | None, k: int, sim: torch.Tensor,
                          targets: torch.Tensor | None = None, invalid: torch.Tensor | None = None,
                          half: int | None = None) -> torch.Tensor:
     """:func:`pooled_top_cpu` from ``top``, each row's ``w`` largest negative similarities
     (largest first, as WEINCE's statistics select them): the batch's ``k`` largest are
     among them, except in a row whose ``w``-th largest exceeds the ``k``-th largest of all
     of ``top`` (it may hold more): such rows join in full. The same numbers, without a
-    copy and a selection over the whole of ``sim`` when few rows are that crowded."""
-    u = np.from_dlpack(top)
-    if k > u.size or np.isnan(u).any():
+    copy and a selection over the whole of ``sim`` when few rows are that crowded
+    (``top=None``: :func:`pooled_top_cpu` itself)."""
+    u = None if top is None else np.from_dlpack(top)
+    if u is None or k > u.size or np.isnan(u).any():
         return pooled_top_cpu(sim, k, targets, invalid, half)
     flat = u.reshape(-1).copy()
     flat.partition(flat.size - k)
