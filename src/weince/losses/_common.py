@@ -12,6 +12,7 @@ import math
 import numbers
 from typing import Literal, overload
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -44,6 +45,75 @@ def compiled_cpu_selection(x: torch.Tensor) -> bool:
     op (``weince::top_negatives``, ``weince::pooled_top``): the same numbers as eager, at
     eager's speed, where ``torch.topk`` would be several times slower."""
     return CPU_SELECTION and x.device.type == "cpu" and torch.compiler.is_compiling()
+
+
+# NumPy's introselect is several times faster per entry on rows of at most this many
+# entries (and a block that stays in cache): longer rows are cut into pieces of this size.
+PIECE = 512
+
+
+def largest_per_row(blk: np.ndarray, k: int) -> np.ndarray:
+    """The ``k`` largest entries of each row of the 2-D scratch array ``blk`` (which this
+    reorders), largest first, as a new array: the same numbers whichever way they are
+    selected (NaN counts as the largest, as in ``np.sort``). Rows of at most 2 kB are
+    sorted whole, rows longer than two pieces go through :func:`_by_pieces` first."""
+    C = blk.shape[1]
+    if C * blk.itemsize <= 4 * PIECE:   # short rows: sorting them whole is faster still
+        blk.sort(axis=1)
+        return blk[:, : C - k - 1 if C > k else None : -1].copy()
+    top = _by_pieces(blk, k) if C >= 2 * PIECE else None
+    if top is None:
+        blk.partition(C - k, axis=1)
+        top = blk[:, C - k:]
+    top = np.sort(top, axis=1)
+    return top[:, ::-1].copy()
+
+
+def _by_pieces(blk: np.ndarray, k: int) -> np.ndarray | None:
+    """Each row's ``k`` largest entries (unsorted), from the ``kp`` largest of each piece of
+    ``PIECE`` columns (``kp``: the piece's expected share of the ``k`` plus five standard
+    deviations and 16) and the columns past the last whole piece; ``None`` when that saves
+    nothing. A piece whose ``kp``-th largest exceeds the row's ``k``-th largest found so
+    may hold more of the ``k``: that row is selected again with those pieces whole (a row
+    holding a NaN: in full), so the values never depend on how the pieces fell."""
+    r, C = blk.shape
+    m = C // PIECE
+    share = k * PIECE / C
+    kp = min(PIECE, math.ceil(share + 5 * math.sqrt(share) + 16))
+    if m * kp + C - m * PIECE < k or 2 * (m * kp) > C:
+        return None
+    pieces = blk[:, : m * PIECE].reshape(r * m, PIECE)
+    pieces.partition(PIECE - kp, axis=1)
+    kept = pieces[:, PIECE - kp:].reshape(r, m, kp)
+    union = np.concatenate([kept.reshape(r, m * kp), blk[:, m * PIECE:]], axis=1)
+    u = union.shape[1]
+    union.partition(u - k, axis=1)
+    top = union[:, u - k:]
+    cut = top.min(axis=1)                              # each row's k-th largest (NaN if any)
+    full = kept.min(axis=2) > cut[:, None]             # pieces that may hold more of the k
+    for i in np.flatnonzero(np.isnan(cut) | full.any(axis=1)):   # rare
+        row = blk[i] if np.isnan(cut[i]) else np.concatenate(
+            [kept[i][~full[i]].ravel(), pieces.reshape(r, m, PIECE)[i][full[i]].ravel(),
+             blk[i, m * PIECE:]])
+        row.partition(row.size - k)
+        top[i] = row[row.size - k:]
+    return top
+
+
+def columns_of_largest(blk: np.ndarray, top: np.ndarray) -> np.ndarray | None:
+    """The columns of ``top`` (each row's ``k`` largest entries of ``blk``, largest first)
+    in ``blk``, in the same order; ``None`` when a row holds tied or NaN values among them
+    or at the cut (then which of equal entries comes first is up to the selection, and the
+    caller keeps its own)."""
+    k = top.shape[1]
+    if np.isnan(top).any() or (k > 1 and (top[:, 1:] == top[:, :-1]).any()):
+        return None
+    hit = np.greater_equal(blk, top[:, -1:])
+    if (np.count_nonzero(hit, axis=1) != k).any():
+        return None
+    cols = np.nonzero(hit)[1].reshape(-1, k)               # column order
+    order = np.argsort(np.take_along_axis(blk, cols, axis=1), axis=1)[:, ::-1]
+    return np.take_along_axis(cols, order, axis=1)
 
 
 __all__ = ["check_batch", "check_tau", "pick_tau", "real_scalar", "pair_similarities",

@@ -45,7 +45,7 @@ from weince.losses.recipe import (
     batch_beta_from_negatives,
     fit_pooled,
     pool_size,
-    pooled_top_cpu,
+    pooled_top_from_rows,
     pooled_top_op,
     topm_softmax,
 )
@@ -664,7 +664,7 @@ class WEINCERecipeLoss(WEINCELoss):
             k = pool_size(sim.shape[0] * K, self.pool_min, self.pool_frac)
             if stats["neg"] is None:  # CPU path: NumPy selection straight from sim
                 half = self.simclr_half(sim)
-                top = (pooled_top_cpu(sim, k, targets, invalid, half)
+                top = (pooled_top_from_rows(stats.get("top"), k, sim, targets, invalid, half)
                        if not torch.compiler.is_compiling() else
                        pooled_top_op(sim.detach(), k, targets, invalid,
                                      -1 if half is None else half))

@@ -15,8 +15,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from weince.losses._common import (cached, check_batch, cpu_selection, invert, loss_tau,
-                                   negative_values, upcast)
+from weince.losses._common import (cached, check_batch, cpu_selection, invert,
+                                   largest_per_row, loss_tau, negative_values, upcast)
 
 __all__ = ["top_negatives", "topm_softmax", "topm_weibull", "fit_batch_beta"]
 
@@ -90,14 +90,12 @@ def fit_batch_beta(sim: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor 
 
 def _largest(vals: torch.Tensor, k: int, inplace: bool = False) -> torch.Tensor:
     """The ``k`` largest entries of the 1-D ``vals``, largest first: ``torch.topk``'s values;
-    on CPU by introselect and a sort of the survivors (``torch.topk`` with a large sorted
-    ``k`` is several times slower there)."""
+    on CPU by :func:`weince.losses._common.largest_per_row` (``torch.topk`` with a large
+    sorted ``k`` is several times slower there)."""
     if not cpu_selection(vals):
         return torch.topk(vals, k, largest=True, sorted=True).values
     a = vals.numpy() if inplace else vals.numpy().copy()
-    a.partition(a.size - k)
-    top = np.sort(a[a.size - k:])[::-1].copy()
-    return torch.from_numpy(top)
+    return torch.from_numpy(largest_per_row(a.reshape(1, -1), k)[0])
 
 
 def pool_size(count: int, min_points: int = 1024, frac: float = 0.05) -> int:
@@ -123,9 +121,40 @@ def pooled_top_cpu(sim: torch.Tensor, k: int, targets: torch.Tensor | None = Non
     else:
         a[rows, rows] = -np.inf
         a[rows, (rows + half) % a.shape[0]] = -np.inf
-    flat = a.reshape(-1)
+    return torch.from_numpy(largest_per_row(a.reshape(1, -1), k)[0].astype(np.float64))
+
+
+def pooled_top_from_rows(top: torch.Tensor | None, k: int, sim: torch.Tensor,
+                         targets: torch.Tensor | None = None, invalid: torch.Tensor | None = None,
+                         half: int | None = None) -> torch.Tensor:
+    """:func:`pooled_top_cpu` from ``top``, each row's ``w`` largest negative similarities
+    (largest first, as WEINCE's statistics select them): the batch's ``k`` largest are
+    among them, except in a row whose ``w``-th largest exceeds the ``k``-th largest of all
+    of ``top`` (it may hold more): such rows join in full. The same numbers, without a
+    copy and a selection over the whole of ``sim`` when few rows are that crowded
+    (``top=None``: :func:`pooled_top_cpu` itself)."""
+    u = None if top is None else np.from_dlpack(top)
+    if u is None or k > u.size or np.isnan(u).any():
+        return pooled_top_cpu(sim, k, targets, invalid, half)
+    flat = u.reshape(-1).copy()
     flat.partition(flat.size - k)
-    return torch.from_numpy(np.sort(flat[flat.size - k:])[::-1].astype(np.float64))
+    crowded = np.flatnonzero(u[:, -1] > flat[flat.size - k:].min())
+    if not crowded.size:                                    # the k largest of top are those
+        return torch.from_numpy(np.sort(flat[flat.size - k:])[::-1].astype(np.float64))
+    src = sim.data if sim.dtype != torch.bfloat16 else sim.data.float()
+    full = np.from_dlpack(src)[crowded]               # a copy of those rows
+    rows = np.arange(crowded.size)
+    if half is None:
+        assert targets is not None, "targets are needed without half"
+        if invalid is not None:
+            full[invalid.numpy()[crowded]] = -np.inf
+        full[rows, targets.cpu().numpy()[crowded]] = -np.inf
+    else:
+        full[rows, crowded] = -np.inf
+        full[rows, (crowded + half) % sim.shape[0]] = -np.inf
+    rest = np.delete(u, crowded, axis=0).reshape(-1)
+    flat = np.concatenate([rest, full.reshape(-1).astype(u.dtype)])
+    return torch.from_numpy(largest_per_row(flat.reshape(1, -1), k)[0].astype(np.float64))
 
 
 @torch.library.custom_op("weince::pooled_top", mutates_args=())

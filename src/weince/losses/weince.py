@@ -23,9 +23,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from weince.losses._common import (cached, check_batch, check_reduction, compiled_cpu_selection,
-                                   cpu_selection, inverse_tau, invert, loss_tau, negative_values,
-                                   no_autocast, reduced_cross_entropy, upcast)
+from weince.losses._common import (PIECE, cached, check_batch, check_reduction,
+                                   columns_of_largest, compiled_cpu_selection, cpu_selection,
+                                   inverse_tau, invert, largest_per_row, loss_tau,
+                                   negative_values, no_autocast, reduced_cross_entropy, upcast)
 
 __all__ = ["weince", "tail_size", "weince_statistics", "GATES", "BETAS", "ShortTailWarning"]
 
@@ -159,18 +160,32 @@ def _top_negatives_cpu(s: torch.Tensor, targets: torch.Tensor | None, invalid: t
             blk[np.arange(r1 - r0), np.arange(r0, r1)] = -np.inf
         blk[np.arange(r1 - r0), t[r0:r1]] = -np.inf
         if with_indices:
-            cols = np.argpartition(blk, C - k, axis=1)[:, C - k:]
-            vals = np.take_along_axis(blk, cols, axis=1)
-            order = np.argsort(vals, axis=1)[:, ::-1]
-            out[r0:r1] = np.take_along_axis(vals, order, axis=1)
-            idx[r0:r1] = np.take_along_axis(cols, order, axis=1)
+            _top_with_columns(blk, k, out[r0:r1], idx[r0:r1])
         else:
-            blk.partition(C - k, axis=1)
-            out[r0:r1] = blk[:, C - k:]
-    if with_indices:
-        return torch.from_numpy(out), torch.from_numpy(idx)
-    out.sort(axis=1)
-    return torch.from_numpy(out[:, ::-1].copy())
+            out[r0:r1] = largest_per_row(blk, k)
+    return (torch.from_numpy(out), torch.from_numpy(idx)) if with_indices else torch.from_numpy(out)
+
+
+def _top_with_columns(blk: np.ndarray, k: int, out: np.ndarray, idx: np.ndarray) -> None:
+    """Each row's ``k`` largest entries of ``blk`` (largest first) into ``out``, their
+    columns into ``idx``. Rows of at most ``PIECE`` entries (``k`` a quarter of them at
+    most): distinct values have one
+    order, found from the values (NumPy's fast short-row selection, where
+    ``argpartition`` has none); longer rows, and a block with ties, take ``argpartition``
+    and ``argsort``, whose order among equal values is theirs (kept so that every batch
+    selects the columns it always did)."""
+    C = blk.shape[1]
+    if C <= PIECE and 4 * k <= C:
+        out[:] = largest_per_row(blk.copy(), k)
+        cols = columns_of_largest(blk, out)
+        if cols is not None:
+            idx[:] = cols
+            return
+    cols = np.argpartition(blk, C - k, axis=1)[:, C - k:]
+    vals = np.take_along_axis(blk, cols, axis=1)
+    order = np.argsort(vals, axis=1)[:, ::-1]
+    out[:] = np.take_along_axis(vals, order, axis=1)
+    idx[:] = np.take_along_axis(cols, order, axis=1)
 
 
 @torch.library.custom_op("weince::top_negatives", mutates_args=())
@@ -239,6 +254,16 @@ def public_stats(st: dict) -> dict:
             "k": st["k"], "n": st["n"]}
 
 
+def _shortfalls(top: torch.Tensor, eps: float, numpy: bool) -> torch.Tensor:
+    """``max(1 - top, eps)`` in float64 (``(B, k)``, ascending): on the NumPy path in one
+    conversion and one in-place pass (a float32 value is exact in float64, and the
+    subtraction and the maximum round as torch's ``rsub`` and ``clamp_min`` do)."""
+    if numpy:
+        a = np.subtract(1.0, np.from_dlpack(top), dtype=np.float64)
+        return torch.from_numpy(np.maximum(a, eps, out=a))
+    return torch.rsub(top.double(), 1.0).clamp_min_(eps)
+
+
 @torch.no_grad()
 def _statistics(sim: torch.Tensor, targets: torch.Tensor, invalid: torch.Tensor | None, K: int, *,
                 q: float, margin: float, kappa_rho: float, kappa_aic: float, tail_frac: float,
@@ -252,7 +277,8 @@ def _statistics(sim: torch.Tensor, targets: torch.Tensor, invalid: torch.Tensor 
     similarities with positive and invalid columns at ``-inf``; ``None`` on the CPU path,
     which never builds it) and ``top_idx``: the columns of the ``max(k, min(topk_extra, K))``
     most similar negatives of each row, most similar first (the recipe's top-M terms reuse
-    both). ``half``: the module's SimCLR layout with ``N = half`` (lets the CPU path skip
+    both), and ``top``, their similarities (the recipe's pooled fit starts from them).
+    ``half``: the module's SimCLR layout with ``N = half`` (lets the CPU path skip
     reading ``targets``/``invalid``). ``rho0``: a pivot given from outside (a number or a
     0-d tensor, floored at ``eps``) in place of the batch quantile; ``"rho0"`` then holds it
     (float64). ``pivot``: a function of the rows' ``log rho`` that returns ``log rho0``
@@ -277,7 +303,7 @@ def _statistics(sim: torch.Tensor, targets: torch.Tensor, invalid: torch.Tensor 
         neg = negative_values(s, targets, invalid)
         top_vals, top_idx = torch.topk(neg, width, dim=1, largest=True, sorted=True)
     top = top_vals if width == k else top_vals[:, :k]
-    d = torch.rsub(top.double(), 1.0).clamp_min_(eps)   # (B, k) shortfalls, ascending; float64
+    d = _shortfalls(top, eps, neg is None and not torch.compiler.is_compiling())
     logd = d.log()
     log_rho = logd[:, 0]                                # log max(1 - max negative, eps)
     kq = int(round(q * (B - 1)))
@@ -315,7 +341,8 @@ def _statistics(sim: torch.Tensor, targets: torch.Tensor, invalid: torch.Tensor 
         lam = torch.zeros_like(log_rho)
     # float64; "d", "kq" give rho and rho0 exactly (public_stats); log_rho0 serves the modules
     return {"lambda": lam, "daic": daic, "beta_w": beta_w, "d": d, "kq": kq, "log_rho0": log_rho0,
-            "k": k, "n": n, "top_idx": top_idx, "neg": neg, "rho0": given}
+            "k": k, "n": n, "top_idx": top_idx, "neg": neg, "rho0": given,
+            "top": top_vals}
 
 
 @torch.no_grad()
@@ -366,15 +393,21 @@ class _BlendedLogits(torch.autograd.Function):
     (``d/ds = a_i + c_i / (1 - s_ij)`` below the clamp, ``a_i`` above it).
 
     At a large batch the cost is memory traffic and, on CPU, the page faults of every fresh
-    ``(B, C)`` tensor, so each direction allocates one such tensor and works in place (six
-    ops forward, five backward: on a GPU each is a kernel launch). ``lam_i = 0`` gives
-    ``a_i = 1 / tau`` and adds ``-0 * log(.)``: InfoNCE's logits ``s * (1 / tau)`` bit for bit."""
+    ``(B, C)`` tensor (above glibc's mmap threshold, 32 MiB, each one is fresh), so each
+    direction allocates one such tensor and works in place: five passes forward (and the
+    mask's, unless it is the diagonal), four backward (``1 - s``, the clamp's threshold,
+    ``a + c / (1 - s)`` in one ``addcdiv``, the product with ``grad``). ``invalid`` may be
+    the string ``"diagonal"`` (the SimCLR layout): then only the diagonal is written, no
+    mask is read. ``lam_i = 0`` gives ``a_i = 1 / tau`` and adds ``-0 * log(.)``: InfoNCE's
+    logits ``s * (1 / tau)`` bit for bit."""
 
     @staticmethod
     def forward(ctx, s, negc, a, c, eps, invalid):
         x = torch.rsub(s, 1.0).clamp_min_(eps).log_().mul_(negc)
         x.addcmul_(s, a)
-        if invalid is not None:
+        if isinstance(invalid, str):
+            x.diagonal().fill_(float("-inf"))
+        elif invalid is not None:
             x.masked_fill_(invalid, float("-inf"))
         ctx.save_for_backward(s, a, c)
         ctx.eps = eps
@@ -386,9 +419,9 @@ class _BlendedLogits(torch.autograd.Function):
         # d/da_i = sum_j grad_ij s_ij (a learnable temperature; 0 at the -inf columns)
         grad_a = (grad * s).sum(1, keepdim=True) if ctx.needs_input_grad[2] else None
         slope = torch.rsub(s, 1.0)
-        F.threshold_(slope, ctx.eps, float("inf"))  # type: ignore[attr-defined]  # stubs lack it         # 1 - s <= eps: the clamp holds, slope 0
-        torch.div(c, slope, out=slope)                     # c / (1 - s), 0 where clamped
-        slope.add_(a).mul_(grad)
+        F.threshold_(slope, ctx.eps, float("inf"))  # type: ignore[attr-defined]  # 1 - s <= eps: slope 0
+        torch.addcdiv(a, c, slope, out=slope)       # a + c / (1 - s); a where the clamp holds
+        slope.mul_(grad)
         return slope, None, grad_a, None, None, None
 
 
@@ -411,10 +444,12 @@ def _coefficients(lam: torch.Tensor, tau, dtype: torch.dtype):
 
 
 def blended_logits(sim: torch.Tensor, lam: torch.Tensor, tau, beta: torch.Tensor | float,
-                   eps: float, invalid: torch.Tensor | None = None) -> torch.Tensor:
+                   eps: float, invalid: torch.Tensor | str | None = None) -> torch.Tensor:
     """``(1 - lam_i) s_ij / tau + lam_i (-beta_i log(1 - min(s_ij, 1 - eps)))`` (float32, or
-    float64 for float64 input), ``-inf`` where ``invalid``. ``lam``: ``(B,)``; ``beta``: a
-    number or ``(B,)``; ``tau``: a float or a 0-d tensor (learnable: it gets its gradient)."""
+    float64 for float64 input), ``-inf`` where ``invalid`` (a ``(B, C)`` bool, or
+    ``"diagonal"`` for a square ``sim`` whose diagonal is the only invalid entry). ``lam``:
+    ``(B,)``; ``beta``: a number or ``(B,)``; ``tau``: a float or a 0-d tensor (learnable:
+    it gets its gradient)."""
     s = upcast(sim)
     if isinstance(beta, torch.Tensor) or float(beta) != 1.0:
         lam = lam.to(s.dtype)
@@ -451,8 +486,10 @@ def _weince(sim, targets, invalid, K, tau, *, q, margin, kappa_rho, kappa_aic, t
     else:
         assert stats is not None   # need_stats
         beta_val = stats["beta_w"].clamp(beta_min, beta_max)
-    loss = reduced_cross_entropy(blended_logits(sim, lam_row, tau, beta_val, eps, invalid),
-                                 targets, reduction, weight)
+    # the SimCLR layout's invalid columns are its diagonal: written as such, not read from a mask
+    logits = blended_logits(sim, lam_row, tau, beta_val, eps,
+                            invalid if half is None else "diagonal")
+    loss = reduced_cross_entropy(logits, targets, reduction, weight)
     return loss, stats
 
 
