@@ -52,7 +52,7 @@ def test_the_typed_fields_are_the_configs():
     assert v.grid.seeds == v.seeds == (7, 21, 63, 84)
     assert len(v.grid.points) == 27 and v.grid.points[0] == "m0_kr5_ka0.5"
     assert v.grid.active_arms == v.grid.arms
-    assert v.tau == 0.5 and v.pretrain["epochs"] == 100
+    assert v.tau == 0.5 and v.pretrain.epochs == 100
     assert prof.text.models == ("bert-base-uncased",)
 
 

@@ -45,7 +45,7 @@ from weince.data.locations import SPLIT_IMAGES
 from weince.pipeline import layout
 from weince.pipeline.ablations import ablation_inputs, ablation_plan
 from weince.pipeline.claims import load_claims
-from weince.pipeline.profile import Profile, Vision
+from weince.pipeline.profile import Profile
 from weince.pipeline.protocol import adopted_seeds
 from weince.pipeline.stages import grid_arms
 from weince.utils.config import deep_merge
@@ -67,22 +67,17 @@ STSB_DEV_SENTENCES = 3_000     # STS-B dev: 1,500 pairs
 
 
 # ----------------------------------------------------------------------------- runs
-def _vision_pre(vision: Vision, dataset: str) -> dict[str, Any]:
-    """``vision.pretrain`` with ``vision.pretrain_by_dataset[dataset]`` over it."""
-    return {**vision.pretrain, **(vision.pretrain_by_dataset.get(dataset) or {})}
-
-
 def vision_steps(prof: Profile, dataset: str) -> int:
     """Optimiser steps of one pretraining run of ``dataset`` in the profile."""
-    pre = _vision_pre(prof.vision, dataset)
-    split = pre.get("train_split", "train")
+    pre = prof.vision.pretrain_for(dataset)
+    split = pre.train_split
     n = TRAIN_IMAGES.get((dataset, split))
     if n is None:
         raise ValueError(f"no official training-split size for {dataset} ({split}); add it "
                          f"to weince.data.locations.SPLIT_IMAGES")
-    if pre.get("max_train_images"):
-        n = min(n, int(pre["max_train_images"]))
-    return int(pre.get("epochs", 100)) * max(1, n // int(pre.get("batch_size", 256)))
+    if pre.max_train_images:
+        n = min(n, pre.max_train_images)
+    return pre.epochs * max(1, n // pre.batch_size)
 
 
 def text_steps(prof: Profile) -> int:
@@ -341,11 +336,11 @@ def _price(prof: Profile, s: SettingCost, gpus: list[str]) -> SettingCost:
 
 def _vision_setting(prof: Profile, dataset: str, backbone: str, gpus: list[str]
                     ) -> SettingCost:
-    pre = _vision_pre(prof.vision, dataset)
-    batch = int(pre.get("batch_size", 256))
-    flops = vision_step_flops(backbone, dataset, batch, int(pre.get("proj_dim", 64)))
+    pre = prof.vision.pretrain_for(dataset)
+    batch = pre.batch_size
+    flops = vision_step_flops(backbone, dataset, batch, pre.proj_dim)
     fam = family_of_backbone(backbone)
-    prec = precision_of(fam, bool(pre.get("amp")), bool(pre.get("tf32")))
+    prec = precision_of(fam, pre.amp, pre.tf32)
     s = SettingCost("vision", f"{dataset}/{backbone}", vision_steps(prof, dataset), batch,
                     flops, prec, fam)
     return _price(prof, s, gpus)

@@ -90,8 +90,8 @@ def _vision_needs(prof: Profile) -> list[tuple[str, Path, str]]:
     out = []
     for dataset, backbone in pairs:
         run = pretrain_config(prof, dataset, backbone, arm, seed)
-        root = Path(str(run.get("data_root") or prof.data_root))
-        out.append((dataset, root, str(run.get("train_split") or "train")))
+        root = Path(str(run.data_root or prof.data_root))
+        out.append((dataset, root, run.train_split))
         for other, extra in ((v.features, ("train", "test")), (v.evt.collect, ("train",))):
             name = other.get("dataset") or dataset
             r = Path(str(other.get("data_root") or prof.data_root))

@@ -72,7 +72,7 @@ def _scale_line(prof: Profile, stage: str) -> str:
                 f"{', '.join(v.grid.arms)} chosen on val" if v.grid.arms else "")
         opts = protocol_options(prof)
         return (f"profile {p}: {pairs_text(prof)}, "
-                f"{pre.get('epochs', '?')} epoch(s), batch {pre.get('batch_size', '?')}, "
+                f"{pre.epochs} epoch(s), batch {pre.batch_size}, "
                 f"encoder seeds {', '.join(map(str, v.seeds))}{grid}; "
                 + (f"options off the official protocol: {'; '.join(opts)}" if opts else
                    "official protocol (docs/protocol.md)"))

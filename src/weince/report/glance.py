@@ -258,7 +258,7 @@ def scale_items(prof: Profile) -> list[str]:
     items = []
     v = prof.vision
     if v.enabled and v.datasets:
-        items.append(f"vision: {pairs_text(prof)}, {v.pretrain.get('epochs', '?')} epoch(s), "
+        items.append(f"vision: {pairs_text(prof)}, {v.pretrain.epochs} epoch(s), "
                      f"encoder seeds {', '.join(map(str, v.seeds))}")
         g = v.grid
         if g.arms:
