@@ -115,7 +115,7 @@ from weince.pipeline.stages import pretrain_config
 from weince.timing import TimingConfig, run_timing
 from weince.train import simclr
 from weince.train.simclr import _build_optimizer, eager_step, pretrain, resolve_config
-from weince.train.simcse import SimCSEConfig, _optimizer
+from weince.train.simcse import _optimizer
 from weince.train.step_timer import StepTimer
 from weince.utils.config import to_dict
 
@@ -581,12 +581,10 @@ def time_text(model_name: str, arms: list[str], paper, P: dict, device, emit) ->
     from transformers import BertConfig, BertModel  # noqa: PLC0415
 
     sp, cuda = P["steps"], device.type == "cuda"
-    known = set(SimCSEConfig.__dataclass_fields__)
-    base = {k: v for k, v in paper.text.simcse.items() if k in known}
     torch.manual_seed(0)
     model = SimCSEModel(BertModel(BertConfig(**sp["bert"]))).to(device).train()
     for arm in arms:
-        cfg = SimCSEConfig(**{**base, "loss": arm})
+        cfg = replace(paper.text.simcse, loss=arm)
         batch = sp["text_batch"] or cfg.batch_size
         loss_fn = build_loss(arm, tau=cfg.tau, layout="pairs", **cfg.loss_kwargs).to(device)
         opt = _optimizer(model, cfg)

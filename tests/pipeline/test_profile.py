@@ -76,7 +76,7 @@ def test_placeholders_and_the_rehearsal_are_resolved_once(tmp_path):
     cfg["data_root"] = str(tmp_path)
     cfg["rehearsal"]["gpu"] = False
     prof = Profile.of(cfg)
-    assert prof.text.simcse["train_data"] == f"{tmp_path}/wiki1m_for_simcse.txt"
+    assert prof.text.simcse.train_data == f"{tmp_path}/wiki1m_for_simcse.txt"
     assert prof.rehearsal.gpu_used is False and prof.rehearsal.cpu_pairs_used
     assert all(not r.get("gpu") for r in prof.resources.values() if isinstance(r, dict))
     again = resolve_config(prof.config)

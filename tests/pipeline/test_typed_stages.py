@@ -19,7 +19,7 @@ from weince.pipeline.config_check import ConfigError, check_config
 from weince.pipeline.profile import CONFIG_SCHEMA, Profile
 from weince.pipeline.schema import expand_generated, fill_defaults, read_schema
 from weince.pipeline.stages import pretrain_config, result_settings
-from weince.train.config import RUNTIME_KEYS, SimCLRConfig
+from weince.train.config import RUNTIME_KEYS, SimCLRConfig, SimCSEConfig
 from weince.utils.settings import json_schema, setting
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,6 +40,25 @@ def test_the_pretraining_block_is_generated_from_the_dataclass():
     # the names come from the schema's one list of each
     assert block["properties"]["dataset"] == {"$ref": "#/$defs/dataset"}
     assert block["properties"]["loss"] == {"$ref": "#/$defs/loss"}
+
+
+def test_the_simcse_block_is_generated_from_its_dataclass():
+    raw = yaml.safe_load(CONFIG_SCHEMA.read_text())["properties"]["text"]["properties"]
+    assert set(raw["simcse"]) == {"generated", "default", "description"}
+    block = read_schema(CONFIG_SCHEMA)["properties"]["text"]["properties"]["simcse"]
+    assert block["properties"] == json_schema(SimCSEConfig)["properties"]
+    assert block["default"] == {} and block["additionalProperties"] is False
+
+
+def test_the_profile_s_simcse_settings_are_typed():
+    cfg = _load("smoke.yaml")
+    cfg["text"]["simcse"]["lr"] = 1
+    prof = Profile.of(cfg)
+    s = prof.text.simcse
+    assert isinstance(s, SimCSEConfig) and s.lr == 1.0 and isinstance(s.lr, float)
+    assert s.device == prof.device and s.offline == prof.offline        # inherited
+    assert s.eval_every == cfg["text"]["simcse"]["eval_every"]
+    assert s.max_length == SimCSEConfig().max_length                    # the default
 
 
 def test_an_unknown_generated_name_is_one_line():

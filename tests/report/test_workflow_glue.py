@@ -13,6 +13,7 @@ from weince.pipeline.grid import select_grid
 from weince.pipeline.profile import Profile
 from weince.pipeline.stages import (RERUN_FREE, apply_selection, grid_arms, job_config,
                                     pretrain_config, result_settings, simcse_config)
+from weince.train.config import SimCSEConfig
 from weince.utils import write_json
 from weince.utils.config import to_dict
 from weince.utils.summary import summary
@@ -91,9 +92,9 @@ def test_the_training_rules_and_scripts_resolve_their_job_by_job_config():
 
 def test_simcse_config_sets_run_keys():
     c = simcse_config(Profile.of(CFG), "minilm", "weince", 63)
-    assert c == {"n_train": 64, "model": "minilm", "loss": "weince", "seed": 63,
-                 "loss_kwargs": {"margin": 0.0}, "device": "cpu", "offline": True,
-                 "model_name": "minilm", "model_source": "name"}   # the weights' identity
+    assert c == SimCSEConfig(n_train=64, model="minilm", loss="weince", seed=63,
+                             loss_kwargs={"margin": 0.0}, device="cpu", offline=True,
+                             model_name="minilm", model_source="name")   # the weights' identity
 
 
 def test_special_case_check_is_exact():

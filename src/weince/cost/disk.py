@@ -160,7 +160,7 @@ def disk_estimate(prof: Profile, runs: tuple[set, set, set] | None = None,
         temps.append(feats * (not prof.keep_features) + ckpt * (own and not keep_ckpt))
     for run in sorted(text, key=str):
         params = int(text_counts(text_geometry(run.model), 32)["params"])
-        keep = bool(simcse_config(prof, run.model, run.arm, run.seed).get("keep_checkpoint"))
+        keep = simcse_config(prof, run.model, run.arm, run.seed).keep_checkpoint
         perm += 4 * params + PER_RUN + (12 * params if keep else 0)
         temps.append(0 if keep else 12 * params)   # weights + Adam's two moments
     temporary = sum(sorted(temps, reverse=True)[:n])

@@ -83,11 +83,9 @@ def vision_steps(prof: Profile, dataset: str) -> int:
 def text_steps(prof: Profile) -> int:
     """Optimiser steps of one SimCSE run of the profile."""
     s = prof.text.simcse
-    n = int(s.get("n_train") or 0) or WIKI1M_SENTENCES
-    steps = int(s.get("epochs", 1)) * max(1, n // int(s.get("batch_size", 64)))
-    if s.get("max_steps"):
-        steps = min(steps, int(s["max_steps"]))
-    return steps
+    n = s.n_train or WIKI1M_SENTENCES
+    steps = s.epochs * max(1, n // s.batch_size)
+    return min(steps, s.max_steps) if s.max_steps else steps
 
 
 def ablation_runs(prof: Profile) -> list[layout.VisionRun]:
@@ -348,15 +346,14 @@ def _vision_setting(prof: Profile, dataset: str, backbone: str, gpus: list[str]
 
 def _text_setting(prof: Profile, model: str, gpus: list[str]) -> SettingCost:
     s = prof.text.simcse
-    batch, length = int(s.get("batch_size", 64)), int(s.get("max_length", 32))
+    batch, length = s.batch_size, s.max_length
     steps = text_steps(prof)
-    every = int(s.get("eval_every") or 0)
-    evals = steps // every if every else 0
-    dev = int(s.get("n_sts") or 0) * 2 or STSB_DEV_SENTENCES
+    evals = steps // s.eval_every
+    dev = s.n_sts * 2 or STSB_DEV_SENTENCES   # n_sts 0: the real STS-B dev split
     geometry = text_geometry(model)
     flops = (simcse_step_flops(model, batch, length)
              + evals * dev * text_counts(geometry, length)["forward"] / steps)
-    prec = precision_of("bert", bool(s.get("amp")), bool(s.get("tf32")))
+    prec = precision_of("bert", s.amp, False)   # SimCSE has no TF32 switch
     st = SettingCost("text", f"text/{model}", steps, batch, flops, prec, "bert")
     return _price(prof, st, gpus)
 

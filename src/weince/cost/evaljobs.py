@@ -71,7 +71,7 @@ def _vision(prof: Profile, wc: Mapping[str, Any]) -> dict[str, Any]:
 def _text(prof: Profile, model: str) -> dict[str, Any]:
     t = prof.text.simcse
     geometry = text_geometry(model)
-    prec = precision_of("bert", bool(t.get("amp")), bool(t.get("tf32")))
+    prec = precision_of("bert", t.amp, False)   # SimCSE has no TF32 switch
     return {"forward": text_counts(geometry, STS_TOKENS)["forward"],
             "rate": _slow_rate(prof, "bert", prec)}
 

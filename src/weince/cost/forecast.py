@@ -165,8 +165,7 @@ def timed_runs(prof: Profile) -> tuple[list[dict[str, Any]], list[dict[str, Any]
             ident = d.get("model_identity") or {}
             txt.append({"model": t.model, "arm": t.arm, "seed": t.seed, "loss": d.get("loss"),
                         "batch": d.get("batch_size"), "named": ident.get("named_model"),
-                        "precision": precision_of("bert", bool(sim.get("amp")),
-                                                  bool(sim.get("tf32"))),
+                        "precision": precision_of("bert", sim.amp, False),
                         **d["step_timing"]})
     return vis, txt
 
@@ -280,11 +279,11 @@ def _text_costs(fc: Forecast, paper: Profile, txt: list[dict[str, Any]]) -> None
     pt = paper.text
     if pt.enabled:
         s = pt.simcse
-        n = int(s.get("n_train") or 0) or WIKI1M_SENTENCES
-        t_batch = int(s.get("batch_size", 64))
-        steps = int(s.get("epochs", 1)) * (n // t_batch)
-        if s.get("max_steps"):
-            steps = min(steps, int(s["max_steps"]))
+        n = s.n_train or WIKI1M_SENTENCES
+        t_batch = s.batch_size
+        steps = s.epochs * (n // t_batch)
+        if s.max_steps:
+            steps = min(steps, s.max_steps)
         t_by: dict[str, list[float]] = defaultdict(list)
         t_any: list[float] = []
         for m in txt:

@@ -105,10 +105,10 @@ def _text_needs(prof: Profile) -> list[tuple[str, str, str]]:
     t = prof.text
     if t.enabled and t.arms and t.models and t.seeds:
         s = t.simcse
-        if s.get("train_data", "synthetic") != "synthetic":
-            out.append(("wiki1m", str(s["train_data"]), ""))
-        if s.get("sts_data", "synthetic") != "synthetic":
-            out.append(("stsb", str(s["sts_data"]), "dev"))
+        if s.train_data != "synthetic":
+            out.append(("wiki1m", s.train_data, ""))
+        if s.sts_data != "synthetic":
+            out.append(("stsb", s.sts_data, "dev"))
         sts = t.sts
         if str(sts.get("data", "synthetic")) != "synthetic":
             out += [("stsb", str(sts["data"]), sp) for sp in sts.get("splits", ["dev", "test"])]

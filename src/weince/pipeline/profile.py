@@ -15,15 +15,18 @@ the raw dict (``tests/pipeline/test_profile.py`` scans the library for it).
 schema's defaults (the schema is the one source of every workflow default), replaces
 ``{data_root}`` in every string by the ``data_root`` key, and applies a rehearsal's CPU sizes
 when no GPU is used (:func:`resolve_config`). Resolving is idempotent: ``Profile.of(p.config)``
-is ``p`` again, which is how a job's script gets the profile the Snakefile resolved. The pretraining
-block is typed: ``vision.pretrain`` is a :class:`~weince.train.config.SimCLRConfig` (its
-defaults, the profile's ``device``, ``threads``, ``data_root`` and ``download`` unless the
-block sets them, then the block's keys), and :meth:`Vision.pretrain_for` is a data set's
-(``vision.pretrain_by_dataset`` over it); the schema's block is generated from that
-dataclass. The other stage blocks (``vision.linear``, ``text.simcse``, ``norms.analysis``,
-...) hold the library's own keys and stay mappings: the library's config dataclasses give
-their defaults. ``config`` is the resolved dict, unchanged: what provenance hashes and a
-results bundle ships.
+is ``p`` again, which is how a job's script gets the profile the Snakefile resolved.
+
+The training blocks are typed, as the dataclasses the training loops take (the schema's
+blocks for them are generated from these): ``vision.pretrain`` is a
+:class:`~weince.train.config.SimCLRConfig` (its defaults, the profile's ``device``,
+``threads``, ``data_root`` and ``download`` unless the block sets them, then the block's
+keys), :meth:`Vision.pretrain_for` a data set's (``vision.pretrain_by_dataset`` over it),
+and ``text.simcse`` a :class:`~weince.train.config.SimCSEConfig` (the profile's ``device``
+and ``offline`` unless it sets them). The other stage blocks (``vision.linear``,
+``norms.analysis``, ...) hold the library's own keys and stay mappings: the library's
+config dataclasses give their defaults. ``config`` is the resolved dict, unchanged: what
+provenance hashes and a results bundle ships.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from typing import Any
 from weince.pipeline.arms import grid_points
 from weince.pipeline.claims import validate_with_defaults
 from weince.pipeline.schema import fill_defaults, read_schema
-from weince.train.config import SimCLRConfig
+from weince.train.config import SimCLRConfig, SimCSEConfig
 from weince.utils.config import config_from_dict, deep_merge, expand_data_root
 from weince.utils.provenance import config_hash
 
@@ -193,7 +196,7 @@ class Text:
     corpus: str
     arms: tuple[str, ...]
     seeds: tuple[int, ...]
-    simcse: dict[str, Any]
+    simcse: SimCSEConfig            # the profile's device and offline unless the block sets them
     sts: dict[str, Any]
 
 
@@ -319,7 +322,7 @@ class Profile:
             data_root=str(c["data_root"]), download=bool(c["download"]),
             keep_features=bool(c["keep_features"]),
             disk=Disk(c["disk"]["quota"], int(c["disk"]["concurrent_runs"])),
-            vision=_vision(v, c), text=_text(t),
+            vision=_vision(v, c), text=_text(t, c),
             timing=Timing(bool(c["timing"]["enabled"]), _block(c["timing"]["config"])),
             checks=Checks(bool(c["checks"]["enabled"]), tuple(c["checks"]["cases"])),
             noise_floor=_noise_floor(c["synthetic"]["noise_floor"]),
@@ -390,11 +393,13 @@ def _vision(v: Mapping[str, Any], c: Mapping[str, Any]) -> Vision:
         evt=Evt(_strs(e["arms"]), _block(e["collect"]), _block(e["pot"]), _block(e["link"])))
 
 
-def _text(t: Mapping[str, Any]) -> Text:
+def _text(t: Mapping[str, Any], c: Mapping[str, Any]) -> Text:
+    simcse = {"device": c["device"], "offline": c["offline"], **copy.deepcopy(t["simcse"])}
     return Text(enabled=bool(t["enabled"]), models=_strs(t["models"]),
                 model_paths=_block(t["model_paths"]), losses=_block(t["losses"]),
                 corpus=str(t["corpus"]), arms=_strs(t["arms"]), seeds=_ints(t["seeds"]),
-                simcse=_block(t["simcse"]), sts=_block(t["sts"]))
+                simcse=config_from_dict(SimCSEConfig, simcse, checked=True),
+                sts=_block(t["sts"]))
 
 
 def _noise_floor(nf: Mapping[str, Any]) -> NoiseFloor:

@@ -17,7 +17,7 @@ from typing import Any
 from weince.pipeline.arms import resolve_arm
 from weince.pipeline.layout import PRETRAINED_ARM
 from weince.pipeline.profile import Profile
-from weince.train.config import RUNTIME_KEYS, SimCLRConfig
+from weince.train.config import RUNTIME_KEYS, SimCLRConfig, SimCSEConfig
 from weince.utils.config import to_dict
 from weince.utils.results import get_key, load_result
 
@@ -39,10 +39,10 @@ def _rerun_free(cfg: Mapping[str, Any], key: str) -> bool:
     return key in RERUN_FREE or (key == "model" and cfg.get("model_source") == "local copy")
 
 
-def result_settings(cfg: Mapping[str, Any] | SimCLRConfig) -> dict[str, Any]:
+def result_settings(cfg: Mapping[str, Any] | SimCLRConfig | SimCSEConfig) -> dict[str, Any]:
     """The settings of a stage config (a mapping or a settings dataclass, every field) that
     can change a result (a rule's params)."""
-    if isinstance(cfg, SimCLRConfig):
+    if isinstance(cfg, (SimCLRConfig, SimCSEConfig)):
         cfg = to_dict(cfg)
     return {k: copy.deepcopy(v) for k, v in cfg.items() if not _rerun_free(cfg, k)}
 
@@ -69,7 +69,7 @@ def _wildcard(wildcards: Any, name: str) -> Any:
 
 
 def job_config(prof: Profile, wildcards: Any, selection: str | os.PathLike | None = None
-               ) -> SimCLRConfig | dict[str, Any]:
+               ) -> SimCLRConfig | SimCSEConfig:
     """The whole config of one training job, resolved once, from the job's wildcards: a
     SimCSE run (``model``, ``arm``, ``seed``: :func:`simcse_config`) or a pretraining run
     (``dataset``, ``backbone``, ``arm``, ``seed``: :func:`pretrain_config`), with the grid
@@ -113,18 +113,16 @@ def apply_selection(run_cfg: SimCLRConfig, selection_path: str | os.PathLike) ->
     return dataclasses.replace(run_cfg, loss_kwargs={**run_cfg.loss_kwargs, **params})
 
 
-def simcse_config(prof: Profile, model: str, arm: str, seed: int) -> dict[str, Any]:
-    """The ``SimCSEConfig`` dict of one text run."""
+def simcse_config(prof: Profile, model: str, arm: str, seed: int) -> SimCSEConfig:
+    """The ``SimCSEConfig`` of one text run: ``text.simcse`` with the run's model (where it
+    is read, :func:`model_location`), loss (``text.losses[arm]`` over the block's
+    ``loss_kwargs``) and seed."""
     t = prof.text
-    out = copy.deepcopy(t.simcse)
     location, source = model_location(prof, model, with_source=True)
-    out.update(model=location, model_name=model, model_source=source, loss=arm, seed=int(seed))
-    lk = dict(t.losses.get(arm) or {})
-    if lk:
-        out["loss_kwargs"] = {**out.get("loss_kwargs", {}), **lk}
-    out.setdefault("device", prof.device)
-    out.setdefault("offline", prof.offline)
-    return out
+    return dataclasses.replace(
+        t.simcse, model=location, model_name=model, model_source=source, loss=arm,
+        seed=int(seed), loss_kwargs={**copy.deepcopy(t.simcse.loss_kwargs),
+                                     **copy.deepcopy(dict(t.losses.get(arm) or {}))})
 
 
 def norms_config(prof: Profile, **overrides: Any) -> dict[str, Any]:

@@ -83,7 +83,7 @@ def _scale_line(prof: Profile, stage: str) -> str:
                            "project, a pipeline check; not wiki1m, not the STS "
                            "benchmark)" if t.corpus == "synthetic" else "")
         return (f"profile {p}: {', '.join(t.models)} on {data}, "
-                f"{s.get('epochs', '?')} epoch(s), batch {s.get('batch_size', '?')}, "
+                f"{s.epochs} epoch(s), batch {s.batch_size}, "
                 f"encoder seeds {', '.join(map(str, t.seeds))}")
     if stage == "timing":
         tc = prof.timing.config

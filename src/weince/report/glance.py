@@ -273,7 +273,7 @@ def scale_items(prof: Profile) -> list[str]:
         items.append(f"text: {', '.join(t.models)} on "
                      + ("SYNTHETIC sentences and pairs (a pipeline check, not STS-B)"
                         if t.corpus == "synthetic" else t.corpus)
-                     + f", {t.simcse.get('epochs', '?')} epoch(s), seeds "
+                     + f", {t.simcse.epochs} epoch(s), seeds "
                      f"{', '.join(map(str, t.seeds))}")
     if prof.timing.enabled:
         tc = prof.timing.config

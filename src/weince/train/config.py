@@ -1,7 +1,7 @@
-"""The SimCLR pretraining's options, importable without torch: the one source of their
-types, defaults and ranges (the training loop, the workflow's stage configs and the protocol
-table read them; the workflow config schema's ``$defs/pretrain`` is generated from them,
-:mod:`weince.utils.settings`).
+"""The training loops' options (SimCLR pretraining, SimCSE), importable without torch: the one
+source of their types, defaults and ranges (the training loops, the workflow's stage configs
+and the protocol table read them; the workflow config schema's ``$defs/pretrain`` and
+``text.simcse`` blocks are generated from them, :mod:`weince.utils.settings`).
 
     from weince.train.config import SimCLRConfig
     SimCLRConfig().epochs        # 100: the official protocol (docs/protocol.md)
@@ -10,11 +10,11 @@ table read them; the workflow config schema's ``$defs/pretrain`` is generated fr
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
-from weince.utils.settings import setting
+from weince.utils.settings import bound_problems, setting
 
-__all__ = ["SimCLRConfig", "RUNTIME_KEYS"]
+__all__ = ["SimCLRConfig", "SimCSEConfig", "RUNTIME_KEYS"]
 
 
 @dataclass
@@ -81,6 +81,64 @@ class SimCLRConfig:
     tensorboard: bool = setting(False, description="TensorBoard event files beside "
                                 "train_log.jsonl (needs the tensorboard package)")
 
+
+
+@dataclass
+class SimCSEConfig:
+    """Options of :func:`weince.train.simcse.train_simcse` (defaults: SimCSE unsup-BERT
+    recipe, embedded data)."""
+
+    model: str = "minilm"            # "minilm" (shipped MiniLM-L6), a folder, bert-base-uncased
+    model_name: str | None = None    # the model the run stands for (None: `model`)
+    # name | local copy | model_paths (a stand-in: scale model)
+    model_source: Literal["name", "local copy", "model_paths"] = "name"
+    train_data: str = "synthetic"    # "synthetic" or the path of wiki1m_for_simcse.txt
+    n_train: int = setting(0, ge=0)  # file: first n (0: all); synthetic: n (0: 2000)
+    sts_data: str = "synthetic"      # "synthetic" or an STS-B root (weince.data.text.load_stsb)
+    n_sts: int = setting(500, ge=0)  # synthetic pairs per split (ignored for real STS-B)
+    data_seed: int = setting(0, ge=0)  # seed of the synthetic corpus and pairs (fixed)
+    loss: str = setting("infonce", ref="loss")  # a name of weince.losses.LOSSES
+    loss_kwargs: dict[str, Any] = setting(factory=dict)  # extra loss options (margin, ...)
+    tau: float = setting(0.05, gt=0, le=10)  # temperature (SimCSE)
+    batch_size: int = setting(64, ge=2)  # sentences per step (each encoded twice); 2+: negatives
+    lr: float = setting(3e-5, gt=0, le=10)  # AdamW peak learning rate, linear decay to 0
+    weight_decay: float = setting(0.0, ge=0, le=1)  # AdamW (HF Trainer default, as SimCSE)
+    warmup_steps: int = setting(0, ge=0)  # linear warmup steps (SimCSE: none)
+    grad_clip: float = setting(1.0, ge=0, le=1000)  # max gradient norm (HF default); 0: off
+    max_length: int = setting(32, ge=1)  # training truncation in tokens (SimCSE)
+    epochs: int = setting(1, ge=1)   # passes over the corpus
+    max_steps: int = setting(0, ge=0)  # > 0: stop after this many steps (schedule follows it)
+    eval_every: int = setting(125, ge=1)  # dev evaluation + checkpoint interval in steps
+    eval_at_start: bool = True       # log the untrained model's dev Spearman (not a candidate)
+    eval_batch_size: int = setting(128, ge=1)  # sentences per forward pass in evaluation
+    eval_max_length: int = setting(0, ge=0)  # evaluation truncation (0: none up to 512)
+    log_every: int = setting(10, ge=1)  # steps per train_log.jsonl record (interval means)
+    mlp: bool = True                 # the SimCSE MLP over [CLS] in training
+    dropout: float | None = setting(None, ge=0, lt=1)  # every dropout (None: the model's)
+    seed: int = setting(42, ge=0)    # model init (MLP), dropout and data order
+    offline: bool = True             # set HF_HUB_OFFLINE=1: never download
+    device: str = "auto"             # "auto" (cuda if available), "cpu", "cuda", "cuda:1"
+    amp: bool = False                # bfloat16 autocast of the encoder on CUDA
+    keep_checkpoint: bool = False    # keep checkpoint.pt after a finished run
+    tensorboard: bool = setting(False, description="TensorBoard event files beside "
+                                "train_log.jsonl (needs the tensorboard package)")
+
+    def validate(self, bounds: bool = True) -> None:
+        """Refuse a value outside its range (``bounds``: skipped for a config typed from a
+        checked dict), and what the types cannot say: a loss that is not registered, a loss
+        that would gather across processes twice, a device that is not one."""
+        import weince.losses as losses  # noqa: PLC0415 - the registry needs torch; the class not
+
+        problems = bound_problems(self, "SimCSEConfig.") if bounds else []
+        if problems:
+            raise ValueError("; ".join(problems))
+        if self.loss not in losses.LOSSES:
+            raise ValueError(f"unknown loss {self.loss!r}; valid names: {sorted(losses.LOSSES)}")
+        if "gather_distributed" in self.loss_kwargs:  # twice would repeat every process's rows
+            raise ValueError("loss_kwargs.gather_distributed: the training loop already gathers "
+                             "the embeddings of every process; remove the key from the config")
+        if self.device != "auto" and not self.device.startswith(("cpu", "cuda")):
+            raise ValueError(f"device must be 'auto', 'cpu' or 'cuda[:i]', got {self.device!r}")
 
 # Keys that never change a run's result (where and how fast it runs, what it prints, what it
 # keeps): a checkpoint resumes under other values of these, and the workflow leaves them out
