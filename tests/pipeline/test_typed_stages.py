@@ -19,7 +19,7 @@ from weince.pipeline.config_check import ConfigError, check_config
 from weince.pipeline.profile import CONFIG_SCHEMA, Profile
 from weince.pipeline.schema import expand_generated, fill_defaults, read_schema
 from weince.pipeline.stages import pretrain_config, result_settings
-from weince.train.config import RUNTIME_KEYS, SimCLRConfig, SimCSEConfig
+from weince.train.config import RUNTIME_KEYS, SimCLRConfig, SimCSEConfig, TimingConfig
 from weince.utils.settings import json_schema, setting
 
 REPO = Path(__file__).resolve().parents[2]
@@ -59,6 +59,20 @@ def test_the_profile_s_simcse_settings_are_typed():
     assert s.device == prof.device and s.offline == prof.offline        # inherited
     assert s.eval_every == cfg["text"]["simcse"]["eval_every"]
     assert s.max_length == SimCSEConfig().max_length                    # the default
+
+
+def test_the_timing_block_is_generated_and_typed():
+    raw = yaml.safe_load(CONFIG_SCHEMA.read_text())["properties"]["timing"]["properties"]
+    assert set(raw["config"]) == {"generated", "default", "description"}
+    block = read_schema(CONFIG_SCHEMA)["properties"]["timing"]["properties"]["config"]
+    assert block["properties"] == json_schema(TimingConfig)["properties"]
+    assert block["properties"]["losses"] == {"type": "array", "items": {"$ref": "#/$defs/loss"}}
+    assert block["properties"]["sizes"]["items"] == {"type": "integer", "minimum": 2}
+    cfg = _load("smoke.yaml")
+    cfg["timing"]["config"]["compile"] = True
+    tc = Profile.of(cfg).timing.config
+    assert isinstance(tc, TimingConfig) and tc.compile == "compiled"   # read as its mode
+    assert tc.device == Profile.of(cfg).device and tc.n_boot == TimingConfig().n_boot
 
 
 def test_an_unknown_generated_name_is_one_line():

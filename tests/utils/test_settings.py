@@ -24,6 +24,9 @@ class Demo:
     flag: bool = False
     extra: dict = setting(factory=dict)
     where: str | None = setting(None, ref="dataset")
+    sizes: list[int] = setting(factory=lambda: [4, 8], ge=2)
+    names: list[str] = setting(factory=list, ref="loss")
+    mode_or_flag: str | bool = "eager"
 
 
 def test_the_schema_block_is_the_dataclass():
@@ -40,16 +43,20 @@ def test_the_schema_block_is_the_dataclass():
         "flag": {"type": "boolean"},
         "extra": {"type": "object"},
         "where": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/dataset"}]},
+        "sizes": {"type": "array", "items": {"type": "integer", "minimum": 2}},
+        "names": {"type": "array", "items": {"$ref": "#/$defs/loss"}},
+        "mode_or_flag": {"type": ["string", "boolean"]},
     }
     assert Demo().extra == {} and Demo().extra is not Demo().extra   # factory, not shared
 
 
 def test_bounds_are_checked_from_the_same_declaration():
     assert bound_problems(Demo()) == []
-    bad = Demo(n=0, rate=0.0, frac=1.0, maybe=0)
+    bad = Demo(n=0, rate=0.0, frac=1.0, maybe=0, sizes=[4, 1])
     assert bound_problems(bad, "x.") == ["x.n must be >= 1, got 0", "x.rate must be > 0, got 0.0",
                                          "x.frac must be < 1, got 1.0",
-                                         "x.maybe must be >= 1, got 0"]
+                                         "x.maybe must be >= 1, got 0",
+                                         "x.sizes[1] must be >= 2, got 1"]
     with pytest.raises(ValueError, match="Demo config: n must be >= 1, got 0"):
         config_from_dict(Demo, {"n": 0})
     # a config the workflow's schema check passed is typed, not checked again

@@ -22,11 +22,12 @@ blocks for them are generated from these): ``vision.pretrain`` is a
 :class:`~weince.train.config.SimCLRConfig` (its defaults, the profile's ``device``,
 ``threads``, ``data_root`` and ``download`` unless the block sets them, then the block's
 keys), :meth:`Vision.pretrain_for` a data set's (``vision.pretrain_by_dataset`` over it),
-and ``text.simcse`` a :class:`~weince.train.config.SimCSEConfig` (the profile's ``device``
-and ``offline`` unless it sets them). The other stage blocks (``vision.linear``,
-``norms.analysis``, ...) hold the library's own keys and stay mappings: the library's
-config dataclasses give their defaults. ``config`` is the resolved dict, unchanged: what
-provenance hashes and a results bundle ships.
+``text.simcse`` a :class:`~weince.train.config.SimCSEConfig` (the profile's ``device`` and
+``offline`` unless it sets them), and ``timing.config`` a
+:class:`~weince.train.config.TimingConfig` (the profile's ``device`` unless it sets one).
+The other stage blocks (``vision.linear``, ``norms.analysis``, ...) hold the library's own
+keys and stay mappings: the library's config dataclasses give their defaults. ``config``
+is the resolved dict, unchanged: what provenance hashes and a results bundle ships.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from typing import Any
 from weince.pipeline.arms import grid_points
 from weince.pipeline.claims import validate_with_defaults
 from weince.pipeline.schema import fill_defaults, read_schema
-from weince.train.config import SimCLRConfig, SimCSEConfig
+from weince.train.config import SimCLRConfig, SimCSEConfig, TimingConfig
 from weince.utils.config import config_from_dict, deep_merge, expand_data_root
 from weince.utils.provenance import config_hash
 
@@ -203,7 +204,7 @@ class Text:
 @dataclass(frozen=True)
 class Timing:
     enabled: bool
-    config: dict[str, Any]          # weince.timing.TimingConfig keys
+    config: TimingConfig            # the profile's device unless the block sets one
 
 
 @dataclass(frozen=True)
@@ -323,7 +324,9 @@ class Profile:
             keep_features=bool(c["keep_features"]),
             disk=Disk(c["disk"]["quota"], int(c["disk"]["concurrent_runs"])),
             vision=_vision(v, c), text=_text(t, c),
-            timing=Timing(bool(c["timing"]["enabled"]), _block(c["timing"]["config"])),
+            timing=Timing(bool(c["timing"]["enabled"]), config_from_dict(
+                TimingConfig, {"device": c["device"], **_block(c["timing"]["config"])},
+                checked=True)),
             checks=Checks(bool(c["checks"]["enabled"]), tuple(c["checks"]["cases"])),
             noise_floor=_noise_floor(c["synthetic"]["noise_floor"]),
             ablations=_ablations(c["ablations"]),

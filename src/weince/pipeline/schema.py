@@ -15,14 +15,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from weince.train.config import SimCLRConfig, SimCSEConfig
+from weince.train.config import SimCLRConfig, SimCSEConfig, TimingConfig
 from weince.utils.config import parse_yaml
 from weince.utils.settings import json_schema
 
 __all__ = ["GENERATED", "read_schema", "expand_generated", "fill_defaults"]
 
 #: the settings dataclasses a schema block may be generated from, by the name it gives
-GENERATED: dict[str, type] = {"SimCLRConfig": SimCLRConfig, "SimCSEConfig": SimCSEConfig}
+GENERATED: dict[str, type] = {"SimCLRConfig": SimCLRConfig, "SimCSEConfig": SimCSEConfig,
+                              "TimingConfig": TimingConfig}
 
 
 def expand_generated(node: Any, where: str = "schema") -> Any:

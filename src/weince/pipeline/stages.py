@@ -153,9 +153,9 @@ def text_model_key(prof: Profile, model: str, arm: str, trun_dir: str) -> str:
 
 
 def timing_settings(prof: Profile) -> dict[str, Any]:
-    """The timing rule's params: the profile's ``timing.config`` without the device (the
-    script takes it from the profile at run time)."""
-    return {k: copy.deepcopy(v) for k, v in prof.timing.config.items() if k != "device"}
+    """The timing rule's params: the profile's ``timing.config`` (every field) without the
+    device (the script takes it from the profile at run time)."""
+    return {k: v for k, v in to_dict(prof.timing.config).items() if k != "device"}
 
 
 def model_location(prof: Profile, model: str, with_source: bool = False):

@@ -87,13 +87,10 @@ def _scale_line(prof: Profile, stage: str) -> str:
                 f"encoder seeds {', '.join(map(str, t.seeds))}")
     if stage == "timing":
         tc = prof.timing.config
-        mode = {"both": "compiled (eager timed too)", True: "compiled", False: "eager"}.get(
-            tc.get("compile", "eager"), tc.get("compile", "eager"))
-        return (f"profile {p}: timing on device "
-                f"{tc.get('device', prof.device)}, "
-                f"whole step with backbone {tc.get('backbone', '?')} at "
-                f"{tc.get('image_size', '?')} px, 2 x {tc.get('step_batch', '?')} views, "
-                f"loss {mode}")
+        mode = {"both": "compiled (eager timed too)"}.get(str(tc.compile), str(tc.compile))
+        return (f"profile {p}: timing on device {tc.device}, "
+                f"whole step with backbone {tc.backbone} at "
+                f"{tc.image_size} px, 2 x {tc.step_batch} views, loss {mode}")
     if stage == "synthetic":
         nf = prof.noise_floor
         return (f"profile {p}: the paper's synthetic setting (numpy, no training), "

@@ -277,8 +277,7 @@ def scale_items(prof: Profile) -> list[str]:
                      f"{', '.join(map(str, t.seeds))}")
     if prof.timing.enabled:
         tc = prof.timing.config
-        items.append(f"timing: {tc.get('backbone', '?')} step on "
-                     f"{tc.get('device', prof.device)}")
+        items.append(f"timing: {tc.backbone} step on {tc.device}")
     nv, nt = norms_vision_runs(prof), norms_text_runs(prof)
     if nv or nt:
         items.append(f"norms: {len(nv)} vision and {len(nt)} text unit(s)")

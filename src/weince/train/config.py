@@ -1,7 +1,8 @@
-"""The training loops' options (SimCLR pretraining, SimCSE), importable without torch: the one
-source of their types, defaults and ranges (the training loops, the workflow's stage configs
-and the protocol table read them; the workflow config schema's ``$defs/pretrain`` and
-``text.simcse`` blocks are generated from them, :mod:`weince.utils.settings`).
+"""The training loops' options (SimCLR pretraining, SimCSE) and the training step's timing
+(:mod:`weince.timing`), importable without torch: the one source of their types, defaults and
+ranges (the loops, the workflow's stage configs and the protocol table read them; the workflow
+config schema's ``$defs/pretrain``, ``text.simcse`` and ``timing.config`` blocks are
+generated from them, :mod:`weince.utils.settings`).
 
     from weince.train.config import SimCLRConfig
     SimCLRConfig().epochs        # 100: the official protocol (docs/protocol.md)
@@ -14,7 +15,7 @@ from typing import Any, Literal
 
 from weince.utils.settings import bound_problems, setting
 
-__all__ = ["SimCLRConfig", "SimCSEConfig", "RUNTIME_KEYS"]
+__all__ = ["SimCLRConfig", "SimCSEConfig", "TimingConfig", "MODES", "RUNTIME_KEYS"]
 
 
 @dataclass
@@ -139,6 +140,68 @@ class SimCSEConfig:
                              "the embeddings of every process; remove the key from the config")
         if self.device != "auto" and not self.device.startswith(("cpu", "cuda")):
             raise ValueError(f"device must be 'auto', 'cpu' or 'cuda[:i]', got {self.device!r}")
+
+
+#: the loss-timing modes of TimingConfig.compile
+MODES = ("eager", "compiled", "both")
+
+
+@dataclass
+class TimingConfig:
+    """Options of ``weince timing`` (:mod:`weince.timing`) and of the workflow's timing
+    rule (``timing.config``, whose schema block is generated from these fields)."""
+
+    losses: list[str] = setting(factory=lambda: ["infonce", "weince", "weince_recipe"],
+                                ref="loss")
+    sizes: list[int] = setting(factory=lambda: [256, 512, 1024, 4096], ge=2)  # 2N, loss alone
+    dim: int = setting(128, ge=1)       # embedding width d
+    loss_reps: int = setting(30, ge=1)  # repetitions (each runs every loss once)
+    warmup: int = setting(5, ge=0)
+    backbone: str = setting("resnet18", ref="backbone")  # whole step; "" skips it
+    image_size: int = setting(32, ge=1)
+    channels: int = setting(3, ge=1)
+    step_batch: int = setting(64, ge=1)  # images per view in the whole step (2 x step_batch)
+    step_reps: int = setting(10, ge=1)  # timed repetitions per run
+    # independent whole-step runs (fresh model, optimiser and batch each): the interval of
+    # the overhead is across them, so it covers the machine's run-to-run variation
+    runs: int = setting(5, ge=1, le=100)
+    device: str = "auto"
+    # bf16 autocast of the backbone on CUDA (ignored on CPU); the default is the paper
+    # profile's pretraining precision, float32 (vision.pretrain.amp: false). The loss always
+    # runs outside autocast on float32 embeddings, as in training (embed_views).
+    amp: bool = False
+    channels_last: bool = True
+    # "eager", "compiled" (torch.compile of every loss module) or "both" (eager and compiled
+    # timed side by side; the headline ratios are then the compiled ones). true/false are
+    # read as "compiled"/"eager".
+    compile: str | bool = "eager"
+    tau: float = setting(0.5, gt=0, le=10)
+    seed: int = setting(0, ge=0)
+    n_boot: int = setting(2000, ge=0)
+
+    def __post_init__(self):
+        if isinstance(self.compile, bool):
+            self.compile = "compiled" if self.compile else "eager"
+        if self.compile not in MODES:
+            raise ValueError(f"timing.config.compile must be one of {MODES} (or true/false), "
+                             f"got {self.compile!r}")
+        if not self.losses or self.losses[0] != "infonce":
+            raise ValueError("the first loss of timing.config.losses is the baseline of the ratios "
+                             f"and must be 'infonce', got {self.losses!r}")
+        if self.loss_reps < 2 or self.step_reps < 2:
+            raise ValueError("timing.config.loss_reps and step_reps must be >= 2 (paired ratios "
+                             f"need repetitions), got {self.loss_reps}, {self.step_reps}")
+        if self.runs < 1:
+            raise ValueError(f"timing.config.runs must be >= 1 (2 or more give an interval "
+                             f"across runs), got {self.runs}")
+        bad = [n for n in self.sizes if int(n) < 4 or int(n) % 2]
+        if bad:
+            raise ValueError(f"timing.config.sizes are batch sizes 2N: even numbers >= 4, "
+                             f"got {bad}")
+
+    @property
+    def modes(self) -> list[str]:
+        return ["eager", "compiled"] if self.compile == "both" else [str(self.compile)]
 
 # Keys that never change a run's result (where and how fast it runs, what it prints, what it
 # keeps): a checkpoint resumes under other values of these, and the workflow leaves them out

@@ -58,8 +58,10 @@ def _type_schema(tp: Any) -> dict[str, Any]:
     if origin in (typing.Union, types.UnionType):
         parts = [_type_schema(a) for a in args if a is not type(None)]
         nullable = type(None) in args
-        if len(parts) != 1:
-            raise TypeError(f"no JSON type for the union {tp!r}")
+        if len(parts) > 1:   # str | bool: one of the plain types
+            if not all(set(p) == {"type"} for p in parts):
+                raise TypeError(f"no JSON type for the union {tp!r}")
+            return {"type": [p["type"] for p in parts] + (["null"] if nullable else [])}
         (part,) = parts
         if not nullable:
             return part
@@ -68,6 +70,8 @@ def _type_schema(tp: Any) -> dict[str, Any]:
         return {"type": [part["type"], "null"]}
     if origin is typing.Literal:
         return {"enum": list(args)}
+    if origin is list and args:
+        return {"type": "array", "items": _type_schema(args[0])}
     base = origin or tp
     if base in _JSON_TYPES:
         return {"type": _JSON_TYPES[base]}
@@ -80,13 +84,17 @@ def json_schema(cls: type) -> dict[str, Any]:
     props: dict[str, Any] = {}
     for f in dataclasses.fields(cls):
         meta = f.metadata
+        prop = _type_schema(hints[f.name])
+        # a list's ref and bounds are its items'
+        target = prop["items"] if prop.get("type") == "array" and "items" in prop else prop
         if meta.get("ref"):
-            prop: dict[str, Any] = {"$ref": f"#/$defs/{meta['ref']}"}
-            if type(None) in typing.get_args(hints[f.name]):
-                prop = {"oneOf": [{"type": "null"}, prop]}
-        else:
-            prop = _type_schema(hints[f.name])
-        prop.update({BOUNDS[k]: v for k, v in (meta.get("bounds") or {}).items()})
+            ref = {"$ref": f"#/$defs/{meta['ref']}"}
+            nullable = type(None) in typing.get_args(hints[f.name])
+            if target is prop:
+                prop = target = {"oneOf": [{"type": "null"}, ref]} if nullable else ref
+            else:
+                prop["items"] = target = ref
+        target.update({BOUNDS[k]: v for k, v in (meta.get("bounds") or {}).items()})
         if meta.get("description"):
             prop["description"] = meta["description"]
         props[f.name] = prop
@@ -94,13 +102,17 @@ def json_schema(cls: type) -> dict[str, Any]:
 
 
 def bound_problems(cfg: Any, prefix: str = "") -> list[str]:
-    """One sentence per field of the dataclass instance ``cfg`` outside its bounds."""
+    """One sentence per field of the dataclass instance ``cfg`` outside its bounds (a
+    list's bounds are its items')."""
     out = []
     for f in dataclasses.fields(cfg):
         value = getattr(cfg, f.name)
-        if value is None or isinstance(value, bool):
-            continue
-        for k, b in (f.metadata.get("bounds") or {}).items():
-            if not _HOLDS[k](value, b):
-                out.append(f"{prefix}{f.name} must be {_SIGN[k]} {b:g}, got {value!r}")
+        items = list(enumerate(value)) if isinstance(value, (list, tuple)) else [(None, value)]
+        for i, v in items:
+            if v is None or isinstance(v, bool) or not isinstance(v, (int, float)):
+                continue
+            name = f"{prefix}{f.name}" + ("" if i is None else f"[{i}]")
+            for k, b in (f.metadata.get("bounds") or {}).items():
+                if not _HOLDS[k](v, b):
+                    out.append(f"{name} must be {_SIGN[k]} {b:g}, got {v!r}")
     return out
