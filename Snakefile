@@ -41,8 +41,9 @@ with preflight.refusals():
         workflow_dir=f"{workflow.basedir}/workflow",
     )
     # the profile, resolved once (schema defaults, {data_root} placeholders, a rehearsal's
-    # CPU sizes): every rule below takes PROFILE, never the raw config
-    PROFILE = Profile.of(config)
+    # CPU sizes), typed without checking it again: every rule below takes PROFILE, never
+    # the raw config
+    PROFILE = Profile.of(config, checked=True)
     # offline: HF_HUB_OFFLINE=1 for every job (transformers reads it at import); the site
     # label (`--config site=NAME`) reaches every job's result provenance
     set_run_environment(PROFILE, site=config.get("site"))

@@ -93,6 +93,7 @@ import tempfile
 import time
 import traceback
 from contextlib import contextmanager, nullcontext
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -114,8 +115,9 @@ from weince.pipeline.stages import pretrain_config
 from weince.timing import TimingConfig, run_timing
 from weince.train import simclr
 from weince.train.simclr import _build_optimizer, eager_step, pretrain, resolve_config
-from weince.train.simcse import SimCSEConfig, _optimizer
+from weince.train.simcse import _optimizer
 from weince.train.step_timer import StepTimer
+from weince.utils.config import to_dict
 
 REPO = Path(__file__).resolve().parents[1]
 SECTIONS = (("cuda_tests", "1. CUDA tests"),
@@ -353,9 +355,8 @@ def e2e_run(name: str, device: str, P: dict, root: Path, work: Path, *, threads:
             tf32_conv: bool, seed: int) -> dict:
     """One pretraining run and its evaluation, as the workflow's rules call them."""
     paper = paper_config()
-    cfg = pretrain_config(paper, *E2E_PAIR, E2E_ARM, seed)
-    cfg.update(P["e2e"]["train"], device=device, data_root=str(root), threads=threads,
-               progress=False)
+    cfg = {**to_dict(pretrain_config(paper, *E2E_PAIR, E2E_ARM, seed)), **P["e2e"]["train"],
+           "device": device, "data_root": str(root), "threads": threads, "progress": False}
     out = work / name
     cuda = device.startswith("cuda")
     if cuda:
@@ -522,8 +523,8 @@ def time_vision_shape(shape: dict, arms: list[str], paper, P: dict, device, emit
     """Every arm's pretraining step on one model of this shape (the step's code path of
     ``pretrain``: ``eager_step``, the profile's optimiser, augmentation, precision)."""
     sp, cuda = P["steps"], device.type == "cuda"
-    cfg = resolve_config({**pretrain_config(paper, shape["dataset"], shape["backbone"], arms[0],
-                                            7), "image_size": shape["image_size"]})
+    cfg = resolve_config(replace(pretrain_config(paper, shape["dataset"], shape["backbone"],
+                                                 arms[0], 7), image_size=shape["image_size"]))
     batch = sp["batch"] or cfg.batch_size
     if cuda:   # as pretrain() sets them
         torch.backends.cudnn.benchmark = True
@@ -541,8 +542,8 @@ def time_vision_shape(shape: dict, arms: list[str], paper, P: dict, device, emit
                            generator=g, dtype=torch.uint8).to(device)
     gen = torch.Generator(device=device).manual_seed(1)
     for arm in arms:
-        acfg = resolve_config({**pretrain_config(paper, shape["dataset"], shape["backbone"],
-                                                 arm, 7), "image_size": shape["image_size"]})
+        acfg = resolve_config(replace(pretrain_config(paper, shape["dataset"], shape["backbone"],
+                                                      arm, 7), image_size=shape["image_size"]))
         loss_fn = build_loss(acfg.loss, tau=acfg.tau, **acfg.loss_kwargs).to(device).train()
         res = _timed_steps(_vision_step(model, loss_fn, opt, aug, images, batch, gen, acfg, cuda),
                            device, sp["warmup"], sp["timed"])
@@ -580,12 +581,10 @@ def time_text(model_name: str, arms: list[str], paper, P: dict, device, emit) ->
     from transformers import BertConfig, BertModel  # noqa: PLC0415
 
     sp, cuda = P["steps"], device.type == "cuda"
-    known = set(SimCSEConfig.__dataclass_fields__)
-    base = {k: v for k, v in paper.text.simcse.items() if k in known}
     torch.manual_seed(0)
     model = SimCSEModel(BertModel(BertConfig(**sp["bert"]))).to(device).train()
     for arm in arms:
-        cfg = SimCSEConfig(**{**base, "loss": arm})
+        cfg = replace(paper.text.simcse, loss=arm)
         batch = sp["text_batch"] or cfg.batch_size
         loss_fn = build_loss(arm, tau=cfg.tau, layout="pairs", **cfg.loss_kwargs).to(device)
         opt = _optimizer(model, cfg)

@@ -51,8 +51,9 @@ def paper():
 
 
 def _resolved_pretrain(cfg, dataset="cifar100", arm="weince@m0_kr5_ka1"):
-    cfg = pretrain_config(Profile.of(cfg), dataset, "resnet18", arm, 7)
-    return resolve_config({k: v for k, v in cfg.items() if k not in ("threads",)})
+    return resolve_config(dataclasses.replace(pretrain_config(Profile.of(cfg), dataset, "resnet18",
+                                                              arm, 7),
+                                              threads=None))
 
 
 def _call_kwargs(fn, given: dict) -> dict:

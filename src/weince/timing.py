@@ -33,7 +33,6 @@ counted (the paper: zero). The raw times are kept in the JSON.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -42,69 +41,11 @@ from tqdm.auto import tqdm
 
 from weince.losses import build_loss
 from weince.models import build_simclr_model
+from weince.train.config import MODES, TimingConfig
 from weince.utils.device import resolve_device
 
 __all__ = ["TimingConfig", "MODES", "time_loss_alone", "time_whole_step", "run_timing",
            "paired_summary", "across_runs", "loss_label"]
-
-MODES = ("eager", "compiled", "both")
-
-
-@dataclass
-class TimingConfig:
-    """Options of ``weince timing`` (and of the workflow's timing rule)."""
-
-    losses: list[str] = field(default_factory=lambda: ["infonce", "weince", "weince_recipe"])
-    sizes: list[int] = field(default_factory=lambda: [256, 512, 1024, 4096])  # 2N, loss alone
-    dim: int = 128                      # embedding width d
-    loss_reps: int = 30                 # repetitions (each runs every loss once)
-    warmup: int = 5
-    backbone: str = "resnet18"          # whole step; "" skips it
-    image_size: int = 32
-    channels: int = 3
-    step_batch: int = 64                # images per view in the whole step (2 x step_batch)
-    step_reps: int = 10                 # timed repetitions per run
-    # independent whole-step runs (fresh model, optimiser and batch each): the interval of
-    # the overhead is across them, so it covers the machine's run-to-run variation
-    runs: int = 5
-    device: str = "auto"
-    # bf16 autocast of the backbone on CUDA (ignored on CPU); the default is the paper
-    # profile's pretraining precision, float32 (vision.pretrain.amp: false). The loss always
-    # runs outside autocast on float32 embeddings, as in training (embed_views).
-    amp: bool = False
-    channels_last: bool = True
-    # "eager", "compiled" (torch.compile of every loss module) or "both" (eager and compiled
-    # timed side by side; the headline ratios are then the compiled ones). true/false are
-    # read as "compiled"/"eager".
-    compile: str | bool = "eager"
-    tau: float = 0.5
-    seed: int = 0
-    n_boot: int = 2000
-
-    def __post_init__(self):
-        if isinstance(self.compile, bool):
-            self.compile = "compiled" if self.compile else "eager"
-        if self.compile not in MODES:
-            raise ValueError(f"timing.config.compile must be one of {MODES} (or true/false), "
-                             f"got {self.compile!r}")
-        if not self.losses or self.losses[0] != "infonce":
-            raise ValueError("the first loss of timing.config.losses is the baseline of the ratios "
-                             f"and must be 'infonce', got {self.losses!r}")
-        if self.loss_reps < 2 or self.step_reps < 2:
-            raise ValueError("timing.config.loss_reps and step_reps must be >= 2 (paired ratios "
-                             f"need repetitions), got {self.loss_reps}, {self.step_reps}")
-        if self.runs < 1:
-            raise ValueError(f"timing.config.runs must be >= 1 (2 or more give an interval "
-                             f"across runs), got {self.runs}")
-        bad = [n for n in self.sizes if int(n) < 4 or int(n) % 2]
-        if bad:
-            raise ValueError(f"timing.config.sizes are batch sizes 2N: even numbers >= 4, "
-                             f"got {bad}")
-
-    @property
-    def modes(self) -> list[str]:
-        return ["eager", "compiled"] if self.compile == "both" else [str(self.compile)]
-
 
 class _Timer:
     def __init__(self, device: torch.device):

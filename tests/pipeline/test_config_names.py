@@ -18,6 +18,7 @@ import yaml
 from weince.data.vision import DATASETS
 from weince.losses import LOSSES
 from weince.models.vision import BACKBONES
+from weince.pipeline.schema import read_schema
 from weince.pipeline.arms import ARMS
 from weince.pipeline.config_check import (COMMAND_LINE, ConfigError, check_config, config_errors,
                                           inline_refs, name_registry, retype_overrides,
@@ -35,7 +36,7 @@ OPEN = {
 
 
 def _schema():
-    return inline_refs(yaml.safe_load(SCHEMA.read_text()))
+    return inline_refs(read_schema(SCHEMA))
 
 
 def _is_name(node) -> bool:
@@ -129,7 +130,7 @@ def test_a_vision_arm_typo_names_the_profiles_arms(tmp_path, key):
 def test_schema_name_lists_equal_the_registries():
     """The lists of names the schema spells out, each once in ``$defs``, are the library's
     registries, name for name; the arms are checked against the arm registry itself."""
-    defs = yaml.safe_load(SCHEMA.read_text())["$defs"]
+    defs = read_schema(SCHEMA)["$defs"]
     assert set(defs["dataset"]["enum"]) == set(DATASETS)
     assert set(defs["backbone"]["enum"]) == set(BACKBONES)
     assert set(defs["loss"]["enum"]) == set(LOSSES)
@@ -160,11 +161,11 @@ def test_no_list_of_names_is_written_twice():
     """Each enum once (a set of names shared by several keys is a ``$defs`` entry), and
     vision.pretrain and every vision.pretrain_by_dataset entry are one definition."""
     seen: dict[frozenset, str] = {}
-    for where, enum in _enums(yaml.safe_load(SCHEMA.read_text())):
+    for where, enum in _enums(read_schema(SCHEMA)):
         key = frozenset(enum) - {"None"}
         assert key not in seen, f"the same names at {seen[key]} and {where}; use a $defs entry"
         seen[key] = where
-    v = yaml.safe_load(SCHEMA.read_text())["properties"]["vision"]["properties"]
+    v = read_schema(SCHEMA)["properties"]["vision"]["properties"]
     assert v["pretrain"]["$ref"] == v["pretrain_by_dataset"]["additionalProperties"]["$ref"] \
         == "#/$defs/pretrain"
 
@@ -175,7 +176,7 @@ def test_every_registered_arm_is_a_valid_vision_arm(arm):
     narrower enum) and nothing else."""
     cfg = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
     cfg["vision"]["arms"] += [arm] if arm not in cfg["vision"]["arms"] else []
-    assert config_errors(cfg, yaml.safe_load(SCHEMA.read_text()),
+    assert config_errors(cfg, read_schema(SCHEMA),
                          workflow_dir=REPO / "workflow") == []
 
 

@@ -52,7 +52,7 @@ def test_the_typed_fields_are_the_configs():
     assert v.grid.seeds == v.seeds == (7, 21, 63, 84)
     assert len(v.grid.points) == 27 and v.grid.points[0] == "m0_kr5_ka0.5"
     assert v.grid.active_arms == v.grid.arms
-    assert v.tau == 0.5 and v.pretrain["epochs"] == 100
+    assert v.tau == 0.5 and v.pretrain.epochs == 100
     assert prof.text.models == ("bert-base-uncased",)
 
 
@@ -76,7 +76,7 @@ def test_placeholders_and_the_rehearsal_are_resolved_once(tmp_path):
     cfg["data_root"] = str(tmp_path)
     cfg["rehearsal"]["gpu"] = False
     prof = Profile.of(cfg)
-    assert prof.text.simcse["train_data"] == f"{tmp_path}/wiki1m_for_simcse.txt"
+    assert prof.text.simcse.train_data == f"{tmp_path}/wiki1m_for_simcse.txt"
     assert prof.rehearsal.gpu_used is False and prof.rehearsal.cpu_pairs_used
     assert all(not r.get("gpu") for r in prof.resources.values() if isinstance(r, dict))
     again = resolve_config(prof.config)

@@ -23,6 +23,7 @@ from weince.eval.scores import collect_score_file
 from weince.eval.sts import run_sts
 from weince.evt.fits import run_link, run_pot
 from weince.norms.run import NormsConfig
+from weince.pipeline.schema import read_schema
 from weince.pipeline.claims import validate_with_defaults
 from weince.pipeline.config_check import (ConfigError, check_config, inline_refs,
                                           set_run_environment)
@@ -170,7 +171,7 @@ def test_dry_run_names_the_configfile_with_the_bad_value(tmp_path):
 
 # ------------------------------------------------------------------ schema vs library
 def _schema():
-    return inline_refs(yaml.safe_load(SCHEMA.read_text()))
+    return inline_refs(read_schema(SCHEMA))
 
 
 def _block(*path):

@@ -103,8 +103,8 @@ def test_model_location_prefers_model_paths_then_a_local_copy(tmp_path):
                                                                            "local copy")
     cfg["text"]["model_paths"] = {"bert-base-uncased": "minilm"}
     s = simcse_config(Profile.of(cfg), "bert-base-uncased", "weince", 7)
-    assert (s["model"], s["model_name"], s["model_source"]) == ("minilm", "bert-base-uncased",
-                                                                "model_paths")
+    assert (s.model, s.model_name, s.model_source) == ("minilm", "bert-base-uncased",
+                                                       "model_paths")
 
 
 def _timing(step_s, batch, device="cpu", name=None):

@@ -13,7 +13,9 @@ from weince.pipeline.grid import select_grid
 from weince.pipeline.profile import Profile
 from weince.pipeline.stages import (RERUN_FREE, apply_selection, grid_arms, job_config,
                                     pretrain_config, result_settings, simcse_config)
+from weince.train.config import SimCSEConfig
 from weince.utils import write_json
+from weince.utils.config import to_dict
 from weince.utils.summary import summary
 
 CFG = {
@@ -29,11 +31,12 @@ CFG = {
 
 def test_pretrain_config_of_a_grid_point_overrides_the_arm_kwargs():
     c = pretrain_config(Profile.of(CFG), "stl10", "resnet18", "weince@m6_kr5", 21)
-    assert c["loss"] == "weince" and c["seed"] == 21 and c["epochs"] == 3
-    assert c["loss_kwargs"] == {"margin": 6.0, "q": 0.2, "kappa_rho": 5.0}
-    assert c["train_split"] == "train+unlabeled" and c["device"] == "cpu"
+    assert c.loss == "weince" and c.seed == 21 and c.epochs == 3
+    assert c.loss_kwargs == {"margin": 6.0, "q": 0.2, "kappa_rho": 5.0}
+    assert c.train_split == "train+unlabeled" and c.device == "cpu"
     plain = pretrain_config(Profile.of(CFG), "digits", "smallcnn", "weince", 7)
-    assert plain["loss_kwargs"] == {"margin": 2.0, "q": 0.2} and "train_split" not in plain
+    assert plain.loss_kwargs == {"margin": 2.0, "q": 0.2} and plain.train_split == "train"
+    assert (plain.epochs, plain.batch_size, plain.lr) == (3, 64, 3e-4)  # SimCLRConfig's lr
     assert CFG["vision"]["losses"]["weince"] == {"margin": 2.0, "q": 0.2}  # not mutated
 
 
@@ -51,7 +54,7 @@ def test_grid_selection_uses_validation_and_feeds_the_final_run(tmp_path):
     s = tmp_path / "selection.json"
     write_json(s, sel)
     final = apply_selection(pretrain_config(Profile.of(CFG), "digits", "smallcnn", "weince", 7), s)
-    assert final["loss_kwargs"] == {"margin": 6.0, "q": 0.2, "kappa_rho": 5.0}
+    assert final.loss_kwargs == {"margin": 6.0, "q": 0.2, "kappa_rho": 5.0}
     assert grid_arms(Profile.of(CFG)) == ["weince"]
     assert grid_arms(Profile.of({"profile": "t", "vision": {"grid": {"arms": ["weince"],
                                                                   "seeds": [7]}}})) == []
@@ -68,11 +71,11 @@ def test_one_job_config_for_the_rule_and_its_script(tmp_path):
     assert cfg == pretrain_config(prof, "stl10", "resnet18", "weince", 21)
     assert job_config(prof, vars(wc)) == cfg
     params = result_settings(cfg)
-    assert params == {k: v for k, v in cfg.items() if k not in RERUN_FREE}
-    assert {"device", "threads", "data_root"} <= set(cfg) - set(params)
+    assert params == {k: v for k, v in to_dict(cfg).items() if k not in RERUN_FREE}
+    assert {"device", "threads", "data_root"} <= set(to_dict(cfg)) - set(params)
     s = tmp_path / "selection.json"
     write_json(s, {"chosen": "m6_kr5", "params": {"margin": 6.0, "kappa_rho": 5.0}})
-    assert job_config(prof, wc, s)["loss_kwargs"] == {"margin": 6.0, "q": 0.2, "kappa_rho": 5.0}
+    assert job_config(prof, wc, s).loss_kwargs == {"margin": 6.0, "q": 0.2, "kappa_rho": 5.0}
     text = SimpleNamespace(profile="t", model="minilm", arm="weince", seed="63")
     assert job_config(prof, text) == simcse_config(prof, "minilm", "weince", 63)
 
@@ -89,9 +92,9 @@ def test_the_training_rules_and_scripts_resolve_their_job_by_job_config():
 
 def test_simcse_config_sets_run_keys():
     c = simcse_config(Profile.of(CFG), "minilm", "weince", 63)
-    assert c == {"n_train": 64, "model": "minilm", "loss": "weince", "seed": 63,
-                 "loss_kwargs": {"margin": 0.0}, "device": "cpu", "offline": True,
-                 "model_name": "minilm", "model_source": "name"}   # the weights' identity
+    assert c == SimCSEConfig(n_train=64, model="minilm", loss="weince", seed=63,
+                             loss_kwargs={"margin": 0.0}, device="cpu", offline=True,
+                             model_name="minilm", model_source="name")   # the weights' identity
 
 
 def test_special_case_check_is_exact():

@@ -84,8 +84,8 @@ def test_paper_profile_sets_every_device_to_auto():
 def test_stage_configs_of_the_paper_profile_carry_auto():
     cfg = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
     assert pretrain_config(Profile.of(cfg), "cifar100", "resnet18", "infonce",
-                           7)["device"] == "auto"
-    assert simcse_config(Profile.of(cfg), "bert-base-uncased", "infonce", 7)["device"] == "auto"
+                           7).device == "auto"
+    assert simcse_config(Profile.of(cfg), "bert-base-uncased", "infonce", 7).device == "auto"
     assert norms_config(Profile.of(cfg))["device"] == "auto"
     for name in ("pretrain", "simcse", "norms"):   # and each resolves on this machine
         assert resolve_device("auto").type in ("cpu", "cuda"), name

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from weince.pipeline.schema import read_schema
 from weince.pipeline.ablations import ablation_plan
 from weince.pipeline.claims import load_claims, validate_with_defaults
 from weince.pipeline.config_check import ConfigError, check_config
@@ -49,7 +50,7 @@ def test_snakefmt_check_is_clean():
 @pytest.mark.parametrize("name", PROFILES)
 def test_profiles_follow_the_schema(name):
     cfg = yaml.safe_load((REPO / "config" / name).read_text())
-    schema = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
+    schema = read_schema(REPO / "workflow/schemas/config.schema.yaml")
     validate_with_defaults(cfg, schema, name)
     assert cfg["vision"]["arms"][0] == "infonce"  # the baseline of every table
 
@@ -352,7 +353,7 @@ RUN_TIME_EXCEPT = {"timing.config.compile", "resources.*.threads"}
 
 
 def _run_time_paths() -> list[tuple[str, ...]]:
-    schema = yaml.safe_load((REPO / "src/weince/pipeline/config.schema.yaml").read_text())
+    schema = read_schema(REPO / "src/weince/pipeline/config.schema.yaml")
     found: list[tuple[str, ...]] = []
 
     def walk(node, path):

@@ -20,5 +20,5 @@ with log_to(snakemake.log[0], resources=snakemake.resources,
     extract_features(snakemake.input.encoder, snakemake.output[0], **kwargs)
     # the encoder is stored (this job runs after its pretraining): the pretraining's resume
     # state is no longer needed, unless the profile keeps it
-    if not job_config(prof, snakemake.wildcards).get("keep_checkpoint"):
+    if not job_config(prof, snakemake.wildcards).keep_checkpoint:
         release_checkpoint(Path(snakemake.input.encoder).parent)

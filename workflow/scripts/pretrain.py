@@ -1,5 +1,6 @@
 """Snakemake adapter: pretrain one SimCLR encoder (weince.train.simclr.pretrain)."""
 
+from dataclasses import replace
 from pathlib import Path
 
 from weince.pipeline.joblog import log_to
@@ -15,8 +16,8 @@ with log_to(snakemake.log[0], resources=snakemake.resources,
     # (the features job) starts, i.e. until Snakemake has stored this job's outputs: a
     # segment killed while they are stored (outputs deleted) resumes only to write them again
     selection = str(snakemake.input.selection) if snakemake.input.selection else None
-    cfg = {**job_config(Profile.of(snakemake.config), snakemake.wildcards, selection),
-           "threads": snakemake.threads, "keep_checkpoint": True}
+    cfg = replace(job_config(Profile.of(snakemake.config), snakemake.wildcards, selection),
+                  threads=snakemake.threads, keep_checkpoint=True)
     print(f"pretrain config: {cfg}")
     gpus = int(getattr(snakemake.resources, "gpu", 0) or 0)
     if gpus > 1:  # one encoder on several processes; batch_size stays the global batch

@@ -1,5 +1,6 @@
 """Snakemake adapter: unsupervised SimCSE training (weince.train.simcse, C7)."""
 
+from dataclasses import replace
 from pathlib import Path
 
 from weince.pipeline.joblog import log_to
@@ -15,8 +16,8 @@ with log_to(snakemake.log[0], resources=snakemake.resources,
     # the job's whole config, by the function the rule's params use; the finished run's
     # checkpoint stays until its STS job starts (Snakemake has stored this job's outputs by
     # then): a segment killed while they are stored resumes to write them
-    cfg = {**job_config(Profile.of(snakemake.config), snakemake.wildcards),
-           "keep_checkpoint": True}
+    cfg = replace(job_config(Profile.of(snakemake.config), snakemake.wildcards),
+                  keep_checkpoint=True)
     out = Path(snakemake.output.summary).parent
     gpus = int(getattr(snakemake.resources, "gpu", 0) or 0)
     if gpus > 1:  # one model on several processes; batch_size stays the global batch

@@ -20,5 +20,5 @@ with log_to(snakemake.log[0], resources=snakemake.resources,
         kwargs.setdefault("device", prof.device)
     run_sts(snakemake.input.model, out=snakemake.output[0], **kwargs)
     # the SimCSE run's outputs are stored: its resume state goes, unless the profile keeps it
-    if not job_config(prof, snakemake.wildcards).get("keep_checkpoint"):
+    if not job_config(prof, snakemake.wildcards).keep_checkpoint:
         release_checkpoint(Path(snakemake.input.model).parent)

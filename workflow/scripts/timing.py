@@ -7,12 +7,11 @@ with log_to(snakemake.log[0], resources=snakemake.resources,
     import torch
 
     from weince.pipeline.profile import Profile
-    from weince.timing import TimingConfig, run_timing
-    from weince.utils.config import as_config, to_dict
+    from weince.timing import run_timing
+    from weince.utils.config import to_dict
     from weince.utils import write_json
 
     torch.set_num_threads(snakemake.threads)
     prof = Profile.of(snakemake.config)
-    cfg = as_config(TimingConfig, {"device": prof.device, **prof.timing.config,
-                                   **snakemake.params.cfg})
+    cfg = prof.timing.config   # the params (its result settings) are these fields
     write_json(snakemake.output[0], run_timing(cfg), cfg=to_dict(cfg))

@@ -76,14 +76,14 @@ def _vision_sizes(prof: Profile, run: VisionRun) -> tuple[int, int, int]:
     """(encoder, features.pt, checkpoint) bytes of one vision run."""
     cfg = pretrain_config(prof, run.dataset, run.backbone, run.arm.split("@")[0], run.seed)
     spec = dataset_spec(run.dataset)
-    size = int(cfg.get("image_size") or spec["image_size"])
-    head = f"proj{int(cfg.get('proj_dim', 64))}"
+    size = int(cfg.image_size or spec["image_size"])
+    head = f"proj{cfg.proj_dim}"
     c = vision_counts(run.backbone, size, int(spec["channels"]), head)
     params = int(c["params"])
     limit = prof.vision.features.get("max_images")
     images = sum(min(k, int(limit or k)) for k in SPLIT_SIZES.get(run.dataset, (50_000, 10_000)))
     features = images * (4 * (int(c["feat_dim"]) + int(head[4:])) + 8)
-    states = OPT_STATES.get(str(cfg.get("optimizer", "adam")), 2)
+    states = OPT_STATES.get(cfg.optimizer, 2)
     return 4 * params, features, 4 * params * (1 + states)
 
 
@@ -153,7 +153,7 @@ def disk_estimate(prof: Profile, runs: tuple[set, set, set] | None = None,
     n = int(concurrent or prof.disk.concurrent_runs)
     if parallel:
         n = max(1, min(n, int(parallel)))
-    keep_ckpt = bool(prof.vision.pretrain.get("keep_checkpoint"))
+    keep_ckpt = prof.vision.pretrain.keep_checkpoint
     evt = set(prof.vision.evt.arms)
     perm, temps = 0, []
     encoders = feats_kept = 0
@@ -168,7 +168,7 @@ def disk_estimate(prof: Profile, runs: tuple[set, set, set] | None = None,
         temps.append(feats * (not prof.keep_features) + ckpt * (own and not keep_ckpt))
     for run in sorted(text, key=str):
         params = int(text_counts(text_geometry(run.model), 32)["params"])
-        keep = bool(simcse_config(prof, run.model, run.arm, run.seed).get("keep_checkpoint"))
+        keep = simcse_config(prof, run.model, run.arm, run.seed).keep_checkpoint
         perm += 4 * params + PER_RUN + (12 * params if keep else 0)
         temps.append(0 if keep else 12 * params)   # weights + Adam's two moments
     temporary = sum(sorted(temps, reverse=True)[:n])

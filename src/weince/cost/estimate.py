@@ -45,7 +45,7 @@ from weince.data.locations import SPLIT_IMAGES
 from weince.pipeline import layout
 from weince.pipeline.ablations import ablation_inputs, ablation_plan
 from weince.pipeline.claims import load_claims
-from weince.pipeline.profile import Profile, Vision
+from weince.pipeline.profile import Profile
 from weince.pipeline.protocol import adopted_seeds
 from weince.pipeline.stages import grid_arms
 from weince.utils.config import deep_merge
@@ -67,32 +67,25 @@ STSB_DEV_SENTENCES = 3_000     # STS-B dev: 1,500 pairs
 
 
 # ----------------------------------------------------------------------------- runs
-def _vision_pre(vision: Vision, dataset: str) -> dict[str, Any]:
-    """``vision.pretrain`` with ``vision.pretrain_by_dataset[dataset]`` over it."""
-    return {**vision.pretrain, **(vision.pretrain_by_dataset.get(dataset) or {})}
-
-
 def vision_steps(prof: Profile, dataset: str) -> int:
     """Optimiser steps of one pretraining run of ``dataset`` in the profile."""
-    pre = _vision_pre(prof.vision, dataset)
-    split = pre.get("train_split", "train")
+    pre = prof.vision.pretrain_for(dataset)
+    split = pre.train_split
     n = TRAIN_IMAGES.get((dataset, split))
     if n is None:
         raise ValueError(f"no official training-split size for {dataset} ({split}); add it "
                          f"to weince.data.locations.SPLIT_IMAGES")
-    if pre.get("max_train_images"):
-        n = min(n, int(pre["max_train_images"]))
-    return int(pre.get("epochs", 100)) * max(1, n // int(pre.get("batch_size", 256)))
+    if pre.max_train_images:
+        n = min(n, pre.max_train_images)
+    return pre.epochs * max(1, n // pre.batch_size)
 
 
 def text_steps(prof: Profile) -> int:
     """Optimiser steps of one SimCSE run of the profile."""
     s = prof.text.simcse
-    n = int(s.get("n_train") or 0) or WIKI1M_SENTENCES
-    steps = int(s.get("epochs", 1)) * max(1, n // int(s.get("batch_size", 64)))
-    if s.get("max_steps"):
-        steps = min(steps, int(s["max_steps"]))
-    return steps
+    n = s.n_train or WIKI1M_SENTENCES
+    steps = s.epochs * max(1, n // s.batch_size)
+    return min(steps, s.max_steps) if s.max_steps else steps
 
 
 def ablation_runs(prof: Profile) -> list[layout.VisionRun]:
@@ -341,11 +334,11 @@ def _price(prof: Profile, s: SettingCost, gpus: list[str]) -> SettingCost:
 
 def _vision_setting(prof: Profile, dataset: str, backbone: str, gpus: list[str]
                     ) -> SettingCost:
-    pre = _vision_pre(prof.vision, dataset)
-    batch = int(pre.get("batch_size", 256))
-    flops = vision_step_flops(backbone, dataset, batch, int(pre.get("proj_dim", 64)))
+    pre = prof.vision.pretrain_for(dataset)
+    batch = pre.batch_size
+    flops = vision_step_flops(backbone, dataset, batch, pre.proj_dim)
     fam = family_of_backbone(backbone)
-    prec = precision_of(fam, bool(pre.get("amp")), bool(pre.get("tf32")))
+    prec = precision_of(fam, pre.amp, pre.tf32)
     s = SettingCost("vision", f"{dataset}/{backbone}", vision_steps(prof, dataset), batch,
                     flops, prec, fam)
     return _price(prof, s, gpus)
@@ -353,15 +346,14 @@ def _vision_setting(prof: Profile, dataset: str, backbone: str, gpus: list[str]
 
 def _text_setting(prof: Profile, model: str, gpus: list[str]) -> SettingCost:
     s = prof.text.simcse
-    batch, length = int(s.get("batch_size", 64)), int(s.get("max_length", 32))
+    batch, length = s.batch_size, s.max_length
     steps = text_steps(prof)
-    every = int(s.get("eval_every") or 0)
-    evals = steps // every if every else 0
-    dev = int(s.get("n_sts") or 0) * 2 or STSB_DEV_SENTENCES
+    evals = steps // s.eval_every
+    dev = s.n_sts * 2 or STSB_DEV_SENTENCES   # n_sts 0: the real STS-B dev split
     geometry = text_geometry(model)
     flops = (simcse_step_flops(model, batch, length)
              + evals * dev * text_counts(geometry, length)["forward"] / steps)
-    prec = precision_of("bert", bool(s.get("amp")), bool(s.get("tf32")))
+    prec = precision_of("bert", s.amp, False)   # SimCSE has no TF32 switch
     st = SettingCost("text", f"text/{model}", steps, batch, flops, prec, "bert")
     return _price(prof, st, gpus)
 

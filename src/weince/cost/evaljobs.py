@@ -61,9 +61,8 @@ def _vision(prof: Profile, wc: Mapping[str, Any]) -> dict[str, Any]:
     spec = dataset_spec(d)
     pre = prof.vision.pretrain
     fam = family_of_backbone(b)
-    prec = precision_of(fam, bool(pre.get("amp")), bool(pre.get("tf32")))
-    counts = vision_counts(b, spec["image_size"], spec["channels"],
-                           f"proj{int(pre.get('proj_dim', 64))}")
+    prec = precision_of(fam, pre.amp, pre.tf32)
+    counts = vision_counts(b, spec["image_size"], spec["channels"], f"proj{pre.proj_dim}")
     return {"spec": spec, "forward": counts["forward"], "feat": counts["feat_dim"],
             "rate": _slow_rate(prof, fam, prec), "n_train": TRAIN_IMAGES[(d, "train")],
             "n_test": TEST_IMAGES[d]}
@@ -72,7 +71,7 @@ def _vision(prof: Profile, wc: Mapping[str, Any]) -> dict[str, Any]:
 def _text(prof: Profile, model: str) -> dict[str, Any]:
     t = prof.text.simcse
     geometry = text_geometry(model)
-    prec = precision_of("bert", bool(t.get("amp")), bool(t.get("tf32")))
+    prec = precision_of("bert", t.amp, False)   # SimCSE has no TF32 switch
     return {"forward": text_counts(geometry, STS_TOKENS)["forward"],
             "rate": _slow_rate(prof, "bert", prec)}
 

@@ -157,7 +157,7 @@ def timed_runs(prof: Profile) -> tuple[list[dict[str, Any]], list[dict[str, Any]
             vis.append({"dataset": r.dataset, "backbone": r.backbone, "arm": r.arm,
                         "seed": r.seed, "loss": d.get("loss"), "batch": d.get("batch_size"),
                         "precision": precision_of(family_of_backbone(r.backbone),
-                                                  bool(pre.get("amp")), bool(pre.get("tf32"))),
+                                                  pre.amp, pre.tf32),
                         **d["step_timing"]})
     for t in layout.text_runs(prof):
         d = _load(t.dir(root, profile) / "train.json")
@@ -165,8 +165,7 @@ def timed_runs(prof: Profile) -> tuple[list[dict[str, Any]], list[dict[str, Any]
             ident = d.get("model_identity") or {}
             txt.append({"model": t.model, "arm": t.arm, "seed": t.seed, "loss": d.get("loss"),
                         "batch": d.get("batch_size"), "named": ident.get("named_model"),
-                        "precision": precision_of("bert", bool(sim.get("amp")),
-                                                  bool(sim.get("tf32"))),
+                        "precision": precision_of("bert", sim.amp, False),
                         **d["step_timing"]})
     return vis, txt
 
@@ -174,7 +173,7 @@ def timed_runs(prof: Profile) -> tuple[list[dict[str, Any]], list[dict[str, Any]
 def _loss_of(arm: str, paper: Profile) -> str:
     base, _ = split_arm(arm)
     try:
-        return resolve_arm(base, paper.vision.losses, paper.vision.pretrain.get("tau"))["loss"]
+        return resolve_arm(base, paper.vision.losses, paper.vision.tau)["loss"]
     except (KeyError, ValueError):
         return base
 
@@ -229,7 +228,7 @@ def build_forecast(prof: Profile) -> Forecast:
 def _vision_costs(fc: Forecast, paper: Profile, vis: list[dict[str, Any]]) -> None:
     """Every SimCLR run of the paper profile priced from the measured step times (scaled to
     the paper's batch); peak memory per backbone."""
-    paper_batch = int(paper.vision.pretrain.get("batch_size", 256))
+    paper_batch = paper.vision.pretrain.batch_size
 
     filled: set[tuple[str, str]] = set()   # pairs not rehearsed, filled from another
     # measured step time at the paper's batch, per (dataset, backbone, loss)
@@ -280,11 +279,11 @@ def _text_costs(fc: Forecast, paper: Profile, txt: list[dict[str, Any]]) -> None
     pt = paper.text
     if pt.enabled:
         s = pt.simcse
-        n = int(s.get("n_train") or 0) or WIKI1M_SENTENCES
-        t_batch = int(s.get("batch_size", 64))
-        steps = int(s.get("epochs", 1)) * (n // t_batch)
-        if s.get("max_steps"):
-            steps = min(steps, int(s["max_steps"]))
+        n = s.n_train or WIKI1M_SENTENCES
+        t_batch = s.batch_size
+        steps = s.epochs * (n // t_batch)
+        if s.max_steps:
+            steps = min(steps, s.max_steps)
         t_by: dict[str, list[float]] = defaultdict(list)
         t_any: list[float] = []
         for m in txt:
@@ -361,7 +360,7 @@ def _same_backbone(dataset: str, backbone: str, by_pair: dict[tuple, list[float]
     # (every candidate has a size: cands keeps the sized data sets)
     d, t = min(cands, key=lambda c: (abs(cast(int, size(c[0])) - want), -c[1]))
     pre = paper.vision.pretrain
-    batch, proj = int(pre.get("batch_size", 256)), int(pre.get("proj_dim", 64))
+    batch, proj = pre.batch_size, pre.proj_dim
 
     def flops(ds: str) -> float:
         return vision_step_flops(backbone, ds, batch, proj)

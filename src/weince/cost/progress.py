@@ -283,8 +283,7 @@ def _plan_runs(prof: Profile, est: Estimate) -> list[RunState]:
 
 
 def _epochs(prof: Profile, dataset: str) -> int:
-    pre = {**prof.vision.pretrain, **(prof.vision.pretrain_by_dataset.get(dataset) or {})}
-    return int(pre.get("epochs", 100))
+    return prof.vision.pretrain_for(dataset).epochs
 
 
 # ----------------------------------------------------------------------------- SLURM

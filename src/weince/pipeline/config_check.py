@@ -26,8 +26,9 @@ import jsonschema
 
 from weince.data.locations import SPLIT_IMAGES
 from weince.pipeline.arms import ARMS
-from weince.pipeline.claims import validate_with_defaults
 from weince.pipeline.profile import Profile
+from weince.pipeline.schema import fill_defaults as fill_schema_defaults
+from weince.pipeline.schema import read_schema
 from weince.utils.config import (MAX_VALUES, YamlSizeError, expanded_size, parse_yaml,
                                  value_children)
 from weince.utils.diskspace import parse_size
@@ -554,7 +555,7 @@ def check_config(config: dict[str, Any], schema: str | os.PathLike | Mapping[str
     ``fill_defaults``, fill the keys the config leaves out with the schema's defaults (in
     place). ``workflow_dir``: the workflow's folder (its rule names are the valid keys of
     ``resources``)."""
-    schema_d = schema if isinstance(schema, Mapping) else parse_yaml(Path(schema).read_text())
+    schema_d = schema if isinstance(schema, Mapping) else read_schema(schema)
     # a file named twice (Snakemake lists a --configfile in configfiles and again in
     # overwrite_configfiles) counts where it is applied last
     names = list(reversed(dict.fromkeys(str(s) for s in reversed(list(sources)))))
@@ -582,7 +583,7 @@ def check_config(config: dict[str, Any], schema: str | os.PathLike | Mapping[str
         shown = problems[:MAX_PROBLEMS] + ([f"... and {more} more"] if more > 0 else [])
         raise ConfigError(f"invalid workflow config ({files}):\n  - " + "\n  - ".join(shown))
     if fill_defaults:   # the schema's defaults, as Snakemake's validate(set_default=True)
-        validate_with_defaults(config, schema_d, "the workflow config")
+        fill_schema_defaults(config, schema_d)   # without a second pass of the schema
 
 
 def set_run_environment(prof: Profile, site: object = None) -> None:

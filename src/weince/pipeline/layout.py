@@ -143,9 +143,8 @@ def settings_for(prof: Profile, stage: str) -> tuple[list[Setting], list[str]]:
         return ([Setting("text", model=m, corpus=t.corpus) for m in t.models], list(t.arms))
     if stage == "timing":
         tc = prof.timing.config
-        return ([Setting("timing", backbone=tc.get("backbone") or "none")]
-                if prof.timing.enabled else [],
-                list(tc.get("losses", ["infonce", "weince", "weince_recipe"])))
+        return ([Setting("timing", backbone=tc.backbone or "none")]
+                if prof.timing.enabled else [], list(tc.losses))
     if stage == "checks":
         return ([Setting("checks")] if prof.checks.enabled else [], ["weince"])
     if stage == "synthetic":

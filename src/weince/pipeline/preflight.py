@@ -90,8 +90,8 @@ def _vision_needs(prof: Profile) -> list[tuple[str, Path, str]]:
     out = []
     for dataset, backbone in pairs:
         run = pretrain_config(prof, dataset, backbone, arm, seed)
-        root = Path(str(run.get("data_root") or prof.data_root))
-        out.append((dataset, root, str(run.get("train_split") or "train")))
+        root = Path(str(run.data_root or prof.data_root))
+        out.append((dataset, root, run.train_split))
         for other, extra in ((v.features, ("train", "test")), (v.evt.collect, ("train",))):
             name = other.get("dataset") or dataset
             r = Path(str(other.get("data_root") or prof.data_root))
@@ -105,10 +105,10 @@ def _text_needs(prof: Profile) -> list[tuple[str, str, str]]:
     t = prof.text
     if t.enabled and t.arms and t.models and t.seeds:
         s = t.simcse
-        if s.get("train_data", "synthetic") != "synthetic":
-            out.append(("wiki1m", str(s["train_data"]), ""))
-        if s.get("sts_data", "synthetic") != "synthetic":
-            out.append(("stsb", str(s["sts_data"]), "dev"))
+        if s.train_data != "synthetic":
+            out.append(("wiki1m", s.train_data, ""))
+        if s.sts_data != "synthetic":
+            out.append(("stsb", s.sts_data, "dev"))
         sts = t.sts
         if str(sts.get("data", "synthetic")) != "synthetic":
             out += [("stsb", str(sts["data"]), sp) for sp in sts.get("splits", ["dev", "test"])]

@@ -3,7 +3,7 @@
     from weince.pipeline.profile import Profile
     prof = Profile.of(cfg)            # cfg: the workflow config of one profile (a dict)
     prof.vision.grid.seeds            # (7, 21, 63, 84)
-    prof.vision.pretrain["epochs"]    # a stage block: the library's own keys
+    prof.vision.pretrain.epochs       # a stage's settings: its dataclass (SimCLRConfig)
 
 The Snakefile resolves its config once (``PROFILE = Profile.of(config)``, after the config
 check), and everything below it (rules, planner, cost, preflight, selection, report, bundle)
@@ -15,10 +15,19 @@ the raw dict (``tests/pipeline/test_profile.py`` scans the library for it).
 schema's defaults (the schema is the one source of every workflow default), replaces
 ``{data_root}`` in every string by the ``data_root`` key, and applies a rehearsal's CPU sizes
 when no GPU is used (:func:`resolve_config`). Resolving is idempotent: ``Profile.of(p.config)``
-is ``p`` again, which is how a job's script gets the profile the Snakefile resolved. Stage blocks
-(``vision.pretrain``, ``vision.linear``, ``text.simcse``, ``norms.analysis``, ...) hold the
-library's own keys and stay mappings: the library's config dataclasses give their defaults.
-``config`` is the resolved dict, unchanged: what provenance hashes and a results bundle ships.
+is ``p`` again, which is how a job's script gets the profile the Snakefile resolved.
+
+The training blocks are typed, as the dataclasses the training loops take (the schema's
+blocks for them are generated from these): ``vision.pretrain`` is a
+:class:`~weince.train.config.SimCLRConfig` (its defaults, the profile's ``device``,
+``threads``, ``data_root`` and ``download`` unless the block sets them, then the block's
+keys), :meth:`Vision.pretrain_for` a data set's (``vision.pretrain_by_dataset`` over it),
+``text.simcse`` a :class:`~weince.train.config.SimCSEConfig` (the profile's ``device`` and
+``offline`` unless it sets them), and ``timing.config`` a
+:class:`~weince.train.config.TimingConfig` (the profile's ``device`` unless it sets one).
+The other stage blocks (``vision.linear``, ``norms.analysis``, ...) hold the library's own
+keys and stay mappings: the library's config dataclasses give their defaults. ``config``
+is the resolved dict, unchanged: what provenance hashes and a results bundle ships.
 """
 
 from __future__ import annotations
@@ -29,9 +38,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from weince.pipeline.arms import DEFAULT_TAU, grid_points
+from weince.pipeline.arms import grid_points
 from weince.pipeline.claims import validate_with_defaults
-from weince.utils.config import deep_merge, expand_data_root, parse_yaml
+from weince.pipeline.schema import fill_defaults, read_schema
+from weince.train.config import SimCLRConfig, SimCSEConfig, TimingConfig
+from weince.utils.config import config_from_dict, deep_merge, expand_data_root
 from weince.utils.provenance import config_hash
 
 __all__ = ["Profile", "Vision", "Grid", "Evt", "Text", "Timing", "Checks", "NoiseFloor",
@@ -45,7 +56,7 @@ _SCHEMA: dict[str, Any] = {}
 def config_schema() -> dict[str, Any]:
     """The workflow config's schema (read once per process)."""
     if not _SCHEMA:
-        _SCHEMA.update(parse_yaml(CONFIG_SCHEMA.read_text()))
+        _SCHEMA.update(read_schema(CONFIG_SCHEMA))
     return _SCHEMA
 
 
@@ -57,9 +68,11 @@ def _cuda_visible() -> bool:
     return bool(torch.cuda.is_available())
 
 
-def resolve_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
+def resolve_config(cfg: Mapping[str, Any], checked: bool = False) -> dict[str, Any]:
     """A resolved copy of a workflow config: validated, the schema's defaults filled,
     ``{data_root}`` placeholders replaced, and a rehearsal's CPU sizes applied.
+    ``checked``: the config passed the config check already (the Snakefile's
+    ``check_config``), so its defaults are only filled, not validated again.
 
     A rehearsal (``rehearsal.enabled``) decides once whether its jobs get GPUs
     (``rehearsal.gpu`` true/false, or ``auto``: CUDA visible where the config is resolved)
@@ -71,7 +84,10 @@ def resolve_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
     if "profile" not in cfg:
         raise ValueError("config has no 'profile' key (e.g. profile: default)")
     c = copy.deepcopy(dict(cfg))
-    validate_with_defaults(c, config_schema(), f"the workflow config of {c['profile']!r}")
+    if checked:
+        fill_defaults(c, config_schema())
+    else:
+        validate_with_defaults(c, config_schema(), f"the workflow config of {c['profile']!r}")
     root = c["data_root"]
     for key in list(c):
         c[key] = expand_data_root(c[key], root)
@@ -150,8 +166,8 @@ class Vision:
     pairs: tuple[tuple[str, str], ...]
     arms: tuple[str, ...]
     seeds: tuple[int, ...]
-    pretrain: dict[str, Any]
-    pretrain_by_dataset: dict[str, Any]
+    pretrain: SimCLRConfig
+    pretrain_by_dataset: dict[str, SimCLRConfig]   # data set -> its whole config
     losses: dict[str, Any]
     grid: Grid
     features: dict[str, Any]
@@ -162,7 +178,12 @@ class Vision:
     @property
     def tau(self) -> float:
         """The temperature of the profile's main arms (``vision.pretrain.tau``)."""
-        return float(self.pretrain.get("tau", DEFAULT_TAU))
+        return self.pretrain.tau
+
+    def pretrain_for(self, dataset: str) -> SimCLRConfig:
+        """The pretraining settings of ``dataset``'s runs (``vision.pretrain``, with
+        ``vision.pretrain_by_dataset[dataset]`` over it)."""
+        return self.pretrain_by_dataset.get(dataset, self.pretrain)
 
 
 @dataclass(frozen=True)
@@ -176,14 +197,14 @@ class Text:
     corpus: str
     arms: tuple[str, ...]
     seeds: tuple[int, ...]
-    simcse: dict[str, Any]
+    simcse: SimCSEConfig            # the profile's device and offline unless the block sets them
     sts: dict[str, Any]
 
 
 @dataclass(frozen=True)
 class Timing:
     enabled: bool
-    config: dict[str, Any]          # weince.timing.TimingConfig keys
+    config: TimingConfig            # the profile's device unless the block sets one
 
 
 @dataclass(frozen=True)
@@ -287,12 +308,13 @@ class Profile:
     config_hash: str = field(repr=False, default="")
 
     @classmethod
-    def of(cls, cfg: Mapping[str, Any] | Profile) -> Profile:
+    def of(cls, cfg: Mapping[str, Any] | Profile, checked: bool = False) -> Profile:
         """The profile of a workflow config, resolved on a copy (:func:`resolve_config`;
-        ``cfg`` is left as it is). A :class:`Profile` is returned as is."""
+        ``cfg`` is left as it is; ``checked``: it passed the config check, which validated
+        it). A :class:`Profile` is returned as is."""
         if isinstance(cfg, Profile):
             return cfg
-        c = resolve_config(cfg)
+        c = resolve_config(cfg, checked)
         v, t, n = c["vision"], c["text"], c["norms"]
         return cls(
             name=str(c["profile"]), results=Path(c["results"]), reports=Path(c["reports"]),
@@ -301,8 +323,10 @@ class Profile:
             data_root=str(c["data_root"]), download=bool(c["download"]),
             keep_features=bool(c["keep_features"]),
             disk=Disk(c["disk"]["quota"], int(c["disk"]["concurrent_runs"])),
-            vision=_vision(v), text=_text(t),
-            timing=Timing(bool(c["timing"]["enabled"]), _block(c["timing"]["config"])),
+            vision=_vision(v, c), text=_text(t, c),
+            timing=Timing(bool(c["timing"]["enabled"]), config_from_dict(
+                TimingConfig, {"device": c["device"], **_block(c["timing"]["config"])},
+                checked=True)),
             checks=Checks(bool(c["checks"]["enabled"]), tuple(c["checks"]["cases"])),
             noise_floor=_noise_floor(c["synthetic"]["noise_floor"]),
             ablations=_ablations(c["ablations"]),
@@ -339,7 +363,21 @@ def _pairs(v: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     return tuple(p for p in pairs if p in only)
 
 
-def _vision(v: Mapping[str, Any]) -> Vision:
+# the profile's keys a pretraining block inherits unless it sets them
+_INHERITED = ("device", "threads", "data_root", "download")
+
+
+def _pretrain(c: Mapping[str, Any], *blocks: Mapping[str, Any] | None) -> SimCLRConfig:
+    """The typed pretraining settings: the profile's inherited keys, then ``blocks`` (the
+    config was validated against the schema generated from :class:`SimCLRConfig`, so this
+    only types the values: ``lr: 1`` is the float 1.0)."""
+    merged = {k: c[k] for k in _INHERITED}
+    for b in blocks:
+        merged.update(copy.deepcopy(dict(b or {})))
+    return config_from_dict(SimCLRConfig, merged, checked=True)
+
+
+def _vision(v: Mapping[str, Any], c: Mapping[str, Any]) -> Vision:
     g, e = v["grid"], v["evt"]
     grid = Grid(arms=_strs(g["arms"]), seeds=_ints(g["seeds"]),
                 margin=tuple(float(x) for x in g["margin"]),
@@ -349,18 +387,22 @@ def _vision(v: Mapping[str, Any]) -> Vision:
     return Vision(
         enabled=bool(v["enabled"]), datasets=_strs(v["datasets"]),
         backbones=_strs(v["backbones"]), pairs=_pairs(v), arms=_strs(v["arms"]),
-        seeds=_ints(v["seeds"]), pretrain=_block(v["pretrain"]),
-        pretrain_by_dataset=_block(v["pretrain_by_dataset"]), losses=_block(v["losses"]),
+        seeds=_ints(v["seeds"]), pretrain=_pretrain(c, v["pretrain"]),
+        pretrain_by_dataset={d: _pretrain(c, v["pretrain"], over)
+                             for d, over in (v["pretrain_by_dataset"] or {}).items()},
+        losses=_block(v["losses"]),
         grid=grid, features=_block(v["features"]), linear=_block(v["linear"]),
         knn=_block(v["knn"]),
         evt=Evt(_strs(e["arms"]), _block(e["collect"]), _block(e["pot"]), _block(e["link"])))
 
 
-def _text(t: Mapping[str, Any]) -> Text:
+def _text(t: Mapping[str, Any], c: Mapping[str, Any]) -> Text:
+    simcse = {"device": c["device"], "offline": c["offline"], **copy.deepcopy(t["simcse"])}
     return Text(enabled=bool(t["enabled"]), models=_strs(t["models"]),
                 model_paths=_block(t["model_paths"]), losses=_block(t["losses"]),
                 corpus=str(t["corpus"]), arms=_strs(t["arms"]), seeds=_ints(t["seeds"]),
-                simcse=_block(t["simcse"]), sts=_block(t["sts"]))
+                simcse=config_from_dict(SimCSEConfig, simcse, checked=True),
+                sts=_block(t["sts"]))
 
 
 def _noise_floor(nf: Mapping[str, Any]) -> NoiseFloor:

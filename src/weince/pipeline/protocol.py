@@ -18,7 +18,6 @@ from typing import Any
 
 from weince.eval.config import KNNConfig, LinearProbeConfig
 from weince.pipeline.profile import Profile
-from weince.train.config import SimCLRConfig
 
 __all__ = ["OFFICIAL", "protocol_options", "probe_kwargs", "shares_seeds", "adopted_seeds"]
 
@@ -40,11 +39,6 @@ OFFICIAL: dict[str, Any] = {
 }
 
 
-def _pre(prof: Profile) -> dict[str, Any]:
-    """The profile's pretraining options over the library's defaults."""
-    return {**asdict(SimCLRConfig()), **prof.vision.pretrain}
-
-
 def protocol_options(prof: Profile) -> list[str]:
     """The options of a workflow config that differ from the official protocol, in words
     (scale settings such as epochs, data sets and seeds are the scale line's, not listed).
@@ -56,24 +50,23 @@ def protocol_options(prof: Profile) -> list[str]:
     if not v.enabled or not v.datasets:
         return []
     out: list[str] = []
-    pre = _pre(prof)
-    if float(pre.get("weight_decay") or 0.0) > 0:
-        out.append(f"Adam weight decay {pre['weight_decay']:g} (official: none)")
-    if pre.get("amp"):
+    pre = v.pretrain
+    if pre.weight_decay > 0:
+        out.append(f"Adam weight decay {pre.weight_decay:g} (official: none)")
+    if pre.amp:
         out.append("bf16 autocast (amp, CUDA only)")
-    if pre.get("tf32"):
+    if pre.tf32:
         out.append("TF32 matmuls (tf32)")
-    if pre.get("forward") == "joint":
+    if pre.forward == "joint":
         out.append("one forward over both views (forward: joint; BatchNorm over 2N)")
-    aug = pre.get("aug_kwargs") or {}
+    aug = pre.aug_kwargs
     if aug.get("mean", "dataset") is not None:
         out.append("views normalised with the data set's mean/std (official: [0, 1] scaling; "
                    "aug_kwargs mean/std null)")
-    if pre.get("conv1_init") == "kaiming":
+    if pre.conv1_init == "kaiming":
         out.append("Kaiming conv1 init (conv1_init: kaiming)")
     if "stl10" in v.datasets:
-        split = (v.pretrain_by_dataset.get("stl10") or {}).get(
-            "train_split", pre.get("train_split", "train"))
+        split = v.pretrain_for("stl10").train_split
         if split != OFFICIAL["stl10_train_split"]:
             out.append(f"STL-10 pretrains on {split} (official: unlabeled)")
     g = v.grid

@@ -2,13 +2,14 @@
 the profile's config, so that the rules hold no logic and the glue is tested.
 
     from weince.pipeline.stages import job_config, pretrain_config
-    pretrain_config(prof, "digits", "smallcnn", "weince@m2_kr10", 7)   # a SimCLRConfig dict
+    pretrain_config(prof, "digits", "smallcnn", "weince@m2_kr10", 7)   # a SimCLRConfig
     job_config(prof, snakemake.wildcards, snakemake.input.selection)   # the same, by job
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -16,7 +17,8 @@ from typing import Any
 from weince.pipeline.arms import resolve_arm
 from weince.pipeline.layout import PRETRAINED_ARM
 from weince.pipeline.profile import Profile
-from weince.train.config import RUNTIME_KEYS
+from weince.train.config import RUNTIME_KEYS, SimCLRConfig, SimCSEConfig
+from weince.utils.config import to_dict
 from weince.utils.results import get_key, load_result
 
 __all__ = ["job_config", "pretrain_config", "simcse_config", "apply_selection", "grid_arms",
@@ -37,8 +39,11 @@ def _rerun_free(cfg: Mapping[str, Any], key: str) -> bool:
     return key in RERUN_FREE or (key == "model" and cfg.get("model_source") == "local copy")
 
 
-def result_settings(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """The settings of a stage config that can change a result (a rule's params)."""
+def result_settings(cfg: Mapping[str, Any] | SimCLRConfig | SimCSEConfig) -> dict[str, Any]:
+    """The settings of a stage config (a mapping or a settings dataclass, every field) that
+    can change a result (a rule's params)."""
+    if isinstance(cfg, (SimCLRConfig, SimCSEConfig)):
+        cfg = to_dict(cfg)
     return {k: copy.deepcopy(v) for k, v in cfg.items() if not _rerun_free(cfg, k)}
 
 
@@ -63,8 +68,8 @@ def _wildcard(wildcards: Any, name: str) -> Any:
     return getattr(wildcards, name, None)
 
 
-def job_config(prof: Profile, wildcards: Any,
-               selection: str | os.PathLike | None = None) -> dict[str, Any]:
+def job_config(prof: Profile, wildcards: Any, selection: str | os.PathLike | None = None
+               ) -> SimCLRConfig | SimCSEConfig:
     """The whole config of one training job, resolved once, from the job's wildcards: a
     SimCSE run (``model``, ``arm``, ``seed``: :func:`simcse_config`) or a pretraining run
     (``dataset``, ``backbone``, ``arm``, ``seed``: :func:`pretrain_config`), with the grid
@@ -76,10 +81,9 @@ def job_config(prof: Profile, wildcards: Any,
     arm, seed = _wildcard(wildcards, "arm"), _wildcard(wildcards, "seed")
     model = _wildcard(wildcards, "model")
     if model is not None:
-        cfg = simcse_config(prof, model, arm, seed)
-    else:
-        cfg = pretrain_config(prof, _wildcard(wildcards, "dataset"),
-                              _wildcard(wildcards, "backbone"), arm, seed)
+        return simcse_config(prof, model, arm, seed)
+    cfg = pretrain_config(prof, _wildcard(wildcards, "dataset"),
+                          _wildcard(wildcards, "backbone"), arm, seed)
     return apply_selection(cfg, selection) if selection else cfg
 
 
@@ -89,46 +93,36 @@ def grid_arms(prof: Profile) -> list[str]:
 
 
 def pretrain_config(prof: Profile, dataset: str, backbone: str, arm: str,
-                    seed: int) -> dict[str, Any]:
-    """The ``SimCLRConfig`` dict of one run. ``arm`` may carry a grid point
-    (``weince@m2_kr10_ka1``); its values override the arm's loss keyword arguments. A
-    final grid arm gets the chosen point later (:func:`apply_selection`)."""
-    v = prof.vision
-    out = copy.deepcopy(v.pretrain)
-    out.update(copy.deepcopy(dict(v.pretrain_by_dataset.get(dataset) or {})))
-    s = resolve_arm(arm, v.losses, out.get("tau"))
-    if s["tau"] is not None:
-        out["tau"] = float(s["tau"])
-    out.update(dataset=dataset, backbone=backbone, loss=s["loss"], seed=int(seed),
-               loss_kwargs=s["loss_kwargs"])
-    out.setdefault("device", prof.device)
-    out.setdefault("threads", prof.threads)
-    out.setdefault("data_root", prof.data_root)
-    out.setdefault("download", prof.download)
-    return out
+                    seed: int) -> SimCLRConfig:
+    """The ``SimCLRConfig`` of one run: the data set's settings
+    (:meth:`~weince.pipeline.profile.Vision.pretrain_for`) with the run's data set,
+    backbone, seed and arm. ``arm`` may carry a grid point (``weince@m2_kr10_ka1``); its
+    values override the arm's loss keyword arguments. A final grid arm gets the chosen point
+    later (:func:`apply_selection`)."""
+    base = prof.vision.pretrain_for(dataset)
+    s = resolve_arm(arm, prof.vision.losses, base.tau)
+    return dataclasses.replace(base, dataset=dataset, backbone=backbone, loss=s["loss"],
+                               seed=int(seed), loss_kwargs=s["loss_kwargs"],
+                               tau=float(s["tau"]), aug_kwargs=copy.deepcopy(base.aug_kwargs))
 
 
-def apply_selection(run_cfg: dict[str, Any], selection_path: str | os.PathLike) -> dict[str, Any]:
+def apply_selection(run_cfg: SimCLRConfig, selection_path: str | os.PathLike) -> SimCLRConfig:
     """Put the grid point chosen in ``selection.json`` into a run config's loss kwargs."""
     sel = load_result(selection_path)
     params = get_key(sel, "params", selection_path, needed_by="the final run of a grid arm")
-    run_cfg = copy.deepcopy(run_cfg)
-    run_cfg.setdefault("loss_kwargs", {}).update(params)
-    return run_cfg
+    return dataclasses.replace(run_cfg, loss_kwargs={**run_cfg.loss_kwargs, **params})
 
 
-def simcse_config(prof: Profile, model: str, arm: str, seed: int) -> dict[str, Any]:
-    """The ``SimCSEConfig`` dict of one text run."""
+def simcse_config(prof: Profile, model: str, arm: str, seed: int) -> SimCSEConfig:
+    """The ``SimCSEConfig`` of one text run: ``text.simcse`` with the run's model (where it
+    is read, :func:`model_location`), loss (``text.losses[arm]`` over the block's
+    ``loss_kwargs``) and seed."""
     t = prof.text
-    out = copy.deepcopy(t.simcse)
     location, source = model_location(prof, model, with_source=True)
-    out.update(model=location, model_name=model, model_source=source, loss=arm, seed=int(seed))
-    lk = dict(t.losses.get(arm) or {})
-    if lk:
-        out["loss_kwargs"] = {**out.get("loss_kwargs", {}), **lk}
-    out.setdefault("device", prof.device)
-    out.setdefault("offline", prof.offline)
-    return out
+    return dataclasses.replace(
+        t.simcse, model=location, model_name=model, model_source=source, loss=arm,
+        seed=int(seed), loss_kwargs={**copy.deepcopy(t.simcse.loss_kwargs),
+                                     **copy.deepcopy(dict(t.losses.get(arm) or {}))})
 
 
 def norms_config(prof: Profile, **overrides: Any) -> dict[str, Any]:
@@ -159,9 +153,9 @@ def text_model_key(prof: Profile, model: str, arm: str, trun_dir: str) -> str:
 
 
 def timing_settings(prof: Profile) -> dict[str, Any]:
-    """The timing rule's params: the profile's ``timing.config`` without the device (the
-    script takes it from the profile at run time)."""
-    return {k: copy.deepcopy(v) for k, v in prof.timing.config.items() if k != "device"}
+    """The timing rule's params: the profile's ``timing.config`` (every field) without the
+    device (the script takes it from the profile at run time)."""
+    return {k: v for k, v in to_dict(prof.timing.config).items() if k != "device"}
 
 
 def model_location(prof: Profile, model: str, with_source: bool = False):

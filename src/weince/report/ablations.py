@@ -229,7 +229,7 @@ def _read_metric(paths: Sequence[Path], key: str, prov: Provenance, allow_missin
 def _scale_line(plan: Plan, dataset: str, backbone: str) -> str:
     pre = plan.prof.vision.pretrain
     return (f"profile `{plan.profile}`: {dataset} / {backbone}, "
-            f"{pre.get('epochs', '?')} epoch(s), batch {pre.get('batch_size', '?')}, "
+            f"{pre.epochs} epoch(s), batch {pre.batch_size}, "
             f"main-arm tau {plan.prof.vision.tau:g}, encoder seeds "
             f"{', '.join(map(str, plan.seeds))}")
 

@@ -72,7 +72,7 @@ def _scale_line(prof: Profile, stage: str) -> str:
                 f"{', '.join(v.grid.arms)} chosen on val" if v.grid.arms else "")
         opts = protocol_options(prof)
         return (f"profile {p}: {pairs_text(prof)}, "
-                f"{pre.get('epochs', '?')} epoch(s), batch {pre.get('batch_size', '?')}, "
+                f"{pre.epochs} epoch(s), batch {pre.batch_size}, "
                 f"encoder seeds {', '.join(map(str, v.seeds))}{grid}; "
                 + (f"options off the official protocol: {'; '.join(opts)}" if opts else
                    "official protocol (docs/protocol.md)"))
@@ -83,17 +83,14 @@ def _scale_line(prof: Profile, stage: str) -> str:
                            "project, a pipeline check; not wiki1m, not the STS "
                            "benchmark)" if t.corpus == "synthetic" else "")
         return (f"profile {p}: {', '.join(t.models)} on {data}, "
-                f"{s.get('epochs', '?')} epoch(s), batch {s.get('batch_size', '?')}, "
+                f"{s.epochs} epoch(s), batch {s.batch_size}, "
                 f"encoder seeds {', '.join(map(str, t.seeds))}")
     if stage == "timing":
         tc = prof.timing.config
-        mode = {"both": "compiled (eager timed too)", True: "compiled", False: "eager"}.get(
-            tc.get("compile", "eager"), tc.get("compile", "eager"))
-        return (f"profile {p}: timing on device "
-                f"{tc.get('device', prof.device)}, "
-                f"whole step with backbone {tc.get('backbone', '?')} at "
-                f"{tc.get('image_size', '?')} px, 2 x {tc.get('step_batch', '?')} views, "
-                f"loss {mode}")
+        mode = {"both": "compiled (eager timed too)"}.get(str(tc.compile), str(tc.compile))
+        return (f"profile {p}: timing on device {tc.device}, "
+                f"whole step with backbone {tc.backbone} at "
+                f"{tc.image_size} px, 2 x {tc.step_batch} views, loss {mode}")
     if stage == "synthetic":
         nf = prof.noise_floor
         return (f"profile {p}: the paper's synthetic setting (numpy, no training), "

@@ -87,8 +87,7 @@ def claim_planned(prof: Profile, logs: Logs) -> dict[str, int | None]:
             out[key] = max((t for t in totals if t), default=None)
         else:
             d = key.split("/")[0]
-            pre = {**prof.vision.pretrain, **(prof.vision.pretrain_by_dataset.get(d) or {})}
-            out[key] = int(pre.get("epochs", 100))
+            out[key] = prof.vision.pretrain_for(d).epochs
     return out
 
 

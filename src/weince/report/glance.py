@@ -258,7 +258,7 @@ def scale_items(prof: Profile) -> list[str]:
     items = []
     v = prof.vision
     if v.enabled and v.datasets:
-        items.append(f"vision: {pairs_text(prof)}, {v.pretrain.get('epochs', '?')} epoch(s), "
+        items.append(f"vision: {pairs_text(prof)}, {v.pretrain.epochs} epoch(s), "
                      f"encoder seeds {', '.join(map(str, v.seeds))}")
         g = v.grid
         if g.arms:
@@ -273,12 +273,11 @@ def scale_items(prof: Profile) -> list[str]:
         items.append(f"text: {', '.join(t.models)} on "
                      + ("SYNTHETIC sentences and pairs (a pipeline check, not STS-B)"
                         if t.corpus == "synthetic" else t.corpus)
-                     + f", {t.simcse.get('epochs', '?')} epoch(s), seeds "
+                     + f", {t.simcse.epochs} epoch(s), seeds "
                      f"{', '.join(map(str, t.seeds))}")
     if prof.timing.enabled:
         tc = prof.timing.config
-        items.append(f"timing: {tc.get('backbone', '?')} step on "
-                     f"{tc.get('device', prof.device)}")
+        items.append(f"timing: {tc.backbone} step on {tc.device}")
     nv, nt = norms_vision_runs(prof), norms_text_runs(prof)
     if nv or nt:
         items.append(f"norms: {len(nv)} vision and {len(nt)} text unit(s)")

@@ -16,12 +16,15 @@ config's device is CUDA, else the CPU (gloo) — which is how the tests run it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+from weince.utils.config import to_dict
 
 __all__ = ["torchrun_command", "run_torchrun"]
 
@@ -35,15 +38,17 @@ def torchrun_command(nproc: int, command: str, config: str | Path, out: str | Pa
             "--config", str(config), "--out", str(out)]
 
 
-def run_torchrun(command: str, cfg: dict[str, Any], out: str | Path, nproc: int,
+def run_torchrun(command: str, cfg: Any, out: str | Path, nproc: int,
                  threads: int = 1) -> None:
-    """Write ``cfg`` next to the run (``<out>/launch_config.yaml``, JSON is YAML) and train
-    it with ``torchrun`` on ``nproc`` processes, ``threads // nproc`` CPU threads each.
-    The processes' output goes to this process's stdout/stderr (the rule's log)."""
+    """Write ``cfg`` (a dict or a config dataclass) next to the run
+    (``<out>/launch_config.yaml``, JSON is YAML) and train it with ``torchrun`` on ``nproc``
+    processes, ``threads // nproc`` CPU threads each. The processes' output goes to this
+    process's stdout/stderr (the rule's log)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     cfg_path = out / "launch_config.yaml"
-    cfg_path.write_text(json.dumps(cfg, indent=1, default=str))
+    plain = to_dict(cfg) if dataclasses.is_dataclass(cfg) else cfg
+    cfg_path.write_text(json.dumps(plain, indent=1, default=str))
     env = {**os.environ, "OMP_NUM_THREADS": str(max(1, int(threads) // int(nproc)))}
     argv = torchrun_command(nproc, command, cfg_path, out)
     print("launching: " + " ".join(argv), flush=True)

@@ -53,7 +53,6 @@ import math
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
@@ -64,6 +63,7 @@ from weince.data.text import load_sts, load_train_sentences
 from weince.eval.sts import evaluate_sts
 from weince.models.text import SimCSEModel, load_text_encoder, model_identity
 from weince.train import ddp as D
+from weince.train.config import SimCSEConfig
 from weince.train.trainlog import StatsMeter
 from weince.train.loop import (TrainingRun, check_same_config, diverged, progress_bar,
                                progress_enabled)
@@ -77,68 +77,6 @@ __all__ = ["SimCSEConfig", "train_simcse"]
 
 # keys that may differ between an interrupted run and its resumption
 _RESUME_FREE_KEYS = ("device", "keep_checkpoint", "eval_batch_size", "tensorboard")
-
-
-@dataclass
-class SimCSEConfig:
-    """Options of :func:`train_simcse` (defaults: SimCSE unsup-BERT recipe, embedded data)."""
-
-    model: str = "minilm"            # "minilm" (shipped MiniLM-L6), a folder, bert-base-uncased
-    model_name: str | None = None  # the model the run stands for (None: `model`)
-    model_source: str = "name"       # name | local copy | model_paths (a stand-in: scale model)
-    train_data: str = "synthetic"    # "synthetic" or the path of wiki1m_for_simcse.txt
-    n_train: int = 0                 # file: first n (0: all); synthetic: n (0: 2000)
-    sts_data: str = "synthetic"      # "synthetic" or an STS-B root (weince.data.text.load_stsb)
-    n_sts: int = 500                 # synthetic pairs per split (ignored for real STS-B)
-    data_seed: int = 0               # seed of the synthetic corpus and pairs (fixed across runs)
-    loss: str = "infonce"            # name in weince.losses.LOSSES: infonce, weince, weince_recipe
-    loss_kwargs: dict[str, Any] = field(default_factory=dict)  # extra loss options (margin, ...)
-    tau: float = 0.05                # temperature (SimCSE)
-    batch_size: int = 64             # sentences per step; each is encoded twice
-    lr: float = 3e-5                 # AdamW peak learning rate, linear decay to 0
-    weight_decay: float = 0.0        # AdamW weight decay (HF Trainer default, as SimCSE)
-    warmup_steps: int = 0            # linear warmup steps (SimCSE: none)
-    grad_clip: float = 1.0           # max gradient norm (HF Trainer default); 0 disables
-    max_length: int = 32             # training truncation in tokens (SimCSE)
-    epochs: int = 1                  # passes over the corpus
-    max_steps: int = 0               # > 0: stop after this many steps (schedule follows it)
-    eval_every: int = 125            # dev evaluation + checkpoint interval in steps
-    eval_at_start: bool = True       # log the untrained model's dev Spearman (not a candidate)
-    eval_batch_size: int = 128       # sentences per forward pass in evaluation
-    eval_max_length: int = 0         # evaluation truncation (0: none up to 512, as SimCSE)
-    log_every: int = 10              # steps per train_log.jsonl record (interval means)
-    mlp: bool = True                 # the SimCSE MLP over [CLS] in training
-    dropout: float | None = None     # set every dropout of the encoder (None: the model's, 0.1)
-    seed: int = 42                   # model init (MLP), dropout and data order
-    offline: bool = True             # set HF_HUB_OFFLINE=1: never download
-    device: str = "auto"             # "auto" (cuda if available), "cpu", "cuda", "cuda:1"
-    amp: bool = False                # bfloat16 autocast of the encoder on CUDA
-    keep_checkpoint: bool = False    # keep checkpoint.pt after a finished run
-    tensorboard: bool = False        # TensorBoard event files beside train_log.jsonl
-
-    def validate(self) -> None:
-        for name in ("batch_size", "lr", "max_length", "epochs", "eval_every", "log_every",
-                     "tau", "eval_batch_size"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"SimCSEConfig.{name} must be positive, got "
-                                 f"{getattr(self, name)!r}")
-        if self.batch_size < 2:
-            raise ValueError("SimCSEConfig.batch_size must be at least 2 (in-batch negatives)")
-        for name in ("n_train", "n_sts", "max_steps", "warmup_steps", "eval_max_length"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"SimCSEConfig.{name} must be >= 0, got {getattr(self, name)!r}")
-        if self.weight_decay < 0 or self.grad_clip < 0:
-            raise ValueError("SimCSEConfig.weight_decay and grad_clip must be >= 0")
-        if self.dropout is not None and not 0.0 <= float(self.dropout) < 1.0:
-            raise ValueError(f"SimCSEConfig.dropout must be in [0, 1) or null (the model's), "
-                             f"got {self.dropout!r}")
-        if self.loss not in losses.LOSSES:
-            raise ValueError(f"unknown loss {self.loss!r}; valid names: {sorted(losses.LOSSES)}")
-        if "gather_distributed" in self.loss_kwargs:  # twice would repeat every process's rows
-            raise ValueError("loss_kwargs.gather_distributed: the training loop already gathers "
-                             "the embeddings of every process; remove the key from the config")
-        if self.device != "auto" and not self.device.startswith(("cpu", "cuda")):
-            raise ValueError(f"device must be 'auto', 'cpu' or 'cuda[:i]', got {self.device!r}")
 
 
 def _linear_schedule(warmup: int, total: int) -> Callable[[int], float]:
@@ -221,8 +159,8 @@ def train_simcse(cfg: SimCSEConfig | dict[str, Any] | None, out_dir: str | os.Pa
 
 
 def _train_simcse(cfg, out_dir, *, on_step, guard) -> dict[str, Any]:
-    cfg = as_config(SimCSEConfig, cfg)
-    cfg.validate()
+    cfg = as_config(SimCSEConfig, cfg)   # a dict: typed and its ranges checked
+    cfg.validate(bounds=False)          # a SimCSEConfig is taken as typed (SimCLR's rule too)
     job = _SimCSETraining(cfg, TrainingRun(out_dir, cfg.device, guard))
     job.check_resumable()
     job.load_data()

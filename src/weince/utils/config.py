@@ -29,6 +29,8 @@ from typing import Any, TypeVar
 
 import yaml
 
+from weince.utils.settings import bound_problems
+
 __all__ = ["deep_merge", "expand_data_root", "parse_yaml", "check_yaml_text", "expanded_size",
            "value_children", "YamlSizeError",
            "MAX_VALUES", "MAX_DEPTH", "load_config", "config_from_dict", "to_dict",
@@ -245,11 +247,15 @@ def _coerce(value: Any, tp: Any, name: str) -> Any:
     return value
 
 
-def config_from_dict(cls: type[T], d: dict[str, Any] | None, *, _prefix: str = "") -> T:
+def config_from_dict(cls: type[T], d: dict[str, Any] | None, *, checked: bool = False,
+                     _prefix: str = "") -> T:
     """Build ``cls`` (a dataclass) from a mapping; unknown keys raise ``ValueError``.
 
     Missing keys take the dataclass defaults; a field without a default that is missing
-    is a ``ValueError`` too. Values are coerced to the annotated field types.
+    is a ``ValueError`` too. Values are coerced to the annotated field types, and a value
+    outside its field's bounds (``weince.utils.settings.setting``) is a ``ValueError``
+    naming them, unless ``checked`` (the mapping was validated against the schema generated
+    from ``cls``: the workflow's config check).
     """
     if not (dataclasses.is_dataclass(cls) and isinstance(cls, type)):
         raise TypeError(f"config_from_dict expects a dataclass type, got {cls!r}")
@@ -272,7 +278,11 @@ def config_from_dict(cls: type[T], d: dict[str, Any] | None, *, _prefix: str = "
     if missing:
         raise ValueError(f"{cls.__name__} config is missing required key(s) "
                          f"{', '.join(repr(_prefix + m) for m in missing)}")
-    return cls(**kwargs)
+    cfg = cls(**kwargs)
+    problems = [] if checked else bound_problems(cfg, _prefix)
+    if problems:
+        raise ValueError(f"{cls.__name__} config: {'; '.join(problems)}")
+    return cfg
 
 
 def parse_overrides(overrides: Iterable[str]) -> list[tuple[str, Any]]:
