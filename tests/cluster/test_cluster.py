@@ -279,6 +279,11 @@ def check_progress_of_the_smoke_run(work: Path, samples: list, jobs: list[dict])
     assert before <= finished <= after, (before, finished, after)
     assert len(mid.runs) == sum(collections.Counter(states_of(mid).values()).values())
     assert mid.sacct is not None and mid.sacct.jobs, "no SLURM job seen half-way"
+    # a run counted stopped has something to resume from; one queued in SLURM is not stopped
+    for r in mid.runs:
+        if r.state == "stopped":
+            assert any((work / r.folder / f).exists()
+                       for f in ("train_log.jsonl", "checkpoint.pt")), r
     assert not mid.failed, mid.failed
     p = progress_of(work, SMOKE_ARGS[1:])
     assert set(states_of(p).values()) == {"finished"}, states_of(p)

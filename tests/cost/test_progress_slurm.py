@@ -7,6 +7,7 @@ records its arguments (the real one is tested in tests/cluster/)."""
 
 from __future__ import annotations
 
+import base64
 import os
 import stat
 from pathlib import Path
@@ -110,6 +111,12 @@ def test_progress_reads_this_folders_slurm_jobs(prof, tmp_path, fake_sacct):
     done = prof.results / "smoke" / "vision" / "digits" / "smallcnn" / "weince@m0" / "seed7"
     done.mkdir(parents=True)
     (done / "train.json").write_text('{"wall_s": 5, "device": "cpu", "torch_threads": 1}')
+    # a queued job: Snakemake marks its outputs at submission, nothing is written yet
+    queued = os.path.relpath(done.parent.parent / "infonce_topm" / "seed7" / "train.json",
+                             tmp_path)
+    inc = tmp_path / ".snakemake" / "incomplete"
+    inc.mkdir(parents=True)
+    (inc / base64.urlsafe_b64encode(queued.encode()).decode()).write_text("")
     # no lock table (as for a job on another node): running is sacct's word
     p = progress(prof, workdir=tmp_path, lock_table=tmp_path / "none")
     args = fake_sacct.read_text().split()
@@ -122,7 +129,7 @@ def test_progress_reads_this_folders_slurm_jobs(prof, tmp_path, fake_sacct):
     assert by["weince_recipe"].state == "failed"
     assert by["weince_recipe"].reason == "SLURM job 5_2 CANCELLED (exit code 0:15)"
     assert by["weince@m0"].state == "finished" and by["weince@m0"].slurm.state == "COMPLETED"
-    assert by["infonce_topm"].state == "not started"
+    assert by["infonce_topm"].state == "not started" and by["infonce_topm"].submitted
     failed = {f.job: f for f in p.failed}
     assert sorted(failed) == ["linear/digits/smallcnn/infonce/seed7",
                               "pretrain/digits/smallcnn/weince_recipe/seed7"]
@@ -138,6 +145,8 @@ def test_progress_reads_this_folders_slurm_jobs(prof, tmp_path, fake_sacct):
             "1 COMPLETED, 1 OUT_OF_MEMORY, 3 PENDING, 1 RUNNING") in text
     assert "rule_linear: 1 OUT_OF_MEMORY; rule_pretrain: 1 CANCELLED, 1 COMPLETED, " \
         "1 RUNNING" in text
+    assert ("submitted, nothing written yet (1; Snakemake marks their outputs: queued or "
+            "starting): digits/smallcnn/infonce_topm/seed7") in text
     all_row = next(line for line in text.splitlines() if line.startswith("all "))
     assert all_row.split()[1:7] == ["8", "1", "1", "0", "1", "5"]
 

@@ -68,6 +68,7 @@ def test_progress_of_a_killed_smoke_run_and_of_a_failed_job(tmp_path, copy_workf
     assert killed is not None, (tmp_path / "first.log").read_text()[-3000:]
 
     text = _progress(wf)
+    print(f"weince progress of the smoke run killed half-way:\n{text}")
     planned, finished, running, stopped, failed, not_started = _all_row(text)
     run_dirs = [p.parent for p in (wf / "results/smoke").rglob("train_log.jsonl")]
     assert finished == sum((d / "train.json").exists() for d in run_dirs)

@@ -15,9 +15,11 @@ Snakemake:
   incomplete (``.snakemake/incomplete/``);
 - **running**: a run whose lock file (:mod:`weince.utils.runlock`, ``.train.lock``) a live
   process holds, read from the kernel's table ``/proc/locks`` (no lock is taken to probe);
-- **stopped**: started (Snakemake's incomplete marker, or a ``train_log.jsonl`` without
-  ``train.json``) and no live writer: killed, preempted or waiting for its next segment;
-  a re-run resumes it from ``checkpoint.pt``;
+- **stopped**: started (a ``train_log.jsonl`` or ``checkpoint.pt`` without ``train.json``)
+  and no live writer: killed, preempted or waiting for its next segment; a re-run resumes
+  it from ``checkpoint.pt``. A run with nothing written whose outputs Snakemake marks
+  incomplete (``.snakemake/incomplete/``: a job submitted to SLURM and queued, or starting)
+  is not started, and listed as submitted;
 - **failed**: the job's log (``results/<profile>/logs/<rule>/...log``, written by
   :func:`weince.pipeline.joblog.log_to`) ends in a traceback and no live writer is there;
   every failed job of every rule is listed with that line and the log's path;
@@ -83,6 +85,7 @@ class RunState:
     reason: str | None = None   # the failed job's one-line reason
     ablation: bool = False
     slurm: SlurmJob | None = None   # its newest SLURM job, where one executed it
+    submitted: bool = False     # not started, but Snakemake marks its outputs (queued, starting)
 
     @property
     def name(self) -> str:
@@ -254,9 +257,10 @@ def _state(rs: RunState, rule: str, marks: set[str] | None, live, cwd: Path,
         rs.state = "running"
     elif (reason := failure_reason(rs.log)) is not None:
         rs.state, rs.reason = "failed", reason
-    elif marked or (rs.folder / "train_log.jsonl").exists() or \
-            (rs.folder / "checkpoint.pt").exists():
+    elif (rs.folder / "train_log.jsonl").exists() or (rs.folder / "checkpoint.pt").exists():
         rs.state = "stopped"
+    elif marked:        # submitted (SLURM marks at submission) or starting: nothing to resume
+        rs.submitted = True
     rs.done = _logged_part(rs.folder, rs.stage, total) if rs.state != "not started" else 0.0
 
 
@@ -563,6 +567,10 @@ def progress_text(p: Progress, fmt: str = "simple") -> str:
     if stopped:
         L += ["", f"stopped runs ({len(stopped)}; a re-run resumes them): "
               + ", ".join(f"{r.name} ({r.done:.0%} logged{_ended(r)})" for r in stopped)]
+    waiting = [r for r in p.runs if r.state == "not started" and r.submitted]
+    if waiting:
+        L += ["", f"submitted, nothing written yet ({len(waiting)}; Snakemake marks their "
+              "outputs: queued or starting): " + ", ".join(r.name for r in waiting)]
     if p.sacct is not None:
         L += ["", *_slurm_lines(p.sacct)]
     L += ["", "What this cannot know:"] + [f"- {u}" for u in p.unknowns]
