@@ -12,6 +12,13 @@
    are not trained again (their log records are the very ones written before the
    cancel) and ``train.json`` says from which epoch it resumed.
 
+``weince progress`` is checked on both runs (weince.cost.progress, weince.cost.slurm_jobs):
+during the smoke run its counts lie between the files before and after it reads them, at
+the end every run is finished with CPU-hours spent and every SLURM job of the run
+COMPLETED; the training job shows as running while it trains (from the lock table, and
+from sacct alone without it), and once cancelled as a failed job named with its SLURM
+state and logs.
+
 Each test works in its own copy of the checkout, so nothing is written to the repository.
 """
 
@@ -19,11 +26,13 @@ from __future__ import annotations
 
 import collections
 import json
+import os
 import re
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -31,6 +40,8 @@ import torch
 import yaml
 
 from weince.cost.estimate import job_runtime, retries_for
+from weince.cost.plan import load_profile
+from weince.cost.progress import Progress, incomplete_marks, progress, progress_text
 from weince.pipeline.layout import VISION_RUN
 from weince.pipeline.profile import Profile
 from weince.train.simclr import pretrain
@@ -67,15 +78,21 @@ def stop_snakemake(proc: subprocess.Popen, log: Path) -> None:
         subprocess.run(["scancel", "--name", m.group(1)], capture_output=True, timeout=30)
 
 
-def run_snakemake(workdir: Path, *args: str, timeout: float, log: Path
-                  ) -> tuple[int, str]:
+def run_snakemake(workdir: Path, *args: str, timeout: float, log: Path,
+                  during: Callable[[], bool] | None = None) -> tuple[int, str]:
     """Run snakemake in ``workdir``; return (exit status, combined output); -1 and the
-    run stopped (its SLURM jobs cancelled) when it exceeds ``timeout`` seconds."""
+    run stopped (its SLURM jobs cancelled) when it exceeds ``timeout`` seconds.
+    ``during``: called every 2 s while snakemake runs, until it returns True."""
+    end = time.monotonic() + timeout
     with open(log, "w") as fh:
         proc = subprocess.Popen(snakemake_cmd(*args), cwd=workdir, stdout=fh,
                                 stderr=subprocess.STDOUT)
         try:
-            rc = proc.wait(timeout=timeout)
+            while during is not None and proc.poll() is None and time.monotonic() < end:
+                if during():
+                    break
+                time.sleep(2)
+            rc = proc.wait(timeout=max(1.0, end - time.monotonic()))
         except subprocess.TimeoutExpired:
             rc = -1
         finally:
@@ -125,6 +142,32 @@ def dry_run_jobs(plan, workdir: Path, *targets: str):
     return plan.parse_dry_run(proc.stdout + proc.stderr)
 
 
+def progress_of(work: Path, configs: tuple[str, ...] | list[str], **kw) -> Progress:
+    """``weince progress``'s reading of the workflow folder ``work`` (in this process)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(work)
+        return progress(load_profile(list(configs)), workdir=work, **kw)
+
+
+def progress_cli(work: Path, *configs: str) -> str:
+    """``weince progress --configfile <configs>``'s page, run in ``work``."""
+    out = subprocess.run([sys.executable, "-m", "weince.cli", "progress", "--configfile",
+                          *configs], cwd=work, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    return out.stdout
+
+
+def states_of(p: Progress) -> dict[str, str]:
+    return {r.name: r.state for r in p.runs}
+
+
+def finished_on_disk(work: Path, p: Progress) -> set[str]:
+    """The planned runs whose ``train.json`` exists and is not marked incomplete."""
+    marks = incomplete_marks(work) or set()
+    return {r.name for r in p.runs if (work / r.folder / "train.json").exists()
+            and os.path.normpath(r.folder / "train.json") not in marks}
+
+
 # ----------------------------------------------------------------------------- tests
 def group_job_name(group: str, rules: list[str]) -> str:
     """Snakemake's name of a group job (its ``--comment`` is ``rule_<name>``)."""
@@ -158,8 +201,21 @@ def test_smoke_workflow_runs_as_job_arrays_and_groups(slurm_cluster, repo_copy, 
     groups = {group_job_name(g, rules): g for (g, _), rules in members.items()}
     assert settings["array_rules"] and groups, "the test profile sets no arrays or groups"
 
+    plan0 = progress_of(work, SMOKE_ARGS[1:])
+    samples = []
+
+    def sample_progress() -> bool:
+        """`weince progress` once, when some run has finished and snakemake still runs."""
+        before = finished_on_disk(work, plan0)
+        if not before:
+            return False
+        p = progress_of(work, SMOKE_ARGS[1:])
+        samples.append((before, p, finished_on_disk(work, plan0)))
+        return True
+
     t0 = time.monotonic()
-    rc, out = run_snakemake(work, *SMOKE_ARGS, timeout=1500, log=tmp_path / "snakemake.log")
+    rc, out = run_snakemake(work, *SMOKE_ARGS, timeout=1500, log=tmp_path / "snakemake.log",
+                            during=sample_progress)
     elapsed = time.monotonic() - t0
     assert rc == 0, f"smoke workflow failed on SLURM (exit {rc}):\n{failure_context(work, out)}"
 
@@ -195,6 +251,7 @@ def test_smoke_workflow_runs_as_job_arrays_and_groups(slurm_cluster, repo_copy, 
             assert all("_" in j["JobID"] for j in rows[rule]), f"{rule} ran without an array"
     print(f"smoke workflow on SLURM: {before} jobs in {after} sbatch calls (one per job: "
           f"{before}) in {elapsed:.0f} s; per rule/group: {measured}")
+    check_progress_of_the_smoke_run(work, samples, jobs)
 
     # every claim of the registry, each with one of the three verdicts
     claims = [c["id"] for c in yaml.safe_load((work / "config" / "claims.yaml").read_text())
@@ -212,7 +269,40 @@ def test_smoke_workflow_runs_as_job_arrays_and_groups(slurm_cluster, repo_copy, 
         assert verdict, f"{cid} has no verdict in {SUMMARY}: {rows[0]}"
 
 
-RESUME_EPOCHS = 60   # about 0.1-0.2 s per epoch on an idle CPU, 1.5 s on a loaded one
+def check_progress_of_the_smoke_run(work: Path, samples: list, jobs: list[dict]) -> None:
+    """`weince progress` of the smoke run on SLURM: half-way, every count within the files
+    before and after it read them; at the end, every training run finished with its
+    CPU-hours, none failed, and this folder's SLURM jobs exactly those of the run."""
+    assert samples, "no `weince progress` was taken while the smoke run ran"
+    before, mid, after = samples[0]
+    finished = {n for n, st in states_of(mid).items() if st == "finished"}
+    assert before <= finished <= after, (before, finished, after)
+    assert len(mid.runs) == sum(collections.Counter(states_of(mid).values()).values())
+    assert mid.sacct is not None and mid.sacct.jobs, "no SLURM job seen half-way"
+    # a run counted stopped has something to resume from; one queued in SLURM is not stopped
+    for r in mid.runs:
+        if r.state == "stopped":
+            assert any((work / r.folder / f).exists()
+                       for f in ("train_log.jsonl", "checkpoint.pt")), r
+    assert not mid.failed, mid.failed
+    p = progress_of(work, SMOKE_ARGS[1:])
+    assert set(states_of(p).values()) == {"finished"}, states_of(p)
+    assert not p.failed, p.failed
+    assert all(r.unit == "CPU-hours" and r.spent_h and r.spent_h > 0 for r in p.runs)
+    assert p.sacct is not None
+    assert p.sacct.states() == collections.Counter({"COMPLETED": len(jobs)}), p.sacct.states()
+    assert sorted(j.jobid for j in p.sacct.jobs) == sorted(j["JobID"] for j in jobs)
+    # every training run is tied to the SLURM job (array task) that executed it, each its own
+    assert all(r.slurm is not None and r.slurm.state == "COMPLETED" for r in p.runs)
+    assert len({r.slurm.jobid for r in p.runs if r.slurm}) == len(p.runs)
+    text = progress_text(p)
+    assert "ETA: every planned training run is finished." in text
+    assert f"{len(jobs)} COMPLETED" in text
+    print("weince progress half-way through the smoke run on SLURM:\n" + progress_text(mid))
+
+
+RESUME_EPOCHS = 100  # about 0.1-0.2 s per epoch on an idle CPU, 1.5 s on a loaded one; room
+#                      for the `weince progress` readings taken before the cancel
 
 
 def wait_until(predicate, timeout: float, interval: float = 0.25, what: str = "condition"):
@@ -237,6 +327,36 @@ def read_log(path: Path) -> list[dict]:
         except json.JSONDecodeError:
             break            # a line being written right now
     return out
+
+
+RUN = "digits/smallcnn/infonce/seed7"     # the training run of the cancel test
+
+
+def check_progress_of_the_cancel(work: Path, configs: tuple[str, ...],
+                                 training: list[Progress], jobid: str) -> None:
+    """`weince progress` of the cancel test: the run was running while it trained (by its
+    lock, and by sacct alone), and after ``scancel`` it is the one failed job, named with
+    its SLURM state, its log and its SLURM log; the rest not started."""
+    for p in training:
+        st = states_of(p)
+        assert st.pop(RUN) == "running", states_of(p)
+        assert set(st.values()) == {"not started"}, st
+    via_sacct = next(r for r in training[1].runs if r.name == RUN)
+    assert via_sacct.slurm is not None and via_sacct.slurm.jobid == jobid
+    assert via_sacct.slurm.state == "RUNNING"
+    text = progress_cli(work, *configs)
+    row = next(ln for ln in text.splitlines() if ln.startswith("all "))
+    planned, finished, running, stopped, failed, not_started = map(int, row.split()[1:7])
+    assert (finished, running, stopped, failed) == (0, 0, 0, 1), row
+    assert not_started == planned - 1, row
+    name = f"pretrain/{RUN}"
+    line = next((ln for ln in text.splitlines() if ln.startswith(f"- {name}: ")), None)
+    assert line is not None, f"the cancelled job is not named:\n{text}"
+    assert line.startswith(f"- {name}: SLURM job {jobid} CANCELLED (exit code "), line
+    assert f"(log: results/smoke/logs/{name}.log; SLURM log: .snakemake/slurm_logs/" \
+        f"rule_pretrain/" in line and line.endswith(f"/{jobid}.log)"), line
+    assert "1 CANCELLED" in text.split("SLURM jobs of this folder's runs")[1], text
+    print(f"weince progress after the cancel:\n{text}")
 
 
 def test_cancelled_training_job_resumes_from_checkpoint(slurm_cluster, repo_copy, tmp_path):
@@ -272,6 +392,10 @@ def test_cancelled_training_job_resumes_from_checkpoint(slurm_cluster, repo_copy
         jobid = wait_until(submitted, 120, what="the pretrain job's submission")
         wait_until(lambda: len(read_log(run_dir / "train_log.jsonl")) >= 3
                    or proc.poll() is not None, 240, what="three logged epochs")
+        # while it trains: one run running, seen in the lock table, and without the lock
+        # table from sacct alone (a job on another node)
+        training = [progress_of(work, configs[1:]),
+                    progress_of(work, configs[1:], lock_table=tmp_path / "no-lock-table")]
         before = read_log(run_dir / "train_log.jsonl")
         assert len(before) < RESUME_EPOCHS, "training finished before it could be cancelled"
         subprocess.run(["scancel", jobid], check=True, timeout=30)
@@ -288,6 +412,7 @@ def test_cancelled_training_job_resumes_from_checkpoint(slurm_cluster, repo_copy
     stamp = ckpt.stat().st_mtime_ns
     time.sleep(3)
     assert ckpt.stat().st_mtime_ns == stamp, "checkpoint.pt still changes after the cancel"
+    check_progress_of_the_cancel(work, configs[1:], training, jobid)
 
     # 2. re-run: the job resumes from the checkpoint and finishes
     rc2, out2 = run_snakemake(work, *args, timeout=300, log=tmp_path / "run2.log")
@@ -303,6 +428,8 @@ def test_cancelled_training_job_resumes_from_checkpoint(slurm_cluster, repo_copy
     # per epoch) are the very ones logged before the cancel
     n = min(resumed, len(before))
     assert n >= 2 and after[:n] == before[:n]
+    p = progress_of(work, configs[1:])
+    assert states_of(p)[RUN] == "finished" and not p.failed, (states_of(p), p.failed)
 
     # 3. SLURM's view: the first job CANCELLED, the second COMPLETED, both the pretrain rule
     jobs1, jobs2 = sacct_jobs(run_id(out1)), sacct_jobs(run_id(out2))

@@ -12,10 +12,12 @@ import pytest
 import yaml
 
 from weince.pipeline.profile import Profile
-from weince.report.curves import (_read, claim_curve_logs, claim_curves, claim_planned,
-                                  curves_figure)
 from weince.pipeline.targets import claims
-from weince.report.html import CURVES_NOTE, claim_page
+from weince.report.build import copy_curves
+from weince.report.curves import (CURVES_HEADING, CURVES_NOTE, _read, claim_curve_logs,
+                                  claim_curves, claim_planned, curves_figure, curves_section)
+from weince.report.html import claim_page
+from weince.report.tables import DETAILS_HEADING
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -91,3 +93,40 @@ def test_the_claim_page_embeds_the_curves(tmp_path):
                       curves=png).read_text()
     assert 'alt="training curves C3"' in page and CURVES_NOTE.strip("*")[:40] in page
     assert md.read_text() == "# C3\n\n| a |\n| - |\n| 1 |\n"      # the table page untouched
+
+
+def test_the_table_page_links_the_curves_the_summary_copies(prof, tmp_path):
+    c3 = next(c for c in claims(prof) if c["id"] == "C3")
+    c8 = next(c for c in claims(prof) if c["id"] == "C8")   # timing: no training run
+    section = curves_section(prof, c3)
+    assert section.startswith(f"\n{CURVES_HEADING}\n\n")
+    assert "![training curves C3](figures/curves_c3.png)" in section and CURVES_NOTE in section
+    assert curves_section(prof, c8) == ""
+    png = curves_figure({"x/y": {"a": [(7, _log(tmp_path / "l.jsonl", _epochs(2, 3.0)))]}},
+                        tmp_path / "forest" / "c3" / "curves_c3.png", "t")
+    made = copy_curves({"C3": png, "C8": tmp_path / "forest" / "c8" / "curves_c8.png"},
+                       tmp_path / "figures")
+    assert made == [tmp_path / "figures" / "curves_c3.png"]
+    assert made[0].read_bytes() == png.read_bytes()
+
+
+def test_the_claim_page_shows_the_figure_in_place_of_the_pages_link(tmp_path):
+    class R:
+        claim: ClassVar[dict] = {"id": "C3", "title": "t", "kind": "gain", "arms": {}}
+        rows: ClassVar[list] = []
+
+    md = tmp_path / "table_c3.md"
+    text = (f"# C3\n\n| a |\n| - |\n| 1 |\n\n{DETAILS_HEADING}\n\nrule\n\n{CURVES_HEADING}\n\n"
+            f"![training curves C3](figures/curves_c3.png)\n\n{CURVES_NOTE}\n")
+    md.write_text(text)
+    png = curves_figure({"x/y": {"a": [(7, _log(tmp_path / "l.jsonl", _epochs(2, 3.0)))]}},
+                        tmp_path / "curves_c3.png", "t")
+    page = claim_page(R(), md, tmp_path / "c3.html", figure=tmp_path / "none.png",
+                      curves=png).read_text()
+    assert page.count('alt="training curves C3"') == 1 and "figures/curves_c3.png" not in page
+    assert page.index('alt="training curves C3"') < page.index("Rule, selection and scale")
+    assert md.read_text() == text
+    # without a figure (none drawn), the page drops the link to a file it does not have
+    page = claim_page(R(), md, tmp_path / "c3b.html", figure=tmp_path / "none.png",
+                      curves=None).read_text()
+    assert "curves_c3.png" not in page and "training curves C3" not in page

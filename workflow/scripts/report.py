@@ -14,9 +14,12 @@ with log_to(snakemake.log[0], resources=snakemake.resources,
     # each claim's forest plot as the claim tables drew it (a folder per claim, named by its id)
     drawn = {Path(d).name.upper(): Path(d) / f"forest_{Path(d).name}.png"
              for d in snakemake.input.forests}
+    # and its training curves, where its rows trained (the table pages show them)
+    curves = {Path(d).name.upper(): Path(d) / f"curves_{Path(d).name}.png"
+              for d in snakemake.input.forests}
     records = build_summary(Profile.of(snakemake.config),
                             out_dir=Path(snakemake.output.summary).parent,
-                            forests=drawn)
+                            forests=drawn, curves=curves)
     for r in records:
         print(f"{r.id}: {r.verdict} ({r.reason})")
     write_markdown_page(snakemake.output.summary, snakemake.output.summary_html)

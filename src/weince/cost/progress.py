@@ -15,9 +15,11 @@ Snakemake:
   incomplete (``.snakemake/incomplete/``);
 - **running**: a run whose lock file (:mod:`weince.utils.runlock`, ``.train.lock``) a live
   process holds, read from the kernel's table ``/proc/locks`` (no lock is taken to probe);
-- **stopped**: started (Snakemake's incomplete marker, or a ``train_log.jsonl`` without
-  ``train.json``) and no live writer: killed, preempted or waiting for its next segment;
-  a re-run resumes it from ``checkpoint.pt``;
+- **stopped**: started (a ``train_log.jsonl`` or ``checkpoint.pt`` without ``train.json``)
+  and no live writer: killed, preempted or waiting for its next segment; a re-run resumes
+  it from ``checkpoint.pt``. A run with nothing written whose outputs Snakemake marks
+  incomplete (``.snakemake/incomplete/``: a job submitted to SLURM and queued, or starting)
+  is not started, and listed as submitted;
 - **failed**: the job's log (``results/<profile>/logs/<rule>/...log``, written by
   :func:`weince.pipeline.joblog.log_to`) ends in a traceback and no live writer is there;
   every failed job of every rule is listed with that line and the log's path;
@@ -31,7 +33,11 @@ Snakemake:
   at the measured wall time per run of their setting and GPU type, else at the forecast
   learned from the measured step times (:func:`weince.cost.learned.learned_profile`),
   divided by the training jobs running now;
-- **SLURM**: where ``sacct`` exists, the states of this user's jobs per rule (never needed).
+- **SLURM**: where Snakemake's ``slurm`` executor ran in this folder and ``sacct`` exists
+  (never needed), the states of this folder's SLURM jobs (:mod:`weince.cost.slurm_jobs`):
+  a run whose newest SLURM job runs is running (on whatever node), one whose job ended
+  FAILED, CANCELLED, OUT_OF_MEMORY, ... is failed with that state as its reason, one ended
+  at its time limit (TIMEOUT, PREEMPTED) is stopped; pending jobs are counted.
 """
 
 from __future__ import annotations
@@ -41,8 +47,6 @@ import json
 import math
 import os
 import re
-import shutil
-import subprocess
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,12 +55,13 @@ from typing import Any
 from weince.cost.estimate import Estimate, estimate, gpu_set, hours_range, text_steps
 from weince.cost.job_times import job_times
 from weince.cost.learned import learned_profile
+from weince.cost.slurm_jobs import ENDED_BADLY, INTERRUPTED, LIVE, SlurmJob, SlurmView, slurm_jobs
 from weince.cost.throughput import device_for_name
 from weince.pipeline.profile import Profile
 from weince.pipeline.targets import claim_inputs, claims
 
 __all__ = ["RunState", "FailedJob", "Progress", "progress", "progress_text", "incomplete_marks",
-           "live_lock_ids", "failure_reason", "failed_jobs", "sacct_states", "STATES"]
+           "live_lock_ids", "failure_reason", "failed_jobs", "slurm_failed_jobs", "STATES"]
 
 STATES = ("finished", "running", "stopped", "failed", "not started")
 
@@ -79,6 +84,8 @@ class RunState:
     gpu: str | None = None      # devices.yaml key of the GPU it ran on; "cpu"; None unknown
     reason: str | None = None   # the failed job's one-line reason
     ablation: bool = False
+    slurm: SlurmJob | None = None   # its newest SLURM job, where one executed it
+    submitted: bool = False     # not started, but Snakemake marks its outputs (queued, starting)
 
     @property
     def name(self) -> str:
@@ -91,6 +98,7 @@ class FailedJob:
     job: str                    # the log's path under logs/<rule>/, without ``.log``
     reason: str
     log: Path
+    slurm_log: Path | None = None   # the SLURM job's log, for a job that ran through SLURM
 
 
 @dataclass
@@ -101,7 +109,7 @@ class Progress:
     failed: list[FailedJob] = field(default_factory=list)
     forecast: dict[str, Estimate] = field(default_factory=dict)   # gpu -> prior estimate
     learned: dict[str, Estimate] = field(default_factory=dict)    # gpu -> learned estimate
-    sacct: dict[str, Counter] | None = None
+    sacct: SlurmView | None = None
     unknowns: list[str] = field(default_factory=list)
     target: str | None = None
     cpu: bool = False           # the profile runs on the CPU (``device: cpu``)
@@ -249,9 +257,10 @@ def _state(rs: RunState, rule: str, marks: set[str] | None, live, cwd: Path,
         rs.state = "running"
     elif (reason := failure_reason(rs.log)) is not None:
         rs.state, rs.reason = "failed", reason
-    elif marked or (rs.folder / "train_log.jsonl").exists() or \
-            (rs.folder / "checkpoint.pt").exists():
+    elif (rs.folder / "train_log.jsonl").exists() or (rs.folder / "checkpoint.pt").exists():
         rs.state = "stopped"
+    elif marked:        # submitted (SLURM marks at submission) or starting: nothing to resume
+        rs.submitted = True
     rs.done = _logged_part(rs.folder, rs.stage, total) if rs.state != "not started" else 0.0
 
 
@@ -287,29 +296,62 @@ def _epochs(prof: Profile, dataset: str) -> int:
 
 
 # ----------------------------------------------------------------------------- SLURM
-def sacct_states(days: int = 7) -> dict[str, Counter] | None:
-    """rule -> Counter of SLURM states of this user's jobs of the last ``days`` days, read
-    from ``sacct`` (the Snakemake executor's job comment ``rule_<rule>_wildcards_...``
-    names the rule); None where ``sacct`` is missing or does not answer."""
-    if shutil.which("sacct") is None:
-        return None
-    try:
-        proc = subprocess.run(["sacct", "-X", "-n", "-P", "--format=JobID,State,Comment",
-                               f"--starttime=now-{int(days)}days"],
-                              capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if proc.returncode != 0:
-        return None
-    out: dict[str, Counter] = defaultdict(Counter)
-    for line in proc.stdout.splitlines():
-        parts = line.split("|")
-        if len(parts) < 3:
+def _slurm_state(rs: RunState, view: SlurmView, cwd: Path, total: int) -> None:
+    """What the run's newest SLURM job adds to its files' state: running on a node this
+    machine cannot see, failed with the job's SLURM state, stopped at a time limit."""
+    job = view.latest(os.path.relpath(rs.log, cwd))
+    if job is None:
+        return
+    rs.slurm = job
+    if rs.state == "finished":
+        return
+    if job.state in LIVE:
+        rs.state, rs.reason = "running", None
+    elif job.state in ENDED_BADLY and rs.state != "running":
+        why = failure_reason(rs.log)
+        rs.state, rs.reason = "failed", job.reason + (f": {why}" if why else "")
+    elif job.state in INTERRUPTED and rs.state != "running":
+        rs.state, rs.reason = "stopped", None
+    rs.done = _logged_part(rs.folder, rs.stage, total)
+
+
+def slurm_failed_jobs(view: SlurmView, failed: list[FailedJob], logs: Path, benchmarks: Path,
+                      cwd: Path) -> list[FailedJob]:
+    """``failed`` (the jobs whose logs end in a traceback) with the jobs whose newest SLURM
+    job ended badly (FAILED, CANCELLED, OUT_OF_MEMORY, ...) and that no later success
+    covers, each with the SLURM state and its SLURM log."""
+    out = {f.job: f for f in failed}
+    base = Path(os.path.relpath(logs, cwd))
+    for rel, js in view.by_log.items():
+        job = js[-1]
+        path = Path(rel)
+        if job.state not in ENDED_BADLY or not path.is_relative_to(base):
             continue
-        m = re.match(r"rule_(.+?)(?:_wildcards_.*)?$", parts[2].strip())
-        if m:
-            out[m.group(1)][parts[1].split()[0] if parts[1].strip() else "?"] += 1
-    return dict(out)
+        name = path.relative_to(base).with_suffix("").as_posix()
+        tsv = benchmarks / f"{name}.tsv"
+        slurm_log = cwd / job.slurm_log if job.slurm_log else None
+        ended = slurm_log.stat().st_mtime if slurm_log and slurm_log.exists() else None
+        if ended is not None and tsv.exists() and tsv.stat().st_mtime >= ended:
+            continue        # a later run of the job succeeded (locally, or in SLURM)
+        why = failure_reason(cwd / path)
+        out[name] = FailedJob(name.split("/", 1)[0], name,
+                              job.reason + (f": {why}" if why else ""), path, job.slurm_log)
+    return [out[k] for k in sorted(out)]
+
+
+def _slurm_lines(view: SlurmView) -> list[str]:
+    states = view.states()
+    by_rule: dict[str, Counter] = defaultdict(Counter)
+    for j in view.jobs:
+        if j.slurm_log is not None and len(j.slurm_log.parts) > 2:
+            by_rule[j.slurm_log.parts[2]][j.state] += 1
+    out = [f"SLURM jobs of this folder's runs (sacct; {len(view.names)} Snakemake run(s)): "
+           + (", ".join(f"{n} {s}" for s, n in sorted(states.items())) or "none listed")]
+    if by_rule:
+        out.append("  by rule or group (jobs that started): " + "; ".join(
+            f"{r}: " + ", ".join(f"{n} {s}" for s, n in sorted(c.items()))
+            for r, c in sorted(by_rule.items())))
+    return out
 
 
 # ----------------------------------------------------------------------------- the whole
@@ -326,10 +368,13 @@ def progress(prof: Profile, *, workdir: str | os.PathLike | None = None,
     base = Path(prof.results) / prof.name
     bench = _bench_rows(base / "benchmarks")
     steps = text_steps(prof) if prof.text.enabled else 0
+    view = slurm_jobs(cwd) if use_sacct else None
     for rs in runs:
         rule = "pretrain" if rs.stage == "vision" else "simcse"
         total = _epochs(prof, rs.key.split("/")[0]) if rs.stage == "vision" else steps
         _state(rs, rule, marks, live, cwd, total, bench)
+        if view is not None:
+            _slurm_state(rs, view, cwd, total)
     p = Progress(prof.name, runs=runs, target=claim, cpu=prof.device.strip().lower() == "cpu")
     p.claims = _claims(prof, runs)
     if claim is not None:
@@ -337,8 +382,10 @@ def progress(prof: Profile, *, workdir: str | os.PathLike | None = None,
         keep = {id(r) for _, rs in p.claims for r in rs}
         p.runs = [r for r in runs if id(r) in keep]
     p.failed = failed_jobs(base / "logs", base / "benchmarks", live)
+    if view is not None:
+        p.failed = slurm_failed_jobs(view, p.failed, base / "logs", base / "benchmarks", cwd)
     _forecasts(p, prof)
-    p.sacct = sacct_states() if use_sacct else None
+    p.sacct = view
     p.unknowns = _unknowns(p, marks, live)
     return p
 
@@ -376,9 +423,13 @@ def _unknowns(p: Progress, marks, live) -> list[str]:
         out.append("no /proc/locks here: a started run cannot be told running from stopped "
                    "(both show as stopped)")
     else:
-        out.append("running = a live process on this machine holds the run's lock; a job "
-                   "on another node (SLURM) shows as stopped"
-                   + ("" if p.sacct is None else " (sacct's counts below see them)"))
+        out.append("running = a live process on this machine holds the run's lock"
+                   + ("; a job on another node shows as stopped (no SLURM run of this "
+                      "folder was read)" if p.sacct is None else
+                      ", or its newest SLURM job is RUNNING (sacct)"))
+    if p.sacct is not None:
+        out.append("a SLURM job still waiting in the queue has no log yet, so it is not tied "
+                   "to its run: a run whose retry is queued shows its last job's end")
     if marks is None:
         out.append("no .snakemake folder in the current folder: Snakemake's incomplete "
                    "markers were not read (run this where Snakemake runs)")
@@ -449,6 +500,7 @@ def _eta(p: Progress) -> list[str]:
             measured[r.key].append(r)
     work: dict[str, float] = defaultdict(float)
     how: dict[str, set[str]] = defaultdict(set)
+    unrated: set[str] = set()
     for r in left:
         part = 1.0 - (r.done if r.state in ("running", "stopped") else 0.0)
         if measured.get(r.key):
@@ -459,6 +511,7 @@ def _eta(p: Progress) -> list[str]:
         elif p.cpu:
             how["cpu"].add(f"{r.key} not measured yet: no rate (no prior for a CPU)")
             work["cpu"] += 0.0
+            unrated.add("cpu")
         else:
             gpu = next(iter(p.learned))
             s = p.learned[gpu].settings.get(r.key)
@@ -470,8 +523,13 @@ def _eta(p: Progress) -> list[str]:
     out = [f"ETA of the {len(left)} training run(s) left, at {running} job(s) at once "
            f"({'as now' if any(r.state == 'running' for r in p.runs) else 'none runs now'}):"]
     for gpu, h in sorted(work.items()):
+        if h <= 0:      # only runs of settings with no rate yet
+            out.append(f"- on {gpu}: no ETA yet ({'; '.join(sorted(how[gpu]))})")
+            continue
         out.append(f"- on {gpu}: {_fmt(h)} job-hours of wall time left, about "
-                   f"{_duration(h / running)} ({'; '.join(sorted(how[gpu]))})")
+                   f"{_duration(h / running)} ({'; '.join(sorted(how[gpu]))}"
+                   + ("; the runs with no rate yet not counted" if gpu in unrated else "")
+                   + ")")
     return out
 
 
@@ -481,6 +539,10 @@ def _duration(h: float) -> str:
     if h < 1:
         return f"{math.ceil(h * 60)} min"
     return f"{h:.1f} h" if h < 48 else f"{h / 24:.1f} days"
+
+
+def _ended(r: RunState) -> str:
+    return f"; {r.slurm.reason}" if r.slurm and r.slurm.state != "COMPLETED" else ""
 
 
 def progress_text(p: Progress, fmt: str = "simple") -> str:
@@ -499,14 +561,17 @@ def progress_text(p: Progress, fmt: str = "simple") -> str:
         srcs = sorted({f"{k}: {s.source}" for k, s in p.learned[g].settings.items()})
         L += ["", f"step times of the runs to come ({g}): " + "; ".join(srcs)]
     L += ["", f"failed jobs ({len(p.failed)})" + (":" if p.failed else "")]
-    L += [f"- {f.job}: {f.reason} (log: {f.log})" for f in p.failed]
+    L += [f"- {f.job}: {f.reason} (log: {f.log}"
+          + (f"; SLURM log: {f.slurm_log})" if f.slurm_log else ")") for f in p.failed]
     stopped = [r for r in p.runs if r.state == "stopped"]
     if stopped:
         L += ["", f"stopped runs ({len(stopped)}; a re-run resumes them): "
-              + ", ".join(f"{r.name} ({r.done:.0%} logged)" for r in stopped)]
+              + ", ".join(f"{r.name} ({r.done:.0%} logged{_ended(r)})" for r in stopped)]
+    waiting = [r for r in p.runs if r.state == "not started" and r.submitted]
+    if waiting:
+        L += ["", f"submitted, nothing written yet ({len(waiting)}; Snakemake marks their "
+              "outputs: queued or starting): " + ", ".join(r.name for r in waiting)]
     if p.sacct is not None:
-        L += ["", "SLURM jobs (sacct, last 7 days): " + ("; ".join(
-            f"{rule}: " + ", ".join(f"{n} {s}" for s, n in sorted(c.items()))
-            for rule, c in sorted(p.sacct.items())) or "none of this workflow")]
+        L += ["", *_slurm_lines(p.sacct)]
     L += ["", "What this cannot know:"] + [f"- {u}" for u in p.unknowns]
     return "\n".join(L) + "\n"

@@ -39,6 +39,7 @@ from weince.report.forest import forest_figure
 from weince.report.glance import claim_notes, pairs_text, scale_items
 from weince.data.marker import data_note
 from weince.report.rehearsal import rehearsal_note, text_identity, withhold_verdicts
+from weince.report.curves import claim_curves, curves_name, curves_section
 from weince.report.grid import selection_section
 from weince.report.tables import (claim_latex, claim_markdown, latex_document,
                                   summary_markdown)
@@ -206,7 +207,7 @@ def write_tables(results: list[ClaimResult], prof: Profile, out: Path,
         cid = res.claim["id"]
         stem = f"table_{cid.lower()}"
         write_text(out / f"{stem}.md", claim_markdown(res, info, claim_nav(ids, cid))
-                   + selection_section(prof, res.claim))
+                   + selection_section(prof, res.claim) + curves_section(prof, res.claim))
         write_text(out / f"{stem}.tex", claim_latex(res, info))
         # the claim file, bound to the registry entry and the result files it came from
         inputs = claim_input_digests(prof, entries[cid], reg.get("alpha", 0.05))
@@ -278,7 +279,8 @@ def build_report(prof: Profile, *, claims_path: str | Path | None = None,
         prof: the profile (:meth:`Profile.of` of its workflow config).
         claims_path: the registry (default the profile's).
         out_dir: default ``{reports}/{profile}``.
-        with_figures: draw ``figures/`` (summary only), the forest plots included.
+        with_figures: draw ``figures/`` (summary only), the forest plots and the training
+            curves (``curves_<id>.png``) included.
         only: claim ids to evaluate; None = all.
         summary: then write the summary (:func:`build_summary`; needs every claim: ``only``
             must be None).
@@ -305,6 +307,7 @@ def build_report(prof: Profile, *, claims_path: str | Path | None = None,
                               prof.name)
             if f is not None:
                 drawn[r.claim["id"]] = f
+            claim_curves(prof, r.claim, out / "figures")
     _write_summary(prof, claims_path=claims_path, out=out, with_figures=with_figures,
                    forests=drawn, draw_forests=draw_forests)
     return results
@@ -332,16 +335,31 @@ def _forest_paths(records: list[ClaimRecord], fig_dir: Path,
     return made
 
 
+def copy_curves(curves: Mapping[str, str | Path] | None, fig_dir: Path) -> list[Path]:
+    """``figures/curves_<id>.png``: each claim's training curves as its table job drew them
+    (``curves``: claim id -> that file; a claim whose rows train nothing has none)."""
+    made = []
+    for cid, src in sorted((curves or {}).items()):
+        out = fig_dir / curves_name(cid)
+        if Path(src).is_file() and Path(src).resolve() != out.resolve():
+            out.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, out)
+            made.append(out)
+    return made
+
+
 def build_summary(prof: Profile, *, claims_path: str | Path | None = None,
                   out_dir: str | Path | None = None, with_figures: bool = True,
-                  forests: dict[str, str | Path] | None = None, draw_forests: bool = True
-                  ) -> list[ClaimRecord]:
+                  forests: dict[str, str | Path] | None = None, draw_forests: bool = True,
+                  curves: Mapping[str, str | Path] | None = None) -> list[ClaimRecord]:
     """Write ``summary.md``, ``tables.tex``, ``claims.json`` and ``figures/`` from the claim
     files that :func:`build_report` wrote (``{out_dir}/claims/<id>.json``, one per claim of
     the registry). No claim is evaluated here.
 
     ``forests``: ``{claim id: forest_<id>.png}`` as the claim tables drew them, copied into
-    ``figures/``; ``draw_forests`` False: named in the summary, not copied.
+    ``figures/``; ``draw_forests`` False: named in the summary, not copied. ``curves``:
+    ``{claim id: curves_<id>.png}`` as the claim tables drew them, copied into ``figures/``
+    (where each claim's table page shows them).
 
     Raises:
         FileNotFoundError / ValueError: a claim file is missing or malformed, was edited
@@ -349,6 +367,8 @@ def build_summary(prof: Profile, *, claims_path: str | Path | None = None,
             file changed since); the message names it and the rule that writes it.
     """
     out = Path(out_dir) if out_dir else prof.report_dir
+    if with_figures and draw_forests:
+        copy_curves(curves, out / "figures")
     return _write_summary(prof, claims_path=claims_path, out=out, with_figures=with_figures,
                           forests=forests, draw_forests=draw_forests)
 

@@ -38,7 +38,8 @@ from weince.pipeline.targets import claim_inputs
 from weince.train.trainlog import read_jsonl
 from weince.utils.plotting import pyplot
 
-__all__ = ["claim_curve_logs", "claim_planned", "curves_figure", "claim_curves", "PANELS"]
+__all__ = ["claim_curve_logs", "claim_planned", "curves_figure", "claim_curves", "PANELS",
+           "curves_section", "CURVES_HEADING", "CURVES_NOTE", "curves_name"]
 
 Logs = dict[str, dict[str, list[tuple[int, Path]]]]
 
@@ -233,10 +234,36 @@ def claim_curves(prof: Profile, claim: Mapping[str, Any], folder: str | os.PathL
     job's figure folder), or None when its rows have no training log (a stale figure is
     removed)."""
     cid = str(claim["id"])
-    out = Path(folder) / f"curves_{cid.lower()}.png"
+    out = Path(folder) / curves_name(cid)
     out.unlink(missing_ok=True)
     logs = claim_curve_logs(prof, claim)
     if not logs:
         return None
     return curves_figure(logs, out, f"{cid}: training curves of its rows (profile {prof.name})",
                          claim_planned(prof, logs))
+
+
+CURVES_HEADING = "### Training curves"
+CURVES_NOTE = ("*Training curves of these rows (each run's `train_log.jsonl`): loss and the "
+               "gate's mean lambda per epoch (SimCSE: per logged step, and the dev Spearman "
+               "per evaluation), arms overlaid; line: mean over encoder seeds, band: their "
+               "range; dotted: lambda's 10% and 90% quantiles over anchors; a cross: a run "
+               "that ended before its planned end.*")
+
+
+def curves_name(cid: str) -> str:
+    """The file name of a claim's curves figure, in its table job's folder and in the
+    report's ``figures/``."""
+    return f"curves_{cid.lower()}.png"
+
+
+def curves_section(prof: Profile, claim: Mapping[str, Any]) -> str:
+    """The section of a claim's Markdown table page that shows its training curves
+    (``figures/curves_<id>.png``, which the summary copies from the claim table job), ""
+    for a claim whose rows come from no training run. It depends on the claim and the
+    profile only, so a bundle's rebuild of the page writes the same text."""
+    if not claim_curve_logs(prof, claim):
+        return ""
+    cid = str(claim["id"])
+    return (f"\n{CURVES_HEADING}\n\n![training curves {cid}](figures/{curves_name(cid)})\n\n"
+            f"{CURVES_NOTE}\n")

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from markdown_it import MarkdownIt
 
+from weince.report.curves import CURVES_HEADING, CURVES_NOTE
 from weince.report.forest import forest_figure
 from weince.report.tables import DETAILS_HEADING
 from weince.utils.config import parse_yaml
@@ -163,8 +164,8 @@ def claim_page(result, table_md: str | Path, out: str | Path, profile: str = "",
     else it is drawn in a temporary folder. ``figure``: the plot already drawn from the same
     results (the summary's ``figures/forest_<id>.png``), embedded as it is. ``curves``: the
     training curves of the claim's rows (:func:`weince.report.curves.claim_curves`), shown
-    below the forest plot (the Markdown table page stays as the report builds it: a
-    bundle's check rebuilds and compares it)."""
+    below the forest plot, in place of the Markdown page's link to the summary's copy
+    (``figures/curves_<id>.png``, not written yet when this page is built)."""
     table_md, out = Path(table_md), Path(out)
     cid = result.claim["id"]
     with tempfile.TemporaryDirectory() as tmp:
@@ -192,6 +193,7 @@ def claim_page(result, table_md: str | Path, out: str | Path, profile: str = "",
             else:
                 nav, sep, rest = text.partition("\n\n")
                 text = (nav + sep + plot + rest) if nav.startswith("[Summary]") else plot + text
+        text = _without_curves_section(text)
         if curves is not None and Path(curves).is_file():
             block = f"{_embedded(Path(curves), f'training curves {cid}')}\n\n{CURVES_NOTE}\n\n"
             marker = f"\n{DETAILS_HEADING}\n"
@@ -203,15 +205,19 @@ def claim_page(result, table_md: str | Path, out: str | Path, profile: str = "",
     return out
 
 
+def _without_curves_section(text: str) -> str:
+    """The table page without its training-curves section (a link to the summary's
+    ``figures/``, not there yet when the claim's page is built: the page embeds the
+    figure itself)."""
+    start = text.find(f"\n{CURVES_HEADING}\n")
+    if start < 0:
+        return text
+    nxt = text.find("\n#", start + len(CURVES_HEADING) + 2)
+    return text[:start] + (text[nxt:] if nxt >= 0 else "\n")
+
+
 def _embedded(png: Path, alt: str) -> str:
     return f"![{alt}](data:image/png;base64,{base64.b64encode(png.read_bytes()).decode()})"
-
-
-CURVES_NOTE = ("*Training curves of these rows (each run's `train_log.jsonl`): loss and the "
-               "gate's mean lambda per epoch (SimCSE: per logged step, and the dev Spearman "
-               "per evaluation), arms overlaid; line: mean over encoder seeds, band: their "
-               "range; dotted: lambda's 10% and 90% quantiles over anchors; a cross: a run "
-               "that ended before its planned end.*")
 
 
 def companion_pages(md_files, out_dir: str | Path) -> list[Path]:
@@ -238,7 +244,7 @@ def figure_category(name: str, categories: dict[str, str]) -> str:
     forest and estimate plots by their claim id, tail diagnostics to C1, the link-selection
     profile to C2, lambda over training to its own category."""
     base = Path(name).name
-    m = re.match(r"(?:forest_)?([cn]\d+)(?:_|\.|$)", base)
+    m = re.match(r"(?:forest_|curves_)?([cn]\d+)(?:_|\.|$)", base)
     cid = None
     if m:
         cid = m.group(1).upper()
@@ -253,6 +259,8 @@ def figure_subcategory(name: str) -> str:
     base = Path(name).name
     if base.startswith("forest_"):
         return "forest plot (ours vs paper)"
+    if base.startswith("curves_"):
+        return "training curves of its rows"
     if base.startswith("lambda_training"):
         return "vision" if "_text_" not in base else "text"
     if name.startswith("evt/"):
