@@ -84,7 +84,7 @@ def test_the_training_rules_and_scripts_resolve_their_job_by_job_config():
     wf = Path(__file__).resolve().parents[2] / "workflow"
     for rule in ("pretrain", "simcse"):
         smk = (wf / "rules" / f"{rule}.smk").read_text()
-        assert "cfg=lambda wc: result_settings(job_config(PROFILE, wc))" in smk, rule
+        assert "cfg=lambda wc: rerun_trigger(PROFILE, wc)" in smk, rule   # job_config's
         script = (wf / "scripts" / f"{rule}.py").read_text()
         assert "job_config(Profile.of(snakemake.config), snakemake.wildcards" in script, rule
         assert "snakemake.params" not in script and "job_settings" not in script, rule

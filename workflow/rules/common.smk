@@ -15,6 +15,7 @@ from weince.pipeline.stages import (
     grid_arms,
     job_config,
     norms_config,
+    rerun_trigger,
     result_settings,
     text_model_key,
     timing_settings,

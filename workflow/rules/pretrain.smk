@@ -20,7 +20,7 @@ rule pretrain:
     params:
         # what can change the result: the rerun trigger (the script resolves the whole
         # job config by the same function, so run-time settings never retrain)
-        cfg=lambda wc: result_settings(job_config(PROFILE, wc)),
+        cfg=lambda wc: rerun_trigger(PROFILE, wc),
     script:
         "../scripts/pretrain.py"
 

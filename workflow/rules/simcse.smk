@@ -17,7 +17,7 @@ rule simcse:
         **resources_for("simcse"),
     params:
         # the rerun trigger; the script resolves the whole job config (job_config)
-        cfg=lambda wc: result_settings(job_config(PROFILE, wc)),
+        cfg=lambda wc: rerun_trigger(PROFILE, wc),
     script:
         "../scripts/simcse.py"
 

@@ -34,7 +34,8 @@ from typing import Any
 from weince.pipeline.layout import VISION_RUN, norms_vision_runs, run_dir
 from weince.pipeline.profile import Profile
 from weince.pipeline.protocol import adopted_seeds, probe_kwargs, shares_seeds
-from weince.pipeline.stages import grid_arms, job_config, norms_config, result_settings
+from weince.pipeline.stages import (grid_arms, norms_config, rerun_trigger,
+                                    result_settings)
 from weince.pipeline.targets import all_targets
 
 __all__ = ["STEPS", "Step", "vision_chains", "step_params", "run_wildcards", "run_chain", "RUN_TAG"]
@@ -149,7 +150,7 @@ def step_params(prof: Profile, step: str, wc: Mapping[str, str]) -> dict[str, An
     values, so that both ways run a step alike and rerun on the same changes)."""
     v = prof.vision
     if step == "pretrain":
-        return {"cfg": result_settings(job_config(prof, wc))}
+        return {"cfg": rerun_trigger(prof, wc)}
     if step in ("linear", "linear_head"):
         return {"kwargs": result_settings(probe_kwargs(prof, wc["arm"]))}
     if step == "norms_vision":

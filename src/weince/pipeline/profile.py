@@ -175,10 +175,20 @@ class Vision:
     knn: dict[str, Any]
     evt: Evt
 
+    # what the config sets, as written: vision.pretrain, each vision.pretrain_by_dataset entry
+    pretrain_given: dict[str, Any] = field(default_factory=dict)
+    pretrain_given_by_dataset: dict[str, dict[str, Any]] = field(default_factory=dict)
+
     @property
     def tau(self) -> float:
         """The temperature of the profile's main arms (``vision.pretrain.tau``)."""
         return self.pretrain.tau
+
+    def pretrain_given_for(self, dataset: str) -> dict[str, Any]:
+        """The pretraining settings ``dataset``'s runs have from the config, as written
+        (``vision.pretrain``, its ``vision.pretrain_by_dataset`` entry over it): what their
+        rerun trigger lists."""
+        return {**self.pretrain_given, **self.pretrain_given_by_dataset.get(dataset, {})}
 
     def pretrain_for(self, dataset: str) -> SimCLRConfig:
         """The pretraining settings of ``dataset``'s runs (``vision.pretrain``, with
@@ -199,12 +209,14 @@ class Text:
     seeds: tuple[int, ...]
     simcse: SimCSEConfig            # the profile's device and offline unless the block sets them
     sts: dict[str, Any]
+    simcse_given: dict[str, Any] = field(default_factory=dict)   # text.simcse as written
 
 
 @dataclass(frozen=True)
 class Timing:
     enabled: bool
     config: TimingConfig            # the profile's device unless the block sets one
+    given: dict[str, Any] = field(default_factory=dict)   # timing.config as written
 
 
 @dataclass(frozen=True)
@@ -326,7 +338,7 @@ class Profile:
             vision=_vision(v, c), text=_text(t, c),
             timing=Timing(bool(c["timing"]["enabled"]), config_from_dict(
                 TimingConfig, {"device": c["device"], **_block(c["timing"]["config"])},
-                checked=True)),
+                checked=True), given=_block(c["timing"]["config"])),
             checks=Checks(bool(c["checks"]["enabled"]), tuple(c["checks"]["cases"])),
             noise_floor=_noise_floor(c["synthetic"]["noise_floor"]),
             ablations=_ablations(c["ablations"]),
@@ -393,7 +405,10 @@ def _vision(v: Mapping[str, Any], c: Mapping[str, Any]) -> Vision:
         losses=_block(v["losses"]),
         grid=grid, features=_block(v["features"]), linear=_block(v["linear"]),
         knn=_block(v["knn"]),
-        evt=Evt(_strs(e["arms"]), _block(e["collect"]), _block(e["pot"]), _block(e["link"])))
+        evt=Evt(_strs(e["arms"]), _block(e["collect"]), _block(e["pot"]), _block(e["link"])),
+        pretrain_given=_block(v["pretrain"]),
+        pretrain_given_by_dataset={d: _block(over)
+                                   for d, over in (v["pretrain_by_dataset"] or {}).items()})
 
 
 def _text(t: Mapping[str, Any], c: Mapping[str, Any]) -> Text:
@@ -402,7 +417,7 @@ def _text(t: Mapping[str, Any], c: Mapping[str, Any]) -> Text:
                 model_paths=_block(t["model_paths"]), losses=_block(t["losses"]),
                 corpus=str(t["corpus"]), arms=_strs(t["arms"]), seeds=_ints(t["seeds"]),
                 simcse=config_from_dict(SimCSEConfig, simcse, checked=True),
-                sts=_block(t["sts"]))
+                sts=_block(t["sts"]), simcse_given=_block(t["simcse"]))
 
 
 def _noise_floor(nf: Mapping[str, Any]) -> NoiseFloor:

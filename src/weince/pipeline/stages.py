@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from weince.pipeline.arms import resolve_arm
@@ -19,11 +19,13 @@ from weince.pipeline.layout import PRETRAINED_ARM
 from weince.pipeline.profile import Profile
 from weince.train.config import RUNTIME_KEYS, SimCLRConfig, SimCSEConfig
 from weince.utils.config import to_dict
+from weince.utils.settings import listed_fields
 from weince.utils.results import get_key, load_result
 
 __all__ = ["job_config", "pretrain_config", "simcse_config", "apply_selection", "grid_arms",
            "norms_config", "PRETRAINED_ARM", "text_model", "text_model_key", "timing_settings",
-           "model_location", "RERUN_FREE", "result_settings", "runtime_settings", "job_settings"]
+           "model_location", "RERUN_FREE", "result_settings", "runtime_settings", "job_settings",
+           "rerun_trigger", "trigger_settings"]
 
 # Settings of a stage config that never change a result: where and how fast a job runs,
 # what it prints and keeps, where its data are (SimCLR's RUNTIME_KEYS, the device, the
@@ -45,6 +47,33 @@ def result_settings(cfg: Mapping[str, Any] | SimCLRConfig | SimCSEConfig) -> dic
     if isinstance(cfg, (SimCLRConfig, SimCSEConfig)):
         cfg = to_dict(cfg)
     return {k: copy.deepcopy(v) for k, v in cfg.items() if not _rerun_free(cfg, k)}
+
+
+# the fields a run sets over its block's settings, in the order the trigger lists them (as
+# the dict-built configs before the typed ones did: a finished run's trigger is unchanged)
+_VISION_RUN_ORDER = ("tau", "dataset", "backbone", "loss", "seed", "loss_kwargs")
+_TEXT_RUN_ORDER = ("model", "model_name", "model_source", "loss", "seed", "loss_kwargs")
+
+
+def trigger_settings(cfg: Any, given: Mapping[str, Any], order: Iterable[str] = (),
+                     free: Callable[[Mapping[str, Any], str], bool] = _rerun_free
+                     ) -> dict[str, Any]:
+    """The rerun trigger of a typed config ``cfg``: the fields its config block sets
+    (``given``), the per-run ones and any other off its default
+    (:func:`~weince.utils.settings.listed_fields`), less the run-time ones (``free``). A
+    value is the one the block wrote when equal to the typed one (``lr: 1``, not 1.0)."""
+    d = to_dict(cfg)
+    return {k: copy.deepcopy(given[k] if k in given and given[k] == d[k] else d[k])
+            for k in listed_fields(cfg, given, order) if not free(d, k)}
+
+
+def rerun_trigger(prof: Profile, wildcards: Any) -> dict[str, Any]:
+    """A training job's params, Snakemake's rerun trigger: :func:`trigger_settings` of its
+    :func:`job_config` (the grid point a final grid arm adopts is an input of its own)."""
+    cfg = job_config(prof, wildcards)
+    if isinstance(cfg, SimCSEConfig):
+        return trigger_settings(cfg, prof.text.simcse_given, _TEXT_RUN_ORDER)
+    return trigger_settings(cfg, prof.vision.pretrain_given_for(cfg.dataset), _VISION_RUN_ORDER)
 
 
 def runtime_settings(cfg: Mapping[str, Any]) -> dict[str, Any]:
@@ -75,8 +104,8 @@ def job_config(prof: Profile, wildcards: Any, selection: str | os.PathLike | Non
     (``dataset``, ``backbone``, ``arm``, ``seed``: :func:`pretrain_config`), with the grid
     point chosen in ``selection`` (a final grid arm's ``selection.json``) put in.
 
-    A rule's params hold ``result_settings(job_config(PROFILE, wc))``, the rerun trigger
-    (the selection file is an input of its own); its script passes ``job_config(prof,
+    A rule's params hold ``rerun_trigger(PROFILE, wc)``, the rerun trigger (the selection
+    file is an input of its own); its script passes ``job_config(prof,
     snakemake.wildcards, selection)`` to the library as it is."""
     arm, seed = _wildcard(wildcards, "arm"), _wildcard(wildcards, "seed")
     model = _wildcard(wildcards, "model")
@@ -153,9 +182,10 @@ def text_model_key(prof: Profile, model: str, arm: str, trun_dir: str) -> str:
 
 
 def timing_settings(prof: Profile) -> dict[str, Any]:
-    """The timing rule's params: the profile's ``timing.config`` (every field) without the
-    device (the script takes it from the profile at run time)."""
-    return {k: v for k, v in to_dict(prof.timing.config).items() if k != "device"}
+    """The timing rule's params: :func:`trigger_settings` of the profile's ``timing.config``
+    without the device (the script takes it from the profile at run time)."""
+    return trigger_settings(prof.timing.config, prof.timing.given,
+                            free=lambda _cfg, key: key == "device")
 
 
 def model_location(prof: Profile, model: str, with_source: bool = False):

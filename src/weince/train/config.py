@@ -30,7 +30,8 @@ class SimCLRConfig:
     """
 
     # data
-    dataset: str = setting("digits", ref="dataset")  # a name of weince.data.vision.DATASETS
+    # a name of weince.data.vision.DATASETS (per_run: each run's own, in its rerun trigger)
+    dataset: str = setting("digits", ref="dataset", per_run=True)
     data_root: str | None = None        # None: $WEINCE_DATA or ./data (offline sets ignore it)
     download: bool = False              # no effect: loaders never download (weince fetch-data)
     train_split: str = "train"          # e.g. "train+unlabeled" for STL-10
@@ -42,7 +43,7 @@ class SimCLRConfig:
     aug_kwargs: dict = setting(factory=dict)  # overrides of weince.data.augment.build_augment
     num_workers: int = setting(0, ge=0)  # DataLoader workers (aug: per_image only)
     # model
-    backbone: str = setting("smallcnn", ref="backbone")  # resnet18 | resnet50 | vit_s | ...
+    backbone: str = setting("smallcnn", ref="backbone", per_run=True)  # resnet18 | vit_s | ...
     proj_dim: int = setting(64, ge=1)   # projection output (docs/protocol.md)
     proj_hidden: int | None = setting(None, ge=1)  # None: the backbone's width (official)
     proj_batch_norm: bool = False
@@ -51,9 +52,9 @@ class SimCLRConfig:
     forward: Literal["per_view", "joint"] = "per_view"  # one forward per view (official; BN
     #                                     per view) or one over both views (BN over 2N; faster)
     # loss
-    loss: str = setting("infonce", ref="loss")  # infonce | weince | weince_recipe | ...
+    loss: str = setting("infonce", ref="loss", per_run=True)  # infonce | weince | ...
     tau: float = setting(0.5, gt=0, le=10)
-    loss_kwargs: dict = setting(factory=dict)  # e.g. {margin: 2, kappa_rho: 10}
+    loss_kwargs: dict = setting(factory=dict, per_run=True)  # e.g. {margin: 2, kappa_rho: 10}
     # optimisation
     batch_size: int = setting(256, ge=2)  # global batch (all ranks); 2+: a batch has negatives
     epochs: int = setting(100, ge=1)
@@ -63,7 +64,7 @@ class SimCLRConfig:
     momentum: float = setting(0.9, ge=0, lt=1)  # LARS only
     schedule: Literal["none", "cosine"] = "none"  # per-step cosine decay to 0 after warmup
     warmup_epochs: int = setting(0, ge=0)  # fewer than epochs (resolve_config)
-    seed: int = setting(0, ge=0)
+    seed: int = setting(0, ge=0, per_run=True)
     # hardware
     device: str = "auto"                # auto | cpu | cuda | cuda:N
     amp: bool = False                   # bf16 autocast, CUDA only (official: float32)
@@ -89,16 +90,17 @@ class SimCSEConfig:
     """Options of :func:`weince.train.simcse.train_simcse` (defaults: SimCSE unsup-BERT
     recipe, embedded data)."""
 
-    model: str = "minilm"            # "minilm" (shipped MiniLM-L6), a folder, bert-base-uncased
-    model_name: str | None = None    # the model the run stands for (None: `model`)
+    # "minilm" (shipped MiniLM-L6), a folder, bert-base-uncased (per_run: set for each run)
+    model: str = setting("minilm", per_run=True)
+    model_name: str | None = setting(None, per_run=True)  # the run's model (None: `model`)
     # name | local copy | model_paths (a stand-in: scale model)
-    model_source: Literal["name", "local copy", "model_paths"] = "name"
+    model_source: Literal["name", "local copy", "model_paths"] = setting("name", per_run=True)
     train_data: str = "synthetic"    # "synthetic" or the path of wiki1m_for_simcse.txt
     n_train: int = setting(0, ge=0)  # file: first n (0: all); synthetic: n (0: 2000)
     sts_data: str = "synthetic"      # "synthetic" or an STS-B root (weince.data.text.load_stsb)
     n_sts: int = setting(500, ge=0)  # synthetic pairs per split (ignored for real STS-B)
     data_seed: int = setting(0, ge=0)  # seed of the synthetic corpus and pairs (fixed)
-    loss: str = setting("infonce", ref="loss")  # a name of weince.losses.LOSSES
+    loss: str = setting("infonce", ref="loss", per_run=True)  # a name of weince.losses.LOSSES
     loss_kwargs: dict[str, Any] = setting(factory=dict)  # extra loss options (margin, ...)
     tau: float = setting(0.05, gt=0, le=10)  # temperature (SimCSE)
     batch_size: int = setting(64, ge=2)  # sentences per step (each encoded twice); 2+: negatives
@@ -116,7 +118,7 @@ class SimCSEConfig:
     log_every: int = setting(10, ge=1)  # steps per train_log.jsonl record (interval means)
     mlp: bool = True                 # the SimCSE MLP over [CLS] in training
     dropout: float | None = setting(None, ge=0, lt=1)  # every dropout (None: the model's)
-    seed: int = setting(42, ge=0)    # model init (MLP), dropout and data order
+    seed: int = setting(42, ge=0, per_run=True)  # model init (MLP), dropout and data order
     offline: bool = True             # set HF_HUB_OFFLINE=1: never download
     device: str = "auto"             # "auto" (cuda if available), "cpu", "cuda", "cuda:1"
     amp: bool = False                # bfloat16 autocast of the encoder on CUDA

@@ -22,10 +22,10 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
-__all__ = ["setting", "json_schema", "bound_problems", "BOUNDS"]
+__all__ = ["setting", "json_schema", "bound_problems", "listed_fields", "BOUNDS"]
 
 #: setting()'s bound keywords and the JSON-schema keyword each one is
 BOUNDS = {"ge": "minimum", "gt": "exclusiveMinimum", "le": "maximum", "lt": "exclusiveMaximum"}
@@ -38,15 +38,17 @@ _JSON_TYPES = {int: "integer", float: "number", str: "string", bool: "boolean",
 
 
 def setting(default: Any = dataclasses.MISSING, *, factory: Callable[[], Any] | None = None,
-            ref: str | None = None, description: str | None = None,
+            ref: str | None = None, description: str | None = None, per_run: bool = False,
             **bounds: float) -> Any:
     """A dataclass field with its schema facts: ``default`` (or ``factory`` for a mutable
     one), bounds ``ge``/``gt``/``le``/``lt``, ``ref`` (a ``$defs`` name: the field's
-    values are that list's) and ``description``."""
+    values are that list's) and ``description``. ``per_run``: the workflow sets the field
+    for each run (its data set, seed, loss), so the run's rerun trigger always lists it
+    (:func:`listed_fields`)."""
     unknown = set(bounds) - set(BOUNDS)
     if unknown:
         raise TypeError(f"setting() bounds are {sorted(BOUNDS)}, got {sorted(unknown)}")
-    meta = {"bounds": bounds, "ref": ref, "description": description}
+    meta = {"bounds": bounds, "ref": ref, "description": description, "per_run": per_run}
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -116,3 +118,24 @@ def bound_problems(cfg: Any, prefix: str = "") -> list[str]:
                 if not _HOLDS[k](v, b):
                     out.append(f"{name} must be {_SIGN[k]} {b:g}, got {v!r}")
     return out
+
+
+def listed_fields(cfg: Any, given: Iterable[str], order: Iterable[str] = ()) -> list[str]:
+    """The fields of the dataclass instance ``cfg`` that a rerun trigger lists: those in
+    ``given`` (the keys its config block sets, in that order), those marked
+    ``setting(per_run=True)`` and those whose value differs from the field's default, the
+    last two in ``order`` (the order the run sets them), then in field order. So a field
+    added at its default lists nothing new, and any value off its default is listed."""
+    fields = {f.name: f for f in dataclasses.fields(cfg)}
+
+    def default(f: dataclasses.Field) -> Any:
+        if f.default_factory is not dataclasses.MISSING:
+            return f.default_factory()
+        return f.default
+
+    def listed(name: str) -> bool:
+        f = fields[name]
+        return bool(f.metadata.get("per_run")) or getattr(cfg, name) != default(f)
+
+    rest = [n for n in (*order, *fields) if n in fields and listed(n)]
+    return list(dict.fromkeys([*(n for n in given if n in fields), *rest]))
