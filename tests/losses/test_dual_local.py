@@ -7,13 +7,11 @@ over processes for ``"local"``), DDP's averaged gradients equal one process's, a
 
 from __future__ import annotations
 
-import os
-import socket
-
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+
+from _ranks import on_ranks
 
 from weince.losses import DualEncoderLoss
 
@@ -56,32 +54,17 @@ def run(loss, gather, kw, rows):
             "stats": {k: v.clone() for k, v in loss_fn.last_stats.items()}}
 
 
-def _worker(rank, world, port, out_dir):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    try:
-        cut = SHARDS[world]
-        rows = slice(cut[rank], cut[rank + 1])
-        torch.save([run(loss, gather, kw, rows) for loss, gather, kw in CASES],
-                   os.path.join(out_dir, f"r{rank}.pt"))
-    finally:
-        dist.destroy_process_group()
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _work(rank, world):
+    cut = SHARDS[world]
+    rows = slice(cut[rank], cut[rank + 1])
+    return [run(loss, gather, kw, rows) for loss, gather, kw in CASES]
 
 
 @pytest.fixture(scope="module", params=[2, 4])
 def ranks(request, tmp_path_factory):
     world = request.param
     out = tmp_path_factory.mktemp(f"dual{world}")
-    mp.start_processes(_worker, args=(world, _free_port(), str(out)), nprocs=world, join=True,
-                       start_method="spawn")
-    return [torch.load(out / f"r{r}.pt") for r in range(world)]
+    return on_ranks(_work, world, out)
 
 
 @pytest.mark.parametrize("i", range(len(CASES)), ids=[f"{a}-{b}-{c}" for a, b, c in CASES])

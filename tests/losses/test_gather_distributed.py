@@ -5,14 +5,12 @@ banks (each process enqueues the gathered batch)."""
 
 from __future__ import annotations
 
-import os
-import socket
-
 import pytest
 import torch
 import torch._dynamo  # DDP imports it on construction: here, once, before any fork
 import torch.distributed as dist
-import torch.multiprocessing as mp
+
+from _ranks import on_ranks
 
 from weince.losses import build_loss
 from weince.train.simclr import resolve_config
@@ -57,31 +55,16 @@ def run(name, kw, rows, gather):
                      else torch.zeros(0))}
 
 
-def _worker(rank, port, out_dir):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
-    try:
-        # uneven shards: rank 0 holds 15 items, rank 1 the other 25
-        rows = slice(0, 15) if rank == 0 else slice(15, N)
-        res = [run(name, kw, rows, gather=True) for name, kw in LOSSES]
-        torch.save(res, os.path.join(out_dir, f"r{rank}.pt"))
-    finally:
-        dist.destroy_process_group()
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _work(rank, world):
+    # uneven shards: rank 0 holds 15 items, rank 1 the other 25
+    rows = slice(0, 15) if rank == 0 else slice(15, N)
+    return [run(name, kw, rows, gather=True) for name, kw in LOSSES]
 
 
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory):
     out = tmp_path_factory.mktemp("gather")
-    mp.start_processes(_worker, args=(_free_port(), str(out)), nprocs=WORLD, join=True,
-                       start_method="fork")
-    return [torch.load(out / f"r{r}.pt") for r in range(WORLD)]
+    return on_ranks(_work, WORLD, out, start_method="fork")
 
 
 @pytest.mark.parametrize("i", range(len(LOSSES)), ids=[f"{n}-{kw}" for n, kw in LOSSES])
