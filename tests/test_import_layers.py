@@ -111,6 +111,17 @@ def test_torch_free_layers_import_without_torch(modules_loaded):
     assert modules_loaded(code, ["torch"]) == {"torch": False}
 
 
+def test_a_claim_table_job_loads_no_scipy(modules_loaded):
+    """What each claim-table job imports (the report's builder, curves and HTML page) leaves
+    scipy unloaded (a fifth of a second in every such job): a claim that needs it imports it
+    when its numbers are computed."""
+    code = ("from weince.pipeline.profile import Profile\n"
+            "from weince.report import build_report\n"
+            "from weince.report.curves import claim_curves\n"
+            "from weince.report.html import claim_page")
+    assert modules_loaded(code, ["scipy"]) == {"scipy": False}
+
+
 def test_a_small_vision_job_loads_neither_torchvision_nor_dynamo(modules_loaded):
     """What the embedded default's training and evaluation jobs import and run (a smallcnn
     model, the digits set, the batch augmentation) leaves torchvision, and with it
