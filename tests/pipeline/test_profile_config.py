@@ -196,7 +196,7 @@ def test_stage_blocks_list_exactly_the_library_keys():
         ("text", "simcse"): _dataclass_keys(SimCSEConfig),
         ("timing", "config"): _dataclass_keys(TimingConfig),
         ("norms", "analysis"): _dataclass_keys(NormsConfig),
-        # plus the workflow's per-arm probe seeds (weince.pipeline.protocol.probe_kwargs)
+        # plus the workflow's per-arm probe seeds (weince.pipeline.protocol.probe_config)
         ("vision", "linear"): _kwargs(linear_probe, {"features"}) | {"seeds_by_arm"},
         ("vision", "knn"): _kwargs(knn_eval, {"features"}),
         ("vision", "features"): _kwargs(extract_features, {"encoder_path", "out_path"}),
