@@ -22,7 +22,7 @@ from weince.eval.linear import linear_probe
 from weince.eval.scores import collect_score_file
 from weince.eval.sts import run_sts
 from weince.evt.fits import run_link, run_pot
-from weince.norms.run import NormsConfig
+from weince.norms.config import NormsConfig
 from weince.pipeline.schema import read_schema
 from weince.pipeline.claims import validate_with_defaults
 from weince.pipeline.config_check import (ConfigError, check_config, inline_refs,

@@ -1,6 +1,6 @@
 """Drivers: the norm-dynamics analysis of one vision encoder or one text encoder.
 
-    from weince.norms.run import NormsConfig, analyse_vision, analyse_text
+    from weince.norms.run import analyse_vision, analyse_text   # options: NormsConfig
     res = analyse_vision("encoder.pt", "weince", features="features.pt", out_dir="out")
     res = analyse_text("minilm", out_dir="out_text")
 
