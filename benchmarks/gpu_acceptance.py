@@ -370,15 +370,14 @@ def e2e_run(name: str, device: str, P: dict, root: Path, work: Path, *, threads:
                              data_root=str(root),
                              **{**paper.vision.features, **P["e2e"]["features"]})
     lin = linear_probe(feats, device=device, **probe_kwargs(paper, E2E_ARM))
-    knn_kw = paper.vision.knn
-    knn = knn_eval(feats, device=device, **knn_kw)
+    knn = knn_eval(feats, device=device, **paper.vision.knn_given)   # as the workflow's job
     return {"name": name, "device": summary["device"], "threads": torch.get_num_threads(),
             "tf32_conv": summary["tf32_cudnn_conv"], "seed": seed, "curve": curve,
-            "img_s": summary["img_s_mean"], "knn_acc": knn[f"acc@{knn_kw['k']}"]["mean"],
+            "img_s": summary["img_s_mean"], "knn_acc": knn[f"acc@{paper.vision.knn.k}"]["mean"],
             "linear_acc": lin["test_acc"]["mean"],
             "classes": int(feats["test"]["labels"].unique().numel()),   # the classes present
             "h": feats["test"]["backbone"],
-            "pred": knn_predictions(feats, knn_kw["k"], knn_kw["temperature"]),
+            "pred": knn_predictions(feats, paper.vision.knn.k, paper.vision.knn.temperature),
             "wall_s": time.time() - t0}
 
 

@@ -22,7 +22,7 @@ from weince.eval.linear import linear_probe
 from weince.eval.scores import collect_score_file
 from weince.eval.sts import run_sts
 from weince.evt.fits import run_link, run_pot
-from weince.norms.run import NormsConfig
+from weince.norms.config import NormsConfig
 from weince.pipeline.schema import read_schema
 from weince.pipeline.claims import validate_with_defaults
 from weince.pipeline.config_check import (ConfigError, check_config, inline_refs,
@@ -196,7 +196,7 @@ def test_stage_blocks_list_exactly_the_library_keys():
         ("text", "simcse"): _dataclass_keys(SimCSEConfig),
         ("timing", "config"): _dataclass_keys(TimingConfig),
         ("norms", "analysis"): _dataclass_keys(NormsConfig),
-        # plus the workflow's per-arm probe seeds (weince.pipeline.protocol.probe_kwargs)
+        # plus the workflow's per-arm probe seeds (weince.pipeline.protocol.probe_config)
         ("vision", "linear"): _kwargs(linear_probe, {"features"}) | {"seeds_by_arm"},
         ("vision", "knn"): _kwargs(knn_eval, {"features"}),
         ("vision", "features"): _kwargs(extract_features, {"encoder_path", "out_path"}),

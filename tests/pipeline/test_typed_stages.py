@@ -19,6 +19,9 @@ from weince.pipeline.config_check import ConfigError, check_config
 from weince.pipeline.profile import CONFIG_SCHEMA, Profile
 from weince.pipeline.schema import expand_generated, fill_defaults, read_schema
 from weince.pipeline.stages import pretrain_config, result_settings
+from weince.eval.config import KNNConfig, LinearProbeConfig
+from weince.norms.config import NormsConfig
+from weince.pipeline.protocol import probe_config, probe_kwargs
 from weince.train.config import RUNTIME_KEYS, SimCLRConfig, SimCSEConfig, TimingConfig
 from weince.utils.settings import json_schema, setting
 
@@ -73,6 +76,39 @@ def test_the_timing_block_is_generated_and_typed():
     tc = Profile.of(cfg).timing.config
     assert isinstance(tc, TimingConfig) and tc.compile == "compiled"   # read as its mode
     assert tc.device == Profile.of(cfg).device and tc.n_boot == TimingConfig().n_boot
+
+
+@pytest.mark.parametrize("path, cls", [(("vision", "linear"), LinearProbeConfig),
+                                       (("vision", "knn"), KNNConfig),
+                                       (("norms", "analysis"), NormsConfig)])
+def test_the_evaluation_blocks_are_generated_and_typed(path, cls):
+    raw, block = yaml.safe_load(CONFIG_SCHEMA.read_text()), read_schema(CONFIG_SCHEMA)
+    for key in path:
+        raw, block = raw["properties"][key], block["properties"][key]
+    assert raw["generated"] == cls.__name__
+    # a workflow key (vision.linear.seeds_by_arm) sits beside the generated fields
+    assert set(raw.get("properties", {})) == ({"seeds_by_arm"} if cls is LinearProbeConfig
+                                              else set())
+    assert block["properties"] == {**json_schema(cls)["properties"], **raw.get("properties", {})}
+    cfg = _load("paper.yaml")
+    prof = Profile.of(cfg)
+    typed = {LinearProbeConfig: prof.vision.linear, KNNConfig: prof.vision.knn,
+             NormsConfig: prof.norms.analysis}[cls]
+    assert isinstance(typed, cls) and typed.device == prof.device
+
+
+def test_seeds_by_arm_replaces_the_probe_seeds_of_its_arm():
+    prof = Profile.of(_load("paper.yaml"))
+    assert prof.vision.linear_seeds_by_arm == {"infonce": (1, 2, 3, 4, 5)}
+    assert "seeds_by_arm" not in prof.vision.linear_given
+    assert probe_config(prof, "infonce").seeds == (1, 2, 3, 4, 5)
+    assert probe_config(prof, "weince@m2_kr10_ka1").seeds == prof.vision.linear.seeds == (1,)
+    assert probe_kwargs(prof, "infonce")["seeds"] == [1, 2, 3, 4, 5]   # as the config writes
+
+
+def test_a_workflow_key_may_not_shadow_a_generated_field():
+    with pytest.raises(ValueError, match=r"properties \['k'\] are fields of KNNConfig"):
+        expand_generated({"generated": "KNNConfig", "properties": {"k": {}}}, "knn")
 
 
 def test_an_unknown_generated_name_is_one_line():

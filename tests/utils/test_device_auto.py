@@ -86,7 +86,7 @@ def test_stage_configs_of_the_paper_profile_carry_auto():
     assert pretrain_config(Profile.of(cfg), "cifar100", "resnet18", "infonce",
                            7).device == "auto"
     assert simcse_config(Profile.of(cfg), "bert-base-uncased", "infonce", 7).device == "auto"
-    assert norms_config(Profile.of(cfg))["device"] == "auto"
+    assert norms_config(Profile.of(cfg)).device == "auto"
     for name in ("pretrain", "simcse", "norms"):   # and each resolves on this machine
         assert resolve_device("auto").type in ("cpu", "cuda"), name
 

@@ -18,7 +18,7 @@ rule linear_head:
     resources:
         **resources_for("linear"),
     params:
-        kwargs=lambda wc: result_settings(probe_kwargs(PROFILE, wc.arm)),
+        kwargs=lambda wc: probe_settings(PROFILE, wc.arm),
     script:
         "../scripts/linear_head.py"
 

@@ -14,7 +14,9 @@ from weince.pipeline.stages import (
     PRETRAINED_ARM,
     grid_arms,
     job_config,
-    norms_config,
+    knn_settings,
+    norms_settings,
+    probe_settings,
     rerun_trigger,
     result_settings,
     text_model_key,
@@ -31,7 +33,7 @@ from weince.pipeline.targets import (
     result_files,
     table_files,
 )
-from weince.pipeline.protocol import adopted_seeds, probe_kwargs, shares_seeds
+from weince.pipeline.protocol import adopted_seeds, shares_seeds
 from weince.pipeline.grid import selection_paths
 
 RESULTS = str(PROFILE.results)

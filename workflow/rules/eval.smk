@@ -15,7 +15,7 @@ rule linear:
     resources:
         **resources_for("linear"),
     params:
-        kwargs=lambda wc: result_settings(probe_kwargs(PROFILE, wc.arm)),
+        kwargs=lambda wc: probe_settings(PROFILE, wc.arm),
     script:
         "../scripts/linear.py"
 
@@ -33,6 +33,6 @@ rule knn:
     resources:
         **resources_for("knn"),
     params:
-        kwargs=result_settings(PROFILE.vision.knn),
+        kwargs=knn_settings(PROFILE),
     script:
         "../scripts/knn.py"

@@ -19,7 +19,7 @@ rule norms_vision:
     resources:
         **resources_for("norms_vision"),
     params:
-        cfg=result_settings(norms_config(PROFILE)),
+        cfg=norms_settings(PROFILE),
     script:
         "../scripts/norms_vision.py"
 
@@ -41,10 +41,8 @@ rule norms_text:
         **resources_for("norms_text"),
     params:
         model=lambda wc: text_model_key(PROFILE, wc.model, wc.arm, TRUN.format(**wc)),
-        cfg=lambda wc: result_settings(
-            norms_config(
-                PROFILE, pooling="mean" if wc.arm == PRETRAINED_ARM else "cls"
-            )
+        cfg=lambda wc: norms_settings(
+            PROFILE, pooling="mean" if wc.arm == PRETRAINED_ARM else "cls"
         ),
     script:
         "../scripts/norms_text.py"

@@ -15,6 +15,8 @@ with log_to(snakemake.log[0], resources=snakemake.resources,
     hold_run_lock(snakemake.output[0])   # one writer per output file
     torch.set_num_threads(snakemake.threads)
     prof = Profile.of(snakemake.config)
-    kwargs = job_settings(snakemake.params.kwargs, prof.vision.knn, device=prof.device)
+    # what vision.knn sets, as written, with its device (knn_eval's defaults fill the rest)
+    kwargs = job_settings(snakemake.params.kwargs, prof.vision.knn_given,
+                          device=prof.vision.knn.device)
     result = knn_eval(snakemake.input[0], **kwargs)
     write_json(snakemake.output[0], result, cfg=kwargs)

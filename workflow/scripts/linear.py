@@ -16,7 +16,8 @@ with log_to(snakemake.log[0], resources=snakemake.resources,
     hold_run_lock(snakemake.output[0])   # one writer per output file
     torch.set_num_threads(snakemake.threads)
     prof = Profile.of(snakemake.config)
+    # what vision.linear sets, as written, with its device (linear_probe's defaults fill the rest)
     full = probe_kwargs(prof, snakemake.wildcards.arm)
-    kwargs = job_settings(snakemake.params.kwargs, full, device=prof.device)
+    kwargs = job_settings(snakemake.params.kwargs, full, device=prof.vision.linear.device)
     result = linear_probe(snakemake.input[0], **kwargs)
     write_json(snakemake.output[0], result, cfg=kwargs)

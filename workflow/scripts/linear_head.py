@@ -15,6 +15,6 @@ with log_to(snakemake.log[0], resources=snakemake.resources,
     torch.set_num_threads(snakemake.threads)
     prof = Profile.of(snakemake.config)
     full = probe_kwargs(prof, snakemake.wildcards.arm)
-    kwargs = job_settings(snakemake.params.kwargs, full, device=prof.device)
+    kwargs = job_settings(snakemake.params.kwargs, full, device=prof.vision.linear.device)
     kwargs["feature"] = "head"
     write_json(snakemake.output[0], linear_probe(snakemake.input[0], **kwargs), cfg=kwargs)

@@ -5,7 +5,7 @@
     weince norms report RESULT.json ... --out reports/default/norms.md [--profile default]
 
 Options come from ``--config FILE`` (a flat mapping of
-:class:`weince.norms.run.NormsConfig` keys, or a workflow profile such as
+:class:`weince.norms.config.NormsConfig` keys, or a workflow profile such as
 ``config/smoke.yaml``, whose ``norms.analysis`` block is used) and repeated
 ``--set key=value``. ``--meta key=value`` adds
 identification to the result (``arm=weince seed=0``). Writes ``DIR/norms.json`` and

@@ -41,7 +41,7 @@ from weince.cost.estimate import (STSB_DEV_SENTENCES, TEST_IMAGES, TRAIN_IMAGES,
                                   precision_of)
 from weince.cost.throughput import rate
 from weince.pipeline.profile import Profile
-from weince.pipeline.protocol import probe_kwargs
+from weince.pipeline.protocol import probe_config
 
 __all__ = ["EVAL_RULES", "eval_job_runtime", "work_seconds"]
 
@@ -94,10 +94,9 @@ def _collect(prof: Profile, wc: Mapping[str, Any], e: EvalWork) -> tuple[float, 
 
 def _linear(prof: Profile, wc: Mapping[str, Any], e: EvalWork) -> tuple[float, str]:
     v = _vision(prof, wc)
-    lin = probe_kwargs(prof, wc.get("arm", ""))
-    seeds = len(lin.get("seeds") or [1])
-    epochs, batch = int(lin.get("epochs", 100)), int(lin.get("batch_size", 256))
-    n_fit = math.ceil(v["n_train"] * (1.0 - float(lin.get("val_frac", 0.2))))
+    lin = probe_config(prof, wc.get("arm", ""))
+    seeds, epochs, batch = len(lin.seeds), lin.epochs, lin.batch_size
+    n_fit = math.ceil(v["n_train"] * (1.0 - lin.val_frac))
     # the probe seeds train together, one batched step (weince.eval.linear)
     steps = epochs * math.ceil(n_fit / batch)
     flops = seeds * epochs * (n_fit + v["n_train"] + v["n_test"]) * 6.0 * v["feat"] \
@@ -109,8 +108,8 @@ def _linear(prof: Profile, wc: Mapping[str, Any], e: EvalWork) -> tuple[float, s
 def _knn(prof: Profile, wc: Mapping[str, Any], e: EvalWork) -> tuple[float, str]:
     v = _vision(prof, wc)
     k = prof.vision.knn
-    splits = len(k.get("split_seeds") or [1])
-    queries = v["n_test"] + float(k.get("val_frac", 0.2)) * v["n_train"]
+    splits = len(k.split_seeds)
+    queries = v["n_test"] + k.val_frac * v["n_train"]
     flops = splits * queries * v["n_train"] * v["feat"] * 2.0
     return flops / v["rate"], f"{splits} split seed(s): {queries:,.0f} queries"
 
@@ -135,9 +134,8 @@ def _sts(prof: Profile, wc: Mapping[str, Any], e: EvalWork) -> tuple[float, str]
 
 def _norms_plan(prof: Profile, text: bool) -> tuple[int, int]:
     a = prof.norms.analysis
-    n = int(a.get("text_probes" if text else "n_probes", 1024 if text else 2048))
-    bank = int(a.get("text_bank" if text else "n_bank", 4096 if text else 8192))
-    steps = int(a.get("resamples", 32)) * math.ceil(n / int(a.get("probes_per_batch", 64)))
+    n, bank = (a.text_probes, a.text_bank) if text else (a.n_probes, a.n_bank)
+    steps = a.resamples * math.ceil(n / a.probes_per_batch)
     return n + bank, steps
 
 

@@ -2,10 +2,12 @@
 (``docs/norms.md``), from the analysis of one encoder to the claims' verdicts and the page.
 
 - :mod:`weince.norms.run`: the analysis of one vision or text encoder (``analyse_vision``,
-  ``analyse_text``, ``NormsConfig``, ``load_norms_config``), one ``norms.json`` and
+  ``analyse_text``, ``load_norms_config``), one ``norms.json`` and
   ``norms_probes.npz`` per unit; built from :mod:`~weince.norms.analysis` (heat, radial
   drift, equilibrium norm), :mod:`~weince.norms.rescore` (norm-aware re-scoring, N3) and
   :mod:`~weince.norms.stats` (correlations and paired gains with bootstrap intervals);
+- :mod:`weince.norms.config`: the analysis' options (``NormsConfig``, importable without
+  torch; the workflow config's ``norms.analysis`` block is generated from it);
 - :mod:`weince.norms.files`: the files' names, and a ``norms.json`` read back and checked
   (``load_results``, ``check_norms_result``);
 - :mod:`weince.norms.rules`: every norms rule: each unit's verdicts, and N1-N3 as claims

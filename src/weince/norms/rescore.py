@@ -39,12 +39,12 @@ import torch.nn.functional as F
 
 from weince.eval.knn import weighted_vote
 from weince.eval.linear import features_of, load_features, stratified_split
+from weince.norms.config import DEFAULT_ALPHAS
 from weince.norms.stats import bootstrap, paired_gain, spearman_rows
 
 __all__ = ["DEFAULT_ALPHAS", "discount", "choose_alpha", "knn_hits", "hub_items",
            "knn_rescore", "sts_rescore"]
 
-DEFAULT_ALPHAS = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
 SUBSETS = ("all", "frequent", "low_quality")
 
 

@@ -1,6 +1,6 @@
 """Drivers: the norm-dynamics analysis of one vision encoder or one text encoder.
 
-    from weince.norms.run import NormsConfig, analyse_vision, analyse_text
+    from weince.norms.run import analyse_vision, analyse_text   # options: NormsConfig
     res = analyse_vision("encoder.pt", "weince", features="features.pt", out_dir="out")
     res = analyse_text("minilm", out_dir="out_text")
 
@@ -22,9 +22,8 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
@@ -37,8 +36,9 @@ from weince.losses import build_loss
 from weince.models import load_encoder
 from weince.models.text import load_text_encoder
 from weince.norms.analysis import decay_rate, equilibrium_norm_sq, gradient_statistics
+from weince.norms.config import NormsConfig
 from weince.norms.files import PROBES_FILE, RESULT_FILE
-from weince.norms.rescore import DEFAULT_ALPHAS, knn_rescore, sts_rescore
+from weince.norms.rescore import knn_rescore, sts_rescore
 from weince.norms.stats import correlation
 from weince.norms.rules import combine, correlation_verdict, gain_verdict
 from weince.utils.config import apply_overrides, as_config, config_from_dict, to_dict
@@ -55,63 +55,6 @@ __all__ = ["NormsConfig", "load_norms_config", "analyse_vision", "analyse_text",
 # scale 20, i.e. tau 0.05), AdamW with fit()'s defaults lr 2e-5, weight decay 0.01
 TEXT_NOMINAL = {"loss": "infonce", "tau": 0.05, "lr": 2e-5, "weight_decay": 0.01,
                 "optimizer": "adamw"}
-
-
-@dataclass
-class NormsConfig:
-    """Options of the norms analysis (YAML keys of ``weince norms --config``).
-
-    ``None`` for ``lr``/``weight_decay``/``optimizer``/``tau``/``batch_size`` means: read
-    it from the encoder's training config (vision) or use the ``text_*`` value (text).
-    """
-
-    # N1/N2 gradient statistics
-    n_probes: int = 256                 # inputs whose heat/drift/norm are measured
-    n_bank: int = 512                   # filler inputs the minibatches are completed from
-    resamples: int = 8                  # K minibatch placements per probe
-    batch_size: int | None = None    # minibatch size (None: the encoder's training batch)
-    max_batch_size: int = 256           # cap on the above (CPU budget)
-    probes_per_batch: int = 16          # probes sharing one minibatch (one backward pass)
-    gradient: Literal["unit", "pre"] = "unit"  # which heat the verdicts use (docs/norms.md)
-    lr: float | None = None
-    weight_decay: float | None = None
-    optimizer: str | None = None
-    tau: float | None = None
-    embed_batch: int = 512              # inputs per encoder forward pass
-    # statistics
-    n_boot: int = 2000
-    min_n: int = 30                     # fewer units: "not testable at this scale"
-    seed: int = 0
-    # N3
-    alphas: list = field(default_factory=lambda: list(DEFAULT_ALPHAS))
-    knn_feature: str = "backbone"       # the retrieval feature (the k-NN protocol's)
-    norm_features: list = field(default_factory=lambda: ["head", "backbone"])  # first: primary
-    knn_k: int = 50
-    knn_temperature: float = 0.1
-    val_frac: float = 0.1
-    split_seed: int = 0
-    hub_k: int = 10
-    hub_frac: float = 0.1
-    low_frac: float = 0.25
-    # text
-    # text: None = from the model's SimCSE train.json when it is a trained run, else the
-    # nominal values of all-MiniLM-L6-v2's own training (TEXT_NOMINAL)
-    text_loss: str | None = None
-    text_tau: float | None = None
-    text_lr: float | None = None
-    text_weight_decay: float | None = None
-    text_optimizer: str | None = None
-    text_probes: int = 128              # sentences whose heat/drift/norm are measured
-    text_bank: int = 256                # filler sentences
-    pooling: Literal["mean", "cls"] = "mean"
-    max_length: int = 64
-    text_train_data: str = "synthetic"
-    sts_data: str = "synthetic"
-    sts_pairs: int = 500                # synthetic dev/test pairs each
-    # hardware
-    device: str = "cpu"                 # cpu | cuda | cuda:N | auto
-    threads: int | None = None
-    progress: bool | None = None
 
 
 def load_norms_config(path: str | os.PathLike | None,

@@ -33,9 +33,9 @@ from typing import Any
 
 from weince.pipeline.layout import VISION_RUN, norms_vision_runs, run_dir
 from weince.pipeline.profile import Profile
-from weince.pipeline.protocol import adopted_seeds, probe_kwargs, shares_seeds
-from weince.pipeline.stages import (grid_arms, norms_config, rerun_trigger,
-                                    result_settings)
+from weince.pipeline.protocol import adopted_seeds, shares_seeds
+from weince.pipeline.stages import (grid_arms, knn_settings, norms_settings, probe_settings,
+                                    rerun_trigger, result_settings)
 from weince.pipeline.targets import all_targets
 
 __all__ = ["STEPS", "Step", "vision_chains", "step_params", "run_wildcards", "run_chain", "RUN_TAG"]
@@ -152,10 +152,12 @@ def step_params(prof: Profile, step: str, wc: Mapping[str, str]) -> dict[str, An
     if step == "pretrain":
         return {"cfg": rerun_trigger(prof, wc)}
     if step in ("linear", "linear_head"):
-        return {"kwargs": result_settings(probe_kwargs(prof, wc["arm"]))}
+        return {"kwargs": probe_settings(prof, wc["arm"])}
     if step == "norms_vision":
-        return {"cfg": result_settings(norms_config(prof))}
-    blocks = {"features": v.features, "knn": v.knn, "collect_scores": v.evt.collect}
+        return {"cfg": norms_settings(prof)}
+    if step == "knn":
+        return {"kwargs": knn_settings(prof)}
+    blocks = {"features": v.features, "collect_scores": v.evt.collect}
     if step in blocks:
         return {"kwargs": result_settings(blocks[step])}
     if step in ("pot", "link"):

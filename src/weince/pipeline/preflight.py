@@ -114,10 +114,10 @@ def _text_needs(prof: Profile) -> list[tuple[str, str, str]]:
             out += [("stsb", str(sts["data"]), sp) for sp in sts.get("splits", ["dev", "test"])]
     nt, a = prof.norms.text, prof.norms.analysis
     if nt.enabled and nt.models:
-        if a.get("text_train_data", "synthetic") != "synthetic":
-            out.append(("wiki1m", str(a["text_train_data"]), ""))
-        if a.get("sts_data", "synthetic") != "synthetic":
-            out += [("stsb", str(a["sts_data"]), sp) for sp in ("dev", "test")]
+        if a.text_train_data != "synthetic":
+            out.append(("wiki1m", a.text_train_data, ""))
+        if a.sts_data != "synthetic":
+            out += [("stsb", a.sts_data, sp) for sp in ("dev", "test")]
     return list(dict.fromkeys(out))
 
 

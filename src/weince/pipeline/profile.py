@@ -25,9 +25,17 @@ keys), :meth:`Vision.pretrain_for` a data set's (``vision.pretrain_by_dataset`` 
 ``text.simcse`` a :class:`~weince.train.config.SimCSEConfig` (the profile's ``device`` and
 ``offline`` unless it sets them), and ``timing.config`` a
 :class:`~weince.train.config.TimingConfig` (the profile's ``device`` unless it sets one).
-The other stage blocks (``vision.linear``, ``norms.analysis``, ...) hold the library's own
-keys and stay mappings: the library's config dataclasses give their defaults. ``config``
-is the resolved dict, unchanged: what provenance hashes and a results bundle ships.
+So are the evaluation blocks the library takes as dataclasses, each with the profile's
+``device`` unless it sets one: ``vision.linear`` a
+:class:`~weince.eval.config.LinearProbeConfig` (its workflow key ``seeds_by_arm`` is
+:attr:`Vision.linear_seeds_by_arm`), ``vision.knn`` a :class:`~weince.eval.config.KNNConfig`
+and ``norms.analysis`` a :class:`~weince.norms.config.NormsConfig`. Each typed block keeps
+the block as written beside it (``pretrain_given``, ``linear_given``, ``knn_given``,
+``analysis_given``, ...): what a job's params list (its rerun trigger,
+:func:`weince.pipeline.stages.trigger_settings`). The remaining stage blocks
+(``vision.features``, ``vision.evt``, ``text.sts``) hold the library's keyword arguments and
+stay mappings: the library's defaults fill what they leave out. ``config`` is the resolved
+dict, unchanged: what provenance hashes and a results bundle ships.
 """
 
 from __future__ import annotations
@@ -40,6 +48,8 @@ from typing import Any
 
 from weince.pipeline.arms import grid_points
 from weince.pipeline.claims import validate_with_defaults
+from weince.eval.config import KNNConfig, LinearProbeConfig
+from weince.norms.config import NormsConfig
 from weince.pipeline.schema import fill_defaults, read_schema
 from weince.train.config import SimCLRConfig, SimCSEConfig, TimingConfig
 from weince.utils.config import config_from_dict, deep_merge, expand_data_root
@@ -171,13 +181,19 @@ class Vision:
     losses: dict[str, Any]
     grid: Grid
     features: dict[str, Any]
-    linear: dict[str, Any]
-    knn: dict[str, Any]
+    linear: LinearProbeConfig       # the profile's device unless the block sets one
+    knn: KNNConfig                  # the profile's device unless the block sets one
     evt: Evt
+    # vision.linear.seeds_by_arm: an arm's probe seeds in place of `linear.seeds`
+    # (weince.pipeline.protocol.probe_config)
+    linear_seeds_by_arm: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
-    # what the config sets, as written: vision.pretrain, each vision.pretrain_by_dataset entry
+    # what the config sets, as written: vision.pretrain, each vision.pretrain_by_dataset
+    # entry, vision.linear (less seeds_by_arm) and vision.knn
     pretrain_given: dict[str, Any] = field(default_factory=dict)
     pretrain_given_by_dataset: dict[str, dict[str, Any]] = field(default_factory=dict)
+    linear_given: dict[str, Any] = field(default_factory=dict)
+    knn_given: dict[str, Any] = field(default_factory=dict)
 
     @property
     def tau(self) -> float:
@@ -266,7 +282,8 @@ class Norms:
 
     vision: NormsVision
     text: NormsText
-    analysis: dict[str, Any]        # weince.norms.run.NormsConfig keys
+    analysis: NormsConfig           # the profile's device unless the block sets one
+    analysis_given: dict[str, Any] = field(default_factory=dict)   # norms.analysis as written
 
 
 @dataclass(frozen=True)
@@ -350,7 +367,8 @@ class Profile:
                                    else _ints(n["vision"]["seeds"])),
                 text=NormsText(bool(n["text"]["enabled"]), _strs(n["text"]["models"]),
                                bool(n["text"]["simcse_runs"])),
-                analysis=_block(n["analysis"])),
+                analysis=_typed(NormsConfig, c, n["analysis"]),
+                analysis_given=_block(n["analysis"])),
             rehearsal=_rehearsal(c["rehearsal"]),
             cost=_block(c["cost"]), resources=_block(c["resources"]),
             config=c, config_hash=config_hash(c))
@@ -389,8 +407,17 @@ def _pretrain(c: Mapping[str, Any], *blocks: Mapping[str, Any] | None) -> SimCLR
     return config_from_dict(SimCLRConfig, merged, checked=True)
 
 
+def _typed(cls: type, c: Mapping[str, Any], block: Mapping[str, Any]) -> Any:
+    """An evaluation block typed as its dataclass ``cls``: the profile's ``device`` unless
+    the block sets one (the config was validated against the schema generated from
+    ``cls``, so this only types the values)."""
+    return config_from_dict(cls, {"device": c["device"], **_block(block)}, checked=True)
+
+
 def _vision(v: Mapping[str, Any], c: Mapping[str, Any]) -> Vision:
     g, e = v["grid"], v["evt"]
+    linear = _block(v["linear"])
+    by_arm = linear.pop("seeds_by_arm", None) or {}
     grid = Grid(arms=_strs(g["arms"]), seeds=_ints(g["seeds"]),
                 margin=tuple(float(x) for x in g["margin"]),
                 kappa_rho=tuple(float(x) for x in g["kappa_rho"]),
@@ -403,12 +430,14 @@ def _vision(v: Mapping[str, Any], c: Mapping[str, Any]) -> Vision:
         pretrain_by_dataset={d: _pretrain(c, v["pretrain"], over)
                              for d, over in (v["pretrain_by_dataset"] or {}).items()},
         losses=_block(v["losses"]),
-        grid=grid, features=_block(v["features"]), linear=_block(v["linear"]),
-        knn=_block(v["knn"]),
+        grid=grid, features=_block(v["features"]), linear=_typed(LinearProbeConfig, c, linear),
+        knn=_typed(KNNConfig, c, v["knn"]),
         evt=Evt(_strs(e["arms"]), _block(e["collect"]), _block(e["pot"]), _block(e["link"])),
+        linear_seeds_by_arm={str(arm): _ints(seeds) for arm, seeds in by_arm.items()},
         pretrain_given=_block(v["pretrain"]),
         pretrain_given_by_dataset={d: _block(over)
-                                   for d, over in (v["pretrain_by_dataset"] or {}).items()})
+                                   for d, over in (v["pretrain_by_dataset"] or {}).items()},
+        linear_given=linear, knn_given=_block(v["knn"]))
 
 
 def _text(t: Mapping[str, Any], c: Mapping[str, Any]) -> Text:

@@ -13,13 +13,14 @@ the paper profile to the official protocol.
 from __future__ import annotations
 
 import copy
-from dataclasses import asdict
+import dataclasses
 from typing import Any
 
-from weince.eval.config import KNNConfig, LinearProbeConfig
+from weince.eval.config import LinearProbeConfig
 from weince.pipeline.profile import Profile
 
-__all__ = ["OFFICIAL", "protocol_options", "probe_kwargs", "shares_seeds", "adopted_seeds"]
+__all__ = ["OFFICIAL", "protocol_options", "probe_config", "probe_kwargs", "shares_seeds",
+           "adopted_seeds"]
 
 # Values of the official CIFAR-100 ResNet-18 runs (hsme98/weince: slurm/submit_cifar100_r18_*,
 # main_hard_select.py, linear_evaluation.py, knn_eval.py, scripts/aggregate_table23_r18.py)
@@ -43,9 +44,9 @@ def protocol_options(prof: Profile) -> list[str]:
     """The options of a workflow config that differ from the official protocol, in words
     (scale settings such as epochs, data sets and seeds are the scale line's, not listed).
 
-    The keys missing from the config take the library's defaults
-    (:class:`weince.train.config.SimCLRConfig`, :class:`weince.eval.config.LinearProbeConfig`,
-    :class:`~weince.eval.config.KNNConfig`)."""
+    The profile's typed blocks hold the library's defaults for the keys the config leaves
+    out (:class:`weince.train.config.SimCLRConfig`,
+    :class:`weince.eval.config.LinearProbeConfig`, :class:`~weince.eval.config.KNNConfig`)."""
     v = prof.vision
     if not v.enabled or not v.datasets:
         return []
@@ -74,40 +75,51 @@ def protocol_options(prof: Profile) -> list[str]:
         out.append(f"grid at encoder seed(s) {', '.join(map(str, g.seeds))} only, then the "
                    f"chosen point trained at the other seeds (official: every point at every "
                    f"seed; k-NN then uses the linear point for every metric)")
-    lin = {**asdict(LinearProbeConfig()), **v.linear}
-    if lin.get("select") != "final":
-        out.append(f"probe scored at its best validation epoch (select: {lin['select']})")
-    if lin.get("split_seed") != 1:
+    lin = v.linear
+    if lin.select != "final":
+        out.append(f"probe scored at its best validation epoch (select: {lin.select})")
+    if lin.split_seed != 1:
         out.append("one probe split per probe seed (split_seed: null)"
-                   if lin.get("split_seed") is None else f"probe split seed {lin['split_seed']}")
-    if float(lin["val_frac"]) != 0.2:
-        out.append(f"probe validation fraction {lin['val_frac']:g} (official: 0.2)")
-    if len(lin.get("seeds") or []) != 1:
-        out.append(f"{len(lin['seeds'])} probe seeds (official: 1)")
+                   if lin.split_seed is None else f"probe split seed {lin.split_seed}")
+    if lin.val_frac != 0.2:
+        out.append(f"probe validation fraction {lin.val_frac:g} (official: 0.2)")
+    if len(lin.seeds) != 1:
+        out.append(f"{len(lin.seeds)} probe seeds (official: 1)")
     # seeds_by_arm is a workflow key, not a linear_probe default: absent means `seeds`
-    given = v.linear.get("seeds_by_arm") or {}
-    by_arm = {k: [int(s) for s in seeds] for k, seeds in given.items()}
-    if "infonce" in v.arms and by_arm.get("infonce") != [1, 2, 3, 4, 5]:
-        out.append(f"InfoNCE probed with seeds {by_arm.get('infonce', lin.get('seeds'))} "
-                   f"(official baseline script: 1-5)")
-    knn = {**asdict(KNNConfig()), **v.knn}
-    if float(knn["val_frac"]) != 0.2:
-        out.append(f"k-NN validation fraction {knn['val_frac']:g} (official: 0.2)")
-    if [int(s) for s in knn.get("split_seeds") or []] != OFFICIAL["knn"]["split_seeds"]:
-        out.append(f"k-NN split seeds {', '.join(map(str, knn['split_seeds']))} "
+    infonce = list(v.linear_seeds_by_arm.get("infonce", lin.seeds))
+    if "infonce" in v.arms and infonce != [1, 2, 3, 4, 5]:
+        out.append(f"InfoNCE probed with seeds {infonce} (official baseline script: 1-5)")
+    knn = v.knn
+    if knn.val_frac != 0.2:
+        out.append(f"k-NN validation fraction {knn.val_frac:g} (official: 0.2)")
+    if list(knn.split_seeds) != OFFICIAL["knn"]["split_seeds"]:
+        out.append(f"k-NN split seeds {', '.join(map(str, knn.split_seeds))} "
                    f"(official: 1-5)")
     return out
 
 
+def _arm_seeds(prof: Profile, arm: str) -> tuple[int, ...] | None:
+    """The probe seeds ``linear.seeds_by_arm`` gives the run's arm (``weince@point`` counts
+    as ``weince``), or None."""
+    return prof.vision.linear_seeds_by_arm.get(arm.split("@", 1)[0])
+
+
+def probe_config(prof: Profile, arm: str) -> LinearProbeConfig:
+    """The linear probe's settings of one run: ``vision.linear`` (typed) with the probe
+    seeds of ``linear.seeds_by_arm`` for the run's arm in place of ``seeds``."""
+    seeds = _arm_seeds(prof, arm)
+    lin = prof.vision.linear
+    return lin if seeds is None else dataclasses.replace(lin, seeds=seeds)
+
+
 def probe_kwargs(prof: Profile, arm: str) -> dict[str, Any]:
-    """The ``linear_probe`` keyword arguments of one run: ``vision.linear`` with the probe
-    seeds of ``linear.seeds_by_arm`` for the run's arm (``weince@point`` counts as
-    ``weince``) in place of ``seeds``."""
-    lin = copy.deepcopy(prof.vision.linear)
-    by_arm = lin.pop("seeds_by_arm", None) or {}
-    base = arm.split("@", 1)[0]
-    if base in by_arm:
-        lin["seeds"] = [int(s) for s in by_arm[base]]
+    """The ``linear_probe`` keyword arguments the config sets for one run, as written:
+    ``vision.linear`` less ``seeds_by_arm``, with the run arm's probe seeds in place of
+    ``seeds`` (:func:`probe_config` types them; the library's defaults fill the rest)."""
+    lin = copy.deepcopy(prof.vision.linear_given)
+    seeds = _arm_seeds(prof, arm)
+    if seeds is not None:
+        lin["seeds"] = list(seeds)
     return lin
 
 

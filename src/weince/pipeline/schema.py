@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from weince.eval.config import KNNConfig, LinearProbeConfig
+from weince.norms.config import NormsConfig
 from weince.train.config import SimCLRConfig, SimCSEConfig, TimingConfig
 from weince.utils.config import parse_yaml
 from weince.utils.settings import json_schema
@@ -22,13 +24,15 @@ from weince.utils.settings import json_schema
 __all__ = ["GENERATED", "read_schema", "expand_generated", "fill_defaults"]
 
 #: the settings dataclasses a schema block may be generated from, by the name it gives
-GENERATED: dict[str, type] = {"SimCLRConfig": SimCLRConfig, "SimCSEConfig": SimCSEConfig,
-                              "TimingConfig": TimingConfig}
+GENERATED: dict[str, type] = {cls.__name__: cls for cls in (
+    SimCLRConfig, SimCSEConfig, TimingConfig, LinearProbeConfig, KNNConfig, NormsConfig)}
 
 
 def expand_generated(node: Any, where: str = "schema") -> Any:
     """``node`` with every mapping ``{generated: Name, ...}`` replaced by the schema of
-    ``GENERATED[Name]`` (the mapping's other keys, e.g. a description, kept)."""
+    ``GENERATED[Name]`` (the mapping's other keys, e.g. a description, kept; its
+    ``properties``, a workflow key beside the dataclass's fields such as
+    ``vision.linear.seeds_by_arm``, added to the generated ones)."""
     if isinstance(node, list):
         return [expand_generated(x, where) for x in node]
     if not isinstance(node, dict):
@@ -39,7 +43,12 @@ def expand_generated(node: Any, where: str = "schema") -> Any:
         if name not in GENERATED:
             raise ValueError(f"{where}: generated: {name!r} is not a settings dataclass of "
                              f"weince.pipeline.schema.GENERATED ({', '.join(GENERATED)})")
-        out = {**json_schema(GENERATED[name]), **out}
+        schema = json_schema(GENERATED[name])
+        extra = out.pop("properties", {})
+        clash = sorted(set(extra) & set(schema["properties"]))
+        if clash:
+            raise ValueError(f"{where}: properties {clash} are fields of {name} already")
+        out = {**schema, **out, "properties": {**schema["properties"], **extra}}
     return out
 
 

@@ -14,16 +14,19 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from weince.norms.config import NormsConfig
 from weince.pipeline.arms import resolve_arm
 from weince.pipeline.layout import PRETRAINED_ARM
 from weince.pipeline.profile import Profile
+from weince.pipeline.protocol import probe_config, probe_kwargs
 from weince.train.config import RUNTIME_KEYS, SimCLRConfig, SimCSEConfig
 from weince.utils.config import to_dict
 from weince.utils.settings import listed_fields
 from weince.utils.results import get_key, load_result
 
 __all__ = ["job_config", "pretrain_config", "simcse_config", "apply_selection", "grid_arms",
-           "norms_config", "PRETRAINED_ARM", "text_model", "text_model_key", "timing_settings",
+           "norms_config", "norms_settings", "probe_settings", "knn_settings", "PRETRAINED_ARM",
+           "text_model", "text_model_key", "timing_settings",
            "model_location", "RERUN_FREE", "result_settings", "runtime_settings", "job_settings",
            "rerun_trigger", "trigger_settings"]
 
@@ -41,10 +44,10 @@ def _rerun_free(cfg: Mapping[str, Any], key: str) -> bool:
     return key in RERUN_FREE or (key == "model" and cfg.get("model_source") == "local copy")
 
 
-def result_settings(cfg: Mapping[str, Any] | SimCLRConfig | SimCSEConfig) -> dict[str, Any]:
+def result_settings(cfg: Any) -> dict[str, Any]:
     """The settings of a stage config (a mapping or a settings dataclass, every field) that
     can change a result (a rule's params)."""
-    if isinstance(cfg, (SimCLRConfig, SimCSEConfig)):
+    if dataclasses.is_dataclass(cfg):
         cfg = to_dict(cfg)
     return {k: copy.deepcopy(v) for k, v in cfg.items() if not _rerun_free(cfg, k)}
 
@@ -76,14 +79,16 @@ def rerun_trigger(prof: Profile, wildcards: Any) -> dict[str, Any]:
     return trigger_settings(cfg, prof.vision.pretrain_given_for(cfg.dataset), _VISION_RUN_ORDER)
 
 
-def runtime_settings(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """The settings of a stage config that cannot change a result (:data:`RERUN_FREE`, and
-    the path of a text model's local copy)."""
+def runtime_settings(cfg: Any) -> dict[str, Any]:
+    """The settings of a stage config (a mapping or a settings dataclass, every field) that
+    cannot change a result (:data:`RERUN_FREE`, and the path of a text model's local
+    copy)."""
+    if dataclasses.is_dataclass(cfg):
+        cfg = to_dict(cfg)
     return {k: copy.deepcopy(v) for k, v in cfg.items() if _rerun_free(cfg, k)}
 
 
-def job_settings(params: Mapping[str, Any], full: Mapping[str, Any], **defaults: Any
-                 ) -> dict[str, Any]:
+def job_settings(params: Mapping[str, Any], full: Any, **defaults: Any) -> dict[str, Any]:
     """What a rule's script passes to the library: ``defaults`` (e.g. the profile's device),
     then the run-time settings of ``full`` (the stage config the script resolves again from
     the profile), then the rule's ``params`` (the result settings)."""
@@ -154,13 +159,29 @@ def simcse_config(prof: Profile, model: str, arm: str, seed: int) -> SimCSEConfi
                                      **copy.deepcopy(dict(t.losses.get(arm) or {}))})
 
 
-def norms_config(prof: Profile, **overrides: Any) -> dict[str, Any]:
-    """The ``NormsConfig`` dict of a norms run: the profile's ``norms.analysis`` block, with
-    the profile's device unless the block sets one, then ``overrides``."""
-    out = copy.deepcopy(prof.norms.analysis)
-    out.setdefault("device", prof.device)
-    out.update(overrides)
-    return out
+def norms_config(prof: Profile, **overrides: Any) -> NormsConfig:
+    """The ``NormsConfig`` of a norms run: the profile's ``norms.analysis`` (typed, with the
+    profile's device unless the block sets one), then ``overrides``."""
+    return dataclasses.replace(prof.norms.analysis, **overrides)
+
+
+def norms_settings(prof: Profile, **overrides: Any) -> dict[str, Any]:
+    """A norms rule's ``cfg`` param: :func:`trigger_settings` of :func:`norms_config` (the
+    keys ``norms.analysis`` sets, as written, and ``overrides``, less the run-time ones)."""
+    return trigger_settings(norms_config(prof, **overrides),
+                            {**prof.norms.analysis_given, **overrides})
+
+
+def probe_settings(prof: Profile, arm: str) -> dict[str, Any]:
+    """A linear probe rule's params (the run's arm picks its probe seeds):
+    :func:`trigger_settings` of :func:`~weince.pipeline.protocol.probe_config`, the keys
+    ``vision.linear`` sets as written (:func:`~weince.pipeline.protocol.probe_kwargs`)."""
+    return trigger_settings(probe_config(prof, arm), probe_kwargs(prof, arm))
+
+
+def knn_settings(prof: Profile) -> dict[str, Any]:
+    """The k-NN rule's params: :func:`trigger_settings` of ``vision.knn``."""
+    return trigger_settings(prof.vision.knn, prof.vision.knn_given)
 
 
 def text_model(prof: Profile, model: str, arm: str, trun_dir: str) -> str:

@@ -100,8 +100,8 @@ def _scale_line(prof: Profile, stage: str) -> str:
     if stage == "norms":
         a = prof.norms.analysis
         return (f"profile {p}: embedding norms of {len(norms_vision_runs(prof))} vision "
-                f"and {len(norms_text_runs(prof))} text unit(s), {a.get('n_probes', '?')} "
-                f"probes, {a.get('resamples', '?')} minibatch resamplings (docs/norms.md)")
+                f"and {len(norms_text_runs(prof))} text unit(s), {a.n_probes} "
+                f"probes, {a.resamples} minibatch resamplings (docs/norms.md)")
     return f"profile {p}"
 
 

@@ -11,9 +11,10 @@ from which the workflow config's schema block is generated.
     bound_problems(cfg)          # ["epochs must be >= 1, got 0"] for a config out of range
 
 The annotation gives the JSON type (``int`` -> integer, ``float`` -> number, ``str``,
-``bool``, ``dict`` -> object, ``X | None`` adds null, ``Literal[...]`` an enum); ``setting``
-adds the bounds (``ge``/``gt``/``le``/``lt``), a reference to a list of names the schema
-defines once (``ref``) and a description. A new key is one line of its dataclass: the
+``bool``, ``dict`` -> object, ``list[X]`` and ``tuple[X, ...]`` -> an array of X, ``X | None``
+adds null, ``Literal[...]`` an enum); ``setting`` adds the bounds (``ge``/``gt``/``le``/
+``lt``), a reference to a list of names the schema defines once (``ref``) and a
+description. A new key is one line of its dataclass: the
 schema follows (``weince.pipeline.config_check.read_schema``).
 """
 
@@ -72,7 +73,9 @@ def _type_schema(tp: Any) -> dict[str, Any]:
         return {"type": [part["type"], "null"]}
     if origin is typing.Literal:
         return {"enum": list(args)}
-    if origin is list and args:
+    if origin in (list, tuple) and args:   # list[X] or tuple[X, ...]: an array of X
+        if origin is tuple and (len(args) != 2 or args[1] is not Ellipsis):
+            raise TypeError(f"no JSON type for the fixed-length tuple {tp!r}")
         return {"type": "array", "items": _type_schema(args[0])}
     base = origin or tp
     if base in _JSON_TYPES:
