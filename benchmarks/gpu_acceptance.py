@@ -114,7 +114,7 @@ from weince.pipeline.protocol import probe_kwargs
 from weince.pipeline.stages import pretrain_config
 from weince.timing import TimingConfig, run_timing
 from weince.train import simclr
-from weince.train.simclr import _build_optimizer, eager_step, pretrain, resolve_config
+from weince.train.simclr import _build_optimizer, eager_step, pretrain, complete_config
 from weince.train.simcse import _optimizer
 from weince.train.step_timer import StepTimer
 from weince.utils.config import to_dict
@@ -482,7 +482,7 @@ def step_shapes(paper, cap: int | None) -> list[dict]:
     arm = paper.vision.arms[0]
     shapes: dict[tuple, dict] = {}
     for dataset, backbone in paper.vision.pairs:
-        cfg = resolve_config(pretrain_config(paper, dataset, backbone, arm, 7))
+        cfg = complete_config(pretrain_config(paper, dataset, backbone, arm, 7))
         size = min(cfg.image_size, cap) if cap else cfg.image_size
         key = (backbone, size, cfg.channels)
         s = shapes.setdefault(key, {"backbone": backbone, "image_size": size,
@@ -522,7 +522,7 @@ def time_vision_shape(shape: dict, arms: list[str], paper, P: dict, device, emit
     """Every arm's pretraining step on one model of this shape (the step's code path of
     ``pretrain``: ``eager_step``, the profile's optimiser, augmentation, precision)."""
     sp, cuda = P["steps"], device.type == "cuda"
-    cfg = resolve_config(replace(pretrain_config(paper, shape["dataset"], shape["backbone"],
+    cfg = complete_config(replace(pretrain_config(paper, shape["dataset"], shape["backbone"],
                                                  arms[0], 7), image_size=shape["image_size"]))
     batch = sp["batch"] or cfg.batch_size
     if cuda:   # as pretrain() sets them
@@ -541,7 +541,7 @@ def time_vision_shape(shape: dict, arms: list[str], paper, P: dict, device, emit
                            generator=g, dtype=torch.uint8).to(device)
     gen = torch.Generator(device=device).manual_seed(1)
     for arm in arms:
-        acfg = resolve_config(replace(pretrain_config(paper, shape["dataset"], shape["backbone"],
+        acfg = complete_config(replace(pretrain_config(paper, shape["dataset"], shape["backbone"],
                                                       arm, 7), image_size=shape["image_size"]))
         loss_fn = build_loss(acfg.loss, tau=acfg.tau, **acfg.loss_kwargs).to(device).train()
         res = _timed_steps(_vision_step(model, loss_fn, opt, aug, images, batch, gen, acfg, cuda),

@@ -23,7 +23,7 @@ from weince.models import build_simclr_model
 from weince.pipeline.profile import Profile
 from weince.pipeline.protocol import OFFICIAL, probe_kwargs, protocol_options, shares_seeds
 from weince.pipeline.stages import pretrain_config
-from weince.train.simclr import SimCLRConfig, pretrain, resolve_config
+from weince.train.simclr import SimCLRConfig, pretrain, complete_config
 from weince.utils import write_json
 
 REPO = Path(__file__).resolve().parents[1]
@@ -51,7 +51,7 @@ def paper():
 
 
 def _resolved_pretrain(cfg, dataset="cifar100", arm="weince@m0_kr5_ka1"):
-    return resolve_config(dataclasses.replace(pretrain_config(Profile.of(cfg), dataset, "resnet18",
+    return complete_config(dataclasses.replace(pretrain_config(Profile.of(cfg), dataset, "resnet18",
                                                               arm, 7),
                                               threads=None))
 

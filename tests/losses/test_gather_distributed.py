@@ -13,7 +13,7 @@ import torch.distributed as dist
 from _ranks import on_ranks
 
 from weince.losses import build_loss
-from weince.train.simclr import resolve_config
+from weince.train.simclr import complete_config
 from weince.train.simcse import SimCSEConfig
 
 pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distributed not available")
@@ -102,7 +102,7 @@ def test_without_a_process_group_the_flag_changes_nothing():
 def test_training_configs_refuse_the_flag():
     """The training loops gather the embeddings themselves: the loss must not gather again."""
     with pytest.raises(ValueError, match="loss_kwargs.gather_distributed"):
-        resolve_config({"loss": "weince", "loss_kwargs": {"gather_distributed": True}})
+        complete_config({"loss": "weince", "loss_kwargs": {"gather_distributed": True}})
     cfg = SimCSEConfig()
     cfg.loss_kwargs = {"gather_distributed": False}
     with pytest.raises(ValueError, match="loss_kwargs.gather_distributed"):

@@ -10,7 +10,7 @@ import torch
 from weince.cli import main as weince_main
 from weince.eval.features import extract_features
 from weince.eval.linear import linear_probe
-from weince.train.simclr import LARS, SimCLRConfig, pretrain, resolve_config
+from weince.train.simclr import LARS, SimCLRConfig, pretrain, complete_config
 from weince.train.trainlog import read_jsonl
 
 # tiny: 64 digits, batches of 32 -> 2 steps per epoch
@@ -83,12 +83,12 @@ def test_config_errors():
     with pytest.raises(ValueError, match="'epoch'.*valid keys"):
         pretrain({"epoch": 2}, "/nonexistent")
     with pytest.raises(ValueError, match="unknown dataset"):
-        resolve_config({"dataset": "imagenet1k"})
+        complete_config({"dataset": "imagenet1k"})
     with pytest.raises(ValueError, match="unknown loss"):
-        resolve_config({"loss": "ntxent"})
+        complete_config({"loss": "ntxent"})
     with pytest.raises(ValueError, match="channels"):
-        resolve_config({"dataset": "digits", "channels": 3})
-    cfg = resolve_config(SimCLRConfig(dataset="mnist5k"))
+        complete_config({"dataset": "digits", "channels": 3})
+    cfg = complete_config(SimCLRConfig(dataset="mnist5k"))
     assert (cfg.image_size, cfg.channels) == (28, 1)
 
 

@@ -25,7 +25,7 @@ import torch._inductor.config
 from weince.data.augment import build_augment
 from weince.losses import build_loss
 from weince.models import build_simclr_model
-from weince.train.simclr import CompiledStep, SimCLRConfig, eager_step, resolve_config
+from weince.train.simclr import CompiledStep, SimCLRConfig, eager_step, complete_config
 
 ARMS = ("infonce", "weince", "weince_recipe", "infonce_topm")
 # Adam's first steps are ~lr * sign(grad): a gradient of 1e-9 whose sign differs by rounding
@@ -116,10 +116,10 @@ def test_compiled_step_has_no_graph_break():
 
 def test_compile_step_config_is_checked():
     with pytest.raises(ValueError, match="compile_step"):
-        resolve_config({"compile_step": "fast"})   # a dict is typed: the mode's Literal
+        complete_config({"compile_step": "fast"})   # a dict is typed: the mode's Literal
     with pytest.raises(ValueError, match="optimizer: adam"):
-        resolve_config(SimCLRConfig(compile_step="default", optimizer="lars"))
-    assert resolve_config(SimCLRConfig(compile_step="reduce-overhead")).compile_step \
+        complete_config(SimCLRConfig(compile_step="default", optimizer="lars"))
+    assert complete_config(SimCLRConfig(compile_step="reduce-overhead")).compile_step \
         == "reduce-overhead"
 
 

@@ -63,7 +63,7 @@ class SimCLRConfig:
     weight_decay: float = setting(0.0, ge=0, le=1)  # official: torch.optim.Adam(params, lr=3e-4)
     momentum: float = setting(0.9, ge=0, lt=1)  # LARS only
     schedule: Literal["none", "cosine"] = "none"  # per-step cosine decay to 0 after warmup
-    warmup_epochs: int = setting(0, ge=0)  # fewer than epochs (resolve_config)
+    warmup_epochs: int = setting(0, ge=0)  # fewer than epochs (weince.train.simclr.complete_config)
     seed: int = setting(0, ge=0, per_run=True)
     # hardware
     device: str = "auto"                # auto | cpu | cuda | cuda:N

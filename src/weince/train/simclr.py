@@ -81,14 +81,14 @@ from weince.utils.config import as_config, to_dict
 from weince.utils.results import load_result
 from weince.utils.runlock import locks_output
 
-__all__ = ["SimCLRConfig", "pretrain", "resolve_config", "LARS", "DivergedError", "CompiledStep",
+__all__ = ["SimCLRConfig", "pretrain", "complete_config", "LARS", "DivergedError", "CompiledStep",
            "eager_step", "embed_views", "COMPILE_MODES"]
 
 
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")
 
 
-def resolve_config(cfg: SimCLRConfig | dict) -> SimCLRConfig:
+def complete_config(cfg: SimCLRConfig | dict) -> SimCLRConfig:
     """Check what the types cannot say and fill ``image_size``/``channels`` from the data set
     registry. A dict is typed first (:func:`~weince.utils.config.config_from_dict`: unknown
     keys, types and the fields' ranges); a :class:`SimCLRConfig` is taken as typed (the
@@ -355,7 +355,7 @@ def pretrain(cfg: SimCLRConfig | dict, out_dir: str | os.PathLike, *,
 
 
 def _pretrain(cfg, out_dir, *, stop_after, on_step, guard) -> dict[str, Any]:
-    cfg = resolve_config(cfg)
+    cfg = complete_config(cfg)
     if cfg.threads:
         torch.set_num_threads(int(cfg.threads))
     job = _Pretraining(cfg, TrainingRun(out_dir, cfg.device, guard))
@@ -421,7 +421,7 @@ class _Pretraining:
         torch.manual_seed(cfg.seed)
         random.seed(cfg.seed)
         np.random.seed(cfg.seed % 2**32)
-        assert cfg.image_size is not None and cfg.channels is not None   # resolve_config set them
+        assert cfg.image_size is not None and cfg.channels is not None   # complete_config set them
         model = build_simclr_model(cfg.backbone, cfg.image_size, cfg.channels,
                                    hidden_dim=cfg.proj_hidden, out_dim=cfg.proj_dim,
                                    batch_norm=cfg.proj_batch_norm,
