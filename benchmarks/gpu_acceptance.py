@@ -368,7 +368,7 @@ def e2e_run(name: str, device: str, P: dict, root: Path, work: Path, *, threads:
              (out / "train_log.jsonl").read_text().splitlines() if line.strip()]
     feats = extract_features(out / "encoder.pt", out / "features.pt", device=device,
                              data_root=str(root),
-                             **{**paper.vision.features, **P["e2e"]["features"]})
+                             **{**paper.vision.features_given, **P["e2e"]["features"]})
     lin = linear_probe(feats, device=device, **probe_kwargs(paper, E2E_ARM))
     knn = knn_eval(feats, device=device, **paper.vision.knn_given)   # as the workflow's job
     return {"name": name, "device": summary["device"], "threads": torch.get_num_threads(),

@@ -70,7 +70,7 @@ def test_per_step_setting_turns_the_default_back_into_one_job_per_step():
 def test_step_params_are_the_per_step_rules_params():
     prof = _profile("config.yaml")
     wc = run_wildcards("digits/smallcnn/weince_recipe/seed21")
-    assert step_params(prof, "pot", wc) == {"kwargs": prof.vision.evt.pot}
+    assert step_params(prof, "pot", wc) == {"kwargs": prof.vision.evt.pot_given}
     assert step_params(prof, "knn", wc)["kwargs"]["k"] == prof.vision.knn.k
     assert step_params(prof, "pretrain", wc)["cfg"]["seed"] == 21
     with pytest.raises(ValueError, match="not a step of an encoder's job: 'sts'"):

@@ -1,7 +1,8 @@
 """The evaluation jobs' params (Snakemake's rerun trigger, compared as the ``repr`` it
 records) and the keyword arguments their scripts pass to the library stay what the workflow
-gave before ``vision.linear``, ``vision.knn`` and ``norms.analysis`` were typed: a finished
-result does not rerun after an upgrade, and a rerun computes the same numbers.
+gave before the evaluation blocks (``vision.features``, ``vision.linear``, ``vision.knn``,
+``vision.evt``, ``norms.analysis``, ``text.sts``) were typed: a finished result does not
+rerun after an upgrade, and a rerun computes the same numbers.
 ``stage_params_045c73d.json`` holds them, as commit 045c73d gave them
 (``stage_params_fixture.py`` says how it was made), for every features, probe, k-NN, scores,
 tail, link, norms and STS job of the shipped profiles."""
@@ -20,8 +21,10 @@ from weince.pipeline.fused import STEPS, step_params
 from weince.pipeline.layout import PRETRAINED_ARM
 from weince.pipeline.profile import Profile
 from weince.pipeline.protocol import probe_kwargs
-from weince.pipeline.stages import (job_settings, knn_settings, norms_config, norms_settings,
-                                    probe_settings, result_settings, text_model_key)
+from weince.pipeline.stages import (features_settings, job_settings, knn_settings,
+                                    link_settings, norms_config, norms_settings, pot_settings,
+                                    probe_settings, scores_settings, sts_settings,
+                                    text_model_key)
 from weince.utils.config import config_from_dict
 
 WANT = json.loads(FIXTURE.read_text())
@@ -34,12 +37,13 @@ def _linear(p: Profile, wc: dict, head: bool = False) -> tuple:
     return params, ({**kwargs, "feature": "head"} if head else kwargs)
 
 
-def _block(get, **extra):
-    """A rule whose params are the result settings of a profile block (features, scores)."""
+def _block(settings, typed, given):
+    """features.smk's and tail.smk's params, scripts/features.py's and collect_scores.py's
+    kwargs (the block as written, with its device and data root)."""
     def f(p: Profile, wc: dict) -> tuple:
-        params = result_settings(get(p))
-        return params, job_settings(params, get(p), **{k: getattr(p, a)
-                                                       for k, a in extra.items()})
+        params, cfg = settings(p), typed(p)
+        return params, job_settings(params, given(p), device=cfg.device,
+                                    data_root=cfg.data_root)
     return f
 
 
@@ -55,10 +59,11 @@ def _norms_text(p: Profile, wc: dict) -> tuple:
 
 
 def _sts(p: Profile, wc: dict) -> tuple:
-    params = result_settings(p.text.sts)
-    kwargs = job_settings(params, p.text.sts, offline=p.offline)
-    if p.device != "auto":
-        kwargs.setdefault("device", p.device)
+    """simcse.smk's sts params, scripts/sts.py's kwargs."""
+    params, sts = sts_settings(p), p.text.sts
+    kwargs = job_settings(params, p.text.sts_given, offline=sts.offline)
+    if sts.device != "auto":
+        kwargs.setdefault("device", sts.device)
     return params, kwargs
 
 
@@ -67,11 +72,13 @@ NEW: Api = {
     "linear": _linear, "linear_head": lambda p, wc: _linear(p, wc, head=True),
     "knn": lambda p, wc: (knn_settings(p), job_settings(knn_settings(p), p.vision.knn_given,
                                                         device=p.vision.knn.device)),
-    "features": _block(lambda p: p.vision.features, device="device", data_root="data_root"),
-    "collect_scores": _block(lambda p: p.vision.evt.collect, device="device",
-                             data_root="data_root"),
-    "pot": lambda p, wc: (p.vision.evt.pot, p.vision.evt.pot),
-    "link": lambda p, wc: (p.vision.evt.link, p.vision.evt.link),
+    "features": _block(features_settings, lambda p: p.vision.features,
+                       lambda p: p.vision.features_given),
+    "collect_scores": _block(scores_settings, lambda p: p.vision.evt.collect,
+                             lambda p: p.vision.evt.collect_given),
+    # scripts/pot.py and link.py pass their params on as they are
+    "pot": lambda p, wc: (pot_settings(p), pot_settings(p)),
+    "link": lambda p, wc: (link_settings(p), link_settings(p)),
     "norms_vision": _norms_vision, "norms_text": _norms_text, "sts": _sts}
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import importlib
+import inspect
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,8 +20,10 @@ from weince.pipeline.claims import validate_with_defaults
 from weince.pipeline.config_check import ConfigError, check_config
 from weince.pipeline.profile import CONFIG_SCHEMA, Profile
 from weince.pipeline.schema import expand_generated, fill_defaults, read_schema
-from weince.pipeline.stages import pretrain_config, result_settings
-from weince.eval.config import KNNConfig, LinearProbeConfig
+from weince.pipeline.stages import pretrain_config, result_settings, sts_settings
+from weince.eval.config import (FeaturesConfig, KNNConfig, LinearProbeConfig, ScoresConfig,
+                                STSConfig)
+from weince.evt.config import LinkConfig, PotConfig
 from weince.norms.config import NormsConfig
 from weince.pipeline.protocol import probe_config, probe_kwargs
 from weince.train.config import RUNTIME_KEYS, SimCLRConfig, SimCSEConfig, TimingConfig
@@ -78,9 +82,21 @@ def test_the_timing_block_is_generated_and_typed():
     assert tc.device == Profile.of(cfg).device and tc.n_boot == TimingConfig().n_boot
 
 
-@pytest.mark.parametrize("path, cls", [(("vision", "linear"), LinearProbeConfig),
+def _typed_blocks(prof):
+    v = prof.vision
+    return {FeaturesConfig: v.features, LinearProbeConfig: v.linear, KNNConfig: v.knn,
+            ScoresConfig: v.evt.collect, PotConfig: v.evt.pot, LinkConfig: v.evt.link,
+            NormsConfig: prof.norms.analysis, STSConfig: prof.text.sts}
+
+
+@pytest.mark.parametrize("path, cls", [(("vision", "features"), FeaturesConfig),
+                                       (("vision", "linear"), LinearProbeConfig),
                                        (("vision", "knn"), KNNConfig),
-                                       (("norms", "analysis"), NormsConfig)])
+                                       (("vision", "evt", "collect"), ScoresConfig),
+                                       (("vision", "evt", "pot"), PotConfig),
+                                       (("vision", "evt", "link"), LinkConfig),
+                                       (("norms", "analysis"), NormsConfig),
+                                       (("text", "sts"), STSConfig)])
 def test_the_evaluation_blocks_are_generated_and_typed(path, cls):
     raw, block = yaml.safe_load(CONFIG_SCHEMA.read_text()), read_schema(CONFIG_SCHEMA)
     for key in path:
@@ -92,9 +108,42 @@ def test_the_evaluation_blocks_are_generated_and_typed(path, cls):
     assert block["properties"] == {**json_schema(cls)["properties"], **raw.get("properties", {})}
     cfg = _load("paper.yaml")
     prof = Profile.of(cfg)
-    typed = {LinearProbeConfig: prof.vision.linear, KNNConfig: prof.vision.knn,
-             NormsConfig: prof.norms.analysis}[cls]
-    assert isinstance(typed, cls) and typed.device == prof.device
+    typed = _typed_blocks(prof)[cls]
+    assert isinstance(typed, cls)
+    assert getattr(typed, "device", prof.device) == prof.device   # the fits have none
+
+
+@pytest.mark.parametrize("fn, cls, required", [
+    ("weince.eval.features.extract_features", FeaturesConfig, set()),
+    ("weince.eval.scores.collect_score_file", ScoresConfig, set()),
+    ("weince.evt.fits.run_pot", PotConfig, set()),
+    ("weince.evt.fits.run_link", LinkConfig, set()),
+    ("weince.eval.sts.run_sts", STSConfig, {"data"})])
+def test_the_library_s_defaults_are_the_dataclass_s(fn, cls, required):
+    """A keyword block's defaults are written once, in its dataclass: the library function's
+    keyword defaults are its fields' (``run_sts`` takes ``data`` as a required argument; the
+    workflow's default for it is the dataclass's)."""
+    module, name = fn.rsplit(".", 1)
+    params = inspect.signature(getattr(importlib.import_module(module), name)).parameters
+    for f in dataclasses.fields(cls):
+        if f.name in required:
+            assert params[f.name].default is inspect.Parameter.empty, f.name
+        else:
+            assert params[f.name].default == f.default, f.name
+
+
+def test_an_sts_job_always_lists_its_data():
+    """``text.sts.data`` is a required argument of run_sts: a block that leaves it out lists
+    the default last (where the hand-written schema's default put it), one that sets it
+    lists it where it is written."""
+    cfg = _load("smoke.yaml")
+    cfg["text"]["sts"] = {"n_synthetic": 10}
+    prof = Profile.of(cfg)
+    assert prof.text.sts_given == {"n_synthetic": 10} and prof.text.sts.data == "synthetic"
+    assert list(sts_settings(prof).items()) == [("n_synthetic", 10), ("data", "synthetic")]
+    cfg["text"]["sts"] = {"data": "folder", "n_synthetic": 10, "device": "cpu"}
+    assert list(sts_settings(Profile.of(cfg)).items()) == [("data", "folder"),
+                                                            ("n_synthetic", 10)]
 
 
 def test_seeds_by_arm_replaces_the_probe_seeds_of_its_arm():

@@ -12,13 +12,17 @@ from weince.cost.estimate import cost_settings, job_runtime, retries_for
 from weince.cost.evaljobs import EVAL_RULES, eval_job_runtime
 from weince.pipeline.stages import (
     PRETRAINED_ARM,
+    features_settings,
     grid_arms,
     job_config,
     knn_settings,
+    link_settings,
     norms_settings,
+    pot_settings,
     probe_settings,
     rerun_trigger,
-    result_settings,
+    scores_settings,
+    sts_settings,
     text_model_key,
     timing_settings,
 )

@@ -17,6 +17,6 @@ rule features:
     resources:
         **resources_for("features"),
     params:
-        kwargs=result_settings(PROFILE.vision.features),
+        kwargs=features_settings(PROFILE),
     script:
         "../scripts/features.py"

@@ -14,6 +14,6 @@ rule link:
     resources:
         **resources_for("link"),
     params:
-        kwargs=PROFILE.vision.evt.link,
+        kwargs=link_settings(PROFILE),
     script:
         "../scripts/link.py"

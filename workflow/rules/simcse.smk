@@ -36,6 +36,6 @@ rule sts:
     resources:
         **resources_for("sts"),
     params:
-        kwargs=result_settings(PROFILE.text.sts),
+        kwargs=sts_settings(PROFILE),
     script:
         "../scripts/sts.py"

@@ -14,7 +14,7 @@ rule collect_scores:
     resources:
         **resources_for("collect_scores"),
     params:
-        kwargs=result_settings(PROFILE.vision.evt.collect),
+        kwargs=scores_settings(PROFILE),
     script:
         "../scripts/collect_scores.py"
 
@@ -32,6 +32,6 @@ rule pot:
     resources:
         **resources_for("pot"),
     params:
-        kwargs=PROFILE.vision.evt.pot,
+        kwargs=pot_settings(PROFILE),
     script:
         "../scripts/pot.py"

@@ -12,6 +12,9 @@ with log_to(snakemake.log[0], resources=snakemake.resources,
 
     torch.set_num_threads(snakemake.threads)
     prof = Profile.of(snakemake.config)
-    kwargs = job_settings(snakemake.params.kwargs, prof.vision.evt.collect, device=prof.device,
-                          data_root=prof.data_root)
+    # what vision.evt.collect sets, as written, with its device and data root (the
+    # profile's unless it sets them); collect_score_file's defaults fill the rest
+    c = prof.vision.evt.collect
+    kwargs = job_settings(snakemake.params.kwargs, prof.vision.evt.collect_given,
+                          device=c.device, data_root=c.data_root)
     collect_score_file(snakemake.input.encoder, snakemake.output[0], **kwargs)

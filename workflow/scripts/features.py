@@ -15,8 +15,11 @@ with log_to(snakemake.log[0], resources=snakemake.resources,
 
     torch.set_num_threads(snakemake.threads)
     prof = Profile.of(snakemake.config)
-    kwargs = job_settings(snakemake.params.kwargs, prof.vision.features, device=prof.device,
-                          data_root=prof.data_root)
+    # what vision.features sets, as written, with its device and data root (the profile's
+    # unless it sets them); extract_features' defaults fill the rest
+    f = prof.vision.features
+    kwargs = job_settings(snakemake.params.kwargs, prof.vision.features_given, device=f.device,
+                          data_root=f.data_root)
     extract_features(snakemake.input.encoder, snakemake.output[0], **kwargs)
     # the encoder is stored (this job runs after its pretraining): the pretraining's resume
     # state is no longer needed, unless the profile keeps it

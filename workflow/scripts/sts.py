@@ -15,9 +15,12 @@ with log_to(snakemake.log[0], resources=snakemake.resources,
 
     torch.set_num_threads(snakemake.threads)
     prof = Profile.of(snakemake.config)
-    kwargs = job_settings(snakemake.params.kwargs, prof.text.sts, offline=prof.offline)
-    if prof.device != "auto":
-        kwargs.setdefault("device", prof.device)
+    # what text.sts sets, as written (and its data), with its offline switch and device
+    # (the profile's unless it sets them); run_sts' defaults fill the rest
+    sts = prof.text.sts
+    kwargs = job_settings(snakemake.params.kwargs, prof.text.sts_given, offline=sts.offline)
+    if sts.device != "auto":
+        kwargs.setdefault("device", sts.device)
     run_sts(snakemake.input.model, out=snakemake.output[0], **kwargs)
     # the SimCSE run's outputs are stored: its resume state goes, unless the profile keeps it
     if not job_config(prof, snakemake.wildcards).keep_checkpoint:

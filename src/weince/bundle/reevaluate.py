@@ -40,7 +40,6 @@ from weince.eval.features import extract_features
 from weince.eval.knn import knn_eval
 from weince.eval.linear import linear_probe
 from weince.pipeline.profile import Profile
-from weince.pipeline.stages import result_settings
 from weince.utils.predictions import labels_sha256
 
 __all__ = ["reevaluate", "TOLERANCE", "compare"]
@@ -100,10 +99,10 @@ def _settings(result: dict[str, Any]) -> dict[str, Any]:
 def _one(run: Path, prof: Profile, data_root: str | None, say: Callable[[str], None]) -> bool:
     ok = True
     t0, w0 = time.process_time(), time.perf_counter()
-    feats_kw = {k: v for k, v in result_settings(prof.vision.features).items()
-                if k in ("batch_size", "max_images")}
+    f = prof.vision.features
     feats = extract_features(run / "encoder.pt", None, data_root=data_root or prof.data_root,
-                             device="cpu", progress=False, **feats_kw)
+                             device="cpu", progress=False, batch_size=f.batch_size,
+                             max_images=f.max_images)
     for name, fn, keys, where in (("linear.json", linear_probe, ["test_acc"], ""),
                                   ("knn.json", knn_eval, None, "test")):
         if not (run / name).is_file():
@@ -177,7 +176,7 @@ def reevaluate(archive: str | Path, n: int, *, seed: int = 0, data: str | None =
         ok = True
         if data:
             ok &= check_labels(root, man["results"], data, say,
-                               result_settings(prof.vision.features).get("max_images"))
+                               prof.vision.features.max_images)
         if n < 1:
             return 0 if ok else 1
         if not runs:

@@ -80,7 +80,7 @@ def _vision_sizes(prof: Profile, run: VisionRun) -> tuple[int, int, int]:
     head = f"proj{cfg.proj_dim}"
     c = vision_counts(run.backbone, size, int(spec["channels"]), head)
     params = int(c["params"])
-    limit = prof.vision.features.get("max_images")
+    limit = prof.vision.features.max_images
     images = sum(min(k, int(limit or k)) for k in SPLIT_SIZES.get(run.dataset, (50_000, 10_000)))
     features = images * (4 * (int(c["feat_dim"]) + int(head[4:])) + 8)
     states = OPT_STATES.get(cfg.optimizer, 2)
@@ -89,10 +89,9 @@ def _vision_sizes(prof: Profile, run: VisionRun) -> tuple[int, int, int]:
 
 def _scores_bytes(prof: Profile) -> int:
     col = prof.vision.evt.collect
-    b = int(col.get("batch_size", 256))
-    lb = int(col.get("link_batch_size") or b)
-    return (4 * int(col.get("n_batches", 64)) * b * (2 * b - 2)
-            + 5 * int(col.get("link_batches", 40)) * (2 * lb) ** 2)
+    b = col.batch_size
+    lb = col.link_batch_size or b
+    return (4 * col.n_batches * b * (2 * b - 2) + 5 * col.link_batches * (2 * lb) ** 2)
 
 
 def _profile_runs(prof: Profile) -> tuple[set[VisionRun], set[VisionRun], set[TextRun]]:

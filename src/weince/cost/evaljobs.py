@@ -86,8 +86,7 @@ def _features(prof: Profile, wc: Mapping[str, Any], e: EvalWork) -> tuple[float,
 def _collect(prof: Profile, wc: Mapping[str, Any], e: EvalWork) -> tuple[float, str]:
     v = _vision(prof, wc)
     c = prof.vision.evt.collect
-    n = (int(c.get("n_batches", 64)) + int(c.get("link_batches", 40))) \
-        * int(c.get("batch_size") or 256) * 2
+    n = (c.n_batches + c.link_batches) * c.batch_size * 2
     return (n * v["forward"] / v["rate"] + n / e.host_images_per_s,
             f"{n:,} views forward")
 
@@ -116,13 +115,12 @@ def _knn(prof: Profile, wc: Mapping[str, Any], e: EvalWork) -> tuple[float, str]
 
 def _pot(prof: Profile, wc: Mapping[str, Any], e: EvalWork) -> tuple[float, str]:
     p = prof.vision.evt.pot
-    fits = 1 + int(p.get("n_boot", 200)) + int(p.get("gof_boot", 100))
+    fits = 1 + p.n_boot + p.gof_boot
     return fits * e.fit_s, f"{fits} fits (CPU)"
 
 
 def _link(prof: Profile, wc: Mapping[str, Any], e: EvalWork) -> tuple[float, str]:
-    link = prof.vision.evt.link
-    fits = 1 + int(link.get("n_boot", 0) or 0)
+    fits = 1   # run_link bootstraps nothing (LinkConfig has no n_boot)
     return fits * e.fit_s, f"{fits} fit(s) (CPU)"
 
 

@@ -28,6 +28,7 @@ from tqdm.auto import tqdm
 
 from weince.data.augment import EvalTransform
 from weince.data.vision import DATASETS, load_vision
+from weince.eval.config import FeaturesConfig
 from weince.models import load_encoder
 from weince.utils import provenance
 from weince.utils.checkpoint import save_checkpoint
@@ -62,12 +63,15 @@ def embed_images(model: torch.nn.Module, images: torch.Tensor, *, mean, std,
     return torch.cat(hs), torch.cat(zs)
 
 
+_D = FeaturesConfig()   # the keyword defaults (the workflow's vision.features block is typed)
+
+
 @locks_output("out_path", parent=True)   # one writer per output file
 def extract_features(encoder_path: str | os.PathLike, out_path: str | os.PathLike | None,
-                     dataset: str | None = None, data_root: str | None = None,
-                     batch_size: int = 512, device: str = "auto", *, download: bool = False,
-                     progress: bool | None = None, max_images: int | None = None
-                     ) -> dict[str, Any]:
+                     dataset: str | None = _D.dataset, data_root: str | None = _D.data_root,
+                     batch_size: int = _D.batch_size, device: str = _D.device, *,
+                     download: bool = _D.download, progress: bool | None = _D.progress,
+                     max_images: int | None = _D.max_images) -> dict[str, Any]:
     """Embed the train and test splits with a frozen encoder; save and return the dict.
 
     Args:

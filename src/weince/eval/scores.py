@@ -19,6 +19,7 @@ from typing import Any
 
 from weince.data.augment import build_augment
 from weince.data.vision import load_vision
+from weince.eval.config import ScoresConfig
 from weince.evt.collect import collect_link_batches, collect_scores
 from weince.evt.scorefile import save_scores, score_batch_ids
 from weince.models import load_encoder
@@ -27,10 +28,16 @@ from weince.utils.device import resolve_device
 __all__ = ["collect_score_file"]
 
 
-def collect_score_file(encoder, out, *, dataset: str | None = None, data_root=None,
-                       split: str = "train", batch_size: int = 256, n_batches: int = 64,
-                       link_batches: int = 40, link_batch_size: int | None = None,
-                       device: str = "auto", seed: int = 0, download: bool = False) -> Path:
+_D = ScoresConfig()   # the keyword defaults (the workflow's vision.evt.collect block is typed)
+
+
+def collect_score_file(encoder, out, *, dataset: str | None = _D.dataset,
+                       data_root=_D.data_root,
+                       split: str = _D.split, batch_size: int = _D.batch_size,
+                       n_batches: int = _D.n_batches, link_batches: int = _D.link_batches,
+                       link_batch_size: int | None = _D.link_batch_size,
+                       device: str = _D.device, seed: int = _D.seed,
+                       download: bool = _D.download) -> Path:
     """Load ``encoder`` (:func:`weince.models.load_encoder`) and its data set, collect the
     tail scores and the link batches, and write them to ``out`` (:func:`save_scores`).
 

@@ -29,6 +29,7 @@ import torch
 from tqdm.auto import tqdm
 
 from weince.data.text import STSPairs, load_sts
+from weince.eval.config import STSConfig
 from weince.models.text import SimCSEModel, load_text_encoder
 from weince.utils import read_json, write_json
 from weince.utils.device import resolve_device
@@ -183,11 +184,14 @@ def evaluate_sts(model_or_dir: Any, pairs: STSPairs, *, tokenizer: Any = None,
             "pearson": 100.0 * pearson(cos, pairs.scores), "n": int(len(pairs))}
 
 
+_D = STSConfig()   # the keyword defaults (the workflow's text.sts block is typed)
+
+
 def run_sts(model: str | os.PathLike, data: str | os.PathLike, out: str | os.PathLike | None,
-            *, splits: Sequence[str] = ("dev", "test"), n_synthetic: int = 500,
-            seed: int = 0, pooling: Literal["cls", "mean"] = "cls", batch_size: int = 128,
-            max_length: int | None = None, device: str | None = "auto",
-            offline: bool = True) -> dict[str, Any]:
+            *, splits: Sequence[str] = _D.splits, n_synthetic: int = _D.n_synthetic,
+            seed: int = _D.seed, pooling: Literal["cls", "mean"] = _D.pooling,
+            batch_size: int = _D.batch_size, max_length: int | None = _D.max_length,
+            device: str | None = _D.device, offline: bool = _D.offline) -> dict[str, Any]:
     """Evaluate a model on the dev and test splits and write ``sts.json``.
 
     Args:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from weince.evt import plots
+from weince.evt.config import STABILITY_QS, LinkConfig, PotConfig
 from weince.evt.gpd import fit_gpd_pot, mean_excess, threshold_stability
 from weince.evt.link import fit_link_selection, simclr_pair_ids
 from weince.evt.scorefile import load_scores
@@ -25,13 +26,17 @@ from weince.utils import write_json
 
 __all__ = ["run_evt", "run_pot", "run_link", "STABILITY_QS", "PAPER"]
 
-STABILITY_QS = (0.95, 0.975, 0.99, 0.995)
 PAPER = {"xi": -0.39, "lambda": [0.33, 0.50]}
 
 
 
-def run_pot(scores_path, out_json, *, q: float = 0.99, qs=STABILITY_QS, n_boot: int = 200,
-            gof_boot: int = 100, seed: int = 0, figures: bool = True) -> dict[str, Path]:
+# the keyword defaults (the workflow's vision.evt.pot and vision.evt.link blocks are typed)
+_POT, _LINK = PotConfig(), LinkConfig()
+
+
+def run_pot(scores_path, out_json, *, q: float = _POT.q, qs=_POT.qs, n_boot: int = _POT.n_boot,
+            gof_boot: int = _POT.gof_boot, seed: int = _POT.seed,
+            figures: bool = _POT.figures) -> dict[str, Path]:
     """POT/GPD fit (``docs/method.md``, "Tail diagnostics") of the ``scores`` in
     ``scores_path``: writes ``out_json`` and,
     with ``figures``, ``figures/gpd_density``, ``gpd_qq``, ``xi_threshold``, ``mean_excess``
@@ -69,8 +74,9 @@ def run_pot(scores_path, out_json, *, q: float = 0.99, qs=STABILITY_QS, n_boot: 
     return written
 
 
-def run_link(scores_path, out_json, *, tau: float | None = None, beta: float = 1.0,
-             eps: float = 1e-6, seed: int = 0, figures: bool = True) -> dict[str, Path]:
+def run_link(scores_path, out_json, *, tau: float | None = _LINK.tau, beta: float = _LINK.beta,
+             eps: float = _LINK.eps, seed: int = _LINK.seed,
+             figures: bool = _LINK.figures) -> dict[str, Path]:
     """Link-selection fit (``docs/method.md``, "Link selection") of the ``sim, targets,
     mask`` in ``scores_path``: writes
     ``out_json`` and ``figures/lambda_profile`` next to it. ``tau`` defaults to the score
@@ -109,9 +115,10 @@ def run_link(scores_path, out_json, *, tau: float | None = None, beta: float = 1
     return written
 
 
-def run_evt(scores_path, out_dir, *, q: float = 0.99, qs=STABILITY_QS, tau: float | None = None,
-            beta: float = 1.0, n_boot: int = 200, gof_boot: int = 100, seed: int = 0,
-            figures: bool = True) -> dict[str, Path]:
+def run_evt(scores_path, out_dir, *, q: float = _POT.q, qs=_POT.qs,
+            tau: float | None = _LINK.tau, beta: float = _LINK.beta, n_boot: int = _POT.n_boot,
+            gof_boot: int = _POT.gof_boot, seed: int = _POT.seed,
+            figures: bool = _POT.figures) -> dict[str, Path]:
     """Both fits: ``out_dir/pot.json``, ``out_dir/link.json``, ``out_dir/figures/*``."""
     out = Path(out_dir)
     written = run_pot(scores_path, out / "pot.json", q=q, qs=qs, n_boot=n_boot,

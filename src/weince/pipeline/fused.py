@@ -34,8 +34,9 @@ from typing import Any
 from weince.pipeline.layout import VISION_RUN, norms_vision_runs, run_dir
 from weince.pipeline.profile import Profile
 from weince.pipeline.protocol import adopted_seeds, shares_seeds
-from weince.pipeline.stages import (grid_arms, knn_settings, norms_settings, probe_settings,
-                                    rerun_trigger, result_settings)
+from weince.pipeline.stages import (features_settings, grid_arms, knn_settings, link_settings,
+                                    norms_settings, pot_settings, probe_settings,
+                                    rerun_trigger, scores_settings)
 from weince.pipeline.targets import all_targets
 
 __all__ = ["STEPS", "Step", "vision_chains", "step_params", "run_wildcards", "run_chain", "RUN_TAG"]
@@ -148,7 +149,6 @@ def vision_chains(prof: Profile) -> dict[tuple[str, ...], list[str]]:
 def step_params(prof: Profile, step: str, wc: Mapping[str, str]) -> dict[str, Any]:
     """The params the per-step rule ``step`` gives its script for the run ``wc`` (the same
     values, so that both ways run a step alike and rerun on the same changes)."""
-    v = prof.vision
     if step == "pretrain":
         return {"cfg": rerun_trigger(prof, wc)}
     if step in ("linear", "linear_head"):
@@ -157,11 +157,10 @@ def step_params(prof: Profile, step: str, wc: Mapping[str, str]) -> dict[str, An
         return {"cfg": norms_settings(prof)}
     if step == "knn":
         return {"kwargs": knn_settings(prof)}
-    blocks = {"features": v.features, "collect_scores": v.evt.collect}
-    if step in blocks:
-        return {"kwargs": result_settings(blocks[step])}
-    if step in ("pot", "link"):
-        return {"kwargs": v.evt.pot if step == "pot" else v.evt.link}
+    settings = {"features": features_settings, "collect_scores": scores_settings,
+                "pot": pot_settings, "link": link_settings}
+    if step in settings:
+        return {"kwargs": settings[step](prof)}
     raise ValueError(f"not a step of an encoder's job: {step!r} (one of {', '.join(STEPS)})")
 
 

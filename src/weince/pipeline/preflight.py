@@ -92,9 +92,11 @@ def _vision_needs(prof: Profile) -> list[tuple[str, Path, str]]:
         run = pretrain_config(prof, dataset, backbone, arm, seed)
         root = Path(str(run.data_root or prof.data_root))
         out.append((dataset, root, run.train_split))
-        for other, extra in ((v.features, ("train", "test")), (v.evt.collect, ("train",))):
-            name = other.get("dataset") or dataset
-            r = Path(str(other.get("data_root") or prof.data_root))
+        f, c = v.features, v.evt.collect
+        for other, where, extra in ((f.dataset, f.data_root, ("train", "test")),
+                                    (c.dataset, c.data_root, ("train",))):
+            name = other or dataset
+            r = Path(str(where or prof.data_root))
             out += [(name, r, s) for s in extra]
     return list(dict.fromkeys(out))
 
@@ -110,8 +112,8 @@ def _text_needs(prof: Profile) -> list[tuple[str, str, str]]:
         if s.sts_data != "synthetic":
             out.append(("stsb", s.sts_data, "dev"))
         sts = t.sts
-        if str(sts.get("data", "synthetic")) != "synthetic":
-            out += [("stsb", str(sts["data"]), sp) for sp in sts.get("splits", ["dev", "test"])]
+        if sts.data != "synthetic":
+            out += [("stsb", sts.data, sp) for sp in sts.splits]
     nt, a = prof.norms.text, prof.norms.analysis
     if nt.enabled and nt.models:
         if a.text_train_data != "synthetic":

@@ -17,25 +17,31 @@ schema's defaults (the schema is the one source of every workflow default), repl
 when no GPU is used (:func:`resolve_config`). Resolving is idempotent: ``Profile.of(p.config)``
 is ``p`` again, which is how a job's script gets the profile the Snakefile resolved.
 
-The training blocks are typed, as the dataclasses the training loops take (the schema's
-blocks for them are generated from these): ``vision.pretrain`` is a
+Every stage block is typed, as the dataclass the library takes or whose fields are the
+library function's keyword arguments (the schema's blocks are generated from these,
+:data:`weince.pipeline.schema.GENERATED`). The training blocks: ``vision.pretrain`` is a
 :class:`~weince.train.config.SimCLRConfig` (its defaults, the profile's ``device``,
 ``threads``, ``data_root`` and ``download`` unless the block sets them, then the block's
 keys), :meth:`Vision.pretrain_for` a data set's (``vision.pretrain_by_dataset`` over it),
 ``text.simcse`` a :class:`~weince.train.config.SimCSEConfig` (the profile's ``device`` and
 ``offline`` unless it sets them), and ``timing.config`` a
 :class:`~weince.train.config.TimingConfig` (the profile's ``device`` unless it sets one).
-So are the evaluation blocks the library takes as dataclasses, each with the profile's
-``device`` unless it sets one: ``vision.linear`` a
-:class:`~weince.eval.config.LinearProbeConfig` (its workflow key ``seeds_by_arm`` is
-:attr:`Vision.linear_seeds_by_arm`), ``vision.knn`` a :class:`~weince.eval.config.KNNConfig`
-and ``norms.analysis`` a :class:`~weince.norms.config.NormsConfig`. Each typed block keeps
-the block as written beside it (``pretrain_given``, ``linear_given``, ``knn_given``,
-``analysis_given``, ...): what a job's params list (its rerun trigger,
-:func:`weince.pipeline.stages.trigger_settings`). The remaining stage blocks
-(``vision.features``, ``vision.evt``, ``text.sts``) hold the library's keyword arguments and
-stay mappings: the library's defaults fill what they leave out. ``config`` is the resolved
-dict, unchanged: what provenance hashes and a results bundle ships.
+The evaluation blocks, each with the profile's ``device`` unless it sets one:
+``vision.features`` a :class:`~weince.eval.config.FeaturesConfig` (and the profile's
+``data_root``), ``vision.linear`` a :class:`~weince.eval.config.LinearProbeConfig` (its
+workflow key ``seeds_by_arm`` is :attr:`Vision.linear_seeds_by_arm`), ``vision.knn`` a
+:class:`~weince.eval.config.KNNConfig`, ``vision.evt.collect`` a
+:class:`~weince.eval.config.ScoresConfig` (and the profile's ``data_root``),
+``norms.analysis`` a :class:`~weince.norms.config.NormsConfig` and ``text.sts`` a
+:class:`~weince.eval.config.STSConfig` (and the profile's ``offline``); the fits
+``vision.evt.pot`` and ``vision.evt.link`` (:class:`~weince.evt.config.PotConfig`,
+:class:`~weince.evt.config.LinkConfig`) inherit nothing. Each typed block keeps the block as
+written beside it (``pretrain_given``, ``features_given``, ``linear_given``, ``knn_given``,
+``Evt.collect_given``, ``sts_given``, ``analysis_given``, ...): what a job's params list
+(its rerun trigger, :func:`weince.pipeline.stages.trigger_settings`) and its script passes
+on, so the library's defaults, which are the dataclass's, fill the rest (an sts job's
+params always list ``data``, :func:`weince.pipeline.stages.sts_settings`). ``config`` is
+the resolved dict, unchanged: what provenance hashes and a results bundle ships.
 """
 
 from __future__ import annotations
@@ -48,7 +54,9 @@ from typing import Any
 
 from weince.pipeline.arms import grid_points
 from weince.pipeline.claims import validate_with_defaults
-from weince.eval.config import KNNConfig, LinearProbeConfig
+from weince.eval.config import (FeaturesConfig, KNNConfig, LinearProbeConfig, ScoresConfig,
+                                STSConfig)
+from weince.evt.config import LinkConfig, PotConfig
 from weince.norms.config import NormsConfig
 from weince.pipeline.schema import fill_defaults, read_schema
 from weince.train.config import SimCLRConfig, SimCSEConfig, TimingConfig
@@ -156,12 +164,17 @@ class Grid:
 
 @dataclass(frozen=True)
 class Evt:
-    """``vision.evt``: the arms with score files and tail/link fits, and their options."""
+    """``vision.evt``: the arms with score files and tail/link fits, and their options
+    (typed; ``collect`` with the profile's ``device`` and ``data_root`` unless the block sets
+    them), each beside its block as written."""
 
     arms: tuple[str, ...]
-    collect: dict[str, Any]
-    pot: dict[str, Any]
-    link: dict[str, Any]
+    collect: ScoresConfig
+    pot: PotConfig
+    link: LinkConfig
+    collect_given: dict[str, Any] = field(default_factory=dict)
+    pot_given: dict[str, Any] = field(default_factory=dict)
+    link_given: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -180,7 +193,7 @@ class Vision:
     pretrain_by_dataset: dict[str, SimCLRConfig]   # data set -> its whole config
     losses: dict[str, Any]
     grid: Grid
-    features: dict[str, Any]
+    features: FeaturesConfig        # the profile's device and data_root unless the block sets them
     linear: LinearProbeConfig       # the profile's device unless the block sets one
     knn: KNNConfig                  # the profile's device unless the block sets one
     evt: Evt
@@ -189,9 +202,10 @@ class Vision:
     linear_seeds_by_arm: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
     # what the config sets, as written: vision.pretrain, each vision.pretrain_by_dataset
-    # entry, vision.linear (less seeds_by_arm) and vision.knn
+    # entry, vision.features, vision.linear (less seeds_by_arm) and vision.knn
     pretrain_given: dict[str, Any] = field(default_factory=dict)
     pretrain_given_by_dataset: dict[str, dict[str, Any]] = field(default_factory=dict)
+    features_given: dict[str, Any] = field(default_factory=dict)
     linear_given: dict[str, Any] = field(default_factory=dict)
     knn_given: dict[str, Any] = field(default_factory=dict)
 
@@ -224,8 +238,9 @@ class Text:
     arms: tuple[str, ...]
     seeds: tuple[int, ...]
     simcse: SimCSEConfig            # the profile's device and offline unless the block sets them
-    sts: dict[str, Any]
+    sts: STSConfig                  # the profile's device and offline unless the block sets them
     simcse_given: dict[str, Any] = field(default_factory=dict)   # text.simcse as written
+    sts_given: dict[str, Any] = field(default_factory=dict)      # text.sts as written
 
 
 @dataclass(frozen=True)
@@ -407,11 +422,13 @@ def _pretrain(c: Mapping[str, Any], *blocks: Mapping[str, Any] | None) -> SimCLR
     return config_from_dict(SimCLRConfig, merged, checked=True)
 
 
-def _typed(cls: type, c: Mapping[str, Any], block: Mapping[str, Any]) -> Any:
-    """An evaluation block typed as its dataclass ``cls``: the profile's ``device`` unless
-    the block sets one (the config was validated against the schema generated from
-    ``cls``, so this only types the values)."""
-    return config_from_dict(cls, {"device": c["device"], **_block(block)}, checked=True)
+def _typed(cls: type, c: Mapping[str, Any], block: Mapping[str, Any],
+           inherited: tuple[str, ...] = ("device",)) -> Any:
+    """An evaluation block typed as its dataclass ``cls``: the profile's ``inherited`` keys
+    (its ``device``) unless the block sets them (the config was validated against the
+    schema generated from ``cls``, so this only types the values)."""
+    return config_from_dict(cls, {**{k: c[k] for k in inherited}, **_block(block)},
+                            checked=True)
 
 
 def _vision(v: Mapping[str, Any], c: Mapping[str, Any]) -> Vision:
@@ -430,14 +447,18 @@ def _vision(v: Mapping[str, Any], c: Mapping[str, Any]) -> Vision:
         pretrain_by_dataset={d: _pretrain(c, v["pretrain"], over)
                              for d, over in (v["pretrain_by_dataset"] or {}).items()},
         losses=_block(v["losses"]),
-        grid=grid, features=_block(v["features"]), linear=_typed(LinearProbeConfig, c, linear),
-        knn=_typed(KNNConfig, c, v["knn"]),
-        evt=Evt(_strs(e["arms"]), _block(e["collect"]), _block(e["pot"]), _block(e["link"])),
+        grid=grid, features=_typed(FeaturesConfig, c, v["features"], ("device", "data_root")),
+        linear=_typed(LinearProbeConfig, c, linear), knn=_typed(KNNConfig, c, v["knn"]),
+        evt=Evt(_strs(e["arms"]),
+                collect=_typed(ScoresConfig, c, e["collect"], ("device", "data_root")),
+                pot=_typed(PotConfig, c, e["pot"], ()), link=_typed(LinkConfig, c, e["link"], ()),
+                collect_given=_block(e["collect"]), pot_given=_block(e["pot"]),
+                link_given=_block(e["link"])),
         linear_seeds_by_arm={str(arm): _ints(seeds) for arm, seeds in by_arm.items()},
         pretrain_given=_block(v["pretrain"]),
         pretrain_given_by_dataset={d: _block(over)
                                    for d, over in (v["pretrain_by_dataset"] or {}).items()},
-        linear_given=linear, knn_given=_block(v["knn"]))
+        features_given=_block(v["features"]), linear_given=linear, knn_given=_block(v["knn"]))
 
 
 def _text(t: Mapping[str, Any], c: Mapping[str, Any]) -> Text:
@@ -446,7 +467,8 @@ def _text(t: Mapping[str, Any], c: Mapping[str, Any]) -> Text:
                 model_paths=_block(t["model_paths"]), losses=_block(t["losses"]),
                 corpus=str(t["corpus"]), arms=_strs(t["arms"]), seeds=_ints(t["seeds"]),
                 simcse=config_from_dict(SimCSEConfig, simcse, checked=True),
-                sts=_block(t["sts"]), simcse_given=_block(t["simcse"]))
+                sts=_typed(STSConfig, c, t["sts"], ("device", "offline")),
+                simcse_given=_block(t["simcse"]), sts_given=_block(t["sts"]))
 
 
 def _noise_floor(nf: Mapping[str, Any]) -> NoiseFloor:

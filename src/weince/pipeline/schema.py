@@ -15,7 +15,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from weince.eval.config import KNNConfig, LinearProbeConfig
+from weince.eval.config import (FeaturesConfig, KNNConfig, LinearProbeConfig, ScoresConfig,
+                                STSConfig)
+from weince.evt.config import LinkConfig, PotConfig
 from weince.norms.config import NormsConfig
 from weince.train.config import SimCLRConfig, SimCSEConfig, TimingConfig
 from weince.utils.config import parse_yaml
@@ -25,7 +27,8 @@ __all__ = ["GENERATED", "read_schema", "expand_generated", "fill_defaults"]
 
 #: the settings dataclasses a schema block may be generated from, by the name it gives
 GENERATED: dict[str, type] = {cls.__name__: cls for cls in (
-    SimCLRConfig, SimCSEConfig, TimingConfig, LinearProbeConfig, KNNConfig, NormsConfig)}
+    SimCLRConfig, SimCSEConfig, TimingConfig, FeaturesConfig, LinearProbeConfig, KNNConfig,
+    ScoresConfig, PotConfig, LinkConfig, NormsConfig, STSConfig)}
 
 
 def expand_generated(node: Any, where: str = "schema") -> Any:

@@ -26,6 +26,8 @@ from weince.utils.results import get_key, load_result
 
 __all__ = ["job_config", "pretrain_config", "simcse_config", "apply_selection", "grid_arms",
            "norms_config", "norms_settings", "probe_settings", "knn_settings", "PRETRAINED_ARM",
+           "features_settings", "scores_settings", "pot_settings", "link_settings",
+           "sts_settings",
            "text_model", "text_model_key", "timing_settings",
            "model_location", "RERUN_FREE", "result_settings", "runtime_settings", "job_settings",
            "rerun_trigger", "trigger_settings"]
@@ -182,6 +184,44 @@ def probe_settings(prof: Profile, arm: str) -> dict[str, Any]:
 def knn_settings(prof: Profile) -> dict[str, Any]:
     """The k-NN rule's params: :func:`trigger_settings` of ``vision.knn``."""
     return trigger_settings(prof.vision.knn, prof.vision.knn_given)
+
+
+def features_settings(prof: Profile) -> dict[str, Any]:
+    """The features rule's params: :func:`trigger_settings` of ``vision.features`` (the keys
+    it sets, as written, less the run-time ones)."""
+    return trigger_settings(prof.vision.features, prof.vision.features_given)
+
+
+def scores_settings(prof: Profile) -> dict[str, Any]:
+    """The score collection rule's params: :func:`trigger_settings` of
+    ``vision.evt.collect``."""
+    return trigger_settings(prof.vision.evt.collect, prof.vision.evt.collect_given)
+
+
+def _never_free(_cfg: Mapping[str, Any], _key: str) -> bool:
+    return False
+
+
+def pot_settings(prof: Profile) -> dict[str, Any]:
+    """The POT fit rule's params, which its script passes on as they are: every key
+    ``vision.evt.pot`` sets, as written (:func:`trigger_settings`, nothing left out)."""
+    return trigger_settings(prof.vision.evt.pot, prof.vision.evt.pot_given, free=_never_free)
+
+
+def link_settings(prof: Profile) -> dict[str, Any]:
+    """The link fit rule's params, which its script passes on as they are: every key
+    ``vision.evt.link`` sets, as written."""
+    return trigger_settings(prof.vision.evt.link, prof.vision.evt.link_given, free=_never_free)
+
+
+def sts_settings(prof: Profile) -> dict[str, Any]:
+    """The sts rule's params: :func:`trigger_settings` of ``text.sts``, with ``data`` always
+    (``run_sts`` takes it as a required argument, so the script must pass it: a block that
+    leaves it out lists its default last, where the schema's default put it when the block
+    was hand-written, so such a profile's jobs keep their params)."""
+    t = prof.text
+    given = t.sts_given if "data" in t.sts_given else {**t.sts_given, "data": t.sts.data}
+    return trigger_settings(t.sts, given)
 
 
 def text_model(prof: Profile, model: str, arm: str, trun_dir: str) -> str:
