@@ -125,6 +125,17 @@ def test_a_claim_counts_the_runs_whose_folders_it_reads(prof, tmp_path):
     assert any("no .snakemake" in u for u in p.unknowns)
 
 
+def test_the_rows_account_for_every_planned_run(prof, tmp_path):
+    """The grid points feed no table directly (their validation numbers choose the final
+    arm's setting): they get a row of their own, so no run of "all" is in no row."""
+    p = progress(prof, workdir=tmp_path, use_sacct=False, lock_table=tmp_path / "none")
+    rows = dict(p.claims)
+    assert sorted(r.arm for r in rows["grid points"]) == ["weince@m0", "weince@m2"]
+    in_rows = {id(r) for rs in rows.values() for r in rs}
+    assert in_rows == {id(r) for r in p.runs}
+    assert "\ngrid points " in progress_text(p)
+
+
 def test_failed_jobs_of_every_rule_unless_a_later_success_covers_them(prof, tmp_path):
     base = prof.results / "smoke"
     _log(prof, "linear", "digits/smallcnn/infonce/seed7", TRACE)

@@ -393,7 +393,8 @@ def progress(prof: Profile, *, workdir: str | os.PathLike | None = None,
 def _claims(prof: Profile, runs: list[RunState]) -> list[tuple[str, list[RunState]]]:
     """Per claim, the runs whose folders hold a file the claim reads (its table's inputs,
     :func:`weince.pipeline.targets.claim_inputs`: a scale model's rows too), then the
-    ablation runs."""
+    ablation runs, then the runs none of these reads (the grid points, whose validation
+    numbers choose a final grid arm's setting)."""
     by_folder = {os.path.normpath(r.folder): r for r in runs}
     out = []
     for c in claims(prof):
@@ -403,6 +404,12 @@ def _claims(prof: Profile, runs: list[RunState]) -> list[tuple[str, list[RunStat
     abl = [r for r in runs if r.ablation]
     if abl:
         out.append(("ablations", abl))
+    # runs no table reads and no ablation: the grid points that choose a final arm's
+    # setting on validation (their row makes the rows account for "all")
+    seen = {id(r) for _, rs in out for r in rs}
+    rest = [r for r in runs if id(r) not in seen]
+    if rest:
+        out.append(("grid points" if all("@" in r.arm for r in rest) else "other runs", rest))
     return out
 
 
