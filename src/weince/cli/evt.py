@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import argparse
 
-from weince.evt.fits import STABILITY_QS, run_evt
+from weince.evt.config import LinkConfig, PotConfig
+from weince.evt.fits import run_evt
 from weince.utils import read_json
 
 __all__ = ["add_arguments", "main"]
@@ -18,22 +19,23 @@ __all__ = ["add_arguments", "main"]
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scores", required=True, help="score file from `weince collect-scores` (.npz)")
     p.add_argument("--out", required=True, help="output directory")
-    p.add_argument("--q", type=float, default=0.99, help="threshold quantile (default 0.99)")
-    p.add_argument("--qs", type=float, nargs="+", default=list(STABILITY_QS),
-                   help="threshold-stability grid (default 0.95 0.975 0.99 0.995)")
+    p.add_argument("--q", type=float, default=PotConfig.q,
+                   help="threshold quantile (default %(default)s)")
+    p.add_argument("--qs", type=float, nargs="+", default=list(PotConfig.qs),
+                   help="threshold-stability grid (default %(default)s)")
     p.add_argument("--tau", type=float, default=None,
                    help="the encoder's training temperature (default: the score file's meta, "
                         "else 0.5)")
-    p.add_argument("--beta", type=float, default=1.0,
+    p.add_argument("--beta", type=float, default=LinkConfig.beta,
                    help="shortfall exponent of the link family (default %(default)s)")
-    p.add_argument("--n-boot", type=int, default=200,
+    p.add_argument("--n-boot", type=int, default=PotConfig.n_boot,
                    help="bootstrap resamples for the intervals of xi: over exceedances (a check) "
                         "and over batches (xi_ci_batch, what C1 reads); 0 = skip "
                         "(default %(default)s)")
-    p.add_argument("--gof-boot", type=int, default=100,
+    p.add_argument("--gof-boot", type=int, default=PotConfig.gof_boot,
                    help="parametric bootstrap replicates for the Anderson-Darling p-value "
                         "(0 = skip; default %(default)s)")
-    p.add_argument("--seed", type=int, default=0,
+    p.add_argument("--seed", type=int, default=PotConfig.seed,
                    help="seed of the bootstrap resamples (default %(default)s)")
     p.add_argument("--no-figures", action="store_true", help="skip the figures")
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 
 from weince.eval.features import extract_features
+from weince.eval.config import FeaturesConfig
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -16,9 +17,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dataset", default=None,
                         help="data set to embed (default: the encoder's training set)")
     parser.add_argument("--data-root", default=None, help="data folder (default: as trained)")
-    parser.add_argument("--batch-size", type=int, default=512,
+    parser.add_argument("--batch-size", type=int, default=FeaturesConfig.batch_size,
                         help="images per forward pass (default %(default)s)")
-    parser.add_argument("--device", default="auto",
+    parser.add_argument("--device", default=FeaturesConfig.device,
                         help="auto | cpu | cuda[:N] (default %(default)s)")
     parser.add_argument("--download", action="store_true",
                         help="no effect: loaders never download; fetch the data "

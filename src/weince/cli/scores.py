@@ -17,6 +17,7 @@ import argparse
 from pathlib import Path
 
 from weince.eval.scores import collect_score_file
+from weince.eval.config import ScoresConfig
 
 __all__ = ["add_arguments", "main"]
 
@@ -26,19 +27,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dataset", default=None,
                    help="data set name (default: the one the encoder was trained on)")
     p.add_argument("--data-root", default=None, help="data folder (default $WEINCE_DATA or ./data)")
-    p.add_argument("--split", default="train", help="split to draw images from (default train)")
+    p.add_argument("--split", default=ScoresConfig.split,
+                   help="split to draw images from (default %(default)s)")
     p.add_argument("--out", required=True, help="output .npz")
-    p.add_argument("--batch-size", type=int, default=256,
+    p.add_argument("--batch-size", type=int, default=ScoresConfig.batch_size,
                    help="views per tail batch, K + 1 (default %(default)s)")
-    p.add_argument("--n-batches", type=int, default=64,
+    p.add_argument("--n-batches", type=int, default=ScoresConfig.n_batches,
                    help="tail batches pooled (default %(default)s)")
-    p.add_argument("--link-batches", type=int, default=40,
-                   help="two-view batches for the link fit (0 = none; 40 x 512 rows by default)")
+    p.add_argument("--link-batches", type=int, default=ScoresConfig.link_batches,
+                   help="two-view batches for the link fit, each of 2N rows (0 = none; "
+                        "default %(default)s)")
     p.add_argument("--link-batch-size", type=int, default=None,
                    help="images per two-view batch, N (2N views; default --batch-size)")
-    p.add_argument("--device", default="auto",
+    p.add_argument("--device", default=ScoresConfig.device,
                    help="auto | cpu | cuda | cuda:N (default %(default)s)")
-    p.add_argument("--seed", type=int, default=0,
+    p.add_argument("--seed", type=int, default=ScoresConfig.seed,
                    help="seed of the image draws and augmentations (default %(default)s)")
     p.add_argument("--download", action="store_true",
                    help="no effect: loaders never download; fetch the data "

@@ -14,6 +14,7 @@ import argparse
 import json
 
 from weince.eval.sts import run_sts
+from weince.eval.config import STSConfig
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,15 +24,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", required=True, metavar="synthetic|ROOT",
                         help="'synthetic' or an STS-B root folder")
     parser.add_argument("--out", required=True, metavar="FILE", help="result JSON (sts.json)")
-    parser.add_argument("--splits", default="dev,test", help="comma-separated (default dev,test)")
-    parser.add_argument("--n-synthetic", type=int, default=500,
-                        help="synthetic pairs per split (default 500)")
-    parser.add_argument("--seed", type=int, default=0,
-                        help="data seed of the synthetic pairs (default 0, as training)")
-    parser.add_argument("--pooling", choices=("cls", "mean"), default="cls",
+    parser.add_argument("--splits", default=",".join(STSConfig.splits),
+                        help="comma-separated (default %(default)s)")
+    parser.add_argument("--n-synthetic", type=int, default=STSConfig.n_synthetic,
+                        help="synthetic pairs per split (default %(default)s)")
+    parser.add_argument("--seed", type=int, default=STSConfig.seed,
+                        help="data seed of the synthetic pairs (default %(default)s, as training)")
+    parser.add_argument("--pooling", choices=("cls", "mean"), default=STSConfig.pooling,
                         help="sentence vector: last-layer [CLS] (SimCSE's evaluation) or the "
                              "mean over tokens (default %(default)s)")
-    parser.add_argument("--batch-size", type=int, default=128,
+    parser.add_argument("--batch-size", type=int, default=STSConfig.batch_size,
                         help="sentences per forward pass (default %(default)s)")
     parser.add_argument("--max-length", type=int, default=0,
                         help="truncate to this many tokens (0: none up to 512)")
