@@ -368,9 +368,9 @@ class Profile:
             keep_features=bool(c["keep_features"]),
             disk=Disk(c["disk"]["quota"], int(c["disk"]["concurrent_runs"])),
             vision=_vision(v, c), text=_text(t, c),
-            timing=Timing(bool(c["timing"]["enabled"]), config_from_dict(
-                TimingConfig, {"device": c["device"], **_block(c["timing"]["config"])},
-                checked=True), given=_block(c["timing"]["config"])),
+            timing=Timing(bool(c["timing"]["enabled"]),
+                          _typed(TimingConfig, c, c["timing"]["config"]),
+                          given=_block(c["timing"]["config"])),
             checks=Checks(bool(c["checks"]["enabled"]), tuple(c["checks"]["cases"])),
             noise_floor=_noise_floor(c["synthetic"]["noise_floor"]),
             ablations=_ablations(c["ablations"]),
@@ -412,23 +412,21 @@ def _pairs(v: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
 _INHERITED = ("device", "threads", "data_root", "download")
 
 
-def _pretrain(c: Mapping[str, Any], *blocks: Mapping[str, Any] | None) -> SimCLRConfig:
-    """The typed pretraining settings: the profile's inherited keys, then ``blocks`` (the
-    config was validated against the schema generated from :class:`SimCLRConfig`, so this
-    only types the values: ``lr: 1`` is the float 1.0)."""
-    merged = {k: c[k] for k in _INHERITED}
-    for b in blocks:
-        merged.update(copy.deepcopy(dict(b or {})))
-    return config_from_dict(SimCLRConfig, merged, checked=True)
-
-
-def _typed(cls: type, c: Mapping[str, Any], block: Mapping[str, Any],
+def _typed(cls: type, c: Mapping[str, Any], *blocks: Mapping[str, Any] | None,
            inherited: tuple[str, ...] = ("device",)) -> Any:
-    """An evaluation block typed as its dataclass ``cls``: the profile's ``inherited`` keys
-    (its ``device``) unless the block sets them (the config was validated against the
-    schema generated from ``cls``, so this only types the values)."""
-    return config_from_dict(cls, {**{k: c[k] for k in inherited}, **_block(block)},
-                            checked=True)
+    """A stage block typed as its dataclass ``cls``: the profile's ``inherited`` keys (its
+    ``device``), then ``blocks`` in turn (the config was validated against the schema
+    generated from ``cls``, so this only types the values: ``lr: 1`` is the float 1.0)."""
+    merged = {k: c[k] for k in inherited}
+    for b in blocks:
+        merged.update(_block(b))
+    return config_from_dict(cls, merged, checked=True)
+
+
+def _pretrain(c: Mapping[str, Any], *blocks: Mapping[str, Any] | None) -> SimCLRConfig:
+    """The typed pretraining settings: the profile's :data:`_INHERITED` keys, then
+    ``blocks`` (``vision.pretrain``, a data set's ``vision.pretrain_by_dataset`` entry)."""
+    return _typed(SimCLRConfig, c, *blocks, inherited=_INHERITED)
 
 
 def _vision(v: Mapping[str, Any], c: Mapping[str, Any]) -> Vision:
@@ -447,11 +445,13 @@ def _vision(v: Mapping[str, Any], c: Mapping[str, Any]) -> Vision:
         pretrain_by_dataset={d: _pretrain(c, v["pretrain"], over)
                              for d, over in (v["pretrain_by_dataset"] or {}).items()},
         losses=_block(v["losses"]),
-        grid=grid, features=_typed(FeaturesConfig, c, v["features"], ("device", "data_root")),
+        grid=grid,
+        features=_typed(FeaturesConfig, c, v["features"], inherited=("device", "data_root")),
         linear=_typed(LinearProbeConfig, c, linear), knn=_typed(KNNConfig, c, v["knn"]),
         evt=Evt(_strs(e["arms"]),
-                collect=_typed(ScoresConfig, c, e["collect"], ("device", "data_root")),
-                pot=_typed(PotConfig, c, e["pot"], ()), link=_typed(LinkConfig, c, e["link"], ()),
+                collect=_typed(ScoresConfig, c, e["collect"], inherited=("device", "data_root")),
+                pot=_typed(PotConfig, c, e["pot"], inherited=()),
+                link=_typed(LinkConfig, c, e["link"], inherited=()),
                 collect_given=_block(e["collect"]), pot_given=_block(e["pot"]),
                 link_given=_block(e["link"])),
         linear_seeds_by_arm={str(arm): _ints(seeds) for arm, seeds in by_arm.items()},
@@ -462,12 +462,11 @@ def _vision(v: Mapping[str, Any], c: Mapping[str, Any]) -> Vision:
 
 
 def _text(t: Mapping[str, Any], c: Mapping[str, Any]) -> Text:
-    simcse = {"device": c["device"], "offline": c["offline"], **copy.deepcopy(t["simcse"])}
     return Text(enabled=bool(t["enabled"]), models=_strs(t["models"]),
                 model_paths=_block(t["model_paths"]), losses=_block(t["losses"]),
                 corpus=str(t["corpus"]), arms=_strs(t["arms"]), seeds=_ints(t["seeds"]),
-                simcse=config_from_dict(SimCSEConfig, simcse, checked=True),
-                sts=_typed(STSConfig, c, t["sts"], ("device", "offline")),
+                simcse=_typed(SimCSEConfig, c, t["simcse"], inherited=("device", "offline")),
+                sts=_typed(STSConfig, c, t["sts"], inherited=("device", "offline")),
                 simcse_given=_block(t["simcse"]), sts_given=_block(t["sts"]))
 
 
