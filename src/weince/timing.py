@@ -42,6 +42,7 @@ from tqdm.auto import tqdm
 from weince.losses import build_loss
 from weince.models import build_simclr_model
 from weince.train.config import MODES, TimingConfig
+from weince.train.optim import Adam
 from weince.utils.device import resolve_device
 
 __all__ = ["TimingConfig", "MODES", "time_loss_alone", "time_whole_step", "run_timing",
@@ -246,7 +247,7 @@ def _time_one_run(cfg: TimingConfig, device: torch.device, mods: dict, run: int,
     fmt = (torch.channels_last if (cfg.channels_last and device.type == "cuda")
            else torch.contiguous_format)
     model = model.to(memory_format=fmt)
-    opt = torch.optim.Adam(model.parameters(), lr=3e-4, weight_decay=1e-6)
+    opt = Adam(model.parameters(), lr=3e-4, weight_decay=1e-6)
     x1 = torch.randn(cfg.step_batch, cfg.channels, cfg.image_size, cfg.image_size, device=device)
     x2 = torch.randn_like(x1)
     x = torch.cat([x1, x2]).contiguous(memory_format=fmt)

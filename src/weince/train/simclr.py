@@ -74,6 +74,7 @@ from weince.train.loop import (DivergedError, EpochStats, TrainingRun, check_sam
                                diverged, progress_bar, progress_enabled, progress_note,
                                unwrap_model, weights_finite)
 from weince.train.config import RUNTIME_KEYS, SimCLRConfig
+from weince.train.optim import Adam, EagerOptimizer
 from weince.train.preempt import PreemptionGuard
 from weince.utils.checkpoint import (check_resume_device, restore_generator, restore_rng,
                                      rng_state)
@@ -125,7 +126,7 @@ def complete_config(cfg: SimCLRConfig | dict) -> SimCLRConfig:
 
 
 # ------------------------------------------------------------------------- optimiser
-class LARS(torch.optim.Optimizer):
+class LARS(EagerOptimizer, torch.optim.Optimizer):
     """LARS (You et al. 2017) as used by SimCLR: SGD with momentum where each parameter's
     update is scaled by the trust ratio ``eta * ||w|| / ||g + wd * w||``. Parameters in a
     group with ``lars=False`` (biases, norm layers) get plain SGD with momentum and no
@@ -161,7 +162,7 @@ class LARS(torch.optim.Optimizer):
 
 def _build_optimizer(cfg: SimCLRConfig, model: nn.Module) -> torch.optim.Optimizer:
     if cfg.optimizer == "adam":
-        return torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        return Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     decay: list[nn.Parameter] = []
     plain: list[nn.Parameter] = []
     for p in model.parameters():

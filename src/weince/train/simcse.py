@@ -67,6 +67,7 @@ from weince.train.config import SimCSEConfig
 from weince.train.trainlog import StatsMeter
 from weince.train.loop import (TrainingRun, check_same_config, diverged, progress_bar,
                                progress_enabled)
+from weince.train.optim import AdamW
 from weince.train.preempt import PreemptionGuard
 from weince.utils.checkpoint import restore_rng, rng_state, seed_everything
 from weince.utils.config import as_config, to_dict
@@ -97,7 +98,7 @@ def _optimizer(model: torch.nn.Module, cfg: SimCSEConfig) -> torch.optim.Optimiz
         (no_decay if p.ndim < 2 or "LayerNorm" in name or "layer_norm" in name else decay).append(p)
     groups = [{"params": decay, "weight_decay": cfg.weight_decay},
               {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.999), eps=1e-8)
+    return AdamW(groups, lr=cfg.lr, betas=(0.9, 0.999), eps=1e-8)
 
 
 def _epoch_order(n: int, seed: int, epoch: int) -> list[int]:
