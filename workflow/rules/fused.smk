@@ -1,80 +1,96 @@
-# One job per vision encoder (`vision_jobs: per_encoder`, the embedded default): the steps an
-# encoder needs (weince.pipeline.fused.vision_chains) in one interpreter, each by its own
-# rule's script with that rule's inputs, outputs, log and params. One rule per set of
-# steps, its `run` wildcard constrained to the encoders with those steps; it takes
+# Fused vision jobs (`vision_jobs: per_arm`, the embedded default, or `per_encoder`): the
+# steps an encoder needs (weince.pipeline.fused.vision_chains) in one interpreter, each by
+# its own rule's script with that rule's inputs, outputs, log and params; `per_arm` runs an
+# arm's seeds that need the same steps one after the other in one job. One rule per set of
+# steps and seeds (weince.pipeline.fused.vision_jobs), its `prefix` wildcard
+# (dataset/backbone/arm) constrained to the arms with those steps and seeds; it takes
 # precedence over the per-step rules for them, which still make any other file.
 # `vision_jobs: per_step` (every other shipped profile) defines none of these rules.
 
 from types import SimpleNamespace
 
-from weince.pipeline.fused import STEPS, run_wildcards, step_params, vision_chains
+from weince.pipeline.fused import (STEPS, log_key, output_key, run_wildcards, step_params,
+                                   vision_jobs)
 
-VISION_CHAINS = vision_chains(PROFILE)
-RUN = f"{RESULTS}/{{profile}}/vision/{{run}}"
+VISION_JOBS = vision_jobs(PROFILE)
+PREFIX = f"{RESULTS}/{{profile}}/vision/{{prefix}}"
 
 
-def chain_params(steps):
-    """Every step's params (the per-step rules' own values: the rerun triggers)."""
+def _wildcards(prefix, seed):
+    return run_wildcards(f"{prefix}/seed{seed}")
+
+
+def chain_params(runs):
+    """Every run's steps' params (the per-step rules' own values: the rerun triggers)."""
 
     def params(wildcards):
-        wc = run_wildcards(wildcards.run)
-        return {s: step_params(PROFILE, s, wc) for s in steps}
+        return {x: {s: step_params(PROFILE, s, _wildcards(wildcards.prefix, x)) for s in steps}
+                for x, steps in runs}
 
     return params
 
 
-def chain_input(steps):
-    """The selection of a final grid arm's run (before its pretraining), or the encoder
-    of a run another rule trains or adopts."""
+def chain_input(runs):
+    """The selection of a final grid arm's runs (before their pretraining), and the
+    encoders of runs another rule trains or adopts."""
 
     def inputs(wildcards):
-        if "pretrain" in steps:
-            wc = dict(run_wildcards(wildcards.run), profile=wildcards.profile)
-            sel = selection_input(SimpleNamespace(**wc))
-            return {"selection": sel} if sel else {}
-        return {"encoder": f"{RUN}/encoder.pt".format(**wildcards)}
+        out = {}
+        for x, steps in runs:
+            if "pretrain" in steps:
+                wc = dict(_wildcards(wildcards.prefix, x), profile=wildcards.profile)
+                sel = selection_input(SimpleNamespace(**wc))
+                if sel:
+                    out["selection"] = sel
+            else:
+                out[f"encoder__s{x}"] = f"{PREFIX}/seed{x}/encoder.pt".format(**wildcards)
+        return out
 
     return inputs
 
 
-def chain_outputs(steps):
+def chain_outputs(runs):
     out = {}
-    for s in steps:
-        for key, name in STEPS[s].outputs.items():
-            path = f"{RUN}/{name}"
-            if name == "features.pt" and not PROFILE.keep_features:
-                path = temp(path)
-            out[f"{s}__{key}"] = path
+    for x, steps in runs:
+        for s in steps:
+            for key, name in STEPS[s].outputs.items():
+                path = f"{PREFIX}/seed{x}/{name}"
+                if name == "features.pt" and not PROFILE.keep_features:
+                    path = temp(path)
+                out[output_key(s, key, x)] = path
     return out
 
 
 def chain_priority(wildcards):
-    return grid_chain_priority(SimpleNamespace(**run_wildcards(wildcards.run)))
+    wc = SimpleNamespace(**run_wildcards(f"{wildcards.prefix}/seed0"))
+    return grid_chain_priority(wc)
 
 
-for _n, (_steps, _tags) in enumerate(VISION_CHAINS.items(), start=1):
+for _n, (_runs, _prefixes) in enumerate(VISION_JOBS.items(), start=1):
+    _steps = sorted({s for _, steps in _runs for s in steps}, key=list(STEPS).index)
 
     rule:
         name:
             f"vision_run_{_n}"
         input:
-            unpack(chain_input(_steps)),
+            unpack(chain_input(_runs)),
         output:
-            **chain_outputs(_steps),
+            **chain_outputs(_runs),
         log:
-            **{s: f"{LOGS}/{STEPS[s].log}/{{run}}.log" for s in _steps},
+            **{log_key(s, x): f"{LOGS}/{STEPS[s].log}/{{prefix}}/seed{x}.log"
+               for x, steps in _runs for s in steps},
         benchmark:
-            f"{BENCH}/vision_run/{{run}}.tsv"
+            f"{BENCH}/vision_run/{{prefix}}/seed{'+'.join(x for x, _ in _runs)}.tsv"
         wildcard_constraints:
-            run="|".join(re.escape(t) for t in _tags),
+            prefix="|".join(re.escape(t) for t in _prefixes),
         priority: chain_priority
         retries: training_retries("vision") if "pretrain" in _steps else None
         threads: max(threads_for(s) for s in _steps)
         resources:
             **resources_for("pretrain" if "pretrain" in _steps else "features"),
         params:
-            steps=list(_steps),
-            settings=chain_params(_steps),
+            steps={x: list(steps) for x, steps in _runs},
+            settings=chain_params(_runs),
         script:
             "../scripts/vision_run.py"
 

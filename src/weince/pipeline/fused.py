@@ -39,9 +39,11 @@ from weince.pipeline.stages import (features_settings, grid_arms, knn_settings, 
                                     rerun_trigger, scores_settings)
 from weince.pipeline.targets import all_targets
 
-__all__ = ["STEPS", "Step", "vision_chains", "step_params", "run_wildcards", "run_chain", "RUN_TAG"]
+__all__ = ["STEPS", "Step", "vision_chains", "vision_jobs", "step_params", "run_wildcards",
+           "run_chain", "output_key", "log_key", "RUN_TAG", "FUSED"]
 
 RUN_TAG = "{dataset}/{backbone}/{arm}/seed{seed}"
+FUSED = ("per_encoder", "per_arm")   # the values of `vision_jobs` that fuse steps into jobs
 _TAG_RE = re.compile(r"(?P<dataset>[^/]+)/(?P<backbone>[^/]+)/(?P<arm>[^/]+)/seed(?P<seed>\d+)")
 
 
@@ -129,7 +131,7 @@ def _others(prof: Profile, wc: Mapping[str, str]) -> set[str]:
 def vision_chains(prof: Profile) -> dict[tuple[str, ...], list[str]]:
     """The steps of each encoder's job, as ``{steps: [run tags]}`` (steps in
     :data:`STEPS` order, tags sorted); empty unless ``vision_jobs: per_encoder``."""
-    if prof.config.get("vision_jobs", "per_step") != "per_encoder" or not prof.vision.enabled:
+    if prof.config.get("vision_jobs", "per_step") not in FUSED or not prof.vision.enabled:
         return {}
     chains: dict[tuple[str, ...], list[str]] = {}
     for tag, files in sorted(_needed(prof).items()):
@@ -144,6 +146,26 @@ def vision_chains(prof: Profile) -> dict[tuple[str, ...], list[str]]:
         steps = tuple(s for s in STEPS if files & set(STEPS[s].outputs.values()))
         chains.setdefault(steps, []).append(tag)
     return chains
+
+
+def vision_jobs(prof: Profile) -> dict[tuple[tuple[str, tuple[str, ...]], ...], list[str]]:
+    """The encoder jobs, as ``{((seed, steps), ...): [run prefixes]}`` (a prefix is
+    ``<dataset>/<backbone>/<arm>``): each prefix and key is one job that runs, for each seed
+    in turn, that seed's steps. ``per_encoder``: one seed a job; ``per_arm``: every seed of
+    an arm in one job. Empty for ``per_step``."""
+    per_arm = prof.config.get("vision_jobs") == "per_arm"
+    runs_of: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
+    for steps, tags in vision_chains(prof).items():
+        for tag in tags:
+            wc = run_wildcards(tag)
+            prefix = "/".join((wc["dataset"], wc["backbone"], wc["arm"]))
+            runs_of.setdefault(prefix, []).append((wc["seed"], steps))
+    jobs: dict[tuple[tuple[str, tuple[str, ...]], ...], list[str]] = {}
+    for prefix, runs in sorted(runs_of.items()):
+        runs = sorted(runs, key=lambda r: int(r[0]))
+        for group in ([tuple(runs)] if per_arm else [(r,) for r in runs]):
+            jobs.setdefault(group, []).append(prefix)
+    return jobs
 
 
 def step_params(prof: Profile, step: str, wc: Mapping[str, str]) -> dict[str, Any]:
@@ -175,29 +197,44 @@ class _Named(list):
                 setattr(self, key, value)
 
 
-def _step_job(smk: Any, step: str, run: Path) -> SimpleNamespace:
-    """The ``snakemake`` object the per-step rule's script would get, from the encoder job's."""
+def _step_job(smk: Any, step: str, seed: str, run: Path) -> SimpleNamespace:
+    """The ``snakemake`` object the per-step rule's script would get for the run of ``seed``,
+    from the encoder job's."""
     spec = STEPS[step]
     inputs: dict[str | int, Any] = {k: str(run / f) for k, f in spec.inputs.items()}
     if step == "pretrain":
         inputs["selection"] = getattr(smk.input, "selection", [])
     wc: dict[str | int, Any] = {"profile": smk.wildcards.profile}
-    wc.update(run_wildcards(smk.wildcards.run))
+    wc.update(run_wildcards(f"{smk.wildcards.prefix}/seed{seed}"))
     return SimpleNamespace(
         input=_Named(inputs),
-        output=_Named({k: getattr(smk.output, f"{step}__{k}") for k in spec.outputs}),
-        log=_Named({0: getattr(smk.log, step)}), params=_Named(smk.params.settings[step]),
+        output=_Named({k: getattr(smk.output, output_key(step, k, seed)) for k in spec.outputs}),
+        log=_Named({0: getattr(smk.log, log_key(step, seed))}),
+        params=_Named(smk.params.settings[seed][step]),
         wildcards=_Named(wc), threads=smk.threads, resources=smk.resources,
         config=smk.config, rule=step, bench_iteration=None, scriptdir=smk.scriptdir)
 
 
+def output_key(step: str, name: str | int, seed: str) -> str:
+    """The name of a step's output in an encoder job's rule (one per step, output and seed)."""
+    return f"{step}__{name}__s{seed}"
+
+
+def log_key(step: str, seed: str) -> str:
+    """The name of a step's log in an encoder job's rule."""
+    return f"{step}__s{seed}"
+
+
 def run_chain(smk: Any) -> None:
-    """Run an encoder job's steps (``smk.params.steps``) one after the other, each by its
-    per-step rule's script (``workflow/scripts/<rule>.py``) in this interpreter."""
-    run = Path(VISION_RUN.format(results=Profile.of(smk.config).results,
-                                 profile=smk.wildcards.profile,
-                                 **run_wildcards(smk.wildcards.run)))
-    for step in smk.params.steps:
-        script = Path(smk.scriptdir) / STEPS[step].script
-        runpy.run_path(str(script), init_globals={"snakemake": _step_job(smk, step, run)},
-                       run_name="__main__")
+    """Run an encoder job's runs one after the other (``smk.params.steps``: each seed's
+    steps, in order), each step by its per-step rule's script (``workflow/scripts/<rule>.py``)
+    in this interpreter."""
+    results = Profile.of(smk.config).results
+    for seed, steps in smk.params.steps.items():
+        run = Path(VISION_RUN.format(results=results, profile=smk.wildcards.profile,
+                                     **run_wildcards(f"{smk.wildcards.prefix}/seed{seed}")))
+        for step in steps:
+            script = Path(smk.scriptdir) / STEPS[step].script
+            runpy.run_path(str(script),
+                           init_globals={"snakemake": _step_job(smk, step, seed, run)},
+                           run_name="__main__")
