@@ -11,11 +11,7 @@ with log_to(snakemake.log[0], resources=snakemake.resources,
     from weince.utils.config import to_dict
     from weince.utils import write_json
 
-    # the job holds its cores (resources.timing.threads) so that nothing runs beside it while
-    # it measures; torch gets the threads of the profile's other jobs (`threads`), so the
-    # step it times runs as the profile's training steps do
-    torch.set_num_threads(min(snakemake.threads,
-                              int(snakemake.config.get("threads") or snakemake.threads)))
+    torch.set_num_threads(snakemake.threads)
     prof = Profile.of(snakemake.config)
     cfg = prof.timing.config   # the params (its result settings) are these fields
     write_json(snakemake.output[0], run_timing(cfg), cfg=to_dict(cfg))
