@@ -79,6 +79,13 @@ def test_an_encoders_whole_job_counts_as_training_only_when_it_writes_the_encode
     trained, adopted, text = runs_of_jobs(jobs)
     assert trained == {VisionRun("digits", "smallcnn", "infonce", 7)}
     assert not adopted and not text
+    # `per_arm`: one job trains seeds 21 and 63 and starts the adopted seed 7 at its features
+    arm = [JobInfo("vision_run_3", False, [run.format("weince", "features.pt"),
+                                           run.format("weince", "knn.json").replace("7", "21"),
+                                           run.format("weince", "encoder.pt").replace("7", "21"),
+                                           run.format("weince", "encoder.pt").replace("7", "63")])]
+    trained, adopted, text = runs_of_jobs(arm)
+    assert trained == {VisionRun("digits", "smallcnn", "weince", s) for s in (21, 63)}
 
 
 @pytest.mark.parametrize("text, n", [("2TB", 2 * 10**12), ("500 GB", 500 * 10**9),

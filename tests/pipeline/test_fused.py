@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from weince.pipeline.fused import STEPS, run_wildcards, step_params, vision_chains
+from weince.pipeline.fused import STEPS, run_wildcards, step_params, vision_chains, vision_jobs
 from weince.pipeline.profile import Profile
 
 REPO = Path(__file__).resolve().parents[2]
@@ -35,12 +35,12 @@ def test_other_profiles_keep_one_job_per_step(name):
 def test_schema_default_is_one_job_per_step():
     schema = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
     key = schema["properties"]["vision_jobs"]
-    assert key["default"] == "per_step" and key["enum"] == ["per_step", "per_encoder"]
+    assert key["default"] == "per_step" and key["enum"] == ["per_step", "per_encoder", "per_arm"]
 
 
 def test_default_runs_each_encoder_once_with_the_steps_it_needs():
     prof = _profile("config.yaml")
-    assert prof.config["vision_jobs"] == "per_encoder"
+    assert prof.config["vision_jobs"] == "per_arm"
     chains = vision_chains(prof)
     tags = [t for ts in chains.values() for t in ts]
     assert len(tags) == len(set(tags))                   # one job per encoder
@@ -65,6 +65,40 @@ def test_default_runs_each_encoder_once_with_the_steps_it_needs():
 
 def test_per_step_setting_turns_the_default_back_into_one_job_per_step():
     assert vision_chains(_profile("config.yaml", vision_jobs="per_step")) == {}
+    assert vision_jobs(_profile("config.yaml", vision_jobs="per_step")) == {}
+
+
+def _runs(jobs):
+    """{(prefix, seed): steps} of every job, and the jobs as lists of run tags."""
+    runs, tags = {}, []
+    for group, prefixes in jobs.items():
+        for prefix in prefixes:
+            tags.append([f"{prefix}/seed{seed}" for seed, _ in group])
+            for seed, steps in group:
+                assert (prefix, seed) not in runs, (prefix, seed)   # one job per run
+                runs[prefix, seed] = steps
+    return runs, tags
+
+
+def test_per_arm_runs_each_arms_seeds_in_one_job_with_each_seeds_steps():
+    """`per_arm` (the default's) and `per_encoder` run the same runs with the same steps;
+    `per_arm` puts every seed of an arm in one job, in seed order, including a grid arm's
+    adopted seed, which starts at its features."""
+    arm, enc = (_runs(vision_jobs(_profile("config.yaml", vision_jobs=m)))
+                for m in ("per_arm", "per_encoder"))
+    assert arm[0] == enc[0]
+    chains = vision_chains(_profile("config.yaml"))
+    assert arm[0] == {tuple(t.rsplit("/seed", 1)): steps
+                      for steps, ts in chains.items() for t in ts}
+    assert all(len(job) == 1 for job in enc[1])
+    prof = _profile("config.yaml")
+    seeds = [f"seed{x}" for x in prof.vision.seeds]
+    for a in prof.vision.arms:
+        assert [f"digits/smallcnn/{a}/{x}" for x in seeds] in arm[1], a
+    assert ["digits/smallcnn/weince@m0/seed7"] in arm[1]
+    assert len(arm[1]) == len(prof.vision.arms) + 2 + 2   # + 2 confound arms, 2 grid points
+    assert "pretrain" not in arm[0]["digits/smallcnn/weince", "7"]
+    assert "pretrain" in arm[0]["digits/smallcnn/weince", "21"]
 
 
 def test_step_params_are_the_per_step_rules_params():

@@ -15,6 +15,7 @@ import yaml
 
 from weince.pipeline.schema import read_schema
 from weince.pipeline.ablations import ablation_plan
+from weince.pipeline.fused import run_wildcards, vision_chains
 from weince.pipeline.claims import load_claims, validate_with_defaults
 from weince.pipeline.config_check import ConfigError, check_config
 from weince.pipeline.profile import Profile
@@ -98,8 +99,8 @@ def test_default_profile_sets_rerun_incomplete():
                                   pytest.param("paper.yaml", marks=pytest.mark.slow)])
 def test_dry_run_builds_the_dag(name, tmp_path, copy_workflow, job_counts, run_snakemake):
     wf = copy_workflow(tmp_path / "wf")
-    # the default's DAG as the per-step rules plan it (its own one job per encoder:
-    # test_default_runs_one_job_per_encoder)
+    # the default's DAG as the per-step rules plan it (its own one job per arm:
+    # test_default_runs_one_job_per_arm)
     args = ["-n", "--cores", "2"] + (["--config", "vision_jobs=per_step"] if name == "config.yaml"
                                      else ["--configfile", f"config/{name}"])
     # the paper's data are not here: plan its DAG without the data check
@@ -171,9 +172,10 @@ def _planned(stdout: str) -> tuple[set[str], set[str]]:
     return outs, logs
 
 
-def test_default_runs_one_job_per_encoder(tmp_path, copy_workflow, job_counts, run_snakemake):
-    """`vision_jobs: per_encoder` (the default's): one job per vision encoder, planning
-    exactly the files and logs the per-step rules plan, and no per-step vision job."""
+def test_default_runs_one_job_per_arm(tmp_path, copy_workflow, job_counts, run_snakemake):
+    """`vision_jobs: per_arm` (the default's): one job per vision arm (its seeds in turn),
+    planning exactly the files and logs the per-step rules plan, and no per-step vision
+    job."""
     wf = copy_workflow(tmp_path / "wf")
     fused = run_snakemake(wf, "-n", "--cores", "2", timeout=300)
     per_step = run_snakemake(wf, "-n", "--cores", "2", "--config", "vision_jobs=per_step",
@@ -184,8 +186,11 @@ def test_default_runs_one_job_per_encoder(tmp_path, copy_workflow, job_counts, r
     a, b = job_counts(fused.stdout), job_counts(per_step.stdout)
     assert not set(_STEP_RULES) & set(a), a
     encoders = b["features"]          # every trained or adopted encoder is read once
-    assert sum(n for r, n in a.items() if r.startswith("vision_run_")) == encoders
-    assert a["total"] == b["total"] - sum(b.get(r, 0) for r in _STEP_RULES) + encoders
+    prof = Profile.of(yaml.safe_load((wf / "config/config.yaml").read_text()))
+    arms = {run_wildcards(t)["arm"] for ts in vision_chains(prof).values() for t in ts}
+    assert encoders > len(arms) == 7
+    assert sum(n for r, n in a.items() if r.startswith("vision_run_")) == len(arms)
+    assert a["total"] == b["total"] - sum(b.get(r, 0) for r in _STEP_RULES) + len(arms)
     for rule in set(a) - {"total"}:
         assert rule.startswith("vision_run_") or a[rule] == b[rule], rule
 

@@ -117,8 +117,8 @@ _TRUN = re.compile(r"/text/([^/]+)/([^/]+)/seed([0-9]+)/")
 
 def trains(job: Any) -> bool:
     """Whether a (dry run's) job pretrains a vision encoder: a ``pretrain`` job, or an
-    encoder's whole job (``vision_jobs: per_encoder``, rules ``vision_run_<n>``) that writes
-    the encoder."""
+    encoder's or an arm's whole job (``vision_jobs: per_encoder`` or ``per_arm``, rules
+    ``vision_run_<n>``) that writes an encoder."""
     return job.rule == "pretrain" or (job.rule.startswith("vision_run_") and any(
         str(f).endswith("/encoder.pt") for f in job.output))
 
@@ -130,11 +130,18 @@ def runs_of_jobs(jobs: Iterable) -> tuple[set[VisionRun], set[VisionRun], set[Te
     adopted: set[VisionRun] = set()
     text: set[TextRun] = set()
     for j in jobs:
+        # a fused job (`vision_jobs: per_arm`) may train some of its runs and start others
+        # at their features: a run is trained where the job writes its encoder
+        encoders = {m.groups() for out in j.output if str(out).endswith("/encoder.pt")
+                    and (m := _VRUN.search("/" + out))}
         for out in j.output:
             m = _VRUN.search("/" + out)
             if m and (trains(j) or j.rule == "adopt_grid_run"):
                 run = VisionRun(m.group(1), m.group(2), m.group(3), int(m.group(4)))
-                (trained if trains(j) else adopted).add(run)
+                if j.rule == "adopt_grid_run":
+                    adopted.add(run)
+                elif j.rule == "pretrain" or m.groups() in encoders:
+                    trained.add(run)
             t = _TRUN.search("/" + out)
             if t and j.rule == "simcse":
                 text.add(TextRun(t.group(1), t.group(2), int(t.group(3))))
