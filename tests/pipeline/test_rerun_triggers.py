@@ -3,7 +3,9 @@ stay what the workflow gave before the settings were typed: a finished run does 
 after an upgrade. ``rerun_triggers_adce6c6.json`` holds them, as commit adce6c6 gave them
 (``rerun_trigger_fixture.py`` says how it was made), for every pretraining, SimCSE and timing
 job of the shipped profiles. A key added at its default changes no params; any value off its
-default does."""
+default does. One entry follows a change of a profile, not of the code: the embedded
+default's timing job times 20 whole-step repetitions per run since it was set so in
+config/config.yaml (40 at adce6c6), and reruns once for that."""
 
 from __future__ import annotations
 

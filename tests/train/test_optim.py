@@ -61,7 +61,7 @@ def test_a_state_dict_loads_across_the_two():
         torch.manual_seed(1)
         model = torch.nn.Linear(4, 2)
         opt = first(model.parameters(), lr=1e-2)
-        for cls in (first, second):
+        for _ in range(2):
             model(torch.ones(5, 4)).sum().backward()
             opt.step()
             opt.zero_grad()

@@ -1,16 +1,22 @@
 # Fused vision jobs (`vision_jobs: per_arm`, the embedded default, or `per_encoder`): the
 # steps an encoder needs (weince.pipeline.fused.vision_chains) in one interpreter, each by
-# its own rule's script with that rule's inputs, outputs, log and params; `per_arm` runs an
-# arm's seeds that need the same steps one after the other in one job. One rule per set of
-# steps and seeds (weince.pipeline.fused.vision_jobs), its `prefix` wildcard
-# (dataset/backbone/arm) constrained to the arms with those steps and seeds; it takes
-# precedence over the per-step rules for them, which still make any other file.
+# its own rule's script with that rule's inputs, outputs, log and params; `per_arm` runs
+# every seed of an arm in one job, one after the other, each with the steps it needs. One
+# rule per set of seeds and their steps (weince.pipeline.fused.vision_jobs), its `prefix`
+# wildcard (dataset/backbone/arm) constrained to the arms with those seeds and steps; it
+# takes precedence over the per-step rules for them, which still make any other file.
 # `vision_jobs: per_step` (every other shipped profile) defines none of these rules.
 
 from types import SimpleNamespace
 
-from weince.pipeline.fused import (STEPS, log_key, output_key, run_wildcards, step_params,
-                                   vision_jobs)
+from weince.pipeline.fused import (
+    STEPS,
+    log_key,
+    output_key,
+    run_wildcards,
+    step_params,
+    vision_jobs,
+)
 
 VISION_JOBS = vision_jobs(PROFILE)
 PREFIX = f"{RESULTS}/{{profile}}/vision/{{prefix}}"
@@ -24,8 +30,13 @@ def chain_params(runs):
     """Every run's steps' params (the per-step rules' own values: the rerun triggers)."""
 
     def params(wildcards):
-        return {x: {s: step_params(PROFILE, s, _wildcards(wildcards.prefix, x)) for s in steps}
-                for x, steps in runs}
+        return {
+            x: {
+                s: step_params(PROFILE, s, _wildcards(wildcards.prefix, x))
+                for s in steps
+            }
+            for x, steps in runs
+        }
 
     return params
 
@@ -43,7 +54,9 @@ def chain_input(runs):
                 if sel:
                     out["selection"] = sel
             else:
-                out[f"encoder__s{x}"] = f"{PREFIX}/seed{x}/encoder.pt".format(**wildcards)
+                out[f"encoder__s{x}"] = f"{PREFIX}/seed{x}/encoder.pt".format(
+                    **wildcards
+                )
         return out
 
     return inputs
@@ -80,8 +93,11 @@ for _n, (_runs, _prefixes) in enumerate(VISION_JOBS.items(), start=1):
         output:
             **chain_outputs(_runs),
         log:
-            **{log_key(s, x): f"{LOGS}/{STEPS[s].log}/{{prefix}}/seed{x}.log"
-               for x, steps in _runs for s in steps},
+            **{
+                log_key(s, x): f"{LOGS}/{STEPS[s].log}/{{prefix}}/seed{x}.log"
+                for x, steps in _runs
+                for s in steps
+            },
         benchmark:
             f"{BENCH}/vision_run/{{prefix}}/seed{'+'.join(x for x, _ in _runs)}.tsv"
         wildcard_constraints:
