@@ -1,6 +1,7 @@
-"""One job per encoder (`vision_jobs: per_encoder`) against one job per step, end to end: the
-smoke profile's first encoder both ways, in two workflow copies; every file equal outside
-timing and provenance (slow tier: two Snakemake runs)."""
+"""One job per encoder (`vision_jobs: per_encoder`) or per arm (`per_arm`) against one job per
+step, end to end: the smoke profile's first encoder (with `per_arm`, its first arm at two
+seeds, run one after the other in one interpreter) both ways, in two workflow copies; every
+file equal outside timing and provenance (slow tier: Snakemake runs)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 import torch
 import yaml
 
-from weince.pipeline.fused import STEPS, vision_chains
+from weince.pipeline.fused import STEPS, vision_chains, vision_jobs
 from weince.pipeline.profile import Profile
 
 pytestmark = pytest.mark.slow
@@ -38,25 +39,38 @@ def _load(p: Path):
     return json.loads(p.read_text())
 
 
-def _run(tmp: Path, mode: str, copy_workflow, run_snakemake, targets: list[str]) -> Path:
+def _run(tmp: Path, mode: str, copy_workflow, run_snakemake, targets: list[str],
+         seeds: str = "[7]") -> Path:
     wf = copy_workflow(tmp / mode)
     proc = run_snakemake(wf, *targets, "--cores", "2", "--configfile", "config/smoke.yaml",
-                         "--config", f"vision_jobs={mode}", timeout=900)
+                         "--config", f"vision_jobs={mode}", f"vision={{seeds: {seeds}}}",
+                         timeout=900)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     return wf
 
 
-def test_one_job_per_encoder_writes_what_the_step_jobs_write(tmp_path, copy_workflow,
-                                                             run_snakemake, job_counts):
+@pytest.mark.parametrize("mode, seeds", [("per_encoder", [7]), ("per_arm", [7, 21])])
+def test_fused_jobs_write_what_the_step_jobs_write(mode, seeds, tmp_path, copy_workflow,
+                                                   run_snakemake, job_counts):
     cfg = yaml.safe_load((REPO / "config/smoke.yaml").read_text())
-    prof = Profile.of({**cfg, "vision_jobs": "per_encoder"})
+    cfg["vision"]["seeds"] = seeds
+    prof = Profile.of({**cfg, "vision_jobs": mode})
     steps = next(s for s, tags in vision_chains(prof).items() if RUN in tags)
     assert {"pretrain", "features", "linear", "collect_scores", "pot"} <= set(steps)
-    run_dir = f"results/smoke/vision/{RUN}"
+    if mode == "per_arm":   # both seeds in one job
+        prefix = RUN.rsplit("/", 1)[0]
+        assert any(p == prefix and [x for x, _ in g] == ["7", "21"]
+                   for g, ps in vision_jobs(prof).items() for p in ps)
+    runs = [RUN.replace("seed7", f"seed{x}") for x in seeds]
     names = [f for s in steps for f in STEPS[s].outputs.values() if f != "features.pt"]
-    targets = [f"{run_dir}/{f}" for f in names]
-    fused = _run(tmp_path, "per_encoder", copy_workflow, run_snakemake, targets)
-    per_step = _run(tmp_path, "per_step", copy_workflow, run_snakemake, targets)
+    targets = [f"results/smoke/vision/{r}/{f}" for r in runs for f in names]
+    fused = _run(tmp_path, mode, copy_workflow, run_snakemake, targets, str(seeds))
+    per_step = _run(tmp_path, "per_step", copy_workflow, run_snakemake, targets, str(seeds))
+    for run in runs:
+        _same_run(fused, per_step, f"results/smoke/vision/{run}", run, names, steps)
+
+
+def _same_run(fused: Path, per_step: Path, run_dir: str, run: str, names, steps) -> None:
     for name in names:
         a, b = fused / run_dir / name, per_step / run_dir / name
         if name.endswith((".json", ".jsonl")):
@@ -78,7 +92,7 @@ def test_one_job_per_encoder_writes_what_the_step_jobs_write(tmp_path, copy_work
     # (features.pt aside: Snakemake keeps a temporary output of a job that writes a target;
     # a TensorBoard event file is named by its time and process)
     for s in steps:
-        log = f"results/smoke/logs/{STEPS[s].log}/{RUN}.log"
+        log = f"results/smoke/logs/{STEPS[s].log}/{run}.log"
         assert (fused / log).is_file() and (per_step / log).is_file(), log
     listed = [{p.name for p in (wf / run_dir).iterdir()
                if p.name != "features.pt" and not p.name.startswith("events.out.tfevents")}
