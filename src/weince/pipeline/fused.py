@@ -1,14 +1,16 @@
-"""One job per vision encoder (``vision_jobs: per_encoder``), for a profile of small jobs.
+"""Fused vision jobs (``vision_jobs: per_encoder`` or ``per_arm``), for a profile of small jobs.
 
 Every ``script:`` job is a fresh interpreter that imports torch and the library before it
-does its work; at the embedded default's sizes that start-up is most of a job's cost. With
-``vision_jobs: per_encoder`` (the embedded default's setting), the workflow runs the steps
-one encoder needs (its pretraining, features, linear probe, k-NN, head probe, similarity
-scores, tail fit, link fit, norms analysis: the rules in :data:`STEPS`) in one job, one after
-the other in one interpreter, by running each step's own script
-(``workflow/scripts/<rule>.py``) with the inputs, outputs, log and params the step's rule
-would give it. The files, their paths and the logs are those of the per-step rules; the
-job's benchmark file is ``benchmarks/vision_run/<run>.tsv``.
+does its work; at the embedded default's sizes that start-up is a large part of a job's
+cost. With ``vision_jobs: per_encoder``, the workflow runs the steps one encoder needs (its
+pretraining, features, linear probe, k-NN, head probe, similarity scores, tail fit, link
+fit, norms analysis: the rules in :data:`STEPS`) in one job, one after the other in one
+interpreter, by running each step's own script (``workflow/scripts/<rule>.py``) with the
+inputs, outputs, log and params the step's rule would give it. ``per_arm`` (the embedded
+default's setting) runs every seed of an arm that way in one job, one seed after the other,
+each with its own steps (:func:`vision_jobs`). The files, their paths and the logs are those
+of the per-step rules; the job's benchmark file is
+``benchmarks/vision_run/<dataset>/<backbone>/<arm>/seed<seeds>.tsv``.
 
 ``vision_jobs: per_step`` (the schema's default, and every other shipped profile's) keeps one
 job per step: the rules of ``workflow/rules/*.smk`` as they are.
@@ -16,9 +18,9 @@ job per step: the rules of ``workflow/rules/*.smk`` as they are.
 :func:`vision_chains` decides which steps each encoder runs: the files the profile's targets,
 its grid selection and its norms analysis read, less what another rule writes (a grid arm's
 adopted run: its encoder, training log and linear probe; the four-seed grid's k-NN files).
-Encoders with the same steps share one rule (``vision_run_<n>``), whose ``run`` wildcard
-(``<dataset>/<backbone>/<arm>/seed<seed>``) is constrained to exactly those encoders, so
-that the per-step rules still make any file outside them.
+Jobs with the same seeds and steps share one rule (``vision_run_<n>``), whose ``prefix``
+wildcard (``<dataset>/<backbone>/<arm>``) is constrained to exactly those arms, so that the
+per-step rules still make any file outside them.
 """
 
 from __future__ import annotations
