@@ -39,6 +39,7 @@ from weince.pipeline.targets import (
 )
 from weince.pipeline.protocol import adopted_seeds, shares_seeds
 from weince.pipeline.grid import selection_paths
+from weince.pipeline.fused import fused_text
 
 RESULTS = str(PROFILE.results)
 NAME = PROFILE.name

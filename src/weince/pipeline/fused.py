@@ -42,7 +42,8 @@ from weince.pipeline.stages import (features_settings, grid_arms, knn_settings, 
 from weince.pipeline.targets import all_targets
 
 __all__ = ["STEPS", "Step", "vision_chains", "vision_jobs", "step_params", "run_wildcards",
-           "run_chain", "output_key", "log_key", "RUN_TAG", "FUSED"]
+           "run_chain", "output_key", "log_key", "RUN_TAG", "FUSED", "TEXT_STEPS",
+           "fused_text", "run_text_chain"]
 
 RUN_TAG = "{dataset}/{backbone}/{arm}/seed{seed}"
 FUSED = ("per_encoder", "per_arm")   # the values of `vision_jobs` that fuse steps into jobs
@@ -225,6 +226,36 @@ def output_key(step: str, name: str | int, seed: str) -> str:
 def log_key(step: str, seed: str) -> str:
     """The name of a step's log in an encoder job's rule."""
     return f"{step}__s{seed}"
+
+
+# a SimCSE run's training and its STS evaluation, for `per_arm`'s one job per text run
+TEXT_STEPS: dict[str, Step] = {
+    "simcse": Step("simcse.py", "simcse",
+                   {"model": "model", "summary": "train.json", "train_log": "train_log.jsonl"}, {}),
+    "sts": Step("sts.py", "sts", {0: "sts.json"}, {"model": "model"}),
+}
+
+
+def fused_text(prof: Profile) -> bool:
+    """Whether each SimCSE run and its STS evaluation are one job (``vision_jobs: per_arm``,
+    the embedded default): two interpreters' start-up (torch, transformers, the model) where
+    the work is seconds."""
+    return prof.config.get("vision_jobs") == "per_arm" and prof.text.enabled
+
+
+def run_text_chain(smk: Any) -> None:
+    """Train a SimCSE run, then evaluate it on STS (:data:`TEXT_STEPS`), each by its own
+    rule's script with that rule's outputs, log and params, in this interpreter."""
+    run = Path(smk.output.sts__0).parent
+    for step, spec in TEXT_STEPS.items():
+        job = SimpleNamespace(
+            input=_Named({k: str(run / f) for k, f in spec.inputs.items()}),
+            output=_Named({k: getattr(smk.output, f"{step}__{k}") for k in spec.outputs}),
+            log=_Named({0: getattr(smk.log, step)}), params=_Named(smk.params.settings[step]),
+            wildcards=smk.wildcards, threads=smk.threads, resources=smk.resources,
+            config=smk.config, rule=step, bench_iteration=None, scriptdir=smk.scriptdir)
+        runpy.run_path(str(Path(smk.scriptdir) / spec.script),
+                       init_globals={"snakemake": job}, run_name="__main__")
 
 
 def run_chain(smk: Any) -> None:
