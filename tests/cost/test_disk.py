@@ -14,7 +14,7 @@ from weince.cost.counts import vision_counts
 from weince.cost.disk import QUOTA_ENV, check_disk, disk_estimate, parse_bytes, runs_of_jobs
 from weince.cost.plan import JobInfo
 from weince.models import build_simclr_model
-from weince.pipeline.layout import VisionRun
+from weince.pipeline.layout import TextRun, VisionRun
 from weince.pipeline.preflight import DiskSpaceError
 from weince.pipeline.profile import Profile
 
@@ -86,6 +86,12 @@ def test_an_encoders_whole_job_counts_as_training_only_when_it_writes_the_encode
                                            run.format("weince", "encoder.pt").replace("7", "63")])]
     trained, adopted, text = runs_of_jobs(arm)
     assert trained == {VisionRun("digits", "smallcnn", "weince", s) for s in (21, 63)}
+    # and its text runs: `text_run` trains SimCSE as a `simcse` job does
+    t = "results/p/text/minilm/weince/seed7/{}"
+    for rule in ("simcse", "text_run"):
+        _, _, text = runs_of_jobs([JobInfo(rule, False, [t.format("model"),
+                                                         t.format("train.json")])])
+        assert text == {TextRun("minilm", "weince", 7)}, rule
 
 
 @pytest.mark.parametrize("text, n", [("2TB", 2 * 10**12), ("500 GB", 500 * 10**9),

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from weince.pipeline.fused import STEPS, run_wildcards, step_params, vision_chains, vision_jobs
+from weince.pipeline.fused import (STEPS, fused_text, run_wildcards, step_params,
+                                   vision_chains, vision_jobs)
 from weince.pipeline.profile import Profile
 
 REPO = Path(__file__).resolve().parents[2]
@@ -111,3 +112,10 @@ def test_step_params_are_the_per_step_rules_params():
         step_params(prof, "sts", wc)
     with pytest.raises(ValueError, match="not a vision run tag"):
         run_wildcards("digits/smallcnn/infonce")
+
+
+def test_only_per_arm_fuses_the_text_runs():
+    assert fused_text(_profile("config.yaml"))
+    for mode in ("per_step", "per_encoder"):
+        assert not fused_text(_profile("config.yaml", vision_jobs=mode))
+    assert not fused_text(_profile("config.yaml", text={"enabled": False}))

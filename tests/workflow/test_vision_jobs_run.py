@@ -98,3 +98,21 @@ def _same_run(fused: Path, per_step: Path, run_dir: str, run: str, names, steps)
                if p.name != "features.pt" and not p.name.startswith("events.out.tfevents")}
               for wf in (fused, per_step)]
     assert listed[0] == listed[1]
+
+
+def test_one_text_job_writes_what_the_simcse_and_sts_jobs_write(tmp_path, copy_workflow,
+                                                                run_snakemake):
+    """`per_arm`'s `text_run`: one SimCSE run trained and scored on STS in one interpreter
+    gives the files the `simcse` and `sts` jobs give (smoke's text settings)."""
+    run = "results/smoke/text/minilm/weince/seed7"
+    targets = [f"{run}/sts.json", f"{run}/train.json"]
+    fused = _run(tmp_path, "per_arm", copy_workflow, run_snakemake, targets)
+    per_step = _run(tmp_path, "per_step", copy_workflow, run_snakemake, targets)
+    for name in ("sts.json", "train.json", "train_log.jsonl"):
+        a, b = (_load(wf / run / name) for wf in (fused, per_step))
+        assert _stable(a) == _stable(b), name
+    for wf in (fused, per_step):
+        for log in ("simcse", "sts"):
+            assert (wf / f"results/smoke/logs/{log}/minilm/weince/seed7.log").is_file()
+    x, y = ({p.name for p in (wf / run / "model").iterdir()} for wf in (fused, per_step))
+    assert x == y

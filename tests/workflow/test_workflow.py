@@ -173,9 +173,9 @@ def _planned(stdout: str) -> tuple[set[str], set[str]]:
 
 
 def test_default_runs_one_job_per_arm(tmp_path, copy_workflow, job_counts, run_snakemake):
-    """`vision_jobs: per_arm` (the default's): one job per vision arm (its seeds in turn),
-    planning exactly the files and logs the per-step rules plan, and no per-step vision
-    job."""
+    """`vision_jobs: per_arm` (the default's): one job per vision arm (its seeds in turn)
+    and one per SimCSE run with its STS evaluation, planning exactly the files and logs the
+    per-step rules plan, and no per-step vision job."""
     wf = copy_workflow(tmp_path / "wf")
     fused = run_snakemake(wf, "-n", "--cores", "2", timeout=300)
     per_step = run_snakemake(wf, "-n", "--cores", "2", "--config", "vision_jobs=per_step",
@@ -190,8 +190,11 @@ def test_default_runs_one_job_per_arm(tmp_path, copy_workflow, job_counts, run_s
     arms = {run_wildcards(t)["arm"] for ts in vision_chains(prof).values() for t in ts}
     assert encoders > len(arms) == 7
     assert sum(n for r, n in a.items() if r.startswith("vision_run_")) == len(arms)
-    assert a["total"] == b["total"] - sum(b.get(r, 0) for r in _STEP_RULES) + len(arms)
-    for rule in set(a) - {"total"}:
+    # and each SimCSE run with its STS evaluation in one job
+    assert a["text_run"] == b["simcse"] == b["sts"] and not {"simcse", "sts"} & set(a)
+    assert a["total"] == (b["total"] - sum(b.get(r, 0) for r in _STEP_RULES) + len(arms)
+                          - b["sts"])
+    for rule in set(a) - {"total", "text_run"}:
         assert rule.startswith("vision_run_") or a[rule] == b[rule], rule
 
 

@@ -42,7 +42,7 @@ from weince.utils.diskspace import free_bytes, human_bytes, parse_size
 
 __all__ = ["SPLIT_SIZES", "PER_RUN", "QUOTA_ENV", "DiskEstimate", "disk_estimate",
            "runs_of_jobs", "parse_bytes", "disk_quota", "used_bytes", "check_disk", "dag_jobs",
-           "JobLike", "warn_after_dry_run", "trains"]
+           "JobLike", "warn_after_dry_run", "trains", "trains_text"]
 
 # images per split (train, test) of each data set: a features.pt holds both
 SPLIT_SIZES = {d: (n["train"], n["test"]) for d, n in SPLIT_IMAGES.items()}
@@ -123,6 +123,12 @@ def trains(job: Any) -> bool:
         str(f).endswith("/encoder.pt") for f in job.output))
 
 
+def trains_text(job: Any) -> bool:
+    """Whether a (dry run's) job trains a SimCSE run: a ``simcse`` job, or ``per_arm``'s
+    ``text_run`` (the training and its STS evaluation in one job)."""
+    return job.rule in ("simcse", "text_run")
+
+
 def runs_of_jobs(jobs: Iterable) -> tuple[set[VisionRun], set[VisionRun], set[TextRun]]:
     """(trained, adopted, SimCSE) runs of a dry run's jobs (``weince.cost.plan.JobInfo``:
     a rule and its outputs): what a target's plan reaches."""
@@ -143,7 +149,7 @@ def runs_of_jobs(jobs: Iterable) -> tuple[set[VisionRun], set[VisionRun], set[Te
                 elif j.rule == "pretrain" or m.groups() in encoders:
                     trained.add(run)
             t = _TRUN.search("/" + out)
-            if t and j.rule == "simcse":
+            if t and trains_text(j):
                 text.add(TextRun(t.group(1), t.group(2), int(t.group(3))))
     return trained, adopted, text
 

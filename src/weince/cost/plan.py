@@ -41,7 +41,7 @@ from typing import Any
 
 import yaml
 
-from weince.cost.disk import disk_estimate, runs_of_jobs, trains
+from weince.cost.disk import disk_estimate, runs_of_jobs, trains, trains_text
 from weince.cost.estimate import (CHEAPER_OPTIONS, assumptions, claim_rows, estimate,
                                   hours_range, with_overlay)
 from weince.cost.forecast import build_forecast, forecast_markdown
@@ -369,7 +369,7 @@ def target_plan(target: str, prof: Profile, gpu: str, jobs: list[JobInfo] | None
         lo = hi = 0.0
         n = 0
         for j in jobs:
-            if (trains(j) or j.rule == "simcse") and j.output:
+            if (trains(j) or trains_text(j)) and j.output:
                 parts = Path(j.output[0]).parts
                 key = ("/".join(parts[3:5]) if trains(j) else f"text/{parts[3]}")
                 s = est.settings.get(key)
