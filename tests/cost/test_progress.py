@@ -190,3 +190,20 @@ def test_the_forecast_learns_measured_step_times_of_finished_gpu_runs(prof):
     assert estimate(learned, "a100-80gb").settings["digits/smallcnn"].source == "estimated"
     note = learned_note(learned, estimate(learned, "h100-sxm"))
     assert note is not None and "for: digits/smallcnn; estimated: text/minilm" in note
+
+
+@pytest.mark.parametrize("rule", ["simcse", "text_run"])
+def test_a_simcse_runs_hours_come_from_its_training_jobs_benchmark(prof, tmp_path, rule):
+    """A SimCSE run's train.json holds no wall time: its job's benchmark gives it, the
+    `simcse` job's, or under `vision_jobs: per_arm` the `text_run` job's (training and STS)."""
+    run = next(r for r in progress(prof, workdir=tmp_path, use_sacct=False,
+                                   lock_table=tmp_path / "none").runs if r.stage == "text")
+    run.folder.mkdir(parents=True)
+    (run.folder / "train.json").write_text(json.dumps({"device": "cpu", "torch_threads": 1}))
+    tag = run.folder.relative_to(prof.results / "smoke" / "text")
+    b = prof.results / "smoke" / "benchmarks" / rule / tag.parent / f"{tag.name}.tsv"
+    b.parent.mkdir(parents=True)
+    b.write_text("s\th:m:s\tmax_rss\tcpu_time\n72.0\t0\t10\t1\n")
+    p = progress(prof, workdir=tmp_path, use_sacct=False, lock_table=tmp_path / "none")
+    got = next(r for r in p.runs if r.folder == run.folder)
+    assert got.state == "finished" and got.spent_h == pytest.approx(72.0 / 3600)

@@ -23,7 +23,8 @@ Snakemake:
 - **failed**: the job's log (``results/<profile>/logs/<rule>/...log``, written by
   :func:`weince.pipeline.joblog.log_to`) ends in a traceback and no live writer is there;
   every failed job of every rule is listed with that line and the log's path;
-- **spent**: per finished run, the benchmark file's wall seconds (``benchmarks/<rule>/``)
+- **spent**: per finished run, the benchmark file's wall seconds (``benchmarks/<rule>/``,
+  for a SimCSE run of ``vision_jobs: per_arm`` its ``text_run`` job's, STS included)
   or ``train.json``'s ``wall_s`` (the longer: a resumed run's benchmark holds its last
   segment only) x the GPUs it ran on, in GPU-hours; a CPU run's x its torch threads, in
   CPU-hours (core-hours, as a cluster accounts them);
@@ -242,6 +243,9 @@ def _measure(rs: RunState, train: dict[str, Any], bench: dict[str, Any]) -> None
         rs.spent_h = None if rs.wall_h is None else rs.wall_h * cores
 
 
+FUSED_RULE = {"simcse": "text_run"}   # the job that trains a run under `vision_jobs: per_arm`
+
+
 def _state(rs: RunState, rule: str, marks: set[str] | None, live, cwd: Path,
            total: int, bench: dict[str, dict[str, Any]]) -> None:
     train_json = rs.folder / "train.json"
@@ -251,7 +255,10 @@ def _state(rs: RunState, rule: str, marks: set[str] | None, live, cwd: Path,
     train = _load(train_json) if train_json.exists() and not marked else None
     if train is not None and not held:
         rs.state, rs.done = "finished", 1.0
-        _measure(rs, train, bench.get(f"{rule}/{_tag(rs)}", {}))
+        # a fused job's benchmark (`per_arm`'s text_run: SimCSE and its STS evaluation)
+        # stands for its training run where the training rule has none
+        _measure(rs, train, bench.get(f"{rule}/{_tag(rs)}")
+                 or bench.get(f"{FUSED_RULE.get(rule, rule)}/{_tag(rs)}", {}))
         return
     if held:
         rs.state = "running"
