@@ -133,7 +133,8 @@ def _others(prof: Profile, wc: Mapping[str, str]) -> set[str]:
 
 def vision_chains(prof: Profile) -> dict[tuple[str, ...], list[str]]:
     """The steps of each encoder's job, as ``{steps: [run tags]}`` (steps in
-    :data:`STEPS` order, tags sorted); empty unless ``vision_jobs: per_encoder``."""
+    :data:`STEPS` order, tags sorted); empty unless ``vision_jobs`` fuses them
+    (:data:`FUSED`)."""
     if prof.config.get("vision_jobs", "per_step") not in FUSED or not prof.vision.enabled:
         return {}
     chains: dict[tuple[str, ...], list[str]] = {}
@@ -193,29 +194,26 @@ class _Named(list):
     """A step's input, output, log, params or wildcards as its script reads them: by
     position (integer names, and every value in order) and by attribute."""
 
-    def __init__(self, items: Mapping[str | int, Any]) -> None:
+    def __init__(self, items: Mapping[Any, Any]) -> None:
         super().__init__(items.values())
         for key, value in items.items():
             if isinstance(key, str):
                 setattr(self, key, value)
 
 
-def _step_job(smk: Any, step: str, seed: str, run: Path) -> SimpleNamespace:
-    """The ``snakemake`` object the per-step rule's script would get for the run of ``seed``,
-    from the encoder job's."""
-    spec = STEPS[step]
-    inputs: dict[str | int, Any] = {k: str(run / f) for k, f in spec.inputs.items()}
-    if step == "pretrain":
-        inputs["selection"] = getattr(smk.input, "selection", [])
-    wc: dict[str | int, Any] = {"profile": smk.wildcards.profile}
-    wc.update(run_wildcards(f"{smk.wildcards.prefix}/seed{seed}"))
-    return SimpleNamespace(
-        input=_Named(inputs),
-        output=_Named({k: getattr(smk.output, output_key(step, k, seed)) for k in spec.outputs}),
-        log=_Named({0: getattr(smk.log, log_key(step, seed))}),
-        params=_Named(smk.params.settings[seed][step]),
-        wildcards=_Named(wc), threads=smk.threads, resources=smk.resources,
-        config=smk.config, rule=step, bench_iteration=None, scriptdir=smk.scriptdir)
+def _run_step(smk: Any, step: str, spec: Step, *, inputs: Mapping[str | int, Any],
+              outputs: Mapping[str | int, Any], log: str, params: Mapping[str | int, Any],
+              wildcards: Any) -> None:
+    """Run the rule ``step``'s script (``spec.script``) in this interpreter, with the
+    ``snakemake`` object that rule would give it: its inputs, outputs, log, params and
+    wildcards; threads, resources and config are the fused job's."""
+    job = SimpleNamespace(
+        input=_Named(inputs), output=_Named(outputs), log=_Named({0: log}),
+        params=_Named(params), wildcards=wildcards, threads=smk.threads,
+        resources=smk.resources, config=smk.config, rule=step, bench_iteration=None,
+        scriptdir=smk.scriptdir)
+    runpy.run_path(str(Path(smk.scriptdir) / spec.script), init_globals={"snakemake": job},
+                   run_name="__main__")
 
 
 def output_key(step: str, name: str | int, seed: str) -> str:
@@ -248,26 +246,30 @@ def run_text_chain(smk: Any) -> None:
     rule's script with that rule's outputs, log and params, in this interpreter."""
     run = Path(smk.output.sts__0).parent
     for step, spec in TEXT_STEPS.items():
-        job = SimpleNamespace(
-            input=_Named({k: str(run / f) for k, f in spec.inputs.items()}),
-            output=_Named({k: getattr(smk.output, f"{step}__{k}") for k in spec.outputs}),
-            log=_Named({0: getattr(smk.log, step)}), params=_Named(smk.params.settings[step]),
-            wildcards=smk.wildcards, threads=smk.threads, resources=smk.resources,
-            config=smk.config, rule=step, bench_iteration=None, scriptdir=smk.scriptdir)
-        runpy.run_path(str(Path(smk.scriptdir) / spec.script),
-                       init_globals={"snakemake": job}, run_name="__main__")
+        _run_step(smk, step, spec, inputs={k: str(run / f) for k, f in spec.inputs.items()},
+                  outputs={k: getattr(smk.output, f"{step}__{k}") for k in spec.outputs},
+                  log=getattr(smk.log, step), params=smk.params.settings[step],
+                  wildcards=smk.wildcards)
 
 
 def run_chain(smk: Any) -> None:
     """Run an encoder job's runs one after the other (``smk.params.steps``: each seed's
     steps, in order), each step by its per-step rule's script (``workflow/scripts/<rule>.py``)
-    in this interpreter."""
+    in this interpreter, with the inputs, outputs, log, params and wildcards that rule would
+    give it for the run of that seed."""
     results = Profile.of(smk.config).results
     for seed, steps in smk.params.steps.items():
-        run = Path(VISION_RUN.format(results=results, profile=smk.wildcards.profile,
-                                     **run_wildcards(f"{smk.wildcards.prefix}/seed{seed}")))
+        wc = {"profile": smk.wildcards.profile,
+              **run_wildcards(f"{smk.wildcards.prefix}/seed{seed}")}
+        run = Path(VISION_RUN.format(results=results, **wc))
         for step in steps:
-            script = Path(smk.scriptdir) / STEPS[step].script
-            runpy.run_path(str(script),
-                           init_globals={"snakemake": _step_job(smk, step, seed, run)},
-                           run_name="__main__")
+            spec = STEPS[step]
+            inputs: dict[str | int, Any] = {k: str(run / f) for k, f in spec.inputs.items()}
+            if step == "pretrain":
+                inputs["selection"] = getattr(smk.input, "selection", [])
+            _run_step(smk, step, spec, inputs=inputs,
+                      outputs={k: getattr(smk.output, output_key(step, k, seed))
+                               for k in spec.outputs},
+                      log=getattr(smk.log, log_key(step, seed)),
+                      params=smk.params.settings[seed][step],
+                      wildcards=_Named(wc))

@@ -26,21 +26,32 @@ import torch
 __all__ = ["Adam", "AdamW", "EagerOptimizer"]
 
 
-def _call(guarded, self, *args):
-    """The method ``guarded`` of a torch optimiser class (a function) on ``self``, as the
-    function it wraps outside compiled regions, as itself inside one."""
-    raw = inspect.unwrap(guarded)
+_RESOLVED: dict[tuple[type, str], tuple[Any, Any]] = {}
+
+
+def _methods(cls: type, name: str) -> tuple[Any, Any]:
+    """``(guarded, raw)``: ``name`` of the first ``torch.optim`` class in ``cls``'s bases
+    (a function) and the function its guards wrap (``guarded`` itself where a torch
+    release exposes none); resolved once per class and name."""
+    key = (cls, name)
+    if key not in _RESOLVED:
+        guarded = next(vars(c)[name] for c in cls.__mro__
+                       if c.__module__.startswith("torch.optim") and name in vars(c))
+        _RESOLVED[key] = guarded, inspect.unwrap(guarded)
+    return _RESOLVED[key]
+
+
+def _call(self, name: str, *args):
+    """torch's method ``name`` on ``self``: the function its guards wrap outside compiled
+    regions (``step`` in the grad mode torch's guard sets), the guarded method inside one."""
+    guarded, raw = _methods(type(self), name)
     if raw is guarded or torch.compiler.is_compiling():
         return guarded(self, *args)
-    return raw(self, *args)
-
-
-def _torch_method(obj, name: str):
-    """``name`` of the first ``torch.optim`` class in ``obj``'s bases (a function)."""
-    for cls in type(obj).__mro__:
-        if cls.__module__.startswith("torch.optim") and name in vars(cls):
-            return vars(cls)[name]
-    raise AttributeError(name)
+    if name != "step":
+        return raw(self, *args)
+    # what torch's guard does around the update in eager mode
+    with torch.set_grad_enabled(self.defaults["differentiable"]):
+        return raw(self, *args)
 
 
 class EagerOptimizer:
@@ -48,25 +59,19 @@ class EagerOptimizer:
     outside ``torch.compile`` (module docstring)."""
 
     def add_param_group(self, param_group: dict[str, Any]) -> None:
-        _call(_torch_method(self, "add_param_group"), self, param_group)
+        _call(self, "add_param_group", param_group)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
-        _call(_torch_method(self, "zero_grad"), self, set_to_none)
+        _call(self, "zero_grad", set_to_none)
 
     def state_dict(self):
-        return _call(_torch_method(self, "state_dict"), self)
+        return _call(self, "state_dict")
 
     def load_state_dict(self, state_dict) -> None:
-        _call(_torch_method(self, "load_state_dict"), self, state_dict)
+        _call(self, "load_state_dict", state_dict)
 
     def step(self, closure=None):
-        guarded = _torch_method(self, "step")
-        raw = inspect.unwrap(guarded)
-        if raw is guarded or torch.compiler.is_compiling():
-            return guarded(self, closure)
-        # what torch's guard does around the update in eager mode
-        with torch.set_grad_enabled(self.defaults["differentiable"]):  # type: ignore[attr-defined]
-            return raw(self, closure)
+        return _call(self, "step", closure)
 
 
 class Adam(EagerOptimizer, torch.optim.Adam):
