@@ -164,6 +164,31 @@ def test_selection_equals_previous_form(kind, C):
                 assert same_values(vals, rvals) and torch.equal(idx, ridx)
 
 
+@pytest.mark.parametrize("C", [120, 512])
+def test_columns_with_a_tie_at_the_cut_equal_previous_form(C):
+    """Distinct top-k values whose k-th largest recurs further down the row (a tie at the
+    cut only): the columns recovered from the values cannot tell which copy the previous
+    form chose, so they must give way to it in exactly those rows' blocks."""
+    rng = np.random.default_rng(C + 1)
+    B = 70
+    for k in (10, 29):
+        a = matrix(rng, B, C, "plain", np.float32).numpy()
+        t = torch.from_numpy(rng.integers(0, C, B))
+        a[np.arange(B), t.numpy()] = a.min() - 1.0   # the positive: below every negative
+        kth = -np.sort(-a, axis=1)[:, k - 1]
+        low = np.argsort(a, axis=1)[:, 1]            # the least negative
+        tied = rng.random(B) < 0.3                   # some rows tie at the cut, others not
+        a[np.arange(B)[tied], low[tied]] = kth[tied]
+        s = torch.from_numpy(a)
+        vals, idx = _top_negatives_cpu(s, t, None, k, with_indices=True)
+        rvals, ridx = ref_top(s, t, None, k, with_indices=True)
+        assert same_bits(vals, rvals) and torch.equal(idx, ridx)
+        plain = torch.from_numpy(np.delete(a, np.flatnonzero(tied), axis=0))
+        keep = torch.from_numpy(np.delete(t.numpy(), np.flatnonzero(tied)))
+        assert torch.equal(_top_negatives_cpu(plain, keep, None, k, with_indices=True)[1],
+                           ref_top(plain, keep, None, k, with_indices=True)[1])
+
+
 def test_simclr_half_selection_equals_previous_form():
     rng = np.random.default_rng(5)
     for n in (64, 256, 700):

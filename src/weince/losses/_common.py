@@ -105,13 +105,15 @@ def columns_of_largest(blk: np.ndarray, top: np.ndarray) -> np.ndarray | None:
     in ``blk``, in the same order; ``None`` when a row holds tied or NaN values among them
     or at the cut (then which of equal entries comes first is up to the selection, and the
     caller keeps its own)."""
-    k = top.shape[1]
+    B, k = top.shape
     if np.isnan(top).any() or (k > 1 and (top[:, 1:] == top[:, :-1]).any()):
         return None
-    hit = np.greater_equal(blk, top[:, -1:])
-    if (np.count_nonzero(hit, axis=1) != k).any():
+    # every row holds at least its k values >= its k-th largest: exactly k in each row
+    # when there are B * k in all (more in a row means a tie at the cut)
+    flat = np.flatnonzero(np.greater_equal(blk, top[:, -1:]))
+    if flat.size != B * k:
         return None
-    cols = np.nonzero(hit)[1].reshape(-1, k)               # column order
+    cols = flat.reshape(B, k) - np.arange(0, B * blk.shape[1], blk.shape[1])[:, None]
     order = np.argsort(np.take_along_axis(blk, cols, axis=1), axis=1)[:, ::-1]
     return np.take_along_axis(cols, order, axis=1)
 
