@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     rows = []
     for case in CASES:
-        if case.compiled or case.base != "infonce" or (args.sizes and
+        if case.compiled or case.both or case.base != "infonce" or (args.sizes and
                                                         case.two_n not in args.sizes):
             continue
         rows.append(parts_row(case, dim=args.dim, reps=args.reps))

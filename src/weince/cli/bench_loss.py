@@ -98,8 +98,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--targets", action="store_true",
                    help="instead: the loss-cost targets on the CPU, each ratio measured side "
                         "by side (WEINCE/InfoNCE at 2N = 512 and 4096 and with a memory bank, "
-                        "the recipe at 512, compiled/eager); --sizes limits the cases, "
-                        "--reps (default 20 here) the repetitions")
+                        "the recipe at 512, compiled/eager, and both compiled); --sizes "
+                        "limits the cases, --reps (default 20 here) the repetitions")
     p.add_argument("--threads", type=int, default=None,
                    help="torch.set_num_threads before timing (default: torch's own)")
     p.add_argument("--out", default=None, help="also write the rows as JSON (default: none)")

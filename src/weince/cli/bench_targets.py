@@ -9,7 +9,9 @@ target it is held to:
 - WEINCE / InfoNCE with a memory bank (``N = 256`` anchors against ``Q`` negatives, the bank
   full before timing starts);
 - the recipe / InfoNCE at ``2N = 512``;
-- WEINCE compiled (``torch.compile``, Inductor) / WEINCE eager at ``2N = 512`` and ``4096``.
+- WEINCE compiled (``torch.compile``, Inductor) / WEINCE eager at ``2N = 512`` and ``4096``;
+- WEINCE / InfoNCE and the recipe / InfoNCE with both compiled, at the same targets as
+  eager (the compiled kernels fuse WEINCE's extra passes, and InfoNCE's).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class Case:
     target: float
     bank: int = 0            # Q: a full memory bank of Q negatives (N = two_n // 2 anchors)
     compiled: bool = False   # loss = compiled ``base``, baseline = eager ``base``
+    both: bool = False       # loss and baseline both compiled
 
 
 CASES = (
@@ -46,16 +49,23 @@ CASES = (
     Case("recipe / InfoNCE, 2N = 512", "weince_recipe", "infonce", 512, 1.5),
     Case("WEINCE compiled / eager, 2N = 512", "weince", "weince", 512, 1.0, compiled=True),
     Case("WEINCE compiled / eager, 2N = 4096", "weince", "weince", 4096, 1.0, compiled=True),
+    Case("WEINCE / InfoNCE, both compiled, 2N = 512", "weince", "infonce", 512, 1.15, both=True),
+    Case("WEINCE / InfoNCE, both compiled, 2N = 4096", "weince", "infonce", 4096, 1.05,
+         both=True),
+    Case("recipe / InfoNCE, both compiled, 2N = 512", "weince_recipe", "infonce", 512, 1.5,
+         both=True),
 )
 
 
 def _modules(case: Case, tau: float) -> tuple[Any, Any]:
     kw = {"memory_bank_size": case.bank} if case.bank else {}
     loss: Any = build_loss(case.loss, tau=tau, **kw).train()
-    base = build_loss(case.base, tau=tau, **kw).train()
-    if case.compiled:       # one graph per shape: no dynamic-shape graph across the cases
+    base: Any = build_loss(case.base, tau=tau, **kw).train()
+    if case.compiled or case.both:  # one graph per shape: none dynamic across the cases
         torch.compiler.reset()
         loss = torch.compile(loss, dynamic=False)
+    if case.both:
+        base = torch.compile(base, dynamic=False)
     return loss, base
 
 
