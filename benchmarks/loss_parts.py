@@ -44,6 +44,7 @@ from weince.losses._common import moco_similarities, two_view_batch, unit_rows
 from weince.losses.recipe import fit_pooled, pool_size, pooled_top_from_rows
 from weince.losses.weince import _statistics, _top_negatives_cpu, blended_logits, tail_size
 
+
 def _parts(case, dim: int, seed: int) -> tuple[dict, int]:
     """The timed callables of one case, and its tail size ``k``."""
     g = torch.Generator().manual_seed(seed)
@@ -165,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
     return 0
+
 
 if __name__ == "__main__":
     sys.exit(main())
