@@ -28,7 +28,6 @@ which the trained encoders depend on.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -43,6 +42,7 @@ from weince.losses import build_loss
 from weince.losses._common import moco_similarities, two_view_batch, unit_rows
 from weince.losses.recipe import fit_pooled, pool_size, pooled_top_from_rows
 from weince.losses.weince import _statistics, _top_negatives_cpu, blended_logits, tail_size
+from weince.utils import write_json
 
 
 def _parts(case, dim: int, seed: int) -> tuple[dict, int]:
@@ -70,7 +70,8 @@ def _parts(case, dim: int, seed: int) -> tuple[dict, int]:
     b = max(1, k // 20)
     lam = torch.rand(sim.shape[0], generator=g, dtype=torch.float64)
     recipe = case.loss == "weince_recipe"
-    width = max(k, 50) if recipe else k
+    extra = 50 if recipe else 0                        # the recipe's top-M columns too
+    width = max(k, min(extra, K))                     # as the statistics select
     top = _top_negatives_cpu(sim, targets, None, width, with_indices=recipe, half=half)
     top = top[0] if recipe else top
     logd = torch.rsub(top[:, :k].double(), 1.0).clamp_min_(1e-6).log_()
@@ -78,10 +79,9 @@ def _parts(case, dim: int, seed: int) -> tuple[dict, int]:
     loss = build_loss(case.loss, tau=0.2, **kw).train()
     for z in fill:                                     # and the loss's
         loss(z, z)
-    opts = dict(q=0.2, margin=2.0, kappa_rho=10.0, kappa_aic=1.0, tail_frac=0.1, min_tail=32,
-                eps=1e-6, gate="both")
-    stats = _statistics(sim, targets, None, K, half=half, topk_extra=50 if recipe else 0,
-                        **opts)
+    opts = {key: loss.opts[key] for key in ("q", "margin", "kappa_rho", "kappa_aic",
+                                            "tail_frac", "min_tail", "eps", "gate")}
+    stats = _statistics(sim, targets, None, K, half=half, topk_extra=extra, **opts)
 
     def module(fn):
         def run():
@@ -99,8 +99,8 @@ def _parts(case, dim: int, seed: int) -> tuple[dict, int]:
         "base": module(base),
         "loss": module(loss),
         "logits": run_logits,
-        "stats": lambda: _statistics(sim, targets, None, K, half=half,
-                                     topk_extra=50 if recipe else 0, **opts),
+        "stats": lambda: _statistics(sim, targets, None, K, half=half, topk_extra=extra,
+                                     **opts),
         "select": lambda: _top_negatives_cpu(sim, targets, None, width, with_indices=recipe,
                                              half=half),
         "fit": lambda: torch.var_mean(logd[:, b:], dim=1, correction=0, keepdim=True),
@@ -163,8 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"torch {torch.__version__}, numpy {np.__version__}, one thread, "
           f"{args.reps} repetitions")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+        write_json(args.json, {"rows": rows, "torch": torch.__version__, "numpy": np.__version__,
+                               "threads": torch.get_num_threads()}, cfg=vars(args))
     return 0
 
 

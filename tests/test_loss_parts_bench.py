@@ -18,7 +18,9 @@ def test_every_case_gets_its_parts_and_their_arithmetic(monkeypatch, capsys, tmp
     monkeypatch.setattr(LP, "CASES", cases)
     out = tmp_path / "parts.json"
     assert LP.main(["--reps", "2", "--dim", "16", "--json", str(out)]) == 0
-    rows = json.loads(out.read_text())
+    saved = json.loads(out.read_text())
+    rows = saved["rows"]
+    assert "provenance" in saved
     assert [r["case"] for r in rows] == ["WEINCE small", "WEINCE bank", "recipe small"]
     text = capsys.readouterr().out
     for r in rows:
