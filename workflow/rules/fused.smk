@@ -78,8 +78,8 @@ def chain_priority(wildcards):
     """2 for the grid's chain (its points, then the final grid arm), 1 for the other arms:
     a vision job is the longest kind, so a ready one starts before the claim tables and
     reports, which then fill the gaps, and none is left running alone at the end."""
-    wc = SimpleNamespace(**run_wildcards(f"{wildcards.prefix}/seed0"))
-    return 1 + grid_chain_priority(wc)
+    arm = wildcards.prefix.rsplit("/", 1)[-1]  # prefix: dataset/backbone/arm
+    return 1 + grid_chain_priority(SimpleNamespace(arm=arm))
 
 
 for _n, (_runs, _prefixes) in enumerate(VISION_JOBS.items(), start=1):
