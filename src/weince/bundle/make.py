@@ -41,6 +41,7 @@ from weince.bundle import _report
 from weince.bundle._protocol import first_difference, protocol_of, setting_of
 from weince.pipeline.profile import Profile
 from weince.utils.provenance import git_commit, site_label
+from weince.utils.digest import sha256_file
 
 __all__ = ["FORMAT", "META", "make_bundle", "report_config", "classify", "sha256_file",
            "rebuild_command", "sources", "check_protocols"]
@@ -76,14 +77,6 @@ class Entry:
     arc: str               # path inside the archive
     role: str
     data: bytes | None = None
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def classify(rel: PurePosixPath) -> str:
