@@ -4,6 +4,7 @@ tests/workflow/test_bundle_rebuild.py."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import subprocess
@@ -42,14 +43,28 @@ def bundle(tmp_path_factory, fabricate_results) -> Path:
     return out
 
 
-def retar(src: Path, dst: Path, edit) -> Path:
-    """Copy of a bundle with ``edit(folder)`` applied to its unpacked files."""
+def retar(src: Path, dst: Path, edit, *, relist: bool = False) -> Path:
+    """Copy of a bundle with ``edit(folder)`` applied to its unpacked files, the manifest
+    first as ``weince bundle`` writes it; ``relist``: the manifest and SHA256SUMS remade to
+    agree with the edited files (the sender controls both)."""
     work = dst.parent / (dst.name + ".d")
     with tarfile.open(src) as tar:
         tar.extractall(work, filter="data")
     edit(work)
+    man_path = work / "results/fx/bundle/manifest.json"
+    if relist:
+        man = json.loads(man_path.read_text())
+        for f in man["files"]:
+            p = work / f["path"]
+            if p.is_file():
+                f["sha256"] = hashlib.sha256(p.read_bytes()).hexdigest()
+                f["bytes"] = p.stat().st_size
+        man_path.write_text(json.dumps(man, indent=1) + "\n")
+        (work / "results/fx/bundle/SHA256SUMS").write_text(
+            "".join(f"{f['sha256']}  {f['path']}\n" for f in man["files"]))
+    files = sorted((p for p in work.rglob("*") if p.is_file()), key=lambda p: p != man_path)
     with tarfile.open(dst, "w:gz") as tar:
-        for f in sorted(p for p in work.rglob("*") if p.is_file()):
+        for f in files:
             tar.add(f, arcname=str(f.relative_to(work)))
     return dst
 
@@ -110,7 +125,7 @@ def test_a_changed_number_names_the_file_and_the_cell(bundle, tmp_path, capsys):
         p.write_text(json.dumps(data, indent=2))
 
     rc, out = run_verify(retar(bundle, tmp_path / "t.tar.gz", edit), capsys)
-    assert rc == 1, out
+    assert rc == 2, out   # a file that is not the manifest's: an inconsistent archive
     assert f"HASH MISMATCH: {LIN}" in out
     assert "DIFFERS table_c3.md:" in out
     # the cell that moved: weince_recipe's probe accuracy on CIFAR-100 (C3's own row), a mean
@@ -128,7 +143,7 @@ def test_a_removed_file_is_named(bundle, tmp_path, capsys):
     gone = "results/fx/vision/cifar100/resnet18/infonce/seed7/knn.json"
     rc, out = run_verify(retar(bundle, tmp_path / "r.tar.gz",
                                lambda d: (d / gone).unlink()), capsys)
-    assert rc == 1 and f"MISSING: {gone}" in out, out
+    assert rc == 2 and f"MISSING: {gone}" in out, out
     assert "DIFFERS table_c6.md:" in out and "(n=2; 1 missing)" in out
 
 
@@ -136,7 +151,7 @@ def test_an_added_file_is_named(bundle, tmp_path, capsys):
     extra = "results/fx/vision/digits/resnet18/weince/seed7/extra.json"
     rc, out = run_verify(retar(bundle, tmp_path / "a.tar.gz",
                                lambda d: (d / extra).write_text("{}")), capsys)
-    assert rc == 1 and f"NOT IN MANIFEST: {extra}" in out, out
+    assert rc == 2 and f"NOT IN MANIFEST: {extra}" in out, out
 
 
 def test_not_a_bundle_is_a_clear_error(tmp_path, capsys):
@@ -184,8 +199,9 @@ def test_a_verdict_that_would_change_is_named(bundle, tmp_path, capsys):
             data["fit"]["xi_ci"] = [0.4, 0.6]
             p.write_text(json.dumps(data))
 
-    rc, out = run_verify(retar(bundle, tmp_path / "v.tar.gz", edit), capsys)
-    assert rc == 1, out
+    rc, out = run_verify(retar(bundle, tmp_path / "v.tar.gz", edit, relist=True), capsys)
+    assert rc == 1, out   # a consistent archive whose numbers differ
+    assert re.search(r"files: (\d+) of \1 present with the manifest's SHA-256 \(all\)", out)
     assert "verdicts that would change:" in out
     # the fixture runs one of C1's paper rows (cifar100/resnet18), which the edit flips
     assert re.search(r"C1: partially run: 1 of \d+ rows reproduced -> "
@@ -202,7 +218,7 @@ def test_an_edited_hash_list_is_named(bundle, tmp_path, capsys):
         p.write_text(p.read_text().replace("a", "b", 1))
 
     rc, out = run_verify(retar(bundle, tmp_path / "s.tar.gz", edit), capsys)
-    assert rc == 1 and "SHA256SUMS (does not agree with manifest.json)" in out, out
+    assert rc == 2 and "SHA256SUMS (does not agree with manifest.json)" in out, out
 
 
 def test_the_reviewing_page_documents_the_rebuild_command():

@@ -20,6 +20,8 @@ import pytest
 
 from weince import cli
 from weince.bundle import _archive, make_bundle
+from weince.bundle import _limits as limits_mod
+from weince.bundle import _unpack as unpack_mod
 from weince.bundle import verify as verify_mod
 from weince.pipeline.profile import Profile
 from weince.report import build_report
@@ -340,26 +342,59 @@ def test_listed_paths_must_stay_inside(bundle, host, tmp_path, capsys, where):
 
 
 # ------------------------------------------------------------------ probe 5-6: sizes
-def test_a_huge_unlisted_member_is_never_unpacked(bundle, host, tmp_path, capsys,
-                                                  monkeypatch):
-    """1 GiB of zeros (a few MB compressed), not in the manifest."""
+def test_a_huge_unlisted_member_is_refused_at_its_header(bundle, host, tmp_path, capsys,
+                                                        monkeypatch):
+    """1 GiB of zeros (a few MB compressed), not in the manifest: refused from its header,
+    none of it decompressed."""
     written: list[tuple[str, int]] = []
-    real = verify_mod.extract_member
+    real = unpack_mod.extract_member
 
     def spy(tar, m, root, name):
         written.append((name, m.size))
         return real(tar, m, root, name)
 
-    monkeypatch.setattr(verify_mod, "extract_member", spy)
+    monkeypatch.setattr(unpack_mod, "extract_member", spy)
     big = _info("results/fx/zeros.bin", 1 << 30)
     bad = forge(bundle, tmp_path / "z.tar.gz", extra=[(big, stream(1 << 30))])
     assert bad.stat().st_size < 16 << 20
+    read = _count_reads(monkeypatch)
     rc, out, events = verify(host, bad, capsys)
-    assert rc == 1, out
-    assert "NOT IN MANIFEST: results/fx/zeros.bin" in out
-    assert written and "results/fx/zeros.bin" not in {n for n, _ in written}
+    assert rc == 2, out
+    err = one_error(out)
+    assert ("results/fx/zeros.bin: a member of 1.0 GiB that the manifest does not list; "
+            "refused at its header (nothing of it unpacked)") in err, err
+    assert "results/fx/zeros.bin" not in {n for n, _ in written}
     assert sum(s for _, s in written) < 8 << 20
+    assert max(read) < 16 << 20, "the check decompressed the member it refused"
     assert_contained(host, events)
+
+
+def _count_reads(monkeypatch) -> list[int]:
+    """The decompressed bytes each pass over an archive read (appended when it ends)."""
+    counts: list[int] = []
+    real = unpack_mod.unpack
+
+    def spy(*a, **kw):
+        try:
+            u = real(*a, **kw)
+        except Exception:
+            counts.append(_LAST_BUDGET[-1].read_bytes if _LAST_BUDGET else -1)
+            raise
+        counts.append(u.read_bytes)
+        return u
+
+    class Spied(limits_mod.Budget):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            _LAST_BUDGET.append(self)
+
+    _LAST_BUDGET.clear()
+    monkeypatch.setattr(verify_mod, "unpack", spy)
+    monkeypatch.setattr(unpack_mod, "Budget", Spied)
+    return counts
+
+
+_LAST_BUDGET: list = []
 
 
 def test_the_unpacked_size_is_capped_before_unpacking(bundle, host, tmp_path, capsys,
@@ -372,7 +407,7 @@ def test_the_unpacked_size_is_capped_before_unpacking(bundle, host, tmp_path, ca
     entry = {"path": "results/fx/big.bin", "sha256": h.hexdigest(), "bytes": n,
              "role": "result"}
     written: list[str] = []
-    monkeypatch.setattr(verify_mod, "extract_member",
+    monkeypatch.setattr(unpack_mod, "extract_member",
                         lambda *a: written.append(a[3]) or "0" * 64)
     bad = forge(bundle, tmp_path / "c.tar.gz", manifest=lambda m: m["files"].append(entry),
                 extra=[(_info("results/fx/big.bin", n), stream(n))])
@@ -389,10 +424,12 @@ def test_a_member_whose_size_differs_from_the_manifest_is_named(bundle, host, tm
     bad = forge(bundle, tmp_path / "s.tar.gz", manifest=lambda m: next(
         f for f in m["files"] if f["path"] == LIN).update(bytes=10))
     rc, out, events = verify(host, bad, capsys)
-    assert rc == 1, out
+    assert rc == 2, out
     with tarfile.open(bundle) as tar:
         size = tar.getmember(LIN).size
-    assert f"HASH MISMATCH: {LIN} ({size} bytes; the manifest says 10)" in out
+    assert (f"{LIN} is {size} bytes in the archive, its manifest declares 10 bytes: refused "
+            f"at its header (nothing of it unpacked)") in one_error(out)
+    assert "present with the manifest's SHA-256" not in out  # the pass did not finish
     assert_contained(host, events)
 
 

@@ -1,18 +1,14 @@
 """Reading a bundle archive that someone else made: its input is untrusted by definition.
 
-What :mod:`weince.bundle.verify` relies on:
+What :mod:`weince.bundle._unpack` (the one pass over an archive) relies on:
 
-- :func:`scan` lists the members from their headers alone (nothing is unpacked): regular
-  files by their normalised name; every other kind (symbolic or hard link, fifo, device,
-  anything but a folder) and every name that is absolute or holds ``..`` is a finding.
 - :func:`check_manifest` validates ``manifest.json`` before any path in it is used: every
   path it names is relative, free of ``..`` and control characters, every hash 64 hex
   digits, every size a non-negative integer.
 - :func:`extract_member` writes one regular member to a fresh file (never through a link:
   the folder holds only what this module wrote) and hashes it while streaming.
-- Caps: the manifest's size (read only when its header says it fits) and the total size
-  of what is unpacked, both checked from the headers before reading; ``--max-bytes`` /
-  ``--max-manifest-bytes`` raise them.
+- The manifest's size cap (read only when its header says it fits; ``--max-manifest-bytes``
+  raises it); the other limits are :mod:`weince.bundle._limits`'.
 
 Nothing here calls ``extractall``, follows a link or opens a path that the archive names
 outside the extraction folder.
@@ -24,13 +20,12 @@ import argparse
 import hashlib
 import re
 import tarfile
-from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, overload
 
 __all__ = ["BundleError", "DEFAULT_MAX_BYTES", "DEFAULT_MAX_MANIFEST_BYTES", "MAX_MEMBERS",
-           "parse_size", "relpath", "inside", "scan", "Members", "check_manifest",
-           "read_member", "extract_member"]
+           "parse_size", "relpath", "inside", "check_manifest", "read_member",
+           "extract_member"]
 
 DEFAULT_MAX_BYTES = 8 << 30            # everything unpacked (a paper bundle with encoders)
 DEFAULT_MAX_MANIFEST_BYTES = 32 << 20  # a paper profile's manifest is a few MB
@@ -103,36 +98,6 @@ def _kind(m: tarfile.TarInfo) -> str | None:
     if m.ischr() or m.isblk():
         return f"{'character' if m.ischr() else 'block'} device {m.devmajor},{m.devminor}"
     return f"member of tar type {m.type!r}"
-
-
-@dataclass
-class Members:
-    files: dict[str, tarfile.TarInfo] = field(default_factory=dict)  # regular, by name
-    unsafe: list[str] = field(default_factory=list)       # "name (what it is)"
-    duplicates: list[str] = field(default_factory=list)   # regular names stored twice
-
-
-def scan(tar: tarfile.TarFile, max_members: int = MAX_MEMBERS) -> Members:
-    """The members of ``tar`` from their headers (nothing is unpacked)."""
-    out = Members()
-    for n, m in enumerate(tar, 1):
-        if n > max_members:
-            raise BundleError(f"the archive holds more than {max_members} members; a bundle "
-                              f"holds one profile's files (refused before unpacking)")
-        p = PurePosixPath(m.name)
-        if p.is_absolute() or ".." in p.parts or "\\" in m.name:
-            out.unsafe.append(f"{m.name} (a path outside the folder)")
-            continue
-        what = _kind(m)
-        if what:
-            out.unsafe.append(f"{m.name} ({what})")
-            continue
-        if m.isreg():
-            name = str(p)  # "./a/b" (tar -C dir .) -> "a/b"
-            if name in out.files:
-                out.duplicates.append(name)
-            out.files[name] = m
-    return out
 
 
 @overload

@@ -24,9 +24,11 @@ from the unpacked results instead of taking the shipped copies for up to date.
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import hashlib
 import io
 import json
+import os
 import platform
 import sys
 import tarfile
@@ -40,11 +42,12 @@ import yaml
 from weince.bundle import _report
 from weince.bundle._protocol import first_difference, protocol_of, setting_of
 from weince.pipeline.profile import Profile
+from weince.utils.diskspace import DiskFullError, free_bytes, human_bytes, is_disk_full
 from weince.utils.provenance import git_commit, site_label
 from weince.utils.digest import sha256_file
 
 __all__ = ["FORMAT", "META", "make_bundle", "report_config", "classify", "sha256_file",
-           "rebuild_command", "sources", "check_protocols"]
+           "rebuild_command", "sources", "check_protocols", "LinkError"]
 
 FORMAT = "weince-bundle/1"
 META = "bundle"  # {results}/{profile}/bundle/
@@ -77,6 +80,51 @@ class Entry:
     arc: str               # path inside the archive
     role: str
     data: bytes | None = None
+    link: str | None = None    # a relative link the workflow made, packed as that link
+
+
+class LinkError(ValueError):
+    """A link where ``weince bundle`` packs files: it never packs what a link points to."""
+
+
+def _refuse_link(p: Path, why: str) -> LinkError:
+    return LinkError(f"{p} is {why}: weince bundle never packs what a link points to (it "
+                     f"could be a key or a token); put the file itself there (cp "
+                     f"--remove-destination TARGET {p}) or remove it, and re-run")
+
+
+def files_under(folder: Path) -> list[Path]:
+    """The files and the symbolic links under ``folder`` (sorted), without following any
+    link; a linked folder is a :class:`LinkError` naming it."""
+    out = []
+    for dirpath, dirs, names in os.walk(folder, followlinks=False):
+        for d in dirs:
+            if os.path.islink(os.path.join(dirpath, d)):
+                target = os.readlink(os.path.join(dirpath, d))
+                raise _refuse_link(Path(dirpath, d), f"a symbolic link to the folder {target}")
+        out += [Path(dirpath, name) for name in names]
+    return sorted(out)
+
+
+def _plain_file(p: Path) -> None:
+    """A LinkError when ``p`` is a symbolic link or has a second name (a hard link)."""
+    if p.is_symlink():
+        raise _refuse_link(p, f"a symbolic link to {os.readlink(p)}")
+    if p.stat().st_nlink > 1:
+        raise _refuse_link(p, f"a hard link ({p.stat().st_nlink} names for one file)")
+
+
+def _link_of(p: Path, top: Path) -> str:
+    """The text of the link ``p`` when it is one the workflow makes (relative, to a regular
+    file inside ``top`` that is no link itself, through no link), else a LinkError."""
+    text = os.readlink(p)
+    lexical = Path(os.path.normpath(p.parent / text))
+    real = Path(os.path.realpath(p))
+    if os.path.isabs(text) or not _is_under(lexical, top) or lexical.is_symlink() \
+            or real != lexical.resolve() or not _is_under(real, top.resolve()) \
+            or not real.is_file():
+        raise _refuse_link(p, f"a symbolic link to {text}")
+    return text
 
 
 def classify(rel: PurePosixPath) -> str:
@@ -283,10 +331,11 @@ def make_bundle(profile: str, out: str | Path, *, reports: str | Path = "reports
     wanted = {"result"} | ({"model"} if with_models else set()) | (
         {"scores"} if with_scores else set())
     entries, counts, absent = _result_entries(res_dir, arc_res, readers, wanted)
-    for f in sorted(p for p in rep_dir.rglob("*") if p.is_file()):
+    for f in files_under(rep_dir):
         rel = PurePosixPath(f.relative_to(rep_dir).as_posix())
         if classify(rel) == "skip":
             continue
+        _plain_file(f)
         entries.append(Entry(f, f"{meta}/reports/{rel}", "report"))
         counts["report"] = counts.get("report", 0) + 1
     entries.append(Entry(claims_src, f"{meta}/claims.yaml", "claims registry"))
@@ -294,6 +343,9 @@ def make_bundle(profile: str, out: str | Path, *, reports: str | Path = "reports
     if cdir.is_dir():
         for f in sorted(cdir.glob("*.y*ml")):
             entries.append(Entry(f, f"{meta}/config/{f.name}", "config"))
+    for e in entries:
+        if e.role in ("claims registry", "config") and e.src is not None:
+            _plain_file(e.src)
     created = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     commit = git_commit()
     opts = {"with_models": with_models, "with_scores": with_scores, "created": created,
@@ -314,6 +366,9 @@ def make_bundle(profile: str, out: str | Path, *, reports: str | Path = "reports
         prov = proto = None
         if e.data is not None:
             digest, size = hashlib.sha256(e.data).hexdigest(), len(e.data)
+        elif e.link is not None:   # its target's hash (sha256sum -c follows it); no bytes
+            assert e.src is not None
+            digest, size = sha256_file(e.src), 0
         else:
             assert e.src is not None   # an entry is a file on disk or bytes in memory
             digest, size = sha256_file(e.src), e.src.stat().st_size
@@ -321,6 +376,7 @@ def make_bundle(profile: str, out: str | Path, *, reports: str | Path = "reports
         if proto is not None and e.role != "report":
             protocols[e.arc] = proto
         files.append({"path": e.arc, "sha256": digest, "bytes": size, "role": e.role,
+                      **({"link": e.link} if e.link is not None else {}),
                       **({"provenance": prov} if prov else {})})
     check_protocols(protocols)
     manifest = {
@@ -347,7 +403,7 @@ def _result_entries(res_dir: Path, arc_res: str, readers: dict[Path, Any], wante
     kind, and the report inputs that do not exist (``absent``)."""
     entries: list[Entry] = []
     counts: dict[str, int] = {}
-    for f in sorted(p for p in res_dir.rglob("*") if p.is_file()):
+    for f in files_under(res_dir):
         rel = PurePosixPath(f.relative_to(res_dir).as_posix())
         if rel.parts[0] == META:
             continue
@@ -358,7 +414,10 @@ def _result_entries(res_dir: Path, arc_res: str, readers: dict[Path, Any], wante
         who = readers.get(f)
         if who:
             role = f"report input ({', '.join(who)})"
-        entries.append(Entry(f, f"{arc_res}/{rel}", role))
+        link = _link_of(f, res_dir) if f.is_symlink() else None
+        if link is None:
+            _plain_file(f)
+        entries.append(Entry(f, f"{arc_res}/{rel}", role, link=link))
         counts[kind] = counts.get(kind, 0) + 1
     absent = sorted(f"{arc_res}/{PurePosixPath(p.relative_to(res_dir).as_posix())}"
                     for p in readers if not p.exists() and _is_under(p, res_dir))
@@ -367,19 +426,32 @@ def _result_entries(res_dir: Path, arc_res: str, readers: dict[Path, Any], wante
 
 def _write_archive(out: Path, meta: str, man: bytes, sums: bytes, entries: list[Entry]) -> None:
     """The ``.tar.gz``: manifest and sums first, then every entry (written beside ``out``
-    and renamed over it)."""
+    and renamed over it; removed on any failure, a full disk named in one line). A link
+    entry is stored as the link it is; no link is followed."""
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".part")
-    with tarfile.open(tmp, "w:gz", dereference=True) as tar:
-        for arc, data in ((f"{meta}/manifest.json", man), (f"{meta}/SHA256SUMS", sums)):
-            _add_bytes(tar, arc, data)
-        for e in entries:
-            if e.data is not None:
-                _add_bytes(tar, e.arc, e.data)
-            else:
-                assert e.src is not None   # an entry is a file on disk or bytes in memory
-                tar.add(e.src, arcname=e.arc, recursive=False, filter=_anonymous)
-    tmp.replace(out)
+    free = free_bytes(out.parent)
+    try:
+        with tarfile.open(tmp, "w:gz", dereference=False) as tar:
+            for arc, data in ((f"{meta}/manifest.json", man), (f"{meta}/SHA256SUMS", sums)):
+                _add_bytes(tar, arc, data)
+            for e in entries:
+                if e.data is not None:
+                    _add_bytes(tar, e.arc, e.data)
+                elif e.link is not None:
+                    _add_link(tar, e.arc, e.link)
+                else:
+                    assert e.src is not None   # an entry is a file on disk or bytes in memory
+                    tar.add(e.src, arcname=e.arc, recursive=False, filter=_anonymous)
+        tmp.replace(out)
+    except BaseException as err:
+        tmp.unlink(missing_ok=True)
+        if not is_disk_full(err):
+            raise
+        raise DiskFullError(errno.ENOSPC, f"{out}: no space left on the device while writing "
+                            f"it ({human_bytes(free)} were free in {out.parent or '.'}); free "
+                            f"space there or write the archive elsewhere (--out) and re-run; "
+                            f"no partial archive was left") from None
 
 
 def _is_under(p: Path, d: Path) -> bool:
@@ -394,6 +466,14 @@ def _anonymous(ti: tarfile.TarInfo) -> tarfile.TarInfo:
     ti.uid = ti.gid = 0
     ti.uname = ti.gname = ""
     return ti
+
+
+def _add_link(tar: tarfile.TarFile, arc: str, link: str) -> None:
+    ti = tarfile.TarInfo(arc)
+    ti.type, ti.linkname = tarfile.SYMTYPE, link
+    ti.mtime = int(_dt.datetime.now().timestamp())
+    ti.mode = 0o777
+    tar.addfile(ti)
 
 
 def _add_bytes(tar: tarfile.TarFile, arc: str, data: bytes) -> None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,7 @@ from typing import Any
 
 import weince
 from weince.bundle._archive import DEFAULT_MAX_BYTES, DEFAULT_MAX_MANIFEST_BYTES
+from weince.bundle._atomic import MergeLocked, staged_folder
 from weince.bundle._protocol import first_difference, protocol_of
 from weince.bundle._registry import installed_registry
 from weince.bundle.make import sha256_file
@@ -39,6 +41,7 @@ from weince.cost.pages import REST_GPU
 from weince.pipeline.claims import load_claims
 from weince.pipeline.profile import Profile
 from weince.utils.config import parse_yaml
+from weince.utils.diskspace import is_disk_full
 from weince.utils.escape import md_escape
 
 __all__ = ["merge_bundles", "MergeResult", "Row"]
@@ -90,15 +93,21 @@ class MergeResult:
     replications: list[str] = field(default_factory=list)
     pages: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    cannot_run: str = ""     # a full disk at --out (nothing was left there)
 
     @property
     def exit_code(self) -> int:
-        """0: merged; 1: an archive failed its check (nothing written); 2: unusable input."""
+        """0: merged; 1: an archive failed its check (nothing written); 2: unusable input;
+        3: it could not run here (a full disk; an archive's check could not run)."""
+        if self.cannot_run or any(r.exit_code == 3 for r in self.archives):
+            return 3
         if self.errors:
             return 2
         return 0 if all(r.ok for r in self.archives) else 1
 
     def render(self, max_lines: int = 12) -> str:
+        if self.cannot_run:
+            return f"weince merge: {self.cannot_run}"
         out = []
         for r in self.archives:
             out.append(f"== {r.bundle}")
@@ -357,6 +366,34 @@ def _write(out: Path, archives: list[Archive], rows: list[Row], res: MergeResult
     (out / "summary.md").write_text("\n".join(summary) + "\n")
 
 
+class _NotMerged(Exception):
+    """An archive failed its check: the staged output is removed."""
+
+
+def _verify_all(paths: list[str | Path], tmp: Path, res: MergeResult, claims_path: Path,
+                max_bytes: int, max_manifest_bytes: int) -> tuple[list[Archive], list[Row]]:
+    """Each archive checked as ``weince verify`` checks it, its rows read, then its files
+    removed (at most one archive's files at a time in the temporary folder)."""
+    archives, rows = [], []
+    for i, p in enumerate(paths):
+        work = tmp / str(i)
+        r = verify_bundle(p, keep=work / "report", extract=work / "files",
+                          max_bytes=max_bytes, max_manifest_bytes=max_manifest_bytes,
+                          claims=claims_path, draw_forests=False)
+        res.archives.append(r)
+        if r.ok:
+            archives.append(_load_archive(r, Path(p), work))
+            rows += _rows(archives[-1])
+        shutil.rmtree(work, ignore_errors=True)
+    if not res.exit_code:
+        shas = [a.sha256 for a in archives]
+        twice = sorted({a.name for a in archives if shas.count(a.sha256) > 1})
+        if twice:
+            res.errors.append(f"{' and '.join(twice)} are one archive (the same manifest "
+                              f"SHA-256): a replication is a second run, not a second copy")
+    return archives, rows
+
+
 def merge_bundles(paths: list[str | Path], out: str | Path, *,
                   claims: str | Path | None = None, max_bytes: int = DEFAULT_MAX_BYTES,
                   max_manifest_bytes: int = DEFAULT_MAX_MANIFEST_BYTES) -> MergeResult:
@@ -382,24 +419,22 @@ def merge_bundles(paths: list[str | Path], out: str | Path, *,
         res.errors.append("two archives share a file name; the Source column names archives "
                           "by file name: rename one")
         return res
-    with tempfile.TemporaryDirectory(prefix="weince-merge-") as tmpd:
-        archives = []
-        for i, p in enumerate(paths):
-            work = Path(tmpd) / str(i)
-            r = verify_bundle(p, keep=work / "report", extract=work / "files",
-                              max_bytes=max_bytes, max_manifest_bytes=max_manifest_bytes,
-                              claims=claims_path, draw_forests=False)
-            res.archives.append(r)
-            if r.ok:
-                archives.append(_load_archive(r, Path(p), work))
-        if res.exit_code:
-            return res
-        shas = [a.sha256 for a in archives]
-        twice = sorted({a.name for a in archives if shas.count(a.sha256) > 1})
-        if twice:
-            res.errors.append(f"{' and '.join(twice)} are one archive (the same manifest "
-                              f"SHA-256): a replication is a second run, not a second copy")
-            return res
-        rows = [row for a in archives for row in _rows(a)]
-        _write(Path(out), archives, rows, res, claims_path)
+    try:   # written beside --out, renamed over it at the end; held against a second merge
+        with staged_folder(Path(out)) as stage, \
+                tempfile.TemporaryDirectory(prefix="weince-merge-") as tmpd:
+            archives, rows = _verify_all(paths, Path(tmpd), res, claims_path, max_bytes,
+                                         max_manifest_bytes)
+            if res.exit_code:
+                raise _NotMerged
+            _write(stage, archives, rows, res, claims_path)
+    except _NotMerged:
+        pass
+    except MergeLocked as err:
+        res.errors.append(str(err))
+    except OSError as err:
+        if not is_disk_full(err):
+            raise
+        res.cannot_run = (f"{out}: no space left on the device while writing it "
+                          f"({err.strerror}); free space there or merge elsewhere (--out); "
+                          f"nothing was left")
     return res

@@ -36,6 +36,7 @@ import hashlib
 import json
 import os
 import re
+import lzma
 import shutil
 import tarfile
 import tempfile
@@ -49,11 +50,15 @@ import yaml
 
 from weince.bundle import _report
 from weince.bundle._archive import (DEFAULT_MAX_BYTES, DEFAULT_MAX_MANIFEST_BYTES, BundleError,
-                                    check_manifest, extract_member, inside, read_member, scan)
+                                    inside)
+from weince.bundle._atomic import place_all
+from weince.bundle._limits import CannotRun
+from weince.bundle._unpack import unpack
 from weince.bundle._registry import installed_registry, registry_differences, rule_differences
 from weince.bundle.make import FORMAT, sources
 from weince.pipeline.claims import load_claims
 from weince.pipeline.profile import Profile
+from weince.utils.diskspace import is_disk_full
 from weince.utils.predictions import recheck
 from weince.utils.provenance import git_commit
 
@@ -125,6 +130,8 @@ class VerifyResult:
     unchecked: list[str] = field(default_factory=list)       # probe files without them
     recheck_failed: list[str] = field(default_factory=list)  # "file: what does not follow"
     sources: dict[str, Any] = field(default_factory=dict)    # commits, GPUs, sites, images
+    cannot_run: str = ""               # the check could not run here (disk, memory)
+    unpacked: bool = False             # the pass over the archive ran to its end
 
     @property
     def archive_ok(self) -> bool:
@@ -132,7 +139,7 @@ class VerifyResult:
         from its predictions; nothing unsafe, unlisted or malformed (the report may still
         differ)."""
         return not (self.unsafe or self.missing or self.mismatched or self.unlisted
-                    or self.errors or self.recheck_failed)
+                    or self.errors or self.recheck_failed or self.cannot_run)
 
     @property
     def ok(self) -> bool:
@@ -143,9 +150,13 @@ class VerifyResult:
 
     @property
     def exit_code(self) -> int:
-        """0: everything matches; 1: a file or the rebuilt report differs; 2: the archive
-        or its manifest is unsafe or malformed, or the check could not finish."""
-        if self.errors or self.unsafe:
+        """0: everything matches; 1: numbers differ (the rebuilt report, a verdict, a
+        probe number or the claims registry); 2: a hostile or inconsistent archive (unsafe,
+        malformed or over a limit, a file missing, unlisted or not the manifest's); 3: the
+        check could not run here (disk, memory)."""
+        if self.cannot_run:
+            return 3
+        if self.errors or self.unsafe or self.missing or self.mismatched or self.unlisted:
             return 2
         return 0 if self.ok else 1
 
@@ -153,9 +164,10 @@ class VerifyResult:
         out = [f"bundle {self.bundle}: profile {self.profile}, {self.n_files} files, made "
                f"{self.created or '?'}",
                f"manifest sha256 {self.manifest_sha256 or '?'}"]
-        for p in self.unsafe:
-            out.append(f"UNSAFE MEMBER {p}: not a regular file or folder, not unpacked")
-        if self.n_files:
+        out += [f"UNSAFE MEMBER {p}" for p in self.unsafe]
+        if self.cannot_run:
+            out.append(f"COULD NOT RUN HERE: {self.cannot_run}")
+        if self.n_files and self.unpacked:
             bad = len(self.missing) + len(self.mismatched)
             out.append(f"files: {self.n_files - bad} of {self.n_files} present with the "
                        f"manifest's SHA-256" + ("" if bad or self.unlisted else " (all)"))
@@ -416,40 +428,49 @@ def verify_bundle(path: str | Path, *, keep: str | Path | None = None,
         res.errors.append(f"{path} does not exist" if not path.exists()
                           else f"{path} is not a file")
         return res
-    try:
-        tar = tarfile.open(path, "r:*")
-    except (tarfile.TarError, OSError, EOFError, zlib.error) as err:
-        res.errors.append(f"{path} is not a readable tar archive ({err})")
-        return res
-    with tar, tempfile.TemporaryDirectory(prefix="weince-verify-") as tmpd:
+    with tempfile.TemporaryDirectory(prefix="weince-verify-") as tmpd:
         try:
-            _verify(tar, Path(tmpd), res, keep=keep, extract=extract, max_bytes=max_bytes,
+            _verify(path, Path(tmpd), res, keep=keep, extract=extract, max_bytes=max_bytes,
                     max_manifest_bytes=max_manifest_bytes, installed=installed,
                     draw=bool(keep) if draw_forests is None else draw_forests)
+        except CannotRun as err:
+            res.cannot_run = str(err)
         except BundleError as err:
             res.errors.append(str(err))
-        except (tarfile.TarError, EOFError, zlib.error) as err:
+        except (tarfile.TarError, EOFError, zlib.error, lzma.LZMAError) as err:
             res.errors.append(f"{path.name}: the archive's data is unreadable "
                               f"({type(err).__name__}: {err})")
-        except OSError as err:  # e.g. a listed file whose folder is another listed file
-            res.errors.append(f"unpacking {path.name} failed ({type(err).__name__}: {err})")
+        except MemoryError:
+            res.cannot_run = ("out of memory while checking the archive: re-run on a "
+                              "machine with more memory (the archive was not judged)")
+        except OSError as err:  # a full temporary folder; a listed file whose folder is a file
+            if is_disk_full(err):
+                res.cannot_run = (f"the temporary folder {Path(tmpd).parent} ran out of space "
+                                  f"({err.strerror}): point TMPDIR at a larger disk and "
+                                  f"re-run (the archive was not judged)")
+            else:
+                res.errors.append(f"unpacking {path.name} failed ({type(err).__name__}: "
+                                  f"{err})")
     if extract is not None and not res.extracted:
         res.extracted = (f"not unpacked into {extract}: the archive failed the checks above "
                          f"(nothing was written there)")
     return res
 
 
-def _verify(tar: tarfile.TarFile, tmp: Path, res: VerifyResult, *, keep, extract,
+def _verify(path: Path, tmp: Path, res: VerifyResult, *, keep, extract,
             max_bytes: int, max_manifest_bytes: int, installed: Path | None,
             draw: bool) -> None:
     root = tmp / "bundle"
     root.mkdir()
-    members = scan(tar)
-    res.unsafe = list(members.unsafe) + [f"{n} (stored twice: which copy counts is "
-                                         f"ambiguous)" for n in members.duplicates]
-    manifest, man_bytes = _read_manifest(tar, members, res, max_manifest_bytes)
-    # 1. the files against the manifest: sizes from the headers, then hashes while unpacking
-    listed, own = _check_files(tar, members, manifest, man_bytes, root, res, max_bytes)
+    # 1. the files against the manifest, in one bounded pass: the manifest (first in the
+    # archive) and its declared sizes checked before anything else is decompressed, then
+    # the sizes from the headers and the hashes while unpacking (weince.bundle._unpack)
+    u = unpack(path, root, FORMAT, max_bytes=max_bytes, max_manifest_bytes=max_manifest_bytes,
+               on_manifest=lambda man, data: _read_manifest(man, data, res))
+    res.unsafe, res.unlisted = u.unsafe, sorted(u.unlisted)
+    res.missing, res.mismatched = u.missing, sorted(u.mismatched)
+    manifest, listed, own = u.manifest, u.listed, u.own
+    res.unpacked = True
     if res.unsafe:
         res.notes.append("the report is not rebuilt from an archive that holds members "
                          "other than regular files and folders")
@@ -468,74 +489,18 @@ def _verify(tar: tarfile.TarFile, tmp: Path, res: VerifyResult, *, keep, extract
     res.registry_diff += rule_differences(_rules(shipped), _rules(out))
     # 6. unpack into a checkout, only what was verified
     if extract is not None:
-        res.extracted = _extract_into(root, [*listed, *own], Path(extract), res)
+        res.extracted = _extract_into(root, [*listed, *own], Path(extract), res,
+                                      manifest["results"])
 
 
-def _read_manifest(tar: tarfile.TarFile, members, res: VerifyResult,
-                   max_manifest_bytes: int) -> tuple[dict[str, Any], bytes]:
-    """The bundle's one ``*/bundle/manifest.json``, checked, and its bytes."""
-    mans = [n for n in members.files if n.endswith("/bundle/manifest.json")
-            or n == "bundle/manifest.json"]
-    if len(mans) != 1:
-        raise BundleError(f"expected one */bundle/manifest.json in the archive, found "
-                          f"{len(mans)}: not a bundle made by `weince bundle`")
-    man_bytes = read_member(tar, members.files[mans[0]], max_manifest_bytes, mans[0])
+def _read_manifest(manifest: dict[str, Any], man_bytes: bytes, res: VerifyResult) -> None:
+    """What the result says of the bundle's manifest (checked by
+    :func:`weince.bundle._archive.check_manifest`)."""
     res.manifest_sha256 = hashlib.sha256(man_bytes).hexdigest()
-    try:
-        manifest = json.loads(man_bytes)
-    except (ValueError, RecursionError) as err:
-        raise BundleError(f"{mans[0]} is not valid JSON ({str(err)[:200]})") from None
-    check_manifest(manifest, FORMAT)
-    meta = manifest["meta"]
-    if mans[0] != f"{meta}/manifest.json":
-        raise BundleError(f"{mans[0]} says its folder is {meta!r}: not a bundle made by "
-                          f"`weince bundle` (or it was altered)")
+    res.n_files = len(manifest["files"])
     res.profile = manifest["profile"]
     res.created = manifest.get("created") or ""
     res.absent = [str(a) for a in manifest.get("absent") or []]
-
-    return manifest, man_bytes
-
-
-def _check_files(tar: tarfile.TarFile, members, manifest: dict[str, Any], man_bytes: bytes,
-                 root: Path, res: VerifyResult, max_bytes: int) -> tuple[dict, set[str]]:
-    """Unpack the listed files into ``root``, checking sizes and hashes against the
-    manifest; ``(listed, own)``: the manifest's files and the bundle's own two."""
-    meta = manifest["meta"]
-    listed = {f["path"]: f for f in manifest["files"]}
-    res.n_files = len(listed)
-    own = {f"{meta}/manifest.json", f"{meta}/SHA256SUMS"}
-    todo = []
-    for p, f in sorted(listed.items()):
-        m = members.files.get(p)
-        if m is None:
-            res.missing.append(p)
-            continue
-        if m.size != f["bytes"]:
-            res.mismatched.append(f"{p} ({m.size} bytes; the manifest says {f['bytes']})")
-        todo.append((m, p, f))
-    res.unlisted = sorted(n for n in members.files if n not in listed and n not in own)
-    total = sum(m.size for m, _, _ in todo)
-    if total > max_bytes:
-        raise BundleError(f"the listed files unpack to {total} bytes, over the cap of "
-                          f"{max_bytes} (refused before unpacking; raise it with "
-                          f"--max-bytes only for a bundle you expect to be this large)")
-    for m, p, f in sorted(todo, key=lambda t: t[0].offset_data):
-        if extract_member(tar, m, root, p) != f["sha256"] and m.size == f["bytes"]:
-            res.mismatched.append(p)
-    res.mismatched.sort()
-    expected = "".join(f"{f['sha256']}  {f['path']}\n" for f in manifest["files"]).encode()
-    sums = members.files.get(f"{meta}/SHA256SUMS")
-    if sums is not None:
-        got = (read_member(tar, sums, len(expected), f"{meta}/SHA256SUMS")
-               if sums.size == len(expected) else b"")
-        if got != expected:
-            res.mismatched.append(f"{meta}/SHA256SUMS (does not agree with manifest.json)")
-        else:
-            (root / meta / "SHA256SUMS").write_bytes(got)
-    (root / meta).mkdir(parents=True, exist_ok=True)
-    (root / meta / "manifest.json").write_bytes(man_bytes)
-    return listed, own
 
 
 PROBE_FILES = {"linear.json": "linear", "knn.json": "knn"}
@@ -721,7 +686,9 @@ def _rebuild(manifest: dict[str, Any], root: Path, tmp: Path, shipped: Path,
     try:
         with _cwd(root):
             _report.rebuild(prof, claims_path, out, draw=draw)
-    except Exception as err:  # noqa: BLE001 - a tampered file can break the report in any way
+    except Exception as err:  # a tampered file can break the report in any way
+        if is_disk_full(err) or isinstance(err, MemoryError):
+            raise
         raise BundleError(f"rebuilding the report failed: {type(err).__name__}: "
                           f"{_in_bundle(err, root)[:500]}") from None
     if keep:
@@ -782,26 +749,17 @@ def _compare(rebuilt: list[str], shipped: Path, out: Path, hash_free: bool,
                                             "(same verdicts)"]
 
 
-def _extract_into(root: Path, names: list[str], dest: Path, res: VerifyResult) -> str:
-    """Copy the verified files to ``dest`` (each written to a new file then renamed over
-    the old one, so that a link already there is replaced, never followed)."""
+def _extract_into(root: Path, names: list[str], dest: Path, res: VerifyResult,
+                  results: str) -> str:
+    """Move the verified files to ``dest``, all or nothing, each written beside its place
+    then renamed over it, so that a link already there is replaced, never followed
+    (:func:`weince.bundle._atomic.place_all`: only inside the archive's results folder,
+    never over a file a checkout tracks)."""
     if not res.archive_ok:
         return ""  # verify_bundle says why
     if dest.exists() and not dest.is_dir():
         raise BundleError(f"--extract {dest}: exists and is not a folder")
-    n = replaced = 0
-    for name in names:
-        src = root / name
-        if not src.is_file():
-            continue  # SHA256SUMS is optional
-        target = dest / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        part = target.with_name(f".{target.name}.weince-part")
-        shutil.copyfile(src, part)
-        replaced += target.exists() or target.is_symlink()
-        os.replace(part, target)
-        n += 1
+    present = [n for n in names if (root / n).is_file() or (root / n).is_symlink()]
+    n, replaced = place_all(root, present, dest, results)  # SHA256SUMS is optional
     return (f"unpacked {n} verified file(s) into {dest}"
             + (f" ({replaced} replaced an existing file)" if replaced else ""))
-
-

@@ -5,17 +5,22 @@
 
 Run it in the workflow's folder, after the report is built. It prints every commit, GPU type,
 site and container image its results were made at, refuses result files of one setting
-made under different protocols (naming both files and the key), and ends with ``weince
-verify`` on the new archive (skip with ``--no-check``).
+made under different protocols (naming both files and the key), and a link where it packs
+files (naming it; only a relative link the workflow made inside the results folder is
+packed, as that link), and ends with ``weince verify`` on the new archive (skip with
+``--no-check``): an archive that fails it, or a full disk, leaves nothing at ``--out``.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from pathlib import Path
 
 from weince.bundle.make import make_bundle
 from weince.bundle.verify import verify_bundle
+from weince.utils.diskspace import is_disk_full
 
 __all__ = ["add_arguments", "main"]
 
@@ -35,17 +40,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    # checked under another name, renamed to --out only when its check passes: a failed
+    # bundle leaves nothing (and an archive already at --out stays as it was)
+    staged = out if args.no_check else out.with_name(f".{out.name}.unchecked")
     try:
-        man = make_bundle(args.profile, args.out, reports=args.reports,
+        man = make_bundle(args.profile, staged, reports=args.reports,
                           with_models=args.with_models, with_scores=args.with_scores)
     except (FileNotFoundError, ValueError) as err:
         print(f"weince bundle: {err}", file=sys.stderr)
         return 2
+    except OSError as err:   # a full disk: make_bundle removed its partial archive
+        print(f"weince bundle: {err.strerror or err}", file=sys.stderr)
+        return 3 if is_disk_full(err) else 2
     roles: dict[str, int] = {}
     for f in man["files"]:
         key = "report input" if f["role"].startswith("report input") else f["role"]
         roles[key] = roles.get(key, 0) + 1
-    print(f"wrote {args.out}: {len(man['files'])} files ("
+    print(f"packed {args.out}: {len(man['files'])} files ("
           + ", ".join(f"{n} {r}" for r, n in sorted(roles.items())) + ")")
     for what, values in man["sources"].items():
         print(f"results made at {what}: {', '.join(values) or 'none recorded'}")
@@ -54,6 +66,17 @@ def main(args: argparse.Namespace) -> int:
               f"{man['absent'][0]}")
     if args.no_check:
         return 0
-    res = verify_bundle(args.out)
-    print(res.render())
-    return 0 if res.ok else 1
+    try:
+        res = verify_bundle(staged)
+        res.bundle = out.name
+        print(res.render())
+        if res.ok:
+            os.replace(staged, out)
+            print(f"wrote {out}")
+            return 0
+    finally:
+        staged.unlink(missing_ok=True)
+    why = ("its check could not run here" if res.exit_code == 3 else
+           "its own check failed (the lines above say why)")
+    print(f"weince bundle: {out} was not written: {why}", file=sys.stderr)
+    return res.exit_code or 1
