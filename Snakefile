@@ -18,10 +18,18 @@ from weince.pipeline.config_check import (
 )
 from weince.cost.disk import check_disk, dag_jobs, warn_after_dry_run
 from weince.pipeline import preflight
+from weince.pipeline.claims import load_claims
 from weince.pipeline.preflight import check_data
 from weince.pipeline.profile import CONFIG_SCHEMA, Profile
+from weince.utils.config import check_yaml_file
 
 min_version("9.0")
+
+# Snakemake's `configfile:` below copies every mapping of the file into `config`: YAML
+# aliases that expand past a bound are refused first, from the file's event stream (a
+# `--configfile` of the command line Snakemake has read before this line runs)
+with preflight.refusals():
+    check_yaml_file("config/config.yaml")
 
 
 configfile: "config/config.yaml"
@@ -44,6 +52,9 @@ with preflight.refusals():
     # CPU sizes), typed without checking it again: every rule below takes PROFILE, never
     # the raw config
     PROFILE = Profile.of(config, checked=True)
+    # the claims registry (`claims:`): a file that is not one is refused in one line
+    # quoting none of its content
+    load_claims(PROFILE.claims)
     # offline: HF_HUB_OFFLINE=1 for every job (transformers reads it at import); the site
     # label (`--config site=NAME`) reaches every job's result provenance
     set_run_environment(PROFILE, site=config.get("site"))

@@ -11,7 +11,9 @@ estimate of their settings (weince.cost.learned), and a line says which.
     weince plan --target reports/paper/table_c3.md --gpu h100-sxm
     weince plan --forecast --configfile config/paper.yaml config/rehearsal.yaml
 
-Every mode but the dry run resolves the config files once, here (``load_profile``: the
+Every config file is first checked for YAML aliases that expand past the bound
+(``check_config_files``), before Snakemake or anything else loads it. Every mode but the
+dry run resolves the config files once, here (``load_profile``: the
 embedded default under them, then ``Profile.of``), and passes the profile on.
 """
 
@@ -27,9 +29,9 @@ from weince.cost.disk import disk_estimate, runs_of_jobs
 from weince.cost.estimate import estimate, gpu_set
 from weince.cost.learned import learned_note, learned_profile
 from weince.cost.pages import claims_markdown, totals_markdown
-from weince.cost.plan import (REPO, RULE_HEADERS, SLURM_PROFILE, dry_run, forecast_text,
-                              load_profile, parse_dry_run, profile_settings, rule_table,
-                              submissions, summarise, target_plan)
+from weince.cost.plan import (REPO, RULE_HEADERS, SLURM_PROFILE, check_config_files, dry_run,
+                              forecast_text, load_profile, parse_dry_run, profile_settings,
+                              rule_table, submissions, summarise, target_plan)
 from weince.cost.throughput import device_names
 
 __all__ = ["add_arguments", "main"]
@@ -97,6 +99,8 @@ def _rules(args: argparse.Namespace) -> None:
 def main(args: argparse.Namespace) -> int:
     if args.out and not args.claims:
         raise ValueError("--out writes the --claims page: add --claims")
+    # an alias bomb is refused here, before Snakemake's own loading would grow it
+    check_config_files(args.configfile)
     if args.forecast:
         print(forecast_text(load_profile(args.configfile)))
         return 0

@@ -47,15 +47,15 @@ from weince.cost.estimate import (CHEAPER_OPTIONS, assumptions, claim_rows, esti
 from weince.cost.forecast import build_forecast, forecast_markdown
 from weince.pipeline.claims import load_claims
 from weince.pipeline.profile import Profile
-from weince.utils.config import deep_merge
+from weince.utils.config import check_yaml_file, deep_merge, parse_yaml
 
 # the checkout this package runs from (an editable install): the Snakefile and configs
 REPO = Path(__file__).resolve().parents[3]
 SLURM_PROFILE = REPO / "workflow" / "executors" / "slurm"   # Snakemake's --workflow-profile
 
 __all__ = ["REPO", "SLURM_PROFILE", "JobInfo", "parse_dry_run", "summarise", "submissions",
-           "profile_settings", "dry_run", "dry_run_profile", "forecast_text", "load_profile",
-           "target_plan", "rule_table", "claim_of_target"]
+           "check_config_files", "profile_settings", "dry_run", "dry_run_profile",
+           "forecast_text", "load_profile", "target_plan", "rule_table", "claim_of_target"]
 
 # placeholders so that a dry run works before the user has set the real values
 _ENV_DEFAULTS = {
@@ -312,6 +312,17 @@ def forecast_text(prof: Profile) -> str:
     return forecast_markdown(build_forecast(prof))
 
 
+def check_config_files(configfiles: list[str]) -> None:
+    """Refuse, in one line naming it, a config file whose YAML aliases expand past the
+    bound, before Snakemake reads it: Snakemake's own loading copies every mapping of each
+    ``--configfile`` into its config before any code of the workflow runs, so an alias
+    bomb would grow there first (each candidate path: here, then in the checkout)."""
+    for cf in configfiles:
+        for path in dict.fromkeys([Path(cf), REPO / cf]):
+            if path.is_file():
+                check_yaml_file(path, f"config file {cf}")
+
+
 def _merged(configfiles: list[str]) -> dict:
     cfg: dict = {}
     for cf in ["config/config.yaml", *configfiles]:
@@ -319,7 +330,7 @@ def _merged(configfiles: list[str]) -> dict:
         if not path.is_file():
             raise FileNotFoundError(f"config file {cf} not found (relative paths are taken "
                                     f"from the current folder, then from {REPO})")
-        deep_merge(cfg, yaml.safe_load(path.read_text()) or {})
+        deep_merge(cfg, parse_yaml(path.read_text(), f"config file {cf}") or {})
     return cfg
 
 

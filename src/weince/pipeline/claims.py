@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+import yaml
 
 from weince.utils.config import parse_yaml
 
-__all__ = ["SCHEMA_PATH", "load_claims", "validate_with_defaults", "ROW_KEYS", "paper_rows",
-           "row_matches"]
+__all__ = ["SCHEMA_PATH", "ClaimsError", "load_claims", "validate_with_defaults", "ROW_KEYS",
+           "paper_rows", "row_matches"]
 
 SCHEMA_PATH = Path(__file__).with_name("claims.schema.yaml")
 
@@ -72,10 +73,55 @@ def load_claims(path: str | os.PathLike) -> dict[str, Any]:
     return copy.deepcopy(_LOADED[key])
 
 
+class ClaimsError(ValueError):
+    """A file given as the claims registry that is not one: one line naming the file and
+    the problem, quoting none of the file's content (it may be any file)."""
+
+
+_FIX = "pass the repository's config/claims.yaml or a copy of it"
+
+
+def _schema_problem(e: jsonschema.ValidationError) -> str:
+    """Where and how ``e`` fails, in words taken from the schema only."""
+    where = "/".join(map(str, e.absolute_path)) or "its top level"
+    what = {"type": f"is not of type {e.validator_value}",
+            "enum": f"is not one of {e.validator_value}",
+            "required": "lacks a key the schema requires",
+            "additionalProperties": "holds a key the schema does not allow"}.get(
+        str(e.validator), f"fails the schema's {e.validator!r} rule")
+    return f"at {where}: the value {what}"
+
+
+def _registry_data(path: Path) -> dict[str, Any]:
+    """The YAML mapping of the file at ``path``, or a one-line ClaimsError."""
+    try:
+        text = path.read_text()
+    except UnicodeDecodeError:
+        raise ClaimsError(f"claims registry {path} is not a claims registry (not UTF-8 "
+                          f"text); {_FIX}") from None
+    try:
+        reg = parse_yaml(text, f"claims registry {path}") or {}
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ClaimsError(f"claims registry {path} is not valid YAML{at} "
+                          f"({getattr(err, 'problem', None) or type(err).__name__}); "
+                          f"{_FIX}") from None
+    if not isinstance(reg, dict) or not isinstance(reg.get("claims"), list):
+        raise ClaimsError(f"claims registry {path} is not a claims registry (its top level "
+                          f"is not a mapping with a `claims:` list); {_FIX}")
+    return reg
+
+
 def _read_claims(path: Path) -> dict[str, Any]:
-    reg = parse_yaml(path.read_text()) or {}
+    reg = _registry_data(path)
     schema = parse_yaml(SCHEMA_PATH.read_text())
-    validate_with_defaults(reg, schema, f"claims registry {path}")
+    cls = _with_defaults(jsonschema.validators.validator_for(schema))
+    errors = sorted(cls(schema).iter_errors(reg), key=lambda e: list(map(str, e.absolute_path)))
+    if errors:   # defaults are filled as the errors are looked for
+        raise ClaimsError(f"claims registry {path} does not follow its schema: "
+                          f"{_schema_problem(errors[0])} ({len(errors)} problem(s), the "
+                          f"first named); {_FIX}")
     ids = [c["id"] for c in reg["claims"]]
     dup = sorted({i for i in ids if ids.count(i) > 1})
     if dup:

@@ -44,6 +44,7 @@ from pathlib import Path
 from weince.data.fetch import Item
 from weince.data.locations import FETCH, ON_DISK
 from weince.pipeline.ablations import ablation_plan
+from weince.pipeline.claims import ClaimsError
 from weince.pipeline.config_check import ConfigError
 from weince.pipeline.profile import Profile
 from weince.pipeline.stages import model_location, pretrain_config
@@ -274,8 +275,8 @@ def refusals() -> Iterator[None]:
     its file, line and traceback lines around it."""
     try:
         yield
-    except (ConfigError, YamlSizeError, DataMissingError, DiskSpaceError, LiveRunError,
-            NotWritableError) as err:
+    except (ConfigError, YamlSizeError, ClaimsError, DataMissingError, DiskSpaceError,
+            LiveRunError, NotWritableError) as err:
         sys.exit(f"weince: {err}")
 
 

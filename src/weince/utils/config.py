@@ -31,7 +31,8 @@ import yaml
 
 from weince.utils.settings import bound_problems
 
-__all__ = ["deep_merge", "expand_data_root", "parse_yaml", "check_yaml_text", "expanded_size",
+__all__ = ["deep_merge", "expand_data_root", "parse_yaml", "check_yaml_text", "check_yaml_file",
+           "event_size", "expanded_size",
            "value_children", "YamlSizeError",
            "MAX_VALUES", "MAX_DEPTH", "load_config", "config_from_dict", "to_dict",
            "parse_overrides",
@@ -101,14 +102,6 @@ def expanded_size(root: Any, children, *, limit: int = MAX_VALUES,
     return sizes[id(root)]
 
 
-def _node_children(node: Any) -> list:
-    if isinstance(node, yaml.MappingNode):
-        return [x for kv in node.value for x in kv]
-    if isinstance(node, yaml.SequenceNode):
-        return list(node.value)
-    return []
-
-
 def value_children(obj: Any) -> list:
     """The parts of a loaded value (a mapping's keys and values, a list's items) for
     :func:`expanded_size`."""
@@ -119,23 +112,69 @@ def value_children(obj: Any) -> list:
     return []
 
 
+def _add(stack: list[list[Any]], n: int, limit: int) -> None:
+    """Add ``n`` values to the innermost open container (or the document's count)."""
+    stack[-1][0] += n
+    if stack[-1][0] > limit:
+        raise YamlSizeError(f"it expands to more than {limit:,} values (aliases of aliases: "
+                            f"an alias bomb); write the values out instead of aliasing them")
+
+
+def event_size(text: str, *, limit: int = MAX_VALUES, max_depth: int = MAX_DEPTH) -> int:
+    """The number of values the YAML ``text`` stands for once every alias is copied out,
+    counted on its event stream (nothing is built: no node, no value): an anchored
+    value's count is kept, an alias adds it. Raises :class:`YamlSizeError` as soon as the
+    count passes ``limit``, the nesting ``max_depth``, or an alias names the value it is
+    in; a stream the parser rejects is left to the load that follows (0)."""
+    anchors: dict[str, int] = {}
+    stack: list[list[Any]] = [[0, None]]     # [values so far, anchor] per open container
+    try:
+        for ev in yaml.parse(text, Loader=_SAFE_LOADER):
+            if isinstance(ev, yaml.AliasEvent):
+                if any(frame[1] == ev.anchor for frame in stack):
+                    raise YamlSizeError("a value contains itself (an anchor used inside "
+                                        "its own value); write the value out")
+                _add(stack, anchors.get(ev.anchor, 1), limit)
+            elif isinstance(ev, yaml.ScalarEvent):
+                _add(stack, 1, limit)
+                if ev.anchor:
+                    anchors[ev.anchor] = 1
+            elif isinstance(ev, yaml.CollectionStartEvent):
+                if len(stack) > max_depth:
+                    raise YamlSizeError(f"it nests more than {max_depth} levels deep; "
+                                        f"flatten it")
+                stack.append([1, ev.anchor])
+            elif isinstance(ev, yaml.CollectionEndEvent):
+                n, anchor = stack.pop()
+                if anchor:
+                    anchors[anchor] = n
+                _add(stack, n, limit)
+    except yaml.YAMLError:
+        return 0   # the load that follows names the syntax error
+    return int(stack[0][0])
+
+
 def check_yaml_text(text: str, what: str = "YAML text") -> None:
     """Refuse, in one line naming ``what``, a document whose aliases expand past
     :data:`MAX_VALUES` values (or that nests past :data:`MAX_DEPTH`, or holds itself),
-    before it is constructed. A document without an anchor (``&``) cannot alias anything:
-    it is not parsed twice."""
+    from its event stream, before any object is built (:func:`event_size`). A document
+    without an anchor (``&``) cannot alias anything: it is not parsed twice."""
     if "&" not in text:
         return
     try:
-        root = yaml.compose(text, Loader=_SAFE_LOADER)
-    except yaml.YAMLError:
-        return   # the load that follows names the syntax error
-    if root is None:
-        return
-    try:
-        expanded_size(root, _node_children)
+        event_size(text)
     except YamlSizeError as err:
         raise YamlSizeError(f"{what}: refused before loading: {err}") from None
+
+
+def check_yaml_file(path: str | os.PathLike, what: str | None = None) -> None:
+    """:func:`check_yaml_text` on the file at ``path`` (read as text; a file that does not
+    exist or is not UTF-8 text is left to its loader)."""
+    try:
+        text = Path(path).read_text()
+    except (OSError, UnicodeDecodeError):
+        return
+    check_yaml_text(text, what or f"config file {path}")
 
 
 def parse_yaml(text: str, what: str = "YAML text") -> Any:
