@@ -373,3 +373,38 @@ def pytest_collection_modifyitems(session, config, items):
         return (1 if any(i.get_closest_marker("slow") for i in modules[name]) else 2), 0
 
     items[:] = [item for name in sorted(modules, key=key) for item in modules[name]]
+
+
+# ----------------------------------------------------------------------------- a small disk
+def _small_disk(folder: Path, size: int, leave: int | None = None):
+    """A ``size``-byte tmpfs mounted at ``folder`` (root only), filled up to ``leave``
+    free bytes; None where it cannot be mounted (the caller simulates ENOSPC instead)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        return None
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs",
+                           str(folder)], capture_output=True)
+    if proc.returncode != 0:
+        return None
+    if leave is not None:
+        free = shutil.disk_usage(folder).free
+        if free > leave:
+            (folder / "filler").write_bytes(bytes(free - leave))
+    return folder
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """``small_disk(size, leave=None)``: a tmpfs of ``size`` bytes under ``tmp_path``
+    (unmounted afterwards), or None where none can be mounted."""
+    mounted: list[Path] = []
+
+    def make(size: int, leave: int | None = None):
+        folder = _small_disk(tmp_path / f"disk{len(mounted)}", size, leave)
+        if folder is not None:
+            mounted.append(folder)
+        return folder
+
+    yield make
+    for folder in mounted:
+        subprocess.run(["umount", "-l", str(folder)], capture_output=True)

@@ -4,8 +4,10 @@ tests/workflow/test_bundle_rebuild.py."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import os
 import re
 import subprocess
 import tarfile
@@ -15,9 +17,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from weince import cli
 from weince.bundle import make_bundle, verify_bundle
 from weince.bundle.make import rebuild_command
-from weince.bundle.verify import _relation, normalise, table_cells
+from weince.bundle.verify import VerifyResult, _relation, normalise, table_cells
+from weince.cli import bundle as bundle_cli
 from weince.cli import verify as verify_cli
 from weince.pipeline.claims import load_claims
 from weince.pipeline.profile import Profile
@@ -320,3 +324,117 @@ def test_no_installed_registry_is_one_error(bundle, tmp_path, capsys):
     res = verify_bundle(bundle, claims=tmp_path / "nope.yaml")
     assert res.exit_code == 2 and res.errors == [f"--claims {tmp_path / 'nope.yaml'}: no such "
                                                  f"file; name the checkout's config/claims.yaml"]
+
+
+# ------------------------------------------------------------ links, failed checks, full disks
+@pytest.fixture(scope="module")
+def made(tmp_path_factory, fabricate_results) -> dict:
+    """Fabricated results with their report, to bundle again in each test."""
+    tmp = tmp_path_factory.mktemp("made")
+    cfg = fabricate_results(tmp)
+    build_report(Profile.of(cfg))
+    return cfg
+
+
+def _bundle_cli(cfg: dict, out: Path, *flags: str, capsys) -> tuple[int, str, str]:
+    capsys.readouterr()
+    rc = cli.main(["bundle", "--profile", "fx", "--out", str(out), "--reports",
+                   cfg["reports"], *flags])
+    got = capsys.readouterr()
+    return rc, got.out, got.err
+
+
+def _left(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir())
+
+
+RUN = "fx/vision/digits/resnet18/infonce/seed7"
+
+
+@pytest.mark.parametrize("kind", ["symbolic", "hard", "folder"])
+def test_bundle_refuses_a_link_naming_it(made, tmp_path, capsys, kind):
+    secret = tmp_path / "id_rsa"
+    secret.write_text("PRIVATE KEY\n")
+    run = Path(made["results"]) / RUN
+    link = run / ("keys" if kind == "folder" else "key.json")
+    {"symbolic": lambda: link.symlink_to(secret), "hard": lambda: os.link(secret, link),
+     "folder": lambda: link.symlink_to(tmp_path, target_is_directory=True)}[kind]()
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    try:
+        rc, out, err = _bundle_cli(made, out_dir / "fx.tar.gz", capsys=capsys)
+    finally:
+        link.unlink()
+    assert rc == 2 and out == "", (out, err)
+    assert err.count("\n") == 1 and err.startswith(f"weince bundle: {link} is a "), err
+    assert "never packs what a link points to" in err and "PRIVATE" not in err
+    assert _left(out_dir) == []
+
+
+def test_a_workflow_link_inside_the_results_is_packed_as_that_link(made, tmp_path, capsys,
+                                                                    monkeypatch):
+    """As the adopted grid runs make them: a relative link to the point's encoder."""
+    root = Path(made["results"])
+    point = root / "fx/vision/digits/resnet18/infonce@p1/seed7"
+    point.mkdir(parents=True)
+    (point / "encoder.pt").write_bytes(b"the point's encoder")
+    enc = root / RUN / "encoder.pt"
+    enc.symlink_to("../../infonce@p1/seed7/encoder.pt")
+    out = tmp_path / "fx.tar.gz"
+    try:
+        rc, text, err = _bundle_cli(made, out, "--with-models", capsys=capsys)
+    finally:
+        enc.unlink()
+        (point / "encoder.pt").unlink()
+        point.rmdir()
+        point.parent.rmdir()
+    assert rc == 0, text + err
+    arc = f"results/{RUN}/encoder.pt"
+    with tarfile.open(out) as tar:
+        m = tar.getmember(arc)
+        assert m.issym() and m.linkname == "../../infonce@p1/seed7/encoder.pt"
+        man = json.loads(tar.extractfile("results/fx/bundle/manifest.json").read())
+    entry = next(f for f in man["files"] if f["path"] == arc)
+    assert entry["link"] == m.linkname and entry["bytes"] == 0
+    assert entry["sha256"] == hashlib.sha256(b"the point's encoder").hexdigest()
+    dest = tmp_path / "checkout"
+    res = verify_bundle(out, extract=dest)
+    assert res.ok, res.render()
+    assert (dest / arc).is_symlink() and os.readlink(dest / arc) == m.linkname
+    assert (dest / arc).read_bytes() == b"the point's encoder"
+
+
+def test_a_bundle_that_fails_its_check_leaves_nothing(made, tmp_path, capsys, monkeypatch):
+    out = tmp_path / "fx.tar.gz"
+    out.write_bytes(b"an earlier archive")
+    def failing(path):
+        assert Path(path).parent == tmp_path and Path(path) != out
+        return VerifyResult(bundle=Path(path).name, errors=["rebuilding the report failed"])
+    monkeypatch.setattr(bundle_cli, "verify_bundle", failing)
+    rc, text, err = _bundle_cli(made, out, capsys=capsys)
+    assert rc == 2
+    assert err == f"weince bundle: {out} was not written: its own check failed (the lines " \
+                  f"above say why)\n"
+    assert "bundle fx.tar.gz: " in text
+    assert _left(tmp_path) == ["fx.tar.gz"] and out.read_bytes() == b"an earlier archive"
+
+
+def test_a_bundle_onto_a_full_disk_is_one_line_and_leaves_nothing(made, tmp_path, capsys,
+                                                                 small_disk, monkeypatch):
+    disk = small_disk(10 << 20, leave=16 << 10)
+    if disk is None:   # no tmpfs here: the disk fills at the archive's first write
+        disk = tmp_path / "disk"
+        disk.mkdir()
+        real = tarfile.TarFile.addfile
+
+        def full(self, *a, **kw):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        monkeypatch.setattr(tarfile.TarFile, "addfile", full)
+        assert real is not full
+    before = _left(disk)
+    rc, text, err = _bundle_cli(made, disk / "fx.tar.gz", capsys=capsys)
+    assert rc == 3, text + err
+    assert err.count("\n") == 1 and err.startswith(f"weince bundle: {disk}/"), err
+    assert "no space left on the device while writing it" in err
+    assert "no partial archive was left" in err and "Errno" not in err
+    assert _left(disk) == before

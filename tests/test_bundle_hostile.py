@@ -6,13 +6,18 @@ folder (never listed), and the ``--keep`` / ``--extract`` folders (never created
 
 from __future__ import annotations
 
+import contextlib
+import gzip
 import hashlib
 import io
 import json
 import os
+import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
+import time
 import tracemalloc
 from pathlib import Path
 
@@ -562,3 +567,168 @@ def test_the_unpacking_commands_we_document_are_the_safe_one(bundle):
         readme = tar.extractfile(f"{META}/README.md").read().decode()
     assert "weince verify THIS_FILE.tar.gz --extract CHECKOUT" in readme
     assert "-C CHECKOUT" not in readme
+
+
+# ------------------------------------------------------------ the hostile-archive corpus
+# One archive per attack a reviewer met (issue 63), each unpacked with --extract into a git
+# checkout: refused with its exit code, naming the member, nothing written outside the
+# temporary folder (the checkout's git status stays clean), the temporary folder's peak
+# size and the bytes decompressed bounded.
+class Peak:
+    """The largest total size of the files under ``folder``, sampled every millisecond
+    while the block runs."""
+
+    def __init__(self, folder: Path):
+        self.folder, self.peak, self._stop = folder, 0, threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _size(self) -> int:
+        total = 0
+        for dirpath, _, names in os.walk(self.folder):
+            for n in names:
+                with contextlib.suppress(OSError):
+                    total += os.lstat(os.path.join(dirpath, n)).st_size
+        return total
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self._size())
+            time.sleep(0.001)
+
+    def __enter__(self) -> Peak:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def _git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True,
+                          check=True).stdout
+
+
+@pytest.fixture
+def checkout(host) -> Path:
+    """A git checkout beside the host area: its code, a hook, one commit."""
+    co = host.root / "checkout"
+    (co / "workflow" / "scripts").mkdir(parents=True)
+    (co / "workflow" / "scripts" / "report.py").write_text("print('the real report')\n")
+    (co / "config").mkdir()
+    (co / "config" / "claims.yaml").write_text("claims: []\n")
+    _git(host.root, "init", "-q", str(co))
+    _git(co, "add", "-A")
+    _git(co, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "c")
+    return co
+
+
+PLANT = b"import os\nos.system('touch PWNED')\n"
+
+
+def _entry(path: str, data: bytes) -> dict:
+    return {"path": path, "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data),
+            "role": "result"}
+
+
+def _truncated(src: Path, dst: Path, name: str, size: int, *, manifest=None,
+               written: int = 16 << 20) -> Path:
+    """A copy of bundle ``src`` (``manifest`` applied) with a last member ``name`` whose
+    header says ``size`` bytes, of which only ``written`` zeros follow: an archive that
+    would take ``size`` bytes of decompression to read to its end."""
+    body = tmp_tar = dst.with_suffix(".body.tar.gz")
+    forge(src, body, manifest=manifest)
+    with gzip.open(tmp_tar, "rb") as fh:
+        tar_bytes = fh.read()
+    end = len(tar_bytes)
+    while end >= 512 and tar_bytes[end - 512:end] == bytes(512):
+        end -= 512       # the end-of-archive blocks
+    with gzip.open(dst, "wb", compresslevel=1) as out:
+        out.write(tar_bytes[:end])
+        out.write(_info(name, size).tobuf(tarfile.PAX_FORMAT))
+        for _ in range(written >> 20):
+            out.write(bytes(1 << 20))
+    body.unlink()
+    return dst
+
+
+def _plant(m, path, data):
+    m["files"].append(_entry(path, data))
+
+
+ATTACKS = {
+    # name: (how the archive is made, exit code, what the one error line says)
+    "planted code": (lambda b, d: forge(
+        b, d, files=lambda f: f.update({"workflow/scripts/report.py": PLANT}),
+        manifest=lambda m: _plant(m, "workflow/scripts/report.py", PLANT)),
+        2, "manifest.json lists workflow/scripts/report.py (a file), outside the archive's "
+           "results folder results/fx/"),
+    "git hook": (lambda b, d: forge(
+        b, d, files=lambda f: f.update({".git/hooks/pre-commit": PLANT}),
+        manifest=lambda m: _plant(m, ".git/hooks/pre-commit", PLANT)),
+        2, "manifest.json lists .git/hooks/pre-commit (a file), outside the archive's "
+           "results folder"),
+    "manifest lists a config path": (lambda b, d: forge(
+        b, d, manifest=lambda m: _plant(m, "config/claims.yaml", b"claims: []\n")),
+        2, "manifest.json lists config/claims.yaml (a file), outside"),
+    "link to a file outside": (lambda b, d: forge(
+        b, d, extra=[(_info(f"{META}/../key.json", type=tarfile.SYMTYPE,
+                            linkname="/etc/passwd"), None)]),
+        2, None),
+    "listed link outside": (lambda b, d: forge(
+        b, d, manifest=lambda m: m["files"].append(
+            {**m["files"][3], "path": "results/fx/key.json", "bytes": 0,
+             "link": "../../../../etc/passwd"})),
+        2, "manifest.json: results/fx/key.json is a link to '../../../../etc/passwd', not a "
+           "relative link to a file inside results/fx/"),
+    "bomb within the cap": (lambda b, d: _truncated(
+        b, d, "results/fx/big.json", 6 << 30,
+        manifest=lambda m: m["files"].append(
+            {"path": "results/fx/big.json", "sha256": "0" * 64, "bytes": 6 << 30,
+             "role": "result"})),
+        2, "results/fx/big.json: the manifest declares 6.0 GiB, over the 64.0 MiB that a "
+           "result JSON can hold (refused before unpacking anything)"),
+    "member larger than declared": (lambda b, d: _truncated(
+        b, d, "results/fx/vision/extra.json", 1 << 30,
+        manifest=lambda m: m["files"].append(
+            {"path": "results/fx/vision/extra.json", "sha256": "0" * 64, "bytes": 100,
+             "role": "result"})),
+        2, "results/fx/vision/extra.json is 1.0 GiB in the archive, its manifest declares "
+           "100 bytes: refused at its header (nothing of it unpacked)"),
+    "duplicate member": (lambda b, d: forge(
+        b, d, extra=[(_info(LIN, 2), b"{}")]),
+        2, None),
+}
+
+
+@pytest.mark.parametrize("attack", list(ATTACKS))
+def test_the_hostile_archive_corpus(bundle, host, checkout, tmp_path, capsys, monkeypatch,
+                                    attack):
+    make, code, message = ATTACKS[attack]
+    bad = make(bundle, tmp_path / "attack.tar.gz")
+    assert bad.stat().st_size < 32 << 20
+    repo_status = _git(REPO, "status", "--porcelain")
+    read = _count_reads(monkeypatch)
+    t0 = time.process_time()
+    with Peak(host.tmp) as peak:
+        rc, out, events = verify(host, bad, capsys, "--extract", str(checkout))
+    cpu = time.process_time() - t0
+    assert rc == code, out
+    if message:
+        assert message in one_error(out), out
+    elif attack == "duplicate member":
+        assert (f"UNSAFE MEMBER {LIN} (stored twice: which copy counts is ambiguous; "
+                f"refused)") in out and "not a regular file" not in out, out
+    else:
+        assert f"UNSAFE MEMBER {META}/../key.json (a path outside the folder)" in out, out
+    assert f"not unpacked into {checkout}" in out
+    assert _git(checkout, "status", "--porcelain", "--ignored") == ""
+    assert (checkout / "workflow" / "scripts" / "report.py").read_text() == \
+        "print('the real report')\n"
+    assert not (checkout / ".git" / "hooks" / "pre-commit").exists()
+    assert not list(host.root.rglob("PWNED")) and not (checkout / "results").exists()
+    assert _git(REPO, "status", "--porcelain") == repo_status
+    assert peak.peak < 50 << 20, f"{peak.peak} bytes in the temporary folder"
+    assert max(read) < 48 << 20, f"{max(read)} bytes decompressed"
+    assert cpu < 30, cpu
+    assert_contained(host, events)

@@ -5,15 +5,19 @@ The same from smoke runs is in the closing note's commands."""
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
 from argparse import Namespace
 from pathlib import Path
 
 import pytest
 
-from weince.bundle import make_bundle
+from weince.bundle import _atomic, make_bundle
 from weince.cli import merge as merge_cli
 from weince.pipeline.profile import Profile
 from weince.report import build_report
@@ -130,3 +134,69 @@ def test_one_archive_twice_is_no_replication(tmp_path, merged, capsys):
                                   claims=None, max_bytes=8 << 30,
                                   max_manifest_bytes=32 << 20, max_lines=5))
     assert rc == 2 and "are one archive (the same SHA-256)" in capsys.readouterr().out
+
+
+def _merge(paths: list[Path], out: Path) -> int:
+    return merge_cli.main(Namespace(bundles=[str(p) for p in paths], out=str(out), claims=None,
+                                    max_bytes=8 << 30, max_manifest_bytes=32 << 20,
+                                    max_lines=5))
+
+
+def test_a_second_merge_into_one_out_is_refused(tmp_path, merged, capsys):
+    """While one merge stages ``--out`` (its staging folder held), another is refused at
+    once, before any archive is checked, and writes nothing."""
+    good = next(merged[2].parent.glob("lab-a.tar.gz"))
+    out = tmp_path / "m"
+    stage = out.with_name(".m.weince-merge")
+    fd = _atomic._claim(stage, out)
+    try:
+        capsys.readouterr()
+        rc = _merge([good], out)
+        text = capsys.readouterr().out
+    finally:
+        os.close(fd)
+        shutil.rmtree(stage)
+    assert rc == 2, text
+    assert f"ERROR {out}: another weince merge is writing it now" in text
+    assert "== lab-a.tar.gz" not in text          # refused before checking an archive
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow   # two merges at once, each verifying an archive (~20 s of CPU)
+def test_two_merges_at_once_one_is_refused(tmp_path, merged):
+    good = next(merged[2].parent.glob("lab-a.tar.gz"))
+    out = tmp_path / "m"
+    cmd = [sys.executable, "-m", "weince", "merge", str(good), "--out", str(out)]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True) for _ in range(2)]
+    results = sorted((p.wait(timeout=600), p.stdout.read()) for p in procs)
+    assert [rc for rc, _ in results] == [0, 2], results
+    assert "another weince merge is writing it now" in results[1][1]
+    assert (out / "summary.md").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m"]
+
+
+def test_a_merge_onto_a_full_disk_is_one_line_and_leaves_nothing(tmp_path, merged, capsys,
+                                                                 small_disk, monkeypatch):
+    good = next(merged[2].parent.glob("lab-a.tar.gz"))
+    disk = small_disk(48 << 10, leave=4 << 10)
+    if disk is None:   # no tmpfs here: the disk fills at the first page written
+        disk = tmp_path / "disk"
+        disk.mkdir()
+        real = Path.write_text
+
+        def full(self, *a, **kw):
+            if str(self).startswith(str(disk)):
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return real(self, *a, **kw)
+        monkeypatch.setattr(Path, "write_text", full)
+    before = sorted(p.name for p in disk.iterdir())
+    capsys.readouterr()
+    rc = _merge([good], disk / "merged")
+    text = capsys.readouterr().out
+    assert rc == 3, text
+    assert text.count("\n") == 1, text
+    assert text.startswith(f"weince merge: {disk}/merged: no space left on the device "
+                           f"while writing it"), text
+    assert text.rstrip().endswith("nothing was left")
+    assert sorted(p.name for p in disk.iterdir()) == before
