@@ -13,8 +13,8 @@ import yaml
 
 from weince import cli
 from weince.pipeline.claims import ClaimsError, load_claims
-from weince.utils.config import (YamlSizeError, event_size, expanded_size, parse_yaml,
-                                 value_children)
+from weince.utils.config import (YamlSizeError, check_yaml_file, event_size, expanded_size,
+                                 parse_yaml, value_children)
 
 REPO = Path(__file__).resolve().parents[2]
 SECRET = "root:x:0:0:SECRET-LINE-7f3a:/root:/bin/bash"
@@ -97,3 +97,16 @@ def test_the_snakefile_refuses_a_bad_registry_and_a_bomb_in_one_line(tmp_path, c
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0
     assert "weince: config file config/config.yaml: refused before loading: it expands" in out
+
+
+def test_plan_refuses_a_config_snakemake_would_run_as_a_template(tmp_path):
+    """A top-level ``__use_yte__`` key makes Snakemake's own loader evaluate the Python
+    expressions of the file (YTE templating) before any code of the workflow runs."""
+    cfg = tmp_path / "yte.yaml"
+    planted = tmp_path / "PWNED"
+    cfg.write_text(f"__use_yte__: true\nx: ?__import__('os').system('touch {planted}')\n")
+    with pytest.raises(YamlSizeError, match=r"asks Snakemake to run it as a YTE template"):
+        cli.main(["plan", "--configfile", str(cfg)])
+    assert not planted.exists()
+    (tmp_path / "plain.yaml").write_text("a: {__use_yte__: 1}\n")   # not at its top level
+    check_yaml_file(tmp_path / "plain.yaml")

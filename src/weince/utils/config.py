@@ -169,12 +169,28 @@ def check_yaml_text(text: str, what: str = "YAML text") -> None:
 
 def check_yaml_file(path: str | os.PathLike, what: str | None = None) -> None:
     """:func:`check_yaml_text` on the file at ``path`` (read as text; a file that does not
-    exist or is not UTF-8 text is left to its loader)."""
+    exist or is not UTF-8 text is left to its loader); a config file that asks Snakemake to
+    run it as a YTE template (a top-level ``__use_yte__`` key: Snakemake's loader then
+    evaluates the Python expressions it holds) is refused too, from its events."""
     try:
         text = Path(path).read_text()
     except (OSError, UnicodeDecodeError):
         return
-    check_yaml_text(text, what or f"config file {path}")
+    what = what or f"config file {path}"
+    check_yaml_text(text, what)
+    if "__use_yte__" in text and _has_key(text, "__use_yte__"):
+        raise YamlSizeError(f"{what}: asks Snakemake to run it as a YTE template "
+                            f"(`__use_yte__`), which evaluates the Python expressions it "
+                            f"holds; the workflow's configs are plain YAML (refused)")
+
+
+def _has_key(text: str, key: str) -> bool:
+    """Whether the (bounded) YAML mapping of ``text`` has ``key`` at its top level."""
+    try:
+        data = yaml.load(text, Loader=_SAFE_LOADER)
+    except yaml.YAMLError:
+        return False
+    return isinstance(data, dict) and key in data
 
 
 def parse_yaml(text: str, what: str = "YAML text") -> Any:
