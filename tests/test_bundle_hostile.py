@@ -570,7 +570,7 @@ def test_the_unpacking_commands_we_document_are_the_safe_one(bundle):
 
 
 # ------------------------------------------------------------ the hostile-archive corpus
-# One archive per attack a reviewer met (issue 63), each unpacked with --extract into a git
+# One archive per attack a reviewer met, each unpacked with --extract into a git
 # checkout: refused with its exit code, naming the member, nothing written outside the
 # temporary folder (the checkout's git status stays clean), the temporary folder's peak
 # size and the bytes decompressed bounded.
