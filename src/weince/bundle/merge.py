@@ -434,7 +434,7 @@ def merge_bundles(paths: list[str | Path], out: str | Path, *,
     except OSError as err:
         if not is_disk_full(err):
             raise
-        res.cannot_run = (f"{out}: no space left on the device while writing it "
-                          f"({err.strerror}); free space there or merge elsewhere (--out); "
-                          f"nothing was left")
+        page = f" ({Path(err.filename).name})" if err.filename else ""
+        res.cannot_run = (f"{out}: no space left on the device while writing it{page}; free "
+                          f"space there or merge elsewhere (--out); nothing was left")
     return res

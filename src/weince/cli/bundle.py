@@ -51,7 +51,8 @@ def main(args: argparse.Namespace) -> int:
         print(f"weince bundle: {err}", file=sys.stderr)
         return 2
     except OSError as err:   # a full disk: make_bundle removed its partial archive
-        print(f"weince bundle: {err.strerror or err}", file=sys.stderr)
+        print(f"weince bundle: {str(err.strerror or err).replace(str(staged), str(out))}",
+              file=sys.stderr)
         return 3 if is_disk_full(err) else 2
     roles: dict[str, int] = {}
     for f in man["files"]:
