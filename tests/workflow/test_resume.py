@@ -257,8 +257,9 @@ def _edit_consistently(src: Path, dst: Path, member: str, edit) -> None:
     man_path.write_text(json.dumps(man, indent=1) + "\n")
     (man_path.parent / "SHA256SUMS").write_text(
         "".join(f"{e['sha256']}  {e['path']}\n" for e in man["files"]))
-    with tarfile.open(dst, "w:gz") as tar:
-        for p in sorted(q for q in work.rglob("*") if q.is_file()):
+    with tarfile.open(dst, "w:gz") as tar:   # the manifest first, as weince bundle writes it
+        for p in sorted((q for q in work.rglob("*") if q.is_file()),
+                        key=lambda q: (q != man_path, str(q))):
             tar.add(p, arcname=str(p.relative_to(work)))
 
 
