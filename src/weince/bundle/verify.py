@@ -1,11 +1,13 @@
 """``weince verify``: check a results bundle and rebuild its report with the installed code.
 
-A bundle comes from someone else, so the archive is treated as hostile: see
-:mod:`weince.bundle._archive` for what is refused before anything is unpacked (links,
-fifos, devices, paths outside the folder, a manifest that names any, members whose size
-is not the manifest's, more than ``max_bytes`` unpacked, a manifest over
-``max_manifest_bytes``). Only the regular files the manifest lists are unpacked, into a
-temporary folder, hashed while streamed.
+A bundle comes from someone else, so the archive is treated as hostile: it is read once,
+front to back (:mod:`weince.bundle._unpack`), its manifest first, checked before anything
+else is decompressed (its paths confined to the archive's results folder, its declared
+sizes against the limits of :mod:`weince.bundle._limits`, ``max_bytes`` and the free
+temporary space); links, fifos, devices, paths outside the folder, names stored twice and
+members larger than declared are findings, and every decompressed byte is counted. Only
+the regular files the manifest lists are unpacked, into a temporary folder, hashed while
+streamed.
 
 Checks, in order: the archive's members against the manifest (missing files, files whose
 size or SHA-256 does not match, files the manifest does not list), then rebuilds every
@@ -409,11 +411,12 @@ def verify_bundle(path: str | Path, *, keep: str | Path | None = None,
         extract: when every check of the archive passes, copy the listed files (and the
             manifest and SHA256SUMS) to this folder, at their paths in the archive: the
             safe ``tar xzf ... -C CHECKOUT``.
-        max_bytes: cap on the total size of the files unpacked (from their headers).
+        max_bytes: cap on the total size of the files unpacked (from the manifest, before
+            unpacking).
         max_manifest_bytes: cap on the size of ``manifest.json``.
 
     Never raises for a bad archive: every problem is a line of the result
-    (:attr:`VerifyResult.exit_code` 2).
+    (:attr:`VerifyResult.exit_code` 2; 3 when the check could not run here).
     """
     path = Path(path)
     res = VerifyResult(bundle=path.name, archive_registry=archive_registry)

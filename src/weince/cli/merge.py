@@ -9,8 +9,10 @@ per claim: each archive's rows with their source (archive and its manifest SHA-2
 commits, GPU types, container images), a line per replication (two archives, one setting,
 one protocol: their difference and whether their intervals overlap), a line per refused
 row (one setting under a different protocol: the key and both values), and ``not run`` with
-the planner's price for a claim no archive covers. Exit status 0 when merged, 1 when an
-archive failed its check, 2 for unusable input.
+the planner's price for a claim no archive covers. The pages are written into a folder
+beside ``--out`` and renamed at the end (a second merge into the same ``--out`` is refused
+while it runs; a failure, a full disk included, leaves nothing). Exit status 0 when merged,
+1 when an archive failed its check, 2 for unusable input, 3 for a full disk.
 """
 
 from __future__ import annotations

@@ -10,9 +10,11 @@ the summary from the bundle's result files with the installed code and the insta
 claims registry, and prints what differs, a difference between the archive's registry
 (or the rules in words its claim files carry) and the installed one included.
 ``--archive-registry`` judges by the archive's own registry instead, and says so on every
-verdict line. The archive is untrusted: links, devices, paths outside the folder and files the
-manifest does not list are never unpacked. Exit status 0 only when everything matches, 1
-when something differs, 2 for an unsafe or malformed archive. Every linear-probe
+verdict line. The archive is untrusted: its manifest (first in it) is checked before
+anything else is decompressed, and links, devices, paths outside its results folder and
+files the manifest does not list are never unpacked. Exit status 0 only when everything
+matches, 1 when the numbers differ, 2 for a hostile or inconsistent archive, 3 when the
+check could not run here (disk, memory). Every linear-probe
 and k-NN number is recomputed from the per-example test predictions its file carries.
 Offline, seconds, no GPU; needs only the report's dependencies (no torch). ``--reevaluate
 N`` (torch, CPU minutes) then reruns the probes of N encoders picked at random
