@@ -31,7 +31,7 @@ __all__ = ["CannotRun", "Budget", "limit_of", "check_declared", "check_free_spac
            "open_decompressed", "HEADER_ROOM", "padded"]
 
 KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
-HEADER_ROOM = 8 * KIB     # per member: its header, a long name's pax header
+HEADER_ROOM = 3 * KIB     # per member: its header, a long name's pax header
 STREAM_ROOM = 1 * MIB     # the archive's end blocks and record padding, folders
 #: parameters (millions, projection head included, rounded up) of each vision backbone
 BACKBONE_PARAMS = {"smallcnn": 2, "resnet18": 17, "resnet50": 31, "vit_s": 27}
