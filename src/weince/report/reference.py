@@ -105,6 +105,8 @@ def update_reference(reports: str | os.PathLike = "reports",
                                     f"default) before refreshing the reference")
         check_inputs(read_claim_file(path), c, alpha)
         files.append(path)
+    if not files:
+        raise ValueError(f"the claims registry {claims_path} has no claim: nothing to refresh")
     dest = claim_file(reference_dir(reference, profile), "x").parent
     if dest.exists():
         shutil.rmtree(dest)
@@ -178,19 +180,16 @@ def differences(ref: ClaimRecord, ours: ClaimRecord, claim: Mapping[str, Any], *
 
 def compare_runs(claims_path: str | os.PathLike = "config/claims.yaml",
                  reports: str | os.PathLike = "reports",
-                 reference: str | os.PathLike = REFERENCE,
-                 profiles: tuple[str, ...] = (REFERENCE_PROFILE,)) -> list[str]:
-    """Lines saying where the claim files under ``reports`` differ from the reference, per
-    profile that has both (verdicts, and numbers outside each claim's tolerance); one line
-    per profile that has only one of them."""
+                 reference: str | os.PathLike = REFERENCE) -> list[str]:
+    """Lines saying where the claim files under ``reports`` differ from the reference, for
+    each profile the reference has (verdicts, and numbers outside each claim's tolerance);
+    one line for such a profile that you have not run."""
     reg = load_claims(claims_path)
     alpha = reg.get("alpha", 0.05)
     lines = []
-    for profile in profiles:
+    for folder in sorted(p for p in Path(reference).glob("*/claims") if p.is_dir()):
+        profile, ref_dir = folder.parent.name, folder.parent
         ours_dir = Path(reports) / profile
-        ref_dir = reference_dir(reference, profile)
-        if not claim_file(ref_dir, "x").parent.is_dir():
-            continue
         if not claim_file(ours_dir, "x").parent.is_dir():
             lines.append(f"{profile}: no run of yours to compare with the reference "
                          f"({ref_dir}/claims/); `snakemake --cores 2` makes one")
