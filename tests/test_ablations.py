@@ -16,7 +16,9 @@ import weince.losses.baselines  # noqa: F401  (registers hcl, dcl, dclw)
 from weince.eval.linear import linear_probe
 from weince.losses import LOSSES, build_loss
 from weince.pipeline.arms import ARMS, apply_arm, arm_settings, canonical_arm
-from weince.pipeline.ablations import GROUPS, ablation_inputs, ablation_outputs, ablation_plan
+from weince.pipeline.ablations import (ARMS_GROUP, GROUPS, ablation_inputs, ablation_outputs,
+                                      ablation_plan)
+from weince.pipeline.targets import arm_evaluations, all_targets
 from weince.report.ablations import build_ablation_report, group_commentary
 from weince.utils.summary import estimate
 from weince.utils import write_json
@@ -164,6 +166,52 @@ def test_plan_from_the_profile_block_and_errors(tmp_path):
         ablation_plan(Profile.of({**cfg, "ablations": {"group": ["confound"]}}))
     with pytest.raises(ValueError, match="encoder seed"):
         ablation_plan(Profile.of({**cfg, "vision": {}, "ablations": {"groups": ["confound"]}}))
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_an_arm_no_group_names_gets_a_row_of_its_own(tmp_path):
+    """Every arm of vision.arms has a row on the page: groups that name every arm are the
+    plan as configured; an arm they leave out (dcl) brings the group `arms`, every arm
+    against the baseline the claims registry gives (not the first of the list)."""
+    cfg = {**make_cfg(tmp_path), "claims": str(REPO / "config" / "claims.yaml"),
+           "ablations": {"groups": ["confound"]}}
+    cfg["vision"]["arms"] = ["weince", "infonce", "weince_recipe"]
+    assert [g.name for g in ablation_plan(Profile.of(cfg)).groups] == ["confound"]
+    cfg["vision"]["arms"].append("dcl")
+    prof = Profile.of(cfg)
+    plan = ablation_plan(prof)
+    assert [g.name for g in plan.groups] == ["confound", ARMS_GROUP]
+    arms = plan.groups[-1]
+    assert [r.arm for r in arms.rows] == cfg["vision"]["arms"] and arms.reference == "infonce"
+    run = f"{tmp_path}/results/t/vision/digits/smallcnn/dcl/seed"
+    assert {str(p) for p in ablation_inputs(plan)} >= {f"{run}{s}/linear.json" for s in (7, 21, 63)}
+    # pretrained and evaluated at every seed, though no claim names dcl
+    evals = {str(p) for p in arm_evaluations(prof)}
+    assert evals == {f"{tmp_path}/results/t/vision/digits/smallcnn/{a}/seed{s}/{f}"
+                     for a in cfg["vision"]["arms"] for s in (7, 21, 63)
+                     for f in ("linear.json", "knn.json")}
+    assert evals <= set(all_targets(prof))
+    # the reference follows the registry's baseline
+    reg = (REPO / "config" / "claims.yaml").read_text().replace("baseline: infonce,",
+                                                                "baseline: dcl,")
+    (tmp_path / "claims.yaml").write_text(reg)
+    other = ablation_plan(Profile.of({**cfg, "claims": str(tmp_path / "claims.yaml")}))
+    assert other.groups[-1].reference == "dcl"
+    # and the page has the row, compared with the reference
+    fill_group(plan, "confound", CONFOUND)   # the runs of infonce, weince, weince_recipe
+    dcl = [51.5, 51.9, 51.2]
+    write_linear(plan, arms.rows[-1], dcl)
+    write_log(plan, "dcl", [None] * 3)
+    build_ablation_report(prof, plan)
+    md, doc = read_report(cfg)
+    table = md.split("### The profile's arms", 1)[1]
+    gain = sum(dcl) / 3 - sum(CONFOUND["infonce"]) / 3
+    assert re.search(rf"^\| dcl \| .* \| {re.escape(f'{gain:+.2f}')} \[", table, re.M), table
+    rows = doc["pairs"]["digits/smallcnn"][ARMS_GROUP]["rows"]
+    assert [r["row"] for r in rows] == cfg["vision"]["arms"]
+    assert rows[-1]["test_acc"]["mean"] == pytest.approx(sum(dcl) / 3)
 
 
 def test_inputs_name_probe_results_and_logs(tmp_path):

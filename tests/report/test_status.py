@@ -2,20 +2,27 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
 from weince.pipeline.claims import load_claims
 from weince.report.claim_file import claim_file, record_digest, registry_digest
 from weince.report.build import rest_of_paper
+from weince.report.reference import (REFRESH, compare_runs, differences, stale_reference,
+                                     update_reference)
+from weince.report.claim_file import read_claim_file
 from weince.report.status import BEGIN, END, REST_BEGIN, REST_END, status_table, update_readme
 from weince.utils.verdict_words import NOT_REPRODUCED, NOT_RUN, REPRODUCED, SCALE_ONLY
 
 REPO = Path(__file__).resolve().parents[2]
 CLAIMS = REPO / "config" / "claims.yaml"
+REFERENCE = REPO / "reference"
 
 
 def _rows(table: str) -> list[list[str]]:
@@ -75,20 +82,105 @@ def test_an_edited_or_stale_claim_file_is_refused_naming_it(tmp_path):
         status_table(CLAIMS, tmp_path)
 
 
-def test_the_readme_block_is_the_generated_one(tmp_path):
-    """The README's claims table: the registry's columns as generated, and each profile
-    column a verdict word or 'not run yet' (the claim files behind them are not in a fresh
-    clone); --check rewrites nothing."""
+def test_the_readme_block_is_the_reference_runs_table(tmp_path):
+    """The README's claims table is the table of the reference run committed in
+    `reference/`, as generated: the check passes in a fresh clone, before any run, and
+    rewrites nothing; the reference has a current claim file of every registry claim."""
     text = (REPO / "README.md").read_text()
     block = text[text.index(BEGIN) + len(BEGIN):text.index(END)].strip()
-    ours, fresh = _rows(block), _rows(status_table(CLAIMS, tmp_path))
-    assert [r[:4] for r in ours] == [r[:4] for r in fresh]
-    words = {REPRODUCED, NOT_REPRODUCED, NOT_RUN, SCALE_ONLY, "not run yet"}
-    assert all(v in words or v.startswith("partially run") for r in ours for v in r[4:])
+    assert block == status_table(CLAIMS, REFERENCE, reference=True)
+    ours = _rows(block)
+    words = {REPRODUCED, NOT_REPRODUCED, NOT_RUN, SCALE_ONLY}
+    assert all(r[4] in words or r[4].startswith("partially run") for r in ours)  # default ran
     copy = tmp_path / "README.md"
     copy.write_text(text)
-    update_readme(copy, CLAIMS, tmp_path, check=True)
+    assert update_readme(copy, CLAIMS, REFERENCE, check=True)
     assert copy.read_text() == text
+    assert stale_reference(REFERENCE, CLAIMS) == []
+
+
+def test_a_stale_reference_is_named_with_the_refresh_command(tmp_path):
+    """Stale: a registry entry changed since the reference was computed, a claim without a
+    reference file, an edited file, a file of a claim the registry no longer has; each one
+    line naming the file and the command that refreshes the reference."""
+    ref = tmp_path / "reference"
+    shutil.copytree(REFERENCE, ref)
+    claims = tmp_path / "claims.yaml"
+    text = CLAIMS.read_text()
+    assert text.count("    tolerance: 1.5\n") >= 1
+    claims.write_text(text.replace("    tolerance: 1.5\n", "    tolerance: 1.4\n", 1))
+    changed = next(c["id"] for c in load_claims(claims)["claims"] if c.get("tolerance") == 1.4)
+    stale = stale_reference(ref, claims)
+    assert len(stale) == 1 and f"{changed.lower()}.json is stale" in stale[0], stale
+    assert stale[0].endswith(REFRESH) and "\n" not in stale[0]
+    (ref / "default" / "claims" / "c9.json").unlink()
+    edited = ref / "default" / "claims" / "c11.json"
+    data = json.loads(edited.read_text())
+    data["verdict"] = NOT_REPRODUCED
+    edited.write_text(json.dumps(data))
+    (ref / "default" / "claims" / "c99.json").write_text("{}")
+    stale = stale_reference(ref, CLAIMS)
+    assert any("c9.json does not exist" in s for s in stale), stale
+    assert any("c11.json was edited" in s for s in stale), stale
+    assert any("c99.json names no claim" in s for s in stale), stale
+    assert all(s.endswith(REFRESH) for s in stale)
+    with pytest.raises(ValueError, match="c11.json was edited"):
+        status_table(CLAIMS, ref, reference=True)
+
+
+def _one_claim_run(tmp_path: Path, result: float) -> tuple[Path, Path]:
+    """A registry of C9 alone and a run of it (reports/default/claims/c9.json, computed
+    from a special_case.json holding ``result``)."""
+    reg = yaml.safe_load(CLAIMS.read_text())
+    reg["claims"] = [c for c in reg["claims"] if c["id"] == "C9"]
+    claims = tmp_path / "claims.yaml"
+    claims.write_text(yaml.safe_dump(reg))
+    res = tmp_path / "special_case.json"
+    res.write_text(json.dumps({"max_abs_diff": result}))
+    path = _c9_file(tmp_path / "reports", res)
+    data = json.loads(path.read_text())
+    data["rows"] = [{"setting": "checks", "label": "max diff", "metric": "max_abs_diff",
+                     "cells": {"weince": {"estimate": {"mean": result}}}, "gains": {}}]
+    data["digest"] = record_digest(data)
+    path.write_text(json.dumps(data))
+    return claims, tmp_path / "reports"
+
+
+def test_a_run_is_compared_with_the_reference_within_tolerance(tmp_path):
+    """`weince status` after a run: the same verdicts and numbers within the claim's
+    tolerance agree; a number outside it, or another verdict, is named."""
+    claims, reports = _one_claim_run(tmp_path, 0.0)
+    update_reference(reports, tmp_path / "reference", claims)
+    ref = tmp_path / "reference"
+    assert (ref / "default" / "claims" / "c9.json").read_bytes() == \
+        (reports / "default" / "claims" / "c9.json").read_bytes()
+    same = compare_runs(claims, reports, ref)
+    assert len(same) == 1 and "every verdict the same" in same[0], same
+    tol = load_claims(claims)["claims"][0]["tolerance"]
+    ours = read_claim_file(reports / "default" / "claims" / "c9.json")
+    theirs = read_claim_file(ref / "default" / "claims" / "c9.json")
+    near = dataclasses.replace(ours, rows=[{**ours.rows[0], "cells": {
+        "weince": {"estimate": {"mean": tol / 2}}}}])
+    far = dataclasses.replace(near, verdict=NOT_REPRODUCED, rows=[{**ours.rows[0], "cells": {
+        "weince": {"estimate": {"mean": 3 * tol}}}}])
+    assert differences(theirs, near, load_claims(claims)["claims"][0]) == []
+    diff = differences(theirs, far, load_claims(claims)["claims"][0])
+    assert diff[0] == f"verdict {NOT_REPRODUCED!r} (reference {REPRODUCED!r})"
+    assert diff[1].startswith("checks max diff, weince: ") and f"tolerance {tol:g}" in diff[1]
+    assert len(diff) == 2
+    # no run of one's own: said, not an error
+    lines = compare_runs(claims, tmp_path / "nothing", ref)
+    assert len(lines) == 1 and "no run of yours" in lines[0]
+
+
+def test_the_reference_is_refreshed_only_from_a_finished_current_run(tmp_path):
+    claims, reports = _one_claim_run(tmp_path, 0.0)
+    with pytest.raises(FileNotFoundError, match="not finished"):
+        update_reference(tmp_path / "nothing", tmp_path / "reference", claims)
+    (tmp_path / "special_case.json").write_text(json.dumps({"max_abs_diff": 1.0}))
+    with pytest.raises(ValueError, match="is stale: .*special_case.json changed"):
+        update_reference(reports, tmp_path / "reference", claims)
+    assert not (tmp_path / "reference").exists()
 
 
 def test_a_readme_without_the_block_is_an_error(tmp_path):

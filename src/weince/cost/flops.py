@@ -39,7 +39,6 @@ __all__ = ["COUNT_BATCH", "count_vision", "count_text", "count_entries", "table"
            "recount"]
 
 COUNT_BATCH = 4
-NAMED_VISION = ("vit_small_patch16",)    # named models that are not project backbones
 
 
 def _count(run: Callable[[], None]) -> float:

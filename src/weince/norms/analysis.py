@@ -235,9 +235,6 @@ class GradientStats:
     resamples: int
     batch_size: int
 
-    def as_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items()}
-
 
 def gradient_statistics(probe_views: torch.Tensor, bank_views: torch.Tensor,
                         loss_fn: nn.Module, *, resamples: int = 8, batch_size: int = 64,

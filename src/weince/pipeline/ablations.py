@@ -9,6 +9,10 @@ arms themselves are :data:`weince.pipeline.arms.ARMS`. The profile's ``ablations
 which groups run, on which (dataset, backbone) pairs and encoder seeds
 (:func:`ablation_plan`); :mod:`weince.report.ablations` writes the page.
 
+Every arm of ``vision.arms`` has a row on the page: when the profile's groups leave one
+out, the plan adds the group ``arms`` (:func:`arms_group`), every arm of ``vision.arms``
+against the claims' baseline (an arm's ``baseline`` in the claims registry).
+
     from weince.pipeline.ablations import ablation_plan
     plan = ablation_plan(prof)          # prof: the resolved profile
     plan.run_arms(), ablation_inputs(plan)
@@ -20,11 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from weince.pipeline.arms import TAUS, canonical_arm, tau_arm_name
+from weince.pipeline.claims import load_claims
 from weince.pipeline.layout import VisionRun
 from weince.pipeline.profile import Profile
 
-__all__ = ["Row", "Group", "GROUPS", "FEATURE_FILES", "Plan", "ablation_plan",
-           "ablation_outputs", "ablation_inputs"]
+__all__ = ["Row", "Group", "GROUPS", "ARMS_GROUP", "FEATURE_FILES", "Plan", "ablation_plan",
+           "arms_group", "ablation_outputs", "ablation_inputs"]
 
 
 @dataclass(frozen=True)
@@ -84,6 +89,7 @@ _GROUP_LIST = [
 ]
 GROUPS: dict[str, Group] = {g.name: g for g in _GROUP_LIST}
 FEATURE_FILES = {"backbone": "linear.json", "head": "linear_head.json"}
+ARMS_GROUP = "arms"   # the group of the profile's own arms (not a config choice)
 
 
 # ---------------------------------------------------------------- per-profile plan
@@ -123,11 +129,38 @@ class Plan:
         return [self.run_dir(dataset, backbone, arm, s) / "train_log.jsonl" for s in self.seeds]
 
 
+def _claims_baseline(prof: Profile, arms: list[str]) -> str:
+    """The first of ``arms`` that a vision claim of the registry takes as its baseline
+    (``arms.baseline``), else the first of ``arms``."""
+    baselines = [c["arms"].get("baseline") for c in load_claims(prof.claims)["claims"]
+                 if c.get("stage") == "vision"]
+    return next((a for a in arms if a in baselines), arms[0])
+
+
+def arms_group(prof: Profile, groups: tuple[Group, ...]) -> Group | None:
+    """The group ``arms``: every arm of ``vision.arms`` against the claims' baseline, when
+    ``groups`` name no row of some arm (compared as the runs they read,
+    :func:`weince.pipeline.arms.canonical_arm`); None when they name every arm."""
+    arms = list(prof.vision.arms) if prof.vision.enabled else []
+
+    def run_of(arm: str) -> str:
+        return canonical_arm(arm, prof.vision.losses, prof.vision.tau)
+
+    named = {run_of(r.arm) for g in groups for r in g.rows}
+    if all(run_of(a) in named for a in arms):
+        return None
+    return Group(ARMS_GROUP, "The profile's arms",
+                 "How does each arm the profile trains (vision.arms) compare with the "
+                 "claims' baseline, on the same pretraining and probe?",
+                 tuple(Row(a) for a in arms), _claims_baseline(prof, arms))
+
+
 def ablation_plan(prof: Profile) -> Plan:
     """The profile's ablation plan, from its ``ablations`` block: ``enabled``, ``groups``
     (names of :data:`GROUPS`, or ``"all"``), ``pairs`` (default: the profile's first vision
     pair) and ``seeds`` (default: the profile's ``vision.seeds``); the schema has checked the
-    names. A disabled plan, or one with no groups, has no groups."""
+    names. A disabled plan, or one with no groups, has no groups; else the group ``arms``
+    (:func:`arms_group`) follows them when they leave an arm of ``vision.arms`` out."""
     block = prof.ablations
     if not block.enabled:
         return Plan(prof, (), (), ())
@@ -139,7 +172,9 @@ def ablation_plan(prof: Profile) -> Plan:
                          f"least one (dataset, backbone) pair and one encoder seed; the "
                          f"profile's vision block has pairs {list(prof.vision.pairs)} and seeds "
                          f"{list(prof.vision.seeds)}")
-    return Plan(prof, tuple(GROUPS[n] for n in names), tuple(pairs), tuple(seeds))
+    groups = tuple(GROUPS[n] for n in names)
+    extra = arms_group(prof, groups) if groups else None
+    return Plan(prof, groups + ((extra,) if extra else ()), tuple(pairs), tuple(seeds))
 
 
 def ablation_outputs(prof: Profile) -> dict[str, Path]:

@@ -54,8 +54,8 @@ def result_settings(cfg: Any) -> dict[str, Any]:
     return {k: copy.deepcopy(v) for k, v in cfg.items() if not _rerun_free(cfg, k)}
 
 
-# the fields a run sets over its block's settings, in the order the trigger lists them (as
-# the dict-built configs before the typed ones did: a finished run's trigger is unchanged)
+# the fields a run sets over its block's settings, in the order the trigger lists them (a
+# finished run's recorded params list them in this order: keep it)
 _VISION_RUN_ORDER = ("tau", "dataset", "backbone", "loss", "seed", "loss_kwargs")
 _TEXT_RUN_ORDER = ("model", "model_name", "model_source", "loss", "seed", "loss_kwargs")
 
@@ -216,9 +216,8 @@ def link_settings(prof: Profile) -> dict[str, Any]:
 
 def sts_settings(prof: Profile) -> dict[str, Any]:
     """The sts rule's params: :func:`trigger_settings` of ``text.sts``, with ``data`` always
-    (``run_sts`` takes it as a required argument, so the script must pass it: a block that
-    leaves it out lists its default last, where the schema's default put it when the block
-    was hand-written, so such a profile's jobs keep their params)."""
+    (``run_sts`` takes it as a required argument, so the script must pass it; a block that
+    leaves it out gets its default, listed last)."""
     t = prof.text
     given = t.sts_given if "data" in t.sts_given else {**t.sts_given, "data": t.sts.data}
     return trigger_settings(t.sts, given)

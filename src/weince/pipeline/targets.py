@@ -1,9 +1,10 @@
 """What a profile asks for: every file ``rule all`` wants, from one function.
 
 :func:`all_targets` is the input of ``rule all``: the summary, one table per claim of the
-registry (however many), every result file they read, the ablation page when the profile
-runs an ablation group and the norms page when it analyses a unit. A deleted result is
-rebuilt by a plain ``snakemake``, and then only the pages that read it.
+registry (however many), every result file they read, the probe and k-NN results of every
+run of every arm in ``vision.arms`` (whether or not a claim names the arm), the ablation
+page when the profile runs an ablation group and the norms page when it analyses a unit. A
+deleted result is rebuilt by a plain ``snakemake``, and then only the pages that read it.
 
     from weince.pipeline.targets import all_targets, norms_results
     all_targets(prof)            # prof: the resolved profile (weince.pipeline.profile)
@@ -21,11 +22,12 @@ from weince.pipeline.ablations import ablation_inputs, ablation_outputs, ablatio
 from weince.pipeline.claims import load_claims, paper_rows, row_matches
 from weince.pipeline.layout import (CLAIM_FILES, Setting, TextRun, VisionRun, files_for,
                                     norms_text_runs, norms_vision_runs, run_dir, settings_for,
-                                    summary_logs)
+                                    summary_logs, vision_runs)
 from weince.pipeline.profile import Profile
 from weince.pipeline.rehearsal import forecast_outputs
 
 __all__ = ["claims", "claim_settings", "claim_inputs", "figure_inputs", "result_files",
+           "ARM_EVALUATIONS", "arm_evaluations",
            "report_outputs", "table_files", "norms_results", "norms_outputs",
            "companion_targets", "ablation_targets", "all_targets"]
 
@@ -64,6 +66,18 @@ def claim_inputs(prof: Profile, claim: Mapping[str, Any]) -> list[Path]:
                 continue
             out += fetch(s, arm, claim["file"])
     return list(dict.fromkeys(out))
+
+
+ARM_EVALUATIONS = ("linear.json", "knn.json")   # what every run of an arm is evaluated by
+
+
+def arm_evaluations(prof: Profile) -> list[Path]:
+    """The linear probe and k-NN results of every final vision run (each pair, arm of
+    ``vision.arms`` and seed): an arm the profile names is pretrained and evaluated, whether
+    or not a claim or an ablation group reads it."""
+    if not prof.vision.enabled:
+        return []
+    return [run_dir(prof, r) / f for r in vision_runs(prof) for f in ARM_EVALUATIONS]
 
 
 def figure_inputs(prof: Profile) -> list[Path]:
@@ -136,7 +150,8 @@ def all_targets(prof: Profile) -> list[str]:
     outs = report_outputs(prof)
     tables = [p for k, p in outs.items() if k.endswith(("_md", "_tex", "_json"))
               and k != "claims_json"]
-    files = [outs["summary"], *tables, *result_files(prof), *companion_targets(prof)]
+    files = [outs["summary"], *tables, *result_files(prof), *arm_evaluations(prof),
+             *companion_targets(prof)]
     if ablation_targets(prof):
         files += ablation_inputs(ablation_plan(prof))
     files += norms_results(prof)

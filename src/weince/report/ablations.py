@@ -17,7 +17,8 @@ from typing import Any
 
 from weince.pipeline.arms import ARMS, TAUS, tau_arm_name
 from weince.pipeline.profile import Profile
-from weince.pipeline.ablations import Group, Plan, ablation_outputs, ablation_plan
+from weince.pipeline.ablations import (ARMS_GROUP, Group, Plan, ablation_outputs,
+                                      ablation_plan)
 from weince.report.figures import GATE_KEYS, training_curves, training_curves_figure
 from weince.utils.results import Provenance, encoder_value, get_key, load_result
 from weince.utils.diskspace import write_text
@@ -110,7 +111,8 @@ def group_commentary(group: Group, test: Mapping[str, Estimate],
     test accuracy, how its interval relates to the others', and the comparisons that the
     group's question needs (for ``confound``: ``weince_recipe - weince`` against
     ``infonce_topm - infonce``; ``temperature``: each loss at its tau chosen on validation;
-    ``features``: head minus backbone per arm).
+    ``features``: head minus backbone per arm; ``gate``, ``beta`` and ``arms``: each row minus
+    the reference).
 
     Args:
         group: the group.
@@ -171,9 +173,9 @@ def group_commentary(group: Group, test: Mapping[str, Estimate],
             top = max(base, key=base.__getitem__)
             lines.append(f"Against the hard-negative baseline with the highest mean ({top}): " +
                          _diff_text(f"weince - {top}", d("weince", top)) + ".")
-    elif group.name in ("gate", "beta"):
+    elif group.name in ("gate", "beta", ARMS_GROUP):
         for r in group.rows:
-            if r.name != group.reference and r.arm != "infonce":
+            if r.name != group.reference and (r.arm != "infonce" or group.name == ARMS_GROUP):
                 lines.append(_diff_text(f"{r.name} - {group.reference}",
                                         d(r.name, group.reference)) + ".")
     return lines

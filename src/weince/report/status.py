@@ -11,9 +11,13 @@ only the paper profile, on the paper's settings), and the verdict each profile's
 computed (``reports/<profile>/claims/<id>.json``, written by the claim-table job), or ``not
 run yet`` where that profile has no claim file. A claim file edited by hand, or computed
 from another registry entry or other result files than those now on disk, is refused in
-one line naming it (:mod:`weince.report.claim_file`). The block sits between two markers
-in the README; ``weince status --check`` fails when the README's block differs from what
-the registry and the claim files give.
+one line naming it (:mod:`weince.report.claim_file`).
+
+The README's block is the table of the reference run committed in the repository
+(``reference/<profile>/claims/``, :mod:`weince.report.reference`), never of a local run, so
+it is the same in every clone; it sits between two markers in the README, and ``weince
+status --readme README.md --check`` fails when the block differs from what the registry and
+the reference give, or when the reference is stale.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from pathlib import Path
 from weince.pipeline.claims import load_claims
 from weince.report.build import rest_of_paper
 from weince.report.claim_file import check_inputs, claim_file, read_claim_file
+from weince.report.reference import REFERENCE, read_reference
 
 __all__ = ["BEGIN", "END", "REST_BEGIN", "REST_END", "PROFILES", "status_table",
            "readme_block", "replace_block", "update_readme", "verdict_scope"]
@@ -45,11 +50,15 @@ def verdict_scope(claim: dict) -> str:
     return "paper (the paper's settings)"
 
 
-def _verdict(reports: Path, profile: str, claim: dict, alpha: float) -> str:
-    """The verdict of the profile's claim file; ValueError when it is edited or stale."""
+def _verdict(reports: Path, profile: str, claim: dict, alpha: float,
+             reference: bool = False) -> str:
+    """The verdict of the profile's claim file; ValueError when it is edited or stale
+    (``reference``: a reference claim file, whose result files are not on disk)."""
     path = claim_file(reports / profile, claim["id"])
     if not path.is_file():
         return "not run yet"
+    if reference:
+        return read_reference(path, claim, alpha).verdict
     record = read_claim_file(path)
     check_inputs(record, claim, alpha)
     return record.verdict
@@ -57,9 +66,10 @@ def _verdict(reports: Path, profile: str, claim: dict, alpha: float) -> str:
 
 def status_table(claims_path: str | os.PathLike = "config/claims.yaml",
                  reports: str | os.PathLike = "reports",
-                 profiles: tuple[str, ...] = PROFILES) -> str:
+                 profiles: tuple[str, ...] = PROFILES, *, reference: bool = False) -> str:
     """The Markdown table: claim, source, the paper's figure, where a verdict can come from,
-    and each profile's last computed verdict."""
+    and each profile's last computed verdict (``reference``: ``reports`` is the reference
+    run's root, :mod:`weince.report.reference`)."""
     reports = Path(reports)
     head = ["Claim", "Source", "Paper", "Verdict possible at"] + [f"`{p}` run" for p in profiles]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -69,7 +79,7 @@ def status_table(claims_path: str | os.PathLike = "config/claims.yaml",
                   if str(c["id"]).startswith("N") else c.get("source", ""))
         cells = [f"{c['id']}: {c.get('short_title', c['title'])}", source,
                  c.get("short_paper", c["paper_figure"]), verdict_scope(c)]
-        cells += [_verdict(reports, p, c, reg.get("alpha", 0.05)) for p in profiles]
+        cells += [_verdict(reports, p, c, reg.get("alpha", 0.05), reference) for p in profiles]
         lines.append("| " + " | ".join(x.replace("|", "\\|") for x in cells) + " |")
     return "\n".join(lines)
 
@@ -88,12 +98,14 @@ def replace_block(text: str, begin: str, end: str, body: str, page: Path) -> str
 
 
 def update_readme(readme: str | os.PathLike, claims_path: str | os.PathLike = "config/claims.yaml",
-                  reports: str | os.PathLike = "reports", *, check: bool = False) -> bool:
-    """Rewrite the README's generated blocks, the claims table and the line on what the rest
-    of the paper costs (``check``: only compare); True when they were already up to date."""
+                  reference: str | os.PathLike = REFERENCE, *, check: bool = False) -> bool:
+    """Rewrite the README's generated blocks, the claims table (of the reference run under
+    ``reference``) and the line on what the rest of the paper costs (``check``: only
+    compare); True when they were already up to date."""
     readme = Path(readme)
     text = readme.read_text()
-    new = replace_block(text, BEGIN, END, status_table(claims_path, reports), readme)
+    table = status_table(claims_path, reference, reference=True)
+    new = replace_block(text, BEGIN, END, table, readme)
     rest = rest_of_paper(claims_path)
     if rest is not None:
         new = replace_block(new, REST_BEGIN, REST_END, f"- {rest}", readme)

@@ -234,8 +234,8 @@ class CompiledStep:
 
     ``mode=None`` runs the same function eagerly (no compile), for comparison. ``backend``:
     torch.compile's backend, Inductor unless asked; ``"aot_eager"`` traces the same single
-    graph (Dynamo, AOTAutograd) and runs it without generating code, a check of the capture
-    that costs seconds instead of Inductor's minute of C++ compilation on a CPU.
+    graph (Dynamo, AOTAutograd) and runs it without generating code, a quicker check of the
+    capture (docs/performance.md, "The compiled training step").
     """
 
     def __init__(self, model, loss_fn, opt, aug, *, use_amp=False, channels_last=False,
@@ -282,16 +282,15 @@ class CompiledStep:
         grads = torch.autograd.grad(loss, self.params)
         with torch.no_grad():
             new = self._adam(grads, lr)
-        # the gradients are returned too (unused): as intermediates only, Inductor on CPU
-        # (torch 2.14.1) fused the projection head's weight gradients into Adam's update
-        # wrongly (moments off by a factor of ~10); as outputs the step equals eager
+        # the gradients are returned too (unused): kept as graph outputs, the step equals
+        # eager under Inductor on CPU (docs/performance.md, "The compiled training step")
         return loss.detach(), dict(self.loss_fn.last_stats), new, grads
 
     def _adam(self, grads, lr):
         """``torch.optim.Adam``'s update as new tensors: ``(params, exp_avg, exp_avg_sq, step)``
-        lists. They are copied into place after the graph (four multi-tensor copies):
-        mutating the parameters inside the graph that also differentiates through them gave
-        wrong results under Inductor on CPU (torch 2.14.1; ``aot_eager`` was right)."""
+        lists. They are copied into place after the graph (four multi-tensor copies), not
+        mutated inside the graph that differentiates through them (docs/performance.md,
+        "The compiled training step")."""
         g0 = self.opt.param_groups[0]
         (b1, b2), eps, wd = g0["betas"], g0["eps"], g0["weight_decay"]
         out: tuple[list[torch.Tensor], ...] = ([], [], [], [])

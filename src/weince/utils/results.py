@@ -337,12 +337,6 @@ class Provenance:
         if prov.get("date"):
             self.dates.append(prov["date"])
 
-    def merge(self, other: Provenance) -> None:
-        self.commits |= other.commits
-        self.config_hashes |= other.config_hashes
-        self.dates += other.dates
-        self.files += other.files
-
     def describe(self) -> dict[str, str]:
         dates = sorted(self.dates)
         if not dates:
