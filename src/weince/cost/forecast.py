@@ -144,16 +144,24 @@ def _load(path: Path) -> dict[str, Any] | None:
         return None
 
 
+def _alone(timing: dict[str, Any] | None) -> bool:
+    """Whether a run's step times are those of a GPU alone: not a run that shared its GPU
+    with other jobs (``gpu_slot.shared``, weince.utils.gpu_slots), whose steps waited for
+    theirs."""
+    return not ((timing or {}).get("gpu_slot") or {}).get("shared")
+
+
 def timed_runs(prof: Profile) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The profile's timed runs, (vision, text): one dict per train.json with
-    ``step_timing``."""
+    ``step_timing`` measured on a GPU alone (a run that shared its GPU is left out)."""
     root, profile = prof.results, prof.name
     pre, sim = prof.vision.pretrain, prof.text.simcse
     vis, txt = [], []
     for r in [*layout.vision_runs(prof), *layout.vision_runs(prof, grid=True),
               *ablation_runs(prof)]:
         d = _load(r.dir(root, profile) / "train.json")
-        if d and (d.get("step_timing") or {}).get("step_s_median"):
+        if d and (d.get("step_timing") or {}).get("step_s_median") and \
+                _alone(d["step_timing"]):
             vis.append({"dataset": r.dataset, "backbone": r.backbone, "arm": r.arm,
                         "seed": r.seed, "loss": d.get("loss"), "batch": d.get("batch_size"),
                         "precision": precision_of(family_of_backbone(r.backbone),
@@ -161,7 +169,8 @@ def timed_runs(prof: Profile) -> tuple[list[dict[str, Any]], list[dict[str, Any]
                         **d["step_timing"]})
     for t in layout.text_runs(prof):
         d = _load(t.dir(root, profile) / "train.json")
-        if d and (d.get("step_timing") or {}).get("step_s_median"):
+        if d and (d.get("step_timing") or {}).get("step_s_median") and \
+                _alone(d["step_timing"]):
             ident = d.get("model_identity") or {}
             txt.append({"model": t.model, "arm": t.arm, "seed": t.seed, "loss": d.get("loss"),
                         "batch": d.get("batch_size"), "named": ident.get("named_model"),
