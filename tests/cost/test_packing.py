@@ -95,3 +95,17 @@ def test_a_run_that_shared_its_gpu_teaches_the_forecast_nothing(tmp_path):
                                                   "step_timing": timing}))
     vis, _ = timed_runs(prof)
     assert {(v["arm"], v["seed"]) for v in vis} == {(runs[0].arm, runs[0].seed)}
+
+
+def test_the_wall_times_docs_cluster_states_are_the_planners():
+    page = " ".join((plan.REPO / "docs" / "cluster.md").read_text().split())
+    for configs, cid, what in (
+            (["config/paper.yaml", "config/paper_cifar100_r18.yaml"], "C3", "224 runs"),
+            (["config/paper.yaml"], None, "3,436 runs")):
+        lines = plan.node_plan(plan.load_profile(configs), cid, "8xh100-sxm")
+        hours = lines[0].rsplit("GPU-hours ", 1)[1].rstrip(":")
+        alone = lines[1].split(": ", 1)[1].removesuffix(" h")
+        packed = lines[2].split(": ", 1)[1].split(" h ", 1)[0]
+        stated = f"{what}, {hours} GPU-hours, {alone} h"
+        assert stated in page, stated
+        assert f"{packed} h" in page.split(stated, 1)[1][:80], packed
