@@ -123,18 +123,34 @@ def measured_entries(measured: list[dict[str, Any]], by: str = "weince rehearsal
     it ran; none from a CPU run, whose times say nothing about a GPU, nor from a GPU that
     devices.yaml does not list."""
     groups: dict[tuple, list[float]] = defaultdict(list)
+    shared: dict[tuple, list[int]] = defaultdict(list)
     for m in measured:
         gpu = device_for_name(m.get("device_name"))
         if not str(m.get("device", "")).startswith("cuda") or gpu is None:
             continue
         key = (f"{m['dataset']}/{m['backbone']}" if "dataset" in m
                else f"text/{m['model']}")
-        groups[(gpu, key, m["precision"], m["arm"], int(m["batch"]),
-                m.get("device_name") or "")].append(float(m["step_s_median"]))
+        group = (gpu, key, m["precision"], m["arm"], int(m["batch"]),
+                 m.get("device_name") or "")
+        groups[group].append(float(m["step_s_median"]))
+        slot = m.get("gpu_slot") or {}
+        if slot.get("shared"):
+            shared[group].append(int(slot.get("jobs_per_gpu") or 2))
     return [{"gpu": gpu, "setting": key, "precision": prec, "arm": arm, "batch": batch,
              "step_s": round(_median(ts), 6),
-             "source": f"{by} on {name}, median of {len(ts)} run(s)"}
+             "source": f"{by} on {name}, median of {len(ts)} run(s)"
+                       + _shared_note(shared.get((gpu, key, prec, arm, batch, name)))}
             for (gpu, key, prec, arm, batch, name), ts in sorted(groups.items())]
+
+
+def _shared_note(per_gpu: list[int] | None) -> str:
+    """What the entry's source says when some of its runs shared their GPU (a slot of the
+    machine's pool, weince.utils.gpu_slots): their steps waited for the other jobs', so the
+    time is an upper bound of a GPU alone's (a SLURM request sized on it errs long)."""
+    if not per_gpu:
+        return ""
+    return (f"; {len(per_gpu)} of them shared a GPU (up to {max(per_gpu)} jobs on it): an "
+            f"upper bound of a GPU alone's step time")
 
 
 def _load(path: Path) -> dict[str, Any] | None:
@@ -144,24 +160,16 @@ def _load(path: Path) -> dict[str, Any] | None:
         return None
 
 
-def _alone(timing: dict[str, Any] | None) -> bool:
-    """Whether a run's step times are those of a GPU alone: not a run that shared its GPU
-    with other jobs (``gpu_slot.shared``, weince.utils.gpu_slots), whose steps waited for
-    theirs."""
-    return not ((timing or {}).get("gpu_slot") or {}).get("shared")
-
-
 def timed_runs(prof: Profile) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The profile's timed runs, (vision, text): one dict per train.json with
-    ``step_timing`` measured on a GPU alone (a run that shared its GPU is left out)."""
+    ``step_timing``."""
     root, profile = prof.results, prof.name
     pre, sim = prof.vision.pretrain, prof.text.simcse
     vis, txt = [], []
     for r in [*layout.vision_runs(prof), *layout.vision_runs(prof, grid=True),
               *ablation_runs(prof)]:
         d = _load(r.dir(root, profile) / "train.json")
-        if d and (d.get("step_timing") or {}).get("step_s_median") and \
-                _alone(d["step_timing"]):
+        if d and (d.get("step_timing") or {}).get("step_s_median"):
             vis.append({"dataset": r.dataset, "backbone": r.backbone, "arm": r.arm,
                         "seed": r.seed, "loss": d.get("loss"), "batch": d.get("batch_size"),
                         "precision": precision_of(family_of_backbone(r.backbone),
@@ -169,8 +177,7 @@ def timed_runs(prof: Profile) -> tuple[list[dict[str, Any]], list[dict[str, Any]
                         **d["step_timing"]})
     for t in layout.text_runs(prof):
         d = _load(t.dir(root, profile) / "train.json")
-        if d and (d.get("step_timing") or {}).get("step_s_median") and \
-                _alone(d["step_timing"]):
+        if d and (d.get("step_timing") or {}).get("step_s_median"):
             ident = d.get("model_identity") or {}
             txt.append({"model": t.model, "arm": t.arm, "seed": t.seed, "loss": d.get("loss"),
                         "batch": d.get("batch_size"), "named": ident.get("named_model"),
