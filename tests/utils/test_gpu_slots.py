@@ -10,9 +10,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from weince.pipeline.joblog import log_to
 from weince.utils import gpu_slots
 from weince.utils.gpu_slots import environment, pool_devices, take_slot
 
@@ -164,3 +166,49 @@ def test_two_gpu_job_takes_whole_devices(tmp_path, holders):
     two = _holder(tmp_path, gpus=2, fake="3")
     holders.append(two)
     assert _slot_of(two) == "gpu1+gpu2"
+
+
+def test_a_job_s_log_names_its_slot_before_torch(tmp_path, monkeypatch):
+    for k, v in _env(tmp_path, "2").items():
+        monkeypatch.setenv(k, v)
+    res = SimpleNamespace(gpu=1, jobs_per_gpu=2)
+    with log_to(tmp_path / "job.log", resources=res, device="cpu"):
+        print("working")
+    text = (tmp_path / "job.log").read_text()
+    assert text.startswith("gpu slot: gpu0/slot0 of a pool of 2 GPU(s) x 2 (fake device list")
+    assert "shared: up to 2 jobs on this GPU" in text and "working" in text
+    gpu_slots.release()
+    # a CPU job on a real pool takes no GPU: its GPUs are slots asked for on purpose (gloo)
+    monkeypatch.delenv("WEINCE_FAKE_GPUS")
+    monkeypatch.setenv("WEINCE_NODE_GPUS", "2")
+    with log_to(tmp_path / "cpu.log", resources=res, device="cpu"):
+        pass
+    assert "gpu slot" not in (tmp_path / "cpu.log").read_text() and gpu_slots.held() is None
+
+
+SPY = """
+import sys
+from types import SimpleNamespace
+import weince.utils.gpu_slots as g
+from weince.pipeline.joblog import log_to
+real = g.take_slot
+def spy(*a, **k):
+    print("torch imported before the slot:", "torch" in sys.modules)
+    return real(*a, **k)
+g.take_slot = spy
+with log_to(None, resources=SimpleNamespace(gpu=1, jobs_per_gpu=1), device="cpu"):
+    import torch
+print("CUDA_VISIBLE_DEVICES", __import__("os").environ["CUDA_VISIBLE_DEVICES"])
+"""
+
+
+def test_the_slot_is_taken_before_torch_is_imported(tmp_path):
+    # what every rule script does first (its log set-up), in a fresh interpreter
+    for script in sorted((Path(SRC).parent / "workflow" / "scripts").glob("*.py")):
+        head = script.read_text().split("with log_to(", 1)[0]
+        assert "torch" not in head, script.name
+    out = subprocess.run([sys.executable, "-c", SPY], env=_env(tmp_path, "3"),
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "torch imported before the slot: False" in out.stdout
+    assert "CUDA_VISIBLE_DEVICES 0" in out.stdout

@@ -59,8 +59,9 @@ def log_to(path: str | os.PathLike | None, resources: Any = None,
     ``resources`` (the rule's ``snakemake.resources``): a job given ``gpu >= 1`` first takes
     a slot of the machine's GPU pool, where there is one (:mod:`weince.utils.gpu_slots`:
     ``CUDA_VISIBLE_DEVICES`` set before torch is imported; its ``jobs_per_gpu`` resource says
-    how many jobs may share the device), and says which in its log; then, seeing no CUDA
-    device, it fails at once, with the reason in its log
+    how many jobs may share the device; a ``device: cpu`` job takes none, except from the
+    tests' fake device list), and says which in its log; then, seeing no CUDA device, it
+    fails at once, with the reason in its log
     (:func:`weince.utils.device.require_gpu`), unless the profile's ``device`` is ``cpu``:
     then the GPUs are slots asked for on purpose (a CPU/gloo run of the multi-GPU rule).
 
@@ -88,13 +89,16 @@ def _logged(path: str | os.PathLike | None, resources: Any, device: str | None
             ) -> Iterator[None]:
     asked = int(getattr(resources, "gpu", 0) or 0) if resources is not None else 0
     gpus = 0 if str(device or "").strip().lower() == "cpu" else asked
+    # a CPU job's GPUs are slots asked for on purpose (gloo), not devices: it takes none of
+    # the machine's, except from a fake device list (the tests' stand-in for a GPU machine)
+    slots = asked if gpus or os.environ.get("WEINCE_FAKE_GPUS") else 0
     if not path:
-        _take_slot(asked, resources, path)
+        _take_slot(slots, resources, path)
         _check_gpu(gpus, path)
         yield
         return
     with _redirected(path):
-        _take_slot(asked, resources, path)
+        _take_slot(slots, resources, path)
         _check_gpu(gpus, path)
         yield
 
