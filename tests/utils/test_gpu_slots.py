@@ -177,6 +177,7 @@ def test_a_job_s_log_names_its_slot_before_torch(tmp_path, monkeypatch):
     text = (tmp_path / "job.log").read_text()
     assert text.startswith("gpu slot: gpu0/slot0 of a pool of 2 GPU(s) x 2 (fake device list")
     assert "shared: up to 2 jobs on this GPU" in text and "working" in text
+    assert text.splitlines()[-1].startswith("gpu slot: gpu0/slot0 held until ")
     gpu_slots.release()
     # a CPU job on a real pool takes no GPU: its GPUs are slots asked for on purpose (gloo)
     monkeypatch.delenv("WEINCE_FAKE_GPUS")

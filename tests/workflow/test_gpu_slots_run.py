@@ -31,6 +31,7 @@ GPU_RULES = "resources:\n" + "".join(f"  {r}: {{gpu: 1}}\n"
                                      for r in ("pretrain", "features", "linear", "knn"))
 VOLATILE = re.compile(r"^(provenance|step_timing|img_s.*|.*_s|wall.*|.*time.*|.*seconds.*)$")
 SLOT_RE = re.compile(r"gpu slot: (gpu\d+/slot\d+) .*taken at (\S+) after")
+END_RE = re.compile(r"gpu slot: (gpu\d+/slot\d+) held until (\S+) at least")
 
 
 def _stable(x):
@@ -58,15 +59,23 @@ def _workflow(tmp: Path, name: str, copy_workflow, node: str | None) -> Path:
 
 
 def _slots(wf: Path) -> list[tuple[str, float, float, Path]]:
-    """(slot, taken, ended, log) of every GPU job of a run: its log's first slot line, and
-    the log's last write as its end."""
+    """(slot, taken, held until, log) of every GPU job of a run, from its log's slot lines:
+    an interval inside the time the job held its slot (it takes the slot first and frees it
+    when its process ends, after its last line), so two jobs whose intervals overlap held
+    their slots at the same time."""
     out = []
     for log in sorted((wf / "results/smoke/logs").rglob("*.log")):
-        m = SLOT_RE.search(log.read_text())
+        text = log.read_text()
+        m = SLOT_RE.search(text)
         if m:
-            taken = dt.datetime.fromisoformat(m.group(2)).timestamp()
-            out.append((m.group(1), taken, log.stat().st_mtime, log))
+            end = END_RE.search(text)
+            assert end and end.group(1) == m.group(1), log
+            out.append((m.group(1), _t(m.group(2)), _t(end.group(2)), log))
     return out
+
+
+def _t(iso: str) -> float:
+    return dt.datetime.fromisoformat(iso).timestamp()
 
 
 @pytest.fixture(scope="module")

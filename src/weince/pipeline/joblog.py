@@ -101,6 +101,7 @@ def _logged(path: str | os.PathLike | None, resources: Any, device: str | None
         _take_slot(slots, resources, path)
         _check_gpu(gpus, path)
         yield
+        _slot_end(slots)
 
 
 def _open_log(path: str | os.PathLike):
@@ -154,6 +155,19 @@ def _take_slot(gpus: int, resources: Any, log: Any) -> None:
     slot = take_slot(gpus, per, say=lambda m: print(m, flush=True), who=str(log or ""))
     if slot is not None:
         print(slot.line(), flush=True)
+
+
+def _slot_end(gpus: int) -> None:
+    """The log's last line of a job that holds a slot: when its work ended (the slot is
+    free once the job's process ends, a moment later)."""
+    if gpus < 1:
+        return
+    from weince.utils.gpu_slots import held  # noqa: PLC0415 - GPU jobs only
+
+    slot = held()
+    if slot is not None:
+        print(f"gpu slot: {slot.name} held until {slot.now()} at least (freed when the "
+              f"job's process ends)", flush=True)
 
 
 def _check_gpu(gpus: int, log: Any) -> None:

@@ -92,6 +92,11 @@ class Slot:
         return _dt.datetime.fromtimestamp(self.taken_at, _dt.UTC).isoformat(
             timespec="milliseconds")
 
+    @staticmethod
+    def now() -> str:
+        """The time now, as the log's slot lines write it."""
+        return _dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds")
+
     def line(self) -> str:
         """The job log's line."""
         share = (f"shared: up to {self.jobs_per_gpu} jobs on this GPU (jobs_per_gpu "
