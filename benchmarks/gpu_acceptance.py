@@ -1,4 +1,4 @@
-"""The GPU acceptance run: one script, five sections, most important first, a report that
+"""The GPU acceptance run: one script, six sections, most important first, a report that
 survives anything. How to run it, on the GPU machine or here: ``benchmarks/gpu_acceptance.sh``.
 
 Sections, in order (each in its own process, with its own timeout):
@@ -36,8 +36,19 @@ Sections, in order (each in its own process, with its own timeout):
    paper profile's float32 pretraining step, eager and compiled losses side by side).
 5. ``rehearsal``: the rehearsal overlay restricted to one pair (``config/paper.yaml
    config/paper_cifar100_r18.yaml config/rehearsal.yaml``, 102 jobs) on synthetic files in a
-   temporary folder, ``--max-threads 2`` so that 8 jobs share the GPU at once; its forecast
-   is copied into the report. CPU mode: the dry run only.
+   temporary folder, ``--max-threads 2`` so that 8 jobs share the GPU at once (``node.
+   jobs_per_gpu: 8``: the slot pool lets them); its forecast is copied into the report. CPU
+   mode: the dry run only.
+6. ``shared``: two jobs on one GPU give the numbers of one alone. Section 2's float32 GPU
+   run (pretraining, features, probe, k-NN) in its own process, which takes a slot of the
+   machine's pool (``weince.utils.gpu_slots``) before it imports torch, as every workflow
+   job does: once alone (``jobs_per_gpu`` 1), then twice at once with ``jobs_per_gpu`` 2,
+   which puts both on one GPU (slots 0 and 1). Checks: the two held slots 0 and 1 of the
+   same device and their training overlapped; each shared run against the one alone with
+   section 2's float32 tolerances (the same arithmetic; only kernel scheduling and cuDNN's
+   choices under another process's load may differ); the shared runs' images per second
+   beside the lone run's (their step times say they shared). CPU mode: the same on a fake
+   device list (``WEINCE_FAKE_GPUS``), where the numbers must be equal bit for bit.
 
 The plan on one H200 (8 minutes = 480 s, counted from the shell's start; ``--plan`` prints
 this table with the figures it derives: the cost model's step times, the dry run's job
@@ -50,18 +61,21 @@ section         budget (s)  expected (s)  why
 launcher        10          10            carried wheels installed, torch imported
 cuda_tests      75          60            4 files collected; one Inductor compile of the
                                           whole step (~45 s), 8 eager tests (~1 s each)
-e2e             100         55            CPU: 20 steps x 64 images of ResNet-18 (~100
+e2e             80          55            CPU: 20 steps x 64 images of ResNet-18 (~100
                                           img/s on 16 cores) + features of 400 images;
                                           GPU: 2 x (20 steps + cuDNN autotuning + eval)
 step_times      100         45-85         9 shapes x 4 arms x 8 steps + 3 bert-base arms:
                                           21-58 s of steps by the cost model, ~2 s per
                                           shape for the model and cuDNN autotuning
-c8              85          60            3 losses compiled at 2 sizes (~6 x 8 s), 30
+c8              65          60            3 losses compiled at 2 sizes (~6 x 8 s), 30
                                           paired repetitions of each timing
 rehearsal       110         110-145       102 jobs, 8 at a time, ~7 s each (interpreter,
                                           torch, CUDA context, a few steps; 14 of them a
                                           claim's table, ~3 s); unused time of the
                                           sections above (~100 s) comes on top
+shared          40          25-40         section 2's GPU run 3 times, in 3 processes
+                                          (CUDA context, 20 steps, eval: ~8 s each): one
+                                          alone, then two at once on one GPU
 ==============  ==========  ============  ==============================================
 
 Dropped for time: the compiled step's throughput and its equality with the eager step
@@ -118,13 +132,15 @@ from weince.train.simclr import _build_optimizer, eager_step, pretrain, complete
 from weince.train.simcse import _optimizer
 from weince.train.step_timer import StepTimer
 from weince.utils.config import to_dict
+from weince.utils.gpu_slots import FAKE_ENV, GPUS_ENV, LOCK_DIR_ENV
 
 REPO = Path(__file__).resolve().parents[1]
 SECTIONS = (("cuda_tests", "1. CUDA tests"),
             ("e2e", "2. End to end: GPU against CPU"),
             ("step_times", "3. Measured step times"),
             ("c8", "4. C8 at the paper's setting"),
-            ("rehearsal", "5. Rehearsal of one pair"))
+            ("rehearsal", "5. Rehearsal of one pair"),
+            ("shared", "6. Two jobs on one GPU"))
 TITLES = dict(SECTIONS)
 LAUNCHER_S = 10
 # planned seconds of each section on one H200 (module docstring); the timeouts are these
@@ -133,19 +149,22 @@ PLAN = {
     "cuda_tests": dict(budget_s=75, expected="60",
                        why="4 files collected; one Inductor compile of the whole step "
                            "(~45 s), 8 eager tests (~1 s each)"),
-    "e2e": dict(budget_s=100, expected="55",
+    "e2e": dict(budget_s=80, expected="55",
                 why="CPU: 20 steps x 64 images of ResNet-18 (~100 img/s on 16 cores) + "
                     "features of 400 images; GPU: 2 x (20 steps + cuDNN autotuning + eval)"),
     "step_times": dict(budget_s=100, expected="45-85",
                        why="9 shapes x 4 arms x 8 steps + 3 bert-base arms (the cost model's "
                            "step times), ~2 s per shape for the model and cuDNN autotuning"),
-    "c8": dict(budget_s=85, expected="60",
+    "c8": dict(budget_s=65, expected="60",
                why="3 losses compiled at 2 sizes (~6 x 8 s), 30 paired repetitions of each "
                    "timing"),
     "rehearsal": dict(budget_s=110, expected="110-145",
                       why="the dry run's jobs, 8 at a time, ~7 s each (interpreter, torch, "
                           "CUDA context, a few steps; a claim's table ~3 s); unused time of the "
                           "sections above comes on top"),
+    "shared": dict(budget_s=40, expected="25-40",
+                   why="section 2's GPU run 3 times, in 3 processes (CUDA context, 20 steps, "
+                       "eval: ~8 s each): one alone, then two at once on one GPU"),
 }
 PAIR_OVERLAYS = ("config/paper.yaml", "config/paper_cifar100_r18.yaml", "config/rehearsal.yaml")
 REHEARSAL_MAX_JOBS = 115   # the rehearsal's budget holds this many jobs (102 planned)
@@ -713,9 +732,11 @@ def section_c8(S: Section, P: dict, args) -> None:
 # ----------------------------------------------------------------------------- 5. rehearsal
 def rehearsal_command(data: Path, work: Path) -> list[str]:
     """Snakemake on the one-pair rehearsal, everything it writes under ``work``."""
+    # node.jobs_per_gpu 8: the 8 jobs at a time share the one GPU (the slot pool would hold
+    # them to the estimate's number per GPU)
     return [sys.executable, "-m", "snakemake", "--configfile", *PAIR_OVERLAYS, "--config",
             f"data_root={data}", f"results={work / 'results'}", f"reports={work / 'reports'}",
-            "--nolock"]
+            "node={jobs_per_gpu: 8}", "--nolock"]
 
 
 def dry_run_jobs(out: str) -> int | None:
@@ -775,8 +796,137 @@ def section_rehearsal(S: Section, P: dict, args) -> None:
             S.md.append("no `reports/rehearsal/forecast.md` was written")
 
 
+# ----------------------------------------------------------------------------- 6. shared
+# one run of section 6 in its own process: its slot first, torch after (as a workflow job)
+SHARED_CHILD = """
+import sys
+from weince.utils.gpu_slots import take_slot
+slot = take_slot(1, int(sys.argv[1]), poll_s=0.05)
+sys.path.insert(0, sys.argv[2])
+from benchmarks import gpu_acceptance as GA
+GA.shared_child(slot, *sys.argv[3:])
+"""
+SHARED_WAIT_S = 120   # the most one run of a pair waits for the other to be ready
+
+
+def shared_child(slot, mode: str, root: str, work: str, name: str, peer: str) -> None:
+    """One run of section 6 (section 2's float32 GPU run, or its CPU run in CPU mode), its
+    slot and its start and end written to ``work/name.pt``; with a ``peer``, it starts
+    training once the peer's process is ready too, so that the two overlap."""
+    P = settings(mode == "cpu")
+    (Path(work) / f"{name}.ready").touch()
+    t_wait = time.time()
+    while peer != "-" and not (Path(work) / f"{peer}.ready").exists():
+        if time.time() - t_wait > SHARED_WAIT_S:
+            raise TimeoutError(f"{peer} was not ready after {SHARED_WAIT_S} s")
+        time.sleep(0.05)
+    t0 = time.time()
+    run = e2e_run(name, P["device"], P, Path(root), Path(work), tf32_conv=False,
+                  threads=P["e2e"]["device_threads"], seed=E2E_SEED)
+    torch.save({**run, "slot": None if slot is None else slot.record(), "t0": t0,
+                "t1": time.time()}, Path(work) / f"{name}.pt")
+
+
+def _shared_runs(names: list[str], per_gpu: int, P: dict, root: Path, work: Path,
+                 env: dict, timeout: float) -> tuple[list[dict], list[str]]:
+    """Runs ``names`` at once, each in its own process with ``jobs_per_gpu`` ``per_gpu``;
+    their results, and the output tails of the processes that failed."""
+    mode = "cpu" if P["device"] == "cpu" else "gpu"
+    procs = []
+    for i, name in enumerate(names):
+        peer = names[1 - i] if len(names) == 2 else "-"
+        cmd = [sys.executable, "-c", SHARED_CHILD, str(per_gpu), str(REPO), mode, str(root),
+               str(work), name, peer]
+        procs.append(subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True,
+                                      start_new_session=True))
+    runs, failed = [], []
+    for name, proc in zip(names, procs):
+        try:
+            out, _ = proc.communicate(timeout=max(timeout, 1))
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            out, _ = proc.communicate()
+        if proc.returncode != 0 or not (work / f"{name}.pt").exists():
+            failed.append(f"{name}: exit {proc.returncode}: " + " | ".join(
+                (out or "").strip().splitlines()[-6:]))
+            continue
+        runs.append(torch.load(work / f"{name}.pt", weights_only=False))
+    return runs, failed
+
+
+def shared_checks(alone: dict, pair: list[dict], exact: bool) -> list[dict]:
+    """Section 6's checks: the pair on slots 0 and 1 of one device, at the same time, each
+    equal to the run alone (bit for bit on the CPU, else section 2's float32 tolerances)."""
+    slots = [r["slot"] or {} for r in pair]
+    rows = [{"run": "alone", "check": "slot (jobs_per_gpu 1)", "value": (alone["slot"] or {})
+             .get("slot"), "tolerance": "a device alone", "ok": alone["slot"] is not None
+             and not alone["slot"]["shared"]},
+            {"run": "pair", "check": "slots (jobs_per_gpu 2)",
+             "value": ", ".join(str(s.get("slot")) for s in slots),
+             "tolerance": "slots 0 and 1 of one device",
+             "ok": len(slots) == 2 and all(s.get("shared") for s in slots)
+             and len({tuple(s["devices"]) for s in slots}) == 1
+             and sorted(s["index"] for s in slots) == [0, 1]},
+            {"run": "pair", "check": "ran at the same time (s of overlap)",
+             "value": min(r["t1"] for r in pair) - max(r["t0"] for r in pair),
+             "tolerance": "> 0", "ok": min(r["t1"] for r in pair) > max(r["t0"] for r in pair)}]
+    for r in pair:
+        rows.append({"run": r["name"], "check": "images per second / alone's",
+                     "value": (r["img_s"] or 0) / max(alone["img_s"] or 1e-9, 1e-9),
+                     "tolerance": "(a measurement: the shared runs' step times)", "ok": True})
+        if exact:
+            same = (r["curve"] == alone["curve"] and torch.equal(r["h"], alone["h"])
+                    and torch.equal(r["pred"], alone["pred"])
+                    and (r["knn_acc"], r["linear_acc"]) == (alone["knn_acc"],
+                                                            alone["linear_acc"]))
+            rows.append({"run": r["name"], "check": "loss curve, features, predictions and "
+                         "accuracies equal to the run alone", "value": same,
+                         "tolerance": "bit for bit (CPU)", "ok": same})
+        else:
+            rows += [{**c, "run": r["name"]} for c in
+                     e2e_checks(alone, r, TOLERANCES["float32"], "cuda", False)]
+    return rows
+
+
+def section_shared(S: Section, P: dict, args) -> None:
+    cpu = P["device"] == "cpu"
+    with tempfile.TemporaryDirectory() as tmp:
+        root = write_synthetic_data(Path(tmp) / "data")
+        work = Path(tmp) / "runs"
+        work.mkdir()
+        env = {k: v for k, v in os.environ.items() if k not in ("SLURM_JOB_ID", FAKE_ENV)}
+        env.update({LOCK_DIR_ENV: str(Path(tmp) / "locks"),
+                    "PYTHONPATH": os.pathsep.join([str(REPO / "src"),
+                                                   os.environ.get("PYTHONPATH", "")])})
+        if cpu:     # a fake device list: the pool's locks as on a GPU machine
+            env[FAKE_ENV] = "1"
+        else:       # one GPU: the first the machine shows this process
+            first = (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0].strip()
+            env[GPUS_ENV] = f"{first},"
+        alone, failed = _shared_runs(["alone"], 1, P, root, work, env, S.left() / 2)
+        pair, failed2 = ([], []) if failed else _shared_runs(
+            ["shared_a", "shared_b"], 2, P, root, work, env, S.left() - 5)
+        S.md = [f"Section 2's {'CPU' if cpu else 'float32 GPU'} run in its own process, "
+                f"which takes a slot of the pool (`weince.utils.gpu_slots`) before torch: "
+                f"once alone, then two at once with `jobs_per_gpu: 2` on one "
+                f"{'fake device' if cpu else 'GPU'}.", ""]
+        if failed or failed2 or len(pair) != 2:
+            S.ok = False
+            S.md += ["runs that failed:", "", *[f"- {f}" for f in failed + failed2]]
+            return
+        S.rows = shared_checks(alone[0], pair, exact=cpu)
+        S.ok = all(r["ok"] for r in S.rows)
+        S.extra["runs"] = [{k: v for k, v in r.items() if k not in ("h", "pred")}
+                           for r in alone + pair]
+        S.md += table([{**r, "value": f"{r['value']:.6g}" if isinstance(r["value"], float)
+                        else r["value"]} for r in S.rows],
+                      ["run", "check", "value", "tolerance", "ok"])
+
+
 RUNNERS = {"cuda_tests": section_cuda_tests, "e2e": section_e2e,
-           "step_times": section_step_times, "c8": section_c8, "rehearsal": section_rehearsal}
+           "step_times": section_step_times, "c8": section_c8, "rehearsal": section_rehearsal,
+           "shared": section_shared}
 
 
 def run_section(args) -> int:

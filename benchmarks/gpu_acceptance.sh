@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The GPU acceptance run: five sections, most important first, each with its own timeout,
+# The GPU acceptance run: six sections, most important first, each with its own timeout,
 # in 8 minutes on one H200 (--budget SECONDS, default 480, counted from this script's
 # start), a report rewritten after every section (Markdown + JSON twin, and
 # measured_steps.yaml beside them): the CUDA tests, the GPU's training, features, probe and
 # k-NN against the CPU's, the step time of every backbone x arm x precision of the paper
-# profile, C8 at the paper's setting, the rehearsal of one pair.
+# profile, C8 at the paper's setting, the rehearsal of one pair, two jobs on one GPU.
 # benchmarks/gpu_acceptance.py says what each section does and why the plan fits
 # (python benchmarks/gpu_acceptance.py --plan prints it).
 #

@@ -70,6 +70,9 @@ def test_cpu_mode_runs_every_section(tmp_path):
     assert {(m["setting"], m["arm"]) for m in measured} == _paper_settings()
     assert all(list(m) == ENTRY_KEYS and m["gpu"] is None and m["step_s"] > 0 for m in measured)
     assert secs["c8"]["timing"]["whole_step"]["amp_bf16"] is False
+    shared = secs["shared"]["rows"]     # two jobs on one (fake) GPU, equal to one alone
+    assert all(r["ok"] for r in shared) and sum("bit for bit" in r["tolerance"]
+                                                for r in shared) == 2
 
 
 @pytest.mark.slow
@@ -300,3 +303,28 @@ def test_script_installs_without_network_and_without_replacing_torch():
     assert "gpu_wheels.py install" in sh and "gpu_wheels.py build" in sh
     src = (REPO / "benchmarks" / "gpu_wheels.py").read_text()
     assert '"--no-index", "--no-deps"' in src
+
+
+def _shared_run(name, slot, index, t0, curve, acc=50.0, shared=True):
+    h = torch.arange(12.0).reshape(4, 3) + (0.0 if acc == 50.0 else 1.0)
+    return {"name": name, "device": "cpu", "tf32_conv": False, "curve": curve, "h": h,
+            "pred": torch.tensor([0, 1, 1, 0]), "knn_acc": acc, "linear_acc": acc,
+            "img_s": 10.0, "t0": t0, "t1": t0 + 5,
+            "slot": {"slot": slot, "devices": [slot[3]], "index": index,
+                     "shared": shared}}
+
+
+def test_shared_checks_pass_when_two_jobs_on_one_gpu_equal_the_one_alone():
+    alone = _shared_run("alone", "gpu0/slot0", 0, 0.0, [2.0, 1.0], shared=False)
+    pair = [_shared_run("a", "gpu0/slot0", 0, 10.0, [2.0, 1.0]),
+            _shared_run("b", "gpu0/slot1", 1, 12.0, [2.0, 1.0])]
+    assert all(r["ok"] for r in GA.shared_checks(alone, pair, exact=True))
+    differs = [pair[0], _shared_run("b", "gpu0/slot1", 1, 12.0, [2.0, 1.0], acc=51.0)]
+    bad = [r["check"] for r in GA.shared_checks(alone, differs, exact=True) if not r["ok"]]
+    assert bad == ["loss curve, features, predictions and accuracies equal to the run alone"]
+    apart = [pair[0], {**pair[1], "t0": 20.0, "t1": 25.0}]       # one after the other
+    assert [r["check"] for r in GA.shared_checks(alone, apart, exact=True)
+            if not r["ok"]] == ["ran at the same time (s of overlap)"]
+    two_gpus = [pair[0], {**pair[1], "slot": {**pair[1]["slot"], "devices": ["1"]}}]
+    assert [r["check"] for r in GA.shared_checks(alone, two_gpus, exact=True)
+            if not r["ok"]] == ["slots (jobs_per_gpu 2)"]

@@ -81,6 +81,15 @@ def _node(path):
     return node
 
 
+def _map_values(node):
+    """The schema of a map's values: its own ``additionalProperties``, or that of the
+    ``oneOf`` branch that is a map (``node.jobs_per_gpu``: a number or a map)."""
+    if isinstance(node.get("additionalProperties"), dict):
+        return node["additionalProperties"]
+    return next(b["additionalProperties"] for b in node.get("oneOf", [])
+                if isinstance(b, dict) and isinstance(b.get("additionalProperties"), dict))
+
+
 SLOTS = sorted(set(name_slots(_schema())))
 
 
@@ -108,7 +117,7 @@ def test_every_key_of_names_refuses_an_unknown_name(path, form):
     elif form == "pairs":
         node[path[-1]] = [[BOGUS, BOGUS]]
     else:
-        node[path[-1]] = {BOGUS: _value_for(_node(path)["additionalProperties"])}
+        node[path[-1]] = {BOGUS: _value_for(_map_values(_node(path)))}
     problems = config_errors(cfg, _schema(), workflow_dir=REPO / "workflow")
     hits = [p for p in problems if BOGUS in p and dotted in p]
     assert hits, (dotted, problems)

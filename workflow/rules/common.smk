@@ -3,6 +3,7 @@
 # and the files the report reads cannot drift apart; `rule all` takes
 # weince.pipeline.targets.all_targets(PROFILE). Every rule reads the resolved PROFILE (the
 # Snakefile's weince.pipeline.profile.Profile), never the raw config.
+import os
 import re
 
 from weince.pipeline.arms import split_arm
@@ -10,6 +11,8 @@ from weince.pipeline import layout
 from weince.pipeline.ablations import ablation_inputs, ablation_outputs, ablation_plan
 from weince.cost.estimate import cost_settings, job_runtime, retries_for
 from weince.cost.evaljobs import EVAL_RULES, eval_job_runtime
+from weince.cost.packing import job_jobs_per_gpu
+from weince.utils.gpu_slots import environment as slot_environment
 from weince.pipeline.stages import (
     PRETRAINED_ARM,
     features_settings,
@@ -82,6 +85,10 @@ wildcard_constraints:
     cid="[a-z][a-z0-9]*",
 
 
+# the pool's GPUs and lock folder (config `node`) for the jobs' slots: the jobs inherit them
+os.environ.update(slot_environment(PROFILE.config["node"]))
+
+
 def resources_for(rule_name):
     """gpu / mem_mb / runtime of a rule: config resources[rule] over resources[default];
     with `cost.enabled`, a pretrain or simcse job's runtime is its own setting's estimate
@@ -96,7 +103,20 @@ def resources_for(rule_name):
         out["runtime"] = estimated_runtime
     elif cost_settings(PROFILE).enabled and rule_name in EVAL_RULES:
         out["runtime"] = work_runtime(rule_name, res.get(rule_name, {}).get("runtime"))
+    if int(out["gpu"]) >= 1:
+        out["jobs_per_gpu"] = slot_share(rule_name)
     return out
+
+
+def slot_share(rule_name):
+    """How many jobs may share a GPU job's device on a machine without a scheduler (its slot
+    of the pool, weince.utils.gpu_slots; node.jobs_per_gpu, weince.cost.packing). A
+    resource, not a param: it changes no result and triggers no rerun."""
+
+    def share(wildcards, attempt):
+        return job_jobs_per_gpu(PROFILE, rule_name, dict(wildcards.items()))
+
+    return share
 
 
 def work_runtime(rule_name, floor):

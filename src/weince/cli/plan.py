@@ -9,6 +9,8 @@ estimate of their settings (weince.cost.learned), and a line says which.
     weince plan --gpu h100-sxm --claims --out docs/cost_claims.md
     weince plan --totals --gpu a100-80gb,h100-sxm           # per GPU type and the mixed set
     weince plan --target reports/paper/table_c3.md --gpu h100-sxm
+    weince plan --target reports/paper/table_c3.md --node 8xh100-sxm  # + the node's wall time
+    weince plan --node 8xh100-sxm                  # every run of the profile on that machine
     weince plan --forecast --configfile config/paper.yaml config/rehearsal.yaml
 
 Every config file is first checked for YAML aliases that expand past the bound
@@ -29,9 +31,10 @@ from weince.cost.disk import disk_estimate, runs_of_jobs
 from weince.cost.estimate import estimate, gpu_set
 from weince.cost.learned import learned_note, learned_profile
 from weince.cost.pages import claims_markdown, totals_markdown
+from weince.cost.packing import parse_node
 from weince.cost.plan import (REPO, RULE_HEADERS, SLURM_PROFILE, check_config_files, dry_run,
-                              forecast_text, load_profile, parse_dry_run, profile_settings,
-                              rule_table, submissions, summarise, target_plan)
+                              forecast_text, load_profile, node_plan, parse_dry_run,
+                              profile_settings, rule_table, submissions, summarise, target_plan)
 from weince.cost.throughput import device_names
 
 __all__ = ["add_arguments", "main"]
@@ -60,6 +63,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "mixed set (no dry run)")
     p.add_argument("--target", help="the plan of one target, e.g. reports/paper/table_c3.md")
     p.add_argument("--out", help="with --claims: also write the page to this file")
+    p.add_argument("--node", help="one machine without a scheduler, GPUs x type (8xh100-sxm): "
+                   "the wall time of the target's training runs (every run without --target) "
+                   "on it, at one run per GPU and at node.jobs_per_gpu, beside their GPU-hours")
 
 
 def _written(args: argparse.Namespace, text: str) -> str:
@@ -104,9 +110,10 @@ def main(args: argparse.Namespace) -> int:
     if args.forecast:
         print(forecast_text(load_profile(args.configfile)))
         return 0
-    if args.claims or args.totals or args.target:
+    if args.claims or args.totals or args.target or args.node:
         prof = load_profile(args.configfile)
-        gpus = gpu_set(prof, args.gpu)
+        gpus = gpu_set(prof, args.gpu if args.gpu or not args.node
+                       else parse_node(args.node)[1])
         learned = learned_profile(prof)     # the finished runs' step times, where any
         if learned is not prof:
             prof = learned
@@ -119,7 +126,9 @@ def main(args: argparse.Namespace) -> int:
             listing = dry_run(args.configfile, Path(args.workflow_profile), forceall=True,
                               extra=[args.target])
             print(target_plan(args.target, prof, ",".join(gpus), parse_dry_run(listing),
-                              ", ".join(args.configfile)))
+                              ", ".join(args.configfile), node=args.node))
+        elif args.node:
+            print("\n".join(node_plan(prof, None, args.node)))
         return 0
     _rules(args)
     return 0

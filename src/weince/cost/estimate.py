@@ -52,6 +52,7 @@ from weince.utils.config import deep_merge
 
 __all__ = ["TRAIN_IMAGES", "TEST_IMAGES", "WIKI1M_SENTENCES", "STSB_DEV_SENTENCES",
            "ablation_runs", "paper_vision_runs", "vision_steps", "text_steps", "claim_pairs",
+           "claim_runs",
            "precision_of", "family_of_backbone", "vision_step_flops", "simcse_step_flops",
            "EvalWork", "CostSettings", "cost_settings", "gpu_set", "measured_step",
            "SettingCost", "RunEstimate", "Estimate", "estimate", "claim_rows", "job_runtime",
@@ -409,24 +410,35 @@ def assumptions(est: Estimate) -> list[str]:
 def claim_rows(est: Estimate, prof: Profile) -> list[dict[str, Any]]:
     """Per claim of the profile's registry: training runs and GPU-hours (low, high), then
     the ablation arms and the total (a run serves several claims: rows do not add up)."""
-    pairs = set(prof.vision.pairs)
     rows = []
     for claim in load_claims(prof.claims)["claims"]:
-        stage = claim.get("stage")
-        if stage == "vision":
-            want = claim_pairs(claim, pairs)
-            runs = [r for r in est.runs if r.stage == "vision" and not r.ablation
-                    and tuple(r.setting.key.split("/")) in want]
-        elif stage == "text":
-            runs = [r for r in est.runs if r.stage == "text"]
-        else:
-            runs = []
-        rows.append(_row(claim["id"], claim.get("title", ""), runs, est))
+        rows.append(_row(claim["id"], claim.get("title", ""), _claim_runs(claim, est, prof),
+                         est))
     abl = [r for r in est.runs if r.ablation]
     if abl:
         rows.append(_row("ablations", "ablation arms (docs/ablations.md)", abl, est))
     rows.append(_row("total", "every training run of the profile", est.runs, est))
     return rows
+
+
+def _claim_runs(claim: Mapping[str, Any], est: Estimate, prof: Profile) -> list[RunEstimate]:
+    stage = claim.get("stage")
+    if stage == "vision":
+        want = claim_pairs(dict(claim), set(prof.vision.pairs))
+        return [r for r in est.runs if r.stage == "vision" and not r.ablation
+                and tuple(r.setting.key.split("/")) in want]
+    if stage == "text":
+        return [r for r in est.runs if r.stage == "text"]
+    return []
+
+
+def claim_runs(est: Estimate, prof: Profile, cid: str | None) -> list[RunEstimate]:
+    """The training runs of claim ``cid`` (its row of :func:`claim_rows`); every run of the
+    profile for None."""
+    if cid is None:
+        return list(est.runs)
+    claim = next(c for c in load_claims(prof.claims)["claims"] if c["id"] == cid)
+    return _claim_runs(claim, est, prof)
 
 
 def _row(cid: str, title: str, runs: list[RunEstimate], est: Estimate) -> dict[str, Any]:

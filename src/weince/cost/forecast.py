@@ -123,18 +123,34 @@ def measured_entries(measured: list[dict[str, Any]], by: str = "weince rehearsal
     it ran; none from a CPU run, whose times say nothing about a GPU, nor from a GPU that
     devices.yaml does not list."""
     groups: dict[tuple, list[float]] = defaultdict(list)
+    shared: dict[tuple, list[int]] = defaultdict(list)
     for m in measured:
         gpu = device_for_name(m.get("device_name"))
         if not str(m.get("device", "")).startswith("cuda") or gpu is None:
             continue
         key = (f"{m['dataset']}/{m['backbone']}" if "dataset" in m
                else f"text/{m['model']}")
-        groups[(gpu, key, m["precision"], m["arm"], int(m["batch"]),
-                m.get("device_name") or "")].append(float(m["step_s_median"]))
+        group = (gpu, key, m["precision"], m["arm"], int(m["batch"]),
+                 m.get("device_name") or "")
+        groups[group].append(float(m["step_s_median"]))
+        slot = m.get("gpu_slot") or {}
+        if slot.get("shared"):
+            shared[group].append(int(slot.get("jobs_per_gpu") or 2))
     return [{"gpu": gpu, "setting": key, "precision": prec, "arm": arm, "batch": batch,
              "step_s": round(_median(ts), 6),
-             "source": f"{by} on {name}, median of {len(ts)} run(s)"}
+             "source": f"{by} on {name}, median of {len(ts)} run(s)"
+                       + _shared_note(shared.get((gpu, key, prec, arm, batch, name)))}
             for (gpu, key, prec, arm, batch, name), ts in sorted(groups.items())]
+
+
+def _shared_note(per_gpu: list[int] | None) -> str:
+    """What the entry's source says when some of its runs shared their GPU (a slot of the
+    machine's pool, weince.utils.gpu_slots): their steps waited for the other jobs', so the
+    time is an upper bound of a GPU alone's (a SLURM request sized on it errs long)."""
+    if not per_gpu:
+        return ""
+    return (f"; {len(per_gpu)} of them shared a GPU (up to {max(per_gpu)} jobs on it): an "
+            f"upper bound of a GPU alone's step time")
 
 
 def _load(path: Path) -> dict[str, Any] | None:

@@ -8,6 +8,8 @@ for, and the plan of one target (``weince plan``; docs/cluster.md, docs/cost.md)
     weince plan --gpu h100-sxm --claims --out docs/cost_claims.md
     weince plan --totals --gpu a100-80gb,h100-sxm     # GPU-hours per GPU type and mixed
     weince plan --target reports/paper/table_c3.md --gpu h100-sxm
+    weince plan --target reports/paper/table_c3.md --node 8xh100-sxm  # + wall time there
+    weince plan --node 8xh100-sxm                     # the whole profile on one 8-GPU machine
     weince plan --forecast --configfile config/paper.yaml config/rehearsal.yaml
 
 It runs ``snakemake --dry-run --forceall`` with the SLURM profile (nothing is submitted,
@@ -42,9 +44,10 @@ from typing import Any
 import yaml
 
 from weince.cost.disk import disk_estimate, runs_of_jobs, trains, trains_text
-from weince.cost.estimate import (CHEAPER_OPTIONS, assumptions, claim_rows, estimate,
-                                  hours_range, with_overlay)
+from weince.cost.estimate import (CHEAPER_OPTIONS, assumptions, claim_rows, claim_runs,
+                                  estimate, hours_range, with_overlay)
 from weince.cost.forecast import build_forecast, forecast_markdown
+from weince.cost.packing import node_lines, parse_node
 from weince.pipeline.claims import load_claims
 from weince.pipeline.profile import Profile
 from weince.utils.config import check_yaml_file, deep_merge, parse_yaml
@@ -55,7 +58,8 @@ SLURM_PROFILE = REPO / "workflow" / "executors" / "slurm"   # Snakemake's --work
 
 __all__ = ["REPO", "SLURM_PROFILE", "JobInfo", "parse_dry_run", "summarise", "submissions",
            "check_config_files", "profile_settings", "dry_run", "dry_run_profile",
-           "forecast_text", "load_profile", "target_plan", "rule_table", "claim_of_target"]
+           "forecast_text", "load_profile", "target_plan", "rule_table", "claim_of_target",
+           "node_plan"]
 
 # placeholders so that a dry run works before the user has set the real values
 _ENV_DEFAULTS = {
@@ -356,10 +360,11 @@ def claim_of_target(target: str, prof: Profile) -> str | None:
 
 
 def target_plan(target: str, prof: Profile, gpu: str, jobs: list[JobInfo] | None = None,
-                config_name: str | None = None) -> str:
+                config_name: str | None = None, node: str | None = None) -> str:
     """The plan of one target of ``prof`` (``config_name``: the config files it came from):
     its jobs by rule (``jobs``: a parsed dry run of the target), its GPU-hours on ``gpu``
-    and the cheaper options' effect (weince.cost.estimate)."""
+    and the cheaper options' effect (weince.cost.estimate); with ``node`` (``8xh100-sxm``)
+    also the wall time of its training runs on that machine (weince.cost.packing)."""
     cid = claim_of_target(target, prof)
 
     def row(p: Profile) -> dict:
@@ -390,14 +395,25 @@ def target_plan(target: str, prof: Profile, gpu: str, jobs: list[JobInfo] | None
                  f"(every run the target's inputs reach, not only the claim's rows)")
         L.append(disk_estimate(prof, runs=runs_of_jobs(jobs)).line())
     L += [f"training runs: {base['runs']} ({'the rows of claim ' + cid if cid else 'every run'})"
-          f"; GPU-hours: {hours_range(base['low'], base['high'])} ({base['source']})", "",
-          "Cheaper documented options (docs/protocol.md):", ""]
+          f"; GPU-hours: {hours_range(base['low'], base['high'])} ({base['source']})", ""]
+    if node is not None:
+        L += node_plan(prof, cid, node) + [""]
+    L += ["Cheaper documented options (docs/protocol.md):", ""]
     for opt in CHEAPER_OPTIONS:
         r = row(with_overlay(prof, opt["overlay"]))
         L.append(f"- `{opt['key']}`: {r['runs']} training runs (now {base['runs']}), "
                  f"GPU-hours {hours_range(r['low'], r['high'])}; verdict: {opt['verdict']}")
     L += ["", "Assumptions:"] + [f"- {a}" for a in assumptions(est)]
     return "\n".join(L) + "\n"
+
+
+def node_plan(prof: Profile, cid: str | None, node: str) -> list[str]:
+    """The lines of ``--node``: claim ``cid``'s training runs (every run for None) priced on
+    the node's GPU, and their wall time on it alone and packed (weince.cost.packing)."""
+    _, gpu = parse_node(node)
+    est = estimate(prof, gpu)
+    runs = claim_runs(est, prof, cid)
+    return node_lines(runs, est.total(runs), node, prof)
 
 
 RULE_HEADERS = {"rule": "rule", "jobs": "jobs", "gpus_per_job": "GPUs/job",

@@ -236,7 +236,9 @@ def _measure(rs: RunState, train: dict[str, Any], bench: dict[str, Any]) -> None
         rs.gpu = device_for_name(timing.get("device_name")) or \
             f"unlisted: {timing.get('device_name') or 'unknown GPU'}"
         gpus = int(train.get("world_size") or 1)
-        rs.spent_h = None if rs.wall_h is None else rs.wall_h * gpus
+        # a run that shared its GPU (weince.utils.gpu_slots) held a 1/jobs_per_gpu share
+        share = (timing.get("gpu_slot") or {}).get("jobs_per_gpu") or 1
+        rs.spent_h = None if rs.wall_h is None else rs.wall_h * gpus / int(share)
     elif dev:
         rs.unit, rs.gpu = "CPU-hours", "cpu"
         cores = int(train.get("torch_threads") or 1)

@@ -191,20 +191,22 @@ def name_registry(kind: str, config: Mapping[str, Any],
     them), ``vision.arms`` the profile's own vision arms (a grid, tail-fit or norms arm that
     the profile does not train would silently drop its jobs), ``rules`` the workflow's rules
     (keys of ``resources``) and ``default``, ``settings`` the profile's ``dataset/backbone``
-    pairs and ``text/<model>`` (the keys of measured step times)."""
+    pairs and ``text/<model>`` (the keys of measured step times), ``settings+default`` those
+    and ``default`` (the keys of ``node.jobs_per_gpu``)."""
     if kind == "arms":
         return sorted(ARMS)
     if kind == "vision.arms":
         return list(((config.get("vision") or {}).get("arms")) or [])
-    if kind == "settings":   # "dataset/backbone" of the profile, "text/<model>"
+    if kind in ("settings", "settings+default"):  # "dataset/backbone", "text/<model>"
         v, t = config.get("vision") or {}, config.get("text") or {}
         return ([f"{d}/{b}" for d in v.get("datasets") or [] for b in v.get("backbones") or []]
-                + [f"text/{m}" for m in t.get("models") or []])
+                + [f"text/{m}" for m in t.get("models") or []]
+                + (["default"] if kind == "settings+default" else []))
     if kind == "rules":
         rules = rule_names(workflow_dir)
         return None if rules is None else ["default", *rules]
     raise ValueError(f"schema keyword names: {kind!r} is not a known registry "
-                     f"(arms, vision.arms, rules, settings)")
+                     f"(arms, vision.arms, rules, settings, settings+default)")
 
 
 def _validator(schema: Mapping[str, Any], config: Mapping[str, Any],

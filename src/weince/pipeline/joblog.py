@@ -56,8 +56,12 @@ def log_to(path: str | os.PathLike | None, resources: Any = None,
            device: str | None = None) -> Iterator[None]:
     """Send stdout, stderr and ``logging`` of a rule's script to its log file.
 
-    ``resources`` (the rule's ``snakemake.resources``): a job given ``gpu >= 1`` that sees
-    no CUDA device fails at once, with the reason in its log
+    ``resources`` (the rule's ``snakemake.resources``): a job given ``gpu >= 1`` first takes
+    a slot of the machine's GPU pool, where there is one (:mod:`weince.utils.gpu_slots`:
+    ``CUDA_VISIBLE_DEVICES`` set before torch is imported; its ``jobs_per_gpu`` resource says
+    how many jobs may share the device; a ``device: cpu`` job takes none, except from the
+    tests' fake device list), and says which in its log; then, seeing no CUDA device, it
+    fails at once, with the reason in its log
     (:func:`weince.utils.device.require_gpu`), unless the profile's ``device`` is ``cpu``:
     then the GPUs are slots asked for on purpose (a CPU/gloo run of the multi-GPU rule).
 
@@ -83,16 +87,21 @@ GC_YOUNG = 100_000   # new container objects between two young-generation collec
 @contextlib.contextmanager
 def _logged(path: str | os.PathLike | None, resources: Any, device: str | None
             ) -> Iterator[None]:
-    gpus = int(getattr(resources, "gpu", 0) or 0) if resources is not None else 0
-    if str(device or "").strip().lower() == "cpu":
-        gpus = 0
+    asked = int(getattr(resources, "gpu", 0) or 0) if resources is not None else 0
+    gpus = 0 if str(device or "").strip().lower() == "cpu" else asked
+    # a CPU job's GPUs are slots asked for on purpose (gloo), not devices: it takes none of
+    # the machine's, except from a fake device list (the tests' stand-in for a GPU machine)
+    slots = asked if gpus or os.environ.get("WEINCE_FAKE_GPUS") else 0
     if not path:
+        _take_slot(slots, resources, path)
         _check_gpu(gpus, path)
         yield
         return
     with _redirected(path):
+        _take_slot(slots, resources, path)
         _check_gpu(gpus, path)
         yield
+        _slot_end(slots)
 
 
 def _open_log(path: str | os.PathLike):
@@ -133,6 +142,32 @@ def _redirected(path: str | os.PathLike) -> Iterator[None]:
         finally:
             sys.stdout, sys.stderr = old_out, old_err
             root.removeHandler(handler)
+
+
+def _take_slot(gpus: int, resources: Any, log: Any) -> None:
+    """A GPU job's slot of the machine's pool (before anything imports torch), said in its
+    log; nothing without a pool (no GPU, or a SLURM job: its allocation's devices)."""
+    if gpus < 1:
+        return
+    from weince.utils.gpu_slots import take_slot  # noqa: PLC0415 - GPU jobs only
+
+    per = int(getattr(resources, "jobs_per_gpu", 1) or 1)
+    slot = take_slot(gpus, per, say=lambda m: print(m, flush=True), who=str(log or ""))
+    if slot is not None:
+        print(slot.line(), flush=True)
+
+
+def _slot_end(gpus: int) -> None:
+    """The log's last line of a job that holds a slot: when its work ended (the slot is
+    free once the job's process ends, a moment later)."""
+    if gpus < 1:
+        return
+    from weince.utils.gpu_slots import held  # noqa: PLC0415 - GPU jobs only
+
+    slot = held()
+    if slot is not None:
+        print(f"gpu slot: {slot.name} held until {slot.now()} at least (freed when the "
+              f"job's process ends)", flush=True)
 
 
 def _check_gpu(gpus: int, log: Any) -> None:

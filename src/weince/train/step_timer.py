@@ -10,6 +10,10 @@ rehearsal's measured cost forecast).
 Peak memory: on CUDA ``torch.cuda.max_memory_allocated`` (the tensors' peak, reset when
 the timer is made); on the CPU the process's peak resident set size
 (``resource.getrusage``, which includes the data set and the libraries).
+
+A job that took a slot of a machine's GPU pool (:mod:`weince.utils.gpu_slots`) records it
+beside its step times (``gpu_slot``: which slot, and ``shared`` when other jobs may run on
+the same GPU, whose step times are then not those of a GPU alone).
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from typing import Any
 
 import numpy as np
 import torch
+
+from weince.utils.gpu_slots import held
 
 __all__ = ["StepTimer"]
 
@@ -63,13 +69,16 @@ class StepTimer:
 
     def result(self) -> dict[str, Any]:
         """``{"step_s_median", "step_s_mean", "n_timed", "warmup", "peak_mem_mb",
-        "peak_mem_kind", "device"}``; step times are None when no step was timed."""
+        "peak_mem_kind", "device"}`` (and ``gpu_slot`` where the job holds a slot of the
+        machine's pool); step times are None when no step was timed."""
         t = np.asarray(self.times, dtype=float)
         if self.cuda:
             peak, kind = torch.cuda.max_memory_allocated(self.device) / 2**20, "cuda_max_allocated"
         else:
             peak, kind = _cpu_peak_mb(), "cpu_max_rss"
+        slot = held()
         return {
+            **({"gpu_slot": slot.record()} if slot is not None else {}),
             "step_s_median": float(np.median(t)) if t.size else None,
             "step_s_mean": float(t.mean()) if t.size else None,
             "n_timed": int(t.size), "warmup": self.warmup, "steps_seen": self.n_steps,

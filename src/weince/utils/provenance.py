@@ -22,6 +22,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from weince.utils.gpu_slots import held
+
 __all__ = ["git_commit", "commit_at", "checkout_commit", "recorded_commit", "COMMIT_VARIABLE",
            "config_hash", "versions", "float32_precision", "provenance", "jsonable",
            "gpu_model", "container_digest", "site_label", "DIGEST_VARIABLE", "DIGEST_FILE",
@@ -220,6 +222,9 @@ def provenance(cfg: Any = None, seed: int | None = None, **extra: Any) -> dict[s
         "container": container_digest(),
         "site": site_label(),
     }
+    slot = held()
+    if slot is not None:   # the machine's GPU pool: which slot made this file (not a result)
+        block["gpu_slot"] = slot.name
     if cfg is not None:
         block["config"] = jsonable(cfg)
     block.update(jsonable(extra))
