@@ -51,7 +51,9 @@ from weince.bundle import _report
 from weince.bundle._archive import (DEFAULT_MAX_BYTES, DEFAULT_MAX_MANIFEST_BYTES, BundleError,
                                     check_manifest, extract_member, inside, read_member, scan)
 from weince.bundle._registry import installed_registry, registry_differences, rule_differences
+from weince.bundle._trust import signature_of, taken_on_trust, trust_lines
 from weince.bundle.make import FORMAT, sources
+from weince.bundle.signing import SIG_NAME, Signature
 from weince.pipeline.claims import load_claims
 from weince.pipeline.profile import Profile
 from weince.utils.predictions import recheck
@@ -125,6 +127,8 @@ class VerifyResult:
     unchecked: list[str] = field(default_factory=list)       # probe files without them
     recheck_failed: list[str] = field(default_factory=list)  # "file: what does not follow"
     sources: dict[str, Any] = field(default_factory=dict)    # commits, GPUs, sites, images
+    signature: Signature = field(default_factory=Signature)  # the manifest's, checked or not
+    on_trust: list[str] = field(default_factory=list)        # report inputs nothing recomputes
 
     @property
     def archive_ok(self) -> bool:
@@ -132,7 +136,7 @@ class VerifyResult:
         from its predictions; nothing unsafe, unlisted or malformed (the report may still
         differ)."""
         return not (self.unsafe or self.missing or self.mismatched or self.unlisted
-                    or self.errors or self.recheck_failed)
+                    or self.errors or self.recheck_failed or self.signature.problem)
 
     @property
     def ok(self) -> bool:
@@ -168,6 +172,8 @@ class VerifyResult:
         for e in self.errors:
             out.append(f"ERROR {e}")
         out += self._recheck_lines(max_lines)
+        out += trust_lines(self.on_trust, max_lines)
+        out.append(self.signature.words())
         if self.absent:
             out.append(f"note: {len(self.absent)} file(s) the report reads were absent when "
                        f"the bundle was made (their rows say missing/not run), e.g. "
@@ -384,7 +390,8 @@ def verify_bundle(path: str | Path, *, keep: str | Path | None = None,
                   max_manifest_bytes: int = DEFAULT_MAX_MANIFEST_BYTES,
                   claims: str | Path | None = None,
                   archive_registry: bool = False,
-                  draw_forests: bool | None = None) -> VerifyResult:
+                  draw_forests: bool | None = None,
+                  allowed_signers: str | Path | None = None) -> VerifyResult:
     """Check the bundle at ``path``.
 
     Args:
@@ -399,6 +406,8 @@ def verify_bundle(path: str | Path, *, keep: str | Path | None = None,
             safe ``tar xzf ... -C CHECKOUT``.
         max_bytes: cap on the total size of the files unpacked (from their headers).
         max_manifest_bytes: cap on the size of ``manifest.json``.
+        allowed_signers: an ``ssh-keygen`` allowed-signers file: the manifest's signature
+            must verify against it (:mod:`weince.bundle.signing`); None: not checked.
 
     Never raises for a bad archive: every problem is a line of the result
     (:attr:`VerifyResult.exit_code` 2).
@@ -425,7 +434,8 @@ def verify_bundle(path: str | Path, *, keep: str | Path | None = None,
         try:
             _verify(tar, Path(tmpd), res, keep=keep, extract=extract, max_bytes=max_bytes,
                     max_manifest_bytes=max_manifest_bytes, installed=installed,
-                    draw=bool(keep) if draw_forests is None else draw_forests)
+                    draw=bool(keep) if draw_forests is None else draw_forests,
+                    allowed_signers=allowed_signers)
         except BundleError as err:
             res.errors.append(str(err))
         except (tarfile.TarError, EOFError, zlib.error) as err:
@@ -441,21 +451,24 @@ def verify_bundle(path: str | Path, *, keep: str | Path | None = None,
 
 def _verify(tar: tarfile.TarFile, tmp: Path, res: VerifyResult, *, keep, extract,
             max_bytes: int, max_manifest_bytes: int, installed: Path | None,
-            draw: bool) -> None:
+            draw: bool, allowed_signers: str | Path | None = None) -> None:
     root = tmp / "bundle"
     root.mkdir()
     members = scan(tar)
     res.unsafe = list(members.unsafe) + [f"{n} (stored twice: which copy counts is "
                                          f"ambiguous)" for n in members.duplicates]
     manifest, man_bytes = _read_manifest(tar, members, res, max_manifest_bytes)
+    res.signature = signature_of(tar, members, manifest["meta"], man_bytes, allowed_signers,
+                                 root)
     # 1. the files against the manifest: sizes from the headers, then hashes while unpacking
     listed, own = _check_files(tar, members, manifest, man_bytes, root, res, max_bytes)
     if res.unsafe:
         res.notes.append("the report is not rebuilt from an archive that holds members "
                          "other than regular files and folders")
         return
-    # 1b. every probe number against its per-example predictions
+    # 1b. every probe number against its per-example predictions; what nothing recomputes
     _recheck_numbers(manifest, root, res)
+    res.on_trust = taken_on_trust(manifest, res.unchecked)
     # 2. commits
     shipped, shipped_claims = _commits(manifest, root, res)
     # 3. the registry that judges: the installed one, unless the archive's was asked for
@@ -504,7 +517,7 @@ def _check_files(tar: tarfile.TarFile, members, manifest: dict[str, Any], man_by
     meta = manifest["meta"]
     listed = {f["path"]: f for f in manifest["files"]}
     res.n_files = len(listed)
-    own = {f"{meta}/manifest.json", f"{meta}/SHA256SUMS"}
+    own = {f"{meta}/manifest.json", f"{meta}/SHA256SUMS", f"{meta}/{SIG_NAME}"}
     todo = []
     for p, f in sorted(listed.items()):
         m = members.files.get(p)
