@@ -17,7 +17,9 @@ import pytest
 from weince.bundle import make_bundle, verify_bundle
 from weince.bundle._pick import Unit, find_units, pick_units
 from weince.bundle._trust import taken_on_trust, trust_lines
+from weince.bundle.reevaluate import _settings
 from weince.bundle.signing import check_signature, sign_manifest
+from weince.eval.knn import knn_eval
 from weince.pipeline.profile import Profile
 from weince.report import build_report
 
@@ -75,8 +77,6 @@ def test_runs_are_sorted_into_their_kinds(tmp_path):
 def test_an_assembled_knn_setting_is_named_not_passed_on():
     """A grid arm's assembled knn.json records ``selection`` (a path), which knn_eval does
     not take: it was passed on as a keyword (TypeError, exit 1)."""
-    from weince.bundle.reevaluate import _settings
-    from weince.eval.knn import knn_eval
     kw, unknown = _settings({"provenance": {"config": {"selection": "a/selection.json"}}},
                             knn_eval)
     assert kw == {} and unknown == ["selection"]
@@ -128,6 +128,8 @@ def test_a_signature_verifies_and_an_edited_manifest_does_not(site_key, tmp_path
     other.write_text("")
     assert "not in allowed_signers" in check_signature(man, sig, other).problem
     assert "carries no signature" in check_signature(man, None, allowed).problem
+    unsigned = check_signature(man, None, allowed, required=False)   # weince merge's
+    assert not unsigned.problem and not unsigned.verified
     unchecked = check_signature(man, sig, None)
     assert unchecked.present and not unchecked.verified and not unchecked.problem
 

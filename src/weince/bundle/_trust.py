@@ -65,13 +65,14 @@ def trust_lines(on_trust: list[str], max_lines: int) -> list[str]:
 
 
 def signature_of(tar: tarfile.TarFile, members: Any, meta: str, man_bytes: bytes,
-                 allowed: str | Path | None, root: Path) -> Signature:
+                 allowed: str | Path | None, root: Path, required: bool = True) -> Signature:
     """The archive's manifest signature (``{meta}/manifest.json.sig``), checked against
-    ``allowed`` when given; kept under ``root`` so that ``--extract`` copies it."""
+    ``allowed`` when given (``required``: an unsigned archive fails); kept under ``root``
+    so that ``--extract`` copies it."""
     name = f"{meta}/{SIG_NAME}"
     member = members.files.get(name)
     sig = read_member(tar, member, _SIG_CAP, name) if member is not None else None
     if sig is not None:
         (root / meta).mkdir(parents=True, exist_ok=True)
         (root / meta / SIG_NAME).write_bytes(sig)
-    return check_signature(man_bytes, sig, allowed)
+    return check_signature(man_bytes, sig, allowed, required)

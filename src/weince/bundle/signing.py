@@ -98,16 +98,19 @@ class Signature:
                 "container read as reported by the site")
 
 
-def check_signature(manifest: bytes, sig: bytes | None, allowed: str | Path | None
-                    ) -> Signature:
+def check_signature(manifest: bytes, sig: bytes | None, allowed: str | Path | None,
+                    required: bool = True) -> Signature:
     """Check ``sig`` over ``manifest`` against the allowed-signers file ``allowed`` (None:
-    not checked). Never raises: a problem is the result's ``problem``."""
+    not checked); ``required``: no signature is a problem (else it reads as unsigned).
+    Never raises: a problem is the result's ``problem``."""
     out = Signature(present=sig is not None, checked=allowed is not None)
     if allowed is None:
         return out
     allowed = Path(allowed).expanduser()
     if not allowed.is_file():
         out.problem = f"--allowed-signers {allowed}: no such file"
+        return out
+    if sig is None and not required:
         return out
     if sig is None:
         out.problem = ("the archive carries no signature (bundle/manifest.json.sig), and "

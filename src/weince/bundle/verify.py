@@ -391,7 +391,8 @@ def verify_bundle(path: str | Path, *, keep: str | Path | None = None,
                   claims: str | Path | None = None,
                   archive_registry: bool = False,
                   draw_forests: bool | None = None,
-                  allowed_signers: str | Path | None = None) -> VerifyResult:
+                  allowed_signers: str | Path | None = None,
+                  require_signature: bool = True) -> VerifyResult:
     """Check the bundle at ``path``.
 
     Args:
@@ -408,6 +409,8 @@ def verify_bundle(path: str | Path, *, keep: str | Path | None = None,
         max_manifest_bytes: cap on the size of ``manifest.json``.
         allowed_signers: an ``ssh-keygen`` allowed-signers file: the manifest's signature
             must verify against it (:mod:`weince.bundle.signing`); None: not checked.
+        require_signature: with ``allowed_signers``, an unsigned archive fails (else its
+            provenance reads as reported by the site: ``weince merge``).
 
     Never raises for a bad archive: every problem is a line of the result
     (:attr:`VerifyResult.exit_code` 2).
@@ -435,7 +438,7 @@ def verify_bundle(path: str | Path, *, keep: str | Path | None = None,
             _verify(tar, Path(tmpd), res, keep=keep, extract=extract, max_bytes=max_bytes,
                     max_manifest_bytes=max_manifest_bytes, installed=installed,
                     draw=bool(keep) if draw_forests is None else draw_forests,
-                    allowed_signers=allowed_signers)
+                    allowed_signers=allowed_signers, require_signature=require_signature)
         except BundleError as err:
             res.errors.append(str(err))
         except (tarfile.TarError, EOFError, zlib.error) as err:
@@ -451,7 +454,8 @@ def verify_bundle(path: str | Path, *, keep: str | Path | None = None,
 
 def _verify(tar: tarfile.TarFile, tmp: Path, res: VerifyResult, *, keep, extract,
             max_bytes: int, max_manifest_bytes: int, installed: Path | None,
-            draw: bool, allowed_signers: str | Path | None = None) -> None:
+            draw: bool, allowed_signers: str | Path | None = None,
+            require_signature: bool = True) -> None:
     root = tmp / "bundle"
     root.mkdir()
     members = scan(tar)
@@ -459,7 +463,7 @@ def _verify(tar: tarfile.TarFile, tmp: Path, res: VerifyResult, *, keep, extract
                                          f"ambiguous)" for n in members.duplicates]
     manifest, man_bytes = _read_manifest(tar, members, res, max_manifest_bytes)
     res.signature = signature_of(tar, members, manifest["meta"], man_bytes, allowed_signers,
-                                 root)
+                                 root, require_signature)
     # 1. the files against the manifest: sizes from the headers, then hashes while unpacking
     listed, own = _check_files(tar, members, manifest, man_bytes, root, res, max_bytes)
     if res.unsafe:
