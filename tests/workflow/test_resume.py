@@ -43,6 +43,7 @@ from weince.pipeline.claims import load_claims
 from weince.pipeline.profile import Profile
 from weince.report import build_report
 from weince.report.html import SUMMARY_CATEGORY, claim_categories
+from weince.utils.config import deep_merge
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -314,18 +315,21 @@ def test_smoke_snakemake_html_report_shows_every_claim(smoke_resumed, run_snakem
 
 
 # ------------------------------------------------------------------------ the documented commands
-def _docs_world(smoke: Path, tmp: Path, copy_workflow, fabricate_results) -> tuple[Path, dict]:
+def _docs_world(smoke: Path, tmp: Path, copy_workflow) -> tuple[Path, dict]:
     """A folder where every command of docs/reviewing.md and the README's site and reviewer
-    commands can run as printed: a workflow checkout with a report of profile ``default``
-    (fabricated result files), the resumed smoke run's archive with its encoders
-    (``smoke.tar.gz``), a site's SSH key in ``~/.ssh`` (``HOME`` is the world's) with
-    ``allowed_signers`` naming it, ``~/data`` (the smoke run's data), an empty
-    ``results/paper`` for the paper profile's site commands, and ``CHECKOUT``, a second
-    checkout to unpack into."""
+    commands can run as printed: a workflow checkout whose profile ``default`` is the smoke
+    profile's sizes (its ``config/config.yaml`` is the smoke one under the name
+    ``default``), with the resumed smoke run's results and a report built from them; the
+    smoke run's archive with its encoders (``smoke.tar.gz``); a site's SSH key in ``~/.ssh``
+    (``HOME`` is the world's) with ``allowed_signers`` naming it; ``~/data`` (the smoke
+    run's data); an empty ``results/paper`` for the paper profile's site commands; and
+    ``CHECKOUT``, a second checkout with the same config to unpack into."""
     world = copy_workflow(tmp / "world")
-    cfg = fabricate_results(tmp / "fx")
-    shutil.move(Path(cfg["results"]) / "fx", world / "results" / "default")
-    cfg.update(profile="default", results="results", reports="reports")
+    cfg = yaml.safe_load((world / "config/config.yaml").read_text())
+    deep_merge(cfg, yaml.safe_load((world / "config/smoke.yaml").read_text()))
+    cfg["profile"] = "default"
+    (world / "config/config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    shutil.copytree(smoke / "results" / "smoke", world / "results" / "default", symlinks=True)
     cwd = os.getcwd()
     os.chdir(world)
     try:
@@ -345,6 +349,7 @@ def _docs_world(smoke: Path, tmp: Path, copy_workflow, fabricate_results) -> tup
                         "--out", str(world / "smoke.tar.gz"), "--with-models", "--no-check"])
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     copy_workflow(world / "CHECKOUT")
+    shutil.copyfile(world / "config/config.yaml", world / "CHECKOUT/config/config.yaml")
     env = {**_env(), "HOME": str(home), "WEINCE_SKIP_PREFLIGHT": "1"}
     return world, env
 
@@ -361,13 +366,12 @@ _NAMED_ARCHIVES = {
 
 
 @pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="needs ssh-keygen")
-def test_every_documented_command_runs_as_printed(smoke_resumed, tmp_path, copy_workflow,
-                                                  fabricate_results):
+def test_every_documented_command_runs_as_printed(smoke_resumed, tmp_path, copy_workflow):
     """Each command of docs/reviewing.md's blocks and the README's site and reviewer
     commands, in order, exactly as printed (through bash: ``~`` is the world's home), each
     Snakemake command as a dry run (``-n``: they plan training or the report rules); every
     one must exit 0."""
-    world, env = _docs_world(smoke_resumed, tmp_path, copy_workflow, fabricate_results)
+    world, env = _docs_world(smoke_resumed, tmp_path, copy_workflow)
     cwd = world
     for where, command in documented_commands():
         if command.startswith("cd "):
