@@ -372,8 +372,10 @@ def test_every_documented_command_runs_as_printed(smoke_resumed, tmp_path, copy_
     Snakemake command as a dry run (``-n``: they plan training or the report rules); every
     one must exit 0."""
     world, env = _docs_world(smoke_resumed, tmp_path, copy_workflow)
-    cwd = world
+    cwd, page = world, ""
     for where, command in documented_commands():
+        if where != page:   # each page's commands start in the world's root
+            cwd, page = world, where
         if command.startswith("cd "):
             cwd = cwd / command[3:].strip()
             continue
