@@ -267,9 +267,9 @@ def _edit_consistently(src: Path, dst: Path, member: str, edit) -> None:
 
 
 def test_smoke_numbers_are_recomputed_and_reevaluated(smoke_resumed, tmp_path, capsys):
-    """A bundle with its encoders: every probe number follows from its predictions, two
-    encoders re-evaluated here match, and a test_acc edited consistently with the manifest
-    fails through its predictions."""
+    """A bundle with its encoders and text models: every probe number follows from its
+    predictions, the re-evaluated runs (one of every kind and arm) match, and a test_acc
+    edited consistently with the manifest fails through its predictions."""
     out = tmp_path / "smoke.tar.gz"
     proc = subprocess.run([sys.executable, "-m", "weince.cli", "bundle", "--profile", "smoke",
                            "--out", str(out), "--with-models", "--no-check"],
@@ -281,7 +281,13 @@ def test_smoke_numbers_are_recomputed_and_reevaluated(smoke_resumed, tmp_path, c
     lines: list[str] = []
     assert reevaluate(out, 2, seed=0, say=lines.append) == 0, "\n".join(lines)
     text = "\n".join(lines)
-    assert "re-evaluating 2 of " in text and "picked at random with seed 0" in text
+    # N = 2 is raised to cover every kind and arm: a grid arm's assembled k-NN and the
+    # SimCSE models' STS numbers included
+    assert "picked with seed 0 (--seed): one of each of the" in text
+    for kind in ("(plain, ", "(grid point, ", "(grid-adopted, ", "(sts, "):
+        assert kind in text, text
+    assert "assembled: grid point" in text and "CANNOT RE-EVALUATE" not in text
+    assert "CPU time per encoder" in text and "CPU time per STS model" in text
     assert "REEVALUATED: every number matches" in text
     member = next(p for p in (f["path"] for f in json.loads(tarfile.open(out).extractfile(
         "results/smoke/bundle/manifest.json").read())["files"]) if p.endswith("/linear.json"))
