@@ -365,8 +365,10 @@ def _docs_world(smoke: Path, tmp: Path, copy_workflow) -> tuple[Path, dict]:
 _NAMED_ARCHIVES = {
     "lab-b-c7.tar.gz": "weince bundle --profile paper --out lab-b-c7.tar.gz --no-check",
     "lab-c-c3.tar.gz": "weince bundle --profile paper --out lab-c-c3.tar.gz --no-check",
-    "A.tar.gz": "cp default.tar.gz A.tar.gz",
-    "B.tar.gz": "cp smoke.tar.gz B.tar.gz",
+    # two independent results (default.tar.gz holds the smoke run's files, as smoke.tar.gz
+    # does: merged, they would be one result twice)
+    "A.tar.gz": "cp smoke.tar.gz A.tar.gz",
+    "B.tar.gz": "cp lab-a-c3.tar.gz B.tar.gz",
     "their-results.tar.gz": "cp default.tar.gz their-results.tar.gz",
 }
 
