@@ -34,12 +34,16 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.test_docs_commands import documented_commands
 from weince.bundle import rebuild_command, verify_bundle
 from weince.bundle.make import REPORT_RULES
 from weince.bundle.reevaluate import reevaluate
 from weince.bundle.verify import normalise
 from weince.pipeline.claims import load_claims
+from weince.pipeline.profile import Profile
+from weince.report import build_report
 from weince.report.html import SUMMARY_CATEGORY, claim_categories
+from weince.utils.config import deep_merge
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -264,9 +268,9 @@ def _edit_consistently(src: Path, dst: Path, member: str, edit) -> None:
 
 
 def test_smoke_numbers_are_recomputed_and_reevaluated(smoke_resumed, tmp_path, capsys):
-    """A bundle with its encoders: every probe number follows from its predictions, two
-    encoders re-evaluated here match, and a test_acc edited consistently with the manifest
-    fails through its predictions."""
+    """A bundle with its encoders and text models: every probe number follows from its
+    predictions, the re-evaluated runs (one of every kind and arm) match, and a test_acc
+    edited consistently with the manifest fails through its predictions."""
     out = tmp_path / "smoke.tar.gz"
     proc = subprocess.run([sys.executable, "-m", "weince.cli", "bundle", "--profile", "smoke",
                            "--out", str(out), "--with-models", "--no-check"],
@@ -278,7 +282,13 @@ def test_smoke_numbers_are_recomputed_and_reevaluated(smoke_resumed, tmp_path, c
     lines: list[str] = []
     assert reevaluate(out, 2, seed=0, say=lines.append) == 0, "\n".join(lines)
     text = "\n".join(lines)
-    assert "re-evaluating 2 of " in text and "picked at random with seed 0" in text
+    # N = 2 is raised to cover every kind and arm: a grid arm's assembled k-NN and the
+    # SimCSE models' STS numbers included
+    assert "picked with seed 0 (--seed): one of each of the" in text
+    for kind in ("(plain, ", "(grid point, ", "(grid-adopted, ", "(sts, "):
+        assert kind in text, text
+    assert "assembled: grid point" in text and "CANNOT RE-EVALUATE" not in text
+    assert "CPU time per encoder" in text and "CPU time per STS model" in text
     assert "REEVALUATED: every number matches" in text
     member = next(p for p in (f["path"] for f in json.loads(tarfile.open(out).extractfile(
         "results/smoke/bundle/manifest.json").read())["files"]) if p.endswith("/linear.json"))
@@ -309,3 +319,83 @@ def test_smoke_snakemake_html_report_shows_every_claim(smoke_resumed, run_snakem
         assert f'"{cats[cid]}' in html, f"{cid} category missing from the report"
     for name in ("summary.html", "forest_c1.png", "Ablations and norms", SUMMARY_CATEGORY):
         assert name in html, name
+
+
+# ------------------------------------------------------------------------ the documented commands
+def _docs_world(smoke: Path, tmp: Path, copy_workflow) -> tuple[Path, dict]:
+    """A folder where every command of docs/reviewing.md and the README's site and reviewer
+    commands can run as printed: a workflow checkout whose profile ``default`` is the smoke
+    profile's sizes (its ``config/config.yaml`` is the smoke one under the name
+    ``default``), with the resumed smoke run's results and a report built from them; the
+    smoke run's archive with its encoders (``smoke.tar.gz``); a site's SSH key in ``~/.ssh``
+    (``HOME`` is the world's) with ``allowed_signers`` naming it; ``~/data`` (the smoke
+    run's data); an empty ``results/paper`` for the paper profile's site commands; and
+    ``CHECKOUT``, a second checkout with the same config to unpack into."""
+    world = copy_workflow(tmp / "world")
+    cfg = yaml.safe_load((world / "config/config.yaml").read_text())
+    deep_merge(cfg, yaml.safe_load((world / "config/smoke.yaml").read_text()))
+    cfg["profile"] = "default"
+    (world / "config/config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    shutil.copytree(smoke / "results" / "smoke", world / "results" / "default", symlinks=True)
+    cwd = os.getcwd()
+    os.chdir(world)
+    try:
+        build_report(Profile.of(cfg))
+    finally:
+        os.chdir(cwd)
+    (world / "results" / "paper").mkdir()
+    home = tmp / "home"
+    (home / ".ssh").mkdir(parents=True)
+    key = home / ".ssh" / "id_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "site", "-f",
+                    str(key)], check=True, capture_output=True)
+    (world / "allowed_signers").write_text(
+        f"lab-a@example.org {key.with_suffix('.pub').read_text().strip()}\n")
+    (home / "data").symlink_to((smoke / "data").resolve(), target_is_directory=True)
+    proc = _run(smoke, [sys.executable, "-m", "weince.cli", "bundle", "--profile", "smoke",
+                        "--out", str(world / "smoke.tar.gz"), "--with-models", "--no-check"])
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    copy_workflow(world / "CHECKOUT")
+    shutil.copyfile(world / "config/config.yaml", world / "CHECKOUT/config/config.yaml")
+    env = {**_env(), "HOME": str(home), "WEINCE_SKIP_PREFLIGHT": "1"}
+    return world, env
+
+
+# archives a page names but makes elsewhere: made before the first command that reads them,
+# as the page's own commands make theirs (another site's archive, another copy's name)
+_NAMED_ARCHIVES = {
+    "lab-b-c7.tar.gz": "weince bundle --profile paper --out lab-b-c7.tar.gz --no-check",
+    "lab-c-c3.tar.gz": "weince bundle --profile paper --out lab-c-c3.tar.gz --no-check",
+    # two independent results (default.tar.gz holds the smoke run's files, as smoke.tar.gz
+    # does: merged, they would be one result twice)
+    "A.tar.gz": "cp smoke.tar.gz A.tar.gz",
+    "B.tar.gz": "cp lab-a-c3.tar.gz B.tar.gz",
+    "their-results.tar.gz": "cp default.tar.gz their-results.tar.gz",
+}
+
+
+@pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="needs ssh-keygen")
+def test_every_documented_command_runs_as_printed(smoke_resumed, tmp_path, copy_workflow):
+    """Each command of docs/reviewing.md's blocks and the README's site and reviewer
+    commands, in order, exactly as printed (through bash: ``~`` is the world's home), each
+    Snakemake command as a dry run (``-n``: they plan training or the report rules); every
+    one must exit 0."""
+    world, env = _docs_world(smoke_resumed, tmp_path, copy_workflow)
+    cwd, page = world, ""
+    for where, command in documented_commands():
+        if where != page:   # each page's commands start in the world's root
+            cwd, page = world, where
+        if command.startswith("cd "):
+            cwd = cwd / command[3:].strip()
+            continue
+        for name, make in _NAMED_ARCHIVES.items():
+            if name in command.split() and not (cwd / name).exists():
+                made = subprocess.run(["bash", "-c", make], cwd=cwd, env=env, text=True,
+                                      capture_output=True, timeout=900)
+                assert made.returncode == 0, f"{make}: {made.stdout[-1500:]}{made.stderr[-1500:]}"
+        run = command.replace("snakemake ", "snakemake -n ", 1) \
+            if command.startswith("snakemake ") else command
+        proc = subprocess.run(["bash", "-c", run], cwd=cwd, env=env, text=True,
+                              capture_output=True, timeout=900)
+        assert proc.returncode == 0, (f"{where}: `{command}` exits {proc.returncode} as "
+                                      f"printed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")

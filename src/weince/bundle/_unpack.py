@@ -36,6 +36,10 @@ from weince.bundle._archive import (MAX_MEMBERS, BundleError, _fmt, _kind, check
                                     extract_member, inside, read_member)
 from weince.bundle._limits import (HEADER_ROOM, STREAM_ROOM, Budget, check_declared,
                                    check_free_space, open_decompressed, padded)
+from weince.bundle.signing import SIG_NAME
+
+#: the most bytes a manifest's signature may take (an SSH signature is a few hundred)
+SIG_CAP = 4 << 10
 
 __all__ = ["Unpacked", "unpack", "confine", "CODE_FOLDERS"]
 
@@ -204,6 +208,8 @@ def _member(tar: tarfile.TarFile, m: tarfile.TarInfo, root: Path, out: Unpacked,
                           f"at its header (nothing of it unpacked)")
     if name == f"{out.manifest['meta']}/SHA256SUMS":
         _sums(tar, m, name, root, out)
+    elif name == f"{out.manifest['meta']}/{SIG_NAME}":
+        (root / name).write_bytes(read_member(tar, m, SIG_CAP, name))
     elif f is None or "link" in f:
         out.unlisted.append(name)
     else:
@@ -233,10 +239,11 @@ def _manifest(tar: tarfile.TarFile, m: tarfile.TarInfo, name: str, root: Path,
     check_free_space(root, total + len(man_bytes))
     out.manifest = man
     out.listed = {f["path"]: f for f in man["files"]}
-    out.own = {name, f"{man['meta']}/SHA256SUMS"}
+    out.own = {name, f"{man['meta']}/SHA256SUMS", f"{man['meta']}/{SIG_NAME}"}
     sums = len(_sums_text(man))
     budget.limit = (budget.read_bytes + sum(padded(f["bytes"]) for f in man["files"])
-                    + padded(sums) + HEADER_ROOM * (len(man["files"]) + 2) + STREAM_ROOM)
+                    + padded(sums) + padded(SIG_CAP) + HEADER_ROOM * (len(man["files"]) + 3)
+                    + STREAM_ROOM)
     (root / man["meta"]).mkdir(parents=True, exist_ok=True)
     (root / name).write_bytes(man_bytes)
 

@@ -41,6 +41,7 @@ import yaml
 
 from weince.bundle import _report
 from weince.bundle._protocol import first_difference, protocol_of, setting_of
+from weince.bundle.signing import SIG_NAME, sign_manifest
 from weince.pipeline.profile import Profile
 from weince.utils.diskspace import DiskFullError, free_bytes, human_bytes, is_disk_full
 from weince.utils.provenance import git_commit, site_label
@@ -306,8 +307,10 @@ def _readme(profile: str, meta: str, n: dict[str, int], absent: list[str], opts:
 
 def make_bundle(profile: str, out: str | Path, *, reports: str | Path = "reports",
                 with_models: bool = False, with_scores: bool = False,
-                config_dir: str | Path = "config") -> dict[str, Any]:
+                config_dir: str | Path = "config", sign: str | Path | None = None
+                ) -> dict[str, Any]:
     """Write the bundle of ``profile`` to ``out`` (a ``.tar.gz``); returns its manifest.
+    ``sign``: an SSH private key that signs the manifest (:mod:`weince.bundle.signing`).
 
     Raises:
         FileNotFoundError: no report for the profile, or no results folder.
@@ -392,8 +395,9 @@ def make_bundle(profile: str, out: str | Path, *, reports: str | Path = "reports
     }
     sums = "".join(f"{f['sha256']}  {f['path']}\n" for f in files).encode()
     man = (json.dumps(manifest, indent=1) + "\n").encode()
+    sig = sign_manifest(man, sign) if sign is not None else None
 
-    _write_archive(Path(out), meta, man, sums, entries)
+    _write_archive(Path(out), meta, man, sums, entries, sig)
     return manifest
 
 
@@ -424,16 +428,20 @@ def _result_entries(res_dir: Path, arc_res: str, readers: dict[Path, Any], wante
     return entries, counts, absent
 
 
-def _write_archive(out: Path, meta: str, man: bytes, sums: bytes, entries: list[Entry]) -> None:
-    """The ``.tar.gz``: manifest and sums first, then every entry (written beside ``out``
-    and renamed over it; removed on any failure, a full disk named in one line). A link
-    entry is stored as the link it is; no link is followed."""
+def _write_archive(out: Path, meta: str, man: bytes, sums: bytes, entries: list[Entry],
+                   sig: bytes | None = None) -> None:
+    """The ``.tar.gz``: manifest, its signature (when signed) and sums first, then every
+    entry (written beside ``out`` and renamed over it; removed on any failure, a full disk
+    named in one line). A link entry is stored as the link it is; no link is followed."""
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".part")
     free = free_bytes(out.parent)
     try:
         with tarfile.open(tmp, "w:gz", dereference=False) as tar:
-            for arc, data in ((f"{meta}/manifest.json", man), (f"{meta}/SHA256SUMS", sums)):
+            own = [(f"{meta}/manifest.json", man), (f"{meta}/SHA256SUMS", sums)]
+            if sig is not None:
+                own.insert(1, (f"{meta}/{SIG_NAME}", sig))
+            for arc, data in own:
                 _add_bytes(tar, arc, data)
             for e in entries:
                 if e.data is not None:

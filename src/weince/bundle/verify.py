@@ -57,7 +57,9 @@ from weince.bundle._atomic import place_all
 from weince.bundle._limits import CannotRun
 from weince.bundle._unpack import unpack
 from weince.bundle._registry import installed_registry, registry_differences, rule_differences
+from weince.bundle._trust import signature_of, taken_on_trust, trust_lines
 from weince.bundle.make import FORMAT, sources
+from weince.bundle.signing import Signature
 from weince.pipeline.claims import load_claims
 from weince.pipeline.profile import Profile
 from weince.utils.diskspace import is_disk_full
@@ -134,6 +136,8 @@ class VerifyResult:
     sources: dict[str, Any] = field(default_factory=dict)    # commits, GPUs, sites, images
     cannot_run: str = ""               # the check could not run here (disk, memory)
     unpacked: bool = False             # the pass over the archive ran to its end
+    signature: Signature = field(default_factory=Signature)  # the manifest's, checked or not
+    on_trust: list[str] = field(default_factory=list)        # report inputs nothing recomputes
 
     @property
     def archive_ok(self) -> bool:
@@ -141,7 +145,8 @@ class VerifyResult:
         from its predictions; nothing unsafe, unlisted or malformed (the report may still
         differ)."""
         return not (self.unsafe or self.missing or self.mismatched or self.unlisted
-                    or self.errors or self.recheck_failed or self.cannot_run)
+                    or self.errors or self.recheck_failed or self.cannot_run
+                    or self.signature.problem)
 
     @property
     def ok(self) -> bool:
@@ -182,6 +187,8 @@ class VerifyResult:
         for e in self.errors:
             out.append(f"ERROR {e}")
         out += self._recheck_lines(max_lines)
+        out += trust_lines(self.on_trust, max_lines)
+        out.append(self.signature.words())
         if self.absent:
             out.append(f"note: {len(self.absent)} file(s) the report reads were absent when "
                        f"the bundle was made (their rows say missing/not run), e.g. "
@@ -398,7 +405,9 @@ def verify_bundle(path: str | Path, *, keep: str | Path | None = None,
                   max_manifest_bytes: int = DEFAULT_MAX_MANIFEST_BYTES,
                   claims: str | Path | None = None,
                   archive_registry: bool = False,
-                  draw_forests: bool | None = None) -> VerifyResult:
+                  draw_forests: bool | None = None,
+                  allowed_signers: str | Path | None = None,
+                  require_signature: bool = True) -> VerifyResult:
     """Check the bundle at ``path``.
 
     Args:
@@ -414,6 +423,10 @@ def verify_bundle(path: str | Path, *, keep: str | Path | None = None,
         max_bytes: cap on the total size of the files unpacked (from the manifest, before
             unpacking).
         max_manifest_bytes: cap on the size of ``manifest.json``.
+        allowed_signers: an ``ssh-keygen`` allowed-signers file: the manifest's signature
+            must verify against it (:mod:`weince.bundle.signing`); None: not checked.
+        require_signature: with ``allowed_signers``, an unsigned archive fails (else its
+            provenance reads as reported by the site: ``weince merge``).
 
     Never raises for a bad archive: every problem is a line of the result
     (:attr:`VerifyResult.exit_code` 2; 3 when the check could not run here).
@@ -435,7 +448,8 @@ def verify_bundle(path: str | Path, *, keep: str | Path | None = None,
         try:
             _verify(path, Path(tmpd), res, keep=keep, extract=extract, max_bytes=max_bytes,
                     max_manifest_bytes=max_manifest_bytes, installed=installed,
-                    draw=bool(keep) if draw_forests is None else draw_forests)
+                    draw=bool(keep) if draw_forests is None else draw_forests,
+                    allowed_signers=allowed_signers, require_signature=require_signature)
         except CannotRun as err:
             res.cannot_run = str(err)
         except BundleError as err:
@@ -462,7 +476,8 @@ def verify_bundle(path: str | Path, *, keep: str | Path | None = None,
 
 def _verify(path: Path, tmp: Path, res: VerifyResult, *, keep, extract,
             max_bytes: int, max_manifest_bytes: int, installed: Path | None,
-            draw: bool) -> None:
+            draw: bool, allowed_signers: str | Path | None = None,
+            require_signature: bool = True) -> None:
     root = tmp / "bundle"
     root.mkdir()
     # 1. the files against the manifest, in one bounded pass: the manifest (first in the
@@ -474,12 +489,14 @@ def _verify(path: Path, tmp: Path, res: VerifyResult, *, keep, extract,
     res.missing, res.mismatched = u.missing, sorted(u.mismatched)
     manifest, listed, own = u.manifest, u.listed, u.own
     res.unpacked = True
+    res.signature = signature_of(root, manifest["meta"], allowed_signers, require_signature)
     if res.unsafe:
         res.notes.append("the report is not rebuilt from an archive that holds members "
                          "other than regular files and folders")
         return
-    # 1b. every probe number against its per-example predictions
+    # 1b. every probe number against its per-example predictions; what nothing recomputes
     _recheck_numbers(manifest, root, res)
+    res.on_trust = taken_on_trust(manifest, res.unchecked)
     # 2. commits
     shipped, shipped_claims = _commits(manifest, root, res)
     # 3. the registry that judges: the installed one, unless the archive's was asked for

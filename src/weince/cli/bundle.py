@@ -2,6 +2,7 @@
 
     weince bundle --profile default --out default.tar.gz
     weince bundle --profile paper --out paper.tar.gz --with-models --with-scores
+    weince bundle --profile paper --out lab-a.tar.gz --sign ~/.ssh/id_ed25519
 
 Run it in the workflow's folder, after the report is built. It prints every commit, GPU type,
 site and container image its results were made at, refuses result files of one setting
@@ -35,6 +36,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also the encoders, feature files and text models (large)")
     parser.add_argument("--with-scores", action="store_true",
                         help="also the raw score and probe arrays (*.npz)")
+    parser.add_argument("--sign", metavar="KEY", default=None,
+                        help="sign the manifest with this SSH private key (ssh-keygen -Y "
+                             "sign, namespace weince-bundle): reviewers check it with "
+                             "--allowed-signers, and the site's provenance then reads as "
+                             "signed")
     parser.add_argument("--no-check", action="store_true",
                         help="do not run `weince verify` on the new archive")
 
@@ -46,7 +52,8 @@ def main(args: argparse.Namespace) -> int:
     staged = out if args.no_check else out.with_name(f".{out.name}.unchecked")
     try:
         man = make_bundle(args.profile, staged, reports=args.reports,
-                          with_models=args.with_models, with_scores=args.with_scores)
+                          with_models=args.with_models, with_scores=args.with_scores,
+                          sign=args.sign)
     except (FileNotFoundError, ValueError) as err:
         print(f"weince bundle: {err}", file=sys.stderr)
         return 2

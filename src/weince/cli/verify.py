@@ -4,6 +4,7 @@
     weince verify default.tar.gz --keep rebuilt/      # keep the rebuilt tables
     weince verify default.tar.gz --extract CHECKOUT   # then unpack the verified files
     weince verify smoke.tar.gz --reevaluate 2         # rerun 2 encoders' probes here
+    weince verify lab-a.tar.gz --allowed-signers allowed_signers   # a signed manifest
 
 Checks every file's size and SHA-256 against the manifest, rebuilds every claim table and
 the summary from the bundle's result files with the installed code and the installed
@@ -13,13 +14,16 @@ claims registry, and prints what differs, a difference between the archive's reg
 verdict line. The archive is untrusted: its manifest (first in it) is checked before
 anything else is decompressed, and links, devices, paths outside its results folder and
 files the manifest does not list are never unpacked. Exit status 0 only when everything
-matches, 1 when the numbers differ, 2 for a hostile or inconsistent archive, 3 when the
-check could not run here (disk, memory). Every linear-probe
+matches, 1 when the numbers differ (or a signature does not verify against
+--allowed-signers), 2 for a hostile or inconsistent archive, 3 when the check could not run
+here (disk, memory, or a picked run the installed code cannot re-evaluate). Every linear-probe
 and k-NN number is recomputed from the per-example test predictions its file carries.
 Offline, seconds, no GPU; needs only the report's dependencies (no torch). ``--reevaluate
-N`` (torch, CPU minutes) then reruns the probes of N encoders picked at random
-(:mod:`weince.bundle.reevaluate`); ``--data DIR`` compares the test labels with your own
-copy of the data.
+N`` (torch, CPU minutes) then reruns the probes of N encoders and the STS evaluation of the
+text models among the picks, one of each kind and arm first (:mod:`weince.bundle.reevaluate`;
+exit 3 when a picked run cannot be re-evaluated as recorded); ``--data DIR`` compares the
+test labels with your own copy of the data. ``--allowed-signers FILE`` checks the
+manifest's SSH signature (:mod:`weince.bundle.signing`).
 """
 
 from __future__ import annotations
@@ -47,6 +51,12 @@ def add_archive_checks(parser: argparse.ArgumentParser, size_of: str) -> None:
     parser.add_argument("--claims", metavar="PATH", default=None,
                         help="the installed claims registry (default: config/claims.yaml of "
                              "the checkout weince is imported from, else of this folder)")
+    parser.add_argument("--allowed-signers", metavar="FILE", default=None,
+                        help="an ssh-keygen allowed-signers file: the manifest's signature "
+                             "(`weince bundle --sign`) must verify against it, and the "
+                             "provenance it records then reads as the signer's (default: "
+                             "not checked: site, GPU and container read as reported by the "
+                             "site)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -57,10 +67,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "into DIR (a checkout); nothing is written there otherwise")
     add_archive_checks(parser, "the total unpacked size")
     parser.add_argument("--reevaluate", type=int, default=0, metavar="N",
-                        help="then pick N encoders of the archive at random (an archive made "
-                             "with --with-models), extract their features here (CPU is "
-                             "fine) and rerun the linear probe and k-NN with the archive's "
-                             "settings, comparing every number (needs torch; default 0: none)")
+                        help="then pick N runs of the archive (an archive made with "
+                             "--with-models; one of each kind and arm first, then at random), "
+                             "extract their features here (CPU is fine) and rerun the linear "
+                             "probe and k-NN, or the STS evaluation of a text model, with the "
+                             "archive's settings, comparing every number (needs torch; "
+                             "default 0: none)")
     parser.add_argument("--seed", type=int, default=0,
                         help="seed of the --reevaluate pick (default 0; printed)")
     parser.add_argument("--data", metavar="DIR", default=None,
@@ -79,12 +91,14 @@ def main(args: argparse.Namespace) -> int:
         # torch only here: plain `weince verify` never loads it
         again = importlib.import_module("weince.bundle.reevaluate")
         return again.reevaluate(args.bundle, args.reevaluate, seed=args.seed, data=args.data,
-                                claims=getattr(args, "claims", None))
+                                claims=getattr(args, "claims", None),
+                                allowed_signers=getattr(args, "allowed_signers", None))
     res = verify_bundle(args.bundle, keep=args.keep, extract=getattr(args, "extract", None),
                         max_bytes=getattr(args, "max_bytes", DEFAULT_MAX_BYTES),
                         max_manifest_bytes=getattr(args, "max_manifest_bytes",
                                                    DEFAULT_MAX_MANIFEST_BYTES),
                         claims=getattr(args, "claims", None),
-                        archive_registry=getattr(args, "archive_registry", False))
+                        archive_registry=getattr(args, "archive_registry", False),
+                        allowed_signers=getattr(args, "allowed_signers", None))
     print(res.render(max_lines=args.max_lines))
     return res.exit_code
