@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -429,13 +431,62 @@ def test_smoke_a_truncated_encoder_names_the_command_that_rebuilds_it(smoke_run,
     assert proc.returncode != 0
     logs = "\n".join(p.read_text() for p in (smoke_run / "results/smoke/logs").rglob("*.log"))
     said = re.search(r"encoder\.pt: not a readable encoder file \(truncated or corrupt.*?\)\. "
-                     r"Delete it and rebuild it with `snakemake --forcerun (\S+)`", logs)
-    assert said and said.group(1) == str(enc.relative_to(smoke_run)), logs[-3000:]
+                     r"Delete it and rebuild it with `snakemake ([^`]*)`", logs)
+    # the command as printed: the run's own --cores and --configfile, then --forcerun
+    assert said, logs[-3000:]
+    printed = shlex.split(said.group(1))
+    assert printed == [*args, "--forcerun", str(enc.relative_to(smoke_run))], said.group(0)
     enc.unlink()
     proc = run_snakemake(smoke_run, "-n", *args)
     assert "Nothing to be done" in proc.stdout + proc.stderr    # why deleting is not enough
-    proc = run_snakemake(smoke_run, *args, "--forcerun", said.group(1), timeout=1500)
+    proc = run_snakemake(smoke_run, *printed, timeout=1500)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     assert enc.read_bytes() == good
     proc = run_snakemake(smoke_run, "-n", *args)
     assert "Nothing to be done" in proc.stdout + proc.stderr
+
+
+def _logs_since(wf, t0: float) -> str:
+    return "\n".join(p.read_text() for p in (wf / "results/smoke/logs").rglob("*.log")
+                     if p.stat().st_mtime >= t0)
+
+
+@pytest.mark.slow   # claim tables and a probe run again
+def test_smoke_a_corrupt_result_and_a_damaged_log_name_commands_that_run_as_printed(
+        smoke_run, run_snakemake):
+    """A corrupt linear.json stops the claim table that reads it with a hint whose command
+    carries the run's --cores and --configfile and rebuilds it as printed; one truncated line
+    of the baseline's training log stops C3's figure naming the file and the line, never a
+    figure without that curve."""
+    args = ("--cores", "2", "--configfile", "config/smoke.yaml")
+    run = smoke_run / "results/smoke/vision/digits/smallcnn/infonce/seed7"
+    probe = run / "linear.json"
+    acc = json.loads(probe.read_text())["test_acc"]
+    probe.write_text(probe.read_text()[:40])
+    t0 = time.time()
+    proc = run_snakemake(smoke_run, *args, timeout=1500)
+    assert proc.returncode != 0
+    said = re.search(r"not valid JSON \(.*?\); delete it and re-run the rule that makes it "
+                     r"\(`snakemake ([^`]*)`\)", _logs_since(smoke_run, t0))
+    assert said, _logs_since(smoke_run, t0)[-3000:]
+    printed = shlex.split(said.group(1))
+    assert printed == [*args, str(probe.relative_to(smoke_run))], said.group(0)
+    probe.unlink()
+    proc = run_snakemake(smoke_run, *printed, timeout=1500)      # as printed
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    assert json.loads(probe.read_text())["test_acc"] == acc
+
+    log = run / "train_log.jsonl"
+    good = log.read_text()
+    log.write_text(good[:-10])          # the last record cut mid-line
+    t0 = time.time()
+    proc = run_snakemake(smoke_run, *args, "reports/smoke/table_c3.md", timeout=1500)
+    assert proc.returncode != 0
+    said = proc.stderr + _logs_since(smoke_run, t0)
+    n = good.count("\n")
+    assert re.search(rf"{re.escape(str(log.relative_to(smoke_run)))}:{n} is not valid JSON "
+                     rf"[^\n]*`snakemake --cores 2 --configfile config/smoke.yaml --forcerun "
+                     rf"{re.escape(str(log.relative_to(smoke_run)))}`", said), said[-3000:]
+    log.write_text(good)
+    proc = run_snakemake(smoke_run, *args, timeout=1500)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
