@@ -98,7 +98,7 @@ def test_a_log_with_an_unreadable_line_stops_the_figure_naming_file_and_line(
         claim_curves(prof, c3, tmp_path / "fig")
     msg = str(err.value)
     assert "\n" not in msg and f"{bad}:2 is not valid JSON" in msg
-    assert f"--configfile config/smoke.yaml --forcerun {bad}`" in msg
+    assert f"`snakemake --forcerun {bad} --cores 2 --configfile config/smoke.yaml`" in msg
     assert not (tmp_path / "fig" / "curves_c3.png").exists()
     bad.write_text(lines[0] + "\n")               # a readable log is drawn again
     assert claim_curves(prof, c3, tmp_path / "fig") is not None and good.is_file()

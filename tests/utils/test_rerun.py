@@ -27,7 +27,10 @@ def test_a_run_records_its_config_arguments_for_its_jobs(tmp_path, monkeypatch):
                                 'vision={"linear": {"epochs": 6}}', "offline=True",
                                 "site=lab a"]
     cmd = snakemake_command("--forcerun", "results/paper/x/linear.json")
-    assert cmd == f"`snakemake {got} --forcerun results/paper/x/linear.json`"
+    assert cmd == f"`snakemake --forcerun results/paper/x/linear.json {got}`"
+    # a target before the run's arguments: --configfile and --config would swallow it
+    assert snakemake_command("results/paper/x/linear.json") == \
+        f"`snakemake results/paper/x/linear.json {got}`"
     # a job started by another Snakemake process (a cluster job) keeps the submitter's
     assert record_run_args([], {}, cores=1, cwd=tmp_path) == got
 

@@ -435,7 +435,7 @@ def test_smoke_a_truncated_encoder_names_the_command_that_rebuilds_it(smoke_run,
     # the command as printed: the run's own --cores and --configfile, then --forcerun
     assert said, logs[-3000:]
     printed = shlex.split(said.group(1))
-    assert printed == [*args, "--forcerun", str(enc.relative_to(smoke_run))], said.group(0)
+    assert printed == ["--forcerun", str(enc.relative_to(smoke_run)), *args], said.group(0)
     enc.unlink()
     proc = run_snakemake(smoke_run, "-n", *args)
     assert "Nothing to be done" in proc.stdout + proc.stderr    # why deleting is not enough
@@ -470,7 +470,7 @@ def test_smoke_a_corrupt_result_and_a_damaged_log_name_commands_that_run_as_prin
                      r"\(`snakemake ([^`]*)`\)", _logs_since(smoke_run, t0))
     assert said, _logs_since(smoke_run, t0)[-3000:]
     printed = shlex.split(said.group(1))
-    assert printed == [*args, str(probe.relative_to(smoke_run))], said.group(0)
+    assert printed == [str(probe.relative_to(smoke_run)), *args], said.group(0)
     probe.unlink()
     proc = run_snakemake(smoke_run, *printed, timeout=1500)      # as printed
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
@@ -485,8 +485,8 @@ def test_smoke_a_corrupt_result_and_a_damaged_log_name_commands_that_run_as_prin
     said = proc.stderr + _logs_since(smoke_run, t0)
     n = good.count("\n")
     assert re.search(rf"{re.escape(str(log.relative_to(smoke_run)))}:{n} is not valid JSON "
-                     rf"[^\n]*`snakemake --cores 2 --configfile config/smoke.yaml --forcerun "
-                     rf"{re.escape(str(log.relative_to(smoke_run)))}`", said), said[-3000:]
+                     rf"[^\n]*`snakemake --forcerun {re.escape(str(log.relative_to(smoke_run)))} "
+                     rf"--cores 2 --configfile config/smoke.yaml`", said), said[-3000:]
     log.write_text(good)
     proc = run_snakemake(smoke_run, *args, timeout=1500)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]

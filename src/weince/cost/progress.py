@@ -79,7 +79,8 @@ from weince.utils.rerun import snakemake_command
 
 __all__ = ["RunState", "FailedJob", "Progress", "progress", "progress_text", "incomplete_marks",
            "live_lock_ids", "failure_reason", "failed_jobs", "slurm_failed_jobs", "STATES",
-           "JobLeft", "JobsLeft", "jobs_left", "dry_run_jobs", "job_eta", "blocked_step",
+           "JobLeft", "JobsLeft", "jobs_left", "dry_run_jobs", "job_eta", "eta_seconds",
+           "blocked_step",
            "mark_blocked"]
 
 # blocked: failed in a way no re-run mends until someone does the step it names
@@ -752,6 +753,15 @@ def _marked_at(cwd: Path, output: str) -> float | None:
         return None
 
 
+def eta_seconds(left: JobsLeft) -> float | None:
+    """The wall seconds :func:`job_eta` gives: the rated jobs' seconds left over the jobs
+    running now (one when none does); None without a job list or any rate."""
+    rated = [j.seconds for j in left.jobs if j.seconds is not None]
+    if left.error is not None or not rated:
+        return None if left.error is not None or left.jobs else 0.0
+    return sum(rated) / max(1, left.running)
+
+
 def job_eta(left: JobsLeft, failed: int = 0) -> list[str]:
     """The ETA of every job left (training and evaluation), at as many jobs at once as run
     now (one when none does)."""
@@ -762,12 +772,12 @@ def job_eta(left: JobsLeft, failed: int = 0) -> list[str]:
                                               "again" if failed else "") + "."]
     at_once = max(1, left.running)
     rated = [j for j in left.jobs if j.seconds is not None]
-    total = sum(j.seconds or 0.0 for j in rated)
+    eta = eta_seconds(left) or 0.0
     rules = Counter(j.rule for j in left.jobs)
     bases = Counter(j.basis for j in rated)
     line = (f"ETA of the {len(left.jobs)} job(s) left, evaluation jobs included, at "
             f"{at_once} job(s) at once ({'as now' if left.running else 'none runs now'}): ")
-    line += (f"about {_duration(total / at_once / 3600)}" if rated else "no rate yet")
+    line += (f"about {_duration(eta / 3600)}" if rated else "no rate yet")
     line += (" (" + ", ".join(f"{n} {r}" for r, n in sorted(rules.items())) + "; durations: "
              + ", ".join(f"{n} {b}" for b, n in sorted(bases.items()))
              + (f"; {len(left.jobs) - len(rated)} with no rate yet, not counted"

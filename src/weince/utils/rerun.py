@@ -8,7 +8,7 @@ arguments (``--configfile`` and ``--config``) in :data:`ARGS_VARIABLE` before an
 each command it writes::
 
     snakemake_command("--forcerun", "results/smoke/vision/.../encoder.pt")
-    # '`snakemake --cores 2 --configfile config/smoke.yaml --forcerun results/smoke/...`'
+    # '`snakemake --forcerun results/smoke/... --cores 2 --configfile config/smoke.yaml`'
 
 Outside a workflow run (``weince report`` and the other commands) nothing is recorded: the
 profile is then read from the path (``results/<profile>/...``: ``config/<profile>.yaml``
@@ -84,6 +84,8 @@ def snakemake_command(*args: str | os.PathLike, path: str | os.PathLike | None =
     shell line; where the run's arguments cannot be known, it says to add them."""
     words = [str(a) for a in args]
     known = run_args(path if path is not None else (words[-1] if words else None))
-    cmd = " ".join(["snakemake", *([known] if known else []), *map(shlex.quote, words)])
+    # the hint's own words first: --configfile and --config take every word after them, so
+    # a target after the run's arguments would be read as one more config file
+    cmd = " ".join(["snakemake", *map(shlex.quote, words), *([known] if known else [])])
     return f"`{cmd}`" if known is not None else \
         f"`{cmd}` with the run's --cores, --configfile and --config"
