@@ -16,8 +16,8 @@ import yaml
 
 import weince.cost.progress as progress_mod
 from weince.cost.plan import JobInfo
-from weince.cost.progress import (RunState, blocked_step, failure_reason, job_eta, jobs_left,
-                                  progress, progress_text)
+from weince.cost.progress import (RunState, blocked_step, eta_seconds, failure_reason,
+                                  job_eta, jobs_left, progress, progress_text)
 from weince.pipeline.profile import Profile
 
 REPO = Path(__file__).resolve().parents[2]
@@ -54,7 +54,8 @@ def test_every_job_left_is_timed_by_its_rule_and_a_running_one_by_what_is_left(
     _bench(wf, "features", "digits/smallcnn/b/seed1", 20.0)
     _bench(wf, "pretrain", "digits/smallcnn/a/seed1", 90.0)
     planned = [JobInfo("features", False, output=[RUN.format(arm="infonce") + "/features.pt"]),
-               JobInfo("knn", False, output=[RUN.format(arm="infonce") + "/knn.json"]),
+               JobInfo("knn", False, output=[RUN.format(arm="infonce") + "/knn.json"],
+                       input=[RUN.format(arm="infonce") + "/features.pt"]),
                JobInfo("pretrain", False, output=[RUN.format(arm="weince") + "/encoder.pt"]),
                JobInfo("all", True)]
     _mark(wf, RUN.format(arm="weince") + "/encoder.pt", 60.0)     # started a minute ago
@@ -64,16 +65,33 @@ def test_every_job_left_is_timed_by_its_rule_and_a_running_one_by_what_is_left(
     by = {j.rule: j for j in left.jobs}
     assert sorted(by) == ["features", "knn", "pretrain"]           # `all` does no work
     assert (by["features"].seconds, by["features"].basis) == (15.0, "measured")
-    # no knn job finished yet and a CPU profile has no cost model: every job's mean
-    assert by["knn"].basis == "first guess" and by["knn"].seconds == pytest.approx(
-        (15.0 + 90.0) / 2)
+    # no knn job finished yet and a CPU profile has no cost model: the median finished job
+    assert by["knn"].basis == "first guess" and by["knn"].seconds == 20.0
+    assert by["knn"].after == [0]                     # it waits for the features job
     assert by["pretrain"].running and by["pretrain"].seconds == pytest.approx(30.0, abs=2)
     line = job_eta(left)[0]
     total = by["features"].seconds + by["knn"].seconds + by["pretrain"].seconds
+    assert eta_seconds(left) == pytest.approx(total)  # one job at once: the sum
+    # two at once: the features-knn chain (35 s) outlasts half the work (32.5 s)
+    left.jobs[2].running = left.jobs[0].running = True
+    assert eta_seconds(left) == pytest.approx(35.0)
+    left.jobs[0].running = False
     assert line.startswith("ETA of the 3 job(s) left, evaluation jobs included, at 1 job(s) "
                            "at once (as now): about ")
     assert progress_mod._duration(total / 3600) in line
     assert "1 features, 1 knn, 1 pretrain" in line and "1 first guess, 2 measured" in line
+
+
+def test_a_running_job_of_a_rule_never_timed_is_given_as_long_again(prof, tmp_path,
+                                                                   monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _bench(tmp_path, "features", "digits/smallcnn/a/seed1", 10.0)
+    planned = [JobInfo("timing", False, output=["results/smoke/timing/timing.json"])]
+    _mark(tmp_path, "results/smoke/timing/timing.json", 100.0)
+    monkeypatch.setattr(progress_mod, "dry_run_jobs", lambda *a: (planned, None))
+    (job,) = jobs_left(prof, [], None, tmp_path, progress_mod.incomplete_marks(tmp_path)).jobs
+    assert job.running and job.basis == "first guess"
+    assert job.seconds == pytest.approx(100.0, abs=3)
 
 
 def test_no_job_left_but_a_failed_one_is_not_called_finished(prof, tmp_path, monkeypatch):

@@ -32,7 +32,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--markdown", action="store_true", help="print Markdown tables")
     p.add_argument("--no-jobs", dest="jobs", action="store_false",
                    help="count training runs only: no dry run of the target for its jobs left "
-                        "(faster; the ETA then leaves out evaluation jobs)")
+                        "(faster; the ETA then leaves out evaluation jobs; default: count "
+                        "every job)")
     p.add_argument("--no-sacct", dest="sacct", action="store_false",
                    help="do not ask SLURM's sacct for job states, even where it exists "
                         "(default: ask where sacct is installed)")

@@ -644,6 +644,7 @@ class JobLeft:
     seconds: float | None = None    # its expected wall seconds left; None: no basis yet
     basis: str = ""                 # where that number comes from
     running: bool = False           # Snakemake marks its outputs incomplete: it is running
+    after: list[int] = field(default_factory=list)  # the jobs left whose outputs it reads
 
 
 @dataclass
@@ -682,12 +683,16 @@ def dry_run_jobs(configfiles: list[str], target: str | None, workdir: str | os.P
     return [j for j in parse_dry_run(text) if j.output or j.rule != "all"], None
 
 
-def _rule_seconds(bench: Path) -> dict[str, float]:
-    """Mean wall seconds per rule of the jobs this profile finished (their benchmarks)."""
+def _rule_seconds(bench: Path) -> tuple[dict[str, float], float | None]:
+    """Mean wall seconds per rule of the jobs this profile finished (their benchmarks), and
+    the first guess for a rule none of whose jobs finished: the median finished job (the
+    few long training jobs do not set it)."""
     by: dict[str, list[float]] = defaultdict(list)
     for t in job_times(bench):
         by[t.rule].append(t.seconds)
-    return {r: sum(v) / len(v) for r, v in by.items()}
+    every = sorted(s for v in by.values() for s in v)
+    return {r: sum(v) / len(v) for r, v in by.items()}, (every[len(every) // 2] if every
+                                                          else None)
 
 
 def _model_seconds(prof: Profile, rule: str, outputs: list[str]) -> float | None:
@@ -719,27 +724,29 @@ def jobs_left(prof: Profile, configfiles: list[str], target: str | None,
     if jobs is None:
         return JobsLeft(error=why)
     base = Path(prof.results) / prof.name
-    rule_s = _rule_seconds(base / "benchmarks")
-    any_s = sum(rule_s.values()) / len(rule_s) if rule_s else None
+    rule_s, guess = _rule_seconds(base / "benchmarks")
     cwd, now = Path(workdir), time.time()
     out = JobsLeft()
+    jobs = [j for j in jobs if j.output]    # the aggregation target does no work
+    made = {os.path.normpath(o): i for i, j in enumerate(jobs) for o in j.output}
     for j in jobs:
-        if not j.output:        # the aggregation target: no work
-            continue
-        left = JobLeft(j.rule, j.output)
+        left = JobLeft(j.rule, j.output, after=sorted(
+            {made[n] for f in j.input if (n := os.path.normpath(f)) in made}))
         if j.rule in rule_s:
             left.seconds, left.basis = rule_s[j.rule], "measured"
         elif (s := _model_seconds(prof, j.rule, j.output)) is not None:
             left.seconds, left.basis = s, "cost model"
-        elif any_s is not None:
-            left.seconds, left.basis = any_s, "first guess"
-        started = [_marked_at(cwd, o) for o in j.output
-                   if marks is not None and os.path.normpath(o) in marks]
-        if started:
+        elif guess is not None:
+            left.seconds, left.basis = guess, "first guess"
+        started = [t for o in j.output if marks is not None and os.path.normpath(o) in marks
+                   and (t := _marked_at(cwd, o)) is not None]
+        if marks is not None and any(os.path.normpath(o) in marks for o in j.output):
             left.running = True
-            t0 = min(t for t in started if t is not None) if any(started) else now
+            ran = now - min(started) if started else 0.0
             if left.seconds is not None:
-                left.seconds = max(0.0, left.seconds - (now - t0))
+                # a job of a rule never timed yet: as long again as it has run so far
+                left.seconds = ran if left.basis == "first guess" and ran > left.seconds \
+                    else max(0.0, left.seconds - ran)
         out.jobs.append(left)
     return out
 
@@ -755,11 +762,25 @@ def _marked_at(cwd: Path, output: str) -> float | None:
 
 def eta_seconds(left: JobsLeft) -> float | None:
     """The wall seconds :func:`job_eta` gives: the rated jobs' seconds left over the jobs
-    running now (one when none does); None without a job list or any rate."""
+    running now (one when none does), or the longest chain of jobs that wait for one
+    another where that is longer; None without a job list or any rate."""
     rated = [j.seconds for j in left.jobs if j.seconds is not None]
     if left.error is not None or not rated:
         return None if left.error is not None or left.jobs else 0.0
-    return sum(rated) / max(1, left.running)
+    return max(sum(rated) / max(1, left.running), _longest_chain(left.jobs))
+
+
+def _longest_chain(jobs: list[JobLeft]) -> float:
+    """The seconds of the longest path through the jobs left (a job after those it reads)."""
+    done: dict[int, float] = {}
+
+    def finish(i: int, seen: frozenset[int] = frozenset()) -> float:
+        if i not in done:
+            before = [finish(k, seen | {i}) for k in jobs[i].after if k not in seen]
+            done[i] = max(before, default=0.0) + (jobs[i].seconds or 0.0)
+        return done[i]
+
+    return max((finish(i) for i in range(len(jobs))), default=0.0)
 
 
 def job_eta(left: JobsLeft, failed: int = 0) -> list[str]:
