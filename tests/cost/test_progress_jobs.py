@@ -76,6 +76,14 @@ def test_every_job_left_is_timed_by_its_rule_and_a_running_one_by_what_is_left(
     left.jobs[2].running = left.jobs[0].running = True
     assert eta_seconds(left) == pytest.approx(35.0)
     left.jobs[0].running = False
+    # the live run's --cores, from its log: core-seconds over the cores
+    log = wf / ".snakemake/log/2026-01-01T000000.000000.snakemake.log"
+    log.parent.mkdir(parents=True)
+    log.write_text("Building DAG of jobs...\nProvided cores: 2\n")
+    assert progress_mod.run_cores(wf) == 2
+    left.cores, left.jobs[1].threads = 2, 2            # knn on both cores
+    assert eta_seconds(left) == pytest.approx((15.0 + 2 * 20.0 + 30.0) / 2)
+    left.cores = None
     assert line.startswith("ETA of the 3 job(s) left, evaluation jobs included, at 1 job(s) "
                            "at once (as now): about ")
     assert progress_mod._duration(total / 3600) in line

@@ -645,12 +645,14 @@ class JobLeft:
     basis: str = ""                 # where that number comes from
     running: bool = False           # Snakemake marks its outputs incomplete: it is running
     after: list[int] = field(default_factory=list)  # the jobs left whose outputs it reads
+    threads: int = 1                # the cores it takes
 
 
 @dataclass
 class JobsLeft:
     jobs: list[JobLeft] = field(default_factory=list)
     error: str | None = None        # why the dry run gave no job list
+    cores: int | None = None        # the live run's --cores (its log), None: not known
 
     @property
     def running(self) -> int:
@@ -730,7 +732,7 @@ def jobs_left(prof: Profile, configfiles: list[str], target: str | None,
     jobs = [j for j in jobs if j.output]    # the aggregation target does no work
     made = {os.path.normpath(o): i for i, j in enumerate(jobs) for o in j.output}
     for j in jobs:
-        left = JobLeft(j.rule, j.output, after=sorted(
+        left = JobLeft(j.rule, j.output, threads=max(1, j.threads), after=sorted(
             {made[n] for f in j.input if (n := os.path.normpath(f)) in made}))
         if j.rule in rule_s:
             left.seconds, left.basis = rule_s[j.rule], "measured"
@@ -748,7 +750,23 @@ def jobs_left(prof: Profile, configfiles: list[str], target: str | None,
                 left.seconds = ran if left.basis == "first guess" and ran > left.seconds \
                     else max(0.0, left.seconds - ran)
         out.jobs.append(left)
+    out.cores = run_cores(cwd)
     return out
+
+
+def run_cores(workdir: Path) -> int | None:
+    """The ``--cores`` of the newest Snakemake run in ``workdir`` (its log's "Provided
+    cores:" line), None where no log says (a cluster run submits jobs instead)."""
+    logs = sorted((workdir / ".snakemake" / "log").glob("*.snakemake.log"),
+                  key=lambda f: f.stat().st_mtime)
+    for log in reversed(logs):
+        try:
+            m = re.search(r"^Provided cores: (\d+)$", log.read_text(errors="replace"), re.M)
+        except OSError:
+            continue
+        if m:
+            return int(m.group(1))
+    return None
 
 
 def _marked_at(cwd: Path, output: str) -> float | None:
@@ -764,10 +782,14 @@ def eta_seconds(left: JobsLeft) -> float | None:
     """The wall seconds :func:`job_eta` gives: the rated jobs' seconds left over the jobs
     running now (one when none does), or the longest chain of jobs that wait for one
     another where that is longer; None without a job list or any rate."""
-    rated = [j.seconds for j in left.jobs if j.seconds is not None]
+    rated = [j for j in left.jobs if j.seconds is not None]
     if left.error is not None or not rated:
         return None if left.error is not None or left.jobs else 0.0
-    return max(sum(rated) / max(1, left.running), _longest_chain(left.jobs))
+    if left.cores:      # core-seconds over the run's cores: as many jobs as fit at once
+        work = sum((j.seconds or 0.0) * min(j.threads, left.cores) for j in rated) / left.cores
+    else:
+        work = sum(j.seconds or 0.0 for j in rated) / max(1, left.running)
+    return max(work, _longest_chain(left.jobs))
 
 
 def _longest_chain(jobs: list[JobLeft]) -> float:
@@ -791,13 +813,14 @@ def job_eta(left: JobsLeft, failed: int = 0) -> list[str]:
     if not left.jobs:
         return ["ETA: no job left to run" + (f", but {failed} failed job(s) (below) must run "
                                               "again" if failed else "") + "."]
-    at_once = max(1, left.running)
     rated = [j for j in left.jobs if j.seconds is not None]
     eta = eta_seconds(left) or 0.0
     rules = Counter(j.rule for j in left.jobs)
     bases = Counter(j.basis for j in rated)
-    line = (f"ETA of the {len(left.jobs)} job(s) left, evaluation jobs included, at "
-            f"{at_once} job(s) at once ({'as now' if left.running else 'none runs now'}): ")
+    pace = (f"on the run's {left.cores} core(s)" if left.cores else
+            f"at {max(1, left.running)} job(s) at once "
+            f"({'as now' if left.running else 'none runs now'})")
+    line = f"ETA of the {len(left.jobs)} job(s) left, evaluation jobs included, {pace}: "
     line += (f"about {_duration(eta / 3600)}" if rated else "no rate yet")
     line += (" (" + ", ".join(f"{n} {r}" for r, n in sorted(rules.items())) + "; durations: "
              + ", ".join(f"{n} {b}" for b, n in sorted(bases.items()))
