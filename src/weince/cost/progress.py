@@ -668,11 +668,11 @@ def dry_run_jobs(configfiles: list[str], target: str | None, workdir: str | os.P
     ``workdir`` with ``configfiles``, a running job's among them (Snakemake marks its outputs
     incomplete; the workflow's default profile reruns them); ``(None, why)`` where it fails.
     ``--nolock``: it runs beside a live Snakemake and changes nothing."""
-    cmd = [sys.executable, "-m", "snakemake", "--dry-run", "--nolock"]
+    # the target first: --configfile takes every word after it
+    cmd = [sys.executable, "-m", "snakemake", *([target] if target else []), "--dry-run",
+           "--nolock"]
     if configfiles:
         cmd += ["--configfile", *configfiles]
-    if target:
-        cmd.append(target)
     try:
         proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=600,
                               env={**os.environ, "WEINCE_SKIP_PREFLIGHT": "1"})
@@ -680,8 +680,9 @@ def dry_run_jobs(configfiles: list[str], target: str | None, workdir: str | os.P
         return None, f"snakemake --dry-run could not run: {err}"
     text = proc.stdout + proc.stderr
     if proc.returncode != 0:
-        last = [s for s in text.splitlines() if s.strip()][-1:] or ["no output"]
-        return None, f"snakemake --dry-run failed (exit {proc.returncode}): {last[0]}"
+        lines = [s.strip() for s in text.splitlines() if s.strip()]
+        said = [s for s in lines if "rror" in s or "xception" in s] or lines or ["no output"]
+        return None, f"snakemake --dry-run failed (exit {proc.returncode}): {said[-1]}"
     return [j for j in parse_dry_run(text) if j.output or j.rule != "all"], None
 
 
