@@ -33,8 +33,10 @@ Snakemake:
 - **ETA of every job left**: the jobs a dry run of the target still plans (training and
   evaluation, a running one less the time since it started), each at the mean wall time of
   its rule's finished jobs (their benchmarks), else the cost model's (an evaluation job on
-  a GPU profile), else the mean of every finished job, summed and divided by the jobs
-  running now (:func:`jobs_left`); per claim, its jobs left and its failed jobs;
+  a GPU profile), else the median finished job, in core-seconds over the live run's
+  ``--cores`` (else over the jobs running now), or the longest chain of jobs waiting for
+  one another where longer (:func:`jobs_left`, :func:`eta_seconds`); per claim, its jobs
+  left and its failed jobs;
 - **training ETA**: the runs left (a running one by the part of its epochs or steps not
   logged yet) at the measured wall time per run of their setting and GPU type, else at the
   forecast learned from the measured step times
