@@ -481,9 +481,10 @@ def _unknowns(p: Progress, marks, live) -> list[str]:
     if any(r.unit == "CPU-hours" for r in p.runs):
         out.append("CPU runs: their CPU-hours have no forecast (the cost model prices GPUs); "
                    "the ETA uses their measured wall time")
-    out.append("the ETAs assume as many jobs at once as run now (one when none does) and no "
-               "queue waits" + ("" if p.jobs is not None else "; with --no-jobs, evaluation "
-                                "jobs are not counted"))
+    out.append("the ETAs assume no queue waits, and as many jobs at once as the run's cores "
+               "hold (where its log says them; else as run now, one when none does)"
+               + ("" if p.jobs is not None else "; with --no-jobs, evaluation jobs are not "
+                  "counted"))
     return out
 
 
