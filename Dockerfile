@@ -42,14 +42,15 @@ RUN apt-get update \
 WORKDIR /work
 # dependencies first (cached layer), then the code
 COPY pyproject.toml README.md ./
-COPY requirements/lock.txt ./requirements/lock.txt
+COPY requirements/pip.txt requirements/lock.txt ./requirements/
 COPY src ./src
-# every Python dependency is pinned exactly by the lock file, used as constraints
-# (DL3013 cannot see that)
-# hadolint ignore=DL3013
-RUN pip install --upgrade pip==25.3 \
-    && pip install -c requirements/lock.txt \
-        --extra-index-url https://download.pytorch.org/whl/cu130 ".[all,slurm]"
+# every Python dependency is pinned exactly, with its SHA-256, by the lock file, installed in
+# pip's hash-checking mode (pip first, at the lock's version); PyPI's Linux torch wheels are
+# the CUDA 13.0 build. The project itself cannot be hash-checked: it is this build context,
+# installed without dependencies and built by the lock's setuptools.
+RUN pip install --require-hashes -r requirements/pip.txt \
+    && pip install --require-hashes -r requirements/lock.txt \
+    && pip install --no-deps --no-build-isolation .
 COPY Snakefile ./
 COPY config ./config
 COPY workflow ./workflow

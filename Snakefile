@@ -22,6 +22,7 @@ from weince.pipeline.claims import load_claims
 from weince.pipeline.preflight import check_data
 from weince.pipeline.profile import CONFIG_SCHEMA, Profile
 from weince.utils.config import check_yaml_file
+from weince.utils.rerun import record_run_args
 
 min_version("9.0")
 
@@ -58,6 +59,13 @@ with preflight.refusals():
     # offline: HF_HUB_OFFLINE=1 for every job (transformers reads it at import); the site
     # label (`--config site=NAME`) reaches every job's result provenance
     set_run_environment(PROFILE, site=config.get("site"))
+    # this run's --cores, --configfile and --config, for the commands its errors suggest
+    # (weince.utils.rerun): each hint runs as printed
+    record_run_args(
+        workflow.overwrite_configfiles or [],
+        workflow.config_settings.config,
+        cores=workflow.resource_settings.cores,
+    )
     # the data sets the profile reads: each missing path and how to obtain it, before
     # planning
     check_data(PROFILE)

@@ -1,6 +1,7 @@
 """The library declares compatible ranges; the reproduction's exact pins live in one lock
-file (``requirements/lock.txt``, a pip constraints file) that every installation route
-(the README's commands, conda, the container, CI) uses, and that agrees with the ranges."""
+file (``requirements/lock.txt``, every entry pinned with its files' SHA-256) that every
+installation route (the README's commands, conda, the container, CI) installs in pip's
+hash-checking mode, and that agrees with the ranges."""
 
 import os
 import re
@@ -22,7 +23,12 @@ from weince.utils.provenance import COMMIT_FORM, COMMIT_VARIABLE, checkout_commi
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCK = ROOT / "requirements" / "lock.txt"
-CONSTRAINT = "-c requirements/lock.txt"
+# the hash-checked install of every route: pip at the lock's version, the lock, then the
+# project alone (an editable install cannot be hash-checked)
+PIP_FIRST = "pip install --require-hashes -r requirements/pip.txt"
+HASHED = "pip install --require-hashes -r requirements/lock.txt"
+PROJECT = "pip install --no-deps --no-build-isolation -e ."
+INSTALL = f"{PIP_FIRST} && {HASHED} && {PROJECT}"
 # torch 2.14.1's Linux wheels on PyPI are built for CUDA 13.0 (``2.14.1+cu130``)
 TORCH_CUDA = "13.0"
 # the Python of the locked environment (conda, the container, CI)
@@ -43,18 +49,58 @@ def requirements(*, extras: bool = True) -> dict[str, Requirement]:
     return {canonicalize_name(Requirement(r).name): Requirement(r) for r in reqs}
 
 
+def lock_entries(path: Path = LOCK) -> list[tuple[str, str, str, list[str]]]:
+    """(canonical name, version, marker, sha256 digests) of each entry of a hashed lock."""
+    text = re.sub(r"\\\n", " ", path.read_text())     # join the continuation lines
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        m = re.fullmatch(r"([A-Za-z0-9_.\-]+)==([0-9][^\s;]*)\s*(?:;\s*([^-]*?))?\s*"
+                         r"((?:--hash=sha256:[0-9a-f]{64}\s*)+)", line)
+        assert m, f"{path.name} entry {line[:80]!r} is not an exact pin with its hashes"
+        hashes = re.findall(r"sha256:([0-9a-f]{64})", m.group(4))
+        out.append((canonicalize_name(m.group(1)), m.group(2), m.group(3) or "", hashes))
+    return out
+
+
 def lock_pins() -> dict[str, str]:
     pins: dict[str, str] = {}
-    for line in LOCK.read_text().splitlines():
-        line = line.split("#", 1)[0].strip()
-        if not line:
-            continue
-        m = re.fullmatch(r"([A-Za-z0-9_.\-]+)==([0-9][^\s;]*)", line)
-        assert m, f"requirements/lock.txt line {line!r} is not an exact pin (name==version)"
-        name = canonicalize_name(m.group(1))
+    for name, ver, _, _ in lock_entries():
         assert name not in pins, f"requirements/lock.txt pins {name} twice"
-        pins[name] = m.group(2)
+        pins[name] = ver
     return pins
+
+
+def test_every_lock_entry_is_pinned_and_hashed():
+    """pip's hash-checking mode needs every entry pinned with ``==`` and hashed; the test
+    extra's comparison packages are in it, and the CUDA packages only on Linux."""
+    entries = {name: (ver, marker, hashes) for name, ver, marker, hashes in lock_entries()}
+    assert all(hashes for _, _, hashes in entries.values())
+    for name in ("open-clip-torch", "lightly", "pytorch-metric-learning", "pip", "setuptools"):
+        assert name in entries, f"requirements/lock.txt has no entry for {name}"
+    assert entries["pip"][0] == "25.3"
+    for name, (_, marker, _) in entries.items():
+        if name.startswith("nvidia-") or name == "triton":
+            assert "sys_platform == 'linux'" in marker, f"{name} is Linux-only: {marker!r}"
+
+
+def test_derived_locks_agree():
+    """requirements/pip.txt is the lock's pip entry and lock-cpu.txt the lock less torch,
+    torchvision and their CUDA packages, with the same versions and hashes
+    (``python requirements/derive.py`` writes them; ``--check`` names a stale one)."""
+    lock = {e[0]: e for e in lock_entries()}
+    pip = lock_entries(ROOT / "requirements" / "pip.txt")
+    assert pip == [lock["pip"]]
+    cpu = {e[0]: e for e in lock_entries(ROOT / "requirements" / "lock-cpu.txt")}
+    dropped = set(lock) - set(cpu)
+    assert {"torch", "torchvision", "triton"} <= dropped
+    assert all(re.fullmatch(r"torch|torchvision|triton|nvidia-.*|cuda-.*", n) for n in dropped)
+    assert all(cpu[n] == lock[n] for n in cpu)
+    proc = subprocess.run([sys.executable, str(ROOT / "requirements" / "derive.py"), "--check"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
 
 
 def test_library_requirements_are_ranges_not_pins():
@@ -93,47 +139,48 @@ def test_environment_yml_installs_the_package_with_the_lock():
     deps = env["dependencies"]
     assert f"python={LOCK_PYTHON}" in deps
     pip = next(d["pip"] for d in deps if isinstance(d, dict) and "pip" in d)
-    assert CONSTRAINT in pip, "environment.yml's pip section must use the lock file"
-    assert "-e .[all,slurm]" in pip
-    assert not [p for p in pip if re.fullmatch(r"[A-Za-z0-9_.\-]+==\S+", p)], \
-        "environment.yml pins versions itself; the pins belong in requirements/lock.txt"
-    assert any(f"cu{TORCH_CUDA.replace('.', '')}" in line for line in pip), \
-        "CUDA wheel index missing"
+    assert pip == ["--require-hashes", "-r requirements/lock.txt"], \
+        "environment.yml's pip section must install the lock, hash-checked, and nothing else"
+    assert PROJECT in (ROOT / "environment.yml").read_text(), \
+        "environment.yml must say how the project itself is installed after the lock"
 
 
 def test_dockerfile_base_matches_torch_cuda_and_installs_with_the_lock():
+    """The image installs the lock hash-checked, from PyPI alone (its torch 2.14.1 Linux
+    wheels are the CUDA 13.0 build; another index's wheels have other hashes)."""
     text = (ROOT / "Dockerfile").read_text()
     base = re.search(r"^FROM\s+(\S+)", text, re.M).group(1)
     m = re.fullmatch(r"nvidia/cuda:(\d+\.\d+)\.\d+-(cudnn-)?runtime-ubuntu\d+\.\d+", base)
     assert m, f"base image {base!r} must be an exactly tagged nvidia/cuda runtime image"
     assert m.group(1) == TORCH_CUDA
     assert f"ARG PYTHON_VERSION={LOCK_PYTHON}" in text
-    assert "COPY requirements/lock.txt ./requirements/lock.txt" in text
-    install = re.search(r"pip install (-c requirements/lock\.txt(?:\\\n|[^\n])*)", text)
-    assert install and '".[all,slurm]"' in install.group(1), \
-        "the image must install .[all,slurm] with the lock"
-    assert f"whl/cu{TORCH_CUDA.replace('.', '')}" in text
+    assert "COPY requirements/pip.txt requirements/lock.txt ./requirements/" in text
+    run = re.sub(r"\\\n\s*", "", text)
+    assert (f"RUN {PIP_FIRST} && {HASHED} && pip install --no-deps --no-build-isolation .\n"
+            in run), "the image must install pip, then the lock hash-checked, then the project"
+    assert "index-url" not in text
 
 
 def test_ci_installs_with_the_lock():
-    text = (ROOT / ".ci" / "run").read_text()
-    assert re.search(r'pip install -q -c requirements/lock\.txt -e "\.\[all,test,slurm\]"', text)
+    text = re.sub(r"\\\n\s*", "", (ROOT / ".ci" / "run").read_text())
+    assert INSTALL.replace("pip install", "pip install -q") in text
     assert f"python{LOCK_PYTHON} -m venv" in text
 
 
 def test_readme_commands_use_the_lock():
-    """The README's two commands (install and run the default; install and test) take the
-    lock; any other `pip install -e` of the project in it does too."""
+    """The README's two commands (install and run the default; install and test) install the
+    lock hash-checked, pip first; no line of it installs the project any other way."""
     readme = (ROOT / "README.md").read_text()
     first = readme.split("```bash", 1)[1].split("```", 1)[0]   # the first screen's commands
-    run = f'pip install {CONSTRAINT} -e ".[all]"'
+    run = f". .venv/bin/activate && {INSTALL}\n"
     assert run in first and first.index(run) < first.index("\nsnakemake --cores 2\n"), \
-        f"the README's first command block must install with `{run}` before `snakemake --cores 2`"
-    assert f'pip install {CONSTRAINT} -e ".[all,test,slurm]" && python -m pytest' in readme
+        f"the README's first command block must install with `{INSTALL}` before `snakemake`"
+    assert f"{INSTALL} && python -m pytest" in readme
     for line in readme.splitlines():
-        if re.search(r'pip install (-q )?-e "?\.', line):
-            assert CONSTRAINT in line, \
-                f"README installs the project without the lock: {line.strip()}"
+        if re.search(r"pip install .*-e ", line):
+            assert line.count("--require-hashes") >= 2 and PROJECT in line, \
+                f"README installs the project without the hashed lock: {line.strip()}"
+        assert "-c requirements/lock.txt" not in line, line
 
 
 def test_dockerfile_passes_hadolint():
@@ -296,8 +343,8 @@ def test_a_result_written_by_an_installed_copy_records_the_images_commit(tmp_pat
 
 def test_readme_cpu_only_route_installs_the_locked_torch():
     """The README's CPU-only route takes torch and torchvision from PyTorch's CPU index at
-    the lock's versions (a ``+cpu`` local version satisfies the lock's ``==`` pin), then
-    installs the project with the lock like the default route."""
+    the lock's versions (no dependencies: the hashed lock-cpu.txt brings them), then the rest
+    of the lock hash-checked, then the project."""
     readme = (ROOT / "README.md").read_text()
     routes = [ln for ln in readme.splitlines() if "download.pytorch.org/whl/cpu" in ln]
     assert routes, "README has no CPU-only install route (PyTorch's CPU index)"
@@ -307,7 +354,8 @@ def test_readme_cpu_only_route_installs_the_locked_torch():
         assert got == {"torch": pins["torch"], "torchvision": pins["torchvision"]}, \
             f"README's CPU-only route pins {got}; the lock pins torch=={pins['torch']}, " \
             f"torchvision=={pins['torchvision']}"
-        assert f'pip install {CONSTRAINT} -e ".[all]"' in line
-        assert line.index("whl/cpu") < line.index(CONSTRAINT), \
-            "the CPU torch must be installed before the project (else pip pulls the CUDA one)"
+        cpu = "pip install --require-hashes -r requirements/lock-cpu.txt"
+        assert line.index(PIP_FIRST) < line.index("whl/cpu") < line.index(cpu) \
+            < line.index(PROJECT), line
+        assert "pip install --no-deps --index-url https://download.pytorch.org/whl/cpu" in line
     assert Version(f"{pins['torch']}+cpu") in SpecifierSet(f"=={pins['torch']}")

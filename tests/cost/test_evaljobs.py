@@ -50,6 +50,10 @@ def test_a_probe_s_seeds_share_its_steps():
     steps = 100 * math.ceil(40_000 / 256)                  # 80% of 50,000 images
     assert f"{steps:,} steps" in what1 and f"{steps:,} steps" in what5
     assert "5 probe seed(s)" in what5
+    # each probe extracts its features first: one forward pass over the labelled splits
+    extract, _ = evaljobs.work_seconds(cfg, "features", _wc())
+    assert extract > 0 and "60,000 images" in what1
+    one, five = one - extract, five - extract
     assert one > steps * 0.002 and five - steps * 0.002 == pytest.approx(
         5 * (one - steps * 0.002))
 

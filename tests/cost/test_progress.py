@@ -108,7 +108,7 @@ def test_each_run_state_and_the_hours_come_from_the_files(prof, tmp_path):
     assert by["weince_recipe"].done == 1.0 and by["infonce"].done == 0.0
     assert by["infonce_topm"].reason == "ValueError: lr must be positive (vision.pretrain.lr)"
     lo, hi = estimate(prof, "h100-sxm").settings["digits/smallcnn"].hours
-    text = progress_text(p)
+    text = progress_text(p).replace("\n    ", " ")     # a reason wrapped, read whole
     assert f"{2.0 / hi:.2f}-{2.0 / lo:.2f}" in text           # measured / forecast
     assert f"(log: {f['failed_log']})" in text
     assert "ETA of the 6 training run(s) left, at 1 job(s) at once (as now)" in text

@@ -137,7 +137,7 @@ def test_progress_reads_this_folders_slurm_jobs(prof, tmp_path, fake_sacct):
     assert (oom.rule, oom.reason) == ("linear", "SLURM job 6 OUT_OF_MEMORY (exit code 0:125)")
     assert oom.slurm_log == Path(".snakemake/slurm_logs/rule_linear/"
                                  "smoke_digits_smallcnn_infonce_7/6.log")
-    text = progress_text(p)
+    text = progress_text(p).replace("\n    ", " ")     # a reason wrapped, read whole
     assert (f"- pretrain/digits/smallcnn/weince_recipe/seed7: SLURM job 5_2 CANCELLED (exit "
             f"code 0:15) (log: {PRE}/weince_recipe/seed7.log; SLURM log: "
             f".snakemake/slurm_logs/rule_pretrain/5_2.log)") in text

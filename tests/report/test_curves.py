@@ -14,8 +14,9 @@ import yaml
 from weince.pipeline.profile import Profile
 from weince.pipeline.targets import claims
 from weince.report.build import copy_curves
-from weince.report.curves import (CURVES_HEADING, CURVES_NOTE, _read, claim_curve_logs,
-                                  claim_curves, claim_planned, curves_figure, curves_section)
+from weince.report.curves import (CURVES_HEADING, CURVES_NOTE, UnreadableLogError, _read,
+                                  claim_curve_logs, claim_curves, claim_planned, curves_figure,
+                                  curves_section)
 from weince.report.html import claim_page
 from weince.report.tables import DETAILS_HEADING
 
@@ -79,6 +80,28 @@ def test_the_figure_is_drawn_from_the_logs_and_never_empty(prof, tmp_path):
     c1 = next(c for c in claims(prof) if c["id"] == "C8")   # timing: no training run
     assert claim_curves(prof, c1, tmp_path / "fig") is None
 
+
+def test_a_log_with_an_unreadable_line_stops_the_figure_naming_file_and_line(
+        prof, tmp_path, monkeypatch):
+    """One truncated line of the baseline's log must not remove its curve without a word: the
+    figure's job stops with one line naming the file, the line and the command that rebuilds
+    the log, complete for the run (its --configfile)."""
+    monkeypatch.delenv("WEINCE_SNAKEMAKE_ARGS", raising=False)
+    monkeypatch.chdir(REPO)        # config/smoke.yaml is found from the results path
+    base = prof.results / "smoke" / "vision" / "digits" / "smallcnn"
+    good = _log(base / "weince" / "seed7" / "train_log.jsonl", _epochs(2, 5.0))
+    bad = _log(base / "infonce" / "seed7" / "train_log.jsonl", _epochs(2, 5.0))
+    lines = bad.read_text().splitlines()
+    bad.write_text(lines[0] + "\n" + lines[1][:17] + "\n")     # the last line cut mid-record
+    c3 = next(c for c in claims(prof) if c["id"] == "C3")
+    with pytest.raises(UnreadableLogError) as err:
+        claim_curves(prof, c3, tmp_path / "fig")
+    msg = str(err.value)
+    assert "\n" not in msg and f"{bad}:2 is not valid JSON" in msg
+    assert f"`snakemake --forcerun {bad} --cores 2 --configfile config/smoke.yaml`" in msg
+    assert not (tmp_path / "fig" / "curves_c3.png").exists()
+    bad.write_text(lines[0] + "\n")               # a readable log is drawn again
+    assert claim_curves(prof, c3, tmp_path / "fig") is not None and good.is_file()
 
 def test_the_claim_page_embeds_the_curves(tmp_path):
     class R:

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -429,13 +431,116 @@ def test_smoke_a_truncated_encoder_names_the_command_that_rebuilds_it(smoke_run,
     assert proc.returncode != 0
     logs = "\n".join(p.read_text() for p in (smoke_run / "results/smoke/logs").rglob("*.log"))
     said = re.search(r"encoder\.pt: not a readable encoder file \(truncated or corrupt.*?\)\. "
-                     r"Delete it and rebuild it with `snakemake --forcerun (\S+)`", logs)
-    assert said and said.group(1) == str(enc.relative_to(smoke_run)), logs[-3000:]
+                     r"Delete it and rebuild it with `snakemake ([^`]*)`", logs)
+    # the command as printed: the run's own --cores and --configfile, then --forcerun
+    assert said, logs[-3000:]
+    printed = shlex.split(said.group(1))
+    assert printed == ["--forcerun", str(enc.relative_to(smoke_run)), *args], said.group(0)
     enc.unlink()
     proc = run_snakemake(smoke_run, "-n", *args)
     assert "Nothing to be done" in proc.stdout + proc.stderr    # why deleting is not enough
-    proc = run_snakemake(smoke_run, *args, "--forcerun", said.group(1), timeout=1500)
+    proc = run_snakemake(smoke_run, *printed, timeout=1500)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     assert enc.read_bytes() == good
     proc = run_snakemake(smoke_run, "-n", *args)
     assert "Nothing to be done" in proc.stdout + proc.stderr
+
+
+def _logs_since(wf, t0: float) -> str:
+    return "\n".join(p.read_text() for p in (wf / "results/smoke/logs").rglob("*.log")
+                     if p.stat().st_mtime >= t0)
+
+
+@pytest.mark.slow   # claim tables and a probe run again
+def test_smoke_a_corrupt_result_and_a_damaged_log_name_commands_that_run_as_printed(
+        smoke_run, run_snakemake):
+    """A corrupt linear.json stops the claim table that reads it with a hint whose command
+    carries the run's --cores and --configfile and rebuilds it as printed; one truncated line
+    of the baseline's training log stops C3's figure naming the file and the line, never a
+    figure without that curve."""
+    args = ("--cores", "2", "--configfile", "config/smoke.yaml")
+    run = smoke_run / "results/smoke/vision/digits/smallcnn/infonce/seed7"
+    probe = run / "linear.json"
+    acc = json.loads(probe.read_text())["test_acc"]
+    probe.write_text(probe.read_text()[:40])
+    t0 = time.time()
+    proc = run_snakemake(smoke_run, *args, timeout=1500)
+    assert proc.returncode != 0
+    said = re.search(r"not valid JSON \(.*?\); delete it and re-run the rule that makes it "
+                     r"\(`snakemake ([^`]*)`\)", _logs_since(smoke_run, t0))
+    assert said, _logs_since(smoke_run, t0)[-3000:]
+    printed = shlex.split(said.group(1))
+    assert printed == [str(probe.relative_to(smoke_run)), *args], said.group(0)
+    probe.unlink()
+    proc = run_snakemake(smoke_run, *printed, timeout=1500)      # as printed
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    assert json.loads(probe.read_text())["test_acc"] == acc
+
+    log = run / "train_log.jsonl"
+    good = log.read_text()
+    log.write_text(good[:-10])          # the last record cut mid-line
+    t0 = time.time()
+    # the table job draws the figure; the logs are not its declared inputs, so it is forced
+    # (the target first: --configfile would take it for one more config file)
+    proc = run_snakemake(smoke_run, "reports/smoke/table_c3.md", *args, "--forcerun",
+                         "reports/smoke/table_c3.md", timeout=1500)
+    assert proc.returncode != 0
+    said = proc.stderr + _logs_since(smoke_run, t0)
+    n = good.count("\n")
+    assert re.search(rf"{re.escape(str(log.relative_to(smoke_run)))}:{n} is not valid JSON "
+                     rf"[^\n]*`snakemake --forcerun {re.escape(str(log.relative_to(smoke_run)))} "
+                     rf"--cores 2 --configfile config/smoke.yaml`", said), said[-3000:]
+    log.write_text(good)
+    proc = run_snakemake(smoke_run, *args, timeout=1500)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+
+
+# a probe setting (vision.linear.*), changed on a finished smoke run, reruns the probes and
+# the tables and pages that read them; the grid arm's choice on validation reads the probes'
+# val_acc, so its selection, the adopted run at the grid seed (its k-NN taken per metric, its
+# features and norms analysis) and what reads them run again too. Never the features, k-NN
+# or norms jobs of any other run (the probes extract their own features in memory).
+PROBE_ONLY = {"linear": 6, "select_grid_point": 1, "adopt_grid_run": 1, "select_knn": 1,
+              "features": 1, "norms_vision": 1, "claim_tables": 8, "ablations_report": 1,
+              "norms_report": 1, "report": 1, "all": 1}
+PROBE_VALUES = {"feature": "head", "seeds": [2], "epochs": 6, "lr": 2.0e-3,
+                "batch_size": 128, "val_frac": 0.25, "split_seed": 2, "select": "best_epoch",
+                "weight_decay": 1.0e-4, "standardize": True,
+                "seeds_by_arm": {"infonce": [2]}}
+
+
+def _probe_keys() -> list[str]:
+    """Every result-relevant key of the schema's vision.linear block."""
+    schema = read_schema(REPO / "src/weince/pipeline/config.schema.yaml")
+    block = schema["properties"]["vision"]["properties"]["linear"]
+    ref = block.get("$ref") or next((s["$ref"] for s in block.get("allOf", []) if "$ref" in s),
+                                    None)
+    keys = set(block.get("properties", {}))
+    if ref:
+        keys |= set(schema["$defs"][ref.rsplit("/", 1)[-1]]["properties"])
+    return sorted(k for k in keys if k not in RERUN_FREE)
+
+
+@pytest.mark.slow   # one dry run per probe key on the finished smoke run
+def test_smoke_a_probe_setting_reruns_the_probes_and_what_reads_them(smoke_run,
+                                                                     run_snakemake,
+                                                                     job_counts):
+    keys = _probe_keys()
+    assert {"epochs", "lr", "seeds", "val_frac", "seeds_by_arm"} <= set(keys), keys
+    assert set(keys) <= set(PROBE_VALUES), f"no test value for {set(keys) - set(PROBE_VALUES)}"
+    planned = {}
+    for key in keys:
+        change = json.dumps({"linear": {key: PROBE_VALUES[key]}})
+        proc = run_snakemake(smoke_run, "-n", "--cores", "2", "--configfile",
+                             "config/smoke.yaml", "--config", f"vision={change}")
+        assert proc.returncode == 0, (key, (proc.stdout + proc.stderr)[-3000:])
+        counts = job_counts(proc.stdout)
+        counts.pop("total", None)
+        if key == "seeds_by_arm":   # one arm's probe: that arm's runs, not the grid's
+            assert set(counts) <= set(PROBE_ONLY) - {"select_grid_point", "adopt_grid_run",
+                                                     "select_knn", "features",
+                                                     "norms_vision"}, counts
+            assert 0 < counts.get("linear", 0) < PROBE_ONLY["linear"], counts
+        elif counts != PROBE_ONLY:
+            planned[key] = counts
+    assert not planned, planned

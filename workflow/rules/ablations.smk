@@ -7,7 +7,7 @@
 
 rule linear_head:
     input:
-        f"{VRUN}/features.pt",
+        encoder=f"{VRUN}/encoder.pt",
     output:
         f"{VRUN}/linear_head.json",
     log:
@@ -19,6 +19,7 @@ rule linear_head:
         **resources_for("linear"),
     params:
         kwargs=lambda wc: probe_settings(PROFILE, wc.arm),
+        features=features_settings(PROFILE),
     script:
         "../scripts/linear_head.py"
 

@@ -1,9 +1,11 @@
-# Linear probe and k-NN / recall@k on cached features (docs/protocol.md).
+# Linear probe (features extracted in memory) and k-NN / recall@k on the cached features
+# (docs/protocol.md).
 
 
 rule linear:
     input:
-        f"{VRUN}/features.pt",
+        # its features in memory, not the shared features.pt (workflow/scripts/linear.py)
+        encoder=f"{VRUN}/encoder.pt",
     output:
         f"{VRUN}/linear.json",
     log:
@@ -16,6 +18,7 @@ rule linear:
         **resources_for("linear"),
     params:
         kwargs=lambda wc: probe_settings(PROFILE, wc.arm),
+        features=features_settings(PROFILE),
     script:
         "../scripts/linear.py"
 

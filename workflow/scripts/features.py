@@ -10,16 +10,14 @@ with log_to(snakemake.log[0], resources=snakemake.resources,
 
     from weince.eval.features import extract_features
     from weince.pipeline.profile import Profile
-    from weince.pipeline.stages import job_config, job_settings
+    from weince.pipeline.stages import extraction_kwargs, job_config
     from weince.utils.checkpoint import release_checkpoint
 
     torch.set_num_threads(snakemake.threads)
     prof = Profile.of(snakemake.config)
     # what vision.features sets, as written, with its device and data root (the profile's
     # unless it sets them); extract_features' defaults fill the rest
-    f = prof.vision.features
-    kwargs = job_settings(snakemake.params.kwargs, prof.vision.features_given, device=f.device,
-                          data_root=f.data_root)
+    kwargs = extraction_kwargs(prof, snakemake.params.kwargs)
     extract_features(snakemake.input.encoder, snakemake.output[0], **kwargs)
     # the encoder is stored (this job runs after its pretraining): the pretraining's resume
     # state is no longer needed, unless the profile keeps it

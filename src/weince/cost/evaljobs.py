@@ -12,9 +12,10 @@ Each job's work, counted from the resolved profile and the FLOPs table (docs/clu
   ``cost.eval.host_images_per_s``;
 - ``collect_scores``: the forward passes of ``(n_batches + link_batches) x batch x 2``
   views;
-- ``linear`` / ``linear_head``: the probe's epochs over the cached training features (less
-  the validation fraction), one optimiser step per batch at ``cost.eval.probe_step_s`` (a
-  small eager step is launch-bound, not FLOP-bound; the run's probe seeds share each step);
+- ``linear`` / ``linear_head``: the features' forward pass (a probe extracts its own, in
+  memory), then the probe's epochs over the training features (less the validation
+  fraction), one optimiser step per batch at ``cost.eval.probe_step_s`` (a small eager step
+  is launch-bound, not FLOP-bound; the run's probe seeds share each step);
 - ``knn``: the ``queries x training features x dims`` similarity matmuls of every split
   seed;
 - ``pot`` / ``link``: CPU fits, ``cost.eval.fit_s`` each (POT: the fit, its bootstrap and
@@ -100,8 +101,10 @@ def _linear(prof: Profile, wc: Mapping[str, Any], e: EvalWork) -> tuple[float, s
     steps = epochs * math.ceil(n_fit / batch)
     flops = seeds * epochs * (n_fit + v["n_train"] + v["n_test"]) * 6.0 * v["feat"] \
         * v["spec"]["classes"]
-    return (steps * e.probe_step_s + flops / v["rate"],
-            f"{epochs} epochs of {seeds} probe seed(s) in one batched step: {steps:,} steps")
+    extract, images = _features(prof, wc, e)     # its own features, in memory
+    return (extract + steps * e.probe_step_s + flops / v["rate"],
+            f"{images}, then {epochs} epochs of {seeds} probe seed(s) in one batched step: "
+            f"{steps:,} steps")
 
 
 def _knn(prof: Profile, wc: Mapping[str, Any], e: EvalWork) -> tuple[float, str]:

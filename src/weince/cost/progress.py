@@ -30,10 +30,20 @@ Snakemake:
   CPU-hours (core-hours, as a cluster accounts them);
 - **forecast**: the counted-FLOPs estimate of the same runs on the GPU type they ran on
   (docs/cost.md), before any measurement; a CPU has none;
-- **ETA**: the runs left (a running one by the part of its epochs or steps not logged yet)
-  at the measured wall time per run of their setting and GPU type, else at the forecast
-  learned from the measured step times (:func:`weince.cost.learned.learned_profile`),
-  divided by the training jobs running now;
+- **ETA of every job left**: the jobs a dry run of the target still plans (training and
+  evaluation, a running one less the time since it started), each at the mean wall time of
+  its rule's finished jobs (their benchmarks), else the cost model's (an evaluation job on
+  a GPU profile), else the median finished job, in core-seconds over the live run's
+  ``--cores`` (else over the jobs running now), or the longest chain of jobs waiting for
+  one another where longer (:func:`jobs_left`, :func:`eta_seconds`); per claim, its jobs
+  left and its failed jobs;
+- **training ETA**: the runs left (a running one by the part of its epochs or steps not
+  logged yet) at the measured wall time per run of their setting and GPU type, else at the
+  forecast learned from the measured step times
+  (:func:`weince.cost.learned.learned_profile`), divided by the training jobs running now;
+- **blocked**: a run no re-run can finish before a manual step, named with it: its failed
+  job could not read its ``checkpoint.pt``, or its ``encoder.pt`` is not the one its
+  ``train.json`` records (``encoder_sha256``) (:func:`blocked_step`);
 - **SLURM**: where Snakemake's ``slurm`` executor ran in this folder and ``sacct`` exists
   (never needed), the states of this folder's SLURM jobs (:mod:`weince.cost.slurm_jobs`):
   a run whose newest SLURM job runs is running (on whatever node), one whose job ended
@@ -48,23 +58,35 @@ import json
 import math
 import os
 import re
+import subprocess
+import sys
+import textwrap
+import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from weince.cost.estimate import Estimate, estimate, gpu_set, hours_range, text_steps
+from weince.cost.evaljobs import EVAL_RULES, work_seconds
 from weince.cost.job_times import job_times
 from weince.cost.learned import learned_profile
 from weince.cost.slurm_jobs import ENDED_BADLY, INTERRUPTED, LIVE, SlurmJob, SlurmView, slurm_jobs
 from weince.cost.throughput import device_for_name
 from weince.pipeline.profile import Profile
+from weince.cost.plan import JobInfo, parse_dry_run
 from weince.pipeline.targets import claim_inputs, claims
+from weince.utils.digest import sha256_file
+from weince.utils.rerun import snakemake_command
 
 __all__ = ["RunState", "FailedJob", "Progress", "progress", "progress_text", "incomplete_marks",
-           "live_lock_ids", "failure_reason", "failed_jobs", "slurm_failed_jobs", "STATES"]
+           "live_lock_ids", "failure_reason", "failed_jobs", "slurm_failed_jobs", "STATES",
+           "JobLeft", "JobsLeft", "jobs_left", "dry_run_jobs", "job_eta", "eta_seconds",
+           "blocked_step",
+           "mark_blocked"]
 
-STATES = ("finished", "running", "stopped", "failed", "not started")
+# blocked: failed in a way no re-run mends until someone does the step it names
+STATES = ("finished", "running", "stopped", "failed", "not started", "blocked")
 
 
 @dataclass
@@ -114,6 +136,7 @@ class Progress:
     unknowns: list[str] = field(default_factory=list)
     target: str | None = None
     cpu: bool = False           # the profile runs on the CPU (``device: cpu``)
+    jobs: JobsLeft | None = None    # every job left (a dry run), where it was asked for
 
 
 # ----------------------------------------------------------------------------- the files
@@ -175,9 +198,9 @@ def failure_reason(log: str | os.PathLike) -> str | None:
         # the exception line is the first unindented line after the frames
         body = [s for s in lines[starts[-1] + 1:] if s.strip() and not s.startswith(" ")]
         text = body[-1] if body else (tail[-1] if tail else "traceback without a message")
-        return " ".join(text.split())[:300]
+        return " ".join(text.split())
     exits = [s for s in lines if re.match(r"exit [1-9]\d*: ", s)]
-    return exits[-1][:300] if exits else None
+    return exits[-1] if exits else None
 
 
 def failed_jobs(logs: str | os.PathLike, benchmarks: str | os.PathLike,
@@ -366,10 +389,14 @@ def _slurm_lines(view: SlurmView) -> list[str]:
 # ----------------------------------------------------------------------------- the whole
 def progress(prof: Profile, *, workdir: str | os.PathLike | None = None,
              claim: str | None = None, use_sacct: bool = True,
-             lock_table: str | os.PathLike = "/proc/locks") -> Progress:
+             lock_table: str | os.PathLike = "/proc/locks",
+             configfiles: list[str] | None = None, target: str | None = None,
+             count_jobs: bool = False) -> Progress:
     """What the files of ``prof`` (its ``results/<profile>/``, Snakemake's
     ``.snakemake/`` in ``workdir``, default the current folder) say of its training runs
-    (module docstring); ``claim``: only the runs of that claim."""
+    (module docstring); ``claim``: only the runs of that claim. ``count_jobs``: every job
+    left of ``target`` (everything: None) too, from a dry run with ``configfiles``
+    (:func:`jobs_left`)."""
     cwd = Path(workdir or os.getcwd())
     est = estimate(prof)
     runs = _plan_runs(prof, est)
@@ -384,6 +411,7 @@ def progress(prof: Profile, *, workdir: str | os.PathLike | None = None,
         _state(rs, rule, marks, live, cwd, total, bench)
         if view is not None:
             _slurm_state(rs, view, cwd, total)
+    mark_blocked(runs)
     p = Progress(prof.name, runs=runs, target=claim, cpu=prof.device.strip().lower() == "cpu")
     p.claims = _claims(prof, runs)
     if claim is not None:
@@ -393,6 +421,8 @@ def progress(prof: Profile, *, workdir: str | os.PathLike | None = None,
     p.failed = failed_jobs(base / "logs", base / "benchmarks", live)
     if view is not None:
         p.failed = slurm_failed_jobs(view, p.failed, base / "logs", base / "benchmarks", cwd)
+    if count_jobs:
+        p.jobs = jobs_left(prof, configfiles or [], target, cwd, marks)
     _forecasts(p, prof)
     p.sacct = view
     p.unknowns = _unknowns(p, marks, live)
@@ -453,8 +483,10 @@ def _unknowns(p: Progress, marks, live) -> list[str]:
     if any(r.unit == "CPU-hours" for r in p.runs):
         out.append("CPU runs: their CPU-hours have no forecast (the cost model prices GPUs); "
                    "the ETA uses their measured wall time")
-    out.append("the ETA assumes as many training jobs at once as run now (one when none "
-               "does), and says nothing of evaluation jobs or queue waits")
+    out.append("the ETAs assume no queue waits, and as many jobs at once as the run's cores "
+               "hold (where its log says them; else as run now, one when none does)"
+               + ("" if p.jobs is not None else "; with --no-jobs, evaluation jobs are not "
+                  "counted"))
     return out
 
 
@@ -496,20 +528,26 @@ def _table(p: Progress) -> list[list[Any]]:
         if not runs and cid != "all":
             continue
         c = _counts(runs)
-        rows.append([cid, len(runs), *[c.get(s, 0) for s in STATES], *_spent(runs, p)])
+        left = claim_jobs_left(p, runs, cid) if cid != "all" else (
+            None if p.jobs is None or p.jobs.error else len(p.jobs.jobs))
+        failed = claim_failed(p, cid, runs) if cid != "all" else len(p.failed)
+        rows.append([cid, len(runs), *[c.get(s, 0) for s in STATES], *_spent(runs, p),
+                     "-" if left is None else left, failed])
     return rows
 
 
 HEADERS = ["claim", "planned", *STATES, "spent (measured)", "forecast, same runs",
-           "measured / forecast"]
+           "measured / forecast", "jobs left", "failed jobs"]
 
 
 def _eta(p: Progress) -> list[str]:
     """The work left per GPU type at the measured wall time per run of each setting (else
     the learned forecast), and the wall time at the present concurrency."""
-    left = [r for r in p.runs if r.state != "finished"]
+    left = [r for r in p.runs if r.state not in ("finished", "blocked")]
     if not left:
-        return ["ETA: every planned training run is finished."]
+        blocked = sum(r.state == "blocked" for r in p.runs)
+        return ["Training ETA: every planned training run is finished"
+                + (f", but for {blocked} blocked (below)" if blocked else "") + "."]
     measured: dict[str, list[RunState]] = defaultdict(list)
     for r in p.runs:
         if r.state == "finished" and r.wall_h:
@@ -536,7 +574,7 @@ def _eta(p: Progress) -> list[str]:
             work[gpu] += part * sum(s.hours) / 2
             how[gpu].add(f"{r.key} {s.source}")
     running = max(1, sum(r.state == "running" for r in p.runs))
-    out = [f"ETA of the {len(left)} training run(s) left, at {running} job(s) at once "
+    out = [f"Training ETA of the {len(left)} training run(s) left, at {running} job(s) at once "
            f"({'as now' if any(r.state == 'running' for r in p.runs) else 'none runs now'}):"]
     for gpu, h in sorted(work.items()):
         if h <= 0:      # only runs of settings with no rate yet
@@ -571,14 +609,22 @@ def progress_text(p: Progress, fmt: str = "simple") -> str:
          tabulate(_table(p), headers=HEADERS, tablefmt=fmt), "",
          "forecast: the counted-FLOPs estimate of the same finished runs on the GPU type "
          "they ran on (docs/cost.md); the ratio is measured over it (1 = as forecast)", ""]
+    if p.jobs is not None:
+        L += [*job_eta(p.jobs, len(p.failed)), ""]
     L += _eta(p)
     if p.learned and not p.cpu:
         g = next(iter(p.learned))
         srcs = sorted({f"{k}: {s.source}" for k, s in p.learned[g].settings.items()})
         L += ["", f"step times of the runs to come ({g}): " + "; ".join(srcs)]
     L += ["", f"failed jobs ({len(p.failed)})" + (":" if p.failed else "")]
-    L += [f"- {f.job}: {f.reason} (log: {f.log}"
-          + (f"; SLURM log: {f.slurm_log})" if f.slurm_log else ")") for f in p.failed]
+    for f in p.failed:      # the reason whole, wrapped
+        L += wrapped(f"- {f.job}: ", f"{f.reason} (log: {f.log}"
+                     + (f"; SLURM log: {f.slurm_log})" if f.slurm_log else ")"))
+    blocked = [r for r in p.runs if r.state == "blocked"]
+    if blocked:
+        L += ["", f"blocked runs ({len(blocked)}; no re-run succeeds before this step):"]
+        for r in blocked:
+            L += wrapped(f"- {r.name}: ", r.reason or "")
     stopped = [r for r in p.runs if r.state == "stopped"]
     if stopped:
         L += ["", f"stopped runs ({len(stopped)}; a re-run resumes them): "
@@ -591,3 +637,254 @@ def progress_text(p: Progress, fmt: str = "simple") -> str:
         L += ["", *_slurm_lines(p.sacct)]
     L += ["", "What this cannot know:"] + [f"- {u}" for u in p.unknowns]
     return "\n".join(L) + "\n"
+
+
+# ----------------------------------------------------------------------------- every job
+@dataclass
+class JobLeft:
+    """One job the target still needs (a ``snakemake --dry-run`` of it, in the run folder)."""
+
+    rule: str
+    outputs: list[str]
+    seconds: float | None = None    # its expected wall seconds left; None: no basis yet
+    basis: str = ""                 # where that number comes from
+    running: bool = False           # Snakemake marks its outputs incomplete: it is running
+    after: list[int] = field(default_factory=list)  # the jobs left whose outputs it reads
+    threads: int = 1                # the cores it takes
+
+
+@dataclass
+class JobsLeft:
+    jobs: list[JobLeft] = field(default_factory=list)
+    error: str | None = None        # why the dry run gave no job list
+    cores: int | None = None        # the live run's --cores (its log), None: not known
+
+    @property
+    def running(self) -> int:
+        return sum(j.running for j in self.jobs)
+
+
+TRAINING_RULES = ("pretrain", "simcse", "vision_run", "text_run")
+
+
+def dry_run_jobs(configfiles: list[str], target: str | None, workdir: str | os.PathLike
+                 ) -> tuple[list[JobInfo] | None, str | None]:
+    """The jobs a ``snakemake --dry-run`` of ``target`` (everything: None) plans in
+    ``workdir`` with ``configfiles``, a running job's among them (Snakemake marks its outputs
+    incomplete; the workflow's default profile reruns them); ``(None, why)`` where it fails.
+    ``--nolock``: it runs beside a live Snakemake and changes nothing."""
+    # the target first: --configfile takes every word after it
+    cmd = [sys.executable, "-m", "snakemake", *([target] if target else []), "--dry-run",
+           "--nolock"]
+    if configfiles:
+        cmd += ["--configfile", *configfiles]
+    try:
+        proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=600,
+                              env={**os.environ, "WEINCE_SKIP_PREFLIGHT": "1"})
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return None, f"snakemake --dry-run could not run: {err}"
+    text = proc.stdout + proc.stderr
+    if proc.returncode != 0:
+        lines = [s.strip() for s in text.splitlines() if s.strip()]
+        said = [s for s in lines if "rror" in s or "xception" in s] or lines or ["no output"]
+        return None, f"snakemake --dry-run failed (exit {proc.returncode}): {said[-1]}"
+    return [j for j in parse_dry_run(text) if j.output or j.rule != "all"], None
+
+
+def _rule_seconds(bench: Path) -> tuple[dict[str, float], float | None]:
+    """Mean wall seconds per rule of the jobs this profile finished (their benchmarks), and
+    the first guess for a rule none of whose jobs finished: the median finished job (the
+    few long training jobs do not set it)."""
+    by: dict[str, list[float]] = defaultdict(list)
+    for t in job_times(bench):
+        by[t.rule].append(t.seconds)
+    every = sorted(s for v in by.values() for s in v)
+    return {r: sum(v) / len(v) for r, v in by.items()}, (every[len(every) // 2] if every
+                                                          else None)
+
+
+def _model_seconds(prof: Profile, rule: str, outputs: list[str]) -> float | None:
+    """The cost model's work seconds of an evaluation job on a GPU profile (none on a CPU:
+    the model prices GPUs)."""
+    if prof.device.strip().lower() == "cpu" or rule not in EVAL_RULES:
+        return None
+    for out in outputs:
+        m = _VISION_RUN.search(Path(out).parent.as_posix())
+        if m is not None:
+            try:
+                return work_seconds(prof, rule, m.groupdict())[0]
+            except (KeyError, ValueError):
+                return None
+    return None
+
+
+_VISION_RUN = re.compile(r"/vision/(?P<dataset>[^/]+)/(?P<backbone>[^/]+)/(?P<arm>[^/]+)/"
+                         r"seed(?P<seed>\d+)$")
+
+
+def jobs_left(prof: Profile, configfiles: list[str], target: str | None,
+              workdir: str | os.PathLike, marks: set[str] | None) -> JobsLeft:
+    """Every job ``target`` still needs, each with its expected wall seconds left: the mean
+    of the finished jobs of its rule (their benchmarks), else the cost model's (evaluation
+    jobs on a GPU profile), else the mean of every finished job (a first guess, said as
+    such); a running job less the time since Snakemake marked its outputs."""
+    jobs, why = dry_run_jobs(configfiles, target, workdir)
+    if jobs is None:
+        return JobsLeft(error=why)
+    base = Path(prof.results) / prof.name
+    rule_s, guess = _rule_seconds(base / "benchmarks")
+    cwd, now = Path(workdir), time.time()
+    out = JobsLeft()
+    jobs = [j for j in jobs if j.output]    # the aggregation target does no work
+    made = {os.path.normpath(o): i for i, j in enumerate(jobs) for o in j.output}
+    for j in jobs:
+        left = JobLeft(j.rule, j.output, threads=max(1, j.threads), after=sorted(
+            {made[n] for f in j.input if (n := os.path.normpath(f)) in made}))
+        if j.rule in rule_s:
+            left.seconds, left.basis = rule_s[j.rule], "measured"
+        elif (s := _model_seconds(prof, j.rule, j.output)) is not None:
+            left.seconds, left.basis = s, "cost model"
+        elif guess is not None:
+            left.seconds, left.basis = guess, "first guess"
+        started = [t for o in j.output if marks is not None and os.path.normpath(o) in marks
+                   and (t := _marked_at(cwd, o)) is not None]
+        if marks is not None and any(os.path.normpath(o) in marks for o in j.output):
+            left.running = True
+            ran = now - min(started) if started else 0.0
+            if left.seconds is not None:
+                # a job of a rule never timed yet: as long again as it has run so far
+                left.seconds = ran if left.basis == "first guess" and ran > left.seconds \
+                    else max(0.0, left.seconds - ran)
+        out.jobs.append(left)
+    out.cores = run_cores(cwd)
+    return out
+
+
+def run_cores(workdir: Path) -> int | None:
+    """The ``--cores`` of the newest Snakemake run in ``workdir`` (its log's "Provided
+    cores:" line), None where no log says (a cluster run submits jobs instead)."""
+    logs = sorted((workdir / ".snakemake" / "log").glob("*.snakemake.log"),
+                  key=lambda f: f.stat().st_mtime)
+    for log in reversed(logs):
+        try:
+            m = re.search(r"^Provided cores: (\d+)$", log.read_text(errors="replace"), re.M)
+        except OSError:
+            continue
+        if m:
+            return int(m.group(1))
+    return None
+
+
+def _marked_at(cwd: Path, output: str) -> float | None:
+    """When Snakemake marked ``output`` incomplete (its job's start)."""
+    name = base64.urlsafe_b64encode(output.encode()).decode()
+    try:
+        return (cwd / ".snakemake" / "incomplete" / name).stat().st_mtime
+    except OSError:
+        return None
+
+
+def eta_seconds(left: JobsLeft) -> float | None:
+    """The wall seconds :func:`job_eta` gives: the rated jobs' seconds left over the jobs
+    running now (one when none does), or the longest chain of jobs that wait for one
+    another where that is longer; None without a job list or any rate."""
+    rated = [j for j in left.jobs if j.seconds is not None]
+    if left.error is not None or not rated:
+        return None if left.error is not None or left.jobs else 0.0
+    if left.cores:      # core-seconds over the run's cores: as many jobs as fit at once
+        work = sum((j.seconds or 0.0) * min(j.threads, left.cores) for j in rated) / left.cores
+    else:
+        work = sum(j.seconds or 0.0 for j in rated) / max(1, left.running)
+    return max(work, _longest_chain(left.jobs))
+
+
+def _longest_chain(jobs: list[JobLeft]) -> float:
+    """The seconds of the longest path through the jobs left (a job after those it reads)."""
+    done: dict[int, float] = {}
+
+    def finish(i: int, seen: frozenset[int] = frozenset()) -> float:
+        if i not in done:
+            before = [finish(k, seen | {i}) for k in jobs[i].after if k not in seen]
+            done[i] = max(before, default=0.0) + (jobs[i].seconds or 0.0)
+        return done[i]
+
+    return max((finish(i) for i in range(len(jobs))), default=0.0)
+
+
+def job_eta(left: JobsLeft, failed: int = 0) -> list[str]:
+    """The ETA of every job left (training and evaluation), at as many jobs at once as run
+    now (one when none does)."""
+    if left.error is not None:
+        return [f"ETA of every job left: unknown ({left.error})"]
+    if not left.jobs:
+        return ["ETA: no job left to run" + (f", but {failed} failed job(s) (below) must run "
+                                              "again" if failed else "") + "."]
+    rated = [j for j in left.jobs if j.seconds is not None]
+    eta = eta_seconds(left) or 0.0
+    rules = Counter(j.rule for j in left.jobs)
+    bases = Counter(j.basis for j in rated)
+    pace = (f"on the run's {left.cores} core(s)" if left.cores else
+            f"at {max(1, left.running)} job(s) at once "
+            f"({'as now' if left.running else 'none runs now'})")
+    line = f"ETA of the {len(left.jobs)} job(s) left, evaluation jobs included, {pace}: "
+    line += (f"about {_duration(eta / 3600)}" if rated else "no rate yet")
+    line += (" (" + ", ".join(f"{n} {r}" for r, n in sorted(rules.items())) + "; durations: "
+             + ", ".join(f"{n} {b}" for b, n in sorted(bases.items()))
+             + (f"; {len(left.jobs) - len(rated)} with no rate yet, not counted"
+                if len(rated) < len(left.jobs) else "") + ")")
+    if failed:
+        line += f"; {failed} failed job(s) below are not in it until they run again"
+    return [line]
+
+
+# ----------------------------------------------------------------------------- blocked runs
+def blocked_step(rs: RunState) -> str | None:
+    """The manual step a run needs before any re-run can succeed, None if it needs none: a
+    resume state (``checkpoint.pt``) its failed job could not read is read again by every
+    retry; an encoder whose bytes are not those its ``train.json`` records
+    (``encoder_sha256``) is not the one that run trained."""
+    ckpt = rs.folder / "checkpoint.pt"
+    if rs.reason and "not a readable" in rs.reason and str(ckpt) in rs.reason:
+        return (f"delete {ckpt} (unreadable: the run then trains again from its first "
+                f"epoch), then re-run")
+    train, enc = _load(rs.folder / "train.json"), rs.folder / "encoder.pt"
+    want = (train or {}).get("encoder_sha256")
+    if want and enc.is_file() and sha256_file(enc) != want:
+        return (f"{enc} is not the encoder its train.json records (SHA-256 differs): rebuild "
+                f"it with {snakemake_command('--forcerun', enc)}")
+    return None
+
+
+def mark_blocked(runs: list[RunState]) -> None:
+    """Runs that need a manual step (:func:`blocked_step`) become ``blocked``, with the step
+    as their reason: no ETA counts them."""
+    for r in runs:
+        if r.state in ("failed", "finished") and (step := blocked_step(r)) is not None:
+            r.state, r.reason = "blocked", step
+
+
+def claim_failed(p: Progress, cid: str, runs: list[RunState]) -> int:
+    """The failed jobs of a claim: its table's job and the jobs of its runs' folders."""
+    tags = {_tag(r) for r in runs}
+    n = 0
+    for f in p.failed:
+        rule, _, name = f.job.partition("/")
+        if (rule == "claim_tables" and name == cid.lower()) or name in tags:
+            n += 1
+    return n
+
+
+def claim_jobs_left(p: Progress, runs: list[RunState], cid: str) -> int | None:
+    """The jobs left in a claim's run folders, and its table's."""
+    if p.jobs is None or p.jobs.error is not None:
+        return None
+    folders = {os.path.normpath(r.folder) for r in runs}
+    table = f"table_{cid.lower()}."
+    return sum(any(os.path.normpath(Path(o).parent) in folders or Path(o).name.startswith(table)
+                   for o in j.outputs) for j in p.jobs.jobs)
+
+
+def wrapped(prefix: str, text: str, width: int = 100) -> list[str]:
+    """``prefix`` + ``text`` wrapped whole at ``width``, the next lines indented."""
+    return textwrap.wrap(prefix + text, width=width, subsequent_indent="    ",
+                         break_long_words=False, break_on_hyphens=False) or [prefix]

@@ -41,6 +41,7 @@ from torch import nn
 from weince.utils.checkpoint import UnreadableFileError, load_torch_file
 from weince.utils.diskspace import atomic_write, payload_bytes
 from weince.utils.finite import check_finite
+from weince.utils.rerun import snakemake_command
 
 __all__ = ["BACKBONES", "build_backbone", "register_backbone", "ProjectionHead", "SimCLRModel",
            "build_simclr_model", "save_encoder", "load_encoder", "vit_patch_size"]
@@ -271,9 +272,8 @@ def load_encoder(path: str | os.PathLike, map_location: str | torch.device = "cp
                                 "(or the workflow's pretrain rule) to create it")
     # deleting it is not enough in the workflow: when the files made from it are finished,
     # Snakemake has nothing to do and the encoder stays missing; --forcerun names the file
-    remake = (f"rebuild it with `snakemake --forcerun {path}` and the run's other arguments "
-              f"(--cores, --configfile; it retrains that run and re-runs what reads it), or "
-              f"`weince pretrain` outside the workflow")
+    remake = (f"rebuild it with {snakemake_command('--forcerun', path)} (it retrains that "
+              f"run and re-runs what reads it), or `weince pretrain` outside the workflow")
     blob = load_torch_file(path, what="encoder file", remake=remake, map_location=map_location)
     if not isinstance(blob, dict) or "arch" not in blob or "state_dict" not in blob:
         raise UnreadableFileError(f"{path} is not an encoder file written by save_encoder "

@@ -68,10 +68,10 @@ STEPS: dict[str, Step] = {
                      {"encoder": "encoder.pt", "summary": "train.json",
                       "train_log": "train_log.jsonl"}, {}),
     "features": Step("features.py", "features", {0: "features.pt"}, {"encoder": "encoder.pt"}),
-    "linear": Step("linear.py", "linear", {0: "linear.json"}, {0: "features.pt"}),
+    "linear": Step("linear.py", "linear", {0: "linear.json"}, {"encoder": "encoder.pt"}),
     "knn": Step("knn.py", "knn", {0: "knn.json"}, {0: "features.pt"}),
     "linear_head": Step("linear_head.py", "linear_head", {0: "linear_head.json"},
-                        {0: "features.pt"}),
+                        {"encoder": "encoder.pt"}),
     "collect_scores": Step("collect_scores.py", "scores", {0: "scores.npz"},
                            {"encoder": "encoder.pt"}),
     "pot": Step("pot.py", "pot", {0: "pot.json"}, {0: "scores.npz"}),
@@ -140,8 +140,7 @@ def vision_chains(prof: Profile) -> dict[tuple[str, ...], list[str]]:
     chains: dict[tuple[str, ...], list[str]] = {}
     for tag, files in sorted(_needed(prof).items()):
         files = set(files)
-        if files & {"features.pt", "linear.json", "knn.json", "linear_head.json",
-                    "norms.json"}:
+        if files & {"features.pt", "knn.json", "norms.json"}:   # the probes extract their own
             files.add("features.pt")
         if files & {"pot.json", "link.json"}:
             files.add("scores.npz")
@@ -178,7 +177,7 @@ def step_params(prof: Profile, step: str, wc: Mapping[str, str]) -> dict[str, An
     if step == "pretrain":
         return {"cfg": rerun_trigger(prof, wc)}
     if step in ("linear", "linear_head"):
-        return {"kwargs": probe_settings(prof, wc["arm"])}
+        return {"kwargs": probe_settings(prof, wc["arm"]), "features": features_settings(prof)}
     if step == "norms_vision":
         return {"cfg": norms_settings(prof)}
     if step == "knn":

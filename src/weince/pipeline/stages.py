@@ -30,7 +30,7 @@ __all__ = ["job_config", "pretrain_config", "simcse_config", "apply_selection", 
            "sts_settings",
            "text_model", "text_model_key", "timing_settings",
            "model_location", "RERUN_FREE", "result_settings", "runtime_settings", "job_settings",
-           "rerun_trigger", "trigger_settings"]
+           "rerun_trigger", "trigger_settings", "extraction_kwargs"]
 
 # Settings of a stage config that never change a result: where and how fast a job runs,
 # what it prints and keeps, where its data are (SimCLR's RUNTIME_KEYS, the device, the
@@ -190,6 +190,16 @@ def features_settings(prof: Profile) -> dict[str, Any]:
     """The features rule's params: :func:`trigger_settings` of ``vision.features`` (the keys
     it sets, as written, less the run-time ones)."""
     return trigger_settings(prof.vision.features, prof.vision.features_given)
+
+
+def extraction_kwargs(prof: Profile, params: Mapping[str, Any]) -> dict[str, Any]:
+    """What a job passes to ``weince.eval.features.extract_features``: the features rule's
+    params (``params``: :func:`features_settings`), the run-time keys of ``vision.features``
+    and its device and data root (the profile's unless it sets them). The features rule and
+    the probes, which extract their own features in memory, call it alike."""
+    f = prof.vision.features
+    return job_settings(params, prof.vision.features_given, device=f.device,
+                        data_root=f.data_root)
 
 
 def scores_settings(prof: Profile) -> dict[str, Any]:

@@ -19,7 +19,9 @@ their range:
 
 A run that stopped before its planned end (killed, diverged, or still running) ends in a
 cross at its last logged point and is named in the legend, so it cannot pass for a
-finished one.
+finished one. A log with a line that is not JSON (truncated or edited) stops the figure with
+:class:`UnreadableLogError`, naming the file and the line and how to rebuild it, rather than
+leaving that run's curve out.
 """
 
 from __future__ import annotations
@@ -37,9 +39,11 @@ from weince.pipeline.profile import Profile
 from weince.pipeline.targets import claim_inputs
 from weince.train.trainlog import read_jsonl
 from weince.utils.plotting import pyplot
+from weince.utils.rerun import snakemake_command
 
 __all__ = ["claim_curve_logs", "claim_planned", "curves_figure", "claim_curves", "PANELS",
-           "curves_section", "CURVES_HEADING", "CURVES_NOTE", "curves_name"]
+           "curves_section", "CURVES_HEADING", "CURVES_NOTE", "curves_name",
+           "UnreadableLogError"]
 
 Logs = dict[str, dict[str, list[tuple[int, Path]]]]
 
@@ -103,11 +107,23 @@ def _total_steps(path: Path) -> int | None:
 Series = dict[float, list[float]]      # x -> one value per seed
 
 
+class UnreadableLogError(ValueError):
+    """A training log with a line that is not JSON: the figure would lose that run's curve."""
+
+
 def _records(path: Path) -> list[dict[str, Any]]:
+    """The log's records; none for a run without a log (not trained yet: drawn as missing
+    from the legend's seed count); an unreadable line stops the figure, naming the file and
+    the line, instead of dropping the run's curve without a word."""
     try:
         return read_jsonl(path)
-    except (FileNotFoundError, ValueError):
+    except FileNotFoundError:
         return []
+    except ValueError as err:
+        raise UnreadableLogError(
+            f"{err}: the training log is damaged, and the curves figure would lose this "
+            f"run's curve. Restore the file (a bundle of the run holds it), or retrain the run "
+            f"({snakemake_command('--forcerun', path)})") from None
 
 
 End = tuple[int, float, "float | None", dict[str, tuple[float, float]]]

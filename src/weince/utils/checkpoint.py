@@ -232,7 +232,8 @@ def release_checkpoint(run_dir: str | os.PathLike) -> bool:
     consumer of a training's outputs calls it, once Snakemake has stored them. True when a
     file was removed."""
     path = Path(run_dir) / "checkpoint.pt"
-    if path.is_file():
+    try:            # the features job and a probe may both release it, side by side
         path.unlink()
-        return True
-    return False
+    except FileNotFoundError:
+        return False
+    return True

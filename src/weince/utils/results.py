@@ -26,6 +26,7 @@ from typing import Any
 
 from weince.utils.diskspace import atomic_write
 from weince.utils.provenance import COMMIT_FORM, jsonable, provenance
+from weince.utils.rerun import snakemake_command
 
 __all__ = ["write_json", "read_json", "ResultSchemaError", "InvalidResultError", "load_result",
            "get_key", "encoder_value", "finite_value", "check_plausible", "RANGES",
@@ -49,7 +50,7 @@ def read_json(path: str | os.PathLike) -> dict[str, Any]:
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"result file {path} does not exist; run the rule that makes it "
-                                f"(e.g. `snakemake {path}`)")
+                                f"({snakemake_command(path)})")
     try:
         data = json.loads(path.read_text())
     except json.JSONDecodeError as err:
@@ -71,7 +72,7 @@ def _invalid(path: str | os.PathLike, key: str, what: str) -> InvalidResultError
     return InvalidResultError(
         f"{path}: {key!r} is {what}, an invalid result (the stage that wrote it failed "
         f"numerically, e.g. on a diverged encoder), not a missing one. Fix the cause, then "
-        f"re-run the rule that writes it (`snakemake --forcerun {path}`)")
+        f"re-run the rule that writes it ({snakemake_command('--forcerun', path)})")
 
 
 def finite_value(v: Any, path: str | os.PathLike, key: str) -> float:
@@ -146,7 +147,7 @@ def _implausible(path: str | os.PathLike, key: str, v: float, rng: Range) -> Inv
     return InvalidResultError(
         f"{path}: {key!r} = {v!r} is outside the range of {rng.what} ({rng}), an impossible "
         f"result (a corrupted or foreign file, or a bug in the stage that wrote it): delete it "
-        f"and re-run the rule that writes it (`snakemake --forcerun {path}`)")
+        f"and re-run the rule that writes it ({snakemake_command('--forcerun', path)})")
 
 
 def _check_number(v: Any, path: str | os.PathLike, key: str, rng: Range | None) -> None:
@@ -169,7 +170,7 @@ def _check_summary(d: dict[str, Any], path: str | os.PathLike, key: str) -> None
         raise InvalidResultError(
             f"{path}: {key + '.n'!r} = {d['n']} but {key + '.values'!r} holds {len(vals)} "
             f"values, a summary that contradicts itself: re-run the rule that writes it "
-            f"(`snakemake --forcerun {path}`)")
+            f"({snakemake_command('--forcerun', path)})")
     if mean is None or isinstance(mean, bool) or not isinstance(mean, (int, float)):
         return
     m = finite_value(mean, path, f"{key}.mean")
@@ -178,7 +179,7 @@ def _check_summary(d: dict[str, Any], path: str | os.PathLike, key: str) -> None
         raise InvalidResultError(
             f"{path}: {key + '.mean'!r} = {m!r} but the mean of {key + '.values'!r} is "
             f"{avg!r}, a summary that contradicts itself (a hand-edited or corrupted file): "
-            f"re-run the rule that writes it (`snakemake --forcerun {path}`)")
+            f"re-run the rule that writes it ({snakemake_command('--forcerun', path)})")
 
 
 def check_plausible(data: Any, path: str | os.PathLike, key: str = "") -> Any:
@@ -218,7 +219,7 @@ def load_result(path: str | os.PathLike) -> dict[str, Any]:
         data = json.loads(path.read_text())
     except json.JSONDecodeError as err:
         raise ResultSchemaError(f"{path}: not valid JSON ({err}); delete it and re-run the "
-                                f"rule that makes it (`snakemake {path}`)") from err
+                                f"rule that makes it ({snakemake_command(path)})") from err
     if not isinstance(data, dict):
         raise ResultSchemaError(f"{path}: expected a JSON object at top level, got "
                                 f"{type(data).__name__}")
@@ -241,7 +242,7 @@ def get_key(data: dict[str, Any], key: str, path: str | os.PathLike, *, needed_b
                 f"{path}: missing key {key!r} (no {part!r} under {where}; found {have})"
                 + (f", needed by {needed_by}" if needed_by else "")
                 + f". The file does not follow the result schema of its stage: re-run the "
-                  f"rule that writes it (`snakemake --forcerun {path}`)")
+                  f"rule that writes it ({snakemake_command('--forcerun', path)})")
         walked.append(part)
         cur = cur[part]
     return cur
