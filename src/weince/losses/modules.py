@@ -157,7 +157,7 @@ class _TwoViewLoss(nn.Module):
                  gather_distributed: bool = False, memory_bank_size: int = 0,
                  chunk_size: int | None = None):
         super().__init__()
-        tau = loss_tau(tau, temperature)
+        tau = loss_tau(tau, temperature, read=True)   # once, at construction
         if layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
         if gather_distributed and not torch.distributed.is_available():
