@@ -76,6 +76,15 @@ def test_weince_in_open_clips_form_is_the_blend_of_its_logits():
     assert not torch.isclose(ours, clip_reference(a, b, 10.0), rtol=1e-6)
 
 
+def test_open_clips_form_has_the_gradient_of_its_logits():
+    """The fused blend's written-out backward: the features' and the logit scale's gradients
+    are the derivatives of the loss (a forced lambda; the statistics carry none)."""
+    a, b = features(B=48, d=8, dtype=torch.float64, seed=9, noise=0.1)
+    log_scale = torch.tensor(2.0, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(
+        lambda x, y, s: clip_dual_loss(x, y, s.exp(), lam=0.4, min_tail=8), (a, b, log_scale))
+
+
 @pytest.mark.parametrize("call, match", [
     (lambda a, b: OpenCLIPLoss()(a, b, torch.ones(2)), r"shape \(\) or \(1,\)"),
     (lambda a, b: OpenCLIPLoss()(a, b, -1.0), "logit_scale must be a finite number > 0"),

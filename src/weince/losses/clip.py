@@ -23,9 +23,10 @@ of the cosines, ``(1 - lambda_i) l_ij - lambda_i beta log(1 - min(s_ij, 1 - eps)
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
-from weince.losses._common import (inverse_tau, masked_logits, negative_counts,
-                                   reduced_cross_entropy, similarity, upcast)
+from weince.losses._common import (custom_bwd, custom_fwd, inverse_tau, masked_logits,
+                                   negative_counts, reduced_cross_entropy, similarity, upcast)
 from weince.losses.weince import blended_logits, row_statistics
 
 __all__ = ["direction_loss", "label_positives", "check_logit_scale", "clip_logits",
@@ -92,16 +93,47 @@ def _statistics(s, targets, invalid, K, positives, opts: dict, pivot):
     return row_statistics(s, targets, invalid, K, pivot=pivot, **{k: opts[k] for k in keys})
 
 
+class _ScaledBlend(torch.autograd.Function):
+    """Fused ``(1 - lam_i) lin_ij - c_i log(1 - min(s_ij, 1 - eps))`` (``c_i = lam_i
+    beta_i``), ``-inf`` where ``invalid``: open_clip's logits ``lin`` blended with the
+    endpoint logit of the cosines ``s``. Takes the ``(B, 1)`` columns ``keep = 1 - lam`` and
+    ``c`` (no gradient). One ``(B, C)`` tensor forward, written in place; the backward is
+    ``grad * keep`` for ``lin`` and ``grad * c / (1 - s)`` for ``s`` (0 where the clamp
+    holds). At ``lam = 0`` the logits are ``lin`` and its gradient ``grad``, bit for bit."""
+
+    @staticmethod
+    @custom_fwd
+    def forward(ctx, lin, s, keep, c, eps, invalid):
+        x = torch.rsub(s, 1.0).clamp_min_(eps).log_().mul_(c.neg())
+        x.addcmul_(lin, keep)
+        if invalid is not None:
+            x.masked_fill_(invalid, float("-inf"))
+        ctx.save_for_backward(s, keep, c)
+        ctx.eps = eps
+        return x
+
+    @staticmethod
+    @custom_bwd
+    def backward(ctx, grad):
+        s, keep, c = ctx.saved_tensors
+        grad_lin = grad * keep if ctx.needs_input_grad[0] else None
+        grad_s = None
+        if ctx.needs_input_grad[1]:
+            slope = torch.rsub(s, 1.0)
+            slope = F.threshold(slope, ctx.eps, float("inf"))   # 1 - s <= eps: slope 0
+            grad_s = torch.div(c, slope).mul_(grad)
+        return grad_lin, grad_s, None, None, None, None
+
+
 def _blend(s, lin, lam, beta, tau, eps: float, invalid):
     """WEINCE's logits of the rows: with ``lin`` (open_clip's scaled logits)
-    ``(1 - lam_i) lin_ij - lam_i beta_i log(1 - min(s_ij, 1 - eps))``; else the fused
-    :func:`weince.losses.weince.blended_logits` of ``s / tau``."""
+    ``(1 - lam_i) lin_ij - lam_i beta_i log(1 - min(s_ij, 1 - eps))`` (:class:`_ScaledBlend`);
+    else the fused :func:`weince.losses.weince.blended_logits` of ``s / tau``."""
     if lin is None:
         return blended_logits(s, lam, tau, beta, eps, invalid)
     col = lam.to(lin.dtype).view(-1, 1)
     c = col * (beta.to(lin.dtype).view(-1, 1) if isinstance(beta, torch.Tensor) else beta)
-    endpoint = torch.rsub(upcast(s), 1.0).clamp_min(eps).log()
-    return masked_logits(lin * (1.0 - col) - c * endpoint, invalid)
+    return _ScaledBlend.apply(lin, upcast(s), torch.rsub(col, 1.0), c, eps, invalid)
 
 
 def multi_positive_rows(logits: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
