@@ -175,13 +175,16 @@ def direction_loss(s: torch.Tensor, targets: torch.Tensor, invalid: torch.Tensor
         if lam is None or beta == "anchor" or return_stats:
             stats = _statistics(s, targets, invalid, K, positives, opts, pivot)
         if lam is None:
+            assert stats is not None    # computed above
             lam_row = stats["lambda"]
         else:
             lam_row = torch.full((s.shape[0],), float(lam), device=s.device, dtype=upcast(s).dtype)
             if stats is not None:
                 stats["lambda"] = lam_row
-        beta_val = 1.0 if beta == "one" else stats["beta_w"].clamp(opts["beta_min"],
-                                                                   opts["beta_max"])
+        beta_val = 1.0
+        if beta == "anchor":
+            assert stats is not None    # computed above
+            beta_val = stats["beta_w"].clamp(opts["beta_min"], opts["beta_max"])
         logits = _blend(s, lin, lam_row, beta_val, tau, float(opts["eps"]), invalid)
     if positives is None:
         return reduced_cross_entropy(logits, targets, reduction, weight), stats

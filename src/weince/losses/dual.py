@@ -150,11 +150,9 @@ def dual_encoder_loss(a: torch.Tensor, b: torch.Tensor, tau=None, *, loss: str =
             rows of ``S`` (or ``S^T``) are built at a time, so that memory grows as
             ``chunk_size x B``, forward and backward (:mod:`weince.losses.chunked`); equal
             to the unchunked loss and gradients to rounding.
-        labels: optional ``(B,)`` integer class of each pair: every ``b[j]`` with
-            ``labels[j] == labels[i]`` is a positive of ``a[i]`` (and the other way round),
-            the supervised-contrastive form (:mod:`weince.losses.clip`); WEINCE's tail
-            statistics take the other-label candidates only. Default ``None`` (the pair
-            alone).
+        labels: optional ``(B,)`` classes: every same-label pair is a positive (the
+            supervised-contrastive form, :mod:`weince.losses.clip`), the tails of the
+            other-label candidates. Default ``None``.
         **options: the functional loss's own keywords (``q``, ``margin``, ``lam``,
             ``check``, ...: :func:`weince.losses.weince`; ``check`` for InfoNCE).
 
@@ -189,9 +187,9 @@ def dual_encoder_loss(a: torch.Tensor, b: torch.Tensor, tau=None, *, loss: str =
         raise ValueError("return_stats=True needs loss='weince' (InfoNCE has no statistics)")
     chosen = ("a_to_b", "b_to_a") if direction == "both" else (direction,)
     chunk_size = check_chunk_size(chunk_size)
+    if labels is not None and chunk_size is not None:
+        raise ValueError("labels and chunk_size do not combine; pass chunk_size=None")
     if labels is not None:
-        if chunk_size is not None:
-            raise ValueError("labels and chunk_size do not combine; pass chunk_size=None")
         return _labelled_dual(a, b, tau, chosen, loss=loss, mask=mask, normalize=normalize,
                               temperature=temperature, return_stats=return_stats,
                               labels=labels, options=options)
@@ -199,10 +197,16 @@ def dual_encoder_loss(a: torch.Tensor, b: torch.Tensor, tau=None, *, loss: str =
         return _chunked_dual(a, b, tau, chosen, chunk_size, loss=loss, mask=mask,
                              normalize=normalize, temperature=temperature,
                              return_stats=return_stats, options=options)
-    sim = dual_similarities(a, b, normalize)
+    return _functional_dual(dual_similarities(a, b, normalize), mask, tau, chosen, loss=loss,
+                            temperature=temperature, return_stats=return_stats, options=options)
+
+
+def _functional_dual(sim, mask, tau, chosen, *, loss: str, temperature, return_stats: bool,
+                     options: dict):
+    """:func:`dual_encoder_loss` of the similarities ``sim``: the public functional loss of
+    each chosen direction, averaged."""
     targets = torch.arange(sim.shape[0], device=sim.device)
-    sides = {"a_to_b": (sim, mask),
-             "b_to_a": (sim.T, None if mask is None else mask.T)}
+    sides = {"a_to_b": (sim, mask), "b_to_a": (sim.T, None if mask is None else mask.T)}
     losses, stats = [], {}
     with _no_autocast(sim.device):
         for name in chosen:
@@ -706,8 +710,8 @@ class OpenCLIPLoss(DualEncoderLoss):
         self.local_loss, self.gather_with_grad = bool(local_loss), bool(gather_with_grad)
         del cache_labels, rank, world_size
 
-    def forward(self, image_features, text_features, logit_scale, logit_bias=None,
-                output_dict: bool = False, **call):
+    def forward(self, image_features, text_features, logit_scale,  # type: ignore[override]
+                logit_bias=None, output_dict: bool = False, **call):
         """open_clip's call; ``call``: ``mask``, ``weight``, ``reduction``, ``labels`` as
         :meth:`DualEncoderLoss.forward` takes them."""
         return super().forward(image_features, text_features, logit_scale=logit_scale,

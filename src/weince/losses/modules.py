@@ -328,7 +328,7 @@ class _TwoViewLoss(nn.Module):
             opts=getattr(self, "opts", {}), tau=self.tau, positives=positives,
             reduction="none", weight=row_w, return_stats=weince_loss)
         out = self.fold(per_row, reduction, None if row_w is None else row_w[:N], N)
-        if stats is not None:
+        if stats is not None and isinstance(self, WEINCELoss):
             self.logged(out, stats)
         return out
 

@@ -105,5 +105,7 @@ def gather_with_grad(x: torch.Tensor, *, uneven: bool = False) -> torch.Tensor:
         # which it cannot read; every rank must then hold the same number of rows
         from torch.distributed._functional_collectives import (  # noqa: PLC0415
             all_gather_tensor_autograd)
-        return all_gather_tensor_autograd(x.contiguous(), 0, dist.group.WORLD)
+        group = dist.group.WORLD
+        assert group is not None      # initialised: is_distributed() above
+        return all_gather_tensor_autograd(x.contiguous(), 0, group)
     return _GatherWithGrad.apply(x, bool(uneven))
