@@ -172,9 +172,8 @@ def device_tau(tau) -> bool:
 
 
 def check_tensor_tau(tau: torch.Tensor, name: str = "tau") -> torch.Tensor:
-    """A tensor temperature checked from its metadata only (0-d, real floating; a ``(1,)``
-    one is reshaped before): its value is not read, since on an accelerator that read is a
-    host synchronisation per step."""
+    """A tensor temperature checked from its metadata only (0-d, real floating): its value is
+    not read, since on an accelerator that read is a host synchronisation per step."""
     if tau.ndim != 0 or not tau.is_floating_point() or tau.is_complex():
         raise ValueError(f"{name} must be a real number or a 0-d real tensor, got a "
                          f"{tau.dtype} tensor of shape {tuple(tau.shape)}")
@@ -189,8 +188,6 @@ def loss_tau(tau, temperature=None, dtype: torch.dtype | None = None, *, read: b
     construction); anything else becomes a Python float (a constant), checked as
     :func:`check_tau` checks it."""
     picked = pick_tau(tau, temperature)
-    if isinstance(picked, torch.Tensor) and picked.shape == (1,):
-        picked = picked.reshape(())         # open_clip's logit scale has shape (1,)
     if device_tau(picked):
         check_tensor_tau(picked)
         if read:

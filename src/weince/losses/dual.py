@@ -131,9 +131,9 @@ def dual_encoder_loss(a: torch.Tensor, b: torch.Tensor, tau=None, *, loss: str =
             ``B >= 2``.
         b: ``(B, d)`` embeddings of the second encoder (captions), row ``i`` paired with
             ``a[i]``.
-        tau: temperature: a number ``> 0``, or a 0-d tensor (a learnable one, e.g.
-            ``1 / logit_scale.exp()``), passed to the functional loss as it is. Default
-            ``0.5``.
+        tau: temperature: a number ``> 0``, or a 0-d (or ``(1,)``) tensor (a learnable
+            one, e.g. ``1 / logit_scale.exp()``), passed to the functional loss as it is.
+            Default ``0.5``.
         loss: ``"weince"`` (default) or ``"infonce"``.
         direction: ``"both"`` (default: ``(a -> b + b -> a) / 2``), ``"a_to_b"`` (rows of
             ``a`` against the candidates ``b``: ``L(S)``) or ``"b_to_a"`` (``L(S^T)``).
@@ -187,6 +187,7 @@ def dual_encoder_loss(a: torch.Tensor, b: torch.Tensor, tau=None, *, loss: str =
         raise ValueError("return_stats=True needs loss='weince' (InfoNCE has no statistics)")
     chosen = ("a_to_b", "b_to_a") if direction == "both" else (direction,)
     chunk_size = check_chunk_size(chunk_size)
+    tau, temperature = scalar_tau(tau), scalar_tau(temperature)
     if labels is not None and chunk_size is not None:
         raise ValueError("labels and chunk_size do not combine; pass chunk_size=None")
     if labels is not None:
@@ -391,6 +392,15 @@ def _check_module_tau(tau) -> None:
                          f"tensor, got {tau!r}")
 
 
+def scalar_tau(tau):
+    """A temperature of shape ``(1,)`` (``1 / logit_scale.exp()`` of an open_clip model
+    built with ``nonscalar_logit_scale``) as a 0-d tensor, with its gradient; anything
+    else as it is."""
+    if isinstance(tau, torch.Tensor) and tau.shape == (1,):
+        return tau.reshape(())
+    return tau
+
+
 def _features(a, b, image_features, text_features):
     """``(a, b)`` given positionally or under open_clip's names (one pair of them)."""
     if image_features is not None or text_features is not None:
@@ -516,7 +526,7 @@ class DualEncoderLoss(nn.Module):
             raise ValueError("logit_bias is added to open_clip's scaled logits: pass "
                              "logit_scale with it")
         else:
-            out = self._tau_forward(a, b, self.tau if tau is None else tau, call)
+            out = self._tau_forward(a, b, scalar_tau(self.tau if tau is None else tau), call)
         return {"contrastive_loss": out} if output_dict else out
 
     def _gathered(self, a, b, call: dict):
