@@ -572,11 +572,33 @@ class _Similarity(torch.autograd.Function):
         return gx, gy
 
 
+class _SelfSimilarity(torch.autograd.Function):
+    """:class:`_Similarity` of one tensor with itself, ``z @ z.T`` (a compiled graph takes no
+    autograd function with one tensor as two inputs): the two gradients of torch's ``mm``
+    summed, as autograd sums them."""
+
+    @staticmethod
+    @custom_fwd
+    def forward(ctx, z):
+        ctx.save_for_backward(z)
+        return z @ z.T
+
+    @staticmethod
+    @custom_bwd
+    def backward(ctx, grad):
+        (z,) = ctx.saved_tensors
+        gx = z.T.mm(grad.t()).t() if _column_major(z) else grad.mm(z)
+        gy = grad.t().mm(z) if _column_major(z.T) else z.t().mm(grad).t()
+        return gx + gy
+
+
 def similarity(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """``x @ y.T`` (2-D), its backward in the forward's autocast state (:class:`_Similarity`);
     a plain matmul where no gradient is wanted."""
     if not (torch.is_grad_enabled() and (x.requires_grad or y.requires_grad)):
         return x @ y.T
+    if x is y:
+        return _SelfSimilarity.apply(x)
     return _Similarity.apply(x, y)
 
 
