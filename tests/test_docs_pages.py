@@ -36,12 +36,12 @@ def run_block(code: str, tmp_path: Path) -> str:
     return out.stdout
 
 
-@pytest.mark.slow          # two fresh interpreters with torch, ~10 s each on a shared CPU
+@pytest.mark.slow          # fresh interpreters with torch, ~10 s each on a shared CPU
 def test_using_the_loss_examples_run(tmp_path):
     """Every python block of docs/using-the-loss.md runs on its own, with its own imports."""
     blocks = python_blocks(DOCS / "using-the-loss.md")
-    assert len(blocks) == 3, ("docs/using-the-loss.md: the two-view, the MoCo and the "
-                              "mixed-precision example")
+    assert len(blocks) == 5, ("docs/using-the-loss.md: the two-view, the MoCo, open_clip's "
+                              "call, the per-call options and the mixed-precision example")
     assert len(blocks[0].strip().splitlines()) <= 12, "the first example should stay short"
     out = run_block(blocks[0], tmp_path)
     # the example prints last_stats: the keys the page's table explains
@@ -50,6 +50,16 @@ def test_using_the_loss_examples_run(tmp_path):
     # the MoCo example: the queue is full (Q = 512) after its ten calls of N = 64
     filled, lam = run_block(blocks[1], tmp_path).split()
     assert filled == "512" and 0.0 <= float(lam) <= 1.0
+    # open_clip's call: its output dict, the (1,) logit scale's gradient, the statistics
+    clip = run_block(blocks[2], tmp_path)
+    assert clip.startswith("['contrastive_loss'] torch.Size([1]) "), clip
+    assert 0.0 <= float(clip.split()[-1]) <= 1.0
+    # the per-call options: (N,) losses of the examples, three finite losses
+    options = run_block(blocks[3], tmp_path)
+    found = re.fullmatch(r"torch\.Size\(\[64\]\) \[(.*)\]\n", options)
+    assert found, options
+    numbers = [float(v) for v in found.group(1).split(",")]
+    assert len(numbers) == 3 and all(v > 0 for v in numbers), numbers
     # mixed precision: a bf16 model's outputs, a float32 loss, the gradient back in bf16
     mixed = next(b for b in blocks if "torch.autocast" in b)
     assert run_block(mixed, tmp_path).split() == ["torch.bfloat16", "torch.float32",
@@ -59,8 +69,9 @@ def test_using_the_loss_examples_run(tmp_path):
 def test_using_the_loss_names_what_exists():
     text = (DOCS / "using-the-loss.md").read_text()
     for name in re.findall(r"`(?:weince\.losses\.)?([A-Z][A-Za-z]+Loss|ShortTailWarning)`", text):
-        # NTXentLoss: lightly's, for comparison
-        assert name == "NTXentLoss" or hasattr(L, name), name
+        # the other libraries' losses, for comparison: lightly's, open_clip's,
+        # pytorch-metric-learning's
+        assert name in {"NTXentLoss", "ClipLoss", "SupConLoss"} or hasattr(L, name), name
     for link in re.findall(r"\]\(([a-z\-]+\.md)\)", text):
         assert (DOCS / link).exists(), link
     for key in re.findall(r"^\| `([a-z_0-9]+)`", text, flags=re.M):

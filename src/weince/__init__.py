@@ -48,7 +48,8 @@ _LOSS_NAMES = (
     "info_nce", "weince", "weince_statistics", "tail_size", "pair_similarities",
     "queue_similarities", "topm_softmax", "topm_weibull", "fit_batch_beta", "hcl", "dcl",
     "InfoNCELoss", "WEINCELoss", "WEINCERecipeLoss", "WEINCERecipeNoWeibLoss", "InfoNCETopMLoss",
-    "HCLLoss", "DCLLoss", "DCLWLoss", "DualEncoderLoss", "dual_encoder_loss",
+    "HCLLoss", "DCLLoss", "DCLWLoss", "DualEncoderLoss", "dual_encoder_loss", "OpenCLIPLoss",
+    "clip_dual_loss",
     "LOSSES", "build_loss", "register_loss", "ShortTailWarning",
 )
 __all__ = ["__version__", *_LOSS_NAMES]

@@ -12,7 +12,8 @@ Modules for two-view batches: ``InfoNCELoss``, ``WEINCELoss``, ``WEINCERecipeLos
 ``DCLLoss``, ``DCLWLoss`` and their functional forms ``hcl``, ``dcl``
 (``weince.losses.baselines``); ``build_loss(name, **kwargs)`` picks one by name. For two
 encoders' paired batches (CLIP-style, both directions): ``DualEncoderLoss`` and
-``dual_encoder_loss`` (``weince.losses.dual``). The public names are also importable from
+``dual_encoder_loss`` (``weince.losses.dual``); open_clip's ``ClipLoss`` call:
+``OpenCLIPLoss`` and ``clip_dual_loss``. The public names are also importable from
 ``weince`` itself (``from weince import WEINCELoss``).
 
 ``weince`` below is the function; its module stays reachable as
@@ -28,7 +29,7 @@ from weince.losses.modules import (InfoNCELoss, InfoNCETopMLoss, WEINCELoss, WEI
 from weince.losses.registry import LOSSES, build_loss, register_loss
 from weince.losses.baselines import DCLLoss, DCLWLoss, HCLLoss, dcl, hcl  # registers hcl, dcl, dclw
 from weince.losses.recipe import fit_batch_beta, topm_softmax, topm_weibull
-from weince.losses.dual import DualEncoderLoss, dual_encoder_loss
+from weince.losses.dual import DualEncoderLoss, OpenCLIPLoss, clip_dual_loss, dual_encoder_loss
 # last: binds the package's name ``weince`` to the function (importing the submodule above
 # bound it to the module)
 from weince.losses.weince import ShortTailWarning, tail_size, weince, weince_statistics
@@ -38,5 +39,6 @@ __all__ = [
     "queue_similarities", "topm_softmax", "topm_weibull", "fit_batch_beta", "hcl", "dcl",
     "InfoNCELoss", "WEINCELoss", "WEINCERecipeLoss", "WEINCERecipeNoWeibLoss", "InfoNCETopMLoss",
     "HCLLoss", "DCLLoss", "DCLWLoss", "DualEncoderLoss", "dual_encoder_loss",
+    "OpenCLIPLoss", "clip_dual_loss",
     "LOSSES", "build_loss", "register_loss", "ShortTailWarning",
 ]

@@ -8,6 +8,7 @@ their loss instead (``weince.train.simclr``: once per epoch; SimCSE: every step)
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import numbers
 from typing import Literal, overload
@@ -163,16 +164,36 @@ def check_tau(tau, dtype: torch.dtype | None = None) -> float:
     return t
 
 
-def loss_tau(tau, temperature=None, dtype: torch.dtype | None = None):
-    """The temperature as the losses use it: a tensor ``tau`` that requires grad (a learnable
-    temperature, e.g. CLIP's ``1 / logit_scale``) stays that tensor, so that it receives its
-    gradient; anything else becomes a Python float (a constant). Either way it is checked
-    as :func:`check_tau` checks it (for a tensor: one read of its value)."""
+def device_tau(tau) -> bool:
+    """Whether a temperature stays a tensor in the loss: one that requires grad (a learnable
+    temperature, e.g. CLIP's ``1 / logit_scale``) or that lives on an accelerator (reading
+    it would wait for the device). A CPU tensor without grad is read as a constant (free)."""
+    return isinstance(tau, torch.Tensor) and (tau.requires_grad or tau.device.type != "cpu")
+
+
+def check_tensor_tau(tau: torch.Tensor, name: str = "tau") -> torch.Tensor:
+    """A tensor temperature checked from its metadata only (0-d, real floating): its value is
+    not read, since on an accelerator that read is a host synchronisation per step."""
+    if tau.ndim != 0 or not tau.is_floating_point() or tau.is_complex():
+        raise ValueError(f"{name} must be a real number or a 0-d real tensor, got a "
+                         f"{tau.dtype} tensor of shape {tuple(tau.shape)}")
+    return tau
+
+
+def loss_tau(tau, temperature=None, dtype: torch.dtype | None = None, *, read: bool = False):
+    """The temperature as the losses use it: a tensor that :func:`device_tau` keeps (a
+    learnable temperature, e.g. CLIP's ``1 / logit_scale``, or one on a GPU) stays that
+    tensor, so that it receives its gradient and is never read back from the device (its
+    shape and dtype are checked, its value only with ``read=True``: once, at a module's
+    construction); anything else becomes a Python float (a constant), checked as
+    :func:`check_tau` checks it."""
     picked = pick_tau(tau, temperature)
-    t = check_tau(picked, dtype)
-    if isinstance(picked, torch.Tensor) and picked.requires_grad:
+    if device_tau(picked):
+        check_tensor_tau(picked)
+        if read:
+            check_tau(picked, dtype)
         return picked
-    return t
+    return check_tau(picked, dtype)
 
 
 def inverse_tau(tau) -> float | torch.Tensor:
@@ -380,9 +401,9 @@ def _pair_similarities(z1: torch.Tensor, z2: torch.Tensor, layout: Layout):
     z2 = unit_rows(z2)
     idx = torch.arange(n, device=z1.device)
     if layout == "pairs":
-        return z1 @ z2.T, idx, None
+        return similarity(z1, z2), idx, None
     z = torch.cat([z1, z2], dim=0)
-    sim = z @ z.T
+    sim = similarity(z, z)
     targets = torch.cat([idx + n, idx])
     mask = ~torch.eye(2 * n, dtype=torch.bool, device=z.device)
     return sim, targets, mask
@@ -438,7 +459,7 @@ def moco_similarities(z1: torch.Tensor, z2: torch.Tensor, queue: torch.Tensor):
     pos = (z1 * z2).sum(dim=1, keepdim=True)
     if queue.shape[0] == 0:              # an empty bank (its first call): no negatives
         return pos, torch.zeros(z1.shape[0], dtype=torch.long, device=z1.device)
-    sim = torch.cat([pos, z1 @ queue.to(z1.dtype).T], dim=1)
+    sim = torch.cat([pos, similarity(z1, queue.to(z1.dtype))], dim=1)
     return sim, torch.zeros(z1.shape[0], dtype=torch.long, device=z1.device)
 
 
@@ -491,6 +512,96 @@ def no_autocast(x: torch.Tensor):
     return contextlib.nullcontext()
 
 
+def _device_type(args) -> str:
+    return next((a.device.type for a in args if isinstance(a, torch.Tensor)), "cpu")
+
+
+def custom_fwd(forward):
+    """``torch.amp.custom_fwd`` for a loss that may run on any device: the forward of a
+    ``torch.autograd.Function`` records the autocast state of its inputs' device, so that
+    :func:`custom_bwd` runs the backward under the same state, wherever ``backward()`` is
+    called (inside an autocast block too)."""
+    @functools.wraps(forward)
+    def wrapped(ctx, *args):
+        dev = _device_type(args)
+        ctx.amp_state = ((dev, torch.is_autocast_enabled(dev), torch.get_autocast_dtype(dev))
+                         if torch.amp.is_autocast_available(dev) else None)
+        return forward(ctx, *args)
+    return wrapped
+
+
+def custom_bwd(backward):
+    """The backward half of :func:`custom_fwd`: runs under the forward's autocast state."""
+    @functools.wraps(backward)
+    def wrapped(ctx, *grads):
+        state = ctx.amp_state
+        if state is None:
+            return backward(ctx, *grads)
+        dev, enabled, dtype = state
+        with torch.autocast(dev, enabled=enabled, dtype=dtype):
+            return backward(ctx, *grads)
+    return wrapped
+
+
+def _column_major(t: torch.Tensor) -> bool:
+    return t.stride(0) == 1 and t.stride(1) == t.shape[0]
+
+
+class _Similarity(torch.autograd.Function):
+    """``x @ y.T`` whose backward runs under the forward's autocast state (off, inside the
+    losses), not the caller's: called inside an autocast block, torch's own matmul backward
+    would run in bf16/fp16. The gradients are autograd's own formulas for ``mm``, branch for
+    branch (bit for bit torch's, autocast off)."""
+
+    @staticmethod
+    @custom_fwd
+    def forward(ctx, x, y):
+        ctx.save_for_backward(x, y)
+        return x @ y.T
+
+    @staticmethod
+    @custom_bwd
+    def backward(ctx, grad):
+        x, y = ctx.saved_tensors
+        gx = gy = None
+        if ctx.needs_input_grad[0]:   # torch's mm_mat1_backward, mat2 = y.T
+            gx = y.T.mm(grad.t()).t() if _column_major(x) else grad.mm(y)
+        if ctx.needs_input_grad[1]:   # mm_mat2_backward of y.T, then the transpose's
+            yt = y.T
+            gy = grad.t().mm(x) if _column_major(yt) else x.t().mm(grad).t()
+        return gx, gy
+
+
+class _SelfSimilarity(torch.autograd.Function):
+    """:class:`_Similarity` of one tensor with itself, ``z @ z.T`` (a compiled graph takes no
+    autograd function with one tensor as two inputs): the two gradients of torch's ``mm``
+    summed, as autograd sums them."""
+
+    @staticmethod
+    @custom_fwd
+    def forward(ctx, z):
+        ctx.save_for_backward(z)
+        return z @ z.T
+
+    @staticmethod
+    @custom_bwd
+    def backward(ctx, grad):
+        (z,) = ctx.saved_tensors
+        gx = z.T.mm(grad.t()).t() if _column_major(z) else grad.mm(z)
+        gy = grad.t().mm(z) if _column_major(z.T) else z.t().mm(grad).t()
+        return gx + gy
+
+
+def similarity(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """``x @ y.T`` (2-D), its backward in the forward's autocast state (:class:`_Similarity`);
+    a plain matmul where no gradient is wanted."""
+    if not (torch.is_grad_enabled() and (x.requires_grad or y.requires_grad)):
+        return x @ y.T
+    if x is y:
+        return _SelfSimilarity.apply(x)
+    return _Similarity.apply(x, y)
+
+
 def upcast(x: torch.Tensor) -> torch.Tensor:
     """float64 stays float64; anything else (bf16/fp16 under autocast) computes in float32."""
     return x if x.dtype in (torch.float32, torch.float64) else x.float()
@@ -526,4 +637,4 @@ def two_view_batch(z1: torch.Tensor, z2: torch.Tensor, layout: Layout):
     z = unit_rows(torch.cat([z1, z2], dim=0))
     idx = torch.arange(n, device=z.device)
     invalid = torch.eye(2 * n, dtype=torch.bool, device=z.device)
-    return z @ z.T, torch.cat([idx + n, idx]), invalid, 2 * n - 2
+    return similarity(z, z), torch.cat([idx + n, idx]), invalid, 2 * n - 2

@@ -34,7 +34,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from weince.losses._common import check_views, no_autocast, unit_rows, upcast
+from weince.losses._common import (check_views, custom_bwd, custom_fwd, no_autocast, similarity,
+                                   unit_rows, upcast)
 from weince.losses.infonce import _info_nce
 from weince.losses.weince import blended_logits, row_log_rho, row_statistics
 
@@ -73,7 +74,7 @@ class Rows:
 
     def sim(self, r0: int, r1: int) -> torch.Tensor:
         """Rows ``r0:r1`` of the similarities (with gradient, when the inputs have one)."""
-        return self.anchors[r0:r1] @ self.candidates.T
+        return similarity(self.anchors[r0:r1], self.candidates)
 
     def invalid(self, r0: int, r1: int) -> torch.Tensor | None:
         """Rows ``r0:r1`` of the invalid columns (``None``: every column valid)."""
@@ -128,12 +129,14 @@ class _Recomputed(torch.autograd.Function):
     off, as the loss computes) and differentiates that."""
 
     @staticmethod
+    @custom_fwd
     def forward(ctx, fn, *tensors):
         ctx.fn = fn
         ctx.save_for_backward(*tensors)
         return fn(*tensors)
 
     @staticmethod
+    @custom_bwd
     def backward(ctx, grad):
         tensors = [t.detach().requires_grad_(need)
                    for t, need in zip(ctx.saved_tensors, ctx.needs_input_grad[1:])]

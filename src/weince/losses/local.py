@@ -25,6 +25,8 @@ __all__ = ["LocalRows", "local_rows"]
 
 
 def _sizes(n: int, device: torch.device) -> list[int]:
+    if torch.compiler.is_compiling():     # a graph cannot read them: equal shares (the gather's)
+        return [n] * dist.get_world_size()
     sizes = [torch.zeros(1, dtype=torch.long, device=device)
              for _ in range(dist.get_world_size())]
     dist.all_gather(sizes, torch.tensor([n], device=device))
@@ -55,10 +57,10 @@ class LocalRows:
             return every.kthvalue(kq + 1).values
         return fn
 
-    @torch.no_grad()
     def all_rows(self, *cols: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """The ``(total,)`` columns of every process (for ``last_stats``), in one gather."""
-        every = gather_with_grad(torch.stack(cols, dim=1), uneven=True)
+        with torch.no_grad():      # a context, not a decorator: one compiled graph
+            every = gather_with_grad(torch.stack(cols, dim=1), uneven=True)
         return tuple(every.unbind(1))
 
 

@@ -34,8 +34,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from weince.losses._common import (LAYOUTS, Layout, cached, check_tau_dtype, check_views,
-                                   full_precision, inverse_tau, loss_tau, moco_similarities,
+from weince.losses._common import (LAYOUTS, Layout, cached, check_reduction, check_tau_dtype,
+                                   check_views, full_precision, inverse_tau, loss_tau,
+                                   moco_similarities, negative_counts,
                                    negative_values, no_autocast, pair_similarities,
                                    two_view_batch, unit_rows, upcast)
 from weince.losses.bank import MemoryBank, check_bank_size
@@ -53,6 +54,7 @@ from weince.losses.weince import _weince, check_weince_args
 from weince.losses.chunked import (Rows, check_chunk_size, chunked_info_nce, chunked_weince,
                                    view_rows)
 from weince.losses.local import LocalRows, local_rows
+from weince.losses.clip import check_labels, direction_loss, label_positives, per_example
 from weince.utils.distributed import gather_with_grad, is_distributed
 
 __all__ = ["InfoNCELoss", "WEINCELoss", "WEINCERecipeLoss", "WEINCERecipeNoWeibLoss",
@@ -96,9 +98,13 @@ def loss_forward(forward):
     every later call, through every wrap of the bank. The only guard is the bank's
     ``full`` flag: one compilation while filling (around the eager call), one when full."""
     @functools.wraps(forward)
-    def wrapped(self, z1, z2):
+    def wrapped(self, z1, z2, *, mask=None, weight=None, reduction=None, labels=None):
+        call = {k: v for k, v in (("mask", mask), ("weight", weight), ("reduction", reduction),
+                                  ("labels", labels)) if v is not None}
         with no_autocast(z1):
             z1, z2 = full_precision(z1), full_precision(z2)
+            if call:       # this call's options: their own path (no options: the one below)
+                return self.with_options(z1, z2, **call)
             bank = self.memory_bank
             if bank is not None and not bank.full and torch.compiler.is_compiling():
                 return _outside_graph(forward)(self, z1, z2)
@@ -157,7 +163,7 @@ class _TwoViewLoss(nn.Module):
                  gather_distributed: bool = False, memory_bank_size: int = 0,
                  chunk_size: int | None = None):
         super().__init__()
-        tau = loss_tau(tau, temperature)
+        tau = loss_tau(tau, temperature, read=True)   # once, at construction
         if layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
         if gather_distributed and not torch.distributed.is_available():
@@ -253,6 +259,78 @@ class _TwoViewLoss(nn.Module):
         if isinstance(self.tau, torch.Tensor):          # a learnable tau gets a zero gradient
             zero = zero + self.tau.to(zero.dtype).mul(0.0)
         return zero.add(0.0)                            # +0.0, not -0.0
+
+    def option_batch(self, z1, z2, mask, weight, labels):
+        """The batch of a call with options: ``(sim, targets, invalid, K, positives,
+        row_weight, N)``, after the gather (``weight``, ``labels`` gathered too)."""
+        if self.memory_bank is not None or self.chunk_size or self.local_loss:
+            raise ValueError("per-call mask, weight, reduction and labels combine with neither "
+                             "a memory bank, chunk_size nor gather_distributed='local'")
+        self._local = None
+        check_views(z1, z2)
+        N = z1.shape[0]
+        if weight is not None:
+            check_reduction("mean", weight, N)
+        if labels is not None:
+            check_labels(labels, N)
+        if self.gather_distributed:
+            weight = None if weight is None else gather_with_grad(weight, uneven=True)
+            labels = None if labels is None else gather_with_grad(labels, uneven=True)
+        z1, z2 = self.views(z1, z2)
+        sim, targets, invalid, K = two_view_batch(z1, z2, self.layout)
+        check_tau_dtype(self.tau, z1.dtype)
+        N = z1.shape[0]
+        simclr = self.layout == "simclr"
+        if mask is not None:
+            if not isinstance(mask, torch.Tensor) or mask.shape != sim.shape or \
+                    mask.dtype != torch.bool:
+                raise ValueError(f"mask must be a boolean {tuple(sim.shape)} tensor over the "
+                                 f"similarities ({'2N x 2N' if simclr else 'N x N'}), got "
+                                 f"{getattr(mask, 'dtype', type(mask).__name__)} of shape "
+                                 f"{tuple(getattr(mask, 'shape', ()))}")
+            invalid = ~mask if invalid is None else (invalid | ~mask)
+            K = negative_counts((~invalid).sum(dim=1) - 1)
+        positives = None
+        if labels is not None:
+            rows = torch.cat([labels, labels]) if simclr else labels
+            own = torch.arange(rows.shape[0], device=sim.device) if simclr else None
+            positives = label_positives(rows.to(sim.device), rows.to(sim.device), own)
+            if invalid is not None:
+                positives &= ~invalid
+        row_weight = None if weight is None else (torch.cat([weight, weight]) if simclr
+                                                  else weight)
+        return sim, targets, invalid, K, positives, row_weight, N
+
+    def fold(self, per_row: torch.Tensor, reduction: str, weight, N: int) -> torch.Tensor:
+        """Row losses (weighted) to the call's reduction: per example (SimCLR's two rows of
+        an example averaged), summed, or their mean (over ``N``, or ``sum w``)."""
+        per_ex = per_example(per_row, N) if per_row.shape[0] == 2 * N else per_row
+        if reduction == "none":
+            return per_ex
+        total = per_ex.sum()
+        if reduction == "sum":
+            return total
+        return total / (N if weight is None else weight.to(total.dtype).sum())
+
+    def with_options(self, z1, z2, mask=None, weight=None, reduction=None, labels=None):
+        """The loss of a call with ``mask``, ``weight``, ``reduction`` or ``labels``."""
+        if not isinstance(self, (InfoNCELoss, WEINCELoss)):
+            raise ValueError(f"{type(self).__name__} takes no per-call mask, weight, reduction "
+                             f"or labels (InfoNCELoss, WEINCELoss, WEINCERecipeLoss and "
+                             f"DualEncoderLoss do)")
+        reduction = "mean" if reduction is None else reduction
+        check_reduction(reduction, None, 1)
+        sim, targets, invalid, K, positives, row_w, N = self.option_batch(z1, z2, mask, weight,
+                                                                          labels)
+        weince_loss = isinstance(self, WEINCELoss)
+        per_row, stats = direction_loss(
+            sim, targets, invalid, K, loss="weince" if weince_loss else "infonce",
+            opts=getattr(self, "opts", {}), tau=self.tau, positives=positives,
+            reduction="none", weight=row_w, return_stats=weince_loss)
+        out = self.fold(per_row, reduction, None if row_w is None else row_w[:N], N)
+        if stats is not None and isinstance(self, WEINCELoss):
+            self.logged(out, stats)
+        return out
 
     def base_repr(self) -> str:
         """The options every two-view loss takes."""
@@ -661,16 +739,7 @@ class WEINCERecipeLoss(WEINCELoss):
         loss, stats = self.core(sim, targets, invalid, K, topk_extra=self.top_m)
         eps = self.opts["eps"]
         if self.training:  # the EMA step comes before beta_t is used, as in the official code
-            k = pool_size(sim.shape[0] * K, self.pool_min, self.pool_frac)
-            if stats["neg"] is None:  # CPU path: NumPy selection straight from sim
-                half = self.simclr_half(sim)
-                top = (pooled_top_from_rows(stats.get("top"), k, sim, targets, invalid, half)
-                       if not torch.compiler.is_compiling() else
-                       pooled_top_op(sim.detach(), k, targets, invalid,
-                                     -1 if half is None else half))
-            else:
-                top = torch.topk(stats["neg"].flatten(), k, sorted=True).values
-            self._ema(*fit_pooled(top, k, eps))
+            self._ema_step(sim, targets, invalid, K, stats, self.simclr_half(sim))
         idx = stats["top_idx"]
         m = min(self.top_m, K)
         idx = idx if idx.shape[1] == m else idx[:, :m]
@@ -691,6 +760,48 @@ class WEINCERecipeLoss(WEINCELoss):
                 loss = loss + self.w_soft * F.cross_entropy(soft, self._zeros(soft))
         self.last_stats["beta_t"] = self.beta_t.clone()
         return loss
+
+    def _ema_step(self, sim, targets, invalid, K: int, stats: dict, half) -> None:
+        """One EMA step of ``beta_t`` from the batch's pooled tail."""
+        k = pool_size(sim.shape[0] * K, self.pool_min, self.pool_frac)
+        if stats["neg"] is None:  # CPU path: NumPy selection straight from sim
+            top = (pooled_top_from_rows(stats.get("top"), k, sim, targets, invalid, half)
+                   if not torch.compiler.is_compiling() else
+                   pooled_top_op(sim.detach(), k, targets, invalid, -1 if half is None else half))
+        else:
+            top = torch.topk(stats["neg"].flatten(), k, sorted=True).values
+        self._ema(*fit_pooled(top, k, self.opts["eps"]))
+
+    def with_options(self, z1, z2, mask=None, weight=None, reduction=None, labels=None):
+        """The recipe's loss of a call with ``mask`` (equal counts), ``weight`` or
+        ``reduction``: each row's WEINCE loss plus its two top-M terms, reduced."""
+        if labels is not None:
+            raise ValueError("labels (several positives per anchor) are for InfoNCELoss, "
+                             "WEINCELoss and DualEncoderLoss: the recipe's top-M terms take "
+                             "one positive per anchor")
+        reduction = "mean" if reduction is None else reduction
+        check_reduction(reduction, None, 1)
+        sim, targets, invalid, K, _, row_w, N = self.option_batch(z1, z2, mask, weight, None)
+        if not isinstance(K, int):
+            raise ValueError("the recipe needs a mask that keeps the same number of negatives "
+                             "in every row (its top-M terms and pooled fit)")
+        rows, stats = _weince(sim, targets, invalid, K, self.tau, return_stats=True,
+                              topk_extra=self.top_m, reduction="none", **self.opts)
+        self.logged(rows, stats)
+        if self.training:
+            self._ema_step(sim, targets, invalid, K, stats, None)
+        m = min(self.top_m, K)
+        s = upcast(sim)
+        cand = s.gather(1, torch.cat([targets.view(-1, 1), stats["top_idx"][:, :m]], dim=1))
+        zeros = torch.zeros(cand.shape[0], dtype=torch.long, device=cand.device)
+        weib = torch.log1p(cand.clamp(max=1.0 - self.opts["eps"]).neg_()).mul_(-self.beta_t)
+        rows = (rows + self.w_weib * F.cross_entropy(weib, zeros, reduction="none")
+                + self.w_soft * F.cross_entropy(cand * inverse_tau(self.tau), zeros,
+                                                reduction="none"))
+        if row_w is not None:
+            rows = rows * row_w.to(rows.dtype)
+        self.last_stats["beta_t"] = self.beta_t.clone()
+        return self.fold(rows, reduction, None if row_w is None else row_w[:N], N)
 
     def extra_repr(self) -> str:
         return super().extra_repr() + "".join(

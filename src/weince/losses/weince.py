@@ -25,8 +25,9 @@ import torch.nn.functional as F
 
 from weince.losses._common import (PIECE, cached, check_batch, check_reduction,
                                    columns_of_largest, compiled_cpu_selection, cpu_selection,
-                                   inverse_tau, invert, largest_per_row, loss_tau,
-                                   negative_values, no_autocast, reduced_cross_entropy, upcast)
+                                   custom_bwd, custom_fwd, inverse_tau, invert, largest_per_row,
+                                   loss_tau, negative_values, no_autocast, reduced_cross_entropy,
+                                   upcast)
 
 __all__ = ["weince", "tail_size", "weince_statistics", "GATES", "BETAS", "ShortTailWarning"]
 
@@ -402,6 +403,7 @@ class _BlendedLogits(torch.autograd.Function):
     logits ``s * (1 / tau)`` bit for bit."""
 
     @staticmethod
+    @custom_fwd
     def forward(ctx, s, negc, a, c, eps, invalid):
         x = torch.rsub(s, 1.0).clamp_min_(eps).log_().mul_(negc)
         x.addcmul_(s, a)
@@ -414,13 +416,17 @@ class _BlendedLogits(torch.autograd.Function):
         return x
 
     @staticmethod
+    @custom_bwd
     def backward(ctx, grad):
         s, a, c = ctx.saved_tensors
         # d/da_i = sum_j grad_ij s_ij (a learnable temperature; 0 at the -inf columns)
         grad_a = (grad * s).sum(1, keepdim=True) if ctx.needs_input_grad[2] else None
         slope = torch.rsub(s, 1.0)
         F.threshold_(slope, ctx.eps, float("inf"))  # type: ignore[attr-defined]  # 1 - s <= eps: slope 0
-        torch.addcdiv(a, c, slope, out=slope)       # a + c / (1 - s); a where the clamp holds
+        if torch.compiler.is_compiling():          # one graph: no out= into a (transposed) view
+            slope = torch.addcdiv(a, c, slope)
+        else:
+            torch.addcdiv(a, c, slope, out=slope)   # a + c / (1 - s); a where the clamp holds
         slope.mul_(grad)
         return slope, None, grad_a, None, None, None
 

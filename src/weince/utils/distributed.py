@@ -33,6 +33,10 @@ padded to the largest shard for the ``all_gather`` and trimmed after it; the bac
 is the same all-reduce and slice, at this rank's offset, so the scaling argument above
 holds unchanged (a rank with no rows contributes a zero gradient).
 
+Under ``torch.compile`` the gather is torch's traceable
+``all_gather_tensor_autograd`` (one graph, no break on reading the shares' sizes): the
+ranks must then hold equal shares (``drop_last`` batches, as open_clip's).
+
 This module is in the lowest layer (the losses import it); :mod:`weince.train.ddp`
 re-exports its names beside the process-group set-up of the training loops.
 """
@@ -95,4 +99,13 @@ def gather_with_grad(x: torch.Tensor, *, uneven: bool = False) -> torch.Tensor:
     any ``n >= 0`` per rank (SimCSE's near-equal shards of a batch)."""
     if not is_distributed() or dist.get_world_size() == 1:
         return x
+    if torch.compiler.is_compiling():
+        # inside a compiled graph: torch's traceable gather (its backward a reduce-scatter:
+        # the same all-reduce and slice), so the graph does not break on the shares' sizes,
+        # which it cannot read; every rank must then hold the same number of rows
+        from torch.distributed._functional_collectives import (  # noqa: PLC0415
+            all_gather_tensor_autograd)
+        group = dist.group.WORLD
+        assert group is not None      # initialised: is_distributed() above
+        return all_gather_tensor_autograd(x.contiguous(), 0, group)
     return _GatherWithGrad.apply(x, bool(uneven))
