@@ -432,8 +432,8 @@ def test_a_member_whose_size_differs_from_the_manifest_is_named(bundle, host, tm
     assert rc == 2, out
     with tarfile.open(bundle) as tar:
         size = tar.getmember(LIN).size
-    assert (f"{LIN} is {_archive._fmt(size)} in the archive, its manifest declares 10 bytes: refused "
-            f"at its header (nothing of it unpacked)") in one_error(out)
+    assert (f"{LIN} is {_archive._fmt(size)} in the archive, its manifest declares 10 "
+            f"bytes: refused at its header (nothing of it unpacked)") in one_error(out)
     assert "present with the manifest's SHA-256" not in out  # the pass did not finish
     assert_contained(host, events)
 
