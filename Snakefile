@@ -20,6 +20,7 @@ from weince.cost.disk import check_disk, dag_jobs, warn_after_dry_run
 from weince.pipeline import preflight
 from weince.pipeline.preflight import check_data
 from weince.pipeline.profile import CONFIG_SCHEMA, Profile
+from weince.pipeline.digests import export_run_args
 
 min_version("9.0")
 
@@ -47,6 +48,8 @@ with preflight.refusals():
     # offline: HF_HUB_OFFLINE=1 for every job (transformers reads it at import); the site
     # label (`--config site=NAME`) reaches every job's result provenance
     set_run_environment(PROFILE, site=config.get("site"))
+    # this run's --configfile and --config, for the rebuild command a job's error names
+    export_run_args(workflow.overwrite_configfiles or [], workflow.config_settings.config)
     # the data sets the profile reads: each missing path and how to obtain it, before
     # planning
     check_data(PROFILE)
