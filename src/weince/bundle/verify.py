@@ -51,6 +51,7 @@ from weince.bundle import _report
 from weince.bundle._archive import (DEFAULT_MAX_BYTES, DEFAULT_MAX_MANIFEST_BYTES, BundleError,
                                     check_manifest, extract_member, inside, read_member, scan)
 from weince.bundle._registry import installed_registry, registry_differences, rule_differences
+from weince.bundle.chain import check_archive
 from weince.bundle.make import FORMAT, sources
 from weince.pipeline.claims import load_claims
 from weince.pipeline.profile import Profile
@@ -124,6 +125,7 @@ class VerifyResult:
     recheck_files: int = 0             # probe result files that carry predictions
     unchecked: list[str] = field(default_factory=list)       # probe files without them
     recheck_failed: list[str] = field(default_factory=list)  # "file: what does not follow"
+    chain_broken: list[str] = field(default_factory=list)    # weince.bundle.chain
     sources: dict[str, Any] = field(default_factory=dict)    # commits, GPUs, sites, images
 
     @property
@@ -132,7 +134,7 @@ class VerifyResult:
         from its predictions; nothing unsafe, unlisted or malformed (the report may still
         differ)."""
         return not (self.unsafe or self.missing or self.mismatched or self.unlisted
-                    or self.errors or self.recheck_failed)
+                    or self.errors or self.recheck_failed or self.chain_broken)
 
     @property
     def ok(self) -> bool:
@@ -168,6 +170,7 @@ class VerifyResult:
         for e in self.errors:
             out.append(f"ERROR {e}")
         out += self._recheck_lines(max_lines)
+        out += [f"  CHAIN BROKEN: {b}" for b in self.chain_broken]
         if self.absent:
             out.append(f"note: {len(self.absent)} file(s) the report reads were absent when "
                        f"the bundle was made (their rows say missing/not run), e.g. "
@@ -456,6 +459,9 @@ def _verify(tar: tarfile.TarFile, tmp: Path, res: VerifyResult, *, keep, extract
         return
     # 1b. every probe number against its per-example predictions
     _recheck_numbers(manifest, root, res)
+    # 1c. every result to the encoder it read, to its training run, folder and profile
+    res.chain_broken, notes = check_archive(manifest, root, res.mismatched)
+    res.notes += notes
     # 2. commits
     shipped, shipped_claims = _commits(manifest, root, res)
     # 3. the registry that judges: the installed one, unless the archive's was asked for
