@@ -20,6 +20,10 @@ Snakemake:
   it from ``checkpoint.pt``. A run with nothing written whose outputs Snakemake marks
   incomplete (``.snakemake/incomplete/``: a job submitted to SLURM and queued, or starting)
   is not started, and listed as submitted;
+- **corrupt**: finished, but its ``encoder.pt`` (SimCSE: ``model/``) is missing or not the
+  file its ``train.json`` records (``encoder_sha256``, ``model_sha256``: truncated, edited or
+  swapped, whatever its timestamp); the reason names the file and the command that rebuilds
+  it. Every finished run's encoder is read to check it;
 - **failed**: the job's log (``results/<profile>/logs/<rule>/...log``, written by
   :func:`weince.pipeline.joblog.log_to`) ends in a traceback and no live writer is there;
   every failed job of every rule is listed with that line and the log's path;
@@ -58,13 +62,14 @@ from weince.cost.job_times import job_times
 from weince.cost.learned import learned_profile
 from weince.cost.slurm_jobs import ENDED_BADLY, INTERRUPTED, LIVE, SlurmJob, SlurmView, slurm_jobs
 from weince.cost.throughput import device_for_name
+from weince.pipeline.digests import output_problem
 from weince.pipeline.profile import Profile
 from weince.pipeline.targets import claim_inputs, claims
 
 __all__ = ["RunState", "FailedJob", "Progress", "progress", "progress_text", "incomplete_marks",
            "live_lock_ids", "failure_reason", "failed_jobs", "slurm_failed_jobs", "STATES"]
 
-STATES = ("finished", "running", "stopped", "failed", "not started")
+STATES = ("finished", "running", "stopped", "failed", "corrupt", "not started")
 
 
 @dataclass
@@ -382,6 +387,8 @@ def progress(prof: Profile, *, workdir: str | os.PathLike | None = None,
         _state(rs, rule, marks, live, cwd, total, bench)
         if view is not None:
             _slurm_state(rs, view, cwd, total)
+        if rs.state == "finished" and (bad := output_problem(rs.folder, rs.stage, prof)):
+            rs.state, rs.reason = "corrupt", bad   # its encoder (model) is not the one recorded
     p = Progress(prof.name, runs=runs, target=claim, cpu=prof.device.strip().lower() == "cpu")
     p.claims = _claims(prof, runs)
     if claim is not None:
@@ -577,6 +584,10 @@ def progress_text(p: Progress, fmt: str = "simple") -> str:
     L += ["", f"failed jobs ({len(p.failed)})" + (":" if p.failed else "")]
     L += [f"- {f.job}: {f.reason} (log: {f.log}"
           + (f"; SLURM log: {f.slurm_log})" if f.slurm_log else ")") for f in p.failed]
+    corrupt = [r for r in p.runs if r.state == "corrupt"]
+    if corrupt:   # finished once; the file every later job reads is not the one recorded
+        L += ["", f"corrupt runs ({len(corrupt)}; not finished until rebuilt):"]
+        L += [f"- {r.name}: {r.reason}" for r in corrupt]
     stopped = [r for r in p.runs if r.state == "stopped"]
     if stopped:
         L += ["", f"stopped runs ({len(stopped)}; a re-run resumes them): "
