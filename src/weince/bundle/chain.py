@@ -1,6 +1,6 @@
 """The digest chain of a results tree or an archive: every evaluation to the encoder (model)
 it read, that encoder to its training run's record, the record to its run folder and the
-profile (``docs/reviewing.md``, "What verify checks").
+profile (``docs/reviewing.md``, "Checking an archive (the reviewer)").
 
 A training run's ``train.json`` records its encoder's SHA-256 (``encoder_sha256``; a SimCSE
 run its model folder's, ``model_sha256``), its loss, arm, grid point and seed; each
