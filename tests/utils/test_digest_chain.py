@@ -17,8 +17,8 @@ from weince.pipeline.digests import (RUN_ARGS, check_derived, check_encoder, out
                                      run_identity)
 from weince.utils import write_json
 from weince.utils.checkpoint import UnreadableFileError, load_checkpoint, save_checkpoint
-from weince.utils.digest import (DigestMismatch, check_recorded, record_file, record_path,
-                                 sha256_file, sha256_path)
+from weince.utils.digest import (DigestMismatch, check_recorded, folder_digest, record_file,
+                                 record_path, sha256_file, sha256_path)
 from weince.utils.results import load_result, reading
 
 
@@ -171,3 +171,14 @@ def test_a_checkpoint_is_checked_before_a_resume(tmp_path):
     with pytest.raises(UnreadableFileError, match="checkpoint.pt: its SHA-256") as err:
         load_checkpoint(ckpt, remake="re-run the command")
     assert "\n" not in str(err.value)
+
+
+def test_a_folder_digest_from_listed_digests_is_the_folders(tmp_path):
+    m = tmp_path / "model"
+    (m / "a").mkdir(parents=True)
+    for rel in ("a.b", "a/b", "c.json", ".snakemake_timestamp"):
+        (m / rel).write_text(rel)
+    listed = {p.relative_to(m).as_posix(): sha256_file(p) for p in m.rglob("*") if p.is_file()}
+    assert folder_digest(listed) == sha256_path(m)
+    assert folder_digest({k: v for k, v in listed.items() if not k.startswith(".")}) == \
+        sha256_path(m)   # a bundle ships no hidden file: the same digest

@@ -29,7 +29,7 @@ import yaml
 
 from weince.pipeline.profile import Profile
 from weince.pipeline.stages import pretrain_config
-from weince.utils.digest import sha256_path
+from weince.utils.digest import folder_digest, sha256_path
 
 __all__ = ["ChainRun", "chain_runs", "chain_breaks", "model_problems"]
 
@@ -224,9 +224,11 @@ def _shipped_output(run: ChainRun, own: Any, root: Path, listed: set[str],
             return []
         got = shipped.get(run.output) if shipped is not None else sha256_path(root / run.output)
     else:
-        if not any(p.startswith(f"{run.output}/") for p in listed):
+        inside = {p[len(run.output) + 1:]: p for p in listed if p.startswith(f"{run.output}/")}
+        if not inside:
             return []
-        got = sha256_path(root / run.output)
+        got = (folder_digest({rel: shipped[p] for rel, p in inside.items()})
+               if shipped is not None else sha256_path(root / run.output))
     if got == own:
         return []
     return [f"{run.output} -> {run.record}: the shipped {_OUTPUT[run.kind][2]} has SHA-256 "

@@ -19,8 +19,8 @@ from typing import Any
 
 from weince.utils.results import load_result, write_json
 
-__all__ = ["sha256_file", "sha256_path", "DigestMismatch", "check_digest", "record_path",
-           "record_file", "record_replacement", "check_recorded", "recorded_inputs",
+__all__ = ["sha256_file", "sha256_path", "folder_digest", "DigestMismatch", "check_digest",
+           "record_path", "record_file", "record_replacement", "check_recorded", "recorded_inputs",
            "check_run_file", "input_entry", "RUN_RECORD"]
 
 _BLOCK = 1 << 20
@@ -56,9 +56,16 @@ def sha256_path(path: str | os.PathLike) -> str:
     path = Path(path)
     if not path.is_dir():
         return sha256_file(path)
-    lines = [f"{sha256_file(p)}  {p.relative_to(path).as_posix()}\n"
-             for p in sorted(path.rglob("*")) if p.is_file() and not p.is_symlink()
-             and not any(part.startswith(".") for part in p.relative_to(path).parts)]
+    return folder_digest({p.relative_to(path).as_posix(): sha256_file(p)
+                          for p in path.rglob("*") if p.is_file() and not p.is_symlink()})
+
+
+def folder_digest(files: Mapping[str, str]) -> str:
+    """:func:`sha256_path` of a folder from its files' digests (relative POSIX path ->
+    SHA-256: e.g. an archive's manifest entries), hidden files left out, in the order of
+    the paths' strings."""
+    lines = [f"{files[rel]}  {rel}\n" for rel in sorted(files)
+             if not any(part.startswith(".") for part in rel.split("/"))]
     return hashlib.sha256("".join(lines).encode()).hexdigest()
 
 
