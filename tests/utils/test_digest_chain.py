@@ -112,7 +112,9 @@ def _paths(root: Path) -> list[str]:
 def test_an_honest_tree_has_an_unbroken_chain(tmp_path):
     _run(tmp_path, "infonce", 0, b"a" * 64)
     _run(tmp_path, "weince_recipe", 0, b"b" * 64)
-    assert chain_breaks(tmp_path, _paths(tmp_path)) == ([], [])
+    breaks, notes = chain_breaks(tmp_path, _paths(tmp_path))
+    assert breaks == [] and notes == ["digest chain: 2 training run(s), 2 result link(s) to "
+                                      "the encoder or model they read, all hold"]
     assert model_problems(tmp_path / "results/p") == []
 
 

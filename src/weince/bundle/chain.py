@@ -176,7 +176,9 @@ def chain_breaks(root: Path, paths: list[str], *, manifest: Mapping[str, Any] | 
     breaks: list[str] = []
     bare: list[str] = []
     unlinked: list[str] = []
-    for run in chain_runs(paths):
+    n_links = 0
+    runs = chain_runs(paths)
+    for run in runs:
         train = record(run.record)
         if train is None:
             breaks.append(f"{run.record}: not a readable training record")
@@ -195,12 +197,15 @@ def chain_breaks(root: Path, paths: list[str], *, manifest: Mapping[str, Any] | 
             if not links and own is not None:
                 unlinked.append(res)
             for r, entry in links.items():
+                n_links += 1
                 where, want = _linked(r, run, digest_of)
                 got = (entry or {}).get("sha256") if isinstance(entry, dict) else None
                 if want is not None and got != want:
                     breaks.append(f"{res} -> {where}: the result evaluated the {role} "
                                   f"{_short(got)}, the run's record holds {_short(want)}")
-    notes = []
+    notes = [f"digest chain: {len(runs)} training run(s), {n_links} result link(s) to the "
+             f"encoder or model they read" + (", all hold" if not breaks else
+                                               f", {len(breaks)} broken")] if runs else []
     if bare:
         notes.append(f"{len(bare)} training record(s) hold no encoder_sha256/model_sha256 "
                      f"(made before digests were recorded): their runs' results are taken on "
