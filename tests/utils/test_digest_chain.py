@@ -121,7 +121,7 @@ def test_an_honest_tree_has_an_unbroken_chain(tmp_path):
 def test_an_arm_swap_breaks_the_chain_naming_both_files(tmp_path):
     a = _run(tmp_path, "infonce", 0, b"a" * 64)
     b = _run(tmp_path, "weince_recipe", 0, b"b" * 64)
-    for name in ("encoder.pt", "linear.json"):   # the swap of the trust issue
+    for name in ("encoder.pt", "linear.json"):   # a consistent arm swap
         x, y = (a / name).read_bytes(), (b / name).read_bytes()
         (a / name).write_bytes(y)
         (b / name).write_bytes(x)

@@ -1,5 +1,5 @@
 """The digest chain on a real smoke run: what the jobs record, an honest archive that
-verifies, the trust issue's arm swap that fails ``weince verify`` alone, and a truncated
+verifies, an arm swap that fails ``weince verify`` alone, and a truncated
 encoder with its old modification time that the next job reading it, ``weince progress``
 and ``weince bundle --with-models`` all refuse, naming it and the command that rebuilds it
 (which then runs as printed)."""
@@ -80,7 +80,7 @@ def test_an_honest_archive_with_its_models_verifies(smoke, tmp_path):
 
 
 def test_the_arm_swap_fails_verify_alone_naming_the_link(smoke, tmp_path, run_snakemake):
-    """Issue 64's swap: the infonce and weince_recipe runs' encoder.pt and linear.json
+    """A reviewer's arm swap: the infonce and weince_recipe runs' encoder.pt and linear.json
     exchanged, the tables rebuilt, a fresh bundle: `verify` without `--reevaluate` fails on
     the chain alone (the rebuilt report is identical); `bundle --with-models` refuses it."""
     wf = tmp_path / "wf"
