@@ -18,6 +18,7 @@ from weince.cost.learned import learned_note, learned_profile
 from weince.cost.progress import (failed_jobs, failure_reason, incomplete_marks,
                                   live_lock_ids, progress, progress_text)
 from weince.pipeline.profile import Profile
+from weince.utils.digest import sha256_file
 from weince.utils.runlock import run_lock
 
 REPO = Path(__file__).resolve().parents[2]
@@ -113,7 +114,27 @@ def test_each_run_state_and_the_hours_come_from_the_files(prof, tmp_path):
     assert f"(log: {f['failed_log']})" in text
     assert "ETA of the 6 training run(s) left, at 1 job(s) at once (as now)" in text
     all_row = next(line for line in text.splitlines() if line.startswith("all "))
-    assert all_row.split()[1:7] == ["8", "2", "1", "1", "1", "3"]
+    assert all_row.split()[1:8] == ["8", "2", "1", "1", "1", "0", "3"]
+
+
+def test_a_finished_run_whose_encoder_is_not_the_recorded_one_is_corrupt(prof, tmp_path):
+    """A truncated encoder.pt with its old mtime: corrupt (with its rebuild command), not
+    finished; a run whose train.json records no digest (older code) is not checked."""
+    _finished(prof, "weince@m0")
+    _finished(prof, "weince@m2")
+    bad = _run(prof, "weince@m0")
+    (bad / "encoder.pt").write_bytes(b"w" * 1000)
+    train = json.loads((bad / "train.json").read_text())
+    train["encoder_sha256"] = sha256_file(bad / "encoder.pt")
+    (bad / "train.json").write_text(json.dumps(train))
+    st = (bad / "encoder.pt").stat()
+    (bad / "encoder.pt").write_bytes(b"w" * 500)
+    os.utime(bad / "encoder.pt", ns=(st.st_atime_ns, st.st_mtime_ns))
+    p = progress(prof, workdir=tmp_path, use_sacct=False, lock_table=tmp_path / "none")
+    by = {r.arm: r for r in p.runs}
+    assert by["weince@m0"].state == "corrupt" and by["weince@m2"].state == "finished"
+    text = progress_text(p)
+    assert f"{bad / 'encoder.pt'}: its SHA-256" in text and "--forcerun" in text
 
 
 def test_a_claim_counts_the_runs_whose_folders_it_reads(prof, tmp_path):

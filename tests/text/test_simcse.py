@@ -14,6 +14,7 @@ from weince.eval.sts import encode
 from weince.models.text import load_text_encoder
 from weince.train.simcse import SimCSEConfig, train_simcse
 from weince.train.trainlog import read_jsonl
+from weince.utils.digest import sha256_path
 
 # a few steps of batch 8 on the synthetic data: seconds on one CPU thread
 TINY = dict(n_train=40, batch_size=8, max_length=16, n_sts=20, eval_every=2, log_every=1,
@@ -52,6 +53,8 @@ def test_few_steps_train_every_loss(tmp_path, loss, base_embeddings):
     assert (_embed(tmp_path / "model") - base_embeddings).abs().max() > 1e-3
     saved = json.loads((tmp_path / "train.json").read_text())
     assert saved["provenance"]["config"]["loss"] == loss and "SYNTHETIC" in saved["note"]
+    # the saved model's identity, which its STS job checks before reading it
+    assert saved["model_sha256"] == sha256_path(tmp_path / "model")
     assert not (tmp_path / "checkpoint.pt").exists()  # removed after a finished run
 
 

@@ -12,6 +12,7 @@ from weince.eval.features import extract_features
 from weince.eval.linear import linear_probe
 from weince.train.simclr import LARS, SimCLRConfig, pretrain, complete_config
 from weince.train.trainlog import read_jsonl
+from weince.utils.digest import sha256_file
 
 # tiny: 64 digits, batches of 32 -> 2 steps per epoch
 TINY = dict(dataset="digits", max_train_images=64, batch_size=32, epochs=2,
@@ -121,6 +122,8 @@ def test_pretrain_cli(tmp_path):
     train = json.loads((out / "train.json").read_text())
     assert train["provenance"]["config"]["lr"] == 1e-3
     assert train["loss"] == "weince" and train["epochs"] == 1
+    # the encoder's identity, which every job reading it checks
+    assert train["encoder_sha256"] == sha256_file(out / "encoder.pt")
     for name in ("encoder.pt", "train_log.jsonl"):
         assert (out / name).exists()
     assert not (out / "checkpoint.pt").exists()   # a finished run's resume state is removed

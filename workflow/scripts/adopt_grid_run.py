@@ -9,6 +9,7 @@ import shutil
 
 from weince.pipeline.joblog import log_to
 from weince.utils import write_json
+from weince.utils.results import load_result
 
 with log_to(snakemake.log[0], resources=snakemake.resources,
             device=snakemake.config.get("device")):
@@ -18,8 +19,12 @@ with log_to(snakemake.log[0], resources=snakemake.resources,
     enc = snakemake.output.encoder
     os.symlink(os.path.relpath(snakemake.input[f"encoder.pt@{point}"], os.path.dirname(enc)),
                enc)
-    for key, name in (("summary", "train.json"), ("train_log", "train_log.jsonl")):
-        shutil.copyfile(snakemake.input[f"{name}@{point}"], snakemake.output[key])
+    shutil.copyfile(snakemake.input[f"train_log.jsonl@{point}"], snakemake.output.train_log)
+    # the point's training record (its encoder digest, loss, seed) as this arm's run at the
+    # chosen point
+    src = snakemake.input[f"train.json@{point}"]
+    write_json(snakemake.output.summary, {**load_result(src), "arm": snakemake.wildcards.arm,
+                                          "point": point, "adopted_from": str(src)})
     lin = json.loads(open(snakemake.input[f"linear.json@{point}"]).read())
     lin["selected_point"] = point
     lin["selected_by"] = sel["metric"]

@@ -7,6 +7,7 @@ with log_to(snakemake.log[0], resources=snakemake.resources,
     import torch
 
     from weince.eval.scores import collect_score_file
+    from weince.pipeline.digests import check_encoder, record_derived
     from weince.pipeline.profile import Profile
     from weince.pipeline.stages import job_settings
 
@@ -17,4 +18,6 @@ with log_to(snakemake.log[0], resources=snakemake.resources,
     c = prof.vision.evt.collect
     kwargs = job_settings(snakemake.params.kwargs, prof.vision.evt.collect_given,
                           device=c.device, data_root=c.data_root)
+    inputs = check_encoder(snakemake.input.encoder, prof)
     collect_score_file(snakemake.input.encoder, snakemake.output[0], **kwargs)
+    record_derived(snakemake.output[0], inputs)   # its digest, for the jobs that read it

@@ -5,5 +5,11 @@ from weince.pipeline.joblog import log_to
 with log_to(snakemake.log[0], resources=snakemake.resources,
             device=snakemake.config.get("device")):
     from weince.evt.fits import run_link
+    from weince.pipeline.digests import check_derived
+    from weince.pipeline.profile import Profile
+    from weince.utils.results import reading
 
-    run_link(snakemake.input[0], snakemake.output[0], **snakemake.params.kwargs)
+    # the scores as their job wrote them, and the encoder they came from, in the result
+    inputs = check_derived(snakemake.input[0], "scores", Profile.of(snakemake.config))
+    with reading(inputs):
+        run_link(snakemake.input[0], snakemake.output[0], **snakemake.params.kwargs)

@@ -7,6 +7,7 @@ from weince.pipeline.joblog import log_to
 
 with log_to(snakemake.log[0], resources=snakemake.resources,
             device=snakemake.config.get("device")):
+    from weince.pipeline.digests import record_identity, run_identity
     from weince.pipeline.profile import Profile
     from weince.pipeline.stages import job_config
     from weince.train.simclr import pretrain
@@ -27,3 +28,6 @@ with log_to(snakemake.log[0], resources=snakemake.resources,
                      snakemake.threads)
     else:
         pretrain(cfg, Path(snakemake.output.encoder).parent)
+    # the run's arm, grid point and seed beside its loss and encoder digest in train.json
+    record_identity(Path(snakemake.output.summary).parent,
+                    run_identity(snakemake.wildcards, selection))

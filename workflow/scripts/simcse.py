@@ -9,6 +9,7 @@ with log_to(snakemake.log[0], resources=snakemake.resources,
             device=snakemake.config.get("device")):
     import torch
 
+    from weince.pipeline.digests import record_identity, run_identity
     from weince.pipeline.profile import Profile
     from weince.pipeline.stages import job_config
     from weince.train.simcse import train_simcse
@@ -27,3 +28,4 @@ with log_to(snakemake.log[0], resources=snakemake.resources,
     else:
         torch.set_num_threads(snakemake.threads)
         train_simcse(cfg, out)
+    record_identity(out, run_identity(snakemake.wildcards))   # its arm and seed in train.json

@@ -40,6 +40,7 @@ from typing import Any
 import yaml
 
 from weince.bundle import _report
+from weince.bundle.chain import model_problems
 from weince.bundle._protocol import first_difference, protocol_of, setting_of
 from weince.bundle.signing import SIG_NAME, sign_manifest
 from weince.pipeline.profile import Profile
@@ -61,6 +62,10 @@ REPORT_ARRAYS = {"norms_probes.npz"}      # small per-probe arrays the norms pag
 REPORT_RULES = ("claim_tables", "report", "norms_report", "ablations_report")
 
 
+def _configfile(profile: str) -> str:
+    return "" if profile == "default" else f" --configfile config/{profile}.yaml"
+
+
 def rebuild_command(profile: str) -> str:
     """The one Snakemake command that rebuilds the reports from unpacked results without
     running any other job (``docs/reviewing.md``, "Rebuilding the reports through the
@@ -70,7 +75,7 @@ def rebuild_command(profile: str) -> str:
     is, so neither a missing encoder nor a config file newer than the results (Snakemake
     always compares modification times, whatever ``--rerun-triggers`` says) can start a
     training job; ``--forcerun`` rebuilds the reports even where older copies exist."""
-    cfg = "" if profile == "default" else f" --configfile config/{profile}.yaml"
+    cfg = _configfile(profile)
     rules = " ".join(REPORT_RULES)
     return f"snakemake --cores 2{cfg} --allowed-rules {rules} all --forcerun {rules}"
 
@@ -323,6 +328,11 @@ def make_bundle(profile: str, out: str | Path, *, reports: str | Path = "reports
         raise FileNotFoundError(f"results folder {res_dir} does not exist (the report of "
                                 f"profile {profile!r} names results root {str(results_root)!r}); "
                                 f"run the command from the workflow's folder")
+    if with_models and (bad := model_problems(res_dir)):   # never ships a broken chain
+        raise ValueError(f"--with-models: {len(bad)} model(s) missing or not the one their "
+                         f"run recorded, nothing written: " + "; ".join(bad)
+                         + f". Rebuild each (`snakemake --cores 2{_configfile(profile)} "
+                           f"--forcerun <file>`), then bundle again")
     arc_res = f"{_arc_root(str(results_root))}/{profile}"
     meta = f"{arc_res}/{META}"
     claims_src = prof.claims

@@ -58,6 +58,7 @@ from weince.bundle._limits import CannotRun
 from weince.bundle._unpack import unpack
 from weince.bundle._registry import installed_registry, registry_differences, rule_differences
 from weince.bundle._trust import signature_of, taken_on_trust, trust_lines
+from weince.bundle.chain import check_archive
 from weince.bundle.make import FORMAT, sources
 from weince.bundle.signing import Signature
 from weince.pipeline.claims import load_claims
@@ -133,6 +134,7 @@ class VerifyResult:
     recheck_files: int = 0             # probe result files that carry predictions
     unchecked: list[str] = field(default_factory=list)       # probe files without them
     recheck_failed: list[str] = field(default_factory=list)  # "file: what does not follow"
+    chain_broken: list[str] = field(default_factory=list)    # weince.bundle.chain
     sources: dict[str, Any] = field(default_factory=dict)    # commits, GPUs, sites, images
     cannot_run: str = ""               # the check could not run here (disk, memory)
     unpacked: bool = False             # the pass over the archive ran to its end
@@ -146,7 +148,7 @@ class VerifyResult:
         differ)."""
         return not (self.unsafe or self.missing or self.mismatched or self.unlisted
                     or self.errors or self.recheck_failed or self.cannot_run
-                    or self.signature.problem)
+                    or self.signature.problem or self.chain_broken)
 
     @property
     def ok(self) -> bool:
@@ -189,6 +191,7 @@ class VerifyResult:
         out += self._recheck_lines(max_lines)
         out += trust_lines(self.on_trust, max_lines)
         out.append(self.signature.words())
+        out += [f"  CHAIN BROKEN: {b}" for b in self.chain_broken]
         if self.absent:
             out.append(f"note: {len(self.absent)} file(s) the report reads were absent when "
                        f"the bundle was made (their rows say missing/not run), e.g. "
@@ -497,6 +500,9 @@ def _verify(path: Path, tmp: Path, res: VerifyResult, *, keep, extract,
     # 1b. every probe number against its per-example predictions; what nothing recomputes
     _recheck_numbers(manifest, root, res)
     res.on_trust = taken_on_trust(manifest, res.unchecked)
+    # 1c. every result to the encoder it read, to its training run, folder and profile
+    res.chain_broken, notes = check_archive(manifest, root, res.mismatched)
+    res.notes += notes
     # 2. commits
     shipped, shipped_claims = _commits(manifest, root, res)
     # 3. the registry that judges: the installed one, unless the archive's was asked for

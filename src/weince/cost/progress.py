@@ -20,6 +20,10 @@ Snakemake:
   it from ``checkpoint.pt``. A run with nothing written whose outputs Snakemake marks
   incomplete (``.snakemake/incomplete/``: a job submitted to SLURM and queued, or starting)
   is not started, and listed as submitted;
+- **corrupt**: finished, but its ``encoder.pt`` (SimCSE: ``model/``) is missing or not the
+  file its ``train.json`` records (``encoder_sha256``, ``model_sha256``: truncated, edited or
+  swapped, whatever its timestamp); the reason names the file and the command that rebuilds
+  it. Every finished run's encoder is read to check it;
 - **failed**: the job's log (``results/<profile>/logs/<rule>/...log``, written by
   :func:`weince.pipeline.joblog.log_to`) ends in a traceback and no live writer is there;
   every failed job of every rule is listed with that line and the log's path;
@@ -73,11 +77,10 @@ from weince.cost.job_times import job_times
 from weince.cost.learned import learned_profile
 from weince.cost.slurm_jobs import ENDED_BADLY, INTERRUPTED, LIVE, SlurmJob, SlurmView, slurm_jobs
 from weince.cost.throughput import device_for_name
+from weince.pipeline.digests import output_problem
 from weince.pipeline.profile import Profile
 from weince.cost.plan import JobInfo, parse_dry_run
 from weince.pipeline.targets import claim_inputs, claims
-from weince.utils.digest import sha256_file
-from weince.utils.rerun import snakemake_command
 
 __all__ = ["RunState", "FailedJob", "Progress", "progress", "progress_text", "incomplete_marks",
            "live_lock_ids", "failure_reason", "failed_jobs", "slurm_failed_jobs", "STATES",
@@ -85,8 +88,9 @@ __all__ = ["RunState", "FailedJob", "Progress", "progress", "progress_text", "in
            "blocked_step",
            "mark_blocked"]
 
+# corrupt: finished once, but its encoder (model) is not the one its train.json records;
 # blocked: failed in a way no re-run mends until someone does the step it names
-STATES = ("finished", "running", "stopped", "failed", "not started", "blocked")
+STATES = ("finished", "running", "stopped", "failed", "corrupt", "not started", "blocked")
 
 
 @dataclass
@@ -411,6 +415,8 @@ def progress(prof: Profile, *, workdir: str | os.PathLike | None = None,
         _state(rs, rule, marks, live, cwd, total, bench)
         if view is not None:
             _slurm_state(rs, view, cwd, total)
+        if rs.state == "finished" and (bad := output_problem(rs.folder, rs.stage, prof)):
+            rs.state, rs.reason = "corrupt", bad   # its encoder (model) is not the one recorded
     mark_blocked(runs)
     p = Progress(prof.name, runs=runs, target=claim, cpu=prof.device.strip().lower() == "cpu")
     p.claims = _claims(prof, runs)
@@ -624,6 +630,11 @@ def progress_text(p: Progress, fmt: str = "simple") -> str:
     if blocked:
         L += ["", f"blocked runs ({len(blocked)}; no re-run succeeds before this step):"]
         for r in blocked:
+            L += wrapped(f"- {r.name}: ", r.reason or "")
+    corrupt = [r for r in p.runs if r.state == "corrupt"]
+    if corrupt:   # finished once; the file every later job reads is not the one recorded
+        L += ["", f"corrupt runs ({len(corrupt)}; not finished until rebuilt):"]
+        for r in corrupt:
             L += wrapped(f"- {r.name}: ", r.reason or "")
     stopped = [r for r in p.runs if r.state == "stopped"]
     if stopped:
@@ -841,17 +852,12 @@ def job_eta(left: JobsLeft, failed: int = 0) -> list[str]:
 def blocked_step(rs: RunState) -> str | None:
     """The manual step a run needs before any re-run can succeed, None if it needs none: a
     resume state (``checkpoint.pt``) its failed job could not read is read again by every
-    retry; an encoder whose bytes are not those its ``train.json`` records
-    (``encoder_sha256``) is not the one that run trained."""
+    retry. (A finished run whose encoder is not the one its ``train.json`` records is
+    ``corrupt``: :func:`weince.pipeline.digests.output_problem` names its rebuild.)"""
     ckpt = rs.folder / "checkpoint.pt"
     if rs.reason and "not a readable" in rs.reason and str(ckpt) in rs.reason:
         return (f"delete {ckpt} (unreadable: the run then trains again from its first "
                 f"epoch), then re-run")
-    train, enc = _load(rs.folder / "train.json"), rs.folder / "encoder.pt"
-    want = (train or {}).get("encoder_sha256")
-    if want and enc.is_file() and sha256_file(enc) != want:
-        return (f"{enc} is not the encoder its train.json records (SHA-256 differs): rebuild "
-                f"it with {snakemake_command('--forcerun', enc)}")
     return None
 
 
@@ -859,7 +865,7 @@ def mark_blocked(runs: list[RunState]) -> None:
     """Runs that need a manual step (:func:`blocked_step`) become ``blocked``, with the step
     as their reason: no ETA counts them."""
     for r in runs:
-        if r.state in ("failed", "finished") and (step := blocked_step(r)) is not None:
+        if r.state == "failed" and (step := blocked_step(r)) is not None:
             r.state, r.reason = "blocked", step
 
 

@@ -45,7 +45,7 @@ from weince.train.preempt import Preempted, PreemptionGuard
 from weince.train.step_timer import StepTimer
 from weince.train.trainlog import JsonlLogger
 from weince.utils import write_json
-from weince.utils.checkpoint import load_checkpoint, save_checkpoint
+from weince.utils.checkpoint import load_checkpoint, release_checkpoint, save_checkpoint
 
 __all__ = ["TrainingRun", "RecordsOnly", "EpochStats", "DivergedError", "diverged",
            "weights_finite", "check_same_config", "progress_enabled", "progress_bar",
@@ -274,5 +274,5 @@ class TrainingRun:
         if self.is_main:
             write_json(self.out / "train.json", summary, cfg=cfg, seed=seed)
             if not keep_checkpoint:
-                self.checkpoint_path.unlink(missing_ok=True)
+                release_checkpoint(self.out)   # the checkpoint and its digest's record
         D.barrier()

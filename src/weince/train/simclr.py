@@ -79,6 +79,7 @@ from weince.train.preempt import PreemptionGuard
 from weince.utils.checkpoint import (check_resume_device, restore_generator, restore_rng,
                                      rng_state)
 from weince.utils.config import as_config, to_dict
+from weince.utils.digest import sha256_file
 from weince.utils.results import load_result
 from weince.utils.runlock import locks_output
 
@@ -622,9 +623,10 @@ class _Pretraining:
             return {"stopped_at": done}
         summary: dict[str, Any] = {}
         if run.is_main:
-            save_encoder(run.out / "encoder.pt", cast(SimCLRModel, unwrap_model(self.model)),
-                         self.cfg_dict)
-            summary = self.summary(wall_s)
+            enc = save_encoder(run.out / "encoder.pt",
+                               cast(SimCLRModel, unwrap_model(self.model)), self.cfg_dict)
+            # the encoder's identity, which every job reading it checks (weince.utils.digest)
+            summary = {**self.summary(wall_s), "encoder_sha256": sha256_file(enc)}
         # the resume state of a finished run is 3x the encoder's size (weights + Adam's two
         # moments): 135 MB for ResNet-18, ~280 MB for ResNet-50, per run of the paper's 3,424
         run.finish(summary, self.cfg_dict, seed=cfg.seed, keep_checkpoint=cfg.keep_checkpoint)

@@ -71,6 +71,7 @@ from weince.train.optim import AdamW
 from weince.train.preempt import PreemptionGuard
 from weince.utils.checkpoint import restore_rng, rng_state, seed_everything
 from weince.utils.config import as_config, to_dict
+from weince.utils.digest import sha256_path
 from weince.utils.diskspace import atomic_write, payload_bytes
 from weince.utils.runlock import locks_output
 
@@ -428,5 +429,8 @@ class _SimCSETraining:
         if self.synthetic:
             result["note"] = ("SYNTHETIC data (weince.data.text generators): a pipeline check, "
                               "not an STS-B result")
+        if run.is_main:   # the saved model's identity, which its STS job checks
+            model = run.out / "model"
+            result["model_sha256"] = sha256_path(model) if model.is_dir() else None
         run.finish(result, self.cfg_dict, seed=cfg.seed, keep_checkpoint=cfg.keep_checkpoint)
         return result

@@ -36,6 +36,8 @@ from typing import Any, cast
 import numpy as np
 import torch
 
+from weince.utils.digest import (DigestMismatch, check_recorded, record_path,
+                                 record_replacement)
 from weince.utils.diskspace import atomic_write, payload_bytes
 
 __all__ = ["release_checkpoint", "rng_state", "restore_rng", "save_checkpoint", "load_checkpoint",
@@ -174,7 +176,11 @@ def restore_generator(gen: torch.Generator, state: torch.Tensor, path: str | os.
 def save_checkpoint(path: str | os.PathLike, **state: Any) -> Path:
     """``torch.save`` to a temporary file then rename: never a torn checkpoint; a full disk
     is one line naming the file and the space (:func:`weince.utils.diskspace.atomic_write`)."""
-    return atomic_write(path, lambda tmp: torch.save(state, tmp), need=payload_bytes(state))
+    def write(tmp: Path) -> None:
+        torch.save(state, tmp)
+        record_replacement(path, tmp)   # its digest, which the resume checks
+
+    return atomic_write(path, write, need=payload_bytes(state))
 
 
 def load_torch_file(path: str | os.PathLike, *, what: str, remake: str,
@@ -220,6 +226,10 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
     path = Path(path)
     if not path.exists():
         return None
+    try:   # the checkpoint its run wrote, whatever its timestamp (a truncated or edited one)
+        check_recorded(path)
+    except DigestMismatch as err:
+        raise UnreadableFileError(f"{err}. Delete it and {remake}.") from None
     state = load_torch_file(path, what="checkpoint", remake=remake, map_location=map_location)
     if not isinstance(state, dict):
         raise UnreadableFileError(f"{path}: not a checkpoint (a {type(state).__name__}, not a "
@@ -232,6 +242,7 @@ def release_checkpoint(run_dir: str | os.PathLike) -> bool:
     consumer of a training's outputs calls it, once Snakemake has stored them. True when a
     file was removed."""
     path = Path(run_dir) / "checkpoint.pt"
+    record_path(path).unlink(missing_ok=True)   # its digest's record goes with it
     try:            # the features job and a probe may both release it, side by side
         path.unlink()
     except FileNotFoundError:

@@ -19,9 +19,11 @@ import json
 import math
 import os
 import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Mapping
 from typing import Any
 
 from weince.utils.diskspace import atomic_write
@@ -30,7 +32,23 @@ from weince.utils.rerun import snakemake_command
 
 __all__ = ["write_json", "read_json", "ResultSchemaError", "InvalidResultError", "load_result",
            "get_key", "encoder_value", "finite_value", "check_plausible", "RANGES",
-           "Provenance", "collect_provenance"]
+           "Provenance", "collect_provenance", "reading"]
+
+# the files a job read, with their digests (weince.utils.digest), for every result it writes
+_INPUTS: ContextVar[dict[str, Any] | None] = ContextVar("weince_inputs", default=None)
+
+
+@contextmanager
+def reading(inputs: Mapping[str, Mapping[str, str]]) -> Iterator[None]:
+    """Every result :func:`write_json` writes inside this block records ``inputs`` (role ->
+    ``{"path", "sha256"}``: the encoder, model, features or scores it was computed from) as
+    ``provenance.inputs``: the link from a result to what it read, which ``weince verify``
+    follows."""
+    token = _INPUTS.set({k: dict(v) for k, v in inputs.items()})
+    try:
+        yield
+    finally:
+        _INPUTS.reset(token)
 
 
 def write_json(path: str | os.PathLike, data: Mapping[str, Any], *, cfg: Any = None,
@@ -41,7 +59,8 @@ def write_json(path: str | os.PathLike, data: Mapping[str, Any], *, cfg: Any = N
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = dict(jsonable(data))
     if add_provenance and "provenance" not in payload:
-        payload["provenance"] = provenance(cfg, seed)
+        inputs = _INPUTS.get()
+        payload["provenance"] = provenance(cfg, seed, **({"inputs": inputs} if inputs else {}))
     text = json.dumps(payload, indent=2, sort_keys=False) + "\n"
     return atomic_write(path, lambda tmp: tmp.write_text(text), need=len(text.encode()))
 
