@@ -133,7 +133,7 @@ def test_a_finished_run_whose_encoder_is_not_the_recorded_one_is_corrupt(prof, t
     p = progress(prof, workdir=tmp_path, use_sacct=False, lock_table=tmp_path / "none")
     by = {r.arm: r for r in p.runs}
     assert by["weince@m0"].state == "corrupt" and by["weince@m2"].state == "finished"
-    text = progress_text(p)
+    text = " ".join(progress_text(p).split())   # the reasons are wrapped, whole
     assert f"{bad / 'encoder.pt'}: its SHA-256" in text and "--forcerun" in text
 
 

@@ -130,9 +130,7 @@ def test_a_run_that_needs_a_manual_step_is_blocked_with_the_step(tmp_path, monke
     rs.reason = (f"UnreadableFileError: {run}/checkpoint.pt: not a readable checkpoint "
                  f"(truncated or corrupt)")
     assert blocked_step(rs).startswith(f"delete {run}/checkpoint.pt")
-    rs.reason = None
+    rs.reason = None    # a broken encoder is no manual step: the run is corrupt, rebuilt
     (run / "encoder.pt").write_bytes(b"the encoder, truncated")
     (run / "train.json").write_text(json.dumps({"encoder_sha256": "0" * 64}))
-    step = blocked_step(rs)
-    assert step.startswith(f"{run}/encoder.pt is not the encoder its train.json records")
-    assert f"--forcerun {run}/encoder.pt`" in step
+    assert blocked_step(rs) is None
