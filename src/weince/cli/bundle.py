@@ -30,6 +30,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also the encoders, feature files and text models (large)")
     parser.add_argument("--with-scores", action="store_true",
                         help="also the raw score and probe arrays (*.npz)")
+    parser.add_argument("--with-audit", action="store_true",
+                        help="also the training states of the audit segments of every run "
+                             "feeding a verdict row (for `weince verify --retrain N`; the "
+                             "size is printed first)")
     parser.add_argument("--no-check", action="store_true",
                         help="do not run `weince verify` on the new archive")
 
@@ -37,7 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     try:
         man = make_bundle(args.profile, args.out, reports=args.reports,
-                          with_models=args.with_models, with_scores=args.with_scores)
+                          with_models=args.with_models, with_scores=args.with_scores,
+                          with_audit=getattr(args, "with_audit", False))
     except (FileNotFoundError, ValueError) as err:
         print(f"weince bundle: {err}", file=sys.stderr)
         return 2
