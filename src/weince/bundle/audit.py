@@ -18,7 +18,7 @@ from typing import Any
 
 from weince.utils.diskspace import human_bytes
 
-__all__ = ["ROLE", "feeding_runs", "segment_files", "audit_files"]
+__all__ = ["ROLE", "feeding_runs", "segment_files", "audit_files", "state_folder"]
 
 ROLE = "training audit state"
 
@@ -39,10 +39,28 @@ def feeding_runs(res_dir: Path, readers: Iterable[Path]) -> list[Path]:
                   if p.parent.resolve() in read)
 
 
+def state_folder(run: Path) -> Path:
+    """Where a run's audit states are: its own folder, or, for the final grid arm's run that
+    adopted a grid point's run (``selected_point`` in its ``linear.json``; its encoder and
+    ``train.json`` are that run's), the point's folder ``<arm>@<point>/seedN`` beside it."""
+    if (run / "audit").is_dir():
+        return run
+    try:
+        point = json.loads((run / "linear.json").read_text()).get("selected_point")
+    except (OSError, ValueError, AttributeError):
+        point = None
+    if isinstance(point, str) and point:
+        source = run.parent.parent / f"{run.parent.name}@{point}" / run.name
+        if (source / "audit").is_dir():
+            return source
+    return run
+
+
 def segment_files(run: Path) -> tuple[list[Path], list[str]]:
-    """The segment states ``train.json`` names that exist, and those it names that do not
-    (or, for a run without kept states, why)."""
+    """The segment states ``train.json`` names that exist (in :func:`state_folder`), and
+    those it names that do not (or, for a run without kept states, why)."""
     audit = _summary(run).get("audit") or {}
+    run = state_folder(run)
     found: list[Path] = []
     gone: list[str] = []
     for seg in audit.get("segments") or []:

@@ -46,6 +46,7 @@ from typing import Any
 
 import torch
 
+from weince.bundle.audit import state_folder
 from weince.bundle.verify import _load_yaml, verify_bundle
 from weince.pipeline.arms import resolve_arm, split_arm
 from weince.pipeline.profile import Profile
@@ -64,13 +65,18 @@ MARGIN = 0.5
 
 @dataclass
 class RunPick:
-    """One run of the archive that can be replayed."""
+    """One run of the archive that can be replayed (its states in ``states``: its folder,
+    or the adopted grid point's, :func:`weince.bundle.audit.state_folder`)."""
 
     folder: Path
     kind: str                 # "vision" | "text"
     setting: str              # "digits/smallcnn", "minilm"
     arm: str                  # the arm its place names (with a grid point: "weince@m2")
     summary: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def states(self) -> Path:
+        return state_folder(self.folder)
 
     @property
     def base_arm(self) -> str:
@@ -99,7 +105,7 @@ def _states_missing(run: RunPick) -> list[str]:
     for seg in _segments(run):
         for key in ("start_file", "end_file"):
             name = seg.get(key)
-            if not name or not (run.folder / name).is_file():
+            if not name or not (run.states / name).is_file():
                 out.append(str(name or f"step {seg.get(key[:-5])}"))
     return out
 
@@ -259,8 +265,8 @@ def _check_points(run: RunPick) -> str | None:
 
 def _segment(run: RunPick, seg: dict[str, Any], cfgs: dict[str, dict[str, Any]],
              exact: bool, dtype: torch.dtype, say: Callable[[str], None]) -> bool:
-    start = load_state(run.folder / seg["start_file"])
-    end = load_state(run.folder / seg["end_file"])
+    start = load_state(run.states / seg["start_file"])
+    end = load_state(run.states / seg["end_file"])
     where = f"  segment {seg['start']} -> {seg['end']}"
     for name, st, key in (("start", start, "start_sha256"), ("end", end, "end_sha256")):
         if state_digest(st) != seg.get(key):
