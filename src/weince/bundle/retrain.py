@@ -145,6 +145,13 @@ def _arm_loss(prof: Profile, run: RunPick, arm: str) -> dict[str, Any]:
     return out
 
 
+def _threads(run: RunPick) -> int | None:
+    """The thread count the run trained with (its audit block's, else its summary's)."""
+    n = (run.summary.get("audit") or {}).get("torch_threads") or run.summary.get(
+        "torch_threads")
+    return int(n) if n else None
+
+
 def _runtime(run: RunPick, cfg: dict[str, Any], prof: Profile, data: str | None,
              threads: int | None, dtype: torch.dtype) -> dict[str, Any]:
     cfg = {**cfg, "device": "cpu", "keep_checkpoint": False, "keep_states": "none",
@@ -153,15 +160,15 @@ def _runtime(run: RunPick, cfg: dict[str, Any], prof: Profile, data: str | None,
         cfg.pop("norm_mean", None)
         cfg.pop("norm_std", None)
         cfg.update(progress=False, data_root=data or prof.data_root,
-                   threads=threads or run.summary.get("torch_threads") or None)
+                   threads=threads or _threads(run))
         if dtype == torch.float64:
             cfg.update(compile=False, compile_step=None)
     else:
         name = cfg.get("model_name") or cfg.get("model")
         if name:
             cfg["model"] = model_location(prof, str(name))
-        if threads:
-            torch.set_num_threads(int(threads))
+        if threads or _threads(run):      # the loop takes the process's thread count
+            torch.set_num_threads(int(threads or _threads(run) or 1))
     return cfg
 
 
@@ -211,13 +218,13 @@ def distances(replayed: dict[str, dict[str, Any]], start: dict[str, Any], end: d
               ) -> dict[str, float]:
     """``d(arm) = ||w_replay(arm) - w_end|| / ||w_end - w_start||`` (trained weights)."""
     w0, w1 = weights_of(start), weights_of(end)
-    span = float(torch.sqrt(sum(((w1[k] - w0[k]) ** 2).sum() for k in w1)))
-    out = {}
-    for arm, st in replayed.items():
-        w = weights_of(st)
-        gap = float(torch.sqrt(sum(((w[k] - w1[k]) ** 2).sum() for k in w1)))
-        out[arm] = gap / span if span > 0 else float("inf")
-    return out
+
+    def norm(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
+        return float(sum(float(((a[k] - b[k]) ** 2).sum()) for k in w1)) ** 0.5
+
+    span = norm(w1, w0)
+    return {arm: norm(weights_of(st), w1) / span if span > 0 else float("inf")
+            for arm, st in replayed.items()}
 
 
 def attributed(d: dict[str, float], claimed: str, margin: float = MARGIN) -> bool:
@@ -241,8 +248,10 @@ def _mode(run: RunPick, threads: int | None, dtype: torch.dtype, attribution: bo
         why.append(f"the run trained on {dev or 'an unrecorded device'}, this replay on cpu")
     if theirs != torch.__version__:
         why.append(f"torch {theirs} there, {torch.__version__} here")
-    if threads and threads != run.summary.get("torch_threads"):
-        why.append(f"{threads} threads here, {run.summary.get('torch_threads')} there")
+    if _threads(run) is None:
+        why.append("the run did not record its thread count")
+    elif threads and threads != _threads(run):
+        why.append(f"{threads} threads here, {_threads(run)} there")
     if dtype != torch.float32:
         why.append("a float64 replay")
     if why:
@@ -290,16 +299,17 @@ def _segment(run: RunPick, seg: dict[str, Any], cfgs: dict[str, dict[str, Any]],
             replayed[arm] = replay_segment(run.kind, cfg, start, int(seg["end"]), dtype=dtype)
     d = distances(replayed, start, end)
     good = attributed(d, claimed)
-    for arm in sorted(d, key=d.get):
+    nearest = min(d, key=lambda a: d[a])
+    for arm in sorted(d, key=lambda a: d[a]):
         say(f"{where}:   d({arm}) = {d[arm]:.3g}" + ("   (claimed)" if arm == claimed else ""))
     rule = f"d(claimed) <= {MARGIN} x min d(other)"
     if exact:
         say(f"{where}: FAILED (not bit for bit); by attribution the shipped end is "
-            + (f"{claimed}'s" if good else f"not {claimed}'s, nearest: {min(d, key=d.get)}")
+            + (f"{claimed}'s" if good else f"not {claimed}'s, nearest: {nearest}")
             + f" ({rule})")
         return False
     say(f"{where}: " + (f"attributed to {claimed} ({rule})" if good else
-                        f"FAILED: not attributed to {claimed}; nearest: {min(d, key=d.get)} "
+                        f"FAILED: not attributed to {claimed}; nearest: {nearest} "
                         f"({rule})"))
     return good
 

@@ -4,6 +4,7 @@
     weince verify default.tar.gz --keep rebuilt/      # keep the rebuilt tables
     weince verify default.tar.gz --extract CHECKOUT   # then unpack the verified files
     weince verify smoke.tar.gz --reevaluate 2         # rerun 2 encoders' probes here
+    weince verify smoke.tar.gz --retrain 2            # replay 2 runs' training segments
 
 Checks every file's size and SHA-256 against the manifest, rebuilds every claim table and
 the summary from the bundle's result files with the installed code and the installed
@@ -70,7 +71,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "replay applies (every distance printed)")
     parser.add_argument("--replay-dtype", choices=("float32", "float64"), default="float32",
                         help="--retrain: replay the network and optimiser in this precision "
-                             "(float64: a stand-in for another device; judged by attribution)")
+                             "(float64: a stand-in for another device; judged by attribution; "
+                             "default float32)")
     parser.add_argument("--replay-threads", type=int, default=None, metavar="N",
                         help="--retrain: CPU threads of the replay (default: the run's)")
     parser.add_argument("--seed", type=int, default=0,

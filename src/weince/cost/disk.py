@@ -10,9 +10,9 @@ What stays (permanent): every trained encoder (4 bytes a parameter, the counted 
 tail-fit arms, every SimCSE model folder. What comes and goes (temporary): a run's
 ``features.pt`` (deleted once the probe, k-NN and the other readers are done; permanent with
 ``keep_features``) and its training checkpoint (deleted once the features job starts;
-permanent with ``keep_checkpoint``). The training audit's states (``keep_states``: the start and end of each
-audit segment, a checkpoint's size each, plus one per epoch with ``epochs``) are permanent.
-The peak is the permanent part plus the temporaries of
+permanent with ``keep_checkpoint``). The training audit's states (``keep_states``: the
+start and end of each audit segment, a checkpoint's size each, plus one per epoch with
+``epochs``) are permanent. The peak is the permanent part plus the temporaries of
 the ``concurrent`` largest runs at once (``disk.concurrent_runs``: about the number of
 GPUs the jobs get at once), with ``parallel`` (the workflow's cores or jobs) as a cap. An
 adopted grid run (the final grid arm at a grid seed) links the chosen point's encoder: it

@@ -218,7 +218,8 @@ class Auditor:
                          "end_file": f"audit/{state_file(Path(), b).name}"
                          if self.keep != "none" else None})
         return {"audit_hash": self.hash, "points": AUDIT_POINTS, "segment_steps": self.span,
-                "keep_states": self.keep, "segments": segs,
+                "keep_states": self.keep, "torch_threads": torch.get_num_threads(),
+                "segments": segs,
                 "states_sha256": {str(k): v for k, v in sorted(self.digests.items())}}
 
     # -- hooks a replay overrides
