@@ -399,3 +399,51 @@ def test_every_documented_command_runs_as_printed(smoke_resumed, tmp_path, copy_
                               capture_output=True, timeout=900)
         assert proc.returncode == 0, (f"{where}: `{command}` exits {proc.returncode} as "
                                       f"printed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+
+
+def _verify_retrain(archive: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "weince.cli", "verify", str(archive),
+                           "--retrain", *extra], capture_output=True, text=True, timeout=3600,
+                          env=_env())
+
+
+def test_smoke_training_audit_replays_and_catches_swaps_and_relabels(smoke_resumed, tmp_path):
+    """The README's bundle with --with-audit, then `verify --retrain 2`: bit for bit on this
+    CPU. Two arms swapped with every hash made consistent fail (their states, replayed under
+    the claimed arm, do not reach the shipped end); an end state trained with InfoNCE in
+    WEINCE-recipe's folder, its digest committed in train.json, fails by attribution, with
+    every distance printed."""
+    from audit_archives import relabel_last_segment, repack, swap_arms   # noqa: PLC0415
+
+    out = tmp_path / "smoke.tar.gz"
+    proc = subprocess.run([sys.executable, "-m", "weince.cli", "bundle", "--profile", "smoke",
+                           "--out", str(out), "--with-models", "--with-audit", "--no-check"],
+                          cwd=smoke_resumed, capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    said = proc.stdout
+    assert said.index("training audit states:") < said.index("wrote ")   # size first
+    assert "without its states" not in said, said
+    honest = _verify_retrain(out, "2")
+    text = honest.stdout
+    assert honest.returncode == 0, text[-4000:] + honest.stderr[-3000:]
+    assert "retraining 2 of " in text and "stratified over arms" in text
+    assert "expected time: about" in text and "replayed bit for bit" in text
+    assert "RETRAINED: every replayed segment passed" in text
+
+    swapped = repack(out, tmp_path / "swapped.tar.gz", swap_arms("infonce", "weince_recipe"))
+    bad = _verify_retrain(swapped, "10")
+    assert bad.returncode == 1, bad.stdout[-4000:] + bad.stderr[-3000:]
+    assert "does not reach the committed end state" in bad.stdout
+    assert "train.json records loss 'infonce', its place in the archive names arm " \
+           "'weince_recipe'" in bad.stdout
+    assert re.search(r"d\(infonce\) = [0-9.e+-]+", bad.stdout)
+
+    relabelled = repack(out, tmp_path / "relabelled.tar.gz",
+                        relabel_last_segment("weince_recipe", "infonce"))
+    for extra in ((), ("--replay-dtype", "float64")):
+        bad = _verify_retrain(relabelled, "10", *extra)
+        assert bad.returncode == 1, bad.stdout[-4000:] + bad.stderr[-3000:]
+        block = bad.stdout.split("vision/digits/smallcnn/weince_recipe/seed7 (arm")[1]
+        assert "nearest: infonce" in block, block[:3000]
+        assert all(f"d({a}) = " in block for a in ("infonce", "weince", "weince_recipe"))
+    assert "FAILED: not attributed to weince_recipe; nearest: infonce" in bad.stdout

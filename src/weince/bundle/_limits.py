@@ -58,10 +58,25 @@ def _weights(params_m: int) -> int:
     return params_m * 1_000_000 * 4 * 5 // 4 + 16 * MIB
 
 
+def _params_of(parts: tuple[str, ...]) -> tuple[int | None, str]:
+    """The parameters (millions) of the network a run folder's path names, and its name."""
+    for where, table, step in (("vision", BACKBONE_PARAMS, 2), ("text", TEXT_PARAMS, 1)):
+        if where in parts and parts.index(where) + step < len(parts):
+            name = parts[parts.index(where) + step]
+            return table.get(name), name
+    return None, ""
+
+
 def limit_of(path: str) -> tuple[int, str]:
     """The largest size a bundle file at ``path`` can have, and its kind in words."""
     p = PurePosixPath(path)
     suffix, parts = p.suffix.lower(), p.parts
+    if "audit" in parts[:-1] and suffix in _MODELS:
+        # a training state (weince.train.audit): weights, the optimiser's moments (two for
+        # Adam), the schedule and the random state
+        n, name = _params_of(parts)
+        return ((4 * _weights(n), f"a training audit state of {name}") if n
+                else (8 * GIB, "a training audit state"))
     if suffix in _MODELS or "model" in parts[:-1]:
         if "text" in parts:
             model = parts[parts.index("text") + 1] if parts.index("text") + 1 < len(parts) \

@@ -23,7 +23,7 @@ __all__ = ["protocol_of", "setting_of", "first_difference", "VOLATILE"]
 VOLATILE = {"seed", "device", "threads", "progress", "chunk", "num_workers", "workers",
             "out", "out_dir", "path", "features", "encoder", "data_root", "root", "log",
             "cache_dir", "pin_memory", "prefetch_factor", "compile_cache", "keep_checkpoint",
-            "download", "timing_warmup"}
+            "keep_states", "download", "timing_warmup"}
 _SEED_DIR = re.compile(r"(?<=/)seed\d+(?=/)")
 
 

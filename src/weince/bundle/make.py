@@ -40,6 +40,7 @@ from typing import Any
 import yaml
 
 from weince.bundle import _report
+from weince.bundle import audit as _audit
 from weince.bundle.chain import model_problems
 from weince.bundle._protocol import first_difference, protocol_of, setting_of
 from weince.bundle.signing import SIG_NAME, sign_manifest
@@ -135,10 +136,14 @@ def _link_of(p: Path, top: Path) -> str:
 
 def classify(rel: PurePosixPath) -> str:
     """``result``, ``model`` (encoders, features, text models: ``--with-models``),
-    ``scores`` (raw arrays: ``--with-scores``) or ``skip`` (temporary files)."""
+    ``scores`` (raw arrays: ``--with-scores``), ``audit`` (training states in a run's
+    ``audit/``: ``--with-audit``, :mod:`weince.bundle.audit`) or ``skip`` (temporary
+    files)."""
     suffix = rel.suffix.lower()
     if suffix in SKIP_SUFFIXES or rel.name in SKIP_NAMES or rel.name.startswith("."):
         return "skip"
+    if "audit" in rel.parts[:-1] and suffix == ".pt":
+        return "audit"
     if suffix in MODEL_SUFFIXES or "model" in rel.parts[:-1]:
         return "model"
     if suffix in SCORE_SUFFIXES and rel.name not in REPORT_ARRAYS:
@@ -312,10 +317,12 @@ def _readme(profile: str, meta: str, n: dict[str, int], absent: list[str], opts:
 
 def make_bundle(profile: str, out: str | Path, *, reports: str | Path = "reports",
                 with_models: bool = False, with_scores: bool = False,
-                config_dir: str | Path = "config", sign: str | Path | None = None
-                ) -> dict[str, Any]:
+                config_dir: str | Path = "config", sign: str | Path | None = None,
+                with_audit: bool = False) -> dict[str, Any]:
     """Write the bundle of ``profile`` to ``out`` (a ``.tar.gz``); returns its manifest.
     ``sign``: an SSH private key that signs the manifest (:mod:`weince.bundle.signing`).
+    ``with_audit``: also the training audit states of the runs feeding verdict rows (their
+    size printed first, :mod:`weince.bundle.audit`).
 
     Raises:
         FileNotFoundError: no report for the profile, or no results folder.
@@ -344,6 +351,9 @@ def make_bundle(profile: str, out: str | Path, *, reports: str | Path = "reports
     wanted = {"result"} | ({"model"} if with_models else set()) | (
         {"scores"} if with_scores else set())
     entries, counts, absent = _result_entries(res_dir, arc_res, readers, wanted)
+    if with_audit:
+        entries += [Entry(f, f"{arc_res}/{rel}", _audit.ROLE)
+                    for f, rel in _audit.audit_files(res_dir, readers)]
     for f in files_under(rep_dir):
         rel = PurePosixPath(f.relative_to(rep_dir).as_posix())
         if classify(rel) == "skip":
@@ -398,7 +408,8 @@ def make_bundle(profile: str, out: str | Path, *, reports: str | Path = "reports
         "meta": meta, "results": arc_res, "claims": f"{meta}/claims.yaml",
         "resolved_config": f"{meta}/resolved.yaml", "reports": f"{meta}/reports",
         "rebuilt": _report.rebuilt_names(prof),
-        "options": {"with_models": with_models, "with_scores": with_scores},
+        "options": {"with_models": with_models, "with_scores": with_scores,
+                    "with_audit": with_audit},
         "rebuild_command": rebuild_command(profile),
         "sources": sources(files), "site": site_label(),
         "absent": absent, "files": files,

@@ -41,6 +41,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "sign, namespace weince-bundle): reviewers check it with "
                              "--allowed-signers, and the site's provenance then reads as "
                              "signed")
+    parser.add_argument("--with-audit", action="store_true",
+                        help="also the training states of the audit segments of every run "
+                             "feeding a verdict row (for `weince verify --retrain N`; the "
+                             "size is printed first)")
     parser.add_argument("--no-check", action="store_true",
                         help="do not run `weince verify` on the new archive")
 
@@ -53,7 +57,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         man = make_bundle(args.profile, staged, reports=args.reports,
                           with_models=args.with_models, with_scores=args.with_scores,
-                          sign=args.sign)
+                          sign=args.sign, with_audit=args.with_audit)
     except (FileNotFoundError, ValueError) as err:
         print(f"weince bundle: {err}", file=sys.stderr)
         return 2

@@ -5,6 +5,7 @@
     weince verify default.tar.gz --extract CHECKOUT   # then unpack the verified files
     weince verify smoke.tar.gz --reevaluate 2         # rerun 2 encoders' probes here
     weince verify lab-a.tar.gz --allowed-signers allowed_signers   # a signed manifest
+    weince verify smoke.tar.gz --retrain 2            # replay 2 runs' training segments
 
 Checks every file's size and SHA-256 against the manifest, rebuilds every claim table and
 the summary from the bundle's result files with the installed code and the installed
@@ -73,6 +74,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "probe and k-NN, or the STS evaluation of a text model, with the "
                              "archive's settings, comparing every number (needs torch; "
                              "default 0: none)")
+    parser.add_argument("--retrain", type=int, default=0, metavar="N",
+                        help="then replay the training audit segments of N runs feeding "
+                             "verdict rows (an archive made with --with-audit; picked with "
+                             "--seed, stratified over arms) on this CPU: bit for bit where "
+                             "the run was trained as here, else by attribution to its arm "
+                             "(needs torch; default 0: none)")
+    parser.add_argument("--attribution", action="store_true",
+                        help="--retrain: judge by attribution even where a bit-for-bit "
+                             "replay applies (every distance printed)")
+    parser.add_argument("--replay-dtype", choices=("float32", "float64"), default="float32",
+                        help="--retrain: replay the network and optimiser in this precision "
+                             "(float64: a stand-in for another device; judged by attribution; "
+                             "default float32)")
+    parser.add_argument("--replay-threads", type=int, default=None, metavar="N",
+                        help="--retrain: CPU threads of the replay (default: the run's)")
     parser.add_argument("--seed", type=int, default=0,
                         help="seed of the --reevaluate pick (default 0; printed)")
     parser.add_argument("--data", metavar="DIR", default=None,
@@ -85,6 +101,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    if getattr(args, "retrain", 0):   # torch only here (weince.bundle.retrain)
+        return importlib.import_module("weince.bundle.retrain").main(args)
     if getattr(args, "reevaluate", 0) or getattr(args, "data", None):
         if args.reevaluate < 0:
             raise SystemExit("weince verify: --reevaluate N needs N >= 0")

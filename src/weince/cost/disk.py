@@ -10,7 +10,9 @@ What stays (permanent): every trained encoder (4 bytes a parameter, the counted 
 tail-fit arms, every SimCSE model folder. What comes and goes (temporary): a run's
 ``features.pt`` (deleted once the probe, k-NN and the other readers are done; permanent with
 ``keep_features``) and its training checkpoint (deleted once the features job starts;
-permanent with ``keep_checkpoint``). The peak is the permanent part plus the temporaries of
+permanent with ``keep_checkpoint``). The training audit's states (``keep_states``: the
+start and end of each audit segment, a checkpoint's size each, plus one per epoch with
+``epochs``) are permanent. The peak is the permanent part plus the temporaries of
 the ``concurrent`` largest runs at once (``disk.concurrent_runs``: about the number of
 GPUs the jobs get at once), with ``parallel`` (the workflow's cores or jobs) as a cap. An
 adopted grid run (the final grid arm at a grid seed) links the chosen point's encoder: it
@@ -38,6 +40,7 @@ from weince.pipeline.preflight import DiskSpaceError
 from weince.pipeline.profile import Profile
 from weince.pipeline.protocol import adopted_seeds
 from weince.pipeline.stages import grid_arms, pretrain_config, simcse_config
+from weince.train.config import audit_states_per_run
 from weince.utils.diskspace import free_bytes, human_bytes, parse_size
 
 __all__ = ["SPLIT_SIZES", "PER_RUN", "QUOTA_ENV", "DiskEstimate", "disk_estimate",
@@ -168,11 +171,13 @@ def disk_estimate(prof: Profile, runs: tuple[set, set, set] | None = None,
     keep_ckpt = prof.vision.pretrain.keep_checkpoint
     evt = set(prof.vision.evt.arms)
     perm, temps = 0, []
-    encoders = feats_kept = 0
+    encoders = feats_kept = audit = 0
     for run in sorted(trained | adopted, key=str):
         enc, feats, ckpt = _vision_sizes(prof, run)
         own = run in trained
         perm += (enc if own else 0) + PER_RUN + (_scores_bytes(prof) if run.arm in evt else 0)
+        pcfg = prof.vision.pretrain_for(run.dataset)
+        audit += ckpt * audit_states_per_run(pcfg.keep_states, pcfg.epochs) if own else 0
         encoders += enc if own else 0
         kept = (feats if prof.keep_features else 0) + (ckpt if own and keep_ckpt else 0)
         perm += kept
@@ -180,12 +185,16 @@ def disk_estimate(prof: Profile, runs: tuple[set, set, set] | None = None,
         temps.append(feats * (not prof.keep_features) + ckpt * (own and not keep_ckpt))
     for run in sorted(text, key=str):
         params = int(text_counts(text_geometry(run.model), 32)["params"])
-        keep = simcse_config(prof, run.model, run.arm, run.seed).keep_checkpoint
+        tcfg = simcse_config(prof, run.model, run.arm, run.seed)
+        keep = tcfg.keep_checkpoint
         perm += 4 * params + PER_RUN + (12 * params if keep else 0)
+        audit += 12 * params * audit_states_per_run(tcfg.keep_states, tcfg.epochs)
         temps.append(0 if keep else 12 * params)   # weights + Adam's two moments
     temporary = sum(sorted(temps, reverse=True)[:n])
+    perm += audit
     lines = [f"{len(trained)} trained and {len(adopted)} adopted vision run(s), "
-             f"{len(text)} SimCSE run(s)", f"encoders {human_bytes(encoders)}"]
+             f"{len(text)} SimCSE run(s)", f"encoders {human_bytes(encoders)}",
+             f"training audit states (keep_states) {human_bytes(audit)}"]
     if prof.keep_features:
         lines.append(f"features kept (keep_features): {human_bytes(feats_kept)}")
     else:

@@ -15,7 +15,20 @@ from typing import Any, Literal
 
 from weince.utils.settings import bound_problems, setting
 
-__all__ = ["SimCLRConfig", "SimCSEConfig", "TimingConfig", "MODES", "RUNTIME_KEYS"]
+__all__ = ["SimCLRConfig", "SimCSEConfig", "TimingConfig", "MODES", "RUNTIME_KEYS",
+           "AUDIT_POINTS", "SEGMENT_STEPS", "audit_states_per_run"]
+
+# The training audit (weince.train.audit): segments per run and optimiser steps per segment.
+AUDIT_POINTS = 2
+SEGMENT_STEPS = 2
+
+
+def audit_states_per_run(keep_states: str, epochs: int = 0) -> int:
+    """At most how many training states a run keeps in ``audit/`` (the disk estimate):
+    the start and end of each segment, plus one per epoch with ``epochs``."""
+    if keep_states == "none":
+        return 0
+    return 2 * AUDIT_POINTS + (int(epochs) if keep_states == "epochs" else 0)
 
 
 @dataclass
@@ -82,6 +95,10 @@ class SimCLRConfig:
     keep_checkpoint: bool = False       # keep checkpoint.pt after a finished run
     tensorboard: bool = setting(False, description="TensorBoard event files beside "
                                 "train_log.jsonl (needs the tensorboard package)")
+    keep_states: Literal["none", "audit", "epochs"] = setting(
+        "none", description="training states kept in audit/ of the run folder "
+        "(weince.train.audit): none (digests only), audit (the start and end of each audit "
+        "segment, what `weince bundle --with-audit` ships) or epochs (also every epoch end)")
 
 
 
@@ -125,6 +142,10 @@ class SimCSEConfig:
     keep_checkpoint: bool = False    # keep checkpoint.pt after a finished run
     tensorboard: bool = setting(False, description="TensorBoard event files beside "
                                 "train_log.jsonl (needs the tensorboard package)")
+    keep_states: Literal["none", "audit", "epochs"] = setting(
+        "none", description="training states kept in audit/ of the run folder "
+        "(weince.train.audit): none (digests only), audit (the start and end of each audit "
+        "segment, what `weince bundle --with-audit` ships) or epochs (also every epoch end)")
 
     def validate(self, bounds: bool = True) -> None:
         """Refuse a value outside its range (``bounds``: skipped for a config typed from a
@@ -210,4 +231,4 @@ class TimingConfig:
 # of what decides a rerun.
 RUNTIME_KEYS = frozenset({"progress", "timing_warmup", "num_workers", "threads", "compile",
                           "compile_step", "data_root", "download", "keep_checkpoint",
-                          "tensorboard"})
+                          "tensorboard", "keep_states"})

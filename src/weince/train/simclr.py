@@ -38,7 +38,9 @@ Files written in ``out_dir``:
 - ``train_log.jsonl``: one record per epoch: ``loss``, ``lambda_mean/q10/q50/q90``, ``rho0``,
   ``daic_mean``, ``beta_t`` (whatever the loss reports in ``last_stats``, averaged over the
   epoch's steps), ``img_s`` (images, each seen as two views, per second), ``lr`` (the
-  learning rate of the next step), ``epoch_s``.
+  learning rate of the next step), ``epoch_s``, ``weights_sha256`` (the weights' digest at
+  the epoch's end: the chain of :mod:`weince.train.audit`).
+- ``audit/step-<n>.pt``: the training states of the audit segments (``keep_states``).
 - ``encoder.pt`` (:func:`weince.models.save_encoder`) and ``train.json`` (summary with
   provenance) at the end.
 
@@ -70,6 +72,7 @@ from weince.data.augment import PerImageTwoViews, build_augment
 from weince.data.vision import DATASETS, load_vision, subset_indices
 from weince.models import BACKBONES, SimCLRModel, build_simclr_model, save_encoder
 from weince.train import ddp as D
+from weince.train.audit import Auditor
 from weince.train.loop import (DivergedError, EpochStats, TrainingRun, check_same_config,
                                diverged, progress_bar, progress_enabled, progress_note,
                                unwrap_model, weights_finite)
@@ -330,7 +333,8 @@ class CompiledStep:
 @locks_output("out_dir", "train")   # one writer per run folder
 def pretrain(cfg: SimCLRConfig | dict, out_dir: str | os.PathLike, *,
              stop_after: int | None = None,
-             on_step: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+             on_step: Callable[[int, int], None] | None = None,
+             audit: Auditor | None = None) -> dict[str, Any]:
     """Run (or resume) SimCLR pretraining; write the files listed in the module docstring.
 
     Args:
@@ -340,6 +344,9 @@ def pretrain(cfg: SimCLRConfig | dict, out_dir: str | os.PathLike, *,
             that epoch's checkpoint); no ``encoder.pt``/``train.json`` is written then.
         on_step: called as ``on_step(epoch, step)`` (1-based, within the epoch) after every
             optimiser step (monitoring; the tests send a signal from it).
+        audit: the run's training audit (:mod:`weince.train.audit`; None: an
+            :class:`~weince.train.audit.Auditor` with ``cfg.keep_states``); a
+            :class:`~weince.train.audit.Replay` replays one audit segment instead.
 
     Returns:
         The summary also written to ``train.json`` (``{"stopped_at": epoch}`` when stopped
@@ -352,14 +359,15 @@ def pretrain(cfg: SimCLRConfig | dict, out_dir: str | os.PathLike, *,
             and random state (the process exits with 143).
     """
     with PreemptionGuard() as guard:
-        return _pretrain(cfg, out_dir, stop_after=stop_after, on_step=on_step, guard=guard)
+        return _pretrain(cfg, out_dir, stop_after=stop_after, on_step=on_step, guard=guard,
+                         audit=audit)
 
 
-def _pretrain(cfg, out_dir, *, stop_after, on_step, guard) -> dict[str, Any]:
+def _pretrain(cfg, out_dir, *, stop_after, on_step, guard, audit=None) -> dict[str, Any]:
     cfg = complete_config(cfg)
     if cfg.threads:
         torch.set_num_threads(int(cfg.threads))
-    job = _Pretraining(cfg, TrainingRun(out_dir, cfg.device, guard))
+    job = _Pretraining(cfg, TrainingRun(out_dir, cfg.device, guard), audit)
     done = _finished_run(job.run.out, job.cfg_dict)
     if done is not None:        # finished before (its checkpoint removed): not retrained,
         return done             # and its data set is not loaded
@@ -378,9 +386,11 @@ class _Pretraining:
     """The state of one SimCLR run, built in the named steps :func:`_pretrain` calls in
     order (hardware, data, model, resume, wrappers, epochs, summary)."""
 
-    def __init__(self, cfg: SimCLRConfig, run: TrainingRun) -> None:
+    def __init__(self, cfg: SimCLRConfig, run: TrainingRun, audit: Auditor | None = None
+                 ) -> None:
         self.cfg, self.run = cfg, run
         info = run.info
+        self.audit = audit or Auditor(run.out, cfg.keep_states, main=info.is_main)
         dev, ws = info.device, info.world_size
         if cfg.batch_size % ws:
             raise ValueError(f"batch_size={cfg.batch_size} must be divisible by the number of "
@@ -433,6 +443,7 @@ class _Pretraining:
         self.loss_fn = losses.build_loss(cfg.loss, tau=cfg.tau, **cfg.loss_kwargs).to(dev)
         self.opt = _build_optimizer(cfg, model)
         self.sched = _build_scheduler(cfg, self.opt, self.steps_per_epoch)
+        self.audit.begin(self.cfg_dict, cfg.epochs * self.steps_per_epoch, self.steps_per_epoch)
         self.shuffle_gen = torch.Generator().manual_seed(cfg.seed)
         self.aug_gen = torch.Generator(device=dev).manual_seed(cfg.seed * 1000 + 1 + self.rank)
 
@@ -442,7 +453,9 @@ class _Pretraining:
         run, dev = self.run, self.dev
         self.start_epoch, self.wall_before, self.resume_in_epoch = 0, 0.0, None
         log_records: list[dict] = []
-        self.ckpt = ckpt = run.load_checkpoint(
+        self.ckpt = ckpt = self.audit.start_state(
+            self.cfg_dict, lambda: self.training_state(0, None, self.shuffle_gen.get_state())
+        ) or run.load_checkpoint(
             map_location="cpu", remake="re-run `weince pretrain` (the pretrain rule): it starts "
                                        "over from epoch 0")
         if ckpt is not None:
@@ -462,6 +475,7 @@ class _Pretraining:
             run.preemptions = list(ckpt.get("preempted", []))
             log_records = list(ckpt.get("log", []))
             self.wall_before = float(ckpt.get("wall_s", 0.0))
+            self.audit.restore(ckpt.get("audit"))
         run.open_log(log_records, tensorboard=self.cfg.tensorboard)
 
     def wrap(self) -> None:
@@ -486,11 +500,43 @@ class _Pretraining:
                                         mode=cfg.compile_step, forward=cfg.forward)
         if cfg.aug == "per_image":
             self.per_image = PerImageTwoViews(self.train.images, self.train.labels, self.aug)
+        self.audit.prepare(self)    # a replay in float64 converts here
 
     def start_clock(self) -> None:
         self.t_run = time.perf_counter()
         self.last: dict[str, Any] = {}
         self.run.start_timer(self.cfg.timing_warmup)  # step time + peak memory (forecast)
+        if self.ckpt is None and self.audit.wants(0):   # an audit segment from the start
+            self.audit.record(0, lambda: self.training_state(0, None, self.shuffle_gen.get_state()))
+
+    def training_state(self, epoch: int, step: int | None, shuffle_state: torch.Tensor,
+                       stats: EpochStats | None = None) -> dict[str, Any]:
+        """What resume uses, at ``epoch`` epochs done (``step``: steps done inside the next
+        one; ``shuffle_state``: the generator that epoch's order is drawn from): the audit's
+        state (:mod:`weince.train.audit`; every rank gathers its generator)."""
+        aug_states = self.run.gather(self.aug_gen.get_state())
+        state = dict(model=unwrap_model(self.model).state_dict(),
+                     optimizer=self.opt.state_dict(), scheduler=self.sched.state_dict(),
+                     loss=self.loss_fn.state_dict(), rng=rng_state(self.dev),
+                     device=str(self.dev), shuffle_gen=shuffle_state, aug_gen=aug_states,
+                     epoch=epoch, cfg=self.cfg_dict)
+        if step is not None:
+            state["in_epoch"] = {"step": step, "epoch_s": 0.0,
+                                 "stats": (stats or EpochStats()).state()}
+        return state
+
+    def audit_after(self, epoch: int, step: int, epoch_shuffle: torch.Tensor,
+                    stats: EpochStats) -> None:
+        """The audit's look at the state after ``step`` steps of epoch ``epoch`` (0-based)."""
+        done = epoch * self.steps_per_epoch + step
+        if not self.audit.wants(done):
+            return
+        if step == self.steps_per_epoch:   # an epoch's end: the next epoch's order is next
+            self.audit.record(done, lambda: self.training_state(
+                epoch + 1, None, self.shuffle_gen.get_state()))
+        else:
+            self.audit.record(done, lambda: self.training_state(epoch, step, epoch_shuffle,
+                                                                stats))
 
     def write_checkpoint(self, epochs_done: int, shuffle_state: torch.Tensor, **extra) -> None:
         """checkpoint.pt (rank 0; every rank takes part in gathering the generators):
@@ -504,7 +550,7 @@ class _Pretraining:
             rng=rng_state(self.dev), device=str(self.dev), shuffle_gen=shuffle_state,
             aug_gen=aug_states, epoch=epochs_done, log=run.log.records, cfg=self.cfg_dict,
             wall_s=self.wall_before + time.perf_counter() - self.t_run,
-            preempted=run.preemptions, **extra))
+            preempted=run.preemptions, audit=self.audit.records(), **extra))
 
     def epoch_batches(self, epoch: int):
         """This epoch's batches of this rank (minus the steps done before a mid-epoch
@@ -566,6 +612,7 @@ class _Pretraining:
             # every loss of the registry keeps its last_stats dict
             last = cast(dict[str, torch.Tensor], self.loss_fn.last_stats)
             stats.update({"loss": loss.detach(), **last})
+            self.audit_after(epoch, step + 1, epoch_shuffle, stats)
             if on_step is not None:
                 on_step(epoch + 1, step + 1)
             if step + 1 < spe and run.should_stop():
@@ -600,7 +647,8 @@ class _Pretraining:
         _check_diverged(stats, self.model, cfg, epoch, spe, run.out)  # before any write
         rec = {"epoch": epoch + 1, **means,
                "img_s": spe * cfg.batch_size / max(epoch_s, 1e-9),
-               "lr": self.opt.param_groups[0]["lr"], "epoch_s": epoch_s}
+               "lr": self.opt.param_groups[0]["lr"], "epoch_s": epoch_s,
+               **self.audit.epoch_end(unwrap_model(self.model).state_dict())}
         self.last = rec
         if run.is_main:
             run.log.append(rec)
@@ -656,6 +704,7 @@ class _Pretraining:
             "torch_threads": torch.get_num_threads(),
             "augment": self.aug.config(),
             "step_timing": run.timer.result(),  # steps of this process after timing_warmup
+            "audit": self.audit.summary(),   # the audit segments' digests (weince.train.audit)
         }
 
 

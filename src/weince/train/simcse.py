@@ -63,6 +63,7 @@ from weince.data.text import load_sts, load_train_sentences
 from weince.eval.sts import evaluate_sts
 from weince.models.text import SimCSEModel, load_text_encoder, model_identity
 from weince.train import ddp as D
+from weince.train.audit import Auditor
 from weince.train.config import SimCSEConfig
 from weince.train.trainlog import StatsMeter
 from weince.train.loop import (TrainingRun, check_same_config, diverged, progress_bar,
@@ -78,7 +79,8 @@ from weince.utils.runlock import locks_output
 __all__ = ["SimCSEConfig", "train_simcse"]
 
 # keys that may differ between an interrupted run and its resumption
-_RESUME_FREE_KEYS = ("device", "keep_checkpoint", "eval_batch_size", "tensorboard")
+_RESUME_FREE_KEYS = ("device", "keep_checkpoint", "eval_batch_size", "tensorboard",
+                     "keep_states")
 
 
 def _linear_schedule(warmup: int, total: int) -> Callable[[int], float]:
@@ -139,7 +141,8 @@ def _rank_seed(seed: int, rank: int) -> int:
 
 @locks_output("out_dir", "train")   # one writer per run folder
 def train_simcse(cfg: SimCSEConfig | dict[str, Any] | None, out_dir: str | os.PathLike, *,
-                 on_step: Callable[[int, float], None] | None = None) -> dict[str, Any]:
+                 on_step: Callable[[int, float], None] | None = None,
+                 audit: Auditor | None = None) -> dict[str, Any]:
     """Train a SimCSE encoder, keep the best dev checkpoint, write ``train.json``.
 
     Args:
@@ -148,6 +151,9 @@ def train_simcse(cfg: SimCSEConfig | dict[str, Any] | None, out_dir: str | os.Pa
             resumes from it (a different config is a ``ValueError``).
         on_step: called as ``on_step(step, loss)`` after every optimizer step (monitoring;
             the tests raise from it to simulate an interruption).
+        audit: the run's training audit (:mod:`weince.train.audit`; None: an
+            :class:`~weince.train.audit.Auditor` with ``cfg.keep_states``); a
+            :class:`~weince.train.audit.Replay` replays one audit segment instead.
     Returns:
         the ``train.json`` summary: ``best_dev_spearman`` (x 100), ``best_step``, ``steps``,
         ``sentences_per_s``, ``synthetic``, ... .
@@ -157,13 +163,13 @@ def train_simcse(cfg: SimCSEConfig | dict[str, Any] | None, out_dir: str | os.Pa
             call resumes at that step (the process exits with 143).
     """
     with PreemptionGuard() as guard:
-        return _train_simcse(cfg, out_dir, on_step=on_step, guard=guard)
+        return _train_simcse(cfg, out_dir, on_step=on_step, guard=guard, audit=audit)
 
 
-def _train_simcse(cfg, out_dir, *, on_step, guard) -> dict[str, Any]:
+def _train_simcse(cfg, out_dir, *, on_step, guard, audit=None) -> dict[str, Any]:
     cfg = as_config(SimCSEConfig, cfg)   # a dict: typed and its ranges checked
     cfg.validate(bounds=False)          # a SimCSEConfig is taken as typed (SimCLR's rule too)
-    job = _SimCSETraining(cfg, TrainingRun(out_dir, cfg.device, guard))
+    job = _SimCSETraining(cfg, TrainingRun(out_dir, cfg.device, guard), audit)
     job.check_resumable()
     job.load_data()
     job.build()
@@ -182,8 +188,10 @@ class _SimCSETraining:
     """The state of one SimCSE run, built in the named steps :func:`_train_simcse` calls in
     order (resume check, data, model, resume, DDP, the steps, the summary)."""
 
-    def __init__(self, cfg: SimCSEConfig, run: TrainingRun) -> None:
+    def __init__(self, cfg: SimCSEConfig, run: TrainingRun, audit: Auditor | None = None
+                 ) -> None:
         self.cfg, self.run = cfg, run
+        self.audit = audit or Auditor(run.out, cfg.keep_states, main=run.info.is_main)
         if cfg.offline:
             os.environ["HF_HUB_OFFLINE"] = "1"
         self.cfg_dict = to_dict(cfg)
@@ -230,14 +238,16 @@ class _SimCSETraining:
         self.optimizer = _optimizer(self.model, cfg)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, _linear_schedule(cfg.warmup_steps, total))
+        self.audit.begin(self.cfg_dict, total, spe)
 
     def resume(self) -> None:
         """The step, best score, log, meter and random state of the checkpoint (or a fresh
         start: a dropout stream per rank)."""
-        cfg, ckpt, device, ws, rank = self.cfg, self.ckpt, self.device, self.ws, self.rank
         self.meter = StatsMeter()
         self.step, self.best, self.best_step, self.init_dev = 0, -math.inf, None, None
         self.resumed_from = None
+        self.ckpt = self.audit.start_state(self.cfg_dict, self.training_state) or self.ckpt
+        cfg, ckpt, device, ws, rank = self.cfg, self.ckpt, self.device, self.ws, self.rank
         # time and sentences of the training steps (evaluation excluded), summed over resumes
         timing: tuple[float, int] = ckpt.get("timing", (0.0, 0)) if ckpt else (0.0, 0)
         self.train_time, self.trained_sentences = timing
@@ -252,6 +262,7 @@ class _SimCSETraining:
         self.loss_fn.load_state_dict(ckpt["loss"])
         self.step, self.best, self.best_step = ckpt["step"], ckpt["best"], ckpt["best_step"]
         self.init_dev = ckpt.get("init_dev")
+        self.audit.restore(ckpt.get("audit"))
         self.meter.sums, self.meter.counts = dict(ckpt["meter"][0]), dict(ckpt["meter"][1])
         self.run.open_log(ckpt["log"], tensorboard=cfg.tensorboard)
         ranks = ckpt.get("rng_ranks") or [ckpt["rng"]]
@@ -271,6 +282,7 @@ class _SimCSETraining:
             self.fwd = torch.nn.parallel.DistributedDataParallel(
                 self.model, device_ids=[self.device.index] if self.device.type == "cuda"
                 else None, broadcast_buffers=False, static_graph=True)
+        self.audit.prepare(self)    # a replay in float64 converts here
 
     def dev_eval(self) -> dict[str, float]:
         """Rank 0 evaluates (the weights are the same on every rank); all get its scores."""
@@ -296,7 +308,29 @@ class _SimCSETraining:
             loss=self.loss_fn.state_dict(), best=self.best, best_step=self.best_step,
             init_dev=self.init_dev, meter=(self.meter.sums, self.meter.counts),
             log=self.run.log.records, timing=(self.train_time, self.trained_sentences),
-            rng=rngs[0], rng_ranks=rngs))
+            rng=rngs[0], rng_ranks=rngs, audit=self.audit.records()))
+
+    def training_state(self) -> dict[str, Any]:
+        """What resume uses at ``step`` (the data order is a function of the step), without
+        the log and timings: the audit's state (:mod:`weince.train.audit`)."""
+        rngs = self.run.gather(rng_state(self.device))
+        return dict(cfg=self.cfg_dict, step=self.step, model=self.model.state_dict(),
+                    optimizer=self.optimizer.state_dict(),
+                    scheduler=self.scheduler.state_dict(), loss=self.loss_fn.state_dict(),
+                    best=self.best, best_step=self.best_step, init_dev=self.init_dev,
+                    meter=({}, {}), log=[], timing=(0.0, 0), rng=rngs[0], rng_ranks=rngs,
+                    device=str(self.device))
+
+    def audit_after(self) -> None:
+        """The weights' digest at an epoch's end (a log record) and the audit's look at the
+        state after ``step`` steps."""
+        if self.step % self.spe == 0 or self.step == self.total:
+            rec = {"step": self.step, "epoch": -(-self.step // self.spe),
+                   **self.audit.epoch_end(self.model.state_dict())}
+            if self.run.is_main:
+                self.run.log.append(rec)
+        if self.audit.wants(self.step):
+            self.audit.record(self.step, self.training_state)
         # the checkpoint and model/ are complete before anyone goes on
 
     def train(self, on_step) -> None:
@@ -309,6 +343,8 @@ class _SimCSETraining:
         self.order_epoch = -1
         self.order: list[int] = []
         run.start_timer(warmup=1)   # time per step after warm-up, peak memory
+        if self.step == 0 and self.audit.wants(0):   # an audit segment from the start
+            self.audit.record(0, self.training_state)
         try:
             while self.step < self.total:
                 run.timer.start()
@@ -326,6 +362,7 @@ class _SimCSETraining:
                 bar.set_postfix(loss=f"{lval:.4f}",
                                 best=f"{self.best:.2f}" if self.best > -math.inf else "-")
                 self.log_and_evaluate()
+                self.audit_after()
                 if on_step is not None:
                     on_step(self.step, lval)
                 if self.step < self.total and run.should_stop():
@@ -425,6 +462,7 @@ class _SimCSETraining:
             "model_identity": self.identity,
             "last_stats": next(({k: v for k, v in r.items() if k != "step"}
                                 for r in reversed(run.log.records) if "loss" in r), {}),
+            "audit": self.audit.summary(),   # the audit segments' digests (weince.train.audit)
         }
         if self.synthetic:
             result["note"] = ("SYNTHETIC data (weince.data.text generators): a pipeline check, "
