@@ -184,11 +184,8 @@ def test_a_backward_inside_autocast_equals_one_outside(name, dtype):
         assert g_in.dtype == torch.float32 and torch.equal(g_in, g_out)
 
 
-cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-
-
-@cuda
 @pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.parametrize("loss", ["weince", "infonce"])
 def test_no_host_synchronisation_on_cuda_with_a_learnable_logit_scale(loss):
     a, b = (x.detach().cuda().requires_grad_() for x in features(B=256, seed=5))
