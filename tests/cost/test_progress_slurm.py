@@ -148,7 +148,7 @@ def test_progress_reads_this_folders_slurm_jobs(prof, tmp_path, fake_sacct):
     assert ("submitted, nothing written yet (1; Snakemake marks their outputs: queued or "
             "starting): digits/smallcnn/infonce_topm/seed7") in text
     all_row = next(line for line in text.splitlines() if line.startswith("all "))
-    assert all_row.split()[1:7] == ["8", "1", "1", "0", "1", "5"]
+    assert all_row.split()[1:8] == ["8", "1", "1", "0", "1", "0", "5"]   # ... corrupt, not started
 
 
 def test_a_failed_slurm_job_a_later_success_covers_is_not_listed(prof, tmp_path, fake_sacct):

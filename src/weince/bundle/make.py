@@ -383,25 +383,7 @@ def make_bundle(profile: str, out: str | Path, *, reports: str | Path = "reports
     for arc, (role, data) in gen.items():
         entries.append(Entry(None, arc, role, data))
 
-    files = []
-    protocols: dict[str, dict[str, Any]] = {}
-    for e in entries:
-        prov = proto = None
-        if e.data is not None:
-            digest, size = hashlib.sha256(e.data).hexdigest(), len(e.data)
-        elif e.link is not None:   # its target's hash (sha256sum -c follows it); no bytes
-            assert e.src is not None
-            digest, size = sha256_file(e.src), 0
-        else:
-            assert e.src is not None   # an entry is a file on disk or bytes in memory
-            digest, size = sha256_file(e.src), e.src.stat().st_size
-            prov, proto = _provenance(e.src)
-        if proto is not None and e.role != "report":
-            protocols[e.arc] = proto
-        files.append({"path": e.arc, "sha256": digest, "bytes": size, "role": e.role,
-                      **({"link": e.link} if e.link is not None else {}),
-                      **({"provenance": prov} if prov else {})})
-    check_protocols(protocols)
+    files = _manifest_files(entries)
     manifest = {
         "format": FORMAT, "profile": profile, "created": created, "weince_commit": commit,
         "results_root": str(results_root), "reports_root": str(prof.reports),
@@ -420,6 +402,31 @@ def make_bundle(profile: str, out: str | Path, *, reports: str | Path = "reports
 
     _write_archive(Path(out), meta, man, sums, entries, sig)
     return manifest
+
+
+def _manifest_files(entries: list[Entry]) -> list[dict[str, Any]]:
+    """The manifest's entry of each file: its SHA-256, size, role, link and provenance;
+    the protocols of the results checked to agree (:func:`check_protocols`)."""
+    files: list[dict[str, Any]] = []
+    protocols: dict[str, dict[str, Any]] = {}
+    for e in entries:
+        prov = proto = None
+        if e.data is not None:
+            digest, size = hashlib.sha256(e.data).hexdigest(), len(e.data)
+        elif e.link is not None:   # its target's hash (sha256sum -c follows it); no bytes
+            assert e.src is not None
+            digest, size = sha256_file(e.src), 0
+        else:
+            assert e.src is not None   # an entry is a file on disk or bytes in memory
+            digest, size = sha256_file(e.src), e.src.stat().st_size
+            prov, proto = _provenance(e.src)
+        if proto is not None and e.role != "report":
+            protocols[e.arc] = proto
+        files.append({"path": e.arc, "sha256": digest, "bytes": size, "role": e.role,
+                      **({"link": e.link} if e.link is not None else {}),
+                      **({"provenance": prov} if prov else {})})
+    check_protocols(protocols)
+    return files
 
 
 def _result_entries(res_dir: Path, arc_res: str, readers: dict[Path, Any], wanted: set[str]

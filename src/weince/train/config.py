@@ -96,7 +96,7 @@ class SimCLRConfig:
     tensorboard: bool = setting(False, description="TensorBoard event files beside "
                                 "train_log.jsonl (needs the tensorboard package)")
     keep_states: Literal["none", "audit", "epochs"] = setting(
-        "none", description="training states kept in audit/ of the run folder "
+        "none", ref="keep_states", description="training states kept in audit/ of the run folder "
         "(weince.train.audit): none (digests only), audit (the start and end of each audit "
         "segment, what `weince bundle --with-audit` ships) or epochs (also every epoch end)")
 
@@ -143,7 +143,7 @@ class SimCSEConfig:
     tensorboard: bool = setting(False, description="TensorBoard event files beside "
                                 "train_log.jsonl (needs the tensorboard package)")
     keep_states: Literal["none", "audit", "epochs"] = setting(
-        "none", description="training states kept in audit/ of the run folder "
+        "none", ref="keep_states", description="training states kept in audit/ of the run folder "
         "(weince.train.audit): none (digests only), audit (the start and end of each audit "
         "segment, what `weince bundle --with-audit` ships) or epochs (also every epoch end)")
 
