@@ -119,8 +119,9 @@ def columns_of_largest(blk: np.ndarray, top: np.ndarray) -> np.ndarray | None:
     return np.take_along_axis(cols, order, axis=1)
 
 
-__all__ = ["check_batch", "check_tau", "pick_tau", "real_scalar", "pair_similarities",
-           "queue_similarities", "masked_logits", "negative_values", "LAYOUTS", "unit_rows"]
+__all__ = ["reduce_rows", "check_batch", "check_tau", "pick_tau", "real_scalar",
+           "pair_similarities", "queue_similarities", "masked_logits", "negative_values",
+           "LAYOUTS", "unit_rows"]
 
 DEFAULT_TAU = 0.5
 
@@ -638,3 +639,16 @@ def two_view_batch(z1: torch.Tensor, z2: torch.Tensor, layout: Layout):
     idx = torch.arange(n, device=z.device)
     invalid = torch.eye(2 * n, dtype=torch.bool, device=z.device)
     return similarity(z, z), torch.cat([idx + n, idx]), invalid, 2 * n - 2
+
+
+def reduce_rows(per_row: torch.Tensor, reduction: str, weight: torch.Tensor | None
+                ) -> torch.Tensor:
+    """The row losses reduced as the functional forms reduce them."""
+    if weight is not None:
+        per_row = per_row * weight.to(per_row.dtype)
+    if reduction == "none":
+        return per_row
+    total = per_row.sum()
+    if reduction == "sum":
+        return total
+    return total / (per_row.shape[0] if weight is None else weight.to(per_row.dtype).sum())

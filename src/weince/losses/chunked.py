@@ -34,8 +34,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from weince.losses._common import (check_views, custom_bwd, custom_fwd, no_autocast, similarity,
-                                   unit_rows, upcast)
+from weince.losses._common import (check_views, custom_bwd, custom_fwd, no_autocast,
+                                   reduce_rows, similarity, unit_rows, upcast)
 from weince.losses.infonce import _info_nce
 from weince.losses.weince import blended_logits, row_log_rho, row_statistics
 
@@ -111,18 +111,6 @@ def view_rows(z1: torch.Tensor, z2: torch.Tensor, layout: str) -> Rows:
                 self_cols=torch.arange(2 * n, device=z1.device))
 
 
-def _reduce(per_row: torch.Tensor, reduction: str, weight: torch.Tensor | None) -> torch.Tensor:
-    """The row losses reduced as :func:`weince.losses._common.reduced_cross_entropy` does."""
-    if weight is not None:
-        per_row = per_row * weight.to(per_row.dtype)
-    if reduction == "none":
-        return per_row
-    total = per_row.sum()
-    if reduction == "sum":
-        return total
-    return total / (per_row.shape[0] if weight is None else weight.to(per_row.dtype).sum())
-
-
 class _Recomputed(torch.autograd.Function):
     """``fn(*tensors)`` whose activations are not kept: the forward runs it without
     gradient and keeps only ``tensors``; the backward runs it again with gradient (autocast
@@ -165,7 +153,7 @@ def chunked_info_nce(rows: Rows, tau, chunk_size: int, reduction: str = "mean",
         return fn
     per_row = torch.cat([_recomputed(chunk(r0, r1), rows, r0, r1, tau)
                          for r0, r1 in rows.spans(chunk_size)])
-    return _reduce(per_row, reduction, weight)
+    return reduce_rows(per_row, reduction, weight)
 
 
 @torch.no_grad()
@@ -241,4 +229,4 @@ def chunked_weince(rows: Rows, tau, chunk_size: int, *, q: float, margin: float,
 
     per_row = torch.cat([_recomputed(chunk(r0, r1), rows, r0, r1, tau)
                          for r0, r1 in rows.spans(chunk_size)])
-    return _reduce(per_row, reduction, weight), stats
+    return reduce_rows(per_row, reduction, weight), stats

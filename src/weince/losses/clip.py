@@ -26,7 +26,8 @@ import torch
 import torch.nn.functional as F
 
 from weince.losses._common import (custom_bwd, custom_fwd, inverse_tau, masked_logits,
-                                   negative_counts, reduced_cross_entropy, similarity, upcast)
+                                   negative_counts, reduce_rows, reduced_cross_entropy,
+                                   similarity, upcast)
 from weince.losses.weince import blended_logits, row_statistics
 
 __all__ = ["direction_loss", "label_positives", "check_logit_scale", "clip_logits",
@@ -145,18 +146,6 @@ def multi_positive_rows(logits: torch.Tensor, positives: torch.Tensor) -> torch.
                                                          device=logits.device)).sum(dim=1)
     per_row = lse - picked / count.clamp_min(1).to(logits.dtype)
     return torch.where(count > 0, per_row, torch.zeros_like(per_row))
-
-
-def reduce_rows(per_row: torch.Tensor, reduction: str, weight: torch.Tensor | None):
-    """The row losses reduced as the functional forms reduce them."""
-    if weight is not None:
-        per_row = per_row * weight.to(per_row.dtype)
-    if reduction == "none":
-        return per_row
-    total = per_row.sum()
-    if reduction == "sum":
-        return total
-    return total / (per_row.shape[0] if weight is None else weight.to(per_row.dtype).sum())
 
 
 def direction_loss(s: torch.Tensor, targets: torch.Tensor, invalid: torch.Tensor | None,
