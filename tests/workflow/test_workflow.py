@@ -356,7 +356,7 @@ RUN_TIME_VALUES = {"device": "auto", "threads": 2, "offline": False, "data_root"
                    "download": True, "num_workers": 2, "compile": True,
                    "compile_step": "default", "progress": True, "timing_warmup": 3,
                    "keep_checkpoint": True, "chunk": 7, "eval_batch_size": 3,
-                   "tensorboard": True}
+                   "tensorboard": True, "keep_states": "epochs"}
 # not run-time there: the loss-timing mode is what C8 measures; a resource's threads are
 # Snakemake's (threads_for), which never reruns a job either but is not a config of a stage
 RUN_TIME_EXCEPT = {"timing.config.compile", "resources.*.threads"}
@@ -430,8 +430,11 @@ def test_smoke_a_truncated_encoder_names_the_command_that_rebuilds_it(smoke_run,
     proc = run_snakemake(smoke_run, *args, timeout=1500)
     assert proc.returncode != 0
     logs = "\n".join(p.read_text() for p in (smoke_run / "results/smoke/logs").rglob("*.log"))
-    said = re.search(r"encoder\.pt: not a readable encoder file \(truncated or corrupt.*?\)\. "
-                     r"Delete it and rebuild it with `snakemake ([^`]*)`", logs)
+    # the reader checks the encoder against the digest its train.json records, whatever its
+    # mtime (weince.pipeline.digests)
+    said = re.search(r"encoder\.pt: its SHA-256 \S+ is not the \S+ that \S+train\.json records "
+                     r"for it \(truncated, edited or swapped\); rebuild it: snakemake ([^\n]*)",
+                     logs)
     # the command as printed: the run's own --cores and --configfile, then --forcerun
     assert said, logs[-3000:]
     printed = shlex.split(said.group(1))
