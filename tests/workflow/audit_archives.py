@@ -35,8 +35,9 @@ def repack(src: Path, dst: Path, change: Callable[[Path, dict], None]) -> Path:
     man_path.write_text(json.dumps(man, indent=1) + "\n")
     (man_path.parent / "SHA256SUMS").write_text(
         "".join(f"{e['sha256']}  {e['path']}\n" for e in man["files"]))
+    own = [man_path, man_path.parent / "SHA256SUMS"]   # the manifest first, as bundle writes
     with tarfile.open(dst, "w:gz", compresslevel=1) as tar:
-        for p in sorted(q for q in work.rglob("*") if q.is_file()):
+        for p in own + sorted(q for q in work.rglob("*") if q.is_file() and q not in own):
             tar.add(p, arcname=str(p.relative_to(work)))
     return dst
 

@@ -377,6 +377,8 @@ _NAMED_ARCHIVES = {
     "A.tar.gz": "cp smoke.tar.gz A.tar.gz",
     "B.tar.gz": "cp lab-a-c3.tar.gz B.tar.gz",
     "their-results.tar.gz": "cp default.tar.gz their-results.tar.gz",
+    # a config file from someone else, checked before Snakemake reads it
+    "their.yaml": "cp config/smoke.yaml their.yaml",
 }
 
 
