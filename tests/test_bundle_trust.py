@@ -174,9 +174,10 @@ def test_an_edited_signed_archive_fails(signed, site_key, tmp_path):
     man["site"] = "lab-z"
     man_path.write_text(json.dumps(man, indent=1) + "\n")
     bad = tmp_path / "edited.tar.gz"
+    own = [man_path, man_path.parent / "SHA256SUMS"]   # the manifest first, as bundle writes
     with tarfile.open(bad, "w:gz") as tar:
-        for f in sorted(p for p in work.rglob("*") if p.is_file()):
+        for f in own + sorted(p for p in work.rglob("*") if p.is_file() and p not in own):
             tar.add(f, arcname=str(f.relative_to(work)))
     res = verify_bundle(bad, allowed_signers=site_key[1])
-    assert not res.ok and res.exit_code == 1
+    assert not res.ok and res.exit_code == 1, res.render()
     assert "SIGNATURE FAILS: the signature does not verify the manifest" in res.render()

@@ -261,11 +261,12 @@ def test_wheel_installs_without_extras_and_runs_the_core(tmp_path, wheel):
     out = _run([str(vpy), "-c", USE_THE_CORE], env=env, cwd=tmp_path)
     assert "LEAN-OK" in out
     # the researcher's snippets as copied: the README's, and every block of the loss guide
-    # that runs on the core (the two-view example, the MoCo-style queue and mixed precision),
+    # that runs on the core (the two-view example, the MoCo-style queue, open_clip's call form,
+    # the per-call options and mixed precision),
     # in the venv of the wheel and torch
     snippets = [_python_blocks(ROOT / "README.md")[0],
                 *_python_blocks(ROOT / "docs" / "using-the-loss.md")]
-    assert len(snippets) == 4
+    assert len(snippets) == 6
     for code in snippets:
         script = tmp_path / "snippet.py"
         script.write_text(code)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from weince.cost.progress import incomplete_marks
+from weince.cost.progress import STATES, incomplete_marks
 
 
 pytestmark = pytest.mark.slow
@@ -34,9 +34,11 @@ def _progress(wf: Path) -> str:
     return out.stdout
 
 
-def _all_row(text: str) -> list[int]:
+def _all_row(text: str) -> dict[str, int]:
+    """The table's ``all`` row: planned and each state's count, by the table's column names."""
     row = next(line for line in text.splitlines() if line.startswith("all "))
-    return [int(x) for x in row.split()[1:7]]
+    names = ["planned", *STATES]
+    return dict(zip(names, (int(x) for x in row.split()[1:1 + len(names)]), strict=True))
 
 
 def _kill_mid_pretraining(wf: Path, log: Path) -> Path | None:
@@ -71,7 +73,10 @@ def test_progress_of_a_killed_smoke_run_and_of_a_failed_job(tmp_path, copy_workf
 
     text = _progress(wf)
     print(f"weince progress of the smoke run killed half-way:\n{text}")
-    planned, finished, running, stopped, failed, not_started = _all_row(text)
+    n = _all_row(text)
+    planned, finished, running, stopped, failed, not_started = (
+        n[k] for k in ("planned", "finished", "running", "stopped", "failed", "not started"))
+    assert n["corrupt"] == n["blocked"] == 0
     run_dirs = [p.parent for p in (wf / "results/smoke").rglob("train_log.jsonl")]
     # finished: a train.json Snakemake does not mark incomplete (a kill can land between
     # the two; Snakemake then reruns that job)
@@ -97,4 +102,4 @@ def test_progress_of_a_killed_smoke_run_and_of_a_failed_job(tmp_path, copy_workf
                 if x.startswith("- pretrain/digits/smallcnn/weince_recipe/seed7: "))
     assert "ValueError: bad options for loss 'weince_recipe'" in line
     assert "(log: results/smoke/logs/pretrain/digits/smallcnn/weince_recipe/seed7.log)" in line
-    assert _all_row(text)[4] == 1                   # one failed training run
+    assert _all_row(text)["failed"] == 1                  # one failed training run

@@ -382,9 +382,16 @@ _NAMED_ARCHIVES = {
 }
 
 
-@pytest.mark.xfail(strict=False, reason="known failure after this round's merge: the README's "
-                   "`weince merge A.tar.gz B.tar.gz` refuses the resumed smoke run's rows, whose "
-                   "pretrain.epochs differ from the installed smoke profile (exit 3); to fix next")
+# commands whose right answer in this world is not 0: (exit code, a line it must print).
+# The world's smoke run trains 3 epochs (the kill must land between two), the installed smoke
+# profile 1: its rows are another protocol than the installed code's, which merge refuses
+# while it writes the pages of the rest (exit 3, docs/reviewing.md).
+_EXPECTED = {
+    "weince merge A.tar.gz B.tar.gz --out merged/":
+        (3, "another protocol than the installed code's profile 'smoke'"),
+}
+
+
 @pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="needs ssh-keygen")
 def test_every_documented_command_runs_as_printed(smoke_resumed, tmp_path, copy_workflow):
     """Each command of docs/reviewing.md's blocks and the README's site and reviewer
@@ -408,8 +415,14 @@ def test_every_documented_command_runs_as_printed(smoke_resumed, tmp_path, copy_
             if command.startswith("snakemake ") else command
         proc = subprocess.run(["bash", "-c", run], cwd=cwd, env=env, text=True,
                               capture_output=True, timeout=900)
-        assert proc.returncode == 0, (f"{where}: `{command}` exits {proc.returncode} as "
-                                      f"printed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        code, line = _EXPECTED.get(command, (0, ""))
+        assert proc.returncode == code and line in proc.stdout + proc.stderr, (
+            f"{where}: `{command}` exits {proc.returncode} as printed:\n"
+            f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        if command.startswith("weince merge"):      # the merged pages are there either way
+            out = cwd / command.split("--out ")[1].split()[0]
+            assert (out / "summary.md").is_file() and (out / "summary.html").is_file(), out
+    assert set(_EXPECTED) <= {c for _, c in documented_commands()}
 
 
 def _verify_retrain(archive: Path, *extra: str) -> subprocess.CompletedProcess:
@@ -418,9 +431,6 @@ def _verify_retrain(archive: Path, *extra: str) -> subprocess.CompletedProcess:
                           env=_env())
 
 
-@pytest.mark.xfail(strict=False, reason="known failure after this round's merge: the arm "
-                   "swap is now refused by the digest chain and the rebuilt report (exit 2) "
-                   "before --retrain replays it, which the test expects (exit 1); to fix next")
 def test_smoke_training_audit_replays_and_catches_swaps_and_relabels(smoke_resumed, tmp_path):
     """The README's bundle with --with-audit, then `verify --retrain 2`: bit for bit on this
     CPU. Two arms swapped with every hash made consistent fail (their states, replayed under

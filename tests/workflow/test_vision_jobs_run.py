@@ -6,13 +6,13 @@ file equal outside timing and provenance (slow tier: Snakemake runs)."""
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 import yaml
+from stable_json import stable
 
 from weince.pipeline.fused import STEPS, vision_chains, vision_jobs
 from weince.pipeline.profile import Profile
@@ -21,16 +21,6 @@ pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 RUN = "digits/smallcnn/infonce/seed7"
-# keys that hold when or where a job ran, or how long it took
-VOLATILE = re.compile(r"^(provenance|step_timing|img_s.*|.*_s|wall.*|.*time.*|.*seconds.*)$")
-
-
-def _stable(x):
-    if isinstance(x, dict):
-        return {k: _stable(v) for k, v in x.items() if not VOLATILE.match(str(k))}
-    if isinstance(x, list):
-        return [_stable(v) for v in x]
-    return x
 
 
 def _load(p: Path):
@@ -74,7 +64,7 @@ def _same_run(fused: Path, per_step: Path, run_dir: str, run: str, names, steps)
     for name in names:
         a, b = fused / run_dir / name, per_step / run_dir / name
         if name.endswith((".json", ".jsonl")):
-            assert _stable(_load(a)) == _stable(_load(b)), name
+            assert stable(_load(a)) == stable(_load(b)), name
         elif name.endswith(".npz"):
             with np.load(a) as x, np.load(b) as y:
                 assert sorted(x.files) == sorted(y.files), name
@@ -110,7 +100,7 @@ def test_one_text_job_writes_what_the_simcse_and_sts_jobs_write(tmp_path, copy_w
     per_step = _run(tmp_path, "per_step", copy_workflow, run_snakemake, targets)
     for name in ("sts.json", "train.json", "train_log.jsonl"):
         a, b = (_load(wf / run / name) for wf in (fused, per_step))
-        assert _stable(a) == _stable(b), name
+        assert stable(a) == stable(b), name
     for wf in (fused, per_step):
         for log in ("simcse", "sts"):
             assert (wf / f"results/smoke/logs/{log}/minilm/weince/seed7.log").is_file()
