@@ -134,3 +134,25 @@ def test_a_run_that_needs_a_manual_step_is_blocked_with_the_step(tmp_path, monke
     (run / "encoder.pt").write_bytes(b"the encoder, truncated")
     (run / "train.json").write_text(json.dumps({"encoder_sha256": "0" * 64}))
     assert blocked_step(rs) is None
+
+
+def test_the_timing_job_is_timed_at_the_training_runs_image_rate(prof, tmp_path, monkeypatch):
+    """Before it ever ran, the C8 timing job is its whole steps at the image rate of the
+    profile's finished training runs of its backbone (their median), over its threads, plus
+    the median finished job for its start-up."""
+    monkeypatch.chdir(tmp_path)
+    cfg = prof.timing.config
+    _bench(tmp_path, "features", "digits/smallcnn/a/seed1", 3.0)
+    for arm, step_s in (("infonce", 0.2), ("weince", 0.4), ("weince_recipe", 0.3)):
+        run = tmp_path / RUN.format(arm=arm).replace("smallcnn", cfg.backbone)
+        run.mkdir(parents=True)
+        (run / "train.json").write_text(json.dumps(
+            {"batch_size": 100, "torch_threads": 1, "augment": {"image_size": cfg.image_size},
+             "step_timing": {"step_s_median": step_s}}))
+    planned = [JobInfo("timing", False, output=["results/smoke/timing/timing.json"],
+                       threads=2)]
+    monkeypatch.setattr(progress_mod, "dry_run_jobs", lambda *a: (planned, None))
+    (job,) = jobs_left(prof, [], None, tmp_path, set()).jobs
+    steps = cfg.runs * (max(1, cfg.warmup // 2) + cfg.step_reps) * len(cfg.losses)
+    assert job.basis == "the training runs' image rate"
+    assert job.seconds == pytest.approx(steps * 2 * cfg.step_batch * 0.3 / 200 / 2 + 3.0)

@@ -140,3 +140,33 @@ def test_a_truncated_encoder_with_its_old_mtime_is_refused_and_rebuilt(smoke, ru
     assert _json(run / "train.json")["encoder_sha256"] == sha256_file(enc)
     assert _json(run / "linear.json")["provenance"]["inputs"]["encoder"]["sha256"] == \
         sha256_file(enc)
+
+
+def _hint(text: str) -> list[str]:
+    """The first backquoted ``snakemake ...`` command of an error message, as words."""
+    m = re.search(r"`(snakemake [^`]+)`", text)
+    assert m, text[-3000:]
+    return shlex.split(m.group(1))
+
+
+def test_the_report_hints_run_as_printed(smoke, run_snakemake):
+    """`weince report` outside a workflow run: a missing ablation result and a norms result
+    with a bad verdict word each fail in one line whose command (with the smoke profile's
+    --configfile, read from the path) runs as printed and mends the run."""
+    report = ("report", "--config", "config/config.yaml", "--config", "config/smoke.yaml")
+    ablation = smoke / f"{PAIR}/weince_recipe_no_weib/seed7/linear.json"
+    norms = smoke / f"{PAIR}/weince_recipe/seed7/norms.json"
+    bad = _json(norms)
+    bad["verdicts"]["N1"] = "mostly"
+
+    for break_it in (ablation.unlink, lambda: norms.write_text(json.dumps(bad))):
+        break_it()
+        failed = _weince(smoke, *report)
+        assert failed.returncode != 0, failed.stdout[-2000:]
+        cmd = _hint(failed.stderr + failed.stdout)
+        assert cmd[0] == "snakemake" and "--configfile" in cmd and "config/smoke.yaml" in cmd
+        fixed = run_snakemake(smoke, *cmd[1:], timeout=900)
+        assert fixed.returncode == 0, (fixed.stdout + fixed.stderr)[-4000:]
+    assert ablation.is_file() and _json(norms)["verdicts"]["N1"] != "mostly"
+    again = _weince(smoke, *report)
+    assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]

@@ -421,7 +421,7 @@ def test_every_documented_command_runs_as_printed(smoke_resumed, tmp_path, copy_
             f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
         if command.startswith("weince merge"):      # the merged pages are there either way
             out = cwd / command.split("--out ")[1].split()[0]
-            assert (out / "summary.md").is_file() and (out / "summary.html").is_file(), out
+            assert (out / "summary.md").is_file() and (out / "html/summary.html").is_file(), out
     assert set(_EXPECTED) <= {c for _, c in documented_commands()}
 
 
@@ -433,10 +433,10 @@ def _verify_retrain(archive: Path, *extra: str) -> subprocess.CompletedProcess:
 
 def test_smoke_training_audit_replays_and_catches_swaps_and_relabels(smoke_resumed, tmp_path):
     """The README's bundle with --with-audit, then `verify --retrain 2`: bit for bit on this
-    CPU. Two arms swapped with every hash made consistent fail (their states, replayed under
-    the claimed arm, do not reach the shipped end); an end state trained with InfoNCE in
-    WEINCE-recipe's folder, its digest committed in train.json, fails by attribution, with
-    every distance printed."""
+    CPU. Two arms swapped with every hash made consistent are refused by the digest chain
+    before any replay; an end state trained with InfoNCE in WEINCE-recipe's folder, its
+    digest committed in train.json (which the chain cannot see), does not replay to the
+    committed end and fails by attribution, with every distance printed."""
     from audit_archives import relabel_last_segment, repack, swap_arms   # noqa: PLC0415
 
     out = tmp_path / "smoke.tar.gz"
@@ -454,13 +454,16 @@ def test_smoke_training_audit_replays_and_catches_swaps_and_relabels(smoke_resum
     assert "expected time: about" in text and "replayed bit for bit" in text
     assert "RETRAINED: every replayed segment passed" in text
 
+    # two arms' folders swapped, every hash consistent: the digest chain refuses the archive
+    # before anything is replayed (each train.json names the arm and loss that trained it)
     swapped = repack(out, tmp_path / "swapped.tar.gz", swap_arms("infonce", "weince_recipe"))
     bad = _verify_retrain(swapped, "10")
-    assert bad.returncode == 1, bad.stdout[-4000:] + bad.stderr[-3000:]
-    assert "does not reach the committed end state" in bad.stdout
-    assert "train.json records loss 'infonce', its place in the archive names arm " \
-           "'weince_recipe'" in bad.stdout
-    assert re.search(r"d\(infonce\) = [0-9.e+-]+", bad.stdout)
+    assert bad.returncode == 2, bad.stdout[-4000:] + bad.stderr[-3000:]
+    assert "CHAIN BROKEN: results/smoke/vision/digits/smallcnn/weince_recipe/seed7/train.json: " \
+           "loss 'infonce', where the profile's arm 'weince_recipe' trains 'weince_recipe'" \
+        in bad.stdout
+    assert "not retrained: the archive failed the checks above" in bad.stdout
+    assert "replayed" not in bad.stdout
 
     relabelled = repack(out, tmp_path / "relabelled.tar.gz",
                         relabel_last_segment("weince_recipe", "infonce"))
@@ -468,6 +471,9 @@ def test_smoke_training_audit_replays_and_catches_swaps_and_relabels(smoke_resum
         bad = _verify_retrain(relabelled, "10", *extra)
         assert bad.returncode == 1, bad.stdout[-4000:] + bad.stderr[-3000:]
         block = bad.stdout.split("vision/digits/smallcnn/weince_recipe/seed7 (arm")[1]
+        if not extra:       # bit for bit first, then the attribution of the shipped end
+            assert "FAILED: the replay under weince_recipe does not reach the committed " \
+                   "end state" in block, block[:3000]
         assert "nearest: infonce" in block, block[:3000]
         assert all(f"d({a}) = " in block for a in ("infonce", "weince", "weince_recipe"))
     assert "FAILED: not attributed to weince_recipe; nearest: infonce" in bad.stdout

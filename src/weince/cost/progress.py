@@ -729,6 +729,33 @@ def _model_seconds(prof: Profile, rule: str, outputs: list[str]) -> float | None
     return None
 
 
+def _timing_seconds(prof: Profile, base: Path, threads: int) -> float | None:
+    """The timing job's wall seconds at the image rate of this profile's finished
+    pretraining runs of its backbone and image size: their median step time over the ``2 x
+    batch`` images of a step, times the ``runs x (warm-up + reps) x losses`` whole steps of
+    ``2 x step_batch`` images the job trains (docs/cost.md), over its threads per the runs'
+    threads; None without such a run. Its loss-alone part (the losses on embeddings, no
+    backbone) is not counted."""
+    cfg = prof.timing.config
+    if not prof.timing.enabled or not cfg.backbone:
+        return None
+    per_image: list[float] = []
+    for f in (base / "vision").glob(f"*/{cfg.backbone}/*/seed*/train.json"):
+        try:
+            s = json.loads(f.read_text())
+            if s.get("augment", {}).get("image_size") != cfg.image_size:
+                continue
+            per_image.append(float(s["step_timing"]["step_s_median"])
+                             * max(1, int(s.get("torch_threads") or 1))
+                             / (2 * int(s["batch_size"])))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    if not per_image:
+        return None
+    steps = cfg.runs * (max(1, cfg.warmup // 2) + cfg.step_reps) * len(cfg.losses)
+    return steps * 2 * cfg.step_batch * sorted(per_image)[len(per_image) // 2] / max(1, threads)
+
+
 _VISION_RUN = re.compile(r"/vision/(?P<dataset>[^/]+)/(?P<backbone>[^/]+)/(?P<arm>[^/]+)/"
                          r"seed(?P<seed>\d+)$")
 
@@ -737,7 +764,8 @@ def jobs_left(prof: Profile, configfiles: list[str], target: str | None,
               workdir: str | os.PathLike, marks: set[str] | None) -> JobsLeft:
     """Every job ``target`` still needs, each with its expected wall seconds left: the mean
     of the finished jobs of its rule (their benchmarks), else the cost model's (evaluation
-    jobs on a GPU profile), else the mean of every finished job (a first guess, said as
+    jobs on a GPU profile; the timing job at the image rate of the finished training runs,
+    :func:`_timing_seconds`), else the median finished job (a first guess, said as
     such); a running job less the time since Snakemake marked its outputs."""
     jobs, why = dry_run_jobs(configfiles, target, workdir)
     if jobs is None:
@@ -755,6 +783,9 @@ def jobs_left(prof: Profile, configfiles: list[str], target: str | None,
             left.seconds, left.basis = rule_s[j.rule], "measured"
         elif (s := _model_seconds(prof, j.rule, j.output)) is not None:
             left.seconds, left.basis = s, "cost model"
+        elif j.rule == "timing" and (s := _timing_seconds(prof, base, j.threads)) is not None:
+            # plus a job's start-up and its loss-alone part: the median finished job
+            left.seconds, left.basis = s + (guess or 0.0), "the training runs' image rate"
         elif guess is not None:
             left.seconds, left.basis = guess, "first guess"
         started = [t for o in j.output if marks is not None and os.path.normpath(o) in marks

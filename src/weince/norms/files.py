@@ -15,6 +15,7 @@ from typing import Any
 
 from weince.utils.results import InvalidResultError, finite_value, read_json
 from weince.utils.verdict_words import NOT_REPRODUCED, REPRODUCED
+from weince.utils.rerun import snakemake_command
 
 __all__ = ["RESULT_FILE", "PROBES_FILE", "check_norms_result", "load_results"]
 
@@ -67,7 +68,7 @@ def check_norms_result(d: dict[str, Any], path: str | os.PathLike) -> None:
         raise InvalidResultError(
             f"{path}: {bad!r} is not a finite number, an invalid norms result (the analysis "
             f"failed numerically), not a missing one. Fix the cause, then re-run the rule "
-            f"that writes it (`snakemake --forcerun {path}`)")
+            f"that writes it ({snakemake_command('--forcerun', path)})")
     for key, value in _deciding(d):
         finite_value(value, path, key)
 

@@ -39,6 +39,7 @@ from weince.utils.results import Provenance, ResultSchemaError, get_key, load_re
 from weince.utils.summary import estimate
 from weince.utils.verdict_words import (NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED,
                                      SCALE_MODEL, SCALE_ONLY, VERDICTS)
+from weince.utils.rerun import snakemake_command
 
 __all__ = ["PAPER", "UNIT_RULES", "RULE", "interval_side", "correlation_verdict",
            "gain_verdict", "combine", "unit_fields", "on_paper_model", "rule_fields",
@@ -177,8 +178,8 @@ def _norms_unit(claim: dict[str, Any], s: Setting, f: Path, metrics: list[str],
     if v not in VERDICTS:
         raise ResultSchemaError(f"{f}: {claim['verdict_key']!r} is {v!r}, not a "
                                 f"verdict word ({', '.join(VERDICTS)}); re-run "
-                                f"the rule that writes it (`snakemake "
-                                f"--forcerun {f}`)")
+                                f"the rule that writes it "
+                                f"({snakemake_command('--forcerun', f)})")
     unit = f.parent.name
     for key in metrics:
         on_paper, paper, lab = _norms_paper(claim, s, key)

@@ -25,6 +25,7 @@ from weince.utils.diskspace import write_text
 from weince.utils.summary import Estimate, diff_estimate, estimate
 from weince.report.tables import fmt_estimate
 from weince.utils import write_json
+from weince.utils.rerun import snakemake_command
 
 __all__ = ["group_commentary", "group_table", "build_ablation_report"]
 
@@ -215,7 +216,7 @@ def _read_metric(paths: Sequence[Path], key: str, prov: Provenance, allow_missin
                 missing += 1
                 continue
             raise FileNotFoundError(
-                f"ablation result {p} does not exist; make it with `snakemake {p}` (the "
+                f"ablation result {p} does not exist; make it with {snakemake_command(p)} (the "
                 f"ablation arms are trained by the same pretrain/features/linear rules as the "
                 f"main arms; see workflow/rules/ablations.smk)")
         data = load_result(p)

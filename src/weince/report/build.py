@@ -50,6 +50,7 @@ from weince.utils.config import parse_yaml
 from weince.utils.diskspace import write_text
 from weince.utils.provenance import git_commit
 from weince.utils.verdict_words import VERDICT_FREE
+from weince.utils.rerun import snakemake_command
 
 __all__ = ["build_report", "build_summary", "rest_of_paper", "evaluate", "write_tables",
            "scale_line", "companion_rows"]
@@ -327,7 +328,8 @@ def _forest_paths(records: list[ClaimRecord], fig_dir: Path,
             if not src.is_file():
                 raise FileNotFoundError(
                     f"the forest plot of {rec.id} ({src}) is missing: the claim tables draw "
-                    f"it; re-run them (`snakemake --forcerun claim_tables` or `weince report`)")
+                    f"it; re-run them ({snakemake_command('--forcerun', 'claim_tables', path=src)}"
+                    f" or `weince report`)")
             if src.resolve() != out.resolve():
                 out.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(src, out)

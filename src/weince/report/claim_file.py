@@ -42,14 +42,19 @@ from weince.report.glance import headline
 from weince.report.verdicts import ClaimResult, Row
 from weince.utils.provenance import jsonable
 from weince.utils.results import Provenance, write_json
+from weince.utils.rerun import snakemake_command
 
 __all__ = ["ClaimRecord", "CLAIM_FILE_FORMAT", "claim_file", "claim_record", "write_claim_file",
            "read_claim_file", "read_claim_files", "record_of", "record_digest",
-           "registry_digest", "claim_input_digests", "check_inputs", "REBUILD"]
+           "registry_digest", "claim_input_digests", "check_inputs", "rebuild_hint"]
 
 CLAIM_FILE_FORMAT = 2   # 2: bound to its inputs (``inputs``, ``digest``)
-REBUILD = ("re-run the claim tables (`snakemake --forcerun claim_tables`, with the profile's "
-           "--configfile, or `weince report`)")
+def rebuild_hint(path: str | os.PathLike | None = None) -> str:
+    """How to make a claim file (of ``path``'s profile) again: the claim tables' command with
+    the run's own arguments (:func:`weince.utils.rerun.snakemake_command`), or
+    ``weince report``."""
+    cmd = snakemake_command("--forcerun", "claim_tables", path=path)
+    return f"re-run the claim tables ({cmd}, or `weince report`)"
 
 
 def claim_file(report_dir: str | os.PathLike, claim_id: str) -> Path:
@@ -189,7 +194,7 @@ def check_inputs(record: ClaimRecord, claim: Mapping[str, Any], alpha: float,
     if inputs.get("registry") != registry_digest(claim, alpha):
         raise ValueError(f"{where} was computed from another registry entry of "
                          f"{record.id} than the installed claims registry's (tolerance, rows "
-                         f"or arms changed since); {REBUILD}")
+                         f"or arms changed since); {rebuild_hint(record.path)}")
     base = Path(str(root if root is not None else inputs.get("root", "results")))
     changed = []
     for name, digest in (inputs.get("files") or {}).items():
@@ -202,7 +207,7 @@ def check_inputs(record: ClaimRecord, claim: Mapping[str, Any], alpha: float,
     if changed:
         more = f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""
         raise ValueError(f"{where} is stale: {changed[0]}{more} since the claim tables "
-                         f"computed it; {REBUILD}")
+                         f"computed it; {rebuild_hint(record.path)}")
 
 
 def write_claim_file(res: ClaimResult, path: str | os.PathLike,
@@ -221,7 +226,7 @@ def read_claim_file(path: str | os.PathLike) -> ClaimRecord:
     no longer the digest it was written with) is one line naming it and the rule that
     writes it."""
     path = Path(path)
-    fix = REBUILD
+    fix = rebuild_hint(path)
     if not path.is_file():
         raise FileNotFoundError(f"claim file {path} does not exist; {fix}")
     try:

@@ -19,6 +19,7 @@ import numpy as np
 
 from weince.train.trainlog import read_jsonl
 from weince.utils.plotting import pyplot
+from weince.utils.rerun import snakemake_command
 
 __all__ = ["training_curves", "training_curves_figure", "estimates_figure",
            "collect_evt_figures", "noise_floor_figure", "LAMBDA_KEYS",
@@ -45,7 +46,7 @@ def training_curves(logs: Mapping[str, Sequence[Path]], keys: Sequence[str] = ("
                 if allow_missing:
                     continue
                 raise FileNotFoundError(f"training log {p} does not exist; it is written by "
-                                        f"`weince pretrain` (make it with `snakemake {p}`)")
+                                        f"`weince pretrain` (make it with {snakemake_command(p)})")
             for i, rec in enumerate(read_jsonl(p)):
                 ep = int(rec.get("epoch", i + 1))
                 for key in keys:
