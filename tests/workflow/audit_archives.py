@@ -73,7 +73,10 @@ def relabel_last_segment(arm: str, trained_with: str) -> Callable[[Path, dict], 
         cfg.update(loss=trained_with, loss_kwargs={}, device="cpu", progress=False,
                    tensorboard=False, keep_states="none")
         forged = replay_segment("vision", cfg, load_state(run / seg["start_file"]), seg["end"])
-        save_checkpoint(run / seg["end_file"], **forged)
+        end = run / seg["end_file"]
+        save_checkpoint(end, **forged)
+        # the digest record save_checkpoint writes beside a file: an archive ships none
+        end.with_name(f".{end.name}.digest.json").unlink(missing_ok=True)
         seg["end_sha256"] = summary["audit"]["states_sha256"][str(seg["end"])] = \
             state_digest(forged)
         (run / "train.json").write_text(json.dumps(summary, indent=2) + "\n")
