@@ -6,6 +6,7 @@ the reason it gives."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import importlib
 import re
 from pathlib import Path
@@ -14,6 +15,7 @@ import numpy as np
 import pytest
 import yaml
 
+import weince.utils.metrics as metrics
 from weince.pipeline.profile import Profile
 from weince.report import load_claims
 from weince.report.glance import claim_notes
@@ -402,4 +404,15 @@ def test_a_reading_must_be_a_declared_metric(tmp_path):
     (tmp_path / "claims.yaml").write_text(yaml.safe_dump(reg))
     with pytest.raises(ValueError, match=r"claim C10: readings \['nonsense@5'\] are not "
                                          r"declared metrics; declare them in .*metrics\.py"):
+        load_claims(tmp_path / "claims.yaml")
+
+
+def test_a_gain_claim_refuses_a_lower_is_better_metric(tmp_path, monkeypatch):
+    """The gain rules read a positive gain as the better arm: a claim judging a metric
+    declared lower-is-better fails at load, naming it."""
+    monkeypatch.setattr(metrics, "METRICS", tuple(
+        dataclasses.replace(m, higher_is_better=m.key != "test_acc") for m in metrics.METRICS))
+    (tmp_path / "claims.yaml").write_text(CLAIMS.read_text())
+    with pytest.raises(ValueError, match=r"claim C3: kind 'gain' judges a gain .* "
+                                         r"\['test_acc'\] are declared lower-is-better"):
         load_claims(tmp_path / "claims.yaml")

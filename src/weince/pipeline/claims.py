@@ -139,6 +139,13 @@ def _check_claim(c: dict[str, Any], path: Path) -> None:
     if odd:
         raise ValueError(f"{where}: readings {odd} are not declared metrics; declare them in "
                          f"src/weince/utils/metrics.py (METRICS) or fix the key")
+    if kind in ("gain", "noninferior"):   # their rules read a positive gain as the better arm
+        judged = [c.get("metric"), *c.get("metrics", []),
+                  *(r.get("metric") for r in c.get("rows") or [] if isinstance(r, dict))]
+        lower = [m for m in judged if m and (d := metric_of(m)) and not d.higher_is_better]
+        if lower:
+            raise ValueError(f"{where}: kind {kind!r} judges a gain (higher is better) but "
+                             f"{lower} are declared lower-is-better; show them as readings")
     if (kind == "norms") != (c["stage"] == "norms"):
         raise ValueError(f"{where}: kind 'norms' and stage 'norms' go together (the norms "
                          f"results are read by the norms rule only)")

@@ -37,7 +37,7 @@ from typing import Any, Literal
 import numpy as np
 
 __all__ = ["Range", "PerExample", "Metric", "Evaluation", "METRICS", "EVALUATIONS",
-           "metric_of", "metrics_of", "evaluation_of", "PERCENT"]
+           "metric_of", "metric_of_entry", "metrics_of", "evaluation_of", "PERCENT"]
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ class PerExample:
     score: Callable[[np.ndarray], float]         # per-example values -> the metric
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _template(t: str) -> re.Pattern:
     return re.compile(re.escape(t).replace(re.escape("{n}"), r"(?P<n>\d+)") + r"\Z")
 
@@ -168,6 +168,16 @@ def metric_of(key: Any) -> Metric | None:
     """The declaration of a (dotted) metric key, by its last part; None when undeclared."""
     leaf = str(key).rsplit(".", 1)[-1]
     return next((m for m in METRICS if m.matches(leaf)), None)
+
+
+def metric_of_entry(entry: str) -> tuple[Metric, str] | None:
+    """The declaration whose per-example predictions a predictions entry holds
+    (``"hits@5"``), and the metric key (``"recall@5"``); None when no declaration does."""
+    for m in METRICS:
+        key = m.key_of_entry(entry)
+        if key is not None:
+            return m, key
+    return None
 
 
 def metrics_of(evaluation: str, *, test_only: bool = False) -> list[Metric]:

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from weince.utils.metrics import METRICS, evaluation_of, metric_of
+from weince.utils.metrics import evaluation_of, metric_of, metric_of_entry
 
 __all__ = ["FORMAT", "encode_labels", "encode_bits", "encode_values", "decode",
            "labels_sha256", "linear_block", "knn_block", "recheck"]
@@ -124,10 +124,11 @@ def _entries(record: dict[str, Any]) -> dict[str, Any]:
     out = {}
     for key, values in record.items():
         m = metric_of(key)
-        if m is None or m.per_example is None:
+        entry = m.entry(key) if m is not None else None
+        if m is None or m.per_example is None or entry is None:
             raise ValueError(f"metric {key!r} declares no per-example predictions; declare "
                              f"them in weince.utils.metrics.METRICS")
-        out[m.entry(key)] = _ENCODE[m.per_example.holds](values)
+        out[entry] = _ENCODE[m.per_example.holds](values)
     return out
 
 
@@ -197,11 +198,11 @@ def _seeds(block: dict[str, Any], data: dict[str, Any]) -> tuple[list[dict], lis
 
 def _per_example(name: str, blk: Any, y: np.ndarray, where: str) -> tuple[str, float]:
     """The metric key the predictions entry ``name`` holds and its value recomputed."""
-    m = next((m for m in METRICS if m.key_of_entry(name)), None)
-    if m is None or m.per_example is None:
+    found = metric_of_entry(name)
+    if found is None:
         raise ValueError(f"{where}: no declared metric keeps its predictions in {name!r}")
-    key = m.key_of_entry(name)
-    assert key is not None   # found by it
+    m, key = found
+    assert m.per_example is not None   # an entry is a declaration's per-example values
     values = decode(blk, f"{where}.{name}")
     if values.size != y.size:
         raise ValueError(f"{where} {key}: {values.size} values for {y.size} test labels")
