@@ -9,7 +9,7 @@ A probe's result file (``linear.json``, ``knn.json``) carries a ``predictions`` 
      "per_seed": [{"seed": 1, "pred@50": ARRAY, "hits@1": BITS, ...}]}  # k-NN
 
 An ARRAY is the labels as little-endian ``uint16`` (``uint32`` past 65,535 classes), a BITS
-the per-query 0/1 as a bit field (``numpy.packbits``), a VALUES per-example floats
+the per-query 0/1 as a bit field (``numpy.packbits``), a VALUES the per-example floats
 (``float64``); each zlib-compressed and base64 encoded, as ``{"dtype", "n", "zlib_b64"}``:
 a CIFAR-sized test set is a few kB per seed. Which entry holds which metric, and how the
 metric follows from it, is the metric's declaration (:data:`weince.utils.metrics.METRICS`).
