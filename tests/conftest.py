@@ -40,6 +40,7 @@ from packaging.requirements import Requirement
 
 from weince.evt.noise_floor import simulate_noise_floor, write_noise_floor
 from weince.pipeline import layout
+from weince.pipeline.claims import load_claims
 from weince.pipeline.profile import Profile
 from weince.utils import write_json
 
@@ -147,6 +148,18 @@ def _fixture_config(tmp: Path) -> dict[str, Any]:
     }
 
 
+def _claim_keys(claims: str, file: str) -> list[str]:
+    """The keys the claims of the registry ``claims`` read from ``file``: their metrics,
+    each row's metric and their readings, in the registry's order."""
+    keys: list[str] = []
+    for c in load_claims(claims)["claims"]:
+        if c["file"] == file:
+            keys += [c.get("metric"), *c.get("metrics", []),
+                     *(r.get("metric") for r in c.get("rows") or [] if isinstance(r, dict)),
+                     *c.get("readings", [])]
+    return list(dict.fromkeys(k for k in keys if k))
+
+
 def _write_fixture_results(cfg: dict[str, Any]) -> None:
     """One result file of every kind the registry reads, for every run of ``cfg``."""
     prof = Profile.of(cfg)
@@ -156,9 +169,10 @@ def _write_fixture_results(cfg: dict[str, Any]) -> None:
         acc = FIXTURE_LINEAR[(run.dataset, run.arm)][i]
         write_json(d / "linear.json", {"test_acc": _summary([acc - 0.1, acc, acc + 0.1]),
                                        "val_acc": _summary([acc + 1, acc + 1.2])}, seed=run.seed)
-        knn = {"acc@50": _summary([acc - 10.0, acc - 10.0])}
-        for k in (1, 2, 5, 10, 20, 50):
-            knn[f"recall@{k}"] = _summary([acc - 12 + k * 0.5])
+        # every key a claim reads from knn.json (its metrics and readings, from the registry)
+        knn = {k: _summary([acc - 10.0, acc - 10.0]) if k.startswith("acc@")
+               else _summary([acc - 12 + int(k.rsplit("@", 1)[1]) * 0.5])
+               for k in _claim_keys(cfg["claims"], "knn.json")}
         write_json(d / "knn.json", knn, seed=run.seed)
         if run.arm in cfg["vision"]["evt"]["arms"]:
             write_json(d / "pot.json", {"fit": {"xi": -0.35 - 0.02 * i, "sigma": 0.05,

@@ -216,8 +216,8 @@ def test_knn_reads_the_host_once_per_metric_not_per_query(fake_cuda):
         with Probe() as probe:
             out = knn_scores(q, qy, bank, bank_y, k=5, recall_ks=(1, 5), num_classes=5, chunk=8)
         reads.append(probe.reads)
-        assert set(out) == {"acc@5", "recall@1", "recall@5"}
-    assert reads[0] == reads[1] == 3     # one per metric, however many chunks
+        assert {"acc@5", "recall@1", "recall@5"} <= set(out)
+    assert reads[0] == reads[1] == len(out)   # one per metric, however many chunks
 
 
 def test_linear_probe_scores_cuda_features_without_a_read(fake_cuda):

@@ -18,6 +18,7 @@ from weince.bundle.make import check_protocols
 from weince.bundle.verify import VerifyResult, _recheck_numbers
 from weince.eval.knn import knn_eval
 from weince.eval.linear import linear_probe
+from weince.utils.metrics import metric_of
 from weince.utils.predictions import decode, encode_bits, encode_labels, recheck
 
 prov = importlib.import_module("weince.utils.provenance")   # the package exports a function
@@ -63,10 +64,14 @@ def test_arrays_round_trip_small():
 
 def test_the_probes_numbers_follow_from_their_predictions(results):
     lin, knn = results
-    problems, n, labels = recheck(lin, "linear")
-    assert problems == [] and n == 5 and len(labels) == 64
-    problems, n, labels2 = recheck(knn, "knn")
-    assert problems == [] and n == 2 * 3 + 3 and labels2 == labels
+    # every per-seed number of every metric with predictions, its summary's values and mean
+    for res, kind in ((lin, "linear"), (knn, "knn")):
+        keys = [k for k in res if (m := metric_of(k)) is not None and m.evaluation == kind
+                and m.per_example is not None]
+        assert keys
+        problems, n, labels = recheck(res, kind)
+        assert problems == [] and n == len(keys) * (2 * len(res["per_seed"]) + 1)
+        assert len(labels) == 64 and labels == recheck(lin, "linear")[2]
     # the predictions are the probe's own: they give its accuracy exactly
     pred = decode(lin["predictions"]["per_seed"][0]["pred"])
     y = decode(lin["predictions"]["test_labels"])

@@ -87,7 +87,7 @@ def test_knn_eval_splits_and_summaries():
     ref = knn_scores(feats["test"]["backbone"], yte, feats["train"]["backbone"][tr], ytr[tr],
                      k=5, recall_ks=(1, 5))
     assert res["per_seed"][1]["test"] == pytest.approx(ref)
-    assert set(res["val"]) == {"acc@5", "recall@1", "recall@5"}
+    assert set(res["val"]) == set(ref) >= {"acc@5", "recall@1", "recall@5"}
 
 
 def test_knn_bad_args():

@@ -6,6 +6,7 @@ the reason it gives."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import importlib
 import re
 from pathlib import Path
@@ -14,6 +15,7 @@ import numpy as np
 import pytest
 import yaml
 
+import weince.utils.metrics as metrics
 from weince.pipeline.profile import Profile
 from weince.report import load_claims
 from weince.report.glance import claim_notes
@@ -73,6 +75,10 @@ def acc(values):
 
 
 BASE = [70.0, 71.0, 69.5, 70.5]
+# C10's keys (its judged metrics and its readings) and its judged rows, from the registry
+C10_KEYS = [*REG["C10"]["metrics"], *REG["C10"].get("readings", [])]
+C10_ROWS = (len(REG["C10"]["grid"]["datasets"]) * len(REG["C10"]["grid"]["backbones"])
+            * len(REG["C10"]["metrics"]))
 
 
 def shifted(values, d):
@@ -135,10 +141,9 @@ CASES = {
         partial_verdict(1, 15), "1 of the paper's 15 row(s) ran"),
     "C10 k-NN recall below the margin": (
         "C10", {V("cifar10", "resnet18"): {
-            "infonce": [{f"recall@{k}": v for k in (1, 2, 5, 10, 20, 50)} for v in BASE],
-            "weince_recipe": [{f"recall@{k}": v - 1.5 for k in (1, 2, 5, 10, 20, 50)}
-                              for v in BASE]}},
-        partial_verdict(0, 90), "mean gain below zero"),
+            "infonce": [{k: v for k in C10_KEYS} for v in BASE],
+            "weince_recipe": [{k: v - 1.5 for k in C10_KEYS} for v in BASE]}},
+        partial_verdict(0, C10_ROWS), "mean gain below zero"),
     "C5 within the margin but below zero is not '>='": (
         "C5", {V("cifar10", "resnet18"): {"infonce": acc(BASE),
                                           "weince_recipe": acc(shifted(BASE, -0.2))}},
@@ -348,3 +353,66 @@ def test_no_half_width_is_called_a_standard_deviation():
     text = CLAIMS.read_text()
     assert "_sd" not in text and "baseline_ci95_half" in text
     assert np.isclose(REG["C3"]["rows"][0]["paper"]["baseline_ci95_half"], 0.19)
+
+
+def _reading_lines(res):
+    return [ln for ln in claim_lines(res) if ln[6] == "reading (no verdict)"]
+
+
+def test_a_gain_row_without_a_paper_figure_is_a_reading_not_a_verdict(tmp_path):
+    """A metric the paper gave no figure for (``paper: {}``) stands in the table with each
+    arm's reading; the claim's verdict is the one without it, however the reading goes."""
+    claim = copy.deepcopy(REG["C3"])
+    claim["rows"].append({**claim["rows"][0], "metric": "val_acc", "label": "val", "paper": {}})
+    tree = {V("cifar100", "resnet18"): {
+        "infonce": [{"test_acc": v, "val_acc": v} for v in BASE],
+        "weince_recipe": [{"test_acc": v + 3.3, "val_acc": v - 9.0} for v in BASE]}}
+    res, alone = run(tmp_path / "with", claim, tree), run(tmp_path / "without", REG["C3"], tree)
+    assert alone.verdict == REPRODUCED and (res.verdict, res.reason) == (alone.verdict,
+                                                                         alone.reason)
+    row = next(r for r in res.rows if r.metric == "val_acc")
+    assert row.reading and row.verdicts["weince_recipe"].startswith("reading: gain < 0")
+    line, = _reading_lines(res)
+    assert line[1] == "val" and line[5] == "(no paper figure)" and "gain -9.00" in line[4]
+    # the same row with a figure is judged, and fails the claim
+    claim["rows"][-1]["paper"] = {"gain": 1.0}
+    assert run(tmp_path / "judged", claim, tree).verdict == NOT_REPRODUCED
+
+
+def test_a_claims_readings_are_shown_and_left_out_of_its_verdict(tmp_path):
+    """``readings``: metrics shown after each setting's judged rows; they neither count
+    among the paper's rows nor move the verdict."""
+    claim = {**copy.deepcopy(REG["C10"]), "readings": ["acc@50"]}
+    keys = [*claim["metrics"], "acc@50"]
+    tree = {V("cifar10", "resnet18"): {
+        "infonce": [{k: v for k in keys} for v in BASE],
+        "weince_recipe": [{k: v + (0.5 if k in claim["metrics"] else -6.0) for k in keys}
+                          for v in BASE]}}
+    res = run(tmp_path, claim, tree)
+    ran = [r for r in res.rows if r.cells]
+    assert [r.metric for r in ran] == keys and [r.reading for r in ran] == [
+        False] * len(claim["metrics"]) + [True]
+    assert res.verdict == partial_verdict(len(claim["metrics"]), C10_ROWS), res.verdict
+    assert ran[-1].verdicts["weince_recipe"].startswith("reading: gain < 0")
+    assert [ln[1] for ln in _reading_lines(res)] == ["k-NN acc@50"]
+
+
+def test_a_reading_must_be_a_declared_metric(tmp_path):
+    reg = yaml.safe_load(CLAIMS.read_text())
+    c10 = next(c for c in reg["claims"] if c["id"] == "C10")
+    c10["readings"] = ["nonsense@5"]
+    (tmp_path / "claims.yaml").write_text(yaml.safe_dump(reg))
+    with pytest.raises(ValueError, match=r"claim C10: readings \['nonsense@5'\] are not "
+                                         r"declared metrics; declare them in .*metrics\.py"):
+        load_claims(tmp_path / "claims.yaml")
+
+
+def test_a_gain_claim_refuses_a_lower_is_better_metric(tmp_path, monkeypatch):
+    """The gain rules read a positive gain as the better arm: a claim judging a metric
+    declared lower-is-better fails at load, naming it."""
+    monkeypatch.setattr(metrics, "METRICS", tuple(
+        dataclasses.replace(m, higher_is_better=m.key != "test_acc") for m in metrics.METRICS))
+    (tmp_path / "claims.yaml").write_text(CLAIMS.read_text())
+    with pytest.raises(ValueError, match=r"claim C3: kind 'gain' judges a gain .* "
+                                         r"\['test_acc'\] are declared lower-is-better"):
+        load_claims(tmp_path / "claims.yaml")

@@ -54,6 +54,7 @@ from weince.eval.knn import knn_eval
 from weince.eval.linear import linear_probe
 from weince.eval.sts import run_sts
 from weince.pipeline.profile import Profile
+from weince.utils.metrics import EVALUATIONS, metric_of, metrics_of
 from weince.utils.predictions import labels_sha256
 
 __all__ = ["reevaluate", "TOLERANCE", "compare"]
@@ -196,8 +197,8 @@ def _probe(run: Path, name: str, fn: Callable[..., Any], feats: dict[str, Any],
                  f"{fn.__name__} does not take")
         return
     mine = fn(feats, **kw, device="cpu", threads=None)
-    keys, where = (["test_acc"], "") if name == "linear.json" else (
-        [k for k in mine if k.startswith(("acc@", "recall@"))], "test")
+    ev = next(e for e in EVALUATIONS if e.file == name)
+    keys, where = _scored_keys(mine, ev.name), ev.per_seed_at
     lines, good = compare(mine, theirs, keys, where, TOLERANCE)
     r.judge(f"{name} on features extracted here", lines, good)
     if name == "knn.json" and (run / "features.pt").is_file():
@@ -218,7 +219,14 @@ def _one_vision(run: Path, prof: Profile, data_root: str | None, r: _Run) -> Non
             _probe(run, "knn.json", knn_eval, feats, r)
 
 
-STS_KEYS = ("spearman", "pearson")
+STS_KEYS = tuple(m.key for m in metrics_of("sts", test_only=True))
+
+
+def _scored_keys(result: dict[str, Any], evaluation: str) -> list[str]:
+    """The keys of ``result`` that are test metrics of ``evaluation`` (its declarations in
+    :data:`weince.utils.metrics.METRICS`), in the file's order."""
+    return [k for k in result if (m := metric_of(k)) is not None and m.test
+            and m.evaluation == evaluation]
 
 
 def _sts_data(recorded: str, data_dir: str | None, prof: Profile) -> str | None:

@@ -64,6 +64,7 @@ from weince.bundle.signing import Signature
 from weince.pipeline.claims import load_claims
 from weince.pipeline.profile import Profile
 from weince.utils.diskspace import is_disk_full
+from weince.utils.metrics import EVALUATIONS, metrics_of
 from weince.utils.predictions import recheck
 from weince.utils.provenance import git_commit
 
@@ -529,7 +530,9 @@ def _read_manifest(manifest: dict[str, Any], man_bytes: bytes, res: VerifyResult
     res.absent = [str(a) for a in manifest.get("absent") or []]
 
 
-PROBE_FILES = {"linear.json": "linear", "knn.json": "knn"}
+# the result files whose numbers follow from per-example predictions, and their evaluation
+PROBE_FILES = {e.file: e.name for e in EVALUATIONS
+               if any(m.per_example is not None for m in metrics_of(e.name))}
 
 
 def _recheck_numbers(manifest: dict[str, Any], root: Path, res: VerifyResult) -> None:

@@ -58,14 +58,35 @@ def weighted_vote(sims: torch.Tensor, labels: torch.Tensor, num_classes: int,
     return votes.argmax(1)
 
 
+def _per_query(s: torch.Tensor, nl: torch.Tensor, y: torch.Tensor, *, k: int,
+               recall_ks: Sequence[int], num_classes: int, temperature: float
+               ) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """Each metric of a block of queries, per query: ``key -> (score, kept)``, the query's
+    0/1 or value (the metric is its mean in percent) and what the predictions block keeps
+    of it (its declaration in :data:`weince.utils.metrics.METRICS`).
+
+    Args:
+        s, nl: ``(c, kmax)`` the nearest bank items' similarities (descending) and labels.
+        y: ``(c,)`` the queries' labels.
+    """
+    vote = weighted_vote(s[:, :k], nl[:, :k], num_classes, temperature)
+    match = nl == y[:, None]                                     # (c, kmax)
+    out = {f"acc@{k}": (vote == y, vote)}
+    for r in recall_ks:
+        hit = match[:, :r].any(1)
+        out[f"recall@{r}"] = (hit, hit)
+    return out
+
+
 @torch.no_grad()
 def knn_scores(query: torch.Tensor, query_labels: torch.Tensor, bank: torch.Tensor,
                bank_labels: torch.Tensor, *, k: int = 50, temperature: float = 0.1,
                recall_ks: Sequence[int] = (1, 2, 5, 10, 20, 50), num_classes: int | None = None,
                chunk: int = 1024, record: dict[str, Any] | None = None) -> dict[str, float]:
     """``acc@k`` (weighted vote) and ``recall@r`` for every ``r`` in ``recall_ks``, in
-    percent over the queries. ``record``, when given, receives each query's voted label
-    (``"pred"``, (Q,)) and recall hits (``"hits"``: r -> (Q,) bool), on the CPU.
+    percent over the queries. ``record``, when given, receives each metric's per-query
+    values as the predictions block keeps them (``"acc@k"``: the voted label, (Q,);
+    ``"recall@r"``: the hit, (Q,) bool), on the CPU.
 
     Args:
         query: (Q, D) features; query_labels: (Q,) int.
@@ -84,31 +105,22 @@ def knn_scores(query: torch.Tensor, query_labels: torch.Tensor, bank: torch.Tens
     qy = query_labels.long().to(q.device)
     my = bank_labels.long().to(q.device)
     C = int(num_classes if num_classes is not None else int(max(my.max(), qy.max())) + 1)
-    # counts stay on the device; one host read per metric at the end (not per chunk)
-    correct_vote = torch.zeros((), dtype=torch.long, device=q.device)
-    hits = {r: torch.zeros((), dtype=torch.long, device=q.device) for r in recall_ks}
+    # sums stay on the device; one host read per metric at the end (not per chunk)
+    totals: dict[str, torch.Tensor] = {}
+    kept: dict[str, list[torch.Tensor]] = {}
     for i in range(0, q.shape[0], chunk):
-        sims = q[i:i + chunk] @ m.T                                  # (c, M)
-        s, idx = sims.topk(kmax, dim=1)                              # sorted, descending
-        nl = my[idx]                                                 # (c, kmax) neighbour labels
-        y = qy[i:i + chunk]
-        vote = weighted_vote(s[:, :k], nl[:, :k], C, temperature)
-        correct_vote += (vote == y).sum()
-        match = nl == y[:, None]                                     # (c, kmax)
-        for r in recall_ks:
-            hit = match[:, :r].any(1)
-            hits[r] += hit.sum()
+        s, idx = (q[i:i + chunk] @ m.T).topk(kmax, dim=1)          # sorted, descending
+        per = _per_query(s, my[idx], qy[i:i + chunk], k=k, recall_ks=recall_ks,
+                         num_classes=C, temperature=temperature)
+        for key, (score, keep) in per.items():
+            total = score.sum()
+            totals[key] = totals[key] + total if key in totals else total
             if record is not None:
-                record.setdefault("hits", {}).setdefault(r, []).append(hit.cpu())
-        if record is not None:
-            record.setdefault("pred", []).append(vote.cpu())
-    if record is not None and "pred" in record:
-        record["pred"] = torch.cat(record["pred"])
-        record["hits"] = {r: torch.cat(v) for r, v in record["hits"].items()}
+                kept.setdefault(key, []).append(keep.cpu())
+    if record is not None and kept:
+        record.update({key: torch.cat(v) for key, v in kept.items()})
     n = q.shape[0]
-    out = {f"acc@{k}": 100.0 * int(correct_vote) / n}
-    out.update({f"recall@{r}": 100.0 * int(hits[r]) / n for r in recall_ks})
-    return out
+    return {key: 100.0 * t.item() / n for key, t in totals.items()}
 
 
 _K = KNNConfig   # the one source of the defaults below
@@ -151,7 +163,6 @@ def knn_eval(features: str | os.PathLike | dict, *, k: int = _K.k,
 def _knn_eval(x_train, y_train, x_test, y_test, num_classes, *, k, temperature, recall_ks,
               val_frac, split_seeds, feature, device, chunk) -> dict[str, Any]:
     dev = resolve_device(device)   # 'auto' (the paper profile) -> CUDA when visible
-    keys = [f"acc@{k}"] + [f"recall@{r}" for r in recall_ks]
     per_seed = []
     records: list[dict[str, Any]] = []
     split_seeds = [int(s) for s in split_seeds] or [0]
@@ -164,11 +175,11 @@ def _knn_eval(x_train, y_train, x_test, y_test, num_classes, *, k, temperature, 
         rec = {"seed": seed, "n_bank": int(len(tr)),
                "test": knn_scores(x_test.to(dev), y_test.to(dev), bank, bank_y, **kw,
                                   record=seen)}
-        records.append({"pred": seen["pred"].numpy(),
-                        "hits": {r: h.numpy() for r, h in seen["hits"].items()}})
+        records.append({key: v.numpy() for key, v in seen.items()})
         if len(va):
             rec["val"] = knn_scores(x_train[va].to(dev), y_train[va].to(dev), bank, bank_y, **kw)
         per_seed.append(rec)
+    keys = list(per_seed[0]["test"])
     out: dict[str, Any] = {key: summarize(r["test"][key] for r in per_seed) for key in keys}
     if all("val" in r for r in per_seed):
         out["val"] = {key: summarize(r["val"][key] for r in per_seed) for key in keys}
@@ -178,7 +189,7 @@ def _knn_eval(x_train, y_train, x_test, y_test, num_classes, *, k, temperature, 
     out["num_classes"] = num_classes
     out["settings"] = {"k": k, "temperature": temperature, "recall_ks": list(recall_ks),
                        "val_frac": val_frac, "split_seeds": split_seeds, "metric": "cosine"}
-    # per-example test predictions: `weince verify` recomputes acc@k and recall@r from them
+    # per-example test predictions: `weince verify` recomputes every metric from them
     out["predictions"] = knn_block(y_test.numpy(), records, split_seeds, k)
     return out
 

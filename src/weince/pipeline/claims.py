@@ -20,6 +20,7 @@ import jsonschema
 import yaml
 
 from weince.utils.config import parse_yaml
+from weince.utils.metrics import metric_of
 
 __all__ = ["SCHEMA_PATH", "ClaimsError", "load_claims", "validate_with_defaults", "ROW_KEYS",
            "paper_rows", "row_matches"]
@@ -134,6 +135,17 @@ def _read_claims(path: Path) -> dict[str, Any]:
 def _check_claim(c: dict[str, Any], path: Path) -> None:
     where = f"claims registry {path}, claim {c['id']}"
     kind = c["kind"]
+    odd = [m for m in c.get("readings", []) if metric_of(m) is None]
+    if odd:
+        raise ValueError(f"{where}: readings {odd} are not declared metrics; declare them in "
+                         f"src/weince/utils/metrics.py (METRICS) or fix the key")
+    if kind in ("gain", "noninferior"):   # their rules read a positive gain as the better arm
+        judged = [c.get("metric"), *c.get("metrics", []),
+                  *(r.get("metric") for r in c.get("rows") or [] if isinstance(r, dict))]
+        lower = [m for m in judged if m and (d := metric_of(m)) and not d.higher_is_better]
+        if lower:
+            raise ValueError(f"{where}: kind {kind!r} judges a gain (higher is better) but "
+                             f"{lower} are declared lower-is-better; show them as readings")
     if (kind == "norms") != (c["stage"] == "norms"):
         raise ValueError(f"{where}: kind 'norms' and stage 'norms' go together (the norms "
                          f"results are read by the norms rule only)")
@@ -174,9 +186,10 @@ def _check_claim(c: dict[str, Any], path: Path) -> None:
             raise ValueError(f"{where}: kind 'gain' needs a list of rows with the paper figures")
         for r in c["rows"]:
             p = r["paper"]
-            if "gain" not in p and not ("baseline" in p and "treatment" in p):
+            if p and "gain" not in p and not ("baseline" in p and "treatment" in p):
                 raise ValueError(f"{where}: row {r} needs paper.gain or paper.baseline and "
-                                 f"paper.treatment")
+                                 f"paper.treatment (or paper: {{}}, a reading without a "
+                                 f"verdict)")
             if "metric" not in r and "metric" not in c:
                 raise ValueError(f"{where}: row {r} has no metric and the claim none either")
     elif kind == "overhead" and not isinstance(c.get("rows"), list):

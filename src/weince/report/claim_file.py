@@ -106,6 +106,7 @@ def _row(row: Row) -> dict[str, Any]:
         "gains": {arm: _estimate(g) for arm, g in row.gains.items()},
         "verdicts": dict(row.verdicts),
         "reasons": dict(row.reasons),
+        **({"reading": True} if row.reading else {}),   # no paper figure: no verdict
     }
 
 

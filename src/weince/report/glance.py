@@ -121,7 +121,7 @@ def headline(result) -> Headline | None:
     ran = [r for r in result.rows if value(r) is not None]
     if not ran:
         return None
-    paper = [r for r in ran if r.paper_setting]
+    paper = [r for r in ran if r.paper_setting and not r.reading]
     if paper:
         row = paper[0]
     else:

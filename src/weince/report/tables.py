@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from weince.report.glance import doc_links, is_companion, ours_cells, summary_row
 from weince.report.verdicts import (COMMON_RULE, CONTRASTS, NOT_RUN, SCALE_MODEL, ClaimResult,
                                     Row)
+from weince.utils.verdict_words import READING
 from weince.utils.escape import md_escape
 from weince.utils.summary import Estimate
 
@@ -74,6 +75,8 @@ def _paper_cell(claim: dict[str, Any], row: Row, arm: str, base: str | None) -> 
         if row.metric != "slope":
             return "-"
         return "slope -1 (MSE ~ c/n)" if arm != base else "levels off at its floor"
+    if row.reading and row.paper_setting:
+        return "(no paper figure)"
     if not row.paper_setting or (not p and kind != "norms"):
         return "(not the paper's setting)" if not row.paper_setting else "-"
     if kind == "gain":
@@ -166,8 +169,9 @@ def _verdict_cells(row: Row, arm: str, base: str | None) -> tuple[str, str]:
     v = row.verdicts.get(arm)
     if v is None:
         return ("baseline" if arm == base else NOT_RUN), ""
-    if v.startswith(SCALE_MODEL + ":"):
-        return f"{SCALE_MODEL} (no verdict)", v[len(SCALE_MODEL) + 1:].strip()
+    for word in (SCALE_MODEL, READING):
+        if v.startswith(word + ":"):
+            return f"{word} (no verdict)", v[len(word) + 1:].strip()
     return v, row.reasons.get(arm, "")
 
 
@@ -407,8 +411,8 @@ def latex_lines(res: ClaimResult) -> list[list[str]]:
         paper = paper.replace(" (95% CI)", "")   # the caption says what +- is
         if detail.startswith("[") and "(n=1)" in ours:   # a single fit's own interval
             ours = ours.replace(" (n=1)", f" {detail.split(' (', 1)[0]} (n=1, fit)")
-        verdict = {"attribution (no verdict)": "-", f"{SCALE_MODEL} (no verdict)": SCALE_MODEL
-                   }.get(verdict, verdict)
+        verdict = {"attribution (no verdict)": "-", f"{SCALE_MODEL} (no verdict)": SCALE_MODEL,
+                   f"{READING} (no verdict)": READING}.get(verdict, verdict)
         paper = "-" if paper == "(not the paper's setting)" else paper
         out.append([setting, arm, ours, paper, verdict])
     return out

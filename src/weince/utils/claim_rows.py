@@ -64,7 +64,8 @@ class Cell:
 @dataclass
 class Row:
     """One line of a claim's table: a setting and a metric, one cell and one verdict (a
-    paper setting) or reading (a scale-model one) per arm."""
+    paper setting) or reading (a scale-model one, or a metric without a paper figure) per
+    arm."""
 
     setting: Setting
     label: str
@@ -78,6 +79,9 @@ class Row:
     contrasts: dict[str, Estimate | None] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     reference: dict[str, Any] | None = None   # an outside published figure (C7)
+    # a metric the paper gave no figure for, shown beside the judged ones: each arm gets a
+    # reading (numbers in words), never a verdict, and the claim's verdict ignores the row
+    reading: bool = False
 
 
 @dataclass

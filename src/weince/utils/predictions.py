@@ -1,4 +1,4 @@
-"""Per-example test predictions beside a probe's numbers, and the accuracies recomputed
+"""Per-example test predictions beside a probe's numbers, and the metrics recomputed
 from them (numpy only: ``weince verify`` reads them without torch).
 
 A probe's result file (``linear.json``, ``knn.json``) carries a ``predictions`` block:
@@ -9,12 +9,14 @@ A probe's result file (``linear.json``, ``knn.json``) carries a ``predictions`` 
      "per_seed": [{"seed": 1, "pred@50": ARRAY, "hits@1": BITS, ...}]}  # k-NN
 
 An ARRAY is the labels as little-endian ``uint16`` (``uint32`` past 65,535 classes), a BITS
-the per-query 0/1 as a bit field (``numpy.packbits``); both zlib-compressed and base64
-encoded, as ``{"dtype", "n", "zlib_b64"}``: a CIFAR-sized test set is a few kB per seed.
+the per-query 0/1 as a bit field (``numpy.packbits``), a VALUES the per-example floats
+(``float64``); each zlib-compressed and base64 encoded, as ``{"dtype", "n", "zlib_b64"}``:
+a CIFAR-sized test set is a few kB per seed. Which entry holds which metric, and how the
+metric follows from it, is the metric's declaration (:data:`weince.utils.metrics.METRICS`).
 
-:func:`recheck` recomputes every per-seed accuracy of a result from its block, in the same
-float arithmetic the probe used (float32 for the linear probe, float64 for the k-NN), and
-the seed summaries from those, and names each number that does not follow.
+:func:`recheck` recomputes every per-seed number of a result from its block, in the same
+float arithmetic the evaluation used (float32 for the linear probe, float64 for the k-NN),
+and the seed summaries from those, and names each number that does not follow.
 """
 
 from __future__ import annotations
@@ -28,8 +30,10 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["FORMAT", "encode_labels", "encode_bits", "decode", "labels_sha256",
-           "linear_block", "knn_block", "recheck"]
+from weince.utils.metrics import evaluation_of, metric_of, metric_of_entry
+
+__all__ = ["FORMAT", "encode_labels", "encode_bits", "encode_values", "decode",
+           "labels_sha256", "linear_block", "knn_block", "recheck"]
 
 FORMAT = "weince-predictions/1"
 
@@ -54,6 +58,14 @@ def encode_bits(flags: Any) -> dict[str, Any]:
     return _pack(np.packbits(a).tobytes(), "bits", a.size)
 
 
+def encode_values(values: Any) -> dict[str, Any]:
+    """Per-example floats ``(N,)`` as a compressed ``float64`` block."""
+    a = np.asarray(values, dtype="<f8").ravel()
+    return _pack(a.tobytes(), "<f8", a.size)
+
+
+_ENCODE = {"labels": encode_labels, "flags": encode_bits, "values": encode_values}
+
 # the most values one block may hold (a test set of 100 million examples)
 MAX_PREDICTIONS = 100_000_000
 
@@ -63,7 +75,7 @@ def decode(block: Any, what: str = "predictions") -> np.ndarray:
     (``ValueError`` naming ``what`` for anything else)."""
     if not isinstance(block, dict) or not isinstance(block.get("zlib_b64"), str) \
             or not isinstance(block.get("n"), int) or block.get("dtype") not in ("<u2", "<u4",
-                                                                                  "bits"):
+                                                                                  "<f8", "bits"):
         raise ValueError(f"{what}: not a predictions array (dtype, n, zlib_b64)")
     n = block["n"]
     if not 0 <= n <= MAX_PREDICTIONS:
@@ -86,7 +98,7 @@ def decode(block: Any, what: str = "predictions") -> np.ndarray:
     a = np.frombuffer(raw, block["dtype"])
     if a.size != n:
         raise ValueError(f"{what}: {a.size} values, the block says {n}")
-    return a.astype(np.int64)
+    return a.astype(np.float64) if block["dtype"] == "<f8" else a.astype(np.int64)
 
 
 def labels_sha256(labels: Any) -> str:
@@ -102,28 +114,31 @@ def _head(labels: Any) -> dict[str, Any]:
 
 def linear_block(labels: Any, preds: Sequence[Any], seeds: Sequence[int]) -> dict[str, Any]:
     """The block of a linear probe: the test labels and each seed's predicted labels."""
-    return {**_head(labels), "per_seed": [{"seed": int(s), "pred": encode_labels(p)}
+    return {**_head(labels), "per_seed": [{"seed": int(s), **_entries({"test_acc": p})}
                                           for s, p in zip(seeds, preds)]}
+
+
+def _entries(record: dict[str, Any]) -> dict[str, Any]:
+    """A per-seed record ``{metric key: per-example values}`` as its predictions entries,
+    each named and encoded as the metric's declaration says."""
+    out = {}
+    for key, values in record.items():
+        m = metric_of(key)
+        entry = m.entry(key) if m is not None else None
+        if m is None or m.per_example is None or entry is None:
+            raise ValueError(f"metric {key!r} declares no per-example predictions; declare "
+                             f"them in weince.utils.metrics.METRICS")
+        out[entry] = _ENCODE[m.per_example.holds](values)
+    return out
 
 
 def knn_block(labels: Any, records: Sequence[dict[str, Any]], seeds: Sequence[int],
               k: int) -> dict[str, Any]:
-    """The block of a k-NN evaluation: per split seed, the voted label at ``k`` and the
-    recall hits (``records[i] = {"pred": (N,), "hits": {r: (N,) bool}}``)."""
+    """The block of a k-NN evaluation: per split seed, each metric's per-example values
+    (``records[i] = {"acc@50": (N,) voted labels, "recall@1": (N,) bool, ...}``), in the
+    entries their declarations name (``pred@50``, ``hits@1``, ...)."""
     return {**_head(labels), "k": int(k),
-            "per_seed": [{"seed": int(s), f"pred@{k}": encode_labels(r["pred"]),
-                          **{f"hits@{q}": encode_bits(h) for q, h in r["hits"].items()}}
-                         for s, r in zip(seeds, records)]}
-
-
-def _linear_acc(pred: np.ndarray, y: np.ndarray) -> float:
-    # the probe's arithmetic: a float32 count, times 100, over N, in float32
-    correct = np.float32((pred == y).sum())
-    return float(np.float32(np.float32(100.0) * correct) / np.float32(y.size))
-
-
-def _knn_acc(hit: np.ndarray) -> float:
-    return 100.0 * int(hit.sum()) / hit.size
+            "per_seed": [{"seed": int(s), **_entries(r)} for s, r in zip(seeds, records)]}
 
 
 def _close(a: Any, b: float) -> bool:
@@ -150,9 +165,10 @@ def _summary_problems(data: dict[str, Any], key: str, values: list[float]) -> li
 
 
 def recheck(data: dict[str, Any], kind: str) -> tuple[list[str], int, str | None]:
-    """``(problems, numbers checked, test-label SHA-256)`` of a result ``data`` of ``kind``
-    (``"linear"`` or ``"knn"``) against its ``predictions`` block; no block: no problems,
-    0 checked."""
+    """``(problems, numbers checked, test-label SHA-256)`` of a result ``data`` of the
+    evaluation ``kind`` (``"linear"`` or ``"knn"``: :data:`weince.utils.metrics.EVALUATIONS`)
+    against its ``predictions`` block; no block: no problems, 0 checked. Each per-seed
+    number, each summary's values and its mean count as checked."""
     block = data.get("predictions")
     if block is None:
         return [], 0, None
@@ -165,10 +181,7 @@ def recheck(data: dict[str, Any], kind: str) -> tuple[list[str], int, str | None
         if data.get("n_test") is not None and y.size != data.get("n_test"):
             return [f"predictions hold {y.size} test labels, n_test says "
                     f"{data.get('n_test')}"], 0, None
-        if kind == "linear":
-            problems, n = _recheck_linear(data, block, y)
-        else:
-            problems, n = _recheck_knn(data, block, y)
+        problems, n = _recheck(data, block, y, evaluation_of(kind).per_seed_at)
     except ValueError as err:
         return [str(err)], 0, None
     return problems, n, str(block["test_labels_sha256"])
@@ -183,47 +196,55 @@ def _seeds(block: dict[str, Any], data: dict[str, Any]) -> tuple[list[dict], lis
     return ps, rs
 
 
-def _recheck_linear(data, block, y) -> tuple[list[str], int]:
-    ps, rs = _seeds(block, data)
-    out, accs = [], []
-    for i, (p, r) in enumerate(zip(ps, rs)):
-        pred = decode(p.get("pred"), f"predictions.per_seed[{i}].pred")
-        if pred.size != y.size:
-            raise ValueError(f"predictions.per_seed[{i}]: {pred.size} predictions for "
-                             f"{y.size} test labels")
-        acc = _linear_acc(pred, y)
-        accs.append(acc)
-        if not _close(r.get("test_acc"), acc):
-            out.append(f"per_seed[{i}] (seed {r.get('seed')}) test_acc {r.get('test_acc')!r}: "
-                       f"its predictions give {acc:.6f}")
-    out += _summary_problems(data, "test_acc", accs)
-    return out, 2 * len(accs) + 1
+def _per_example(name: str, blk: Any, y: np.ndarray, where: str) -> tuple[str, float]:
+    """The metric key the predictions entry ``name`` holds and its value recomputed."""
+    found = metric_of_entry(name)
+    if found is None:
+        raise ValueError(f"{where}: no declared metric keeps its predictions in {name!r}")
+    m, key = found
+    assert m.per_example is not None   # an entry is a declaration's per-example values
+    values = decode(blk, f"{where}.{name}")
+    if values.size != y.size:
+        raise ValueError(f"{where} {key}: {values.size} values for {y.size} test labels")
+    if m.per_example.holds == "labels":
+        values = values == y
+    elif m.per_example.holds == "flags":
+        values = values.astype(bool)
+    return key, m.per_example.score(values)
 
 
-def _recheck_knn(data, block, y) -> tuple[list[str], int]:
+def _unrecomputed(test: dict[str, Any], got: dict[str, float], at: str) -> list[str]:
+    """The numbers of a per-seed record that should have predictions and have none: a
+    metric declared with per-example predictions, or (in a record of metrics only) any
+    number no declaration covers."""
+    out = []
+    for key, v in test.items():
+        if key in got or isinstance(v, bool) or not isinstance(v, (int, float)):
+            continue
+        m = metric_of(key)
+        if (m is not None and m.per_example is not None) or (m is None and at):
+            out.append(key)
+    return sorted(out)
+
+
+def _recheck(data, block, y, at: str) -> tuple[list[str], int]:
+    """Each per-seed number that the block's entries hold (the per-seed record itself, or
+    its part ``at``) and each summary of those, against the recomputed values."""
     ps, rs = _seeds(block, data)
-    k = block.get("k")
     out: list[str] = []
     per_key: dict[str, list[float]] = {}
     for i, (p, r) in enumerate(zip(ps, rs)):
-        test: dict[str, Any] = r["test"] if isinstance(r.get("test"), dict) else {}
-        got = {f"acc@{k}": decode(p.get(f"pred@{k}"), f"predictions.per_seed[{i}].pred@{k}")
-               == y}
-        for name, blk in p.items():
-            if name.startswith("hits@"):
-                got[f"recall@{name[5:]}"] = decode(blk, f"predictions.per_seed[{i}].{name}")
-        for key, hit in got.items():
-            if hit.size != y.size:
-                raise ValueError(f"predictions.per_seed[{i}] {key}: {hit.size} values for "
-                                 f"{y.size} test labels")
-            acc = _knn_acc(hit)
-            per_key.setdefault(key, []).append(acc)
-            if not _close(test.get(key), acc):
-                out.append(f"per_seed[{i}] (seed {r.get('seed')}) test {key} "
-                           f"{test.get(key)!r}: its predictions give {acc:.6f}")
-        missing = sorted(set(test) - set(got))
+        test: dict[str, Any] = r if not at else r[at] if isinstance(r.get(at), dict) else {}
+        got = dict(_per_example(name, blk, y, f"predictions.per_seed[{i}]")
+                   for name, blk in p.items() if name != "seed")
+        for key, value in got.items():
+            per_key.setdefault(key, []).append(value)
+            if not _close(test.get(key), value):
+                out.append(f"per_seed[{i}] (seed {r.get('seed')}) {f'{at} ' if at else ''}"
+                           f"{key} {test.get(key)!r}: its predictions give {value:.6f}")
+        missing = _unrecomputed(test, got, at)
         if missing:
             out.append(f"per_seed[{i}]: no predictions for {', '.join(missing)}")
     for key, vals in per_key.items():
         out += _summary_problems(data, key, vals)
-    return out, sum(len(v) for v in per_key.values()) + len(per_key)
+    return out, sum(2 * len(v) + 1 for v in per_key.values())

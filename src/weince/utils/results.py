@@ -27,11 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from weince.utils.diskspace import atomic_write
+from weince.utils.metrics import METRICS, Range
 from weince.utils.provenance import COMMIT_FORM, jsonable, provenance
 from weince.utils.rerun import snakemake_command
 
 __all__ = ["write_json", "read_json", "ResultSchemaError", "InvalidResultError", "load_result",
-           "get_key", "encoder_value", "finite_value", "check_plausible", "RANGES",
+           "get_key", "encoder_value", "finite_value", "check_plausible", "RANGES", "Range",
            "Provenance", "collect_provenance", "reading"]
 
 # the files a job read, with their digests (weince.utils.digest), for every result it writes
@@ -108,37 +109,14 @@ def finite_value(v: Any, path: str | os.PathLike, key: str) -> float:
 
 
 # ------------------------------------------------------------------ plausible values
-@dataclass(frozen=True)
-class Range:
-    """The values a metric can take: ``lo``/``hi`` (inclusive unless ``open_lo``/``open_hi``)."""
-
-    what: str
-    lo: float = -math.inf
-    hi: float = math.inf
-    open_lo: bool = False
-    open_hi: bool = False
-
-    def holds(self, v: float) -> bool:
-        return ((v > self.lo if self.open_lo else v >= self.lo)
-                and (v < self.hi if self.open_hi else v <= self.hi))
-
-    def __str__(self) -> str:
-        if self.lo == -math.inf and self.hi == math.inf:
-            return "finite"
-        if self.hi == math.inf:
-            return f"{'>' if self.open_lo else '>='} {self.lo:g}"
-        return (f"{'(' if self.open_lo else '['}{self.lo:g}, {self.hi:g}"
-                f"{')' if self.open_hi else ']'}")
-
-
-_PCT = Range("an accuracy/recall in percent", 0.0, 100.0)
 _TIME = Range("a time", 0.0, open_lo=True)
-#: metric key (the last part of a dotted key, matched whole) -> the range of its values.
-#: A number, each number of a list (an interval, a profile) and a summary's mean and values
-#: are checked, wherever the key sits in a result file.
-RANGES: list[tuple[re.Pattern, Range]] = [(re.compile(f"(?:{k})" + r"\Z"), r) for k, r in [
-    (r"(test|val|train)_acc|acc@\d+|recall@\d+", _PCT),
-    (r"spearman|pearson", Range("a correlation x 100 (STS)", -100.0, 100.0)),
+#: metric key (the last part of a dotted key, matched whole) -> the range of its values:
+#: the evaluations' metrics as declared in :data:`weince.utils.metrics.METRICS`, then the
+#: other quantities of result files (fits, p-values, times). A number, each number of a list
+#: (an interval, a profile) and a summary's mean and values are checked, wherever the key
+#: sits in a result file.
+RANGES: list[tuple[re.Pattern, Range]] = [(m.pattern, m.range) for m in METRICS] + [
+    (re.compile(f"(?:{k})" + r"\Z"), r) for k, r in [
     (r"r", Range("a correlation", -1.0, 1.0)),
     (r"lam|lam_ci|lam_ci_pairs|lambda|lambda_mean|lambda_q\d+", Range("a blend weight lambda",
                                                                       0.0, 1.0)),

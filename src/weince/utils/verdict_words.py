@@ -13,6 +13,7 @@ SCALE_ONLY = "no verdict: scale model only"   # none of the paper's settings ran
 NOT_TESTABLE = "not testable at this scale"
 PARTIAL = "partially run"        # "partially run: k of n rows reproduced"
 SCALE_MODEL = "scale model"      # a setting the paper did not run: numbers, no verdict
+READING = "reading"              # a metric the paper gave no figure for: numbers, no verdict
 MISSING = "missing"              # a claim page the profile should have made does not exist
 VERDICT_FREE = "verdict-free"    # a page of numbers with no verdict (the ablations)
 REHEARSAL = "rehearsal: no verdict"  # a rehearsal's claim (config/rehearsal.yaml), C9 aside
@@ -20,4 +21,4 @@ REHEARSAL = "rehearsal: no verdict"  # a rehearsal's claim (config/rehearsal.yam
 VERDICTS = (REPRODUCED, NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE)
 
 __all__ = ["REPRODUCED", "NOT_REPRODUCED", "NOT_RUN", "SCALE_ONLY", "NOT_TESTABLE", "PARTIAL",
-           "SCALE_MODEL", "MISSING", "VERDICT_FREE", "VERDICTS", "REHEARSAL"]
+           "SCALE_MODEL", "READING", "MISSING", "VERDICT_FREE", "VERDICTS", "REHEARSAL"]

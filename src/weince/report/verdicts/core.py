@@ -21,8 +21,8 @@ from weince.utils.claim_rows import Cell, ClaimResult, Row, Setting
 from weince.utils.results import (Provenance, ResultSchemaError, encoder_value, get_key,
                                   load_result)
 from weince.utils.summary import Estimate, diff_estimate, estimate
-from weince.utils.verdict_words import (NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, PARTIAL, REPRODUCED,
-                                     SCALE_MODEL, SCALE_ONLY)
+from weince.utils.verdict_words import (NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, PARTIAL, READING,
+                                     REPRODUCED, SCALE_MODEL, SCALE_ONLY)
 
 __all__ = ["COMMON_RULE", "CONTRASTS", "Kind", "Judging", "rule_fields", "render_rule",
            "partial_verdict", "fmt_value", "fmt_interval", "fit_interval", "attribution",
@@ -284,48 +284,72 @@ class Kind:
     evaluate: Callable[..., ClaimResult] | None = None
     # the kind's own placeholders of ``text`` (claim -> {name: value}), beside rule_fields'
     fields: Callable[[dict[str, Any]], dict[str, str]] | None = None
+    # its verdict compares with the paper's figure on the row: a row without one
+    # (``paper: {}``) is a reading
+    needs_figure: bool = False
 
 
 # --------------------------------------------------------------------------- rows
+def _expand(claim: dict[str, Any], rows: list[dict[str, Any]], kind: Kind
+            ) -> list[tuple[dict[str, Any], str, str, bool]]:
+    """``(registry row, metric, label, reading?)`` per line of the claim's paper rows: each
+    row's metric(s), then, after a setting's last row, the claim's ``readings`` (metrics
+    shown with no verdict). A row of a kind that needs the paper's figure and has none
+    (``paper: {}``) is a reading too."""
+    metrics = claim.get("metrics") or [claim.get("metric")]
+    readings = [m for m in claim.get("readings", []) if m not in metrics]
+    keys = ROW_KEYS.get(claim["stage"], ())
+    out = []
+    for i, r in enumerate(rows):
+        for m in [r["metric"]] if "metric" in r else metrics:
+            label = (r.get("label", claim.get("label", m)) if len(metrics) == 1
+                     else f"{claim.get('label', '')} {m}".strip())
+            out.append((r, m, label, kind.needs_figure and not r["paper"]))
+        if all(any(r.get(k) != q.get(k) for k in keys) for q in rows[i + 1:]):
+            out += [({**r, "paper": {}, "reference": None}, m,
+                     f"{claim.get('label', '')} {m}".strip(), True)
+                    for m in readings]
+    return out
+
+
 def _layout_rows(claim: dict[str, Any], kind: Kind, settings: list[Setting]
-                 ) -> tuple[list[tuple[Setting, str, str, bool, dict[str, Any], bool]],
+                 ) -> tuple[list[tuple[Setting, str, str, bool, dict[str, Any], bool, bool]],
                             list[dict[str, Any] | None], int]:
     """The rows to build, the paper's settings first then a scale-model row for each other
-    setting the profile ran: ``(setting, label, metric, paper setting?, paper figures, ran?)``,
-    each row's outside reference, and the number of paper rows."""
+    setting the profile ran: ``(setting, label, metric, paper setting?, paper figures, ran?,
+    reading?)``, each row's outside reference, and the number of paper rows that get a
+    verdict (readings do not)."""
     if claim.get("rows") == "any":
         plan = [(s, claim.get("label", claim["metric"]), claim["metric"], True,
-                 dict(claim.get("paper", {})), True) for s in settings]
+                 dict(claim.get("paper", {})), True, False) for s in settings]
         return plan, [None] * len(plan), len(plan)
     stage = claim["stage"]
     keys = ROW_KEYS.get(stage, ())
     rows = paper_rows(claim)
-    metrics = claim.get("metrics") or [claim.get("metric")]
-    expanded = [(r, m, r.get("label", claim.get("label", m)) if len(metrics) == 1
-                 else f"{claim.get('label', '')} {m}".strip())
-                for r in rows for m in ([r["metric"]] if "metric" in r else metrics)]
+    expanded = _expand(claim, rows, kind)
     plan, refs = [], []
-    for r, metric, label in expanded:
+    for r, metric, label, reading in expanded:
         hit = [s for s in settings if row_matches(s, r, stage)]
         s = hit[0] if hit else Setting(claim["stage"], **{k: r.get(k) for k in keys})
-        plan.append((s, label, metric, True, dict(r["paper"]), bool(hit)))
+        plan.append((s, label, metric, True, dict(r["paper"]), bool(hit), reading))
         refs.append(r.get("reference"))
-    seen = list(dict.fromkeys((m, lab) for _, m, lab in expanded))
+    seen = list(dict.fromkeys((m, lab, reading) for _, m, lab, reading in expanded))
     for s in settings:
         if any(row_matches(s, r, stage) for r in rows):
             continue
         # the diagnostics' scale-model readings still compare with the paper's figure
         ref = dict(rows[0]["paper"]) if kind.scale_reads_paper else {}
-        for metric, label in seen:
-            plan.append((s, claim.get("scale_label") or label, metric, False, ref, True))
+        for metric, label, reading in seen:
+            plan.append((s, claim.get("scale_label") or label, metric, False,
+                         {} if reading else ref, True, reading))
             refs.append(None)
-    return plan, refs, len(expanded)
+    return plan, refs, sum(not reading for *_, reading in expanded)
 
 
 def _read_row(plan: tuple, kind: Kind, j: Judging, arms: list[str],
               files_for: Callable[[Setting, str, str], list[Path]], prov: Provenance) -> Row:
-    setting, label, metric, paper_setting, paper, ran = plan
-    row = Row(setting, label, metric, paper_setting, paper)
+    setting, label, metric, paper_setting, paper, ran, reading = plan
+    row = Row(setting, label, metric, paper_setting, paper, reading=reading)
     extra = {name: j.claim[key] for name, key in kind.extra if j.claim.get(key)}
     for arm in j.shown if ran else []:
         if (arm not in arms and not kind.any_arm) or (kind.relative and arm == j.base):
@@ -345,6 +369,8 @@ def _judge_row(row: Row, kind: Kind, j: Judging) -> None:
         if arm == j.base and kind.reference_base:
             continue
         v, why = rule(row, arm, j)
+        if row.reading and v in (REPRODUCED, NOT_REPRODUCED, NOT_TESTABLE):
+            v, why = f"{READING}: {why}", "the paper gives no figure for this metric"
         if arm in row.cells or v != NOT_RUN:
             row.verdicts[arm], row.reasons[arm] = v, why
     if kind.contrasts:

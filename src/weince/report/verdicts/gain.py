@@ -8,7 +8,7 @@ from __future__ import annotations
 from weince.report.verdicts.core import Judging, Kind, fmt_interval, fmt_value
 from weince.utils.claim_rows import Row
 from weince.utils.summary import Estimate, diff_estimate
-from weince.utils.verdict_words import NOT_REPRODUCED, NOT_RUN, REPRODUCED, SCALE_MODEL
+from weince.utils.verdict_words import NOT_REPRODUCED, NOT_RUN, READING, REPRODUCED, SCALE_MODEL
 
 __all__ = ["RULE", "KIND", "gain_verdict", "gain_or_early", "describe_gain"]
 
@@ -18,8 +18,13 @@ RULE = ("Reproduced when our gain's 95% interval (Welch, across encoder seeds) e
         "interval and so no reproduction.")
 
 
-def _paper_gain(p: dict[str, float]) -> float:
-    return p["gain"] if "gain" in p else p["treatment"] - p["baseline"]
+def _paper_gain(p: dict[str, float]) -> float | None:
+    """The paper's gain on a row; None where the paper gives no figure (a reading)."""
+    if "gain" in p:
+        return p["gain"]
+    if "treatment" in p and "baseline" in p:
+        return p["treatment"] - p["baseline"]
+    return None
 
 
 def _gain_of(row: Row, arm: str, base: str, alpha: float) -> Estimate | None:
@@ -38,25 +43,28 @@ def describe_gain(g: Estimate) -> str:
     return f"gain {fmt_value(g.mean)} {fmt_interval(g.lo, g.hi)}"
 
 
-def _scale_gain_reading(g: Estimate) -> str:
+def _gain_reading(g: Estimate, word: str = SCALE_MODEL) -> str:
     if g.lo is not None and g.hi is not None and g.lo > 0:
-        return f"{SCALE_MODEL}: gain > 0 ({describe_gain(g)})"
+        return f"{word}: gain > 0 ({describe_gain(g)})"
     if g.lo is not None and g.hi is not None and g.hi < 0:
-        return f"{SCALE_MODEL}: gain < 0 ({describe_gain(g)})"
+        return f"{word}: gain < 0 ({describe_gain(g)})"
     if g.has_interval:
-        return f"{SCALE_MODEL}: no resolved gain ({describe_gain(g)}, interval spans 0)"
-    return f"{SCALE_MODEL}: {describe_gain(g)}"
+        return f"{word}: no resolved gain ({describe_gain(g)}, interval spans 0)"
+    return f"{word}: {describe_gain(g)}"
 
 
 def gain_or_early(row: Row, arm: str, base: str, alpha: float
                    ) -> tuple[Estimate | None, tuple[str, str] | None]:
     """The arm's gain over the baseline, or the row's verdict when no rule applies: not run
-    (a value missing) or a scale-model reading (not one of the paper's settings)."""
+    (a value missing), a scale-model reading (not one of the paper's settings) or a reading
+    (a metric the paper gives no figure for)."""
     g = _gain_of(row, arm, base, alpha)
     if g is None:
         return None, (NOT_RUN, f"no value for {arm} or {base}")
     if not row.paper_setting:
-        return None, (_scale_gain_reading(g), "not the paper's setting")
+        return None, (_gain_reading(g), "not the paper's setting")
+    if row.reading:
+        return None, (_gain_reading(g, READING), "the paper gives no figure for this metric")
     return g, None
 
 
@@ -70,6 +78,8 @@ def gain_verdict(row: Row, arm: str, j: Judging) -> tuple[str, str]:
         return early
     assert g is not None and g.mean is not None   # no early verdict: a gain of two means
     G = _paper_gain(row.paper)
+    if G is None:   # no figure to compare with: the row is a reading
+        return _gain_reading(g, READING), "the paper gives no figure for this metric"
     if g.lo is None or g.hi is None:   # no interval
         return NOT_REPRODUCED, f"{describe_gain(g)}: cannot exclude zero"
     on_side = g.lo > 0 if G > 0 else g.hi < 0
@@ -87,4 +97,4 @@ def gain_verdict(row: Row, arm: str, j: Judging) -> tuple[str, str]:
                             f"(tolerance {tol:g})").replace("  ", " ")
 
 
-KIND = Kind(RULE, gain_verdict, reference_base=True, contrasts=True)
+KIND = Kind(RULE, gain_verdict, reference_base=True, contrasts=True, needs_figure=True)
