@@ -210,11 +210,12 @@ def adoption_note(run: PathLike, source: PathLike, selection: PathLike, metric: 
     mean ``metric`` over encoder seeds), at the same seed, in the folder ``source``."""
     run, source = Path(run), Path(source)
     point = source.parent.name.split("@", 1)[-1]
+    seed = seed_of(source / "train.json")
     return (f"# {run.parent.name}, {run.name}: adopted, not retrained\n\n"
-            f"This run is grid point {point}'s run at seed {seed_of(source / 'train.json')}, adopted, "
-            f"not retrained: its encoder.pt links to `{source}/encoder.pt`, and train.json, "
-            f"train_log.jsonl and linear.json are copies of that run's (train.json's "
-            f"`adopted_from` and `point`, linear.json's `selected_point` say so).\n\n"
+            f"This run is grid point {point}'s run at seed {seed}, adopted, not retrained: "
+            f"its encoder.pt links to `{source}/encoder.pt`, and train.json, train_log.jsonl "
+            f"and linear.json are copies of that run's (train.json's `adopted_from` and "
+            f"`point`, linear.json's `selected_point` say so).\n\n"
             f"The point was chosen by `{selection}` (best mean {metric} over encoder seeds on "
             f"validation). The workflow's rule `adopt_grid_run` "
             f"(workflow/rules/pretrain.smk) made this folder; docs/protocol.md says why.\n")
