@@ -24,6 +24,7 @@ from weince.bundle.verify import VerifyResult, _relation, normalise, table_cells
 from weince.cli import bundle as bundle_cli
 from weince.cli import verify as verify_cli
 from weince.pipeline.claims import load_claims
+from weince.pipeline.grid import ADOPTED_NOTE, adoption_note
 from weince.pipeline.profile import Profile
 from weince.report import build_report
 
@@ -407,8 +408,6 @@ def test_a_workflow_link_inside_the_results_is_packed_as_that_link(made, tmp_pat
 def test_an_adopted_runs_note_is_packed_and_checked(made, tmp_path, capsys):
     """The ADOPTED.md that adopt_grid_run writes beside an adopted run's files: shipped as
     a page with its digest, and an edit to it is named by the check."""
-    from weince.pipeline.grid import ADOPTED_NOTE, adoption_note
-
     root = Path(made["results"])
     note = root / RUN / ADOPTED_NOTE
     text = adoption_note(root / RUN, root / "fx/vision/digits/resnet18/infonce@p1/seed7",

@@ -66,7 +66,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from weince.losses import registry   # build_loss looked up at each build (tests replace it)
+from weince.losses import modules as loss_modules   # build_loss looked up at each build
 from weince.data.augment import PerImageTwoViews, build_augment
 from weince.data.vision import DATASETS, load_vision, subset_indices
 from weince.models.vision import BACKBONES, SimCLRModel, build_simclr_model, save_encoder
@@ -103,8 +103,9 @@ def complete_config(cfg: SimCLRConfig | dict) -> SimCLRConfig:
         raise ValueError(f"unknown dataset {cfg.dataset!r}; valid: {', '.join(DATASETS)}")
     if cfg.backbone not in BACKBONES:
         raise ValueError(f"unknown backbone {cfg.backbone!r}; valid: {', '.join(BACKBONES)}")
-    if cfg.loss not in registry.LOSSES:
-        raise ValueError(f"unknown loss {cfg.loss!r}; valid: {', '.join(sorted(registry.LOSSES))}")
+    known = loss_modules.LOSSES
+    if cfg.loss not in known:
+        raise ValueError(f"unknown loss {cfg.loss!r}; valid: {', '.join(sorted(known))}")
     if "gather_distributed" in cfg.loss_kwargs:   # twice would repeat every process's rows
         raise ValueError("loss_kwargs.gather_distributed: the training loop already gathers the "
                          "embeddings of every process; remove the key from the config")
@@ -373,7 +374,7 @@ class _Pretraining:
         if self.channels_last:
             model = model.to(memory_format=torch.channels_last)
         self.model: nn.Module = model   # wrap() puts DDP around it under torchrun
-        self.loss_fn = registry.build_loss(cfg.loss, tau=cfg.tau, **cfg.loss_kwargs).to(dev)
+        self.loss_fn = loss_modules.build_loss(cfg.loss, tau=cfg.tau, **cfg.loss_kwargs).to(dev)
         self.opt = build_optimizer(cfg, model)
         self.sched = build_scheduler(cfg, self.opt, self.steps_per_epoch)
         self.audit.begin(self.cfg_dict, cfg.epochs * self.steps_per_epoch, self.steps_per_epoch)
