@@ -370,7 +370,7 @@ class Profile:
     ablations: Ablations
     norms: Norms
     rehearsal: Rehearsal
-    cost: dict[str, Any]            # the cost model's block (weince.pipeline.cost)
+    cost: dict[str, Any]            # the cost model's block (weince.cost)
     resources: dict[str, Any]       # rule -> SLURM/local resources
     config: Mapping[str, Any] = field(repr=False)   # the resolved config (provenance)
     config_hash: str = field(repr=False, default="")
