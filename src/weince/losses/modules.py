@@ -177,7 +177,7 @@ def loss_forward(forward):
 @functools.cache
 def _outside_graph(forward):
     """``forward`` run eagerly from inside a compiled region; made on first use, because
-    ``torch.compiler.disable`` imports ``torch._dynamo`` (2 s), which no uncompiled job needs."""
+    ``torch.compiler.disable`` imports ``torch._dynamo``, which no uncompiled job needs."""
     return torch.compiler.disable(forward)
 
 
