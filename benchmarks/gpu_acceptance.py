@@ -128,7 +128,8 @@ from weince.pipeline.protocol import probe_kwargs
 from weince.pipeline.stages import pretrain_config
 from weince.timing import TimingConfig, run_timing
 from weince.train import simclr
-from weince.train.simclr import _build_optimizer, eager_step, pretrain, complete_config
+from weince.train.optim import build_optimizer as _build_optimizer
+from weince.train.simclr import eager_step, pretrain, complete_config
 from weince.train.simcse import _optimizer
 from weince.train.step_timer import StepTimer
 from weince.utils.config import to_dict

@@ -24,6 +24,7 @@ from weince.bundle.verify import VerifyResult, _relation, normalise, table_cells
 from weince.cli import bundle as bundle_cli
 from weince.cli import verify as verify_cli
 from weince.pipeline.claims import load_claims
+from weince.pipeline.grid import ADOPTED_NOTE, adoption_note
 from weince.pipeline.profile import Profile
 from weince.report import build_report
 
@@ -402,6 +403,37 @@ def test_a_workflow_link_inside_the_results_is_packed_as_that_link(made, tmp_pat
     assert res.ok, res.render()
     assert (dest / arc).is_symlink() and os.readlink(dest / arc) == m.linkname
     assert (dest / arc).read_bytes() == b"the point's encoder"
+
+
+def test_an_adopted_runs_note_is_packed_and_checked(made, tmp_path, capsys):
+    """The ADOPTED.md that adopt_grid_run writes beside an adopted run's files: shipped as
+    a page with its digest, and an edit to it is named by the check."""
+    root = Path(made["results"])
+    note = root / RUN / ADOPTED_NOTE
+    text = adoption_note(root / RUN, root / "fx/vision/digits/resnet18/infonce@p1/seed7",
+                         root / "fx/vision/digits/resnet18/infonce/selection.json", "val_acc")
+    note.write_text(text)
+    out = tmp_path / "fx.tar.gz"
+    try:
+        rc, printed, err = _bundle_cli(made, out, capsys=capsys)
+    finally:
+        note.unlink()
+    assert rc == 0, printed + err
+    arc = f"results/{RUN}/{ADOPTED_NOTE}"
+    with tarfile.open(out) as tar:
+        man = json.loads(tar.extractfile("results/fx/bundle/manifest.json").read())
+        assert tar.extractfile(arc).read().decode() == text
+    entry = next(f for f in man["files"] if f["path"] == arc)
+    assert entry["sha256"] == hashlib.sha256(text.encode()).hexdigest()
+    res = verify_bundle(out, extract=tmp_path / "checkout")
+    assert res.ok, res.render()
+    def edit(folder: Path) -> None:
+        with (folder / arc).open("a") as f:
+            f.write("retrained after all\n")
+
+    edited = retar(out, tmp_path / "edited.tar.gz", edit)
+    rc, printed = run_verify(edited, capsys)
+    assert rc != 0 and ADOPTED_NOTE in printed
 
 
 def test_a_bundle_that_fails_its_check_leaves_nothing(made, tmp_path, capsys, monkeypatch):

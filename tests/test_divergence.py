@@ -47,8 +47,9 @@ class _NanAfter(nn.Module):
 def test_divergence_in_epoch_2_keeps_epoch_1_checkpoint(tmp_path, monkeypatch):
     ref = tmp_path / "ref"
     pretrain(dict(TINY), ref, stop_after=1)  # the good state after epoch 1
-    build = weince.losses.build_loss
-    monkeypatch.setattr(weince.losses, "build_loss", lambda *a, **k: _NanAfter(build(*a, **k), 4))
+    build = weince.losses.modules.build_loss
+    monkeypatch.setattr(weince.losses.modules, "build_loss",
+                        lambda *a, **k: _NanAfter(build(*a, **k), 4))
     out = tmp_path / "run"
     with pytest.raises(DivergedError, match=r"epoch 2, step 2 of 2.*last good checkpoint.*"
                                             r"epoch 1\) is kept"):

@@ -17,7 +17,7 @@ import pytest
 
 from weince.losses import InfoNCELoss, WEINCELoss, WEINCERecipeLoss
 
-MODULES = ["weince.losses.modules", "weince.losses.registry", "weince.losses.infonce",
+MODULES = ["weince.losses.modules", "weince.losses.recipe", "weince.losses.infonce",
            "weince.losses.weince",
            "weince.losses._common", "weince.losses.baselines", "weince.losses.bank",
            "weince.losses.dual",
@@ -25,9 +25,8 @@ MODULES = ["weince.losses.modules", "weince.losses.registry", "weince.losses.inf
 
 # the objects whose help() an adopter reads: each must carry a runnable example
 DOCUMENTED = {
-    "weince.losses.modules": ["InfoNCELoss", "InfoNCETopMLoss", "WEINCELoss", "WEINCERecipeLoss",
-                              "WEINCERecipeNoWeibLoss"],
-    "weince.losses.registry": ["build_loss", "register_loss"],
+    "weince.losses.modules": ["InfoNCELoss", "WEINCELoss", "build_loss", "register_loss"],
+    "weince.losses.recipe": ["InfoNCETopMLoss", "WEINCERecipeLoss", "WEINCERecipeNoWeibLoss"],
     "weince.losses.infonce": ["info_nce"],
     "weince.losses.weince": ["weince", "weince_statistics", "tail_size"],
     "weince.losses._common": ["pair_similarities", "queue_similarities"],

@@ -13,7 +13,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import weince.losses.modules as modules
 import weince.losses.recipe as recipe
 from weince.losses import build_loss, pair_similarities, queue_similarities, weince
 from weince.losses._common import largest_per_row
@@ -121,7 +120,7 @@ def previous_forms(monkeypatch):
     def switch():
         monkeypatch.setattr(weince_mod, "_top_negatives_cpu", ref_top)
         monkeypatch.setattr(weince_mod, "_BlendedLogits", RefBlended)
-        monkeypatch.setattr(modules, "pooled_top_from_rows", ref_pooled_from_rows)
+        monkeypatch.setattr(recipe, "pooled_top_from_rows", ref_pooled_from_rows)
         monkeypatch.setattr(recipe, "_largest", ref_largest)
         monkeypatch.setattr(weince_mod, "_shortfalls", ref_shortfalls)
     return switch

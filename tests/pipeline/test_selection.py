@@ -7,7 +7,7 @@ import pytest
 
 from weince.pipeline.profile import Profile
 from weince.pipeline.protocol import adopted_seeds, shares_seeds
-from weince.pipeline.grid import assemble_knn, choose_point, select_grid
+from weince.pipeline.grid import adoption_note, assemble_knn, choose_point, select_grid
 from weince.report.grid import selection_markdown
 from weince.utils import write_json
 
@@ -171,3 +171,13 @@ def test_shares_seeds_tells_the_official_grid_from_the_one_seed_option():
     assert adopted_seeds(four) == [7, 21, 63, 84] and adopted_seeds(one) == [7]
     assert adopted_seeds(_grid([21], [7])) == []
     assert adopted_seeds(_grid([7], [7], arms=())) == []
+
+
+def test_an_adopted_runs_note_names_its_point_seed_and_selection(tmp_path):
+    pair = tmp_path / "results/p/vision/cifar100/resnet18"
+    text = adoption_note(pair / "weince/seed21", pair / "weince@m2_kr10_ka1/seed21",
+                         pair / "weince/selection.json", "val_acc")
+    assert "weince, seed21: adopted, not retrained" in text
+    assert "grid point m2_kr10_ka1's run at seed 21" in text
+    assert f"`{pair / 'weince@m2_kr10_ka1/seed21'}/encoder.pt`" in text
+    assert f"chosen by `{pair / 'weince/selection.json'}`" in text and "val_acc" in text

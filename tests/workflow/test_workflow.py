@@ -315,7 +315,8 @@ def test_smoke_deleting_one_result_reruns_only_its_dependents(smoke_run, job_cou
 def test_smoke_keeps_no_features_and_no_finished_checkpoint(smoke_run):
     """Intermediate files a later job rebuilds cheaply are temporary: no features.pt is left
     once its readers are done; a finished training's checkpoint is gone once its features
-    job ran; the final grid arm's adopted encoder is a link to the chosen point's."""
+    job ran; the final grid arm's adopted encoder is a link to the chosen point's, and its
+    folder's ADOPTED.md says whose run it is."""
     runs = smoke_run / "results/smoke/vision"
     assert list(runs.rglob("encoder.pt"))
     assert not list(runs.rglob("features.pt"))
@@ -325,6 +326,9 @@ def test_smoke_keeps_no_features_and_no_finished_checkpoint(smoke_run):
     assert adopted.is_symlink()
     assert adopted.resolve() == (runs / f"digits/smallcnn/weince@{sel['chosen']}/seed7"
                                  / "encoder.pt").resolve()
+    note = (adopted.parent / "ADOPTED.md").read_text()
+    assert f"grid point {sel['chosen']}'s run at seed 7, adopted, not retrained" in note
+    assert "digits/smallcnn/weince/selection.json" in note
 
 
 @pytest.mark.parametrize("change, retrained", [

@@ -50,10 +50,12 @@ ADOPTED_SEEDS = adopted_seeds(PROFILE)
 
 if ADOPTED_SEEDS:
 
-    # The final grid arm's run at a grid seed IS the chosen point's run there: same config,
-    # same seed. Its encoder, training log and linear probe are the linear point's; no
-    # retraining. Four-seed grid (official): every seed; one-seed grid: seed 7 (the other
-    # seeds train the chosen point).
+    # The run named after a final grid arm (`weince`, `weince_recipe`) at a grid seed is
+    # NOT trained: it IS the chosen point's run there (same config, same seed), adopted by
+    # this rule. Its encoder links to the point's, its training log and linear probe are
+    # copies, and its folder's ADOPTED.md names the point, the seed and the selection.json
+    # that chose it. Four-seed grid (official): every seed; one-seed grid: seed 7 (rule
+    # `pretrain` trains the chosen point at the other seeds).
     ruleorder: adopt_grid_run > pretrain
     ruleorder: adopt_grid_run > linear
 
@@ -69,6 +71,7 @@ if ADOPTED_SEEDS:
             summary=f"{VRUN}/train.json",
             train_log=f"{VRUN}/train_log.jsonl",
             linear=f"{VRUN}/linear.json",
+            note=f"{VRUN}/ADOPTED.md",
         log:
             f"{LOGS}/adopt/{VRUN_TAG}.log",
         benchmark:

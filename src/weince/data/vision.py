@@ -378,7 +378,7 @@ def _digits_raw() -> tuple[np.ndarray, np.ndarray]:
 
     Read from the file scikit-learn ships (``sklearn/datasets/data/digits.csv.gz``: 64 pixel
     values 0-16 and the label per row, what ``sklearn.datasets.load_digits`` parses) without
-    importing scikit-learn, which costs ~1.5 s in every job that loads the data set."""
+    importing scikit-learn (its cost per job: docs/performance.md)."""
     spec = importlib.util.find_spec("sklearn")   # locates the package, does not import it
     if spec is None or not spec.submodule_search_locations:
         raise FileNotFoundError("the digits data set ships with scikit-learn: "

@@ -24,11 +24,11 @@ encoders' paired batches (CLIP-style, both directions): ``DualEncoderLoss`` and
 from weince.losses._common import Layout as Layout
 from weince.losses._common import pair_similarities, queue_similarities
 from weince.losses.infonce import info_nce
-from weince.losses.modules import (InfoNCELoss, InfoNCETopMLoss, WEINCELoss, WEINCERecipeLoss,
-                                   WEINCERecipeNoWeibLoss)
-from weince.losses.registry import LOSSES, build_loss, register_loss
+from weince.losses.modules import LOSSES, InfoNCELoss, WEINCELoss, build_loss, register_loss
+from weince.losses.recipe import (InfoNCETopMLoss, WEINCERecipeLoss,  # registers the recipe's
+                                  WEINCERecipeNoWeibLoss, fit_batch_beta, topm_softmax,
+                                  topm_weibull)
 from weince.losses.baselines import DCLLoss, DCLWLoss, HCLLoss, dcl, hcl  # registers hcl, dcl, dclw
-from weince.losses.recipe import fit_batch_beta, topm_softmax, topm_weibull
 from weince.losses.dual import DualEncoderLoss, OpenCLIPLoss, clip_dual_loss, dual_encoder_loss
 # last: binds the package's name ``weince`` to the function (importing the submodule above
 # bound it to the module)

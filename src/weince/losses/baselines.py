@@ -51,8 +51,7 @@ import torch
 import torch.nn.functional as F
 
 from weince.losses._common import check_batch, loss_tau, upcast
-from weince.losses.modules import _TwoViewLoss, loss_forward
-from weince.losses.registry import register_loss
+from weince.losses.modules import _TwoViewLoss, loss_forward, register_loss
 
 __all__ = ["hcl", "dcl", "HCLLoss", "DCLLoss", "DCLWLoss"]
 

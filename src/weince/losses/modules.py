@@ -1,5 +1,6 @@
-"""``nn.Module`` losses for two-view batches (each registered by name in
-:mod:`weince.losses.registry`).
+"""``nn.Module`` losses for two-view batches, and the registry that makes one by name
+(:func:`build_loss`, :func:`register_loss`; the recipe's modules are in
+:mod:`weince.losses.recipe`, the hard-negative baselines in :mod:`weince.losses.baselines`).
 
 Every module takes ``z1, z2`` of shape ``(N, d)`` (normalised inside), builds the
 similarities for its ``layout`` (``"simclr"``: ``2N x 2N`` NT-Xent views; ``"pairs"``:
@@ -28,28 +29,18 @@ Example:
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any, cast
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from weince.losses._common import (LAYOUTS, Layout, cached, check_reduction, check_tau_dtype,
-                                   check_views, full_precision, inverse_tau, loss_tau,
-                                   moco_similarities, negative_counts,
-                                   negative_values, no_autocast, pair_similarities,
+                                   check_views, full_precision, loss_tau, moco_similarities,
+                                   negative_counts, no_autocast, pair_similarities,
                                    two_view_batch, unit_rows, upcast)
 from weince.losses.bank import MemoryBank, check_bank_size
 from weince.losses.infonce import _info_nce
-from weince.losses.registry import register_loss
-from weince.losses.recipe import (
-    batch_beta_from_negatives,
-    fit_pooled,
-    pool_size,
-    pooled_top_from_rows,
-    pooled_top_op,
-    topm_softmax,
-)
 from weince.losses.weince import _weince, check_weince_args
 from weince.losses.chunked import (Rows, check_chunk_size, chunked_info_nce, chunked_weince,
                                    view_rows)
@@ -57,8 +48,79 @@ from weince.losses.local import LocalRows, local_rows
 from weince.losses.clip import check_labels, direction_loss, label_positives, per_example
 from weince.utils.distributed import gather_with_grad, is_distributed
 
-__all__ = ["InfoNCELoss", "WEINCELoss", "WEINCERecipeLoss", "WEINCERecipeNoWeibLoss",
-           "InfoNCETopMLoss"]
+__all__ = ["InfoNCELoss", "WEINCELoss", "LOSSES", "register_loss", "build_loss", "fill_docs"]
+
+# ------------------------------------------------------------------ the registry by name
+# training configs name their loss; build_loss makes it. Every loss module registers itself
+# with register_loss (below, weince.losses.recipe, weince.losses.baselines)
+LOSSES: dict[str, type[nn.Module]] = {}
+
+
+def register_loss(name: str) -> Callable[[type[nn.Module]], type[nn.Module]]:
+    """Class decorator: make a loss module available to :func:`build_loss` by ``name``.
+
+    Args:
+        name: the registry key (the ``loss.name`` of a training config).
+
+    Raises:
+        ValueError: ``name`` is already registered to another class.
+
+    Example:
+        >>> from weince.losses import LOSSES, InfoNCELoss, build_loss, register_loss
+        >>> @register_loss("my_infonce")
+        ... class MyInfoNCE(InfoNCELoss):
+        ...     pass
+        >>> type(build_loss("my_infonce", tau=0.2)).__name__
+        'MyInfoNCE'
+        >>> del LOSSES["my_infonce"]
+    """
+    def deco(cls):
+        if name in LOSSES and LOSSES[name] is not cls:
+            raise ValueError(f"loss name {name!r} is already registered to {LOSSES[name].__name__}")
+        LOSSES[name] = cls
+        cls.loss_name = name
+        return cls
+    return deco
+
+
+def build_loss(name: str, **kwargs) -> nn.Module:
+    """Instantiate a registered loss module by name (training code picks losses from config).
+
+    The names: ``"infonce"`` (:class:`InfoNCELoss`), ``"weince"`` (:class:`WEINCELoss`),
+    ``"weince_recipe"`` (:class:`WEINCERecipeLoss`, the authors' training recipe),
+    ``"weince_recipe_no_weib"`` (:class:`WEINCERecipeNoWeibLoss`), ``"infonce_topm"``
+    (:class:`InfoNCETopMLoss`), and the hard-negative baselines ``"hcl"``, ``"dcl"``,
+    ``"dclw"`` (:mod:`weince.losses.baselines`); ``LOSSES`` maps every name to its class.
+
+    Args:
+        name: a registered name (above, or one added with :func:`register_loss`).
+        **kwargs: the class's keyword arguments (``tau``, ``layout``,
+            ``gather_distributed``, and the loss's own options).
+
+    Returns:
+        The ``nn.Module``; call it as ``loss_fn(z1, z2)``.
+
+    Raises:
+        ValueError: an unknown ``name`` (the message lists the valid ones), or options the
+            class does not take or refuses.
+
+    Example:
+        >>> from weince.losses import build_loss
+        >>> loss_fn = build_loss("weince_recipe", tau=0.5, top_m=20)
+        >>> type(loss_fn).__name__, float(loss_fn.beta_t)
+        ('WEINCERecipeLoss', 4.0)
+        >>> build_loss("nce")
+        Traceback (most recent call last):
+        ...
+        ValueError: unknown loss 'nce'; valid names: [...]
+    """
+    if name not in LOSSES:
+        raise ValueError(f"unknown loss {name!r}; valid names: {sorted(LOSSES)}")
+    try:
+        return LOSSES[name](**kwargs)
+    except TypeError as err:
+        raise ValueError(f"bad options for loss {name!r}: {err}") from err
+
 
 _QUANTILE_W: dict = {}
 
@@ -115,7 +177,7 @@ def loss_forward(forward):
 @functools.cache
 def _outside_graph(forward):
     """``forward`` run eagerly from inside a compiled region; made on first use, because
-    ``torch.compiler.disable`` imports ``torch._dynamo`` (2 s), which no uncompiled job needs."""
+    ``torch.compiler.disable`` imports ``torch._dynamo``, which no uncompiled job needs."""
     return torch.compiler.disable(forward)
 
 
@@ -419,68 +481,6 @@ class InfoNCELoss(_TwoViewLoss):
         return _info_nce(sim, targets, invalid, self.tau)
 
 
-@register_loss("infonce_topm")
-class InfoNCETopMLoss(_TwoViewLoss):
-    """InfoNCE plus the recipe's softmax top-M term: isolates that term's effect.
-
-    ``InfoNCE + w_soft * L_soft_topM``, where ``L_soft_topM`` is the cross-entropy of
-    ``s / tau`` over the positive and the ``top_m`` most similar negatives of each anchor
-    (``docs/method.md``, "The authors' recipe"). The authors' WEINCE runs carry this term
-    and their InfoNCE baseline does not; this arm shows how much of a gain the term alone
-    gives.
-
-    Args:
-        {common}
-        top_m: number of hardest negatives in the top-M term, ``>= 1`` (``min(top_m, K)``
-            are used). Default ``50``.
-        w_soft: weight of the top-M term (any real; ``0`` is InfoNCE). Default ``0.5``.
-        {gather}
-        {bank}
-
-    {shapes}
-
-    ``last_stats`` stays empty.
-
-    Raises:
-        ValueError: ``top_m < 1``, or as :class:`InfoNCELoss`.
-
-    Example:
-        >>> import torch
-        >>> from weince.losses import InfoNCETopMLoss
-        >>> _ = torch.manual_seed(0)
-        >>> z1, z2 = torch.randn(32, 16), torch.randn(32, 16)
-        >>> InfoNCETopMLoss(tau=0.5, top_m=10)(z1, z2).shape
-        torch.Size([])
-    """
-
-    def __init__(self, tau: float | None = None, layout: str = "simclr", top_m: int = 50,
-                 w_soft: float = 0.5, *, temperature: float | None = None,
-                 gather_distributed: bool = False, memory_bank_size: int = 0):
-        super().__init__(tau, layout, temperature=temperature,
-                         gather_distributed=gather_distributed, memory_bank_size=memory_bank_size)
-        if top_m < 1:
-            raise ValueError(f"top_m must be >= 1, got {top_m!r}")
-        if self.local_loss:
-            raise ValueError("gather_distributed='local' is for InfoNCELoss and WEINCELoss; "
-                             "pass gather_distributed=True")
-        self.top_m, self.w_soft = int(top_m), float(w_soft)
-
-    @loss_forward
-    def forward(self, z1, z2):
-        """The loss of the views ``z1``, ``z2`` (``(N, d)`` each): a 0-d tensor."""
-        sim, targets, invalid, K = self.batch(z1, z2)
-        if K == 0:
-            return self.no_negatives(sim)
-        base = _info_nce(sim, targets, invalid, self.tau)
-        with torch.no_grad():
-            neg = negative_values(sim.detach(), targets, invalid)
-            idx = torch.topk(neg, min(self.top_m, K), dim=1, sorted=True).indices
-        return base + self.w_soft * topm_softmax(sim, targets, None, self.tau, self.top_m, idx)
-
-    def extra_repr(self) -> str:
-        return super().extra_repr() + f", top_m={self.top_m}, w_soft={self.w_soft}"
-
-
 _WEINCE_ARGS = """q: quantile of the cap proximity ``rho`` over the batch's anchors that sets
             the pivot ``rho0``, in ``[0, 1]``. Default ``0.2``.
         margin: the AIC difference at which the AIC gate is one half (finite). Default
@@ -629,222 +629,13 @@ class WEINCELoss(_TwoViewLoss):
         return super().extra_repr() + ", " + ", ".join(f"{k}={v!r}" for k, v in self.opts.items())
 
 
-@register_loss("weince_recipe")
-class WEINCERecipeLoss(WEINCELoss):
-    """The authors' training recipe: WEINCE plus two top-M terms with a batch exponent.
-
-    ``WEINCE + w_weib * L_weib_topM + w_soft * L_soft_topM`` (``docs/method.md``, "The
-    authors' recipe"): both extra terms are cross-entropies over the positive and the
-    ``top_m`` most similar negatives of each anchor, with logits ``s / tau`` (soft) and
-    ``-beta_t * log(1 - s)`` (Weibull). ``beta_t`` is one exponent for the whole batch,
-    kept as an exponential moving average in a buffer (saved in ``state_dict``): in
-    training mode each call first fits a line to the pooled tail of the batch's
-    negatives and, when the fit is accepted (positive slope, ``R^2 >= r2_min``), moves
-    ``beta_t`` towards the clamped slope; then the terms use it. In eval mode ``beta_t``
-    stays fixed. This is what the paper's headline WEINCE rows were trained with; its
-    InfoNCE baseline has neither extra term (``"infonce_topm"`` isolates one of them).
-
-    Args:
-        {common}
-        top_m: number of hardest negatives in the top-M terms, ``>= 1``. Default ``50``.
-        w_weib: weight of the Weibull top-M term. Default ``0.5``.
-        w_soft: weight of the softmax top-M term. Default ``0.5``.
-        beta_t_init: the starting value of ``beta_t``. Default ``4.0``.
-        momentum: EMA momentum ``m`` in ``[0, 1)``:
-            ``beta_t <- m * beta_t + (1 - m) * clamp(slope)``. Default ``0.9``.
-        r2_min: the least ``R^2`` of the pooled fit that updates ``beta_t``. Default ``0.85``.
-        beta_t_min, beta_t_max: the clamp of the fitted slope. Defaults ``0.5``, ``16.0``.
-        pool_min, pool_frac: the pooled fit keeps the
-            ``min(count, max(pool_min, int(pool_frac * count)))`` largest negative
-            similarities of the batch. Defaults ``1024``, ``0.05``.
-        **kwargs: the options of :class:`WEINCELoss` (``q``, ``margin``, ``kappa_rho``,
-            ``kappa_aic``, ``tail_frac``, ``min_tail``, ``eps``, ``beta``, ``gate``,
-            ``lam``, ``beta_min``, ``beta_max``, ``temperature``, ``gather_distributed``,
-            ``memory_bank_size``: with a bank, the pooled fit and the top-M terms take
-            the bank's negatives).
-
-    {shapes}
-
-    ``last_stats``: the keys of :class:`WEINCELoss`, and ``beta_t`` (the exponent the
-    call used); in training mode also ``beta_hat`` (the batch's fitted slope) and
-    ``beta_r2`` (its ``R^2``).
-
-    Raises:
-        ValueError: ``top_m < 1``, ``momentum`` outside ``[0, 1)``, or as
-            :class:`WEINCELoss`.
-
-    Example:
-        >>> import torch
-        >>> from weince.losses import WEINCELoss, WEINCERecipeLoss
-        >>> _ = torch.manual_seed(0)
-        >>> z1 = torch.randn(64, 32, requires_grad=True)
-        >>> z2 = z1.detach() + 0.1 * torch.randn(64, 32)
-        >>> loss_fn = WEINCERecipeLoss(tau=0.5, top_m=20)
-        >>> loss_fn(z1, z2).backward()
-        >>> sorted(set(loss_fn.last_stats) - set(WEINCELoss(tau=0.5).last_stats))[:3]
-        ['beta_hat', 'beta_r2', 'beta_t']
-        >>> "beta_t" in loss_fn.state_dict()
-        True
-    """
-
-    beta_t: torch.Tensor   # a buffer (register_buffer below)
-
-    def __init__(self, tau: float | None = None, layout: str = "simclr", *, top_m: int = 50,
-                 w_weib: float = 0.5, w_soft: float = 0.5, beta_t_init: float = 4.0,
-                 momentum: float = 0.9, r2_min: float = 0.85, beta_t_min: float = 0.5,
-                 beta_t_max: float = 16.0, pool_min: int = 1024, pool_frac: float = 0.05, **kwargs):
-        super().__init__(tau, layout, **kwargs)
-        if top_m < 1:
-            raise ValueError(f"top_m must be >= 1, got {top_m!r}")
-        if self.local_loss:
-            raise ValueError("gather_distributed='local' is for InfoNCELoss and WEINCELoss "
-                             "(the recipe's pooled fit needs every row); pass "
-                             "gather_distributed=True")
-        if self.chunk_size:
-            raise ValueError("chunk_size is for InfoNCELoss and WEINCELoss (the recipe's pooled "
-                             "fit needs every row at once); pass chunk_size=None")
-        if not 0.0 <= momentum < 1.0:
-            raise ValueError(f"momentum must lie in [0, 1), got {momentum!r}")
-        self.top_m, self.w_weib, self.w_soft = int(top_m), float(w_weib), float(w_soft)
-        self.beta_t_init = float(beta_t_init)
-        self.momentum, self.r2_min = float(momentum), float(r2_min)
-        self.beta_t_min, self.beta_t_max = float(beta_t_min), float(beta_t_max)
-        self.pool_min, self.pool_frac = int(pool_min), float(pool_frac)
-        self.register_buffer("beta_t", torch.tensor(float(beta_t_init)))
-        self._zero_targets: torch.Tensor | None = None
-
-    @torch.no_grad()
-    def update_beta_t(self, neg: torch.Tensor, count: int, inplace: bool = False) -> None:
-        """One EMA step from ``neg`` (similarities with ``-inf`` off the ``count`` negatives;
-        ``inplace``: a scratch copy the fit may reorder)."""
-        self._ema(*batch_beta_from_negatives(neg, count, self.opts["eps"], self.pool_min,
-                                             self.pool_frac, inplace=inplace))
-
-    @torch.no_grad()
-    def _ema(self, slope: torch.Tensor, r2: torch.Tensor) -> None:
-        """``beta_t <- m beta_t + (1 - m) clamp(slope)`` where the fit is accepted (slope > 0,
-        R^2 >= r2_min), else unchanged: one in-place ``lerp_`` whose weight is 0 on rejection."""
-        accept = (slope > 0) & (r2 >= self.r2_min)
-        target = slope.clamp(self.beta_t_min, self.beta_t_max).to(self.beta_t.dtype)
-        self.beta_t.lerp_(target, accept * (1 - self.momentum))
-        self.last_stats.update(beta_hat=slope, beta_r2=r2)
-
-    @loss_forward
-    def forward(self, z1, z2):
-        """The recipe's loss of the views ``z1``, ``z2`` (``(N, d)`` each): a 0-d tensor;
-        in training mode updates ``beta_t`` first; updates ``last_stats``."""
-        sim, targets, invalid, K = self.batch(z1, z2)
-        if K == 0:
-            return self.no_negatives(sim)
-        loss, stats = self.core(sim, targets, invalid, K, topk_extra=self.top_m)
-        eps = self.opts["eps"]
-        if self.training:  # the EMA step comes before beta_t is used, as in the official code
-            self._ema_step(sim, targets, invalid, K, stats, self.simclr_half(sim))
-        idx = stats["top_idx"]
-        m = min(self.top_m, K)
-        idx = idx if idx.shape[1] == m else idx[:, :m]
-        # the candidates (positive first) are gathered once for both top-M terms
-        s = sim if sim.dtype in (torch.float32, torch.float64) else sim.float()
-        cand = s.gather(1, torch.cat([targets.view(-1, 1), idx], dim=1))
-        if self.w_weib and self.w_weib == self.w_soft:
-            # both cross-entropies over one stacked batch: w (mean_W + mean_S) = 2w mean_stacked
-            weib = torch.log1p(cand.clamp(max=1.0 - eps).neg_()).mul_(-self.beta_t)
-            both = torch.cat([weib, cand * inverse_tau(self.tau)], dim=0)
-            loss = loss + (2 * self.w_soft) * F.cross_entropy(both, self._zeros(both))
-        else:
-            if self.w_weib:
-                weib = torch.log1p(cand.clamp(max=1.0 - eps).neg_()).mul_(-self.beta_t)
-                loss = loss + self.w_weib * F.cross_entropy(weib, self._zeros(weib))
-            if self.w_soft:
-                soft = cand * inverse_tau(self.tau)
-                loss = loss + self.w_soft * F.cross_entropy(soft, self._zeros(soft))
-        self.last_stats["beta_t"] = self.beta_t.clone()
-        return loss
-
-    def _ema_step(self, sim, targets, invalid, K: int, stats: dict, half) -> None:
-        """One EMA step of ``beta_t`` from the batch's pooled tail."""
-        k = pool_size(sim.shape[0] * K, self.pool_min, self.pool_frac)
-        if stats["neg"] is None:  # CPU path: NumPy selection straight from sim
-            top = (pooled_top_from_rows(stats.get("top"), k, sim, targets, invalid, half)
-                   if not torch.compiler.is_compiling() else
-                   pooled_top_op(sim.detach(), k, targets, invalid, -1 if half is None else half))
-        else:
-            top = torch.topk(stats["neg"].flatten(), k, sorted=True).values
-        self._ema(*fit_pooled(top, k, self.opts["eps"]))
-
-    def with_options(self, z1, z2, mask=None, weight=None, reduction=None, labels=None):
-        """The recipe's loss of a call with ``mask`` (equal counts), ``weight`` or
-        ``reduction``: each row's WEINCE loss plus its two top-M terms, reduced."""
-        if labels is not None:
-            raise ValueError("labels (several positives per anchor) are for InfoNCELoss, "
-                             "WEINCELoss and DualEncoderLoss: the recipe's top-M terms take "
-                             "one positive per anchor")
-        reduction = "mean" if reduction is None else reduction
-        check_reduction(reduction, None, 1)
-        sim, targets, invalid, K, _, row_w, N = self.option_batch(z1, z2, mask, weight, None)
-        if not isinstance(K, int):
-            raise ValueError("the recipe needs a mask that keeps the same number of negatives "
-                             "in every row (its top-M terms and pooled fit)")
-        rows, stats = _weince(sim, targets, invalid, K, self.tau, return_stats=True,
-                              topk_extra=self.top_m, reduction="none", **self.opts)
-        self.logged(rows, stats)
-        if self.training:
-            self._ema_step(sim, targets, invalid, K, stats, None)
-        m = min(self.top_m, K)
-        s = upcast(sim)
-        cand = s.gather(1, torch.cat([targets.view(-1, 1), stats["top_idx"][:, :m]], dim=1))
-        zeros = torch.zeros(cand.shape[0], dtype=torch.long, device=cand.device)
-        weib = torch.log1p(cand.clamp(max=1.0 - self.opts["eps"]).neg_()).mul_(-self.beta_t)
-        rows = (rows + self.w_weib * F.cross_entropy(weib, zeros, reduction="none")
-                + self.w_soft * F.cross_entropy(cand * inverse_tau(self.tau), zeros,
-                                                reduction="none"))
-        if row_w is not None:
-            rows = rows * row_w.to(rows.dtype)
-        self.last_stats["beta_t"] = self.beta_t.clone()
-        return self.fold(rows, reduction, None if row_w is None else row_w[:N], N)
-
-    def extra_repr(self) -> str:
-        return super().extra_repr() + "".join(
-            f", {k}={getattr(self, k)!r}" for k in (
-                "top_m", "w_weib", "w_soft", "beta_t_init", "momentum", "r2_min", "beta_t_min",
-                "beta_t_max", "pool_min", "pool_frac"))
-
-    def _zeros(self, x: torch.Tensor) -> torch.Tensor:
-        """Target 0 (the positive is the first candidate) for every row of ``x``, cached."""
-        if torch.compiler.is_compiling():  # no Python-side cache inside a graph
-            return torch.zeros(x.shape[0], dtype=torch.long, device=x.device)
-        z = self._zero_targets
-        if z is None or z.shape[0] != x.shape[0] or z.device != x.device:
-            z = self._zero_targets = torch.zeros(x.shape[0], dtype=torch.long, device=x.device)
-        return z
-
-
-@register_loss("weince_recipe_no_weib")
-class WEINCERecipeNoWeibLoss(WEINCERecipeLoss):
-    """Ablation: the recipe without its Weibull top-M term (WEINCE + ``w_soft * L_soft_topM``).
-
-    Takes the arguments of :class:`WEINCERecipeLoss` (``w_weib`` is forced to ``0``);
-    ``last_stats`` as there.
-
-    Example:
-        >>> import torch
-        >>> from weince.losses import WEINCERecipeNoWeibLoss
-        >>> _ = torch.manual_seed(0)
-        >>> z1, z2 = torch.randn(32, 16), torch.randn(32, 16)
-        >>> WEINCERecipeNoWeibLoss(tau=0.5, top_m=10)(z1, z2).shape
-        torch.Size([])
-    """
-
-    def __init__(self, tau: float | None = None, layout: str = "simclr", **kwargs):
-        kwargs["w_weib"] = 0.0
-        super().__init__(tau, layout, **kwargs)
-
-
-def _fill_docs() -> None:
+def fill_docs(*classes: type) -> None:
+    """Put the shared argument texts (``{common}``, ``{gather}``, ``{shapes}``, ...) into the
+    docstrings of ``classes``."""
     parts = dict(common=_COMMON_ARGS, gather=_GATHER_DOC, shapes=_SHAPES, weince=_WEINCE_ARGS,
                  stats=_WEINCE_STATS, bank=_BANK_DOC, chunk=_CHUNK_DOC)
-    for cls in (InfoNCELoss, InfoNCETopMLoss, WEINCELoss, WEINCERecipeLoss):
+    for cls in classes:
         cls.__doc__ = (cls.__doc__ or "").format(**parts)
 
 
-_fill_docs()
+fill_docs(InfoNCELoss, WEINCELoss)

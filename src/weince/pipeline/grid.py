@@ -40,7 +40,7 @@ from weince.pipeline.profile import Profile
 from weince.utils.results import encoder_value, get_key, load_result
 
 __all__ = ["choose_point", "OFFICIAL_TIE_ORDER", "read_values", "select_grid", "assemble_knn",
-           "knn_metric_names", "seed_of", "selection_paths"]
+           "knn_metric_names", "seed_of", "selection_paths", "ADOPTED_NOTE", "adoption_note"]
 
 PathLike = str | os.PathLike
 
@@ -198,6 +198,27 @@ def assemble_knn(selection: Mapping[str, Any], grid_knn: Mapping[str, PathLike]
     out["selection"] = "per k-NN metric: the point with the best mean validation value over " \
                        "encoder seeds (complete points first)"
     return out
+
+
+#: the note in an adopted run's folder (written by the workflow's ``adopt_grid_run``)
+ADOPTED_NOTE = "ADOPTED.md"
+
+
+def adoption_note(run: PathLike, source: PathLike, selection: PathLike, metric: str) -> str:
+    """The text of :data:`ADOPTED_NOTE` in a final grid arm's run folder ``run``: that
+    folder was not trained; it is the run of the grid point chosen in ``selection`` (by the
+    mean ``metric`` over encoder seeds), at the same seed, in the folder ``source``."""
+    run, source = Path(run), Path(source)
+    point = source.parent.name.split("@", 1)[-1]
+    seed = seed_of(source / "train.json")
+    return (f"# {run.parent.name}, {run.name}: adopted, not retrained\n\n"
+            f"This run is grid point {point}'s run at seed {seed}, adopted, not retrained: "
+            f"its encoder.pt links to `{source}/encoder.pt`, and train.json, train_log.jsonl "
+            f"and linear.json are copies of that run's (train.json's `adopted_from` and "
+            f"`point`, linear.json's `selected_point` say so).\n\n"
+            f"The point was chosen by `{selection}` (best mean {metric} over encoder seeds on "
+            f"validation). The workflow's rule `adopt_grid_run` "
+            f"(workflow/rules/pretrain.smk) made this folder; docs/protocol.md says why.\n")
 
 
 _SELECTED_FILES = ("linear.json", "knn.json")

@@ -69,8 +69,8 @@ def log_to(path: str | os.PathLike | None, resources: Any = None,
     that importing torch creates cost about as much as their work: inside, the collector
     runs after :data:`GC_YOUNG` new objects instead of 700 (cycles are still collected, in a
     long training run too), and on the way out everything still alive is frozen
-    (:func:`gc.freeze`), so the interpreter's exit does not walk it again. Together about
-    0.8 s of CPU less per job that imports torch."""
+    (:func:`gc.freeze`), so the interpreter's exit does not walk it again (what it saves:
+    docs/performance.md)."""
     young, *older = gc.get_threshold()
     gc.set_threshold(max(young, GC_YOUNG), *older)
     try:

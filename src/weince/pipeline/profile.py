@@ -47,12 +47,14 @@ the resolved dict, unchanged: what provenance hashes and a results bundle ships.
 from __future__ import annotations
 
 import copy
+import dataclasses
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from weince.pipeline.arms import grid_points
+from weince.pipeline.arms import grid_points, resolve_arm
 from weince.pipeline.claims import validate_with_defaults
 from weince.eval.config import (FeaturesConfig, KNNConfig, LinearProbeConfig, ScoresConfig,
                                 STSConfig)
@@ -62,10 +64,11 @@ from weince.pipeline.schema import fill_defaults, read_schema
 from weince.train.config import SimCLRConfig, SimCSEConfig, TimingConfig
 from weince.utils.config import config_from_dict, deep_merge, expand_data_root
 from weince.utils.provenance import config_hash
+from weince.utils.results import get_key, load_result
 
-__all__ = ["Profile", "Vision", "Grid", "Evt", "Text", "Timing", "Checks", "NoiseFloor",
-           "Ablations", "Norms", "NormsVision", "NormsText", "Rehearsal", "Disk", "CONFIG_SCHEMA",
-           "config_schema", "resolve_config"]
+__all__ = ["Profile", "Vision", "with_selection", "Grid", "Evt", "Text", "Timing", "Checks",
+           "NoiseFloor", "Ablations", "Norms", "NormsVision", "NormsText", "Rehearsal", "Disk",
+           "CONFIG_SCHEMA", "config_schema", "resolve_config"]
 
 CONFIG_SCHEMA = Path(__file__).with_name("config.schema.yaml")
 _SCHEMA: dict[str, Any] = {}
@@ -225,6 +228,27 @@ class Vision:
         ``vision.pretrain_by_dataset[dataset]`` over it)."""
         return self.pretrain_by_dataset.get(dataset, self.pretrain)
 
+    def run_config(self, dataset: str, backbone: str, arm: str, seed: int | str,
+                   selection: str | os.PathLike | None = None) -> SimCLRConfig:
+        """The whole ``SimCLRConfig`` of one pretraining run: :meth:`pretrain_for` its data
+        set, with its backbone, seed and arm (:func:`~weince.pipeline.arms.resolve_arm`:
+        the arm's loss, loss options and temperature; a grid point's values,
+        ``weince@m2_kr10_ka1``, over the options), then the point chosen in ``selection``
+        (a final grid arm's ``selection.json``, :func:`with_selection`) when given."""
+        base = self.pretrain_for(dataset)
+        s = resolve_arm(arm, self.losses, base.tau)
+        cfg = dataclasses.replace(base, dataset=dataset, backbone=backbone, loss=s["loss"],
+                                  seed=int(seed), loss_kwargs=s["loss_kwargs"],
+                                  tau=float(s["tau"]), aug_kwargs=copy.deepcopy(base.aug_kwargs))
+        return with_selection(cfg, selection) if selection else cfg
+
+
+def with_selection(run_cfg: SimCLRConfig, selection_path: str | os.PathLike) -> SimCLRConfig:
+    """Put the grid point chosen in ``selection.json`` into a run config's loss kwargs."""
+    sel = load_result(selection_path)
+    params = get_key(sel, "params", selection_path, needed_by="the final run of a grid arm")
+    return dataclasses.replace(run_cfg, loss_kwargs={**run_cfg.loss_kwargs, **params})
+
 
 @dataclass(frozen=True)
 class Text:
@@ -346,7 +370,7 @@ class Profile:
     ablations: Ablations
     norms: Norms
     rehearsal: Rehearsal
-    cost: dict[str, Any]            # the cost model's block (weince.pipeline.cost)
+    cost: dict[str, Any]            # the cost model's block (weince.cost)
     resources: dict[str, Any]       # rule -> SLURM/local resources
     config: Mapping[str, Any] = field(repr=False)   # the resolved config (provenance)
     config_hash: str = field(repr=False, default="")

@@ -15,14 +15,12 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from weince.norms.config import NormsConfig
-from weince.pipeline.arms import resolve_arm
 from weince.pipeline.layout import PRETRAINED_ARM
-from weince.pipeline.profile import Profile
+from weince.pipeline.profile import Profile, with_selection
 from weince.pipeline.protocol import probe_config, probe_kwargs
 from weince.train.config import RUNTIME_KEYS, SimCLRConfig, SimCSEConfig
 from weince.utils.config import to_dict
 from weince.utils.settings import listed_fields
-from weince.utils.results import get_key, load_result
 
 __all__ = ["job_config", "pretrain_config", "simcse_config", "apply_selection", "grid_arms",
            "norms_config", "norms_settings", "probe_settings", "knn_settings", "PRETRAINED_ARM",
@@ -108,19 +106,19 @@ def job_config(prof: Profile, wildcards: Any, selection: str | os.PathLike | Non
                ) -> SimCLRConfig | SimCSEConfig:
     """The whole config of one training job, resolved once, from the job's wildcards: a
     SimCSE run (``model``, ``arm``, ``seed``: :func:`simcse_config`) or a pretraining run
-    (``dataset``, ``backbone``, ``arm``, ``seed``: :func:`pretrain_config`), with the grid
-    point chosen in ``selection`` (a final grid arm's ``selection.json``) put in.
+    (``dataset``, ``backbone``, ``arm``, ``seed``:
+    :meth:`~weince.pipeline.profile.Vision.run_config`), with the grid point chosen in
+    ``selection`` (a final grid arm's ``selection.json``) put in.
 
     A rule's params hold ``rerun_trigger(PROFILE, wc)``, the rerun trigger (the selection
-    file is an input of its own); its script passes ``job_config(prof,
-    snakemake.wildcards, selection)`` to the library as it is."""
+    file is an input of its own); the pretrain rule's script calls ``Vision.run_config``
+    itself, the function this one calls."""
     arm, seed = _wildcard(wildcards, "arm"), _wildcard(wildcards, "seed")
     model = _wildcard(wildcards, "model")
     if model is not None:
         return simcse_config(prof, model, arm, seed)
-    cfg = pretrain_config(prof, _wildcard(wildcards, "dataset"),
-                          _wildcard(wildcards, "backbone"), arm, seed)
-    return apply_selection(cfg, selection) if selection else cfg
+    return prof.vision.run_config(_wildcard(wildcards, "dataset"),
+                                  _wildcard(wildcards, "backbone"), arm, seed, selection)
 
 
 def grid_arms(prof: Profile) -> list[str]:
@@ -130,23 +128,15 @@ def grid_arms(prof: Profile) -> list[str]:
 
 def pretrain_config(prof: Profile, dataset: str, backbone: str, arm: str,
                     seed: int) -> SimCLRConfig:
-    """The ``SimCLRConfig`` of one run: the data set's settings
-    (:meth:`~weince.pipeline.profile.Vision.pretrain_for`) with the run's data set,
-    backbone, seed and arm. ``arm`` may carry a grid point (``weince@m2_kr10_ka1``); its
+    """The ``SimCLRConfig`` of one run (:meth:`~weince.pipeline.profile.Vision.run_config`,
+    without a selection). ``arm`` may carry a grid point (``weince@m2_kr10_ka1``); its
     values override the arm's loss keyword arguments. A final grid arm gets the chosen point
     later (:func:`apply_selection`)."""
-    base = prof.vision.pretrain_for(dataset)
-    s = resolve_arm(arm, prof.vision.losses, base.tau)
-    return dataclasses.replace(base, dataset=dataset, backbone=backbone, loss=s["loss"],
-                               seed=int(seed), loss_kwargs=s["loss_kwargs"],
-                               tau=float(s["tau"]), aug_kwargs=copy.deepcopy(base.aug_kwargs))
+    return prof.vision.run_config(dataset, backbone, arm, seed)
 
 
-def apply_selection(run_cfg: SimCLRConfig, selection_path: str | os.PathLike) -> SimCLRConfig:
-    """Put the grid point chosen in ``selection.json`` into a run config's loss kwargs."""
-    sel = load_result(selection_path)
-    params = get_key(sel, "params", selection_path, needed_by="the final run of a grid arm")
-    return dataclasses.replace(run_cfg, loss_kwargs={**run_cfg.loss_kwargs, **params})
+#: put the grid point chosen in ``selection.json`` into a run config's loss kwargs
+apply_selection = with_selection
 
 
 def simcse_config(prof: Profile, model: str, arm: str, seed: int) -> SimCSEConfig:

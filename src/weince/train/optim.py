@@ -2,8 +2,8 @@
 
 torch guards ``Optimizer.add_param_group`` (so every constructor), ``step``, ``zero_grad``,
 ``state_dict`` and ``load_state_dict`` for ``torch.compile``: the first call of each
-imports ``torch._dynamo``, about 1.3 CPU-seconds (and as much again as ``import torch``
-itself) in every process that builds an optimiser, whether or not anything is compiled.
+imports ``torch._dynamo`` in every process that builds an optimiser, whether or not
+anything is compiled (its cost: docs/performance.md, ``benchmarks/optimizer_startup.py``).
 Outside a compiled region these guards do nothing else: ``step``'s sets grad mode to the
 group's ``differentiable`` flag around the update, the others call the method as it is.
 
@@ -14,16 +14,24 @@ torch release no longer exposes the wrapped function, they defer to torch's guar
 
     from weince.train.optim import Adam
     opt = Adam(model.parameters(), lr=1e-3)      # torch.optim.Adam, without the start-up
+
+A pretraining run's optimiser and learning-rate schedule come from its config here too
+(:func:`build_optimizer`, :func:`build_scheduler`; :class:`LARS` is the option beside Adam).
 """
 
 from __future__ import annotations
 
 import inspect
-from typing import Any
+import math
+from typing import TYPE_CHECKING, Any
 
 import torch
+from torch import nn
 
-__all__ = ["Adam", "AdamW", "EagerOptimizer"]
+if TYPE_CHECKING:
+    from weince.train.config import SimCLRConfig
+
+__all__ = ["Adam", "AdamW", "EagerOptimizer", "LARS", "build_optimizer", "build_scheduler"]
 
 
 _RESOLVED: dict[tuple[type, str], tuple[Any, Any]] = {}
@@ -82,3 +90,69 @@ class Adam(EagerOptimizer, torch.optim.Adam):
 class AdamW(EagerOptimizer, torch.optim.AdamW):
     """``torch.optim.AdamW`` (same arguments, same updates) without importing
     ``torch._dynamo`` in eager runs."""
+
+
+class LARS(EagerOptimizer, torch.optim.Optimizer):
+    """LARS (You et al. 2017) as used by SimCLR: SGD with momentum where each parameter's
+    update is scaled by the trust ratio ``eta * ||w|| / ||g + wd * w||``. Parameters in a
+    group with ``lars=False`` (biases, norm layers) get plain SGD with momentum and no
+    weight decay."""
+
+    def __init__(self, params, lr: float, momentum: float = 0.9, weight_decay: float = 0.0,
+                 eta: float = 1e-3):
+        super().__init__(params, dict(lr=lr, momentum=momentum, weight_decay=weight_decay,
+                                      eta=eta, lars=True))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = closure() if closure is not None else None
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                g = p.grad
+                if group["lars"]:
+                    g = g.add(p, alpha=group["weight_decay"])
+                    w_norm, g_norm = torch.linalg.vector_norm(p), torch.linalg.vector_norm(g)
+                    trust = torch.where((w_norm > 0) & (g_norm > 0),
+                                        group["eta"] * w_norm / g_norm, torch.ones_like(w_norm))
+                    g = g * trust
+                buf = self.state[p].get("momentum_buffer")
+                if buf is None:
+                    buf = self.state[p]["momentum_buffer"] = g.clone()
+                else:
+                    buf.mul_(group["momentum"]).add_(g)
+                p.add_(buf, alpha=-group["lr"])
+        return loss
+
+
+def build_optimizer(cfg: SimCLRConfig, model: nn.Module) -> torch.optim.Optimizer:
+    """A pretraining run's optimiser: :class:`Adam` (``optimizer: adam``, the protocol's:
+    lr, weight decay as given) or :class:`LARS` with weight decay on the weight matrices
+    only (``optimizer: lars``)."""
+    if cfg.optimizer == "adam":
+        return Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    decay: list[nn.Parameter] = []
+    plain: list[nn.Parameter] = []
+    for p in model.parameters():
+        (plain if p.ndim <= 1 else decay).append(p)
+    return LARS([{"params": decay}, {"params": plain, "lars": False, "weight_decay": 0.0}],
+                lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
+
+
+def build_scheduler(cfg: SimCLRConfig, opt: torch.optim.Optimizer, steps_per_epoch: int
+                    ) -> torch.optim.lr_scheduler.LambdaLR:
+    """The learning-rate factor of every step: a linear warmup over ``warmup_epochs``, then
+    constant (``schedule: none``, the protocol's) or a cosine decay to zero."""
+    total = cfg.epochs * steps_per_epoch
+    warm = cfg.warmup_epochs * steps_per_epoch
+
+    def factor(step: int) -> float:
+        if warm and step < warm:
+            return (step + 1) / warm
+        if cfg.schedule == "none":
+            return 1.0
+        t = (step - warm) / max(1, total - warm)
+        return 0.5 * (1.0 + math.cos(math.pi * min(1.0, t)))
+
+    return torch.optim.lr_scheduler.LambdaLR(opt, factor)

@@ -55,7 +55,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import random
 import time
@@ -67,17 +66,17 @@ import numpy as np
 import torch
 from torch import nn
 
-import weince.losses as losses     # build_loss looked up at each build (tests replace it)
+from weince.losses import modules as loss_modules   # build_loss looked up at each build
 from weince.data.augment import PerImageTwoViews, build_augment
 from weince.data.vision import DATASETS, load_vision, subset_indices
-from weince.models import BACKBONES, SimCLRModel, build_simclr_model, save_encoder
+from weince.models.vision import BACKBONES, SimCLRModel, build_simclr_model, save_encoder
 from weince.train import ddp as D
 from weince.train.audit import Auditor
 from weince.train.loop import (DivergedError, EpochStats, TrainingRun, check_same_config,
                                diverged, progress_bar, progress_enabled, progress_note,
                                unwrap_model, weights_finite)
 from weince.train.config import RUNTIME_KEYS, SimCLRConfig
-from weince.train.optim import Adam, EagerOptimizer
+from weince.train.optim import LARS, build_optimizer, build_scheduler
 from weince.train.preempt import PreemptionGuard
 from weince.utils.checkpoint import (check_resume_device, restore_generator, restore_rng,
                                      rng_state)
@@ -104,8 +103,9 @@ def complete_config(cfg: SimCLRConfig | dict) -> SimCLRConfig:
         raise ValueError(f"unknown dataset {cfg.dataset!r}; valid: {', '.join(DATASETS)}")
     if cfg.backbone not in BACKBONES:
         raise ValueError(f"unknown backbone {cfg.backbone!r}; valid: {', '.join(BACKBONES)}")
-    if cfg.loss not in losses.LOSSES:
-        raise ValueError(f"unknown loss {cfg.loss!r}; valid: {', '.join(sorted(losses.LOSSES))}")
+    known = loss_modules.LOSSES
+    if cfg.loss not in known:
+        raise ValueError(f"unknown loss {cfg.loss!r}; valid: {', '.join(sorted(known))}")
     if "gather_distributed" in cfg.loss_kwargs:   # twice would repeat every process's rows
         raise ValueError("loss_kwargs.gather_distributed: the training loop already gathers the "
                          "embeddings of every process; remove the key from the config")
@@ -127,67 +127,6 @@ def complete_config(cfg: SimCLRConfig | dict) -> SimCLRConfig:
     if cfg.image_size is None:
         cfg.image_size = spec.image_size
     return cfg
-
-
-# ------------------------------------------------------------------------- optimiser
-class LARS(EagerOptimizer, torch.optim.Optimizer):
-    """LARS (You et al. 2017) as used by SimCLR: SGD with momentum where each parameter's
-    update is scaled by the trust ratio ``eta * ||w|| / ||g + wd * w||``. Parameters in a
-    group with ``lars=False`` (biases, norm layers) get plain SGD with momentum and no
-    weight decay."""
-
-    def __init__(self, params, lr: float, momentum: float = 0.9, weight_decay: float = 0.0,
-                 eta: float = 1e-3):
-        super().__init__(params, dict(lr=lr, momentum=momentum, weight_decay=weight_decay,
-                                      eta=eta, lars=True))
-
-    @torch.no_grad()
-    def step(self, closure=None):
-        loss = closure() if closure is not None else None
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                g = p.grad
-                if group["lars"]:
-                    g = g.add(p, alpha=group["weight_decay"])
-                    w_norm, g_norm = torch.linalg.vector_norm(p), torch.linalg.vector_norm(g)
-                    trust = torch.where((w_norm > 0) & (g_norm > 0),
-                                        group["eta"] * w_norm / g_norm, torch.ones_like(w_norm))
-                    g = g * trust
-                buf = self.state[p].get("momentum_buffer")
-                if buf is None:
-                    buf = self.state[p]["momentum_buffer"] = g.clone()
-                else:
-                    buf.mul_(group["momentum"]).add_(g)
-                p.add_(buf, alpha=-group["lr"])
-        return loss
-
-
-def _build_optimizer(cfg: SimCLRConfig, model: nn.Module) -> torch.optim.Optimizer:
-    if cfg.optimizer == "adam":
-        return Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    decay: list[nn.Parameter] = []
-    plain: list[nn.Parameter] = []
-    for p in model.parameters():
-        (plain if p.ndim <= 1 else decay).append(p)
-    return LARS([{"params": decay}, {"params": plain, "lars": False, "weight_decay": 0.0}],
-                lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
-
-
-def _build_scheduler(cfg: SimCLRConfig, opt: torch.optim.Optimizer, steps_per_epoch: int):
-    total = cfg.epochs * steps_per_epoch
-    warm = cfg.warmup_epochs * steps_per_epoch
-
-    def factor(step: int) -> float:
-        if warm and step < warm:
-            return (step + 1) / warm
-        if cfg.schedule == "none":
-            return 1.0
-        t = (step - warm) / max(1, total - warm)
-        return 0.5 * (1.0 + math.cos(math.pi * min(1.0, t)))
-
-    return torch.optim.lr_scheduler.LambdaLR(opt, factor)
 
 
 # ------------------------------------------------------------------------- one step
@@ -359,31 +298,26 @@ def pretrain(cfg: SimCLRConfig | dict, out_dir: str | os.PathLike, *,
             and random state (the process exits with 143).
     """
     with PreemptionGuard() as guard:
-        return _pretrain(cfg, out_dir, stop_after=stop_after, on_step=on_step, guard=guard,
-                         audit=audit)
-
-
-def _pretrain(cfg, out_dir, *, stop_after, on_step, guard, audit=None) -> dict[str, Any]:
-    cfg = complete_config(cfg)
-    if cfg.threads:
-        torch.set_num_threads(int(cfg.threads))
-    job = _Pretraining(cfg, TrainingRun(out_dir, cfg.device, guard), audit)
-    done = _finished_run(job.run.out, job.cfg_dict)
-    if done is not None:        # finished before (its checkpoint removed): not retrained,
-        return done             # and its data set is not loaded
-    job.load_data()
-    job.build()
-    job.resume()
-    job.wrap()
-    end_epoch = cfg.epochs if stop_after is None else min(cfg.epochs, int(stop_after))
-    job.start_clock()
-    for epoch in range(job.start_epoch, end_epoch):
-        job.train_epoch(epoch, end_epoch, on_step)
-    return job.finish(end_epoch)
+        cfg = complete_config(cfg)
+        if cfg.threads:
+            torch.set_num_threads(int(cfg.threads))
+        job = _Pretraining(cfg, TrainingRun(out_dir, cfg.device, guard), audit)
+        done = _finished_run(job.run.out, job.cfg_dict)
+        if done is not None:        # finished before (its checkpoint removed): not retrained,
+            return done             # and its data set is not loaded
+        job.load_data()
+        job.build()
+        job.resume()
+        job.wrap()
+        end_epoch = cfg.epochs if stop_after is None else min(cfg.epochs, int(stop_after))
+        job.start_clock()
+        for epoch in range(job.start_epoch, end_epoch):
+            job.train_epoch(epoch, end_epoch, on_step)
+        return job.finish(end_epoch)
 
 
 class _Pretraining:
-    """The state of one SimCLR run, built in the named steps :func:`_pretrain` calls in
+    """The state of one SimCLR run, built in the named steps :func:`pretrain` calls in
     order (hardware, data, model, resume, wrappers, epochs, summary)."""
 
     def __init__(self, cfg: SimCLRConfig, run: TrainingRun, audit: Auditor | None = None
@@ -440,9 +374,9 @@ class _Pretraining:
         if self.channels_last:
             model = model.to(memory_format=torch.channels_last)
         self.model: nn.Module = model   # wrap() puts DDP around it under torchrun
-        self.loss_fn = losses.build_loss(cfg.loss, tau=cfg.tau, **cfg.loss_kwargs).to(dev)
-        self.opt = _build_optimizer(cfg, model)
-        self.sched = _build_scheduler(cfg, self.opt, self.steps_per_epoch)
+        self.loss_fn = loss_modules.build_loss(cfg.loss, tau=cfg.tau, **cfg.loss_kwargs).to(dev)
+        self.opt = build_optimizer(cfg, model)
+        self.sched = build_scheduler(cfg, self.opt, self.steps_per_epoch)
         self.audit.begin(self.cfg_dict, cfg.epochs * self.steps_per_epoch, self.steps_per_epoch)
         self.shuffle_gen = torch.Generator().manual_seed(cfg.seed)
         self.aug_gen = torch.Generator(device=dev).manual_seed(cfg.seed * 1000 + 1 + self.rank)
@@ -675,8 +609,7 @@ class _Pretraining:
                                cast(SimCLRModel, unwrap_model(self.model)), self.cfg_dict)
             # the encoder's identity, which every job reading it checks (weince.utils.digest)
             summary = {**self.summary(wall_s), "encoder_sha256": sha256_file(enc)}
-        # the resume state of a finished run is 3x the encoder's size (weights + Adam's two
-        # moments): 135 MB for ResNet-18, ~280 MB for ResNet-50, per run of the paper's 3,424
+        # the resume state goes now unless keep_checkpoint (its size: docs/cluster.md)
         run.finish(summary, self.cfg_dict, seed=cfg.seed, keep_checkpoint=cfg.keep_checkpoint)
         return summary
 
