@@ -81,12 +81,21 @@ def test_one_job_config_for_the_rule_and_its_script(tmp_path):
 
 
 def test_the_training_rules_and_scripts_resolve_their_job_by_job_config():
+    """The rule's rerun trigger and the script resolve a job by one function: job_config
+    (SimCSE), or Vision.run_config, which job_config calls for a pretraining run."""
+    import inspect  # noqa: PLC0415
+
+    from weince.pipeline import stages  # noqa: PLC0415
+
     wf = Path(__file__).resolve().parents[2] / "workflow"
-    for rule in ("pretrain", "simcse"):
+    resolves = {"simcse": "job_config(Profile.of(snakemake.config), snakemake.wildcards",
+                "pretrain": "Profile.of(snakemake.config).vision.run_config("}
+    assert "prof.vision.run_config(" in inspect.getsource(stages.job_config)
+    for rule, call in resolves.items():
         smk = (wf / "rules" / f"{rule}.smk").read_text()
         assert "cfg=lambda wc: rerun_trigger(PROFILE, wc)" in smk, rule   # job_config's
         script = (wf / "scripts" / f"{rule}.py").read_text()
-        assert "job_config(Profile.of(snakemake.config), snakemake.wildcards" in script, rule
+        assert call in script, rule
         assert "snakemake.params" not in script and "job_settings" not in script, rule
 
 
