@@ -150,23 +150,24 @@ def _hint(text: str) -> list[str]:
 
 
 def test_the_report_hints_run_as_printed(smoke, run_snakemake):
-    """`weince report` outside a workflow run: a missing ablation result and a norms result
-    with a bad verdict word each fail in one line whose command (with the smoke profile's
+    """`weince report` outside a workflow run: a norms result with a bad verdict word, and
+    one holding a NaN, each fail in one line whose command (with the smoke profile's
     --configfile, read from the path) runs as printed and mends the run."""
     report = ("report", "--config", "config/config.yaml", "--config", "config/smoke.yaml")
-    ablation = smoke / f"{PAIR}/weince_recipe_no_weib/seed7/linear.json"
     norms = smoke / f"{PAIR}/weince_recipe/seed7/norms.json"
-    bad = _json(norms)
-    bad["verdicts"]["N1"] = "mostly"
-
-    for break_it in (ablation.unlink, lambda: norms.write_text(json.dumps(bad))):
-        break_it()
+    word, nan = _json(norms), _json(norms)
+    word["verdicts"]["N1"] = "mostly"
+    nan["checks_extra"] = float("nan")
+    for bad in (word, nan):
+        norms.write_text(json.dumps(bad))
         failed = _weince(smoke, *report)
         assert failed.returncode != 0, failed.stdout[-2000:]
         cmd = _hint(failed.stderr + failed.stdout)
-        assert cmd[0] == "snakemake" and "--configfile" in cmd and "config/smoke.yaml" in cmd
+        assert cmd[:2] == ["snakemake", "--forcerun"], cmd
+        assert cmd[2].endswith(f"{PAIR}/weince_recipe/seed7/norms.json"), cmd
+        assert cmd[-2:] == ["--configfile", "config/smoke.yaml"], cmd
         fixed = run_snakemake(smoke, *cmd[1:], timeout=900)
         assert fixed.returncode == 0, (fixed.stdout + fixed.stderr)[-4000:]
-    assert ablation.is_file() and _json(norms)["verdicts"]["N1"] != "mostly"
+        assert _json(norms)["verdicts"]["N1"] != "mostly" and "checks_extra" not in _json(norms)
     again = _weince(smoke, *report)
     assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]

@@ -5,6 +5,7 @@ option its loss does not take) is named with its reason and log."""
 from __future__ import annotations
 
 import os
+from itertools import takewhile
 import signal
 import subprocess
 import sys
@@ -98,8 +99,13 @@ def test_progress_of_a_killed_smoke_run_and_of_a_failed_job(tmp_path, copy_workf
                     "config/fail.yaml", "--keep-going", "--restart-times", "0"], cwd=wf,
                    capture_output=True, timeout=1500, env=_env())
     text = _progress(wf)
-    line = next(x for x in text.splitlines()
-                if x.startswith("- pretrain/digits/smallcnn/weince_recipe/seed7: "))
-    assert "ValueError: bad options for loss 'weince_recipe'" in line
-    assert "(log: results/smoke/logs/pretrain/digits/smallcnn/weince_recipe/seed7.log)" in line
+    # the failed job's reason whole, wrapped: its line and the indented lines that follow
+    lines = text.splitlines()
+    i = next(k for k, x in enumerate(lines)
+             if x.startswith("- pretrain/digits/smallcnn/weince_recipe/seed7: "))
+    entry = " ".join([lines[i], *(x.strip() for x in
+                                   takewhile(
+                                       lambda x: x.startswith(" "), lines[i + 1:]))])
+    assert "ValueError: bad options for loss 'weince_recipe'" in entry
+    assert "(log: results/smoke/logs/pretrain/digits/smallcnn/weince_recipe/seed7.log)" in entry
     assert _all_row(text)["failed"] == 1                  # one failed training run

@@ -424,13 +424,16 @@ def test_smoke_no_run_time_setting_reaches_a_rules_params(smoke_run, run_snakema
 @pytest.mark.slow   # a pretraining and what reads it, run again
 def test_smoke_a_truncated_encoder_names_the_command_that_rebuilds_it(smoke_run,
                                                                       run_snakemake):
-    """A truncated encoder stops the job that reads it; deleting it alone leaves Snakemake
-    nothing to do (its features.pt is temporary, its readers are finished); the command the
-    error names rebuilds it, byte for byte."""
+    """Deleting an encoder alone leaves Snakemake nothing to do (its features.pt is
+    temporary, its readers are finished); truncated, it stops the job that reads it with its
+    digest, and the command the error names rebuilds it, byte for byte."""
     enc = smoke_run / "results/smoke/vision/digits/smallcnn/infonce/seed7/encoder.pt"
     good = enc.read_bytes()
-    enc.write_bytes(good[:1000])
     args = ("--cores", "2", "--configfile", "config/smoke.yaml")
+    enc.unlink()        # while every file made from it is finished: why deleting is not enough
+    proc = run_snakemake(smoke_run, "-n", *args)
+    assert "Nothing to be done" in proc.stdout + proc.stderr, (proc.stdout + proc.stderr)[-3000:]
+    enc.write_bytes(good[:1000])     # its readers now run again, and stop at its digest
     proc = run_snakemake(smoke_run, *args, timeout=1500)
     assert proc.returncode != 0
     logs = "\n".join(p.read_text() for p in (smoke_run / "results/smoke/logs").rglob("*.log"))
@@ -443,9 +446,6 @@ def test_smoke_a_truncated_encoder_names_the_command_that_rebuilds_it(smoke_run,
     assert said, logs[-3000:]
     printed = shlex.split(said.group(1))
     assert printed == ["--forcerun", str(enc.relative_to(smoke_run)), *args], said.group(0)
-    enc.unlink()
-    proc = run_snakemake(smoke_run, "-n", *args)
-    assert "Nothing to be done" in proc.stdout + proc.stderr    # why deleting is not enough
     proc = run_snakemake(smoke_run, *printed, timeout=1500)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     assert enc.read_bytes() == good
