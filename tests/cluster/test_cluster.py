@@ -32,6 +32,7 @@ import signal
 import subprocess
 import sys
 import time
+from itertools import takewhile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -41,7 +42,8 @@ import yaml
 
 from weince.cost.estimate import job_runtime, retries_for
 from weince.cost.plan import load_profile
-from weince.cost.progress import Progress, incomplete_marks, progress, progress_text
+from weince.cost.progress import (STATES, Progress, incomplete_marks, progress,
+                                  progress_text)
 from weince.pipeline.layout import VISION_RUN
 from weince.pipeline.profile import Profile
 from weince.train.simclr import pretrain
@@ -346,12 +348,20 @@ def check_progress_of_the_cancel(work: Path, configs: tuple[str, ...],
     assert via_sacct.slurm.state == "RUNNING"
     text = progress_cli(work, *configs)
     row = next(ln for ln in text.splitlines() if ln.startswith("all "))
-    planned, finished, running, stopped, failed, not_started = map(int, row.split()[1:7])
+    names = ["planned", *STATES]        # the table's columns: planned, then each state's
+    n = dict(zip(names, map(int, row.split()[1:1 + len(names)]), strict=True))
+    planned, finished, running, stopped, failed, not_started = (
+        n[k] for k in ("planned", "finished", "running", "stopped", "failed", "not started"))
+    assert n["corrupt"] == n["blocked"] == 0, row
     assert (finished, running, stopped, failed) == (0, 0, 0, 1), row
     assert not_started == planned - 1, row
     name = f"pretrain/{RUN}"
-    line = next((ln for ln in text.splitlines() if ln.startswith(f"- {name}: ")), None)
-    assert line is not None, f"the cancelled job is not named:\n{text}"
+    lines = text.splitlines()
+    at = next((k for k, ln in enumerate(lines) if ln.startswith(f"- {name}: ")), None)
+    assert at is not None, f"the cancelled job is not named:\n{text}"
+    # its reason whole, wrapped: the line and the indented lines that follow it
+    line = " ".join([lines[at], *(ln.strip() for ln in takewhile(
+        lambda ln: ln.startswith(" "), lines[at + 1:]))])
     assert line.startswith(f"- {name}: SLURM job {jobid} CANCELLED (exit code "), line
     assert f"(log: results/smoke/logs/{name}.log; SLURM log: .snakemake/slurm_logs/" \
         f"rule_pretrain/" in line and line.endswith(f"/{jobid}.log)"), line
@@ -394,8 +404,14 @@ def test_cancelled_training_job_resumes_from_checkpoint(slurm_cluster, repo_copy
                    or proc.poll() is not None, 240, what="three logged epochs")
         # while it trains: one run running, seen in the lock table, and without the lock
         # table from sacct alone (a job on another node)
-        training = [progress_of(work, configs[1:]),
+        # (read again until both say so: sacct reports a started job a moment after it runs)
+        def both_running():
+            seen = [progress_of(work, configs[1:]),
                     progress_of(work, configs[1:], lock_table=tmp_path / "no-lock-table")]
+            return seen if all(states_of(p).get(RUN) == "running" for p in seen) else None
+
+        training = wait_until(both_running, 60, interval=1.0,
+                              what="the run read as running, by its lock and by sacct")
         before = read_log(run_dir / "train_log.jsonl")
         assert len(before) < RESUME_EPOCHS, "training finished before it could be cancelled"
         subprocess.run(["scancel", jobid], check=True, timeout=30)
