@@ -38,7 +38,6 @@ from __future__ import annotations
 import csv
 import inspect
 import json
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -47,7 +46,7 @@ from typing import Any
 import torch
 
 from weince.bundle._pick import Unit, find_units, pick_units
-from weince.bundle.verify import _load_yaml, verify_bundle
+from weince.bundle.verify import checked_archive
 from weince.data.vision import load_vision
 from weince.eval.features import extract_features
 from weince.eval.knn import knn_eval
@@ -340,17 +339,11 @@ def reevaluate(archive: str | Path, n: int, *, seed: int = 0, data: str | None =
     every number is within its tolerance, 1 when one is not, 2 when the archive fails its
     check or holds no encoder or model, 3 when a picked run cannot be re-evaluated as its
     files record (and none differs)."""
-    with tempfile.TemporaryDirectory(prefix="weince-reevaluate-") as tmpd:
-        root = Path(tmpd) / "files"
-        res = verify_bundle(archive, extract=root, claims=claims,
-                            allowed_signers=allowed_signers)
-        res.extracted = ""   # a temporary folder of this check, not the reviewer's
-        say(res.render())
-        if not res.archive_ok:
-            say("not re-evaluated: the archive failed the checks above")
+    with checked_archive(archive, say, claims=claims, allowed_signers=allowed_signers,
+                         refused="not re-evaluated: the archive failed the checks above") as got:
+        if got is None:
             return 2
-        man = json.loads(next(root.glob("**/bundle/manifest.json")).read_text())
-        prof = Profile.of(_load_yaml(root / man["resolved_config"], man["resolved_config"]))
+        root, man, prof, res = got
         ok = check_labels(root, man["results"], data, say, prof.vision.features.max_images) \
             if data else True
         if n < 1:

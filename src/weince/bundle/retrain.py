@@ -47,7 +47,7 @@ from typing import Any
 import torch
 
 from weince.bundle.audit import state_folder
-from weince.bundle.verify import _load_yaml, verify_bundle
+from weince.bundle.verify import checked_archive
 from weince.pipeline.arms import resolve_arm, split_arm
 from weince.pipeline.profile import Profile
 from weince.pipeline.stages import model_location
@@ -361,16 +361,11 @@ def retrain(archive: str | Path, n: int, *, seed: int = 0, data: str | None = No
     docstring); 0 when every checked run passes (and one was checked), 1 otherwise, 2 when
     the archive fails its check."""
     torch_dtype = {"float32": torch.float32, "float64": torch.float64}[dtype]
-    with tempfile.TemporaryDirectory(prefix="weince-retrain-") as tmpd:
-        root = Path(tmpd) / "files"
-        res = verify_bundle(archive, extract=root, claims=claims)
-        res.extracted = ""
-        say(res.render())
-        if not res.archive_ok:
-            say("not retrained: the archive failed the checks above")
+    with checked_archive(archive, say, claims=claims,
+                         refused="not retrained: the archive failed the checks above") as got:
+        if got is None:
             return 2
-        man = json.loads(next(root.glob("**/bundle/manifest.json")).read_text())
-        prof = Profile.of(_load_yaml(root / man["resolved_config"], man["resolved_config"]))
+        root, man, prof, _ = got
         results = root / man["results"]
         feeding = {str(Path(f["path"]).parent) for f in man["files"]
                    if str(f.get("role", "")).startswith("report input")}

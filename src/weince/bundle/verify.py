@@ -68,7 +68,8 @@ from weince.utils.metrics import EVALUATIONS, metrics_of
 from weince.utils.predictions import recheck
 from weince.utils.provenance import git_commit
 
-__all__ = ["verify_bundle", "VerifyResult", "normalise", "table_cells", "BundleError"]
+__all__ = ["verify_bundle", "checked_archive", "VerifyResult", "normalise", "table_cells",
+           "BundleError"]
 
 _BUILT = re.compile(r"built \d{4}-\d\d-\d\dT[0-9:]+(?:[+-]\d\d:\d\d|Z)? at (git )?commit "
                     r"(?:[0-9a-f]{1,40}(?:\+dirty)?|unknown|none)")
@@ -402,6 +403,29 @@ def _claims_list(data: Any, what: str) -> dict[str, Any]:
         raise BundleError(f"{what} must be an object whose 'claims' is a list of claims "
                           f"with an 'id' (as `weince report` writes it)")
     return data
+
+
+@contextlib.contextmanager
+def checked_archive(archive: str | Path, say, *, refused: str, claims: str | Path | None = None,
+                    allowed_signers: str | Path | None = None
+                    ) -> Iterator[tuple[Path, dict[str, Any], Profile, VerifyResult] | None]:
+    """``archive`` verified and unpacked into a temporary folder, its check said: ``(root,
+    manifest, the profile it was run with, the check)`` while the ``with`` lasts, or None
+    (``refused`` said after the check) when it fails its check. What ``--reevaluate`` and
+    ``--retrain`` start from."""
+    with tempfile.TemporaryDirectory(prefix="weince-check-") as tmpd:
+        root = Path(tmpd) / "files"
+        res = verify_bundle(archive, extract=root, claims=claims,
+                            allowed_signers=allowed_signers)
+        res.extracted = ""   # a temporary folder of this check, not the reviewer's
+        say(res.render())
+        if not res.archive_ok:
+            say(refused)
+            yield None
+            return
+        man = json.loads(next(root.glob("**/bundle/manifest.json")).read_text())
+        yield root, man, Profile.of(_load_yaml(root / man["resolved_config"],
+                                               man["resolved_config"])), res
 
 
 def verify_bundle(path: str | Path, *, keep: str | Path | None = None,
