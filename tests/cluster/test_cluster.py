@@ -32,18 +32,17 @@ import signal
 import subprocess
 import sys
 import time
-from itertools import takewhile
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
+from progress_page import all_counts, failed_entry
 
 from weince.cost.estimate import job_runtime, retries_for
 from weince.cost.plan import load_profile
-from weince.cost.progress import (STATES, Progress, incomplete_marks, progress,
-                                  progress_text)
+from weince.cost.progress import Progress, incomplete_marks, progress, progress_text
 from weince.pipeline.layout import VISION_RUN
 from weince.pipeline.profile import Profile
 from weince.train.simclr import pretrain
@@ -347,21 +346,16 @@ def check_progress_of_the_cancel(work: Path, configs: tuple[str, ...],
     assert via_sacct.slurm is not None and via_sacct.slurm.jobid == jobid
     assert via_sacct.slurm.state == "RUNNING"
     text = progress_cli(work, *configs)
+    n = all_counts(text)
     row = next(ln for ln in text.splitlines() if ln.startswith("all "))
-    names = ["planned", *STATES]        # the table's columns: planned, then each state's
-    n = dict(zip(names, map(int, row.split()[1:1 + len(names)]), strict=True))
     planned, finished, running, stopped, failed, not_started = (
         n[k] for k in ("planned", "finished", "running", "stopped", "failed", "not started"))
     assert n["corrupt"] == n["blocked"] == 0, row
     assert (finished, running, stopped, failed) == (0, 0, 0, 1), row
     assert not_started == planned - 1, row
     name = f"pretrain/{RUN}"
-    lines = text.splitlines()
-    at = next((k for k, ln in enumerate(lines) if ln.startswith(f"- {name}: ")), None)
-    assert at is not None, f"the cancelled job is not named:\n{text}"
-    # its reason whole, wrapped: the line and the indented lines that follow it
-    line = " ".join([lines[at], *(ln.strip() for ln in takewhile(
-        lambda ln: ln.startswith(" "), lines[at + 1:]))])
+    line = failed_entry(text, name)     # its reason whole, its wrapped lines joined
+    assert line is not None, f"the cancelled job is not named:\n{text}"
     assert line.startswith(f"- {name}: SLURM job {jobid} CANCELLED (exit code "), line
     assert f"(log: results/smoke/logs/{name}.log; SLURM log: .snakemake/slurm_logs/" \
         f"rule_pretrain/" in line and line.endswith(f"/{jobid}.log)"), line

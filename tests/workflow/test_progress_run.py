@@ -5,7 +5,6 @@ option its loss does not take) is named with its reason and log."""
 from __future__ import annotations
 
 import os
-from itertools import takewhile
 import signal
 import subprocess
 import sys
@@ -15,7 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from weince.cost.progress import STATES, incomplete_marks
+from progress_page import all_counts, failed_entry
+
+from weince.cost.progress import incomplete_marks
 
 
 pytestmark = pytest.mark.slow
@@ -33,13 +34,6 @@ def _progress(wf: Path) -> str:
                          text=True, timeout=300, env=_env())
     assert out.returncode == 0, out.stdout + out.stderr
     return out.stdout
-
-
-def _all_row(text: str) -> dict[str, int]:
-    """The table's ``all`` row: planned and each state's count, by the table's column names."""
-    row = next(line for line in text.splitlines() if line.startswith("all "))
-    names = ["planned", *STATES]
-    return dict(zip(names, (int(x) for x in row.split()[1:1 + len(names)]), strict=True))
 
 
 def _kill_mid_pretraining(wf: Path, log: Path) -> Path | None:
@@ -74,7 +68,7 @@ def test_progress_of_a_killed_smoke_run_and_of_a_failed_job(tmp_path, copy_workf
 
     text = _progress(wf)
     print(f"weince progress of the smoke run killed half-way:\n{text}")
-    n = _all_row(text)
+    n = all_counts(text)
     planned, finished, running, stopped, failed, not_started = (
         n[k] for k in ("planned", "finished", "running", "stopped", "failed", "not started"))
     assert n["corrupt"] == n["blocked"] == 0
@@ -99,13 +93,8 @@ def test_progress_of_a_killed_smoke_run_and_of_a_failed_job(tmp_path, copy_workf
                     "config/fail.yaml", "--keep-going", "--restart-times", "0"], cwd=wf,
                    capture_output=True, timeout=1500, env=_env())
     text = _progress(wf)
-    # the failed job's reason whole, wrapped: its line and the indented lines that follow
-    lines = text.splitlines()
-    i = next(k for k, x in enumerate(lines)
-             if x.startswith("- pretrain/digits/smallcnn/weince_recipe/seed7: "))
-    entry = " ".join([lines[i], *(x.strip() for x in
-                                   takewhile(
-                                       lambda x: x.startswith(" "), lines[i + 1:]))])
+    entry = failed_entry(text, "pretrain/digits/smallcnn/weince_recipe/seed7")
+    assert entry is not None, text
     assert "ValueError: bad options for loss 'weince_recipe'" in entry
     assert "(log: results/smoke/logs/pretrain/digits/smallcnn/weince_recipe/seed7.log)" in entry
-    assert _all_row(text)["failed"] == 1                  # one failed training run
+    assert all_counts(text)["failed"] == 1                  # one failed training run
